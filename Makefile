@@ -1,0 +1,29 @@
+# Two entry points for a fresh machine. Both create .venv on first use.
+#   make reproduce   — the main job: RoPE vs its non-rotary ablation on the smoke preset
+#   make test        — the test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+DATA   ?= $(if $(LLMEVO_DATA),$(LLMEVO_DATA),$(abspath ../shared/data))
+ARGS   ?= rope --preset smoke --seed 42
+
+$(BIN)/llmevo: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# CPU build of torch first, so that nothing later pulls a CUDA build.
+	$(BIN)/pip install -q torch==2.13.0 || $(BIN)/pip install -q torch --index-url https://download.pytorch.org/whl/cpu
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(BIN)/llmevo
+
+reproduce: $(BIN)/llmevo
+	LLMEVO_DATA=$(DATA) $(BIN)/llmevo reproduce $(ARGS)
+
+test: $(BIN)/llmevo
+	LLMEVO_DATA=$(DATA) $(BIN)/python -m pytest
+
+lint: $(BIN)/llmevo
+	$(BIN)/ruff check src tests
+
+.PHONY: venv reproduce test lint

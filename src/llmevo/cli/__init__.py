@@ -1,0 +1,51 @@
+"""The ``llmevo`` command line. The only place that reads arguments and the environment.
+
+Each area keeps its commands in its own module here and registers them on ``app``; the
+import list below is explicit on purpose (no discovery by scanning).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from llmevo.errors import LlmevoError
+
+app = typer.Typer(
+    name="llmevo",
+    help="Reproduce LLM papers at small scale, with statistics and provenance; evolve designs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+# --- command modules (explicit import list; each registers its commands on `app`) ---
+from llmevo.cli import common as _common  # noqa: E402,F401
+# --- end of command modules ---
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: user errors become one line on stderr and exit status 2."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except LlmevoError as error:
+        err_console.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        sys.exit(130)
+    except typer.Exit as exit_:
+        sys.exit(exit_.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    except Exception as error:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(error, click.ClickException):
+            error.show()
+            sys.exit(2)
+        raise

@@ -1,0 +1,32 @@
+"""Options shared by several commands: where the data lives, which device to use."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from llmevo.errors import ConfigError
+
+DATA_ENV = "LLMEVO_DATA"
+CACHE_ENV = "LLMEVO_CACHE"
+
+
+def resolve_data_dir(option: Path | None) -> Path:
+    """The data directory: ``--data-dir``, else ``$LLMEVO_DATA``, else ``../shared/data``."""
+    if option is not None:
+        candidate = option
+    elif os.environ.get(DATA_ENV):
+        candidate = Path(os.environ[DATA_ENV])
+    else:
+        candidate = Path("../shared/data")
+    if not candidate.is_dir():
+        raise ConfigError(
+            f"data directory {candidate} does not exist; pass --data-dir or set {DATA_ENV} "
+            "to the folder holding wikitext-2/, wikitext-2-raw/, tinyshakespeare/, ..."
+        )
+    return candidate.resolve()
+
+
+def resolve_cache_dir() -> Path:
+    """Where tokenizers, token arrays and entropy models are cached (``$LLMEVO_CACHE``)."""
+    return Path(os.environ.get(CACHE_ENV, ".cache/llmevo")).resolve()
