@@ -1,0 +1,211 @@
+"""Multi-seed statistics and the claim rules (SPEC "Tiers and claims").
+
+Fewer than 3 paired seeds is a smoke result: no formal comparison, no significance. With 3
+or more, each metric gets mean / std / n per arm and a 95% Student t confidence interval of
+the paired per-seed relative change; a change is called significant only when that
+interval excludes zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from scipy import stats as scipy_stats
+
+from llmevo.errors import ConfigError
+
+FORMAL_MIN_SEEDS = 3
+SMOKE_CLAIM = "single/few-seed smoke result; do not claim a stable improvement"
+FORMAL_CLAIM = (
+    "formal comparison over {n} paired seeds: mean, sample std and n per metric; 95% paired "
+    "Student t-interval of the per-seed relative change; significant only when the interval "
+    "excludes zero"
+)
+
+
+def summarize(values: Sequence[float]) -> dict:
+    """``{"mean", "std", "n"}`` with the sample std (ddof=1); one value has std 0.0."""
+    if len(values) == 0:
+        raise ConfigError("cannot summarise an empty list of values; expected one per seed")
+    n = len(values)
+    mean = math.fsum(values) / n
+    if n == 1:
+        return {"mean": float(mean), "std": 0.0, "n": 1}
+    variance = math.fsum((value - mean) ** 2 for value in values) / (n - 1)
+    return {"mean": float(mean), "std": math.sqrt(variance), "n": n}
+
+
+def relative_changes_percent(baseline: Sequence[float], method: Sequence[float]) -> list[float]:
+    """Per-seed ``100 * (m_i - b_i) / |b_i|``.
+
+    The absolute value in the denominator keeps the sign equal to the direction of the
+    change for negative metrics too (``primary``, ``fitness``); for the usual positive
+    losses it is the plain relative change.
+    """
+    if len(baseline) != len(method):
+        raise ConfigError(
+            f"paired comparison needs one baseline and one method value per seed; got "
+            f"{len(baseline)} baseline and {len(method)} method values"
+        )
+    if len(baseline) == 0:
+        raise ConfigError("paired comparison needs at least one seed; got none")
+    if any(value == 0 for value in baseline):
+        raise ConfigError("relative change is undefined for a baseline value of 0")
+    return [100.0 * (m - b) / abs(b) for b, m in zip(baseline, method, strict=True)]
+
+
+def paired_relative_change(
+    baseline: Sequence[float], method: Sequence[float], confidence: float = 0.95
+) -> dict:
+    """Mean per-seed relative change (percent) and its Student t confidence interval.
+
+    Returns ``{"mean", "ci_low", "ci_high", "n", "interval"}``; with fewer than 2 seeds the
+    bounds are ``None`` and ``interval`` says why.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ConfigError(f"confidence must lie in (0, 1), got {confidence}")
+    changes = relative_changes_percent(baseline, method)
+    summary = summarize(changes)
+    n = summary["n"]
+    level = f"{100 * confidence:g}%"
+    if n < 2:
+        return {
+            "mean": summary["mean"],
+            "ci_low": None,
+            "ci_high": None,
+            "n": n,
+            "interval": f"none: a {level} t-interval needs at least 2 paired seeds, got {n}",
+        }
+    t_value = float(scipy_stats.t.ppf(0.5 + confidence / 2.0, df=n - 1))
+    half_width = t_value * summary["std"] / math.sqrt(n)
+    return {
+        "mean": summary["mean"],
+        "ci_low": summary["mean"] - half_width,
+        "ci_high": summary["mean"] + half_width,
+        "n": n,
+        "interval": (
+            f"{level} paired Student t-interval of the per-seed relative change "
+            f"(t={t_value:.3f}, {n - 1} df)"
+        ),
+    }
+
+
+def claim_policy(n_seeds: int) -> tuple[bool, str]:
+    """``(formal_comparison, claim_policy text)`` for a number of paired seeds."""
+    if n_seeds < FORMAL_MIN_SEEDS:
+        return False, SMOKE_CLAIM
+    return True, FORMAL_CLAIM.format(n=n_seeds)
+
+
+def _excludes_zero(change: Mapping) -> bool:
+    low, high = change["ci_low"], change["ci_high"]
+    return low is not None and high is not None and (low > 0.0 or high < 0.0)
+
+
+def is_significant(change: Mapping) -> bool | None:
+    """``None`` when not a formal comparison, else whether the interval excludes zero."""
+    formal, _ = claim_policy(change["n"])
+    if not formal:
+        return None
+    return _excludes_zero(change)
+
+
+def _percent(value: float) -> str:
+    return f"{value:.2f}%"
+
+
+def verdict(
+    metric: str,
+    baseline_values: Sequence[float],
+    method_values: Sequence[float],
+    lower_is_better: bool = True,
+    method_name: str = "the method",
+    confidence: float = 0.95,
+) -> dict:
+    """The claim about one metric, in numbers and in plain words.
+
+    Returns ``{metric, lower_is_better, significant, noise_floor_percent, summary}``.
+    ``significant`` is ``None`` below 3 seeds; ``noise_floor_percent`` is the baseline's
+    seed-to-seed std as a percentage of its mean (``None`` with one seed: unknown).
+    """
+    change = paired_relative_change(baseline_values, method_values, confidence)
+    n = change["n"]
+    baseline_summary = summarize(baseline_values)
+    noise_floor = (
+        100.0 * baseline_summary["std"] / abs(baseline_summary["mean"])
+        if n >= 2 and baseline_summary["mean"] != 0
+        else None
+    )
+    significant = is_significant(change)
+    mean = change["mean"]
+    if mean == 0.0:
+        movement = f"{method_name} leaves {metric} unchanged (0.00%)"
+    else:
+        verb = "lowers" if mean < 0 else "raises"
+        movement = f"{method_name} {verb} {metric} by {_percent(abs(mean))}"
+    seeds_word = "seed" if n == 1 else "seeds"
+    if change["ci_low"] is None:
+        detail = f"({n} {seeds_word}, no interval)"
+    else:
+        level = f"{100 * confidence:g}%"
+        detail = (
+            f"({level} CI {_percent(change['ci_low'])} to {_percent(change['ci_high'])}, "
+            f"paired t over {n} {seeds_word})"
+        )
+    if significant is None:
+        conclusion = SMOKE_CLAIM
+    elif not significant:
+        conclusion = "no significant difference (CI includes zero)"
+    elif (mean < 0) == lower_is_better:
+        conclusion = "significant improvement"
+    else:
+        conclusion = "significantly worse"
+    summary = f"{movement} {detail}: {conclusion}."
+    if noise_floor is not None:
+        summary += f" Baseline seed-to-seed std is {_percent(noise_floor)} of its mean."
+    return {
+        "metric": metric,
+        "lower_is_better": lower_is_better,
+        "significant": significant,
+        "noise_floor_percent": noise_floor,
+        "summary": summary,
+    }
+
+
+def _arm_values(per_seed_rows: Sequence[Mapping], arm: str, metric: str) -> list[float] | None:
+    values = [row.get(arm, {}).get(metric) for row in per_seed_rows]
+    if all(value is None for value in values):
+        return None
+    if any(value is None for value in values):
+        seeds = [
+            row.get("seed")
+            for row, value in zip(per_seed_rows, values, strict=True)
+            if value is None
+        ]
+        raise ConfigError(f"metric {metric!r} of the {arm} arm is missing for seeds {seeds}")
+    return [float(value) for value in values]
+
+
+def build_statistics(per_seed_rows: Sequence[Mapping], metrics: Sequence[str]) -> dict:
+    """The ``statistics`` block of a reproduction artifact (docs/ARTIFACTS.md).
+
+    ``per_seed_rows`` are ``{seed, baseline: {metric: value}, method: {metric: value}}``.
+    A metric measured in no row is left out; one measured for only some seeds is an error.
+    """
+    if len(per_seed_rows) == 0:
+        raise ConfigError("build_statistics needs at least one per-seed row; got none")
+    block: dict = {}
+    for metric in metrics:
+        baseline = _arm_values(per_seed_rows, "baseline", metric)
+        method = _arm_values(per_seed_rows, "method", metric)
+        if baseline is None or method is None:
+            continue
+        change = paired_relative_change(baseline, method)
+        block[metric] = {
+            "baseline": summarize(baseline),
+            "method": summarize(method),
+            "paired_relative_change_percent": change,
+            "significant": is_significant(change),
+        }
+    return block
