@@ -1,0 +1,113 @@
+"""Causal multi-head attention with grouped key/value heads.
+
+Vaswani et al., "Attention Is All You Need", arXiv 1706.03762 (multi-head attention);
+Ainslie et al., "GQA: Training Generalized Multi-Query Transformer Models from Multi-Head
+Checkpoints", arXiv 2305.13245 (``kv_heads`` < ``heads``; ``kv_heads = 1`` is multi-query
+attention, Shazeer 2019, arXiv 1911.02150). Reference test: an explicit
+softmax(QK^T / sqrt(d) + mask) V computed head by head, with each key/value head shared by
+its group of query heads.
+
+Subclasses override one step (``project``, ``attend``) rather than copying ``forward``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from pydantic import PositiveInt
+from torch import Tensor, nn
+
+from llmevo.components.base import Attention, AttentionContext, ModelDims
+from llmevo.errors import ConfigError
+from llmevo.registry import Paper, SearchDimension, StrictModel, register
+
+
+class MultiHeadConfig(StrictModel):
+    kv_heads: PositiveInt | None = None  # None: one key/value head per query head
+
+
+def causal_mask(n_queries: int, n_keys: int, device: torch.device) -> Tensor:
+    """(Tq, Tk) bool mask: query i (the last Tq of Tk positions) sees keys 0..Tk-Tq+i."""
+    return torch.ones(n_queries, n_keys, dtype=torch.bool, device=device).tril(
+        diagonal=n_keys - n_queries
+    )
+
+
+class CausalSelfAttention(Attention):
+    """Shared machinery: projections, position hooks, cache, masked softmax attention."""
+
+    def __init__(self, dims: ModelDims, kv_heads: int | None):
+        super().__init__()
+        self.n_heads = dims.n_heads
+        self.kv_heads = kv_heads or dims.n_heads
+        self.head_dim = dims.head_dim
+        if dims.d_model % dims.n_heads:
+            raise ConfigError(f"d_model {dims.d_model} is not divisible by heads {dims.n_heads}")
+        if self.n_heads % self.kv_heads:
+            raise ConfigError(
+                f"attention: kv_heads {self.kv_heads} does not divide heads {self.n_heads}"
+            )
+        d_model = dims.d_model
+        self.query = nn.Linear(d_model, self.n_heads * self.head_dim, bias=False)
+        self.key = nn.Linear(d_model, self.kv_heads * self.head_dim, bias=False)
+        self.value = nn.Linear(d_model, self.kv_heads * self.head_dim, bias=False)
+        self.output = nn.Linear(self.n_heads * self.head_dim, d_model, bias=False)
+
+    def project(self, x: Tensor, context: AttentionContext) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries (B, H, T, Dh) and keys/values (B, Hk, T, Dh), position-encoded."""
+        batch, length, _ = x.shape
+        q = self.query(x).view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.key(x).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.value(x).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        q = context.position.rotate(q, context.positions)
+        k = context.position.rotate(k, context.positions)
+        return q, k, v
+
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, context: AttentionContext, k_positions: Tensor
+    ) -> Tensor:
+        """softmax(q k^T / sqrt(Dh) + bias, causal) v  ->  (B, H, Tq, Dh)."""
+        n_queries, n_keys = q.shape[2], k.shape[2]
+        grouped = self.kv_heads != self.n_heads
+        bias = context.position.attention_bias(context.positions, k_positions)
+        if bias is None and n_queries == n_keys:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=grouped)
+        allowed = causal_mask(n_queries, n_keys, q.device)  # (Tq, Tk)
+        mask = torch.zeros(allowed.shape, dtype=q.dtype, device=q.device)
+        mask = mask.masked_fill(~allowed, -math.inf)
+        if bias is not None:
+            mask = mask + bias.to(q.dtype)  # (H, Tq, Tk)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=grouped)
+
+    def forward(self, x: Tensor, context: AttentionContext) -> Tensor:
+        batch, length, _ = x.shape
+        q, k, v = self.project(x, context)
+        k_positions = context.positions
+        if context.cache is not None:
+            k, v, k_positions = context.cache.update(k, v, context.positions)
+        attended = self.attend(q, k, v, context, k_positions)  # (B, H, T, Dh)
+        merged = attended.transpose(1, 2).reshape(batch, length, self.n_heads * self.head_dim)
+        return self.output(merged)  # (B, T, D)
+
+
+@register(
+    slot="attention",
+    name="mha",
+    config=MultiHeadConfig,
+    paper=Paper(
+        arxiv_id="1706.03762",
+        title="Attention Is All You Need",
+        url="https://arxiv.org/abs/1706.03762",
+        organization="Google Brain",
+    ),
+    implementation_status="full",
+    promotion_eligible=True,
+    evolve_integrated=True,
+    scope="Causal scaled dot-product attention; kv_heads < heads gives grouped-query attention.",
+    search_space={"kv_heads": SearchDimension(choices=(1, 2, 4))},
+)
+class MultiHeadAttention(CausalSelfAttention):
+    def __init__(self, config: MultiHeadConfig, dims: ModelDims):
+        super().__init__(dims, config.kv_heads)

@@ -1,0 +1,117 @@
+"""What each model slot must provide. Components subclass these and register by name.
+
+Constructors are uniform per slot so the model never needs to know which component fills a
+slot: ``Position(config, dims)``, ``Attention(config, dims)``, ``FeedForward(config, dims)``,
+``Norm(config, dim)``, ``Block(config, dims, parts)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+
+@dataclass(frozen=True)
+class ModelDims:
+    """The sizes a component may depend on."""
+
+    vocab_size: int
+    d_model: int
+    n_layers: int
+    n_heads: int
+    max_seq_len: int
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+
+class PositionEncoding(nn.Module):
+    """Where position information enters: the embeddings, q/k rotation, or a score bias.
+
+    The defaults do nothing, so each encoding overrides only the hook it uses.
+    ``positions`` are absolute token positions, broadcastable to ``(..., T)``.
+    """
+
+    rotary: bool = False
+
+    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
+        return x  # (B, T, D)
+
+    def rotate(self, x: Tensor, positions: Tensor) -> Tensor:
+        return x  # (B, H, T, Dh)
+
+    def attention_bias(self, q_positions: Tensor, k_positions: Tensor) -> Tensor | None:
+        return None  # (H, Tq, Tk) to add to attention scores, or None
+
+
+class KVCacheLayer:
+    """One layer's cache of post-position keys and values for incremental decoding.
+
+    ``keys``/``values``: (B, Hk, S, Dh); ``positions``: (S,) absolute positions of the
+    cached entries. Every cached entry precedes every new token, so the causal mask of a
+    step only needs the new tokens' own triangle.
+    """
+
+    def __init__(self) -> None:
+        self.keys: Tensor | None = None
+        self.values: Tensor | None = None
+        self.positions: Tensor | None = None
+
+    def __len__(self) -> int:
+        return 0 if self.keys is None else self.keys.shape[2]
+
+    def update(self, keys: Tensor, values: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Append new entries and return the whole cache (keys, values, positions)."""
+        if self.keys is None:
+            self.keys, self.values, self.positions = keys, values, positions
+        else:
+            assert self.values is not None and self.positions is not None
+            self.keys = torch.cat([self.keys, keys], dim=2)
+            self.values = torch.cat([self.values, values], dim=2)
+            self.positions = torch.cat([self.positions, positions], dim=-1)
+        return self.keys, self.values, self.positions
+
+
+@dataclass
+class AttentionContext:
+    """What attention needs beyond its input: positions, the encoding, an optional cache.
+
+    ``shared`` carries state across layers within one forward pass (e.g. the first layer's
+    values for value-residual attention).
+    """
+
+    positions: Tensor  # (T,) absolute positions of the current tokens
+    position: PositionEncoding
+    cache: KVCacheLayer | None = None
+    layer_index: int = 0
+    shared: dict[str, Any] = field(default_factory=dict)
+
+
+class Attention(nn.Module):
+    """Maps (B, T, D) to (B, T, D), mixing only earlier-or-equal positions."""
+
+    supports_kv_cache: bool = True
+
+    def forward(self, x: Tensor, context: AttentionContext) -> Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+
+class FeedForward(nn.Module):
+    """Position-wise map (B, T, D) -> (B, T, D)."""
+
+
+class Block(nn.Module):
+    """One transformer layer: wires attention, feed-forward and norms with residuals."""
+
+
+@dataclass(frozen=True)
+class BlockParts:
+    """Factories a block uses to build its attention, feed-forward and norms."""
+
+    make_attention: Any
+    make_feedforward: Any
+    make_norm: Any

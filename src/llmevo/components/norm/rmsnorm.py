@@ -1,0 +1,48 @@
+"""Root-mean-square layer normalisation: ``x / sqrt(mean(x^2) + eps) * g``.
+
+Zhang and Sennrich, "Root Mean Square Layer Normalization", arXiv 1910.07467. Reference
+test: the formula against torch.nn.functional.rms_norm and a hand computation.
+"""
+
+from __future__ import annotations
+
+import torch
+from pydantic import PositiveFloat
+from torch import Tensor, nn
+
+from llmevo.registry import Paper, StrictModel, register
+
+
+class RMSNormConfig(StrictModel):
+    eps: PositiveFloat = 1e-6
+
+
+def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
+    """x / sqrt(mean(x^2, last dim) + eps) * weight."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+@register(
+    slot="norm",
+    name="rmsnorm",
+    config=RMSNormConfig,
+    paper=Paper(
+        arxiv_id="1910.07467",
+        title="Root Mean Square Layer Normalization",
+        url="https://arxiv.org/abs/1910.07467",
+        organization="University of Edinburgh",
+    ),
+    ablation="layernorm",
+    implementation_status="full",
+    promotion_eligible=True,
+    evolve_integrated=True,
+    scope="RMSNorm with a learned gain and no bias, in place of LayerNorm.",
+)
+class RMSNorm(nn.Module):
+    def __init__(self, config: RMSNormConfig, dim: int):
+        super().__init__()
+        self.eps = config.eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return rms_norm(x, self.weight, self.eps)

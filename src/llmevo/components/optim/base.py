@@ -1,0 +1,68 @@
+"""What an optimizer component provides, and how parameters are sorted into roles.
+
+Roles come from the module a parameter belongs to, not from its shape: Muon must treat
+the tied embedding (a 2-D matrix) differently from the hidden projections.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from torch import nn
+
+from llmevo.registry import StrictModel
+
+Role = Literal["embedding", "hidden_matrix", "gain_or_bias"]
+
+
+def parameter_roles(model: nn.Module) -> dict[str, Role]:
+    """Name -> role: embedding tables, hidden Linear weights, everything else.
+
+    A Linear whose weight is shared with an embedding (a tied output head) is an embedding.
+    """
+    roles: dict[str, Role] = {}
+    embedding_ids = {
+        id(module.weight) for module in model.modules() if isinstance(module, nn.Embedding)
+    }
+    for module_name, module in model.named_modules():
+        for param_name, param in module.named_parameters(recurse=False):
+            name = f"{module_name}.{param_name}" if module_name else param_name
+            if id(param) in embedding_ids:
+                roles[name] = "embedding"
+            elif isinstance(module, nn.Linear) and param_name == "weight":
+                roles[name] = "hidden_matrix"
+            else:
+                roles[name] = "gain_or_bias"
+    return roles
+
+
+def parameters_by_role(model: nn.Module) -> dict[Role, list[nn.Parameter]]:
+    groups: dict[Role, list[nn.Parameter]] = {"embedding": [], "hidden_matrix": [], "gain_or_bias": []}
+    named = dict(model.named_parameters())
+    for name, role in parameter_roles(model).items():
+        if name in named:  # shared parameters appear once in named_parameters()
+            groups[role].append(named[name])
+    return groups
+
+
+class OptimizerComponent:
+    """Builds a ``torch.optim.Optimizer`` for a model and reports optimizer statistics."""
+
+    def __init__(self, config: StrictModel):
+        self.config = config
+
+    def build(self, model: nn.Module, lr: float, weight_decay: float):  # pragma: no cover
+        raise NotImplementedError
+
+    def statistics(self) -> dict[str, Any]:
+        """Figures for ``architecture_stats`` (e.g. a parameter split)."""
+        return {}
+
+    def orthogonality_error(self) -> float:
+        """``muon_orthogonality_error`` of the artifact; 0 for optimizers that don't orthogonalise."""
+        return 0.0
+
+
+def count(params: Iterator[nn.Parameter] | list[nn.Parameter]) -> int:
+    return sum(p.numel() for p in params)

@@ -1,0 +1,123 @@
+"""The decoder-only transformer, assembled from registered components.
+
+``llama_modern`` is this model with its default config: d_model 64, 2 layers, 4 heads,
+4 KV heads, SwiGLU 192, RMSNorm, RoPE (theta 10,000), tied embeddings, no biases, vocab
+512, context 64 — exactly 139,584 parameters. Which component fills each slot is read
+from the config; this file never names a component.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from llmevo.components.base import AttentionContext, BlockParts, KVCacheLayer, ModelDims
+from llmevo.model.config import ComponentChoice, ModelConfig
+from llmevo.registry import ComponentSpec, ensure_registered
+
+
+def resolve(slot: str, choice: ComponentChoice) -> tuple[ComponentSpec, Any]:
+    """The registered spec and validated config for one slot; errors name the slot."""
+    spec = ensure_registered().get(slot, choice.name)
+    return spec, spec.make_config(choice.config)
+
+
+class Transformer(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.dims = ModelDims(
+            vocab_size=config.vocab_size,
+            d_model=config.d_model,
+            n_layers=config.n_layers,
+            n_heads=config.n_heads,
+            max_seq_len=config.max_seq_len,
+        )
+        self.specs: dict[str, ComponentSpec] = {}
+        built: dict[str, tuple[ComponentSpec, Any]] = {}
+        for slot in ("position", "attention", "feedforward", "norm", "block"):
+            built[slot] = resolve(slot, getattr(config, slot))
+            self.specs[slot] = built[slot][0]
+
+        def make(slot: str, *args: Any) -> nn.Module:
+            spec, component_config = built[slot]
+            return spec.cls(component_config, *args)
+
+        parts = BlockParts(
+            make_attention=partial(make, "attention", self.dims),
+            make_feedforward=partial(make, "feedforward", self.dims),
+            make_norm=partial(make, "norm"),
+        )
+        self.embedding = nn.Embedding(config.vocab_size, config.d_model)
+        self.position = make("position", self.dims)
+        self.blocks = nn.ModuleList(make("block", self.dims, parts) for _ in range(config.n_layers))
+        self.final_norm = make("norm", config.d_model)
+        self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.apply(_init_weights)
+        if config.tie_embeddings:
+            self.head.weight = self.embedding.weight
+
+    @property
+    def supports_kv_cache(self) -> bool:
+        return all(getattr(spec.manifest, "supports_kv_cache", True) for spec in self.specs.values())
+
+    def component_files(self) -> list[Any]:
+        """The component classes this model was built from (for provenance)."""
+        return [spec.cls for spec in self.specs.values()]
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(
+        self,
+        tokens: Tensor,
+        positions: Tensor | None = None,
+        caches: Sequence[KVCacheLayer] | None = None,
+    ) -> Tensor:
+        """tokens (B, T) -> logits (B, T, V). With ``caches``, tokens continue the cache."""
+        length = tokens.shape[1]
+        if positions is None:
+            start = len(caches[0]) if caches else 0
+            positions = torch.arange(start, start + length, device=tokens.device)
+        x = self.embedding(tokens)  # (B, T, D)
+        x = self.position.embed(x, positions)
+        shared: dict[str, Any] = {}
+        for index, block in enumerate(self.blocks):
+            context = AttentionContext(
+                positions=positions,
+                position=self.position,
+                cache=caches[index] if caches else None,
+                layer_index=index,
+                shared=shared,
+            )
+            x = block(x, context)
+        return self.head(self.final_norm(x))  # (B, T, V)
+
+    def new_caches(self) -> list[KVCacheLayer]:
+        return [KVCacheLayer() for _ in self.blocks]
+
+
+def _init_weights(module: nn.Module) -> None:
+    if isinstance(module, nn.Linear | nn.Embedding):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)
+
+
+ARCHITECTURES: dict[str, type[nn.Module]] = {"transformer": Transformer}
+
+
+def build_model(config: ModelConfig) -> nn.Module:
+    """Build the model a config describes; invalid choices fail here, before any training."""
+    from llmevo.errors import ConfigError
+
+    try:
+        architecture = ARCHITECTURES[config.architecture]
+    except KeyError:
+        known = ", ".join(sorted(ARCHITECTURES))
+        raise ConfigError(f"unknown architecture '{config.architecture}'; known: {known}") from None
+    return architecture(config)

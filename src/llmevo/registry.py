@@ -1,0 +1,187 @@
+"""The component registry: every mechanism is chosen by its registered name, per slot.
+
+A component is a class that owns a small typed ``Config`` (pydantic, unknown keys
+rejected) and a ``Manifest`` describing the paper it comes from, what it is compared
+against (its ablation), how far it has been reproduced and which hyperparameters the
+evolution engine may search. Registration is explicit: ``llmevo.components`` imports each
+component module by name, and registering a name twice in a slot is an error.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from llmevo.errors import ConfigError
+
+SLOTS = (
+    "position",
+    "attention",
+    "feedforward",
+    "norm",
+    "block",
+    "optimizer",
+    "kv_cache",
+    "architecture",
+)
+
+ImplementationStatus = Literal["component_only", "integrated", "full"]
+EvaluationTier = Literal["none", "l1_mechanism", "l2_public_dataset"]
+
+
+class StrictModel(BaseModel):
+    """Base for typed configs: unknown keys are rejected, values are validated."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Paper(StrictModel):
+    arxiv_id: str
+    title: str
+    url: str
+    organization: str
+
+
+class SearchDimension(StrictModel):
+    """One searchable hyperparameter: a list of choices, or a numeric range."""
+
+    choices: tuple[Any, ...] | None = None
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    integer: bool = False
+
+
+class Manifest(StrictModel):
+    name: str
+    slot: str
+    manifest_ref: str
+    paper: Paper | None = None
+    ablation: str | None = Field(
+        default=None, description="The component of the same slot used in the baseline arm."
+    )
+    implementation_status: ImplementationStatus = "integrated"
+    evaluation_tier: EvaluationTier = "none"
+    promotion_eligible: bool = False
+    evolve_integrated: bool = False
+    scope: str = ""
+    search_space: dict[str, SearchDimension] = Field(default_factory=dict)
+    supports_kv_cache: bool = True
+
+
+class EmptyConfig(StrictModel):
+    """For components without hyperparameters."""
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """A registered component: its class, config type and manifest."""
+
+    cls: type
+    config_cls: type[StrictModel]
+    manifest: Manifest
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
+    @property
+    def slot(self) -> str:
+        return self.manifest.slot
+
+    @property
+    def source_file(self) -> Path:
+        return Path(inspect.getsourcefile(self.cls) or "")
+
+    def make_config(self, values: dict[str, Any] | StrictModel | None) -> StrictModel:
+        """Validate ``values`` against this component's config; errors name the component."""
+        if isinstance(values, self.config_cls):
+            return values
+        try:
+            return self.config_cls.model_validate(dict(values or {}))
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '<config>'}: {e['msg']}"
+                for e in error.errors()
+            )
+            raise ConfigError(f"{self.slot} component '{self.name}': {problems}") from None
+
+
+class Registry:
+    """Components by slot and name. A duplicate name within a slot is an error."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, dict[str, ComponentSpec]] = {slot: {} for slot in SLOTS}
+
+    def add(self, spec: ComponentSpec) -> None:
+        slot = spec.slot
+        if slot not in self._specs:
+            raise ConfigError(f"unknown slot '{slot}'; slots are: {', '.join(SLOTS)}")
+        if spec.name in self._specs[slot]:
+            raise ConfigError(f"{slot} component '{spec.name}' is registered twice")
+        self._specs[slot][spec.name] = spec
+
+    def get(self, slot: str, name: str) -> ComponentSpec:
+        if slot not in self._specs:
+            raise ConfigError(f"unknown slot '{slot}'; slots are: {', '.join(SLOTS)}")
+        try:
+            return self._specs[slot][name]
+        except KeyError:
+            known = ", ".join(sorted(self._specs[slot])) or "(none)"
+            raise ConfigError(f"unknown {slot} component '{name}'; known: {known}") from None
+
+    def find(self, name: str) -> ComponentSpec:
+        """Look a component up by name alone (names are unique across slots in practice)."""
+        matches = [specs[name] for specs in self._specs.values() if name in specs]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            known = ", ".join(sorted(n for specs in self._specs.values() for n in specs))
+            raise ConfigError(f"unknown component '{name}'; known: {known}")
+        slots = ", ".join(spec.slot for spec in matches)
+        raise ConfigError(f"component name '{name}' is ambiguous (slots: {slots})")
+
+    def names(self, slot: str) -> list[str]:
+        return sorted(self._specs[slot])
+
+    def all(self) -> list[ComponentSpec]:
+        return [spec for slot in SLOTS for spec in self._specs[slot].values()]
+
+
+REGISTRY = Registry()
+
+
+def register(
+    *,
+    slot: str,
+    name: str,
+    config: type[StrictModel] = EmptyConfig,
+    **manifest_fields: Any,
+) -> Callable[[type], type]:
+    """Class decorator: register a component under ``slot``/``name`` with its manifest."""
+
+    def decorate(cls: type) -> type:
+        manifest = Manifest(
+            name=name,
+            slot=slot,
+            manifest_ref=manifest_fields.pop("manifest_ref", f"reproduction:{name}"),
+            **manifest_fields,
+        )
+        REGISTRY.add(ComponentSpec(cls=cls, config_cls=config, manifest=manifest))
+        cls.component_name = name  # type: ignore[attr-defined]
+        cls.Config = config  # type: ignore[attr-defined]
+        return cls
+
+    return decorate
+
+
+def ensure_registered() -> Registry:
+    """Import the explicit component list once and return the populated registry."""
+    import llmevo.components  # noqa: F401  (registers every component by import)
+
+    return REGISTRY
