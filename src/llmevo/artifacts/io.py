@@ -1,0 +1,85 @@
+"""Atomic file writes and validated artifact saving.
+
+Every write goes to a temporary file in the target's directory, is flushed and fsynced,
+then renamed over the target with ``os.replace`` (atomic on POSIX and Windows). If
+anything fails on the way — including serialisation half-way through — the temporary
+file is removed and an existing target is left exactly as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from llmevo.artifacts.schema import (
+    DiagnosticArtifact,
+    ReproductionArtifact,
+    dump_artifact,
+    validate_artifact,
+)
+
+_DEFAULT_MODE = 0o644
+
+
+@contextlib.contextmanager
+def _atomic_file(path: Path | str, binary: bool) -> Iterator[IO[Any]]:
+    """Yield a handle on a temp file beside ``path``; on clean exit it replaces ``path``."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    mode = target.stat().st_mode & 0o777 if target.exists() else _DEFAULT_MODE
+    fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        handle = os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8")
+        with handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temp_name, mode)
+        os.replace(temp_name, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp_name)
+        raise
+
+
+def write_bytes_atomic(path: Path | str, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (parent directories are created)."""
+    with _atomic_file(path, binary=True) as handle:
+        handle.write(data)
+
+
+def write_text_atomic(path: Path | str, text: str) -> None:
+    """Write UTF-8 ``text`` to ``path`` atomically."""
+    with _atomic_file(path, binary=False) as handle:
+        handle.write(text)
+
+
+def write_json_atomic(path: Path | str, data: Any, *, indent: int = 2) -> None:
+    """Serialise ``data`` as JSON (UTF-8, non-ASCII kept, trailing newline) atomically.
+
+    The JSON is streamed into the temporary file, so a value that cannot be serialised
+    fails part-way; the target is then untouched and the temporary file removed.
+    """
+    with _atomic_file(path, binary=False) as handle:
+        json.dump(data, handle, indent=indent, ensure_ascii=False)
+        handle.write("\n")
+
+
+def save_artifact(
+    artifact: ReproductionArtifact | DiagnosticArtifact | dict[str, Any], path: Path | str
+) -> ReproductionArtifact | DiagnosticArtifact:
+    """Validate ``artifact`` (a model or a JSON-shaped dict) and write it atomically.
+
+    An invalid artifact raises ``ArtifactError`` and nothing is written. Returns the
+    validated model. A model is re-validated from its dump, so fields changed after
+    construction are checked too.
+    """
+    data = artifact if isinstance(artifact, dict) else dump_artifact(artifact)
+    validated = validate_artifact(data, str(path))
+    write_json_atomic(path, dump_artifact(validated))
+    return validated

@@ -1,0 +1,140 @@
+"""Provenance: which code, data, command and libraries produced an artifact.
+
+``collect_provenance`` fills every field of the schema's ``provenance`` block, so that a
+result can be traced to an exact commit (and whether the tree was dirty), the sha256 of
+each implementation file and of the runner, the command line, the accelerator, the
+library versions and the dataset fingerprint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import inspect
+import platform
+import subprocess
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from llmevo.errors import ArtifactError
+
+NOT_A_CHECKOUT = "unknown (not a git checkout)"
+NOT_INSTALLED = "not installed"
+TRACKED_LIBRARIES = ("torch", "numpy", "tokenizers", "pydantic", "optuna", "llmevo")
+_CHUNK = 1 << 20
+
+
+def sha256_file(path: Path | str) -> str:
+    """Hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def module_files(objects: Iterable[object]) -> list[Path]:
+    """Source files of modules, classes or functions (instances map to their class).
+
+    Resolved and deduplicated, in first-seen order; an object without a Python source
+    file (a builtin, a C extension) is an ``ArtifactError``.
+    """
+    files: list[Path] = []
+    for obj in objects:
+        is_code = inspect.ismodule(obj) or inspect.isclass(obj) or inspect.isroutine(obj)
+        target = obj if is_code else type(obj)
+        try:
+            source = inspect.getsourcefile(target)  # type: ignore[arg-type]
+        except TypeError:
+            source = None
+        if source is None:
+            raise ArtifactError(
+                f"no Python source file for {obj!r}; pass a module, class or function"
+            )
+        resolved = Path(source).resolve()
+        if resolved not in files:
+            files.append(resolved)
+    return files
+
+
+def _display_path(path: Path, repo_root: Path) -> str:
+    resolved = path.resolve()
+    try:
+        return resolved.relative_to(repo_root.resolve()).as_posix()
+    except ValueError:
+        return resolved.as_posix()
+
+
+def combined_sha256(file_digests: dict[str, str]) -> str:
+    """One sha256 over ``path\\0sha256\\n`` lines of the files, sorted by path."""
+    digest = hashlib.sha256()
+    for path, file_sha in sorted(file_digests.items()):
+        digest.update(f"{path}\0{file_sha}\n".encode())
+    return digest.hexdigest()
+
+
+def _git(repo_root: Path, *args: str) -> str | None:
+    try:
+        completed = subprocess.run(
+            ["git", "-C", str(repo_root), *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return completed.stdout if completed.returncode == 0 else None
+
+
+def git_state(repo_root: Path) -> tuple[str, bool | None]:
+    """``(commit, dirty)`` of the checkout at ``repo_root``; ``(NOT_A_CHECKOUT, None)``
+    when it is not one. Untracked files count as dirty."""
+    commit = _git(repo_root, "rev-parse", "HEAD")
+    if commit is None:
+        return NOT_A_CHECKOUT, None
+    status = _git(repo_root, "status", "--porcelain")
+    return commit.strip(), None if status is None else bool(status.strip())
+
+
+def library_versions() -> dict[str, str]:
+    """Python and the libraries whose versions can move a result."""
+    versions = {"python": platform.python_version()}
+    for name in TRACKED_LIBRARIES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = NOT_INSTALLED
+    return versions
+
+
+def collect_provenance(
+    *,
+    command: str,
+    implementation_files: Iterable[Path],
+    runner_file: Path,
+    dataset_fingerprint: str,
+    accelerator: str,
+    artifact_path: str | None,
+    repo_root: Path,
+) -> dict[str, Any]:
+    """Every provenance field of schema v2, in the documented order."""
+    file_digests = {
+        _display_path(Path(path), repo_root): sha256_file(path) for path in implementation_files
+    }
+    commit, dirty = git_state(repo_root)
+    return {
+        "artifact_path": artifact_path,
+        "code_commit": commit,
+        "code_dirty": dirty,
+        "implementation_sha256": combined_sha256(file_digests),
+        "implementation_files": dict(sorted(file_digests.items())),
+        "runner_sha256": sha256_file(runner_file),
+        "command": command,
+        "accelerator": accelerator,
+        "library_versions": library_versions(),
+        "dataset_fingerprint": dataset_fingerprint,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }

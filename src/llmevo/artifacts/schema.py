@@ -1,0 +1,399 @@
+"""The typed schema (v2) of llmevo's two artifact kinds, read and written losslessly.
+
+Two kinds, told apart by ``method``: an object (one arm) in a *reproduction* artifact, a
+name in a *component-diagnostic* artifact (see ``docs/ARTIFACTS.md``). Every block keeps
+unknown keys (``extra="allow"``) and the key order it was read with, so a field written by
+a later llmevo survives a load/dump round trip, and ``to_json_dict()`` of a loaded file is
+equal to the file's JSON. Optional fields that were absent stay absent (``exclude_unset``);
+explicit nulls stay null. Numbers are validated strictly: a string or a boolean where a
+number belongs is an error, never coerced.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    PrivateAttr,
+    Tag,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
+
+from llmevo.errors import ArtifactError
+
+SCHEMA_VERSION = 2
+
+JsonScalar = str | int | float | bool | None
+
+
+class _Block(BaseModel):
+    """Base of every artifact block: strict types, extra keys kept, input key order kept."""
+
+    model_config = ConfigDict(extra="allow", strict=True, validate_assignment=False)
+    _key_order: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_key_order(cls, data: Any, handler: Any) -> Any:
+        model = handler(data)
+        if isinstance(data, dict) and isinstance(model, _Block):
+            model._key_order = tuple(data)
+        return model
+
+    @model_serializer(mode="wrap")
+    def _dump_in_input_order(self, handler: Any) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        if not self._key_order:
+            return dumped
+        ordered = {key: dumped[key] for key in self._key_order if key in dumped}
+        ordered.update((key, value) for key, value in dumped.items() if key not in ordered)
+        return ordered
+
+
+# --- shared blocks ---------------------------------------------------------------------
+
+
+class MeanStd(_Block):
+    """A metric over seeds: sample mean, sample standard deviation, number of seeds."""
+
+    mean: float
+    std: float
+    n: int
+
+
+class EvaluationProtocol(_Block):
+    tier: str
+    seeds: list[int]
+    formal_comparison: bool
+    claim_policy: str
+    interval: str | None = None  # new: how intervals were computed
+    selection_split: str | None = None  # new: the split used to choose (validation)
+
+
+class Provenance(_Block):
+    """Where an artifact came from. New artifacts carry every field (``collect_provenance``);
+    historical ones keep what they had (``historical_migration``, ``original_code_commit``)."""
+
+    artifact_path: str | None
+    dataset_fingerprint: str
+    code_commit: str | None = None
+    code_dirty: bool | None = None
+    implementation_sha256: str | None = None
+    implementation_files: dict[str, str] | None = None
+    runner_sha256: str | None = None
+    command: str | None = None
+    accelerator: str | None = None
+    library_versions: dict[str, str] | None = None
+    created_at: str | None = None
+    historical_migration: str | None = None
+    original_code_commit: str | None = None
+
+
+# --- reproduction artifact ---------------------------------------------------------------
+
+
+class Paper(_Block):
+    arxiv_id: str
+    title: str
+    url: str
+    organization: str
+
+
+class DatasetInfo(_Block):
+    name: str
+    train_tokens: int
+    validation_tokens: int
+    test_tokens: int
+    narrative_tokens: int
+    instruction_train: int
+    instruction_validation: int
+    preference_validation: int
+    reasoning_validation: int
+    benchmark_suite: str
+    vocab_size: int
+    tokenizer: str
+    variant: Literal["tokens", "raw"] | None = None
+    fingerprint: str | None = None
+    hh_rlhf_validation: int | None = None
+    train_bytes: int | None = None
+
+
+class Setup(_Block):
+    seed: int
+    steps_per_variant: int
+    dimensions: int
+    layers: int
+    sequence_length: int
+    same_tokens_optimizer_and_budget: bool
+    evolve_architecture: str
+    evolve_optimizer: str
+    preset: str | None = None
+    seeds: list[int] | None = None
+    batch_size: int | None = None
+    learning_rate: float | None = None
+    schedule: str | None = None
+    warmup_steps: int | None = None
+    token_stream_sha256: str | None = None
+    baseline_genome: dict[str, Any] | None = None
+    method_genome: dict[str, Any] | None = None
+
+
+class ArmResult(_Block):
+    """One arm (baseline or method): validation means over its seeds."""
+
+    name: str
+    lm_loss: float
+    perplexity: float
+    instruction_loss: float
+    primary: float
+    public_composite: float
+    composite_loss: float
+    fitness: float
+    initial_loss: float
+    final_loss: float
+    post_training_loss: float
+    reward_bearing_group_rate: float
+    parameters: int
+    device: str
+    optimizer: str
+    architecture_stats: dict[str, JsonScalar]
+    muon_orthogonality_error: float
+    seeds: list[int]
+    bits_per_byte: float | None = None
+    instruction_bpb: float | None = None
+    preference_loss: float | None = None
+    preference_accuracy: float | None = None
+    hh_preference_loss: float | None = None
+    hh_preference_accuracy: float | None = None
+    reasoning_nll: float | None = None
+    reasoning_accuracy: float | None = None
+    composite_bpb: float | None = None
+    status: Literal["complete", "diverged"] | None = None
+    genome: dict[str, Any] | None = None
+
+
+class Relative(_Block):
+    """Method vs baseline, percent change of the means."""
+
+    lm_loss_percent: float
+    perplexity_percent: float
+    bits_per_byte_percent: float | None = None
+    fitness_percent: float | None = None
+
+
+class SeedArms(_Block):
+    """One seed's validation metrics for both arms (``per_seed`` of a reproduction)."""
+
+    seed: int
+    baseline: dict[str, float | None]
+    method: dict[str, float | None]
+
+
+class PairedChange(_Block):
+    """Paired relative change of method vs baseline (percent), with its interval."""
+
+    mean: float
+    ci_low: float | None
+    ci_high: float | None
+    n: int
+    interval: str
+
+
+class MetricStatistics(_Block):
+    baseline: MeanStd
+    method: MeanStd
+    paired_relative_change_percent: PairedChange
+    significant: bool
+
+
+class Verdict(_Block):
+    metric: str
+    lower_is_better: bool
+    significant: bool
+    noise_floor_percent: float | None
+    summary: str
+
+
+class HeldOutTest(_Block):
+    """The test split, evaluated once at the end and never used to choose."""
+
+    baseline: dict[str, float | None]
+    method: dict[str, float | None]
+
+
+class ArmCurve(_Block):
+    steps: list[int]
+    per_seed: dict[str, list[float | None]]
+
+
+class TrainingCurves(_Block):
+    baseline: ArmCurve
+    method: ArmCurve
+
+
+class ReproductionArtifact(_Block):
+    """Baseline arm vs method arm on public data at an equal budget."""
+
+    paper: Paper
+    dataset: DatasetInfo
+    setup: Setup
+    baseline: ArmResult
+    method: ArmResult
+    relative: Relative
+    paper_results: dict[str, Any]
+    scope: str
+    schema_version: Literal[2]
+    manifest_ref: str
+    evaluation_protocol: EvaluationProtocol
+    provenance: Provenance
+    per_seed: list[SeedArms] | None = None
+    statistics: dict[str, MetricStatistics] | None = None
+    verdict: Verdict | None = None
+    test: HeldOutTest | None = None
+    training_curves: TrainingCurves | None = None
+
+    @property
+    def kind(self) -> str:
+        return "reproduction"
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return dump_artifact(self)
+
+
+# --- component-diagnostic artifact -----------------------------------------------------
+
+
+def _metric_tag(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "flag"
+    if isinstance(value, dict | MeanStd):
+        return "stats"
+    return None
+
+
+DiagnosticMetric = Annotated[
+    Annotated[MeanStd, Tag("stats")] | Annotated[bool, Tag("flag")],
+    Discriminator(
+        _metric_tag,
+        custom_error_type="metric_value",
+        custom_error_message="Input should be {mean, std, n} or a boolean",
+    ),
+]
+_UNION_TAGS = frozenset({"stats", "flag"})
+
+
+class DiagnosticDataset(_Block):
+    id: str
+    revision: str
+    checkpoint: str | None
+    capability_benchmark: bool
+
+
+class DiagnosticSeed(_Block):
+    """One seed's raw metric values; every key besides ``seed`` is a metric."""
+
+    seed: int
+
+
+class FullExperiment(_Block):
+    status: str
+
+
+class DiagnosticArtifact(_Block):
+    """L1 mechanism diagnostics of one component on synthetic tensors."""
+
+    schema_version: Literal[2]
+    method: str
+    manifest_ref: str
+    adapter: str | None
+    implementation_status: Literal["component_only", "integrated", "full"]
+    diagnostic_only: bool
+    promotion_eligible: bool
+    evolve_integrated: bool
+    measured_locally: bool
+    evaluation_tier: str
+    seeds: list[int]
+    evaluation_protocol: EvaluationProtocol
+    dataset: DiagnosticDataset
+    configuration: dict[str, Any]
+    metrics: dict[str, DiagnosticMetric]
+    per_seed: list[DiagnosticSeed]
+    provenance: Provenance
+    full_experiment: FullExperiment
+
+    @property
+    def kind(self) -> str:
+        return "diagnostic"
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return dump_artifact(self)
+
+
+Artifact = ReproductionArtifact | DiagnosticArtifact
+
+
+# --- load / validate / dump ----------------------------------------------------------------
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    parts = [str(part) for part in loc if part not in _UNION_TAGS]
+    return ".".join(parts) if parts else "(top level)"
+
+
+def _one_line(error: ValidationError, source: str) -> str:
+    errors = error.errors(include_url=False)
+    first = errors[0]
+    message = " ".join(str(first["msg"]).split())
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return f"{source}: {_field_path(first['loc'])}: {message}{more}"
+
+
+def validate_artifact(data: Any, source: str = "artifact") -> Artifact:
+    """Validate a JSON-shaped dict as either artifact kind; ``source`` names it in errors."""
+    if not isinstance(data, dict):
+        raise ArtifactError(f"{source}: expected a JSON object at the top level")
+    method = data.get("method")
+    if isinstance(method, dict):
+        model: type[_Block] = ReproductionArtifact
+    elif isinstance(method, str):
+        model = DiagnosticArtifact
+    else:
+        raise ArtifactError(
+            f"{source}: method: expected an object (reproduction artifact) or a string "
+            "(component-diagnostic artifact)"
+        )
+    try:
+        artifact = model.model_validate(data)
+    except ValidationError as error:
+        raise ArtifactError(_one_line(error, source)) from None
+    assert isinstance(artifact, ReproductionArtifact | DiagnosticArtifact)
+    return artifact
+
+
+def load_artifact(path: Path | str) -> Artifact:
+    """Read and validate an artifact file; any problem is one ``ArtifactError`` line."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise ArtifactError(f"{source}: cannot read artifact ({reason})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ArtifactError(
+            f"{source}: not valid JSON ({error.msg} at line {error.lineno}, column {error.colno})"
+        ) from None
+    return validate_artifact(data, source)
+
+
+def dump_artifact(artifact: Artifact) -> dict[str, Any]:
+    """The artifact as a JSON-shaped dict: the fields that were set, in their input order."""
+    return artifact.model_dump(mode="python", exclude_unset=True)
