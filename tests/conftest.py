@@ -1,0 +1,16 @@
+"""Shared fixtures. Tests may read the environment; the library may not."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The shared data directory: ``$LLMEVO_DATA``, else ``<repo>/../shared/data``."""
+    return Path(os.environ.get("LLMEVO_DATA", REPO_ROOT.parent / "shared" / "data")).resolve()
