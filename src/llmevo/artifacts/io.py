@@ -79,7 +79,10 @@ def save_artifact(
     validated model. A model is re-validated from its dump, so fields changed after
     construction are checked too.
     """
-    data = artifact if isinstance(artifact, dict) else dump_artifact(artifact)
+    if isinstance(artifact, dict):
+        data = artifact
+    else:  # a mutated model may hold wrong types: re-validation reports them, not a warning
+        data = artifact.model_dump(mode="python", exclude_unset=True, warnings=False)
     validated = validate_artifact(data, str(path))
     write_json_atomic(path, dump_artifact(validated))
     return validated

@@ -270,23 +270,27 @@ class ReproductionArtifact(_Block):
 # --- component-diagnostic artifact -----------------------------------------------------
 
 
+# Union member tags; never valid keys, so they can be dropped from error paths.
+_STATS_TAG, _FLAG_TAG = "<mean,std,n>", "<boolean>"
+
+
 def _metric_tag(value: Any) -> str | None:
     if isinstance(value, bool):
-        return "flag"
+        return _FLAG_TAG
     if isinstance(value, dict | MeanStd):
-        return "stats"
+        return _STATS_TAG
     return None
 
 
 DiagnosticMetric = Annotated[
-    Annotated[MeanStd, Tag("stats")] | Annotated[bool, Tag("flag")],
+    Annotated[MeanStd, Tag(_STATS_TAG)] | Annotated[bool, Tag(_FLAG_TAG)],
     Discriminator(
         _metric_tag,
         custom_error_type="metric_value",
         custom_error_message="Input should be {mean, std, n} or a boolean",
     ),
 ]
-_UNION_TAGS = frozenset({"stats", "flag"})
+_UNION_TAGS = frozenset({_STATS_TAG, _FLAG_TAG})
 
 
 class DiagnosticDataset(_Block):

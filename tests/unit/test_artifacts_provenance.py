@@ -1,0 +1,119 @@
+"""Provenance: every field filled, digests equal hashlib's, git state read correctly."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from llmevo.artifacts import collect_provenance, module_files, schema, sha256_file
+from llmevo.artifacts.provenance import NOT_A_CHECKOUT, combined_sha256
+from llmevo.artifacts.schema import MeanStd, Provenance, ReproductionArtifact, load_artifact
+from llmevo.errors import ArtifactError
+
+FIELDS = [
+    "artifact_path",
+    "code_commit",
+    "code_dirty",
+    "implementation_sha256",
+    "implementation_files",
+    "runner_sha256",
+    "command",
+    "accelerator",
+    "library_versions",
+    "dataset_fingerprint",
+    "created_at",
+]
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-C", str(repo), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def _collect(repo: Path, files: list[Path], runner: Path) -> dict:
+    return collect_provenance(
+        command="llmevo reproduce rope --seeds 42",
+        implementation_files=files,
+        runner_file=runner,
+        dataset_fingerprint="f" * 64,
+        accelerator="CPU",
+        artifact_path="runs/x/metrics.json",
+        repo_root=repo,
+    )
+
+
+def test_sha256_file_matches_hashlib(tmp_path: Path) -> None:
+    payload = bytes(range(256)) * 9000  # > 1 MiB: crosses the read-chunk boundary
+    path = tmp_path / "blob.bin"
+    path.write_bytes(payload)
+    assert sha256_file(path) == hashlib.sha256(payload).hexdigest()
+
+
+def test_provenance_in_a_git_checkout(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    component, runner = repo / "src" / "rope.py", repo / "run.py"
+    component.write_text("ROPE = 1\n")
+    runner.write_text("print('run')\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "init")
+
+    provenance = _collect(repo, [component, runner], runner)
+    assert list(provenance) == FIELDS
+    assert provenance["code_commit"] == _git(repo, "rev-parse", "HEAD")
+    assert provenance["code_dirty"] is False
+    expected_files = {
+        "run.py": hashlib.sha256(runner.read_bytes()).hexdigest(),
+        "src/rope.py": hashlib.sha256(component.read_bytes()).hexdigest(),
+    }
+    assert provenance["implementation_files"] == expected_files
+    manual = hashlib.sha256(
+        "".join(f"{p}\0{d}\n" for p, d in sorted(expected_files.items())).encode()
+    ).hexdigest()
+    assert provenance["implementation_sha256"] == manual == combined_sha256(expected_files)
+    assert provenance["runner_sha256"] == expected_files["run.py"]
+    assert set(provenance["library_versions"]) == {
+        "python",
+        "torch",
+        "numpy",
+        "tokenizers",
+        "pydantic",
+        "optuna",
+        "llmevo",
+    }
+    assert provenance["library_versions"]["pydantic"].startswith("2.")
+    assert datetime.fromisoformat(provenance["created_at"]).utcoffset() is not None
+    Provenance.model_validate(provenance)  # fits the schema's provenance block
+
+    component.write_text("ROPE = 2\n")
+    dirty = _collect(repo, [component], runner)
+    assert dirty["code_dirty"] is True
+    assert dirty["implementation_sha256"] != provenance["implementation_sha256"]
+
+
+def test_provenance_outside_a_checkout(tmp_path: Path) -> None:
+    runner = tmp_path / "run.py"
+    runner.write_text("pass\n")
+    provenance = _collect(tmp_path, [], runner)
+    assert provenance["code_commit"] == NOT_A_CHECKOUT
+    assert provenance["code_dirty"] is None
+
+
+def test_module_files_maps_and_deduplicates() -> None:
+    schema_file = Path(schema.__file__).resolve()
+    files = module_files(
+        [ReproductionArtifact, load_artifact, schema, MeanStd(mean=1.0, std=0.0, n=1)]
+    )
+    assert files == [schema_file]
+    assert module_files([pytest.raises, schema])[1] == schema_file
+    with pytest.raises(ArtifactError, match="no Python source file"):
+        module_files([len])

@@ -1,0 +1,173 @@
+"""Schema v2: strict validation, one-line errors naming the field, lossless extras."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llmevo.artifacts import (
+    DiagnosticArtifact,
+    ReproductionArtifact,
+    load_artifact,
+    validate_artifact,
+)
+from llmevo.errors import ArtifactError
+
+ROPE = "2104.09864-rope.public-seed42.json"
+RELAY = "2610.21126-rope-relay.component-cpu-seeds42-44.json"
+
+
+@pytest.fixture()
+def reproduction(reference_dir: Path) -> dict[str, Any]:
+    return json.loads((reference_dir / ROPE).read_text(encoding="utf-8"))
+
+
+@pytest.fixture()
+def diagnostic(reference_dir: Path) -> dict[str, Any]:
+    return json.loads((reference_dir / RELAY).read_text(encoding="utf-8"))
+
+
+def _write(tmp_path: Path, data: Any, name: str = "x.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_bad_number_names_file_and_field(tmp_path: Path, reproduction: dict[str, Any]) -> None:
+    reproduction["baseline"]["lm_loss"] = "6.04"  # a string is never coerced to a number
+    path = _write(tmp_path, reproduction)
+    with pytest.raises(ArtifactError) as error:
+        load_artifact(path)
+    assert str(error.value) == f"{path}: baseline.lm_loss: Input should be a valid number"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field_path"),
+    [
+        (lambda d: d["dataset"].pop("vocab_size"), "dataset.vocab_size"),
+        (lambda d: d["setup"].__setitem__("layers", True), "setup.layers"),
+        (lambda d: d.__setitem__("schema_version", 3), "schema_version"),
+        (lambda d: d["evaluation_protocol"]["seeds"].append("43"), "evaluation_protocol.seeds.1"),
+        (lambda d: d["baseline"].__setitem__("status", "exploded"), "baseline.status"),
+        (
+            lambda d: d.__setitem__(
+                "per_seed", [{"seed": 42, "baseline": {"lm_loss": "x"}, "method": {}}]
+            ),
+            "per_seed.0.baseline.lm_loss",
+        ),
+    ],
+)
+def test_reproduction_errors_name_the_field(
+    reproduction: dict[str, Any], mutate: Any, field_path: str
+) -> None:
+    mutate(reproduction)
+    with pytest.raises(ArtifactError) as error:
+        validate_artifact(reproduction, "r.json")
+    message = str(error.value)
+    assert message.startswith(f"r.json: {field_path}: ")
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field_path"),
+    [
+        (lambda d: d["metrics"].__setitem__("values_unchanged", "yes"), "metrics.values_unchanged"),
+        (lambda d: d["metrics"]["gradient_norm_keys"].pop("n"), "metrics.gradient_norm_keys.n"),
+        (lambda d: d["per_seed"][2].__setitem__("seed", "44"), "per_seed.2.seed"),
+        (lambda d: d.__setitem__("implementation_status", "done"), "implementation_status"),
+    ],
+)
+def test_diagnostic_errors_name_the_field(
+    diagnostic: dict[str, Any], mutate: Any, field_path: str
+) -> None:
+    mutate(diagnostic)
+    with pytest.raises(ArtifactError) as error:
+        validate_artifact(diagnostic, "d.json")
+    assert str(error.value).startswith(f"d.json: {field_path}: ")
+
+
+def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(ArtifactError, match="cannot read artifact"):
+        load_artifact(tmp_path / "missing.json")
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"method": ', encoding="utf-8")
+    with pytest.raises(ArtifactError, match=r"broken\.json: not valid JSON .* line 1"):
+        load_artifact(broken)
+    with pytest.raises(ArtifactError, match="top level"):
+        load_artifact(_write(tmp_path, [1, 2]))
+    with pytest.raises(ArtifactError, match="method: expected an object"):
+        load_artifact(_write(tmp_path, {"method": 3}))
+
+
+def test_kind_is_detected_from_method(
+    reproduction: dict[str, Any], diagnostic: dict[str, Any]
+) -> None:
+    assert isinstance(validate_artifact(reproduction), ReproductionArtifact)
+    assert isinstance(validate_artifact(diagnostic), DiagnosticArtifact)
+
+
+def test_unknown_fields_survive_in_place(reproduction: dict[str, Any]) -> None:
+    data = {"future_block": {"a": [1, 2]}, **copy.deepcopy(reproduction)}
+    data["baseline"]["some_new_metric"] = 1.5
+    data["provenance"]["raw_result"] = "runs/x.json"
+    dumped = validate_artifact(data).to_json_dict()
+    assert dumped == data
+    assert list(dumped) == list(data)
+    assert list(dumped["baseline"]) == list(data["baseline"])
+
+
+def test_new_optional_blocks_validate_and_round_trip(reproduction: dict[str, Any]) -> None:
+    seeds = [42, 43, 44]
+    stats = {
+        "baseline": {"mean": 6.0, "std": 0.1, "n": 3},
+        "method": {"mean": 5.9, "std": 0.1, "n": 3},
+        "paired_relative_change_percent": {
+            "mean": -1.6,
+            "ci_low": -2.5,
+            "ci_high": -0.7,
+            "n": 3,
+            "interval": "t 95%",
+        },
+        "significant": True,
+    }
+    data = copy.deepcopy(reproduction)
+    data["setup"].update(
+        seeds=seeds, preset="public", token_stream_sha256="ab" * 32, learning_rate=6e-4
+    )
+    data["dataset"].update(variant="raw", fingerprint="cd" * 32)
+    data["baseline"].update(bits_per_byte=1.9, status="complete", genome={"position": "learned"})
+    data["per_seed"] = [
+        {"seed": s, "baseline": {"lm_loss": 6.0}, "method": {"lm_loss": 5.9}} for s in seeds
+    ]
+    data["statistics"] = {"lm_loss": stats}
+    data["verdict"] = {
+        "metric": "lm_loss",
+        "lower_is_better": True,
+        "significant": True,
+        "noise_floor_percent": None,
+        "summary": "lower",
+    }
+    data["test"] = {"baseline": {"lm_loss": 6.1}, "method": {"lm_loss": 6.0}}
+    data["training_curves"] = {
+        arm: {"steps": [1, 2], "per_seed": {"42": [6.2, 6.1]}} for arm in ("baseline", "method")
+    }
+    artifact = validate_artifact(data)
+    assert isinstance(artifact, ReproductionArtifact)
+    assert artifact.statistics is not None and artifact.statistics["lm_loss"].significant
+    assert artifact.to_json_dict() == data
+    data["statistics"]["lm_loss"]["paired_relative_change_percent"].pop("interval")
+    with pytest.raises(
+        ArtifactError, match="statistics.lm_loss.paired_relative_change_percent.interval"
+    ):
+        validate_artifact(data)
+
+
+def test_absent_optionals_stay_absent_and_nulls_stay_null(diagnostic: dict[str, Any]) -> None:
+    dumped = validate_artifact(diagnostic).to_json_dict()
+    assert dumped["adapter"] is None and dumped["provenance"]["checkpoint"] is None
+    assert "code_dirty" not in dumped["provenance"]
+    assert "interval" not in dumped["evaluation_protocol"]
