@@ -1,0 +1,88 @@
+"""``llmevo report`` and ``llmevo leaderboard``: Markdown reports and plots from artifacts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from llmevo.cli import app, console
+from llmevo.errors import ArtifactError
+from llmevo.reports.leaderboard import build_leaderboard, scan_artifacts, write_leaderboard
+from llmevo.reports.report import artifact_kind, default_report_dir, write_report
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as error:
+        raise ArtifactError(f"artifact {path} does not exist") from error
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ArtifactError(f"artifact {path} is not readable JSON ({error})") from error
+    if not isinstance(data, dict):
+        raise ArtifactError(
+            f"artifact {path} holds a JSON {type(data).__name__}; expected an object"
+        )
+    return data
+
+
+@app.command()
+def report(
+    artifact: Path = typer.Argument(..., help="A reproduction or diagnostic artifact (JSON)."),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Folder for README.md and plots/ (default: docs/reproductions/<arxiv>-<name>/).",
+    ),
+) -> None:
+    """Write a README.md with tables, verdict, plots and provenance for one artifact."""
+    data = _read_json(artifact)
+    if artifact_kind(data) is None:
+        raise ArtifactError(
+            f"{artifact}: not a schema-v2 reproduction or component-diagnostic artifact"
+        )
+    out_dir = out if out is not None else default_report_dir(data)
+    readme = write_report(data, artifact, out_dir)
+    console.print(f"wrote {readme}")
+
+
+@app.command()
+def leaderboard(
+    root: list[Path] = typer.Option(
+        [Path("docs")], "--root", help="Folder searched for artifacts (*.json); repeatable."
+    ),
+    reference: Path | None = typer.Option(
+        None, "--reference", help="Also include the artifacts in this folder (e.g. reference ones)."
+    ),
+    out: Path = typer.Option(
+        Path("docs/LEADERBOARD.md"), "--out", help="Markdown output; the JSON goes beside it."
+    ),
+) -> None:
+    """Collect all artifacts into docs/LEADERBOARD.md (+ .json) and print the table."""
+    roots = [*root, *([reference] if reference is not None else [])]
+    entries, skipped = scan_artifacts(roots)
+    rows = build_leaderboard(entries)
+    json_path = out.with_suffix(".json")
+    write_leaderboard(rows, out, json_path)
+    table = Table(title=f"Leaderboard ({len(rows)} artifacts, {len(skipped)} other JSON skipped)")
+    for column in ("kind", "name", "arXiv", "seeds", "formal", "Δ lm_loss %"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("claim / status", overflow="fold", ratio=1)
+    for row in rows:
+        change = row["lm_loss_change_percent"]
+        interval = (
+            f" [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]" if row["ci_low"] is not None else ""
+        )
+        table.add_row(
+            row["kind"],
+            row["name"],
+            row["arxiv"] or "—",
+            str(row["seeds"]),
+            "yes" if row["formal"] else "no",
+            "—" if change is None else f"{change:+.2f}{interval}",
+            row["claim"] if row["kind"] == "reproduction" else f"{row['status']}",
+        )
+    console.print(table)
+    console.print(f"wrote {out} and {json_path}")

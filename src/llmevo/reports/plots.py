@@ -1,0 +1,139 @@
+"""Figures for reproduction reports: training curves and per-seed paired differences.
+
+Uses matplotlib's object API with the Agg canvas (no pyplot global state, no display).
+PNG bytes are written atomically.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from llmevo.artifacts.io import write_bytes_atomic
+from llmevo.errors import ArtifactError
+
+DPI = 120
+ARM_COLOURS = {"baseline": "#1f77b4", "method": "#d62728"}
+
+
+def _save_png(figure: Figure, path: Path) -> Path:
+    FigureCanvasAgg(figure)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    write_bytes_atomic(Path(path), buffer.getvalue())
+    return Path(path)
+
+
+def _arm_curves(curve: Mapping, arm: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(steps (S,), losses (n_seeds, S))`` of one arm's training curve."""
+    steps = np.asarray(curve.get("steps", []), dtype=float)
+    per_seed = curve.get("per_seed", {})
+    if len(steps) == 0 or not per_seed:
+        raise ArtifactError(f"training_curves.{arm} needs non-empty 'steps' and 'per_seed'")
+    rows = []
+    for seed, losses in per_seed.items():
+        if len(losses) != len(steps):
+            raise ArtifactError(
+                f"training_curves.{arm}.per_seed.{seed} has {len(losses)} losses for "
+                f"{len(steps)} steps; expected one per step"
+            )
+        rows.append(losses)
+    return steps, np.asarray(rows, dtype=float)
+
+
+def plot_training_curves(
+    training_curves: Mapping[str, Mapping],
+    path: Path,
+    labels: Mapping[str, str] | None = None,
+    title: str = "Training loss",
+) -> Path:
+    """Loss against step for each arm: mean over seeds with a min-max band."""
+    figure = Figure(figsize=(7.0, 4.2))
+    axes = figure.add_subplot()
+    for arm in ("baseline", "method"):
+        if arm not in training_curves:
+            continue
+        steps, losses = _arm_curves(training_curves[arm], arm)  # (S,), (n_seeds, S)
+        colour = ARM_COLOURS[arm]
+        name = (labels or {}).get(arm, arm)
+        n_seeds = losses.shape[0]
+        seeds_word = "seed" if n_seeds == 1 else "seeds"
+        axes.plot(
+            steps,
+            losses.mean(axis=0),
+            color=colour,
+            linewidth=1.8,
+            label=f"{name} (mean of {n_seeds} {seeds_word})",
+        )
+        if n_seeds > 1:
+            axes.fill_between(
+                steps,
+                losses.min(axis=0),
+                losses.max(axis=0),
+                color=colour,
+                alpha=0.2,
+                linewidth=0,
+                label=f"{name} min-max over seeds",
+            )
+    axes.set_title(title)
+    axes.set_xlabel("training step")
+    axes.set_ylabel("training loss (nats/token)")
+    axes.grid(True, alpha=0.3)
+    axes.legend(loc="upper right", fontsize="small")
+    return _save_png(figure, path)
+
+
+def plot_paired_differences(
+    per_seed: Sequence[Mapping],
+    metric: str,
+    path: Path,
+    labels: Mapping[str, str] | None = None,
+    lower_is_better: bool = True,
+) -> Path:
+    """Per-seed ``method - baseline`` of one metric as bars, with the zero line and the mean.
+
+    Bars are green where the method is better on that seed, red where it is worse.
+    """
+    seeds: list[str] = []
+    differences: list[float] = []
+    for row in per_seed:
+        baseline = row.get("baseline", {}).get(metric)
+        method = row.get("method", {}).get(metric)
+        if baseline is None or method is None:
+            raise ArtifactError(f"per_seed row for seed {row.get('seed')} lacks {metric!r}")
+        seeds.append(str(row.get("seed")))
+        differences.append(float(method) - float(baseline))
+    if not differences:
+        raise ArtifactError(f"no per-seed values of {metric!r} to plot")
+    names = {"baseline": "baseline", "method": "method", **(labels or {})}
+    figure = Figure(figsize=(6.0, 4.0))
+    axes = figure.add_subplot()
+    positions = np.arange(len(seeds))
+    colours = ["#2ca02c" if (value < 0) == lower_is_better else "#d62728" for value in differences]
+    axes.bar(
+        positions,
+        differences,
+        color=colours,
+        width=0.6,
+        label="per-seed difference (green: method better)",
+    )
+    axes.axhline(0.0, color="black", linewidth=1.0)
+    mean = float(np.mean(differences))
+    axes.axhline(mean, color="#555555", linestyle="--", linewidth=1.2, label=f"mean {mean:+.4g}")
+    low, high = min(0.0, *differences), max(0.0, *differences)
+    pad = 0.35 * (high - low or 1.0)
+    axes.set_ylim(low - (pad if low < 0 else 0.05 * pad), high + (pad if high > 0 else 0.6 * pad))
+    axes.set_xticks(positions, [f"seed {seed}" for seed in seeds])
+    axes.set_xlabel("paired seed")
+    axes.set_ylabel(f"{metric}: {names['method']} - {names['baseline']}")
+    axes.set_title(
+        f"Paired {metric} difference per seed ({names['method']} vs {names['baseline']})"
+    )
+    axes.grid(True, axis="y", alpha=0.3)
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize="small")
+    return _save_png(figure, path)

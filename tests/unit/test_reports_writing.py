@@ -1,0 +1,245 @@
+"""Reports, plots and the leaderboard on a synthetic 3-seed artifact and the reference ones."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+from llmevo.cli import main
+from llmevo.errors import ArtifactError
+from llmevo.eval.metrics import derive_arm_metrics
+from llmevo.eval.stats import build_statistics, claim_policy, verdict
+from llmevo.reports.leaderboard import (
+    build_leaderboard,
+    collect_artifacts,
+    scan_artifacts,
+    write_leaderboard,
+)
+from llmevo.reports.report import default_report_dir, write_report
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+SEEDS = [42, 43, 44]
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def synthetic_artifact() -> dict:
+    """A 3-seed reproduction whose method lowers lm_loss by about 2% on every seed."""
+    per_seed = []
+    for offset, seed in enumerate(SEEDS):
+        baseline = derive_arm_metrics({"lm_loss": 5.0 + 0.01 * offset, "instruction_loss": 5.5})
+        method = derive_arm_metrics(
+            {"lm_loss": (5.0 + 0.01 * offset) * (0.98 - 0.002 * offset), "instruction_loss": 5.4}
+        )
+        per_seed.append({"seed": seed, "baseline": baseline, "method": method})
+    metrics = ["lm_loss", "perplexity", "instruction_loss", "primary", "fitness"]
+    statistics = build_statistics(per_seed, metrics)
+    lm_verdict = verdict(
+        "lm_loss",
+        [row["baseline"]["lm_loss"] for row in per_seed],
+        [row["method"]["lm_loss"] for row in per_seed],
+        method_name="rope",
+    )
+    formal, policy = claim_policy(len(SEEDS))
+    steps = list(range(1, 21))
+    curves = {
+        arm: {
+            "steps": steps,
+            "per_seed": {
+                str(seed): [6.2 - scale * step / 20 + 0.01 * i for step in steps]
+                for i, seed in enumerate(SEEDS)
+            },
+        }
+        for arm, scale in (("baseline", 1.0), ("method", 1.1))
+    }
+
+    def arm(name: str, key: str) -> dict:
+        means = {metric: statistics[metric][key]["mean"] for metric in metrics}
+        return {
+            "name": name,
+            "parameters": 139584,
+            "optimizer": "adamw",
+            "device": "cpu",
+            "architecture_stats": {},
+            "seeds": SEEDS,
+            **means,
+        }
+
+    return {
+        "paper": {
+            "arxiv_id": "2104.09864",
+            "title": "RoFormer",
+            "url": "https://arxiv.org/abs/2104.09864",
+            "organization": "Zhuiyi Technology",
+        },
+        "dataset": {
+            "name": "WikiText-2",
+            "train_tokens": 120000,
+            "validation_tokens": 8000,
+            "test_tokens": 8000,
+            "benchmark_suite": "core",
+        },
+        "setup": {
+            "seed": 42,
+            "steps_per_variant": 20,
+            "preset": "quick",
+            "seeds": SEEDS,
+            "same_tokens_optimizer_and_budget": True,
+            "token_stream_sha256": "ab" * 32,
+        },
+        "baseline": arm("learned_absolute", "baseline"),
+        "method": arm("rope", "method"),
+        "relative": {
+            "lm_loss_percent": statistics["lm_loss"]["paired_relative_change_percent"]["mean"]
+        },
+        "paper_results": {},
+        "scope": "RoPE against learned absolute positions at an equal budget.",
+        "schema_version": 2,
+        "manifest_ref": "reproduction:rope",
+        "evaluation_protocol": {
+            "tier": "l2_public_dataset",
+            "seeds": SEEDS,
+            "formal_comparison": formal,
+            "claim_policy": policy,
+            "interval": "95% paired t",
+            "selection_split": "validation",
+        },
+        "provenance": {
+            "code_commit": "0123abc",
+            "code_dirty": False,
+            "command": "llmevo reproduce rope",
+        },
+        "per_seed": per_seed,
+        "statistics": statistics,
+        "verdict": lm_verdict,
+        "test": {"baseline": {"lm_loss": 5.1}, "method": {"lm_loss": 4.99}},
+        "training_curves": curves,
+    }
+
+
+def test_synthetic_verdict_is_significant():
+    artifact = synthetic_artifact()
+    assert artifact["verdict"]["significant"] is True
+    assert "significant improvement" in artifact["verdict"]["summary"]
+
+
+def test_report_on_three_seed_artifact(tmp_path):
+    artifact = synthetic_artifact()
+    artifact_path = tmp_path / "docs" / "reproductions" / "x" / "metrics" / "core-seed42-44.json"
+    artifact_path.parent.mkdir(parents=True)
+    artifact_path.write_text(json.dumps(artifact))
+    out_dir = artifact_path.parent.parent
+    readme = write_report(artifact, artifact_path, out_dir)
+    text = readme.read_text()
+    assert text.startswith("# rope (arXiv 2104.09864)")
+    assert "[RoFormer](https://arxiv.org/abs/2104.09864)" in text
+    assert artifact["verdict"]["summary"] in text
+    assert "| metric (validation) | baseline: learned_absolute | method: rope |" in text
+    lm_row = next(line for line in text.splitlines() if line.startswith("| lm_loss"))
+    assert "± " in lm_row and "(n=3)" in lm_row and "| yes |" in lm_row
+    assert "test split, evaluated once" in text.lower() and "not used for selection" in text
+    assert (
+        "![" in text
+        and "(plots/training_loss.png)" in text
+        and "(plots/paired_lm_loss.png)" in text
+    )
+    assert "[`metrics/core-seed42-44.json`](metrics/core-seed42-44.json)" in text
+    assert "`0123abc` (working tree dirty: no)" in text
+    for name in ("training_loss.png", "paired_lm_loss.png"):
+        width, height = _png_size(out_dir / "plots" / name)
+        assert width > 400 and height > 300
+
+
+def test_report_without_optional_blocks(tmp_path):
+    artifact = synthetic_artifact()
+    for key in ("per_seed", "statistics", "verdict", "test", "training_curves", "provenance"):
+        artifact.pop(key)
+    text = write_report(artifact, tmp_path / "a.json", tmp_path / "out").read_text()
+    assert "recomputed by the report" in text
+    assert "records no test-split results" in text
+    assert "No training curves" in text
+    assert not (tmp_path / "out" / "plots").exists()
+
+
+def test_report_rejects_other_json(tmp_path):
+    with pytest.raises(ArtifactError, match="not a schema-v2"):
+        write_report({"schema_version": 1}, tmp_path / "a.json", tmp_path)
+
+
+def test_reports_on_reference_artifacts(data_dir, tmp_path):
+    reference = data_dir.parent / "reference-artifacts"
+    paths = sorted(reference.glob("*.json"))
+    assert len(paths) == 3
+    texts = {}
+    for path in paths:
+        artifact = json.loads(path.read_text())
+        texts[path.name] = write_report(artifact, path, tmp_path / path.stem).read_text()
+    rope = texts["2104.09864-rope.public-seed42.json"]
+    assert "identical validation metrics" in rope and "vacuous" in rope
+    assert "do not claim a stable improvement" in rope
+    blt = texts["2412.09871-blt.public-seed42.json"]
+    assert "blt lowers lm_loss by 0.36%" in blt and "identical" not in blt
+    relay = texts["2610.21126-rope-relay.component-cpu-seeds42-44.json"]
+    assert "not_reproduced_high_cost" in relay and "3.974e-07 ± 1.377e-07 (n=3)" in relay
+    assert default_report_dir(json.loads(paths[2].read_text())) == Path(
+        "docs/foundation-models/2610.21126-rope-relay"
+    )
+    assert default_report_dir(json.loads(paths[0].read_text())) == Path(
+        "docs/reproductions/2104.09864-rope"
+    )
+
+
+def test_leaderboard_collects_and_skips(data_dir, tmp_path):
+    root = tmp_path / "docs"
+    (root / "repro" / "metrics").mkdir(parents=True)
+    (root / "repro" / "metrics" / "core-seed42-44.json").write_text(
+        json.dumps(synthetic_artifact())
+    )
+    (root / "other.json").write_text('{"hello": 1}')
+    (root / "broken.json").write_text("{not json")
+    entries, skipped = scan_artifacts([root, data_dir.parent / "reference-artifacts"])
+    assert len(entries) == 4 and len(skipped) == 2
+    assert len(collect_artifacts([root])) == 1
+    rows = build_leaderboard(entries)
+    assert [row["kind"] for row in rows] == ["reproduction"] * 3 + ["diagnostic"]
+    synthetic = next(row for row in rows if row["seeds"] == 3 and row["kind"] == "reproduction")
+    assert synthetic["formal"] is True and synthetic["significant"] is True
+    assert synthetic["ci_low"] < synthetic["lm_loss_change_percent"] < synthetic["ci_high"] < 0
+    blt = next(row for row in rows if row["name"] == "blt")
+    assert blt["lm_loss_change_percent"] == pytest.approx(-0.3561917816484779)
+    assert blt["ci_low"] is None and blt["formal"] is False
+    md_path, json_path = tmp_path / "LEADERBOARD.md", tmp_path / "LEADERBOARD.json"
+    write_leaderboard(rows, md_path, json_path)
+    markdown = md_path.read_text()
+    assert "| blt | 2412.09871 | core | 1 | no |" in markdown
+    assert "rope-relay" in markdown and "(docs/repro/metrics/core-seed42-44.json)" in markdown
+    assert json.loads(json_path.read_text())["rows"] == json.loads(json.dumps(rows))
+
+
+def test_leaderboard_missing_root(tmp_path):
+    with pytest.raises(ArtifactError, match="does not exist"):
+        scan_artifacts([tmp_path / "nope"])
+
+
+def test_cli_report_and_leaderboard(data_dir, tmp_path, capsys):
+    reference = data_dir.parent / "reference-artifacts"
+    out = tmp_path / "report"
+    main(["report", str(reference / "2412.09871-blt.public-seed42.json"), "--out", str(out)])
+    assert (out / "README.md").exists()
+    main(["leaderboard", "--root", str(reference), "--out", str(tmp_path / "LB.md")])
+    assert (tmp_path / "LB.json").exists()
+    assert "rope-relay" in capsys.readouterr().out
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report", str(bad)])
+    assert exit_info.value.code == 2
+    assert "not readable JSON" in capsys.readouterr().err
