@@ -210,13 +210,13 @@ class MetricStatistics(_Block):
     baseline: MeanStd
     method: MeanStd
     paired_relative_change_percent: PairedChange
-    significant: bool
+    significant: bool | None = None
 
 
 class Verdict(_Block):
     metric: str
     lower_is_better: bool
-    significant: bool
+    significant: bool | None = None
     noise_floor_percent: float | None
     summary: str
 

@@ -27,6 +27,7 @@ err_console = Console(stderr=True)
 from llmevo.cli import artifacts as _artifacts  # noqa: E402,F401
 from llmevo.cli import common as _common  # noqa: E402,F401
 from llmevo.cli import reports as _reports  # noqa: E402,F401
+
 # --- end of command modules ---
 
 
