@@ -3,10 +3,9 @@
 Adding a component: write its module, then add one import line here.
 """
 
-from llmevo.components.attention import mha  # noqa: F401
-from llmevo.components.block import pre_norm  # noqa: F401
-from llmevo.components.feedforward import swiglu  # noqa: F401
-from llmevo.components.kvcache import rope_relay  # noqa: F401
-from llmevo.components.norm import rmsnorm  # noqa: F401
-from llmevo.components.optim import adamw  # noqa: F401
-from llmevo.components.position import learned, rope  # noqa: F401
+from llmevo.components.attention import mha, qk_norm, value_residual  # noqa: F401
+from llmevo.components.block import post_norm, pre_norm, sandwich  # noqa: F401
+from llmevo.components.feedforward import geglu, gelu, relu2, swiglu  # noqa: F401
+from llmevo.components.norm import layernorm, rmsnorm  # noqa: F401
+from llmevo.components.optim import adamw, lion, muon  # noqa: F401
+from llmevo.components.position import alibi, learned, nope, rope, sinusoidal  # noqa: F401
