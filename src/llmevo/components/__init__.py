@@ -6,6 +6,7 @@ Adding a component: write its module, then add one import line here.
 from llmevo.components.attention import mha, qk_norm, value_residual  # noqa: F401
 from llmevo.components.block import post_norm, pre_norm, sandwich  # noqa: F401
 from llmevo.components.feedforward import geglu, gelu, relu2, swiglu  # noqa: F401
+from llmevo.components.kvcache import rope_relay  # noqa: F401
 from llmevo.components.norm import layernorm, rmsnorm  # noqa: F401
 from llmevo.components.optim import adamw, lion, muon  # noqa: F401
 from llmevo.components.position import alibi, learned, nope, rope, sinusoidal  # noqa: F401
