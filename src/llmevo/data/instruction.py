@@ -70,9 +70,7 @@ def parse_instruction_records(raw: bytes, source: Path) -> list[InstructionRecor
     return records
 
 
-def read_instruction_records(
-    path: Path, expected_sha256: str | None
-) -> list[InstructionRecord]:
+def read_instruction_records(path: Path, expected_sha256: str | None) -> list[InstructionRecord]:
     """Read and parse an Alpaca file, checking its sha256 unless ``expected_sha256`` is None."""
     return parse_instruction_records(read_checked(path, expected_sha256), path)
 

@@ -7,6 +7,7 @@ directory; a missing or altered file is a ``DataError`` that names it.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from pathlib import Path
 
 from llmevo.errors import DataError
@@ -39,6 +40,8 @@ def read_checked(path: Path, expected_sha256: str | None) -> bytes:
     return raw
 
 
-def read_pinned(data_dir: Path, relative: str) -> bytes:
-    """Read ``data_dir / relative`` and check it against its pin in ``SUITE_FILE_SHA256``."""
-    return read_checked(data_dir / relative, SUITE_FILE_SHA256[relative])
+def read_pinned(
+    data_dir: Path, relative: str, pins: Mapping[str, str | None] = SUITE_FILE_SHA256
+) -> bytes:
+    """Read ``data_dir / relative``, checked against ``pins[relative]`` (None: unchecked)."""
+    return read_checked(data_dir / relative, pins[relative])

@@ -94,7 +94,9 @@ def reasoning_choice(record: ReasoningRecord) -> TextChoice | None:
         return None
     values, position = numeric_candidates(record.gold, record.index)
     prompt = f"Question: {record.question}\nAnswer:"
-    return TextChoice.with_shared_prompt(prompt, tuple(f" {value}" for value in values), gold=position)
+    return TextChoice.with_shared_prompt(
+        prompt, tuple(f" {value}" for value in values), gold=position
+    )
 
 
 def parse_reasoning_records(raw: bytes, source: Path) -> list[ReasoningRecord]:
@@ -107,9 +109,7 @@ def parse_reasoning_records(raw: bytes, source: Path) -> list[ReasoningRecord]:
         if not isinstance(item, dict) or not all(
             isinstance(item.get(key), str) for key in ("question", "answer")
         ):
-            raise DataError(
-                f"{source}: line {index} lacks string 'question' and 'answer' fields"
-            )
+            raise DataError(f"{source}: line {index} lacks string 'question' and 'answer' fields")
         records.append(
             ReasoningRecord(
                 index, item["question"], item["answer"], parse_final_answer(item["answer"])

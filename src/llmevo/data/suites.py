@@ -32,7 +32,7 @@ the count rather than pulling in a later record.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +52,7 @@ from llmevo.data.pins import (
     ALPACA_FILE,
     GSM8K_TEST_FILE,
     HH_HELPFUL_TEST_FILE,
+    SUITE_FILE_SHA256,
     read_pinned,
 )
 from llmevo.data.preference import TextChoice, preference_choice
@@ -103,9 +104,7 @@ class SuiteData:
     fingerprint: str
 
 
-def build_sequence(
-    codec: TextCodec, prompt: str, response: str, max_len: int
-) -> ScoredSequence:
+def build_sequence(codec: TextCodec, prompt: str, response: str, max_len: int) -> ScoredSequence:
     """Tokenize and, if needed, truncate by the module's rule (response kept visible)."""
     if max_len < 1:
         raise ConfigError(f"max_len {max_len}: expected a model context of at least 1 token")
@@ -143,15 +142,19 @@ class _PartBuild:
     used: list[bytes] = field(default_factory=list)  # canonical bytes of the records used
 
 
-PartBuilder = Callable[[Path, str, TextCodec, int], _PartBuild]
+Pins = Mapping[str, str | None]
+PartBuilder = Callable[[Path, Pins, str, TextCodec, int], _PartBuild]
 
 
-def _alpaca_records(data_dir: Path) -> list[InstructionRecord]:
-    return parse_instruction_records(read_pinned(data_dir, ALPACA_FILE), data_dir / ALPACA_FILE)
+def _alpaca_records(data_dir: Path, pins: Pins) -> list[InstructionRecord]:
+    raw = read_pinned(data_dir, ALPACA_FILE, pins)
+    return parse_instruction_records(raw, data_dir / ALPACA_FILE)
 
 
-def _build_instruction(data_dir: Path, split: str, codec: TextCodec, max_len: int) -> _PartBuild:
-    records = split_records(_alpaca_records(data_dir), split, data_dir / ALPACA_FILE)
+def _build_instruction(
+    data_dir: Path, pins: Pins, split: str, codec: TextCodec, max_len: int
+) -> _PartBuild:
+    records = split_records(_alpaca_records(data_dir, pins), split, data_dir / ALPACA_FILE)
     examples = tuple(
         build_sequence(
             codec, instruction_prompt(record), instruction_response(record.output), max_len
@@ -183,8 +186,10 @@ def _build_choices(
     return build
 
 
-def _build_preference(data_dir: Path, split: str, codec: TextCodec, max_len: int) -> _PartBuild:
-    records = split_records(_alpaca_records(data_dir), split, data_dir / ALPACA_FILE)
+def _build_preference(
+    data_dir: Path, pins: Pins, split: str, codec: TextCodec, max_len: int
+) -> _PartBuild:
+    records = split_records(_alpaca_records(data_dir, pins), split, data_dir / ALPACA_FILE)
     return _build_choices(
         records, preference_choice, "preference_no_distinct_candidate", codec, max_len
     )
@@ -199,16 +204,20 @@ def _positional_slice(items: list, positions: range, source: Path) -> list:
     return items[positions.start : positions.stop]
 
 
-def _build_reasoning(data_dir: Path, split: str, codec: TextCodec, max_len: int) -> _PartBuild:
+def _build_reasoning(
+    data_dir: Path, pins: Pins, split: str, codec: TextCodec, max_len: int
+) -> _PartBuild:
     source = data_dir / GSM8K_TEST_FILE
-    records = parse_reasoning_records(read_pinned(data_dir, GSM8K_TEST_FILE), source)
+    records = parse_reasoning_records(read_pinned(data_dir, GSM8K_TEST_FILE, pins), source)
     records = _positional_slice(records, GSM8K_SPLITS[split], source)
     return _build_choices(records, reasoning_choice, "reasoning_unparsable_answer", codec, max_len)
 
 
-def _build_hh_rlhf(data_dir: Path, split: str, codec: TextCodec, max_len: int) -> _PartBuild:
+def _build_hh_rlhf(
+    data_dir: Path, pins: Pins, split: str, codec: TextCodec, max_len: int
+) -> _PartBuild:
     source = data_dir / HH_HELPFUL_TEST_FILE
-    pairs = parse_preference_pairs(read_pinned(data_dir, HH_HELPFUL_TEST_FILE), source)
+    pairs = parse_preference_pairs(read_pinned(data_dir, HH_HELPFUL_TEST_FILE, pins), source)
     pairs = _positional_slice(pairs, HH_SPLITS[split], source)
     return _build_choices(pairs, hh_choice, "hh_rlhf_no_assistant_turn", codec, max_len)
 
@@ -241,9 +250,17 @@ def _fingerprint(
 
 
 def load_suite(
-    name: str, data_dir: Path, codec: TextCodec, max_len: int, split: str
+    name: str,
+    data_dir: Path,
+    codec: TextCodec,
+    max_len: int,
+    split: str,
+    pins: Pins = SUITE_FILE_SHA256,
 ) -> SuiteData:
     """Load, check (pinned sha256) and tokenize suite ``name`` for ``split``.
+
+    ``pins`` maps each file (relative to ``data_dir``) to its expected sha256; the
+    default is the released files' sums, None for a file skips its check (tests only).
 
     ``fingerprint`` is a sha256 over the records used (the instruction train records
     included), the suite name, split, ``codec.identity`` and ``max_len``.
@@ -254,13 +271,13 @@ def load_suite(
         raise ConfigError(f"unknown evaluation split {split!r}; expected validation or test")
     data_dir = Path(data_dir)
     parts = SUITE_PARTS[name]
-    train = split_records(_alpaca_records(data_dir), "train", data_dir / ALPACA_FILE)
+    train = split_records(_alpaca_records(data_dir, pins), "train", data_dir / ALPACA_FILE)
     used: dict[str, list[bytes]] = {
         "instruction_train": [record.canonical_bytes() for record in train]
     }
     builds: dict[str, _PartBuild] = {}
     for part in parts:
-        builds[part] = PART_BUILDERS[part](data_dir, split, codec, max_len)
+        builds[part] = PART_BUILDERS[part](data_dir, pins, split, codec, max_len)
         used[part] = builds[part].used
     counts = {"instruction_train": len(train)}
     for part in PART_NAMES:
@@ -283,11 +300,13 @@ def load_suite(
     )
 
 
-def instruction_train_stream(data_dir: Path, codec: TextCodec) -> torch.Tensor:
+def instruction_train_stream(
+    data_dir: Path, codec: TextCodec, pins: Pins = SUITE_FILE_SHA256
+) -> torch.Tensor:
     """The 320 Alpaca train records as one LongTensor, each ``<bos> prompt response <eos>``."""
     data_dir = Path(data_dir)
     ids: list[int] = []
-    records = _alpaca_records(data_dir)
+    records = _alpaca_records(data_dir, pins)
     for record in split_records(records, "train", data_dir / ALPACA_FILE):
         ids.append(codec.bos_id)
         ids.extend(codec.encode(instruction_prompt(record)))
