@@ -1,0 +1,208 @@
+"""L1 mechanism diagnostics: run a registered diagnostic over seeds, write its artifact.
+
+A diagnostic builds synthetic tensors from each seed, checks the mechanism against an
+exact reference, and returns one row of metrics (floats or booleans). The harness
+aggregates the floats into ``{mean, std, n}`` (sample standard deviation) and the booleans
+with ``all``, keeps the per-seed floats, and writes the component-diagnostic artifact
+(schema v2, the shape of the reference artifact
+``2610.21126-rope-relay.component-cpu-seeds42-44.json``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llmevo.errors import ConfigError
+from llmevo.registry import StrictModel, ensure_registered
+
+SeedRow = dict[str, float | bool]
+DIAGNOSTIC_DATASET_REVISION = "llmevo-l1-synthetic-v1"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A registered L1 diagnostic of one component.
+
+    ``run_seed(config, seed)`` returns the metrics of one seed, in reporting order.
+    ``modules`` are the implementation files measured (for provenance).
+    """
+
+    name: str
+    component: str  # the registered component name whose manifest describes the method
+    config_cls: type[StrictModel]
+    run_seed: Callable[[Any, int], SeedRow]
+    claim_policy: str
+    modules: tuple[object, ...]
+    dataset_id: str = "synthetic-formula-tensors"
+
+
+DIAGNOSTICS: dict[str, Diagnostic] = {}
+
+
+def register_diagnostic(diagnostic: Diagnostic) -> Diagnostic:
+    if diagnostic.name in DIAGNOSTICS:
+        raise ConfigError(f"diagnostic '{diagnostic.name}' is registered twice")
+    DIAGNOSTICS[diagnostic.name] = diagnostic
+    return diagnostic
+
+
+def get_diagnostic(name: str) -> Diagnostic:
+    import llmevo.diagnostics  # noqa: F401  (registers every diagnostic by import)
+
+    try:
+        return DIAGNOSTICS[name]
+    except KeyError:
+        known = ", ".join(sorted(DIAGNOSTICS))
+        raise ConfigError(f"unknown diagnostic '{name}'; known: {known}") from None
+
+
+def aggregate(rows: Sequence[SeedRow]) -> dict[str, dict[str, float | int] | bool]:
+    """Floats -> ``{mean, std, n}`` (sample std, 0 for one seed); booleans -> ``all``."""
+    metrics: dict[str, dict[str, float | int] | bool] = {}
+    for key in rows[0]:
+        values = [row[key] for row in rows]
+        if all(isinstance(value, bool) for value in values):
+            metrics[key] = all(values)
+        else:
+            numbers = [float(value) for value in values]
+            std = statistics.stdev(numbers) if len(numbers) > 1 else 0.0
+            metrics[key] = {"mean": statistics.fmean(numbers), "std": std, "n": len(numbers)}
+    return metrics
+
+
+@dataclass
+class DiagnosticRun:
+    """The measured part of an artifact: configuration, per-seed rows, aggregated metrics."""
+
+    diagnostic: Diagnostic
+    configuration: dict[str, Any]
+    seeds: list[int]
+    per_seed: list[dict[str, Any]]
+    metrics: dict[str, Any]
+    full_experiment: dict[str, Any] = field(default_factory=dict)
+
+
+def run_diagnostic(
+    name: str, seeds: Sequence[int], overrides: dict[str, Any] | None = None
+) -> DiagnosticRun:
+    """Run diagnostic ``name`` once per seed and aggregate."""
+    if not seeds:
+        raise ConfigError("diagnose: expected at least one seed")
+    diagnostic = get_diagnostic(name)
+    spec = ensure_registered().find(diagnostic.component)
+    del spec  # looked up only to fail early on an unregistered component
+    try:
+        config = diagnostic.config_cls.model_validate(overrides or {})
+    except Exception as error:  # pydantic ValidationError -> one line
+        raise ConfigError(f"diagnostic '{name}': {error}".splitlines()[0]) from None
+    rows = [diagnostic.run_seed(config, seed) for seed in seeds]
+    per_seed = [
+        {"seed": seed, **{k: float(v) for k, v in row.items() if not isinstance(v, bool)}}
+        for seed, row in zip(seeds, rows, strict=True)
+    ]
+    return DiagnosticRun(
+        diagnostic=diagnostic,
+        configuration=config.model_dump(mode="json"),
+        seeds=list(seeds),
+        per_seed=per_seed,
+        metrics=aggregate(rows),
+    )
+
+
+def default_artifact_path(name: str, seeds: Sequence[int], accelerator: str = "cpu") -> Path:
+    """``docs/foundation-models/<arxiv>-<name>/metrics/component-<acc>-seeds<a>-<b>.json``."""
+    diagnostic = get_diagnostic(name)
+    manifest = ensure_registered().find(diagnostic.component).manifest
+    arxiv = manifest.paper.arxiv_id if manifest.paper else "no-arxiv"
+    seed_part = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
+    folder = Path("docs/foundation-models") / f"{arxiv}-{name}" / "metrics"
+    return folder / f"component-{accelerator}-seeds{seed_part}.json"
+
+
+def dataset_fingerprint(run: DiagnosticRun) -> str:
+    """sha256 of what determines the synthetic tensors: generator revision, config, seeds."""
+    payload = {
+        "dataset": run.diagnostic.dataset_id,
+        "revision": DIAGNOSTIC_DATASET_REVISION,
+        "configuration": run.configuration,
+        "seeds": run.seeds,
+    }
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def build_artifact(
+    run: DiagnosticRun,
+    *,
+    command: str,
+    artifact_path: Path,
+    repo_root: Path,
+    runner_file: Path,
+    accelerator: str = "CPU",
+    checkpoint: str | None = None,
+    extra_modules: Sequence[object] = (),
+) -> dict[str, Any]:
+    """The component-diagnostic artifact (schema v2), key order as in the reference."""
+    from llmevo.artifacts.provenance import collect_provenance, module_files
+
+    diagnostic = run.diagnostic
+    manifest = ensure_registered().find(diagnostic.component).manifest
+    component_spec = ensure_registered().find(diagnostic.component)
+    files = module_files([component_spec.cls, *diagnostic.modules, *extra_modules])
+    fingerprint = dataset_fingerprint(run)
+    provenance = collect_provenance(
+        command=command,
+        implementation_files=files,
+        runner_file=runner_file,
+        dataset_fingerprint=fingerprint,
+        accelerator=accelerator,
+        artifact_path=artifact_path.as_posix(),
+        repo_root=repo_root,
+    )
+    full_experiment = run.full_experiment or {
+        "status": "not_run (pass --full-experiment --checkpoint DIR where one exists)",
+        "review_done": False,
+    }
+    return {
+        "schema_version": 2,
+        "method": diagnostic.name,
+        "manifest_ref": manifest.manifest_ref,
+        "adapter": None,
+        "implementation_status": manifest.implementation_status,
+        "diagnostic_only": True,
+        "promotion_eligible": manifest.promotion_eligible,
+        "evolve_integrated": manifest.evolve_integrated,
+        "measured_locally": True,
+        "evaluation_tier": "l1_mechanism",
+        "seeds": run.seeds,
+        "evaluation_protocol": {
+            "tier": "l1_mechanism",
+            "formal_comparison": False,
+            "claim_policy": diagnostic.claim_policy,
+            "seeds": run.seeds,
+        },
+        "dataset": {
+            "id": diagnostic.dataset_id,
+            "revision": DIAGNOSTIC_DATASET_REVISION,
+            "checkpoint": checkpoint,
+            "capability_benchmark": False,
+        },
+        "configuration": run.configuration,
+        "metrics": run.metrics,
+        "per_seed": run.per_seed,
+        "provenance": provenance,
+        "full_experiment": full_experiment,
+    }
+
+
+def write_artifact(artifact: dict[str, Any], path: Path) -> None:
+    """Validate against the schema and write atomically (nothing is written if invalid)."""
+    from llmevo.artifacts.io import save_artifact
+
+    save_artifact(artifact, path)

@@ -1,0 +1,1 @@
+"""Inference: KV-cache decoding and sampling, checkpoints, streaming evaluation."""
