@@ -154,7 +154,7 @@ def build_artifact(
     diagnostic = run.diagnostic
     manifest = ensure_registered().find(diagnostic.component).manifest
     component_spec = ensure_registered().find(diagnostic.component)
-    files = module_files([component_spec.cls, *diagnostic.modules, *extra_modules])
+    files = module_files([component_spec.cls, *diagnostic.modules, run_diagnostic, *extra_modules])
     fingerprint = dataset_fingerprint(run)
     provenance = collect_provenance(
         command=command,

@@ -1,0 +1,139 @@
+"""``llmevo generate`` (sampling from a checkpoint) and ``llmevo diagnose`` (L1 diagnostics)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from llmevo.cli import app, console
+from llmevo.cli.common import resolve_data_dir
+from llmevo.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def _parse_seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ConfigError(f"--seeds must be comma-separated integers, got '{text}'") from None
+    if not seeds:
+        raise ConfigError("--seeds needs at least one seed, e.g. 42,43,44")
+    return seeds
+
+
+@app.command()
+def generate(
+    checkpoint: Path = typer.Option(
+        ..., help="Checkpoint folder (model.safetensors, config.json)."
+    ),
+    prompt: str = typer.Option(..., help="Text to continue."),
+    temperature: float = typer.Option(0.8, help="Sampling temperature; 0 is greedy."),
+    top_k: int = typer.Option(40, help="Sample among the k most likely tokens; 0: all."),
+    max_tokens: int = typer.Option(64, help="Number of tokens to generate."),
+    seed: int = typer.Option(42, help="Seed of the sampling generator."),
+) -> None:
+    """Print the prompt and a sampled continuation from a saved checkpoint."""
+    from tokenizers import Tokenizer
+
+    from llmevo.inference.checkpoint import load_checkpoint
+    from llmevo.inference.generate import SamplingConfig
+    from llmevo.inference.generate import generate as run_generation
+
+    loaded = load_checkpoint(checkpoint)
+    if loaded.tokenizer_json is None:
+        raise ConfigError(f"checkpoint {checkpoint} has no tokenizer.json; cannot encode a prompt")
+    tokenizer = Tokenizer.from_str(loaded.tokenizer_json)
+    sampling = SamplingConfig(
+        temperature=temperature, top_k=top_k, max_tokens=max_tokens, seed=seed
+    )
+    prompt_ids = tokenizer.encode(prompt).ids
+    result = run_generation(
+        loaded.model, prompt_ids, sampling, stop_token=tokenizer.token_to_id("<eos>")
+    )
+    continuation = tokenizer.decode(result.new_tokens)
+    console.print(prompt + continuation, highlight=False, markup=False, soft_wrap=True)
+
+
+def _metrics_table(name: str, metrics: dict[str, object]) -> Table:
+    table = Table(title=f"{name}: L1 diagnostics")
+    for column in ("metric", "mean", "std", "n"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    for key, value in metrics.items():
+        if isinstance(value, dict):
+            table.add_row(key, f"{value['mean']:.6g}", f"{value['std']:.3g}", str(value["n"]))
+        else:
+            table.add_row(key, "[green]true[/]" if value else "[red]false[/]", "", "")
+    return table
+
+
+def _experiment_table(result: dict[str, object]) -> Table:
+    table = Table(title="L2 streaming evaluation (lm_loss, mean over seeds)")
+    rows = result["table"]
+    assert isinstance(rows, list)
+    for column in rows[0]:
+        table.add_column(str(column), justify="right")
+    for row in rows:
+        table.add_row(*(f"{v:.4f}" if isinstance(v, float) else str(v) for v in row.values()))
+    return table
+
+
+@app.command()
+def diagnose(
+    name: str = typer.Argument(..., help="A registered diagnostic (rope-relay, rope, muon)."),
+    seeds: str = typer.Option("42,43,44", help="Comma-separated seeds."),
+    out: Path | None = typer.Option(
+        None, help="Artifact path (default: docs/foundation-models/...)."
+    ),
+    full_experiment: bool = typer.Option(
+        False, help="Also run the L2 experiment (rope-relay: streaming WikiText-2 evaluation)."
+    ),
+    checkpoint: Path | None = typer.Option(None, help="Trained checkpoint for --full-experiment."),
+    data_dir: Path | None = typer.Option(None, help="Shared data folder (else $LLMEVO_DATA)."),
+    eval_tokens: int = typer.Option(2048, help="--full-experiment: validation tokens streamed."),
+) -> None:
+    """Run an L1 mechanism diagnostic over seeds and write its component-diagnostic artifact."""
+    from llmevo.diagnostics.harness import (
+        build_artifact,
+        default_artifact_path,
+        run_diagnostic,
+        write_artifact,
+    )
+
+    seed_list = _parse_seeds(seeds)
+    path = out or default_artifact_path(name, seed_list)
+    if full_experiment and name != "rope-relay":
+        raise ConfigError(f"--full-experiment exists for rope-relay only, not '{name}'")
+    if full_experiment and checkpoint is None:
+        raise ConfigError("--full-experiment needs --checkpoint DIR (a trained llama_modern)")
+    run = run_diagnostic(name, seed_list)
+    extra_modules: list[object] = []
+    if full_experiment:
+        from llmevo.diagnostics import relay_experiment
+
+        assert checkpoint is not None
+        run.full_experiment = relay_experiment.run_relay_experiment(
+            checkpoint,
+            resolve_data_dir(data_dir),
+            seed_list,
+            relay_experiment.RelayExperimentConfig(eval_tokens=eval_tokens),
+        )
+        extra_modules.append(relay_experiment)
+    artifact = build_artifact(
+        run,
+        command=shlex.join(["llmevo", *sys.argv[1:]]),
+        artifact_path=path,
+        repo_root=REPO_ROOT,
+        runner_file=Path(__file__),
+        checkpoint=str(checkpoint) if full_experiment else None,
+        extra_modules=extra_modules,
+    )
+    write_artifact(artifact, path)
+    console.print(_metrics_table(name, run.metrics))
+    if full_experiment:
+        console.print(_experiment_table(run.full_experiment))
+    console.print(f"wrote {path}")
