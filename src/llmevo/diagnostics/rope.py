@@ -60,9 +60,9 @@ def run_seed(config: RopeDiagnosticConfig, seed: int) -> SeedRow:
         return q @ k.transpose(-1, -2)  # (H, T, T)
 
     base, shifted = scores(0), scores(shift)
-    invariance_error = float((base - shifted).abs().max())
+    invariance_error = float((base - shifted).abs().max().detach())
     rotated = apply_rotary(queries, positions, inv_freq)
-    norm_error = float((rotated.norm(dim=-1) - queries.norm(dim=-1)).abs().max())
+    norm_error = float((rotated.norm(dim=-1) - queries.norm(dim=-1)).abs().max().detach())
 
     matrices = torch.stack(
         [rotation_matrix(float(p), inv_freq, config.head_dimension) for p in positions]
@@ -77,7 +77,7 @@ def run_seed(config: RopeDiagnosticConfig, seed: int) -> SeedRow:
         "relative_position_invariance_error": invariance_error,
         "norm_preservation_error": norm_error,
         "explicit_rotation_matrix_error": matrix_error,
-        "relative_position_invariant": invariance_error <= 1e-3 * float(base.abs().max()),
+        "relative_position_invariant": invariance_error <= 1e-3 * float(base.abs().max().detach()),
         "nonrotary_tail_unchanged": tail_unchanged,
         "gradient_norm_queries": float(queries.grad.norm()),  # type: ignore[union-attr]
         "gradient_norm_keys": float(keys.grad.norm()),  # type: ignore[union-attr]
