@@ -28,6 +28,7 @@ from llmevo.cli import artifacts as _artifacts  # noqa: E402,F401
 from llmevo.cli import common as _common  # noqa: E402,F401
 from llmevo.cli import inference as _inference  # noqa: E402,F401
 from llmevo.cli import reports as _reports  # noqa: E402,F401
+from llmevo.cli import reproduce as _reproduce  # noqa: E402,F401
 
 # --- end of command modules ---
 

@@ -1,0 +1,143 @@
+"""``llmevo reproduce NAME``: a baseline arm vs a method arm, paired over seeds."""
+
+from __future__ import annotations
+
+import importlib
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import torch
+import typer
+from rich.table import Table
+
+from llmevo.artifacts import collect_provenance, module_files, save_artifact
+from llmevo.cli import app, console
+from llmevo.cli.common import resolve_cache_dir, resolve_data_dir
+from llmevo.cli.progress import RichTrainingProgress
+from llmevo.errors import ConfigError
+from llmevo.experiments import presets as presets_module
+from llmevo.experiments import reproduce as runner
+from llmevo.experiments.presets import get_preset
+from llmevo.train.device import accelerator_name, resolve_device
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+IMPLEMENTATION_MODULES = (
+    "llmevo.model.transformer", "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites",
+    "llmevo.eval.metrics", "llmevo.eval.stats", "llmevo.data.lm", "llmevo.data.suites",
+    "llmevo.experiments.presets",
+)
+
+
+def parse_seeds(seed: int | None, seeds: str | None) -> list[int]:
+    """``--seed 42`` or ``--seeds 42,43,44``; duplicates and non-integers are errors."""
+    if seed is not None and seeds is not None:
+        raise ConfigError("give either --seed or --seeds, not both")
+    if seeds is None:
+        return [42 if seed is None else seed]
+    values = []
+    for item in seeds.split(","):
+        item = item.strip()
+        try:
+            values.append(int(item))
+        except ValueError:
+            raise ConfigError(f"--seeds: '{item}' is not an integer (expected e.g. 42,43,44)") from None
+    return runner.validate_seeds(values)
+
+
+def artifact_filename(preset: str, seeds: list[int]) -> str:
+    prefix = "public" if preset == "smoke" else f"public-{preset}"
+    if len(seeds) == 1:
+        return f"{prefix}-seed{seeds[0]}.json"
+    return f"{prefix}-seeds{seeds[0]}-{seeds[-1]}.json" if seeds == list(
+        range(seeds[0], seeds[-1] + 1)) else f"{prefix}-seeds{'-'.join(map(str, seeds))}.json"
+
+
+def summary_table(artifact: dict) -> Table:
+    table = Table(title=f"{artifact['method']['name']} vs {artifact['baseline']['name']} "
+                  f"(validation, {len(artifact['evaluation_protocol']['seeds'])} seed(s))")
+    table.add_column("metric")
+    table.add_column("baseline", justify="right")
+    table.add_column("method", justify="right")
+    table.add_column("Δ% (95% CI)", justify="right")
+    stats = artifact.get("statistics", {})
+    for metric in ("lm_loss", "bits_per_byte", "instruction_loss", "preference_loss",
+                   "reasoning_nll", "primary", "fitness", "final_loss"):
+        if metric not in artifact["baseline"] or metric not in artifact["method"]:
+            continue
+        change = stats.get(metric, {}).get("paired_relative_change_percent", {})
+        if change.get("ci_low") is not None:
+            delta = f"{change['mean']:+.2f}% ({change['ci_low']:+.2f}, {change['ci_high']:+.2f})"
+        elif change:
+            delta = f"{change['mean']:+.2f}%"
+        else:
+            delta = ""
+        table.add_row(metric, f"{artifact['baseline'][metric]:.4f}",
+                      f"{artifact['method'][metric]:.4f}", delta)
+    return table
+
+
+@app.command()
+def reproduce(
+    name: Annotated[str, typer.Argument(help="Component to reproduce against its ablation, e.g. rope, muon.")] = "rope",
+    preset: Annotated[str, typer.Option(help=f"Preset: {', '.join(presets_module.PRESETS)}.")] = "smoke",
+    seed: Annotated[int | None, typer.Option(help="One seed (default 42).")] = None,
+    seeds: Annotated[str | None, typer.Option(help="Comma-separated seeds, e.g. 42,43,44.")] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+    data_dir: Annotated[Path | None, typer.Option(help="Data directory (else $LLMEVO_DATA).")] = None,
+    steps: Annotated[int | None, typer.Option(help="Override the preset's training steps.")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Override the batch size.")] = None,
+    lr: Annotated[float | None, typer.Option(help="Override the learning rate.")] = None,
+    warmup_steps: Annotated[int | None, typer.Option(help="Override the warmup steps.")] = None,
+    schedule: Annotated[str | None, typer.Option(help="constant or cosine.")] = None,
+    suite: Annotated[str | None, typer.Option(help="Benchmark suite: core or public.")] = None,
+    publish: Annotated[bool, typer.Option(help="Write under docs/reproductions/ instead of runs/.")] = False,
+    report: Annotated[bool, typer.Option(help="Write the README report and plots.")] = True,
+    out: Annotated[Path | None, typer.Option(help="Artifact path (overrides the default).")] = None,
+    threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
+) -> None:
+    """Train a baseline arm and a method arm on the same tokens and compare them."""
+    chosen = get_preset(preset).override({
+        "steps": steps, "batch_size": batch_size, "lr": lr, "warmup_steps": warmup_steps,
+        "schedule": schedule, "suite": suite,
+    })
+    seed_list = parse_seeds(seed, seeds)
+    torch_device = resolve_device(device)
+    data = resolve_data_dir(data_dir)
+    if threads:
+        torch.set_num_threads(threads)
+    comparison = runner.plan_comparison(name)  # refuses unknown names and identical arms early
+    paper = comparison.spec.manifest.paper
+    folder = f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name
+    filename = artifact_filename(chosen.name, seed_list)
+    if out is None:
+        base = Path("docs/reproductions") / folder / "metrics" if publish else Path("runs") / folder
+        out = base / filename
+    request = runner.ReproductionRequest(
+        name=name, preset=chosen, seeds=seed_list, data_dir=data,
+        cache_dir=resolve_cache_dir(), device=torch_device,
+    )
+    outcome = runner.run_reproduction(request, progress=RichTrainingProgress(console))
+    artifact = outcome.artifact
+    implementation = module_files(outcome.implementation_objects + [
+        importlib.import_module(module) for module in IMPLEMENTATION_MODULES])
+    artifact["provenance"] = collect_provenance(
+        command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
+        implementation_files=implementation,
+        runner_file=Path(runner.__file__),
+        dataset_fingerprint=artifact["dataset"]["fingerprint"],
+        accelerator=accelerator_name(torch_device),
+        artifact_path=str(out),
+        repo_root=REPO_ROOT,
+    )
+    save_artifact(artifact, out)
+    console.print(summary_table(artifact))
+    console.print(f"[bold]verdict:[/] {artifact['verdict']['summary']}")
+    console.print(f"artifact: {out}")
+    if report:
+        from llmevo.reports.report import write_report
+
+        report_dir = (Path("docs/reproductions") / folder) if publish else out.parent / "report"
+        readme = write_report(artifact, out, report_dir)
+        console.print(f"report: {readme}")

@@ -1,0 +1,462 @@
+"""Equal-budget reproductions: a baseline arm and a method arm, paired over seeds.
+
+For a component with a declared ablation, the baseline arm is ``llama_modern`` with that
+slot set to the ablation and the method arm is ``llama_modern`` with the component —
+nothing else differs. Both arms of a seed draw the same training windows (the same
+generator seed) and start from the same initialisation seed; the token stream each arm
+consumed is hashed and the hashes must agree, so "equal budget" is verified. Selection
+and verdicts use the validation split; the test split is evaluated once, at the end of
+each arm's run, and only reported.
+
+Public API: ``plan_comparison``, ``ReproductionRequest``, ``run_reproduction``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from llmevo.data.codec import BPECodec, TextCodec
+from llmevo.data.lm import LMCorpus, load_lm_corpus
+from llmevo.data.suites import SuiteData, instruction_train_stream, load_suite
+from llmevo.errors import ConfigError, DivergedError
+from llmevo.eval.lm import evaluate_lm
+from llmevo.eval.metrics import derive_arm_metrics
+from llmevo.eval.stats import build_statistics, claim_policy, verdict
+from llmevo.eval.suites import evaluate_suite
+from llmevo.experiments.presets import Preset
+from llmevo.model.config import MODEL_SLOTS, ComponentChoice, ModelConfig
+from llmevo.model.transformer import build_model
+from llmevo.registry import ComponentSpec, ensure_registered
+from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
+
+# Metrics compared between arms, validation split; lower is better unless listed here.
+HIGHER_IS_BETTER = {"primary", "public_composite", "fitness", "preference_accuracy",
+                    "hh_preference_accuracy", "reasoning_accuracy"}
+STAT_METRICS = (
+    "lm_loss", "perplexity", "bits_per_byte", "instruction_loss", "instruction_bpb",
+    "preference_loss", "preference_accuracy", "hh_preference_loss", "hh_preference_accuracy",
+    "reasoning_nll", "reasoning_accuracy", "primary", "public_composite", "composite_loss",
+    "composite_bpb", "fitness", "initial_loss", "final_loss",
+)
+CURVE_POINTS = 200
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One side of a comparison: what is built and how it is trained."""
+
+    label: str  # "baseline" or "method"
+    name: str  # what the artifact calls this arm
+    model: ModelConfig
+    optimizer: ComponentChoice
+
+
+@dataclass(frozen=True)
+class Comparison:
+    spec: ComponentSpec
+    baseline: Arm
+    method: Arm
+
+    @property
+    def arms(self) -> tuple[Arm, Arm]:
+        return self.baseline, self.method
+
+
+def plan_comparison(
+    name: str,
+    base_model: ModelConfig | None = None,
+    base_optimizer: ComponentChoice | None = None,
+) -> Comparison:
+    """Baseline vs method arms for a registered component, differing in its slot only."""
+    registry = ensure_registered()
+    spec = registry.find(name)
+    if spec.manifest.ablation is None:
+        raise ConfigError(
+            f"component '{name}' declares no ablation, so there is nothing to compare it with; "
+            f"components with one: {', '.join(s.name for s in registry.all() if s.manifest.ablation)}"
+        )
+    model = base_model or ModelConfig()
+    optimizer = base_optimizer or ComponentChoice(name="adamw")
+    method_choice = ComponentChoice(name=spec.name)
+    ablation_choice = ComponentChoice(name=spec.manifest.ablation)
+    registry.get(spec.slot, ablation_choice.name)  # the ablation must exist in the same slot
+    if spec.slot in MODEL_SLOTS:
+        baseline = Arm("baseline", f"llama_modern[{spec.slot}={ablation_choice.name}]",
+                       model.with_slot(spec.slot, ablation_choice), optimizer)
+        method = Arm("method", spec.name, model.with_slot(spec.slot, method_choice), optimizer)
+    elif spec.slot == "optimizer":
+        baseline = Arm("baseline", f"llama_modern[optimizer={ablation_choice.name}]", model, ablation_choice)
+        method = Arm("method", spec.name, model, method_choice)
+    else:
+        raise ConfigError(
+            f"component '{name}' fills the {spec.slot} slot, which has no L2 reproduction here; "
+            f"use `llmevo diagnose {name}`"
+        )
+    comparison = Comparison(spec=spec, baseline=baseline, method=method)
+    check_distinct(comparison)
+    return comparison
+
+
+def check_distinct(comparison: Comparison) -> None:
+    """Refuse a comparison whose two arms build and train the same model."""
+    baseline, method = comparison.arms
+    if baseline.model == method.model and baseline.optimizer == method.optimizer:
+        raise ConfigError(
+            f"the baseline and method arms of '{comparison.spec.name}' build the same model "
+            f"({baseline.model.position.label()} / {baseline.optimizer.label()}); "
+            "a comparison needs two different arms"
+        )
+
+
+@dataclass
+class ArmData:
+    """Everything an arm is trained and evaluated on, for one tokenization."""
+
+    codec: TextCodec
+    stream: Tensor  # (N,) training token pool
+    validation: Tensor
+    test: Tensor
+    token_bytes: Tensor
+    suite_validation: SuiteData
+    suite_test: SuiteData
+    fingerprint: str
+
+
+def prepare_bpe_data(
+    corpus: LMCorpus, preset: Preset, data_dir: Path, seq_len: int
+) -> ArmData:
+    codec = BPECodec(corpus.tokenizer.tokenizer)
+    parts: dict[str, Callable[[], Tensor]] = {
+        "lm": lambda: corpus.tokens["train"],
+        "narrative": lambda: corpus.tokens["narrative"],
+        "instruction": lambda: instruction_train_stream(data_dir, codec),
+    }
+    stream = torch.cat([parts[part]() for part in preset.train_on])
+    suite_validation = load_suite(preset.suite, data_dir, codec, seq_len, "validation")
+    suite_test = load_suite(preset.suite, data_dir, codec, seq_len, "test")
+    return ArmData(
+        codec=codec,
+        stream=stream,
+        validation=corpus.tokens["validation"],
+        test=corpus.tokens["test"],
+        token_bytes=corpus.token_bytes,
+        suite_validation=suite_validation,
+        suite_test=suite_test,
+        fingerprint=f"{corpus.fingerprint[:32]}+{suite_validation.fingerprint[:16]}",
+    )
+
+
+@dataclass
+class ArmRun:
+    """One arm trained and evaluated under one seed."""
+
+    validation: dict[str, float]
+    test: dict[str, float]
+    train: TrainResult
+    parameters: int
+    architecture_stats: dict[str, Any]
+    model: nn.Module
+
+
+def evaluate_arm(
+    model: nn.Module, data: ArmData, preset: Preset, split: str, device: torch.device
+) -> dict[str, float]:
+    tokens = data.validation if split == "validation" else data.test
+    suite = data.suite_validation if split == "validation" else data.suite_test
+    lm = evaluate_lm(
+        model, tokens, preset.train.seq_len, device, data.token_bytes,
+        batch_size=preset.eval_batch_size, max_windows=preset.eval_max_windows,
+    )
+    scores = evaluate_suite(model, suite, batch_size=preset.eval_batch_size, device=device)
+    raw = {"lm_loss": lm["lm_loss"], "bits_per_byte": lm.get("bits_per_byte"), **scores}
+    return derive_arm_metrics(raw)
+
+
+def run_arm(
+    arm: Arm,
+    data: ArmData,
+    preset: Preset,
+    seed: int,
+    device: torch.device,
+    progress: Progress | None = None,
+) -> ArmRun:
+    torch.manual_seed(seed)
+    model = build_model(arm.model)
+    train_config: TrainConfig = preset.train.model_copy(update={"optimizer": arm.optimizer})
+    result = train(
+        model, data.stream, train_config, seed, device, progress,
+        description=f"{arm.label} {arm.name} seed {seed}",
+    )
+    if result.status == "diverged":
+        raise DivergedError(f"{arm.label} arm '{arm.name}' seed {seed}: {result.message}", result.steps_done)
+    validation = evaluate_arm(model, data, preset, "validation", device)
+    validation["initial_loss"] = result.initial_loss
+    validation["final_loss"] = result.final_loss
+    test = evaluate_arm(model, data, preset, "test", device)  # reported, never used to choose
+    stats = dict(getattr(model, "architecture_stats", lambda: {})())
+    stats.update(result.optimizer_statistics)
+    return ArmRun(
+        validation=validation,
+        test=test,
+        train=result,
+        parameters=sum(p.numel() for p in model.parameters()),
+        architecture_stats=stats,
+        model=model,
+    )
+
+
+@dataclass
+class ReproductionRequest:
+    name: str
+    preset: Preset
+    seeds: list[int]
+    data_dir: Path
+    cache_dir: Path
+    device: torch.device
+    base_model: ModelConfig = field(default_factory=ModelConfig)
+
+
+@dataclass
+class ReproductionOutcome:
+    comparison: Comparison
+    artifact: dict[str, Any]
+    runs: dict[str, dict[int, ArmRun]]
+    implementation_objects: list[object]
+
+
+def validate_seeds(seeds: list[int]) -> list[int]:
+    if not seeds:
+        raise ConfigError("no seeds given; pass e.g. --seeds 42,43,44")
+    duplicates = sorted({s for s in seeds if seeds.count(s) > 1})
+    if duplicates:
+        raise ConfigError(f"duplicate seeds {duplicates}; each seed must appear once")
+    return seeds
+
+
+def run_reproduction(
+    request: ReproductionRequest,
+    progress: Progress | None = None,
+    on_arm_done: Callable[[str, int, ArmRun], None] | None = None,
+) -> ReproductionOutcome:
+    """Train and evaluate both arms under every seed; return the artifact body."""
+    seeds = validate_seeds(request.seeds)
+    comparison = plan_comparison(request.name, request.base_model)
+    preset = request.preset
+    corpus = load_lm_corpus(request.data_dir, preset.variant, preset.budgets, request.cache_dir)
+    data = prepare_bpe_data(corpus, preset, request.data_dir, preset.train.seq_len)
+    preset = preset.with_steps_for(int(corpus.tokens["train"].numel()))
+    for arm in comparison.arms:  # invalid genomes fail here, before any training
+        build_model(arm.model)
+    runs: dict[str, dict[int, ArmRun]] = {"baseline": {}, "method": {}}
+    for seed in seeds:
+        for arm in comparison.arms:
+            run = run_arm(arm, data, preset, seed, request.device, progress)
+            runs[arm.label][seed] = run
+            if on_arm_done:
+                on_arm_done(arm.label, seed, run)
+            run.model = run.model.cpu()
+        hashes = {runs[label][seed].train.token_stream_sha256 for label in runs}
+        if len(hashes) != 1:
+            raise ConfigError(f"seed {seed}: the arms consumed different token streams")
+    artifact = assemble_artifact(comparison, preset, seeds, corpus, data, runs, request.device)
+    objects: list[object] = [spec.cls for arm in comparison.arms for spec in _arm_specs(arm)]
+    return ReproductionOutcome(comparison, artifact, runs, objects)
+
+
+def _arm_specs(arm: Arm) -> list[ComponentSpec]:
+    registry = ensure_registered()
+    specs = [registry.get(slot, getattr(arm.model, slot).name) for slot in MODEL_SLOTS]
+    return specs + [registry.get("optimizer", arm.optimizer.name)]
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _curve(losses_by_seed: dict[int, list[float]]) -> dict[str, Any]:
+    length = min(len(losses) for losses in losses_by_seed.values())
+    stride = max(1, math.ceil(length / CURVE_POINTS))
+    steps = list(range(0, length, stride))
+    return {
+        "steps": [step + 1 for step in steps],
+        "per_seed": {str(seed): [losses[i] for i in steps] for seed, losses in losses_by_seed.items()},
+    }
+
+
+def _arm_block(arm: Arm, runs: dict[int, ArmRun], seeds: list[int], device: torch.device) -> dict[str, Any]:
+    measured = [runs[seed].validation for seed in seeds]
+    keys = [k for k in measured[0] if all(k in m and m[k] is not None for m in measured)]
+    means = {key: _mean([m[key] for m in measured]) for key in keys}
+    derived = derive_arm_metrics({k: means.get(k) for k in (
+        "lm_loss", "instruction_loss", "preference_loss", "reasoning_nll",
+        "bits_per_byte", "instruction_bpb") if means.get(k) is not None})
+    first = runs[seeds[0]]
+    block: dict[str, Any] = {
+        "name": arm.name,
+        "lm_loss": derived["lm_loss"],
+        "perplexity": derived["perplexity"],
+        "instruction_loss": derived["instruction_loss"],
+        "primary": derived["primary"],
+        "public_composite": derived["public_composite"],
+        "composite_loss": derived["composite_loss"],
+        "fitness": derived["fitness"],
+        "initial_loss": means["initial_loss"],
+        "final_loss": means["final_loss"],
+        "post_training_loss": 0.0,
+        "reward_bearing_group_rate": 0.0,
+        "parameters": first.parameters,
+        "device": device.type,
+        "optimizer": arm.optimizer.name,
+        "architecture_stats": first.architecture_stats,
+        "muon_orthogonality_error": _mean([runs[s].train.orthogonality_error for s in seeds]),
+        "seeds": list(seeds),
+    }
+    for key in ("bits_per_byte", "instruction_bpb", "composite_bpb"):
+        if key in derived:
+            block[key] = derived[key]
+    for key in ("preference_loss", "preference_accuracy", "hh_preference_loss",
+                "hh_preference_accuracy", "reasoning_nll", "reasoning_accuracy"):
+        if key in means:
+            block[key] = means[key]
+    block["status"] = "complete"
+    block["genome"] = {"model": arm.model.model_dump(mode="json"), "optimizer": arm.optimizer.model_dump(mode="json")}
+    return block
+
+
+def _combined_stream_hash(runs: dict[str, dict[int, ArmRun]], seeds: list[int]) -> str:
+    """One digest over the per-seed stream hashes (equal for both arms, checked earlier)."""
+    joined = ",".join(runs["method"][s].train.token_stream_sha256 for s in seeds)
+    return hashlib.sha256(joined.encode()).hexdigest()
+
+
+def _percent(before: float, after: float) -> float:
+    return 100.0 * (after - before) / abs(before)
+
+
+def assemble_artifact(
+    comparison: Comparison,
+    preset: Preset,
+    seeds: list[int],
+    corpus: LMCorpus,
+    data: ArmData,
+    runs: dict[str, dict[int, ArmRun]],
+    device: torch.device,
+) -> dict[str, Any]:
+    spec = comparison.spec
+    paper = spec.manifest.paper
+    baseline = _arm_block(comparison.baseline, runs["baseline"], seeds, device)
+    method = _arm_block(comparison.method, runs["method"], seeds, device)
+    per_seed = [
+        {
+            "seed": seed,
+            "baseline": {k: v for k, v in runs["baseline"][seed].validation.items() if v is not None},
+            "method": {k: v for k, v in runs["method"][seed].validation.items() if v is not None},
+        }
+        for seed in seeds
+    ]
+    metrics = [m for m in STAT_METRICS if all(m in row["baseline"] and m in row["method"] for row in per_seed)]
+    formal, policy = claim_policy(len(seeds))
+    decision = verdict(
+        "lm_loss",
+        [row["baseline"]["lm_loss"] for row in per_seed],
+        [row["method"]["lm_loss"] for row in per_seed],
+        lower_is_better=True,
+        method_name=spec.name,
+    )
+    suite_counts = data.suite_validation.counts
+    tokens_per_run = runs["method"][seeds[0]].train.tokens_seen
+    test_means = {
+        label: {
+            key: _mean([runs[label][s].test[key] for s in seeds])
+            for key in runs[label][seeds[0]].test
+            if all(runs[label][s].test.get(key) is not None for s in seeds)
+        }
+        for label in ("baseline", "method")
+    }
+    relative = {
+        "lm_loss_percent": _percent(baseline["lm_loss"], method["lm_loss"]),
+        "perplexity_percent": _percent(baseline["perplexity"], method["perplexity"]),
+    }
+    if "bits_per_byte" in baseline and "bits_per_byte" in method:
+        relative["bits_per_byte_percent"] = _percent(baseline["bits_per_byte"], method["bits_per_byte"])
+    relative["fitness_percent"] = _percent(baseline["fitness"], method["fitness"])
+    return {
+        "paper": paper.model_dump() if paper else {
+            "arxiv_id": "none", "title": spec.name, "url": "", "organization": ""},
+        "dataset": {
+            "name": "WikiText-2",
+            "train_tokens": corpus.n_tokens("train"),
+            "validation_tokens": int(data.validation.numel()),
+            "test_tokens": int(data.test.numel()),
+            "narrative_tokens": corpus.n_tokens("narrative"),
+            "instruction_train": 320 if "instruction" in preset.train_on else 0,
+            "instruction_validation": suite_counts.get("instruction_validation", 0),
+            "preference_validation": suite_counts.get("preference_validation", 0),
+            "reasoning_validation": suite_counts.get("reasoning_validation", 0),
+            "benchmark_suite": preset.suite,
+            "vocab_size": corpus.tokenizer.vocab_size,
+            "tokenizer": str(corpus.tokenizer.path.name),
+            "variant": corpus.variant,
+            "fingerprint": data.fingerprint,
+            "hh_rlhf_validation": suite_counts.get("hh_rlhf_validation", 0),
+            "train_stream_tokens": int(data.stream.numel()),
+            "train_on": list(preset.train_on),
+            "tokenizer_sha256": corpus.tokenizer.sha256,
+        },
+        "setup": {
+            "seed": seeds[0],
+            "steps_per_variant": preset.train.steps,
+            "dimensions": comparison.method.model.d_model,
+            "layers": comparison.method.model.n_layers,
+            "sequence_length": preset.train.seq_len,
+            "same_tokens_optimizer_and_budget": True,
+            "evolve_architecture": spec.name if spec.slot != "optimizer" else "llama_modern",
+            "evolve_optimizer": comparison.method.optimizer.name,
+            "preset": preset.name,
+            "seeds": list(seeds),
+            "batch_size": preset.train.batch_size,
+            "learning_rate": preset.train.lr,
+            "schedule": preset.train.schedule,
+            "warmup_steps": preset.train.warmup_steps,
+            "weight_decay": preset.train.weight_decay,
+            "grad_clip": preset.train.grad_clip,
+            "tokens_per_arm": tokens_per_run,
+            "token_stream_sha256": _combined_stream_hash(runs, seeds),
+            "token_stream_sha256_per_seed": {
+                str(s): runs["method"][s].train.token_stream_sha256 for s in seeds},
+            "wall_seconds": {
+                label: sum(runs[label][s].train.wall_seconds for s in seeds) for label in runs
+            },
+        },
+        "baseline": baseline,
+        "method": method,
+        "relative": relative,
+        "paper_results": {"note": "the paper's own numbers are at a scale not reproduced here"},
+        "scope": spec.manifest.scope,
+        "schema_version": 2,
+        "manifest_ref": spec.manifest.manifest_ref,
+        "evaluation_protocol": {
+            "tier": "l2_public_dataset",
+            "seeds": list(seeds),
+            "formal_comparison": formal,
+            "claim_policy": policy,
+            "interval": "paired Student t-interval, 95%, on per-seed relative change",
+            "selection_split": "validation",
+        },
+        "provenance": {},
+        "per_seed": per_seed,
+        "statistics": build_statistics(per_seed, metrics),
+        "verdict": decision,
+        "test": test_means,
+        "training_curves": {
+            label: _curve({s: runs[label][s].train.losses for s in seeds}) for label in runs
+        },
+    }

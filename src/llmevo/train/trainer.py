@@ -1,0 +1,191 @@
+"""The training loop: seeded random windows, AdamW-style optimizers, clipping, schedules.
+
+Batches are drawn from a ``torch.Generator`` seeded by the run seed and nothing else, so
+every arm of a comparison consumes exactly the same windows; the trainer hashes what it
+consumed (``token_stream_sha256``) so "equal budget" can be verified rather than declared.
+A non-finite loss stops the run and marks it ``diverged``.
+
+Public API: ``TrainConfig``, ``train(model, stream, config, seed, device, ...)``,
+``TrainResult``, ``WindowSampler``, ``lr_at``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
+from torch import Tensor, nn
+
+from llmevo.components.optim.base import OptimizerComponent
+from llmevo.errors import ConfigError
+from llmevo.model.config import ComponentChoice
+from llmevo.registry import StrictModel, ensure_registered
+
+
+class TrainConfig(StrictModel):
+    steps: PositiveInt
+    batch_size: PositiveInt
+    seq_len: PositiveInt
+    lr: PositiveFloat
+    weight_decay: NonNegativeFloat = 0.01  # torch.optim.AdamW's default
+    grad_clip: NonNegativeFloat = 1.0  # 0 disables clipping
+    schedule: Literal["constant", "cosine"] = "constant"
+    warmup_steps: NonNegativeInt = 0
+    min_lr_ratio: NonNegativeFloat = 0.1
+    optimizer: ComponentChoice = Field(default_factory=lambda: ComponentChoice(name="adamw"))
+    loss_window: PositiveInt = 10  # initial/final loss = mean of the first/last this many steps
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.batch_size * self.seq_len
+
+
+def lr_at(step: int, config: TrainConfig) -> float:
+    """Learning rate at ``step`` (0-based): linear warmup, then constant or cosine decay."""
+    if step < config.warmup_steps:
+        return config.lr * (step + 1) / config.warmup_steps
+    if config.schedule == "constant":
+        return config.lr
+    span = max(1, config.steps - config.warmup_steps)
+    progress = min(1.0, (step - config.warmup_steps) / span)
+    floor = config.lr * config.min_lr_ratio
+    return floor + (config.lr - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+class WindowSampler:
+    """Uniformly random (seq_len + 1)-token windows of a token stream, seeded.
+
+    The same seed, stream length and shape always give the same windows, whichever model
+    consumes them.
+    """
+
+    def __init__(self, stream: Tensor, batch_size: int, seq_len: int, seed: int):
+        if stream.numel() < seq_len + 2:
+            raise ConfigError(
+                f"the training stream has {stream.numel()} tokens; need at least {seq_len + 2}"
+            )
+        self.stream = stream
+        self.batch_size = batch_size
+        self.seq_len = seq_len
+        self.generator = torch.Generator().manual_seed(seed)
+        self.offsets = torch.arange(seq_len + 1)
+
+    def next(self) -> Tensor:
+        high = self.stream.numel() - self.seq_len
+        starts = torch.randint(0, high, (self.batch_size,), generator=self.generator)
+        return self.stream[starts[:, None] + self.offsets]  # (B, T + 1)
+
+
+class Progress(Protocol):
+    def start(self, total: int, description: str) -> None: ...
+    def update(self, step: int, loss: float, tokens_per_second: float) -> None: ...
+    def stop(self) -> None: ...
+
+
+@dataclass
+class TrainResult:
+    status: Literal["complete", "diverged", "stopped"]
+    losses: list[float]
+    initial_loss: float
+    final_loss: float
+    steps_done: int
+    tokens_seen: int
+    token_stream_sha256: str
+    wall_seconds: float
+    tokens_per_second: float
+    optimizer_statistics: dict[str, Any] = field(default_factory=dict)
+    orthogonality_error: float = 0.0
+    message: str = ""
+
+
+def build_optimizer(
+    choice: ComponentChoice, model: nn.Module, lr: float, weight_decay: float
+) -> tuple[OptimizerComponent, torch.optim.Optimizer]:
+    spec = ensure_registered().get("optimizer", choice.name)
+    component = spec.cls(spec.make_config(choice.config))
+    return component, component.build(model, lr=lr, weight_decay=weight_decay)
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+def train(
+    model: nn.Module,
+    stream: Tensor,
+    config: TrainConfig,
+    seed: int,
+    device: torch.device,
+    progress: Progress | None = None,
+    description: str = "train",
+    on_step: Callable[[int, float], bool] | None = None,
+) -> TrainResult:
+    """Train ``model`` in place on random windows of ``stream``.
+
+    ``on_step(step, loss)`` is called after each step; returning False stops training
+    (used by evolution hurdles). The model's forward maps tokens (B, T) to logits (B, T, V).
+    """
+    model.to(device).train()
+    component, optimizer = build_optimizer(config.optimizer, model, config.lr, config.weight_decay)
+    sampler = WindowSampler(stream, config.batch_size, config.seq_len, seed)
+    digest = hashlib.sha256()
+    losses: list[float] = []
+    status: Literal["complete", "diverged", "stopped"] = "complete"
+    message = ""
+    if progress:
+        progress.start(config.steps, description)
+    started = time.perf_counter()
+    try:
+        for step in range(config.steps):
+            window = sampler.next()  # (B, T + 1)
+            digest.update(window.numpy().tobytes())
+            window = window.to(device)
+            inputs, targets = window[:, :-1], window[:, 1:]
+            lr = lr_at(step, config)
+            for group in optimizer.param_groups:
+                group["lr"] = lr * group.get("lr_scale", 1.0)
+            logits = model(inputs)  # (B, T, V)
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+            loss_value = loss.item()
+            if not math.isfinite(loss_value):
+                status, message = "diverged", f"non-finite loss {loss_value} at step {step}"
+                break
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if config.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            optimizer.step()
+            losses.append(loss_value)
+            elapsed = time.perf_counter() - started
+            if progress:
+                progress.update(step + 1, loss_value, (step + 1) * config.tokens_per_step / elapsed)
+            if on_step is not None and not on_step(step, loss_value):
+                status, message = "stopped", f"stopped by a hurdle after step {step}"
+                break
+    finally:
+        if progress:
+            progress.stop()
+    wall = time.perf_counter() - started
+    window_size = config.loss_window
+    tokens_seen = len(losses) * config.tokens_per_step
+    return TrainResult(
+        status=status,
+        losses=losses,
+        initial_loss=_mean(losses[:window_size]),
+        final_loss=_mean(losses[-window_size:]),
+        steps_done=len(losses),
+        tokens_seen=tokens_seen,
+        token_stream_sha256=digest.hexdigest(),
+        wall_seconds=wall,
+        tokens_per_second=tokens_seen / wall if wall > 0 else 0.0,
+        optimizer_statistics=component.statistics(),
+        orthogonality_error=component.orthogonality_error(),
+        message=message,
+    )
