@@ -1,0 +1,173 @@
+"""One contract for every registered component (the shared suite every model inherits).
+
+Model-slot components (position, attention, feedforward, norm, block) are swapped one at a
+time into ``llama_modern``; optimizer components train a tiny model for a few steps.
+Components of other slots (kv_cache, architecture, ...) are not model parts and are skipped
+here on purpose: they have their own suites.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from llmevo.model.config import MODEL_SLOTS, ModelConfig
+from llmevo.model.transformer import build_model
+from llmevo.registry import ensure_registered
+
+REGISTRY = ensure_registered()
+MODEL_COMPONENTS = [(slot, name) for slot in MODEL_SLOTS for name in REGISTRY.names(slot)]
+OPTIMIZERS = REGISTRY.names("optimizer")
+BATCH, LENGTH = 2, 12
+
+
+def _ids(pairs: list[tuple[str, str]]) -> list[str]:
+    return [f"{slot}:{name}" for slot, name in pairs]
+
+
+def _build(slot: str, name: str, seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return build_model(ModelConfig().with_slot(slot, name)).eval()
+
+
+def _tokens(seed: int = 1) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 512, (BATCH, LENGTH), generator=generator)
+
+
+def test_registry_has_the_classic_components() -> None:
+    assert len(MODEL_COMPONENTS) + len(OPTIMIZERS) >= 15
+    assert all(len(REGISTRY.names(slot)) >= 2 for slot in MODEL_SLOTS)
+    assert len(OPTIMIZERS) >= 3
+
+
+def test_llama_modern_parameter_count() -> None:
+    assert build_model(ModelConfig()).num_parameters() == 139_584
+
+
+@pytest.mark.parametrize(("slot", "name"), MODEL_COMPONENTS, ids=_ids(MODEL_COMPONENTS))
+def test_forward_backward_finite(slot: str, name: str) -> None:
+    model = _build(slot, name).train()
+    assert model.num_parameters() > 0
+    tokens = _tokens()
+    logits = model(tokens)
+    assert logits.shape == (BATCH, LENGTH, 512)
+    assert torch.isfinite(logits).all()
+    loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten())
+    loss.backward()
+    for param_name, param in model.named_parameters():
+        assert param.grad is not None, f"{param_name} received no gradient"
+        assert param.grad.shape == param.shape
+        assert torch.isfinite(param.grad).all(), f"{param_name} has a non-finite gradient"
+    assert any(param.grad.abs().sum() > 0 for param in model.parameters())
+
+
+@pytest.mark.parametrize(("slot", "name"), MODEL_COMPONENTS, ids=_ids(MODEL_COMPONENTS))
+def test_causal(slot: str, name: str) -> None:
+    model = _build(slot, name)
+    tokens = _tokens()
+    changed_at = 7
+    altered = tokens.clone()
+    altered[:, changed_at] = (altered[:, changed_at] + 1) % 512
+    with torch.no_grad():
+        before, after = model(tokens), model(altered)
+    torch.testing.assert_close(before[:, :changed_at], after[:, :changed_at], rtol=0, atol=1e-6)
+    assert not torch.allclose(before[:, changed_at:], after[:, changed_at:])
+
+
+@pytest.mark.parametrize(("slot", "name"), MODEL_COMPONENTS, ids=_ids(MODEL_COMPONENTS))
+def test_deterministic_and_state_dict_round_trip(slot: str, name: str) -> None:
+    tokens = _tokens()
+    first, second, other = _build(slot, name, 0), _build(slot, name, 0), _build(slot, name, 5)
+    with torch.no_grad():
+        reference = first(tokens)
+        assert torch.equal(reference, second(tokens))
+        assert not torch.equal(reference, other(tokens))
+        other.load_state_dict(first.state_dict())
+        assert torch.equal(reference, other(tokens))
+
+
+@pytest.mark.parametrize(("slot", "name"), MODEL_COMPONENTS, ids=_ids(MODEL_COMPONENTS))
+def test_cached_decoding_matches_full_forward(slot: str, name: str) -> None:
+    model = _build(slot, name)
+    if not model.supports_kv_cache:
+        pytest.skip(f"{slot} component {name} declares no KV-cache support")
+    tokens = _tokens()
+    with torch.no_grad():
+        full = model(tokens)
+        caches = model.new_caches()
+        prefix = model(tokens[:, :5], caches=caches)
+        steps = [model(tokens[:, t : t + 1], caches=caches) for t in range(5, LENGTH)]
+    torch.testing.assert_close(torch.cat([prefix, *steps], dim=1), full, rtol=1e-4, atol=1e-5)
+
+
+# --- optimizers -------------------------------------------------------------------------
+
+def _tiny_model(seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return build_model(ModelConfig(n_layers=1, max_seq_len=16))
+
+
+def _loss(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    logits = model(tokens[:, :-1])
+    return F.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten())
+
+
+def _train(model: torch.nn.Module, optimizer: torch.optim.Optimizer, tokens, steps: int) -> list[float]:
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = _loss(model, tokens)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def _optimizer(name: str, model: torch.nn.Module):
+    spec = REGISTRY.get("optimizer", name)
+    component = spec.cls(spec.make_config({}))
+    return component, component.build(model, lr=3e-3, weight_decay=0.01)
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_optimizer_reduces_loss(name: str) -> None:
+    model = _tiny_model()
+    component, optimizer = _optimizer(name, model)
+    assert isinstance(optimizer, torch.optim.Optimizer)
+    tokens = torch.randint(0, 512, (4, 17), generator=torch.Generator().manual_seed(3))
+    losses = _train(model, optimizer, tokens, steps=6)
+    after = _loss(model, tokens).item()
+    assert all(torch.isfinite(torch.tensor(losses)))
+    assert after < losses[0] - 0.05, f"{name}: loss {losses[0]:.4f} -> {after:.4f}"
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert isinstance(component.statistics(), dict)
+    assert component.orthogonality_error() >= 0.0
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_optimizer_lr_is_schedulable(name: str) -> None:
+    _, optimizer = _optimizer(name, _tiny_model())
+    base = [group["lr"] for group in optimizer.param_groups]
+    torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5)
+    assert [group["lr"] for group in optimizer.param_groups] == [lr * 0.5 for lr in base]
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_optimizer_state_dict_round_trip(name: str) -> None:
+    tokens = torch.randint(0, 512, (2, 17), generator=torch.Generator().manual_seed(4))
+    model = _tiny_model()
+    _, optimizer = _optimizer(name, model)
+    _train(model, optimizer, tokens, steps=2)
+
+    resumed = copy.deepcopy(model)
+    _, resumed_optimizer = _optimizer(name, resumed)
+    resumed_optimizer.load_state_dict(copy.deepcopy(optimizer.state_dict()))  # as if saved
+
+    _train(model, optimizer, tokens, steps=1)
+    _train(resumed, resumed_optimizer, tokens, steps=1)
+    for (param_name, a), b in zip(model.named_parameters(), resumed.parameters(), strict=True):
+        assert torch.equal(a, b), f"{name}: {param_name} differs after resuming"
