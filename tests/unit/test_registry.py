@@ -8,7 +8,7 @@ import re
 import pytest
 
 from llmevo.errors import ConfigError
-from llmevo.model.config import MODEL_SLOTS, ModelConfig
+from llmevo.model.config import MODEL_SLOTS, ComponentChoice, ModelConfig
 from llmevo.model.transformer import build_model
 from llmevo.registry import (
     ComponentSpec,
@@ -86,8 +86,10 @@ def test_manifest_is_complete(spec: ComponentSpec) -> None:
     assert spec.cls.component_name == manifest.name
     assert manifest.scope, "scope must say what is and is not reproduced"
     if manifest.ablation is not None:
+        # a name, or "name:key=value" (the same component with the mechanism switched off)
         assert manifest.ablation != manifest.name, "a component cannot be its own ablation"
-        assert manifest.ablation in REGISTRY.names(manifest.slot), manifest.ablation
+        ablation = ComponentChoice.parse(manifest.ablation)
+        REGISTRY.get(manifest.slot, ablation.name).make_config(ablation.config)
     for key in manifest.search_space:
         assert key in spec.config_cls.model_fields, f"search_space key {key} is not a config field"
     if manifest.evaluation_tier == "none":
