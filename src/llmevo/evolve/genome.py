@@ -1,0 +1,53 @@
+"""A genome: one serialisable description of a run — a component per model slot, the
+optimizer, and the training hyperparameters. Its hash (sha256 of the canonical JSON)
+identifies it, so the same run is never trained twice in one study."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import NonNegativeFloat, NonNegativeInt, PositiveFloat
+
+from llmevo.experiments.presets import Preset
+from llmevo.model.config import ComponentChoice, ModelConfig
+from llmevo.registry import StrictModel
+
+
+class TrainGenes(StrictModel):
+    lr: PositiveFloat
+    warmup_steps: NonNegativeInt
+    weight_decay: NonNegativeFloat
+
+
+class Genome(StrictModel):
+    model: ModelConfig
+    optimizer: ComponentChoice
+    train: TrainGenes
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+    def hash(self) -> str:
+        """Stable 16-hex-digit identity of the genome."""
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
+
+    def label(self) -> str:
+        slots = [getattr(self.model, s).label() for s in ("position", "attention", "feedforward",
+                                                          "norm", "block")]
+        return (" / ".join([*slots, self.optimizer.label()])
+                + f" / lr={self.train.lr:.2e},warmup={self.train.warmup_steps},"
+                  f"wd={self.train.weight_decay:g}")
+
+    def apply_to(self, preset: Preset) -> Preset:
+        """The preset with this genome's training genes and optimizer."""
+        train = preset.train.model_copy(update={
+            "lr": self.train.lr, "warmup_steps": self.train.warmup_steps,
+            "weight_decay": self.train.weight_decay, "optimizer": self.optimizer,
+        })
+        return preset.model_copy(update={"train": train})
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | str) -> Genome:
+        return cls.model_validate_json(data) if isinstance(data, str) else cls.model_validate(data)

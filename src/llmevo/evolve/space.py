@@ -1,0 +1,230 @@
+"""The evolution search space, built from the registry at run time.
+
+Genes are flat, named Optuna distributions:
+
+- ``<slot>`` (``position``, ``attention``, ``feedforward``, ``norm``, ``block``,
+  ``optimizer``): the registered component for the slot, among those whose manifest says
+  ``promotion_eligible``;
+- ``<slot>.<component>.<key>``: a hyperparameter from that component's manifest
+  ``search_space`` (active only when the component is chosen);
+- ``train.lr``, ``train.warmup_steps``, ``train.weight_decay``: training genes around the
+  preset's values.
+
+The baseline (``llama_modern`` trained with the preset's settings) is always a point of the
+space: a baseline value missing from a manifest's choices is added to them. Constraint: a
+genome's parameter count lies within ``budget_ratio`` of the baseline's (139,584 for
+``llama_modern``). Public API: ``SearchSpace``, ``build_search_space``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+    distribution_to_json,
+)
+
+from llmevo.errors import ConfigError
+from llmevo.evolve.genome import Genome, TrainGenes
+from llmevo.experiments.presets import Preset
+from llmevo.model.config import MODEL_SLOTS, ComponentChoice, ModelConfig
+from llmevo.model.transformer import build_model
+from llmevo.registry import Registry, SearchDimension
+
+GENOME_SLOTS = (*MODEL_SLOTS, "optimizer")
+TRAIN_GENES = ("train.lr", "train.warmup_steps", "train.weight_decay")
+DEFAULT_BUDGET_RATIO = 0.25
+
+
+def _distribution(dimension: SearchDimension, baseline: Any) -> BaseDistribution:
+    """An Optuna distribution for a manifest dimension, widened to contain ``baseline``."""
+    if dimension.choices is not None:
+        choices = list(dimension.choices)
+        if baseline not in choices:
+            choices.append(baseline)
+        return CategoricalDistribution(choices)
+    if dimension.low is None or dimension.high is None:
+        raise ConfigError("a search dimension needs either choices or both low and high")
+    low, high = dimension.low, dimension.high
+    if isinstance(baseline, int | float) and baseline is not None:
+        low, high = min(low, baseline), max(high, baseline)
+    if dimension.integer:
+        return IntDistribution(int(low), int(high), log=dimension.log)
+    return FloatDistribution(float(low), float(high), log=dimension.log)
+
+
+def _train_distributions(preset: Preset) -> dict[str, BaseDistribution]:
+    """Training genes around the preset: lr within x/÷4 (log), warmup 0..2x, weight decay."""
+    train = preset.train
+    warmups = sorted({0, train.warmup_steps // 2, train.warmup_steps, 2 * train.warmup_steps})
+    decays = sorted({0.0, 0.01, 0.1, float(train.weight_decay)})
+    return {
+        "train.lr": FloatDistribution(train.lr / 4.0, train.lr * 4.0, log=True),
+        "train.warmup_steps": CategoricalDistribution(warmups),
+        "train.weight_decay": CategoricalDistribution(decays),
+    }
+
+
+@dataclass
+class SearchSpace:
+    """Flat genes plus the structure that says which are active for a genome."""
+
+    genes: dict[str, BaseDistribution]
+    components: dict[str, tuple[str, ...]]  # slot -> eligible component names
+    component_genes: dict[tuple[str, str], tuple[str, ...]]  # (slot, name) -> gene names
+    base_model: ModelConfig
+    baseline_parameters: int
+    min_parameters: int
+    max_parameters: int
+    baseline: Genome
+    _parameter_cache: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def active_genes(self, params: dict[str, Any]) -> list[str]:
+        """The genes a genome with these slot choices uses, in suggestion order."""
+        names = list(GENOME_SLOTS)
+        for slot in GENOME_SLOTS:
+            names.extend(self.component_genes.get((slot, params[slot]), ()))
+        return names + list(TRAIN_GENES)
+
+    def to_genome(self, params: dict[str, Any]) -> Genome:
+        missing = [name for name in self.active_genes(params) if name not in params]
+        if missing:
+            raise ConfigError(f"genome parameters are missing genes: {', '.join(missing)}")
+        choices: dict[str, ComponentChoice] = {}
+        for slot in GENOME_SLOTS:
+            name = params[slot]
+            config = {
+                gene.rsplit(".", 1)[1]: params[gene]
+                for gene in self.component_genes.get((slot, name), ())
+            }
+            choices[slot] = ComponentChoice(name=name, config=config)
+        model = self.base_model.model_copy(update={slot: choices[slot] for slot in MODEL_SLOTS})
+        train = TrainGenes(
+            lr=float(params["train.lr"]),
+            warmup_steps=int(params["train.warmup_steps"]),
+            weight_decay=float(params["train.weight_decay"]),
+        )
+        return Genome(model=model, optimizer=choices["optimizer"], train=train)
+
+    def to_params(self, genome: Genome) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        for slot in GENOME_SLOTS:
+            choice = genome.optimizer if slot == "optimizer" else getattr(genome.model, slot)
+            params[slot] = choice.name
+            for gene in self.component_genes.get((slot, choice.name), ()):
+                params[gene] = choice.config[gene.rsplit(".", 1)[1]]
+        params["train.lr"] = genome.train.lr
+        params["train.warmup_steps"] = genome.train.warmup_steps
+        params["train.weight_decay"] = genome.train.weight_decay
+        return params
+
+    def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
+        """Suggest the active genes of one genome on an Optuna trial (slots first)."""
+        params: dict[str, Any] = {}
+        for slot in GENOME_SLOTS:
+            params[slot] = trial._suggest(slot, self.genes[slot])
+        for name in self.active_genes(params)[len(GENOME_SLOTS):]:
+            params[name] = trial._suggest(name, self.genes[name])
+        return params
+
+    def parameters(self, genome: Genome) -> int:
+        """Parameter count of the genome's model; ``build_model`` rejects invalid genomes."""
+        key = genome.model.fingerprint()
+        if key not in self._parameter_cache:
+            model = build_model(genome.model)
+            self._parameter_cache[key] = sum(p.numel() for p in model.parameters())
+        return self._parameter_cache[key]
+
+    def check(self, genome: Genome) -> int:
+        """Reject an invalid or over/under-budget genome before training; return its size."""
+        count = self.parameters(genome)
+        if not self.min_parameters <= count <= self.max_parameters:
+            raise ConfigError(
+                f"genome {genome.hash()} has {count:,} parameters; the budget is "
+                f"{self.min_parameters:,}..{self.max_parameters:,} (around the baseline's "
+                f"{self.baseline_parameters:,})"
+            )
+        return count
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-able description: compared when a study is resumed, printed by --list-space."""
+        return {
+            "genes": {name: json.loads(distribution_to_json(d)) for name, d in self.genes.items()},
+            "components": {slot: list(names) for slot, names in self.components.items()},
+            "parameter_budget": [self.min_parameters, self.max_parameters],
+            "baseline_parameters": self.baseline_parameters,
+            "baseline_genome": self.baseline.hash(),
+        }
+
+
+def _baseline_value(slot: str, choice: ComponentChoice, key: str, registry: Registry) -> Any:
+    if key in choice.config:
+        return choice.config[key]
+    config_cls = registry.get(slot, choice.name).config_cls
+    return config_cls.model_fields[key].default
+
+
+def build_search_space(
+    registry: Registry,
+    preset: Preset,
+    base_model: ModelConfig | None = None,
+    base_optimizer: ComponentChoice | None = None,
+    budget_ratio: float = DEFAULT_BUDGET_RATIO,
+) -> SearchSpace:
+    """The space of promotion-eligible components, their manifest hyperparameters and
+    the training genes, with the baseline inside it."""
+    base_model = base_model or ModelConfig()
+    base_optimizer = base_optimizer or ComponentChoice(name="adamw")
+    base_choices = {slot: getattr(base_model, slot) for slot in MODEL_SLOTS}
+    base_choices["optimizer"] = base_optimizer
+    genes: dict[str, BaseDistribution] = {}
+    components: dict[str, tuple[str, ...]] = {}
+    component_genes: dict[tuple[str, str], tuple[str, ...]] = {}
+    for slot in GENOME_SLOTS:
+        eligible = [
+            name for name in registry.names(slot)
+            if registry.get(slot, name).manifest.promotion_eligible
+        ]
+        base_name = base_choices[slot].name
+        if base_name not in eligible:
+            eligible.append(base_name)  # the baseline is always a point of the space
+        components[slot] = tuple(sorted(eligible))
+        genes[slot] = CategoricalDistribution(list(components[slot]))
+        for name in components[slot]:
+            spec = registry.get(slot, name)
+            names = []
+            for key, dimension in sorted(spec.manifest.search_space.items()):
+                reference = base_choices[slot] if name == base_name else ComponentChoice(name=name)
+                gene = f"{slot}.{name}.{key}"
+                genes[gene] = _distribution(dimension, _baseline_value(slot, reference, key, registry))
+                names.append(gene)
+            component_genes[(slot, name)] = tuple(names)
+    genes.update(_train_distributions(preset))
+    baseline_params: dict[str, Any] = {slot: base_choices[slot].name for slot in GENOME_SLOTS}
+    for slot in GENOME_SLOTS:
+        for gene in component_genes[(slot, base_choices[slot].name)]:
+            key = gene.rsplit(".", 1)[1]
+            baseline_params[gene] = _baseline_value(slot, base_choices[slot], key, registry)
+    baseline_params["train.lr"] = preset.train.lr
+    baseline_params["train.warmup_steps"] = preset.train.warmup_steps
+    baseline_params["train.weight_decay"] = float(preset.train.weight_decay)
+    space = SearchSpace(
+        genes=genes, components=components, component_genes=component_genes,
+        base_model=base_model, baseline_parameters=0, min_parameters=0, max_parameters=0,
+        baseline=Genome(model=base_model, optimizer=base_optimizer, train=TrainGenes(
+            lr=preset.train.lr, warmup_steps=preset.train.warmup_steps,
+            weight_decay=float(preset.train.weight_decay))),
+    )
+    space.baseline = space.to_genome(baseline_params)
+    count = space.parameters(space.baseline)
+    space.baseline_parameters = count
+    space.min_parameters = int(count * (1.0 - budget_ratio))
+    space.max_parameters = int(count * (1.0 + budget_ratio))
+    return space
