@@ -1,0 +1,88 @@
+"""``llmevo components``: every registered component with its paper, ablation and status."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from llmevo.cli import app, console
+from llmevo.registry import SLOTS, ComponentSpec, ensure_registered
+
+
+def reproduction_folder(spec: ComponentSpec) -> str:
+    """``<arxiv>-<name>`` (the folder ``llmevo reproduce --publish`` writes), or ``<name>``."""
+    paper = spec.manifest.paper
+    return f"{paper.arxiv_id}-{spec.name}" if paper else spec.name
+
+
+def has_artifact(spec: ComponentSpec, docs: Path) -> bool:
+    """Whether ``docs/reproductions/<arxiv>-<name>/metrics/*.json`` holds any artifact."""
+    metrics = docs / "reproductions" / reproduction_folder(spec) / "metrics"
+    return metrics.is_dir() and any(metrics.glob("*.json"))
+
+
+def component_records(docs: Path) -> list[dict[str, Any]]:
+    """One JSON-ready manifest per registered component (by slot, then name), plus ``has_artifact``."""
+    specs = sorted(ensure_registered().all(), key=lambda spec: (SLOTS.index(spec.slot), spec.name))
+    return [
+        {**spec.manifest.model_dump(mode="json"), "has_artifact": has_artifact(spec, docs)}
+        for spec in specs
+    ]
+
+
+def _short(text: str, width: int = 32) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _yes_no(value: bool) -> str:
+    return "[green]yes[/]" if value else "[dim]no[/]"
+
+
+@app.command()
+def components(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON list of manifests with has_artifact.")
+    ] = False,
+    docs: Annotated[
+        Path,
+        typer.Option(
+            help="The docs folder searched for reproductions/<arxiv>-<name>/metrics/*.json."
+        ),
+    ] = Path("docs"),
+) -> None:
+    """List every registered component: slot, paper, ablation, status, tier, artifact."""
+    records = component_records(docs)
+    if as_json:
+        typer.echo(json.dumps(records, indent=2))
+        return
+    table = Table(title=f"{len(records)} registered components", show_lines=False)
+    for column in (
+        "slot",
+        "name",
+        "arXiv",
+        "paper",
+        "ablation",
+        "status",
+        "tier",
+        "promotable",
+        "artifact",
+    ):
+        table.add_column(column, no_wrap=True)
+    for record in records:
+        paper = record["paper"] or {}
+        table.add_row(
+            record["slot"],
+            f"[bold]{record['name']}[/]",
+            paper.get("arxiv_id", "—"),
+            _short(paper.get("title", "—")),
+            record["ablation"] or "—",
+            record["implementation_status"],
+            record["evaluation_tier"],
+            _yes_no(record["promotion_eligible"]),
+            _yes_no(record["has_artifact"]),
+        )
+    console.print(table)
