@@ -94,7 +94,7 @@ def diagnose(
     ),
     checkpoint: Path | None = typer.Option(None, help="Trained checkpoint for --full-experiment."),
     data_dir: Path | None = typer.Option(None, help="Shared data folder (else $LLMEVO_DATA)."),
-    eval_tokens: int = typer.Option(2048, help="--full-experiment: validation tokens streamed."),
+    eval_tokens: int = typer.Option(1024, help="--full-experiment: validation tokens streamed."),
 ) -> None:
     """Run an L1 mechanism diagnostic over seeds and write its component-diagnostic artifact."""
     from llmevo.diagnostics.harness import (

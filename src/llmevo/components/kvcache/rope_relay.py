@@ -97,7 +97,9 @@ def selection_rule(name: str) -> SelectionRule:
 def check_rotary_dim(rotary_dim: int, key_dim: int) -> None:
     """ConfigError unless ``rotary_dim`` is positive, even and at most ``key_dim``."""
     if rotary_dim <= 0 or rotary_dim % 2:
-        raise ConfigError(f"rope-relay: rotary_dim must be a positive even number, got {rotary_dim}")
+        raise ConfigError(
+            f"rope-relay: rotary_dim must be a positive even number, got {rotary_dim}"
+        )
     if rotary_dim > key_dim:
         raise ConfigError(f"rope-relay: rotary_dim {rotary_dim} is larger than key_dim {key_dim}")
 
@@ -231,7 +233,9 @@ class RopeRelayConfig(StrictModel):
         if self.budget > self.capacity:
             raise ValueError(f"budget {self.budget} is larger than capacity {self.capacity}")
         if self.selection not in SELECTION_RULES:
-            raise ValueError(f"unknown selection '{self.selection}'; known: {sorted(SELECTION_RULES)}")
+            raise ValueError(
+                f"unknown selection '{self.selection}'; known: {sorted(SELECTION_RULES)}"
+            )
         return self
 
 
