@@ -1,0 +1,279 @@
+"""Study storage, validation and workers.
+
+The study lives in an Optuna RDB storage (a SQLite file by default, any SQLAlchemy URL
+such as PostgreSQL). A new study stores its search space, preset and sampler as study user
+attributes; reopening it with different ones is refused. Trial 0 of a new study is the
+baseline genome (``llama_modern`` with the preset's training settings), enqueued so that
+the population starts from it.
+
+Workers are processes (multiprocessing 'spawn'), each with its share of CPU threads, each
+looping: fail stale trials, count finished trials, run one more if the target is not met.
+Other machines join by running the same command against the same storage and study.
+Heartbeats (``heartbeat_interval``/``grace_period``) detect a worker killed mid-trial; its
+trial is marked failed and retried once (``RetryFailedTrialCallback``). Finished trials
+are those in a final state (complete, pruned, diverged, failed, invalid, duplicate); a
+trial lost to a kill or Ctrl-C does not count, so re-running the command resumes.
+
+Public API: ``EvolveSettings``, ``open_storage``, ``open_study``, ``finished_trials``,
+``run_workers``, ``worker_main``, ``SAMPLERS``.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+import torch
+from optuna.samplers import BaseSampler, NSGAIISampler, RandomSampler, TPESampler
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback, fail_stale_trials
+from optuna.trial import FrozenTrial, TrialState
+
+from llmevo.errors import ConfigError
+from llmevo.evolve.objective import FINAL_STATES, TrialContext, make_objective
+from llmevo.evolve.pruner import HurdlePruner
+from llmevo.evolve.sampler import RegularizedEvolutionSampler
+from llmevo.evolve.space import SearchSpace, build_search_space
+from llmevo.experiments.presets import Preset
+from llmevo.registry import ensure_registered
+
+SPACE_ATTR = "llmevo:search_space"
+PRESET_ATTR = "llmevo:preset"
+SAMPLER_ATTR = "llmevo:sampler"
+
+
+@dataclass(frozen=True)
+class EvolveSettings:
+    """Everything a worker needs (picklable: sent to spawned processes)."""
+
+    study_name: str
+    storage_url: str
+    preset: Preset  # the trial preset (steps / validation budget for search trials)
+    sampler: str = "regularized"
+    trials: int = 24
+    workers: int = 1
+    population: int = 8
+    tournament: int = 3
+    rescore_seeds: int = 2
+    score_k: float = 1.0
+    search_seed: int = 1000
+    sampler_seed: int | None = None
+    data_dir: Path = Path(".")
+    cache_dir: Path = Path(".cache/llmevo")
+    device: str = "cpu"
+    threads_per_worker: int = 1
+    heartbeat_interval: int = 5
+    grace_period: int = 20
+    max_retry: int = 1
+    hurdle_fractions: tuple[float, ...] = (0.5,)
+    hurdle_windows: int = 16
+    hurdle_margin: float = 0.05
+    max_attempts_factor: int = 3
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+SAMPLERS: dict[str, Callable[[EvolveSettings, SearchSpace], BaseSampler]] = {
+    "regularized": lambda s, space: RegularizedEvolutionSampler(
+        space, population=s.population, tournament=s.tournament, seed=s.sampler_seed),
+    "nsga2": lambda s, space: NSGAIISampler(population_size=s.population, seed=s.sampler_seed),
+    "tpe": lambda s, space: TPESampler(seed=s.sampler_seed, n_startup_trials=s.population),
+    "random": lambda s, space: RandomSampler(seed=s.sampler_seed),
+}
+
+
+def check_sampler(name: str) -> None:
+    if name not in SAMPLERS:
+        raise ConfigError(f"unknown sampler '{name}'; known: {', '.join(SAMPLERS)}")
+
+
+def sqlite_path(url: str) -> Path | None:
+    prefix = "sqlite:///"
+    return Path(url[len(prefix):]) if url.startswith(prefix) else None
+
+
+def open_storage(settings: EvolveSettings, heartbeat: bool = True) -> RDBStorage:
+    """The RDB storage, with heartbeats and retry of stale trials; unreachable: ConfigError."""
+    url = settings.storage_url
+    engine_kwargs: dict[str, Any] = {}
+    path = sqlite_path(url)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        engine_kwargs["connect_args"] = {"timeout": 60}
+    else:
+        engine_kwargs["pool_pre_ping"] = True
+        if url.startswith("postgresql"):
+            engine_kwargs["connect_args"] = {"connect_timeout": 10}
+    options: dict[str, Any] = {}
+    if heartbeat:
+        options = {
+            "heartbeat_interval": settings.heartbeat_interval,
+            "grace_period": settings.grace_period,
+            # Optuna >= 4.9 name of RetryFailedTrialCallback / failed_trial_callback
+            "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(
+                max_retry=settings.max_retry),
+        }
+    try:
+        return RDBStorage(url, engine_kwargs=engine_kwargs, **options)
+    except Exception as error:  # sqlalchemy errors: bad URL, unreachable server, no driver
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        shown = url.split("@")[-1] if "@" in url else url
+        raise ConfigError(
+            f"cannot open study storage '{shown}': {reason[:200]}; expected a reachable "
+            "SQLAlchemy URL such as sqlite:///runs/evolve/study.db or postgresql+psycopg2://..."
+        ) from None
+
+
+def preset_description(preset: Preset) -> dict[str, Any]:
+    return preset.model_dump(mode="json")
+
+
+def _mismatch(stored: Any, current: Any) -> str:
+    if isinstance(stored, dict) and isinstance(current, dict):
+        for key in sorted(set(stored) | set(current)):
+            if stored.get(key) != current.get(key):
+                return f"{key}: {_mismatch(stored.get(key), current.get(key))}"
+    return f"stored {stored!r}, now {current!r}"
+
+
+def open_study(settings: EvolveSettings, space: SearchSpace, storage: RDBStorage,
+               sampler: BaseSampler | None = None) -> optuna.Study:
+    """Create the study (baseline enqueued as trial 0) or load and validate it."""
+    check_sampler(settings.sampler)
+    sampler = sampler or SAMPLERS[settings.sampler](settings, space)
+    pruner = HurdlePruner(population=settings.population, margin=settings.hurdle_margin)
+    study = optuna.create_study(study_name=settings.study_name, storage=storage,
+                                sampler=sampler, pruner=pruner, direction="maximize",
+                                load_if_exists=True)
+    attrs = study.user_attrs
+    expected = {SPACE_ATTR: space.describe(), PRESET_ATTR: preset_description(settings.preset)}
+    if SPACE_ATTR not in attrs:
+        for key, value in expected.items():
+            study.set_user_attr(key, value)
+        study.set_user_attr(SAMPLER_ATTR, settings.sampler)
+        if not study.get_trials(deepcopy=False):
+            study.enqueue_trial(space.to_params(space.baseline),
+                                user_attrs={"parent": None, "role": "baseline"})
+        return study
+    what = {SPACE_ATTR: "search space", PRESET_ATTR: "preset"}
+    for key, value in expected.items():
+        if attrs[key] != value:
+            raise ConfigError(
+                f"study '{settings.study_name}' was created with a different {what[key]} "
+                f"({_mismatch(attrs[key], value)[:160]}); use another --study or the original settings"
+            )
+    return study
+
+
+def is_finished(trial: FrozenTrial) -> bool:
+    """A trial that counts toward --trials: it reached a final state."""
+    if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):
+        return True
+    return trial.state == TrialState.FAIL and trial.user_attrs.get("state") in FINAL_STATES
+
+
+def finished_trials(study: optuna.Study) -> list[FrozenTrial]:
+    return [t for t in study.get_trials(deepcopy=False) if is_finished(t)]
+
+
+def quiet_optuna() -> None:
+    """Optuna's INFO lines and experimental-feature warnings (heartbeats) off."""
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    logging.getLogger("optuna").setLevel(logging.WARNING)
+
+
+def worker_loop(settings: EvolveSettings, study: optuna.Study,
+                objective: Callable[[optuna.Trial], float],
+                log: Callable[[str], None] = lambda _: None) -> int:
+    """Run trials until the study has ``settings.trials`` finished ones; returns trials run."""
+    ran = 0
+    limit = settings.trials * settings.max_attempts_factor
+    while ran < limit:
+        fail_stale_trials(study)
+        trials = study.get_trials(deepcopy=False)
+        done = sum(is_finished(t) for t in trials)
+        running = sum(t.state == TrialState.RUNNING for t in trials)
+        if done >= settings.trials:
+            break
+        if done + running >= settings.trials:
+            time.sleep(min(2.0, settings.heartbeat_interval))  # others hold the last trials
+            continue
+        study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=False)
+        ran += 1
+        last = study.get_trials(deepcopy=False)[-1]
+        log(f"trial {last.number}: {last.user_attrs.get('state', last.state.name.lower())}"
+            f" value={last.value}")
+    return ran
+
+
+def prepare_context(settings: EvolveSettings, space: SearchSpace) -> TrialContext:
+    from llmevo.data.lm import load_lm_corpus
+    from llmevo.experiments.reproduce import prepare_bpe_data
+    from llmevo.train.device import resolve_device
+
+    preset = settings.preset
+    corpus = load_lm_corpus(settings.data_dir, preset.variant, preset.budgets, settings.cache_dir)
+    data = prepare_bpe_data(corpus, preset, settings.data_dir, preset.train.seq_len)
+    return TrialContext(
+        space=space, preset=preset, data=data, device=resolve_device(settings.device),
+        search_seed=settings.search_seed, rescore_seeds=settings.rescore_seeds,
+        score_k=settings.score_k, hurdle_fractions=settings.hurdle_fractions,
+        hurdle_windows=settings.hurdle_windows,
+    )
+
+
+def worker_main(settings: EvolveSettings, index: int) -> int:
+    """Entry point of one worker process (also used in-process for one worker)."""
+    quiet_optuna()
+    torch.set_num_threads(max(1, settings.threads_per_worker))
+    space = build_search_space(ensure_registered(), settings.preset)
+    storage = open_storage(settings)
+    study = open_study(settings, space, storage)
+    context = prepare_context(settings, space)
+    try:
+        return worker_loop(settings, study, make_objective(context),
+                           log=lambda line: print(f"[worker {index}] {line}", flush=True))
+    except KeyboardInterrupt:
+        return -1
+
+
+def _spawned(settings: EvolveSettings, index: int) -> None:
+    try:
+        worker_main(settings, index)
+    except KeyboardInterrupt:
+        pass
+
+
+def run_workers(settings: EvolveSettings) -> None:
+    """Run ``settings.workers`` worker processes to completion. Ctrl-C stops them cleanly
+    (the in-flight trials are marked failed and do not count) and re-raises."""
+    if settings.workers == 1:
+        if worker_main(settings, 0) < 0:
+            raise KeyboardInterrupt
+        return
+    context = multiprocessing.get_context("spawn")
+    processes = [context.Process(target=_spawned, args=(settings, i), name=f"llmevo-worker-{i}")
+                 for i in range(settings.workers)]
+    for process in processes:
+        process.start()
+    try:
+        for process in processes:
+            process.join()
+    except KeyboardInterrupt:
+        for process in processes:  # they received SIGINT too; give them time to record it
+            process.join(timeout=30)
+            if process.is_alive():
+                process.terminate()
+                process.join(timeout=5)
+        raise
+    failed = [p.name for p in processes if p.exitcode not in (0, None)]
+    if failed:
+        raise ConfigError(f"worker process(es) {', '.join(failed)} exited with an error; "
+                          "see their output above, then rerun the same command to resume")

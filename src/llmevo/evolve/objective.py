@@ -1,0 +1,220 @@
+"""One evolution trial: genome in, validation fitness out. The test split is never touched.
+
+A trial suggests its genes, rejects an invalid or duplicate genome before training, trains
+under the search seed with hurdle checkpoints (a cheap validation loss reported to the
+pruner), then evaluates the whole validation split. A trial that would become champion —
+its fitness beats the best score so far — is re-trained under ``rescore_seeds`` more seeds,
+and its ``score`` is the mean fitness minus ``score_k`` standard errors; only trials with a
+score can be champion. Everything is stored as user attributes: ``genome``,
+``genome_hash``, ``parent``, ``seeds``, ``metrics`` (per seed), ``fitness_per_seed``,
+``score``, ``parameters``, ``state`` (running, complete, pruned, diverged, failed, invalid,
+duplicate, interrupted).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+import torch
+from optuna.trial import TrialState
+from torch import nn
+
+from llmevo.errors import ConfigError, LlmevoError
+from llmevo.eval.lm import evaluate_lm
+from llmevo.eval.stats import summarize
+from llmevo.evolve.genome import Genome
+from llmevo.evolve.space import SearchSpace
+from llmevo.experiments.presets import Preset
+from llmevo.experiments.reproduce import ArmData, evaluate_arm
+from llmevo.model.transformer import build_model
+from llmevo.train.trainer import train
+
+FINAL_STATES = ("complete", "pruned", "diverged", "failed", "invalid", "duplicate")
+
+
+class TrialDiverged(LlmevoError):
+    """A trial's training loss became non-finite (recorded, the search goes on)."""
+
+
+@dataclass
+class TrialContext:
+    space: SearchSpace
+    preset: Preset  # the trial preset (steps and validation budget of a search trial)
+    data: ArmData
+    device: torch.device
+    search_seed: int = 1000
+    rescore_seeds: int = 2
+    score_k: float = 1.0
+    hurdle_fractions: tuple[float, ...] = (0.5,)
+    hurdle_windows: int = 16
+
+
+def lower_bound_score(values: list[float], k: float) -> float:
+    """Mean minus ``k`` standard errors (sample std / sqrt(n)); one value is its own score."""
+    summary = summarize(values)
+    return summary["mean"] - k * summary["std"] / math.sqrt(summary["n"])
+
+
+def hurdle_steps(steps: int, fractions: tuple[float, ...]) -> set[int]:
+    """0-based steps after which the intermediate fitness is reported (never the last)."""
+    return {int(steps * f) - 1 for f in fractions if 0 < int(steps * f) < steps}
+
+
+def best_score(study: optuna.Study) -> float | None:
+    scores = [
+        t.user_attrs["score"]
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if t.user_attrs.get("score") is not None
+    ]
+    return max(scores) if scores else None
+
+
+def _finished_duplicate(study: optuna.Study, trial: optuna.Trial, genome_hash: str):
+    for other in study.get_trials(deepcopy=False):
+        if other.number == trial.number or other.user_attrs.get("genome_hash") != genome_hash:
+            continue
+        if (
+            other.user_attrs.get("state") in FINAL_STATES
+            and other.user_attrs.get("state") != "duplicate"
+        ):
+            return other
+    return None
+
+
+def train_and_validate(
+    genome: Genome,
+    context: TrialContext,
+    seed: int,
+    make_hook: Callable[[nn.Module], Callable[[int, float], bool]] | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """Train the genome under ``seed`` and evaluate the validation split only.
+
+    ``make_hook(model)`` gives the per-step callback (hurdles). Returns (status, record):
+    status "complete", "stopped" (a hurdle) or "diverged"."""
+    preset = genome.apply_to(context.preset)
+    torch.manual_seed(seed)
+    model = build_model(genome.model)
+    on_step = make_hook(model) if make_hook is not None else None
+    result = train(
+        model,
+        context.data.stream,
+        preset.train,
+        seed,
+        context.device,
+        description=f"trial seed {seed}",
+        on_step=on_step,
+    )
+    record: dict[str, Any] = {
+        "steps_done": result.steps_done,
+        "wall_seconds": result.wall_seconds,
+        "token_stream_sha256": result.token_stream_sha256,
+        "initial_loss": result.initial_loss,
+        "final_loss": result.final_loss,
+    }
+    if result.status != "complete":
+        record["message"] = result.message
+        return result.status, record
+    metrics = evaluate_arm(model, context.data, preset, "validation", context.device)
+    record.update({k: v for k, v in metrics.items() if v is not None})
+    return "complete", record
+
+
+def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
+    """The Optuna objective (direction: maximize validation fitness)."""
+
+    def objective(trial: optuna.Trial) -> float:
+        params = context.space.suggest(trial)
+        genome = context.space.to_genome(params)
+        genome_hash = genome.hash()
+        trial.set_user_attr("genome", genome.model_dump(mode="json"))
+        trial.set_user_attr("genome_hash", genome_hash)
+        trial.set_user_attr("label", genome.label())
+        trial.set_user_attr("state", "running")
+        try:
+            return _run(trial, genome, genome_hash)
+        except optuna.TrialPruned:
+            raise
+        except KeyboardInterrupt:
+            trial.set_user_attr("state", "interrupted")
+            raise
+        except TrialDiverged:
+            raise
+        except Exception as error:
+            trial.set_user_attr("state", "failed")
+            trial.set_user_attr("error", f"{type(error).__name__}: {error}"[:500])
+            raise
+
+    def _run(trial: optuna.Trial, genome: Genome, genome_hash: str) -> float:
+        study = trial.study
+        try:
+            parameters = context.space.check(genome)
+        except ConfigError as error:
+            trial.set_user_attr("state", "invalid")
+            trial.set_user_attr("error", str(error))
+            raise optuna.TrialPruned(f"invalid genome: {error}") from None
+        trial.set_user_attr("parameters", parameters)
+        duplicate = _finished_duplicate(study, trial, genome_hash)
+        if duplicate is not None:
+            trial.set_user_attr("duplicate_of", duplicate.number)
+            trial.set_user_attr("state", "duplicate")
+            if duplicate.state == TrialState.COMPLETE and duplicate.value is not None:
+                return float(duplicate.value)
+            raise optuna.TrialPruned(f"duplicate of trial {duplicate.number}")
+        checkpoints = hurdle_steps(context.preset.train.steps, context.hurdle_fractions)
+
+        def make_hook(model: nn.Module) -> Callable[[int, float], bool]:
+            def on_step(step: int, loss: float) -> bool:
+                if step not in checkpoints:
+                    return True
+                # a cheap estimate on a few validation windows, then back to training mode
+                value = -evaluate_lm(
+                    model,
+                    context.data.validation,
+                    context.preset.train.seq_len,
+                    context.device,
+                    context.data.token_bytes,
+                    max_windows=context.hurdle_windows,
+                )["lm_loss"]
+                model.train()
+                trial.report(value, step + 1)
+                return not trial.should_prune()
+
+            return on_step
+
+        seeds = [context.search_seed]
+        status, record = train_and_validate(genome, context, seeds[0], make_hook)
+        per_seed = {str(seeds[0]): record}
+        trial.set_user_attr("seeds", seeds)
+        trial.set_user_attr("metrics", per_seed)
+        if status == "stopped":
+            trial.set_user_attr("state", "pruned")
+            raise optuna.TrialPruned(record.get("message", "hurdle"))
+        if status == "diverged":
+            trial.set_user_attr("state", "diverged")
+            raise TrialDiverged(f"trial {trial.number}: {record.get('message')}")
+        fitness = [record["fitness"]]
+        best = best_score(study)
+        if context.rescore_seeds > 0 and (best is None or fitness[0] > best):
+            for offset in range(1, context.rescore_seeds + 1):
+                seed = context.search_seed + offset
+                status, record = train_and_validate(genome, context, seed)
+                if status == "diverged":
+                    trial.set_user_attr("state", "diverged")
+                    raise TrialDiverged(
+                        f"trial {trial.number} seed {seed}: {record.get('message')}"
+                    )
+                seeds.append(seed)
+                per_seed[str(seed)] = record
+                fitness.append(record["fitness"])
+            trial.set_user_attr("seeds", seeds)
+            trial.set_user_attr("metrics", per_seed)
+            trial.set_user_attr("score", lower_bound_score(fitness, context.score_k))
+        trial.set_user_attr("fitness_per_seed", fitness)
+        trial.set_user_attr("state", "complete")
+        return summarize(fitness)["mean"]
+
+    return objective

@@ -1,0 +1,211 @@
+"""The evolution report: ``summary.json`` (schema v2 style, with provenance), a README with
+the champion's lineage and the champion-vs-baseline verdict, and two PNG plots (fitness
+per trial with the best-so-far line; fitness against parameters).
+
+Public API: ``trial_rows``, ``build_summary``, ``write_report``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import optuna  # noqa: E402
+from optuna.trial import FrozenTrial  # noqa: E402
+
+from llmevo.artifacts.io import write_json_atomic, write_text_atomic  # noqa: E402
+from llmevo.evolve.champion import FinalEvaluation, lineage  # noqa: E402
+
+SCHEMA_VERSION = 2
+STATE_COLOURS = {"complete": "#1f77b4", "pruned": "#ff7f0e", "diverged": "#d62728",
+                 "failed": "#7f7f7f", "invalid": "#9467bd", "duplicate": "#8c564b"}
+
+
+def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
+    rows = []
+    for trial in study.get_trials(deepcopy=False):
+        attrs = trial.user_attrs
+        rows.append({
+            "number": trial.number,
+            "optuna_state": trial.state.name.lower(),
+            "state": attrs.get("state", trial.state.name.lower()),
+            "genome_hash": attrs.get("genome_hash"),
+            "parent": attrs.get("parent"),
+            "mutated_gene": attrs.get("mutated_gene"),
+            "label": attrs.get("label"),
+            "fitness": trial.value,
+            "fitness_per_seed": attrs.get("fitness_per_seed"),
+            "score": attrs.get("score"),
+            "seeds": attrs.get("seeds"),
+            "parameters": attrs.get("parameters"),
+            "retry_of": trial.system_attrs.get("failed_trial"),
+            "duration_seconds": trial.duration.total_seconds() if trial.duration else None,
+        })
+    return rows
+
+
+def build_summary(
+    study: optuna.Study,
+    settings: dict[str, Any],
+    space: dict[str, Any],
+    champion: FrozenTrial,
+    baseline: FrozenTrial | None,
+    final: FinalEvaluation,
+    provenance: dict[str, Any],
+    dataset: dict[str, Any],
+) -> dict[str, Any]:
+    rows = trial_rows(study)
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["state"]] = counts.get(row["state"], 0) + 1
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "evolution",
+        "study": study.study_name,
+        "settings": settings,
+        "search_space": space,
+        "dataset": dataset,
+        "trial_counts": counts,
+        "champion": {
+            "trial": champion.number,
+            "genome_hash": champion.user_attrs.get("genome_hash"),
+            "genome": champion.user_attrs.get("genome"),
+            "label": champion.user_attrs.get("label"),
+            "validation_fitness_per_seed": champion.user_attrs.get("fitness_per_seed"),
+            "validation_score": champion.user_attrs.get("score"),
+            "parameters": champion.user_attrs.get("parameters"),
+            "lineage": [t.number for t in lineage(study, champion)],
+        },
+        "baseline": None if baseline is None else {
+            "trial": baseline.number,
+            "genome_hash": baseline.user_attrs.get("genome_hash"),
+            "label": baseline.user_attrs.get("label"),
+            "validation_fitness_per_seed": baseline.user_attrs.get("fitness_per_seed"),
+            "validation_score": baseline.user_attrs.get("score"),
+            "parameters": baseline.user_attrs.get("parameters"),
+        },
+        "final_evaluation": final.summary(),
+        "evaluation_protocol": {
+            "selection_split": "validation",
+            "test_split": "champion and baseline only, once, after the search",
+            "score": "mean validation fitness over re-evaluation seeds minus k standard errors",
+        },
+        "trials": rows,
+        "provenance": provenance,
+    }
+
+
+def plot_fitness(rows: list[dict[str, Any]], path: Path) -> Path:
+    figure, axis = plt.subplots(figsize=(7, 4))
+    best: float | None = None
+    xs, best_line = [], []
+    for row in rows:
+        if row["fitness"] is None:
+            continue
+        colour = STATE_COLOURS.get(row["state"], "#000000")
+        axis.scatter(row["number"], row["fitness"], s=18, color=colour)
+        if row["state"] == "complete":
+            best = row["fitness"] if best is None else max(best, row["fitness"])
+        if best is not None:
+            xs.append(row["number"])
+            best_line.append(best)
+    axis.step(xs, best_line, where="post", color="black", label="best so far")
+    for state, colour in STATE_COLOURS.items():
+        if any(r["state"] == state and r["fitness"] is not None for r in rows):
+            axis.scatter([], [], color=colour, label=state)
+    axis.set_xlabel("trial")
+    axis.set_ylabel("validation fitness (higher is better)")
+    axis.legend(fontsize=8)
+    axis.grid(alpha=0.3)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def plot_fitness_vs_parameters(rows: list[dict[str, Any]], champion: int, path: Path) -> Path:
+    figure, axis = plt.subplots(figsize=(6, 4))
+    points = [r for r in rows if r["fitness"] is not None and r["parameters"]]
+    axis.scatter([r["parameters"] for r in points], [r["fitness"] for r in points], s=18,
+                 color="#1f77b4", label="trial")
+    for row in points:
+        if row["number"] in (0, champion):
+            axis.annotate("baseline" if row["number"] == 0 else "champion",
+                          (row["parameters"], row["fitness"]), fontsize=8)
+    axis.set_xlabel("parameters")
+    axis.set_ylabel("validation fitness (higher is better)")
+    axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    return "—" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def readme_text(summary: dict[str, Any], study: optuna.Study) -> str:
+    champion = summary["champion"]
+    final = summary["final_evaluation"]
+    by_number = {row["number"]: row for row in summary["trials"]}
+    lines = [
+        f"# Evolution study `{summary['study']}`",
+        "",
+        f"Command: `{summary['provenance'].get('command', '')}`",
+        "",
+        f"Trials: {', '.join(f'{k} {v}' for k, v in sorted(summary['trial_counts'].items()))}. "
+        f"Sampler: {summary['settings'].get('sampler')}; preset: {summary['settings'].get('preset')}.",
+        "",
+        f"Champion: trial {champion['trial']} (`{champion['genome_hash']}`), "
+        f"{_fmt(champion['parameters'])} parameters: {champion['label']}",
+        "",
+        "## Champion vs baseline (trained again under the same seeds)",
+        "",
+        "| split | metric | baseline mean ± std | champion mean ± std | Δ% (95% CI) |",
+        "|---|---|---|---|---|",
+    ]
+    for split, metrics in final["splits"].items():
+        for metric, block in metrics.items():
+            change = block["paired_relative_change_percent"]
+            ci = ("" if change["ci_low"] is None
+                  else f" ({change['ci_low']:+.2f}, {change['ci_high']:+.2f})")
+            lines.append(
+                f"| {split} | {metric} | {block['baseline']['mean']:.4f} ± {block['baseline']['std']:.4f} "
+                f"| {block['champion']['mean']:.4f} ± {block['champion']['std']:.4f} "
+                f"| {change['mean']:+.2f}%{ci} |")
+    lines += ["", f"Seeds: {final['seeds']}. {final['claim_policy']}.", "",
+              f"**Verdict (test fitness):** {final['verdict']['test']['summary']}", "",
+              f"Verdict (validation fitness): {final['verdict']['validation']['summary']}", "",
+              "## Lineage of the champion", "",
+              "| trial | mutated gene | fitness | score | genome |", "|---|---|---|---|---|"]
+    for number in champion["lineage"]:
+        row = by_number[number]
+        lines.append(f"| {number} | {row['mutated_gene'] or ('baseline' if number == 0 else 'random')} "
+                     f"| {_fmt(row['fitness'])} | {_fmt(row['score'])} | {row['label']} |")
+    lines += ["", "![fitness per trial](fitness.png)", "",
+              "![fitness against parameters](fitness_vs_parameters.png)", "",
+              "Open the study in a browser: `pip install optuna-dashboard; optuna-dashboard "
+              f"{summary['settings'].get('storage_display', '<storage URL>')}`.", ""]
+    return "\n".join(lines)
+
+
+def write_report(summary: dict[str, Any], study: optuna.Study, folder: Path) -> dict[str, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "summary": folder / "summary.json",
+        "readme": folder / "README.md",
+        "fitness": folder / "fitness.png",
+        "fitness_vs_parameters": folder / "fitness_vs_parameters.png",
+    }
+    plot_fitness(summary["trials"], paths["fitness"])
+    plot_fitness_vs_parameters(summary["trials"], summary["champion"]["trial"],
+                               paths["fitness_vs_parameters"])
+    write_json_atomic(paths["summary"], summary)
+    write_text_atomic(paths["readme"], readme_text(summary, study))
+    return paths
