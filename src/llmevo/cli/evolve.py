@@ -1,0 +1,165 @@
+"""``llmevo evolve``: regularized evolution over architecture x optimizer genomes (Optuna)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import torch
+import typer
+from rich.table import Table
+
+from llmevo.artifacts import collect_provenance, module_files
+from llmevo.cli import app, console
+from llmevo.cli.common import resolve_cache_dir, resolve_data_dir
+from llmevo.cli.reproduce import parse_seeds
+from llmevo.errors import ConfigError
+from llmevo.evolve import engine
+from llmevo.evolve.champion import baseline_trial, final_evaluation, select_champion
+from llmevo.evolve.genome import Genome
+from llmevo.evolve.report import build_summary, write_report
+from llmevo.evolve.space import SearchSpace, build_search_space
+from llmevo.experiments import presets as presets_module
+from llmevo.experiments.presets import get_preset
+from llmevo.registry import ensure_registered
+from llmevo.train.device import accelerator_name, resolve_device
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+IMPLEMENTATION_MODULES = (
+    "llmevo.evolve.genome", "llmevo.evolve.space", "llmevo.evolve.sampler",
+    "llmevo.evolve.pruner", "llmevo.evolve.objective", "llmevo.evolve.engine",
+    "llmevo.evolve.champion", "llmevo.evolve.report", "llmevo.model.transformer",
+    "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites", "llmevo.eval.metrics",
+    "llmevo.eval.stats", "llmevo.experiments.presets", "llmevo.experiments.reproduce",
+)
+
+
+def masked(url: str) -> str:
+    """The storage URL with any password replaced by ***."""
+    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+
+
+def space_table(space: SearchSpace) -> Table:
+    table = Table(title=f"search space (promotion-eligible components; parameter budget "
+                  f"{space.min_parameters:,}..{space.max_parameters:,}, baseline "
+                  f"{space.baseline_parameters:,})")
+    table.add_column("gene")
+    table.add_column("values")
+    for name, distribution in space.genes.items():
+        choices = getattr(distribution, "choices", None)
+        if choices is not None:
+            values = ", ".join(str(c) for c in choices)
+        else:
+            values = (f"{distribution.low:g} .. {distribution.high:g}"
+                      f"{' (log)' if getattr(distribution, 'log', False) else ''}")
+        table.add_row(name, values)
+    return table
+
+
+@app.command()
+def evolve(
+    preset: Annotated[str, typer.Option(help=f"Preset: {', '.join(presets_module.PRESETS)}.")] = "quick",
+    trials: Annotated[int, typer.Option(help="Finished trials the study should reach (resumes count).")] = 24,
+    workers: Annotated[int, typer.Option(help="Local worker processes (CPU threads are shared out).")] = 1,
+    storage: Annotated[str | None, typer.Option(help="SQLAlchemy URL (default sqlite:///runs/evolve/<study>.db).")] = None,
+    study: Annotated[str | None, typer.Option(help="Study name (default evolve-<preset>[-s<steps>]).")] = None,
+    sampler: Annotated[str, typer.Option(help=f"Sampler: {', '.join(engine.SAMPLERS)}.")] = "regularized",
+    seeds: Annotated[str, typer.Option(help="Seeds of the final champion/baseline evaluation.")] = "42,43,44",
+    population: Annotated[int, typer.Option(help="Alive population (regularized evolution).")] = 8,
+    tournament: Annotated[int, typer.Option(help="Tournament size.")] = 3,
+    rescore_seeds: Annotated[int, typer.Option(help="Extra seeds for a would-be champion.")] = 2,
+    score_k: Annotated[float, typer.Option(help="Score = mean - k * standard error.")] = 1.0,
+    list_space: Annotated[bool, typer.Option("--list-space", help="Print the search space and exit.")] = False,
+    data_dir: Annotated[Path | None, typer.Option(help="Data directory (else $LLMEVO_DATA).")] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "cpu",
+    trial_steps: Annotated[int | None, typer.Option(help="Training steps per trial (default: the preset's).")] = None,
+    eval_windows: Annotated[int | None, typer.Option(help="Validation LM windows per trial (default: whole split).")] = None,
+    heartbeat: Annotated[int, typer.Option(help="Heartbeat interval of running trials, seconds.")] = 5,
+    grace_period: Annotated[int, typer.Option(help="A trial silent this long is failed and retried.")] = 20,
+    sampler_seed: Annotated[int | None, typer.Option(help="Seed of the sampler's random choices.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Report folder (default docs/evolution/<study>).")] = None,
+    report: Annotated[bool, typer.Option(help="Evaluate the champion on test and write the report.")] = True,
+) -> None:
+    """Evolve genomes (a component per slot, optimizer, training genes) on an Optuna study."""
+    engine.check_sampler(sampler)
+    if trials < 1 or workers < 1:
+        raise ConfigError(f"--trials {trials} and --workers {workers} must both be at least 1")
+    base = get_preset(preset)
+    trial_preset = base.override({"steps": trial_steps, "eval_max_windows": eval_windows})
+    final_preset = base.override({"steps": trial_steps})
+    space = build_search_space(ensure_registered(), trial_preset)
+    if list_space:
+        console.print(space_table(space))
+        return
+    seed_list = parse_seeds(None, seeds)
+    study_name = study or f"evolve-{preset}" + (f"-s{trial_steps}" if trial_steps else "")
+    storage_url = storage or f"sqlite:///runs/evolve/{study_name}.db"
+    data = resolve_data_dir(data_dir)
+    torch_device = resolve_device(device)
+    settings = engine.EvolveSettings(
+        study_name=study_name, storage_url=storage_url, preset=trial_preset, sampler=sampler,
+        trials=trials, workers=workers, population=population, tournament=tournament,
+        rescore_seeds=rescore_seeds, score_k=score_k, sampler_seed=sampler_seed,
+        data_dir=data, cache_dir=resolve_cache_dir(), device=device,
+        threads_per_worker=max(1, (os.cpu_count() or 1) // workers),
+        heartbeat_interval=heartbeat, grace_period=grace_period,
+    )
+    engine.quiet_optuna()
+    opened = engine.open_study(settings, space, engine.open_storage(settings))  # errors before training
+    already = len(engine.finished_trials(opened))
+    console.print(f"study {study_name} at {masked(storage_url)}: {already} of {trials} trials "
+                  f"finished; {workers} worker(s), {settings.threads_per_worker} thread(s) each")
+    started = time.perf_counter()
+    try:
+        engine.run_workers(settings)
+    except KeyboardInterrupt:
+        console.print("interrupted: the study is resumable; run the same command again")
+        raise typer.Exit(130) from None
+    search_seconds = time.perf_counter() - started
+    finished = engine.finished_trials(opened)
+    console.print(f"search: {len(finished)} finished trials, {search_seconds:.0f} s")
+    if not report:
+        return
+    champion = select_champion(opened)
+    baseline = baseline_trial(opened)
+    console.print(f"champion: trial {champion.number} score {champion.user_attrs['score']:.4f}"
+                  f" ({champion.user_attrs.get('label')})")
+    torch.set_num_threads(os.cpu_count() or 1)
+    context_settings = engine.EvolveSettings(**{**settings.__dict__, "preset": final_preset})
+    context = engine.prepare_context(context_settings, space)
+    final = final_evaluation(Genome.from_json(champion.user_attrs["genome"]), space.baseline,
+                             context.data, final_preset, seed_list, torch_device)
+    folder = out or Path("docs/evolution") / study_name
+    command = " ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]])
+    provenance = collect_provenance(
+        command=command,
+        implementation_files=module_files([importlib.import_module(m) for m in IMPLEMENTATION_MODULES]),
+        runner_file=Path(engine.__file__), dataset_fingerprint=context.data.fingerprint,
+        accelerator=accelerator_name(torch_device), artifact_path=str(folder / "summary.json"),
+        repo_root=REPO_ROOT,
+    )
+    summary = build_summary(
+        opened,
+        settings={"sampler": sampler, "preset": preset, "trial_preset": trial_preset.model_dump(mode="json"),
+                  "final_preset": final_preset.model_dump(mode="json"), "trials": trials,
+                  "workers": workers, "population": population, "tournament": tournament,
+                  "rescore_seeds": rescore_seeds, "score_k": score_k,
+                  "search_seed": settings.search_seed, "final_seeds": seed_list,
+                  "storage_display": masked(storage_url), "study": study_name,
+                  "search_wall_seconds_this_invocation": search_seconds},
+        space=space.describe(), champion=champion, baseline=baseline, final=final,
+        provenance=provenance,
+        dataset={"fingerprint": context.data.fingerprint, "variant": final_preset.variant,
+                 "train_stream_tokens": int(context.data.stream.numel()),
+                 "validation_tokens": int(context.data.validation.numel()),
+                 "test_tokens": int(context.data.test.numel())},
+    )
+    paths = write_report(summary, opened, folder)
+    console.print(f"[bold]verdict (test fitness):[/] {summary['final_evaluation']['verdict']['test']['summary']}")
+    console.print(f"report: {paths['readme']}")
