@@ -1,0 +1,198 @@
+"""Byte Latent Transformer: entropy-patched bytes through a latent transformer.
+
+Pagnoni et al., "Byte Latent Transformer: Patches Scale Better Than Tokens", arXiv
+2412.09871 (Meta FAIR). ``forward(byte_ids (B, T)) -> logits (B, T, 259)``: a frozen
+byte entropy model (``entropy.py``) scores every position, ``patcher.py`` turns the
+scores into patch starts, and ``core.LatentPatchCore`` runs encoder -> latent -> decoder
+with the one-patch shift that keeps every prediction causal.
+
+The entropy model is frozen, deliberately *not* a submodule: it is not trained, not in
+``parameters()`` or ``state_dict()`` and not counted in ``num_parameters()``; it is loaded
+from the safetensors file named in ``config.extra`` (written by ``prepare_blt``) and its
+size is reported separately in ``architecture_stats()``.
+
+Reference checks: tests/unit/test_blt_model.py (no logit at t changes when bytes > t
+change, with live entropy patching), tests/reference/test_blt_reference.py (patch rules
+against the paper's equations, hash n-grams against a direct polynomial hash).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field, PositiveInt, ValidationError
+from torch import Tensor, nn
+
+from llmevo.data.bytes import BYTE_VOCAB_SIZE, PAD_ID
+from llmevo.errors import ConfigError
+from llmevo.model.blt.core import LatentPatchCore
+from llmevo.model.blt.entropy import EntropyModelSettings, byte_entropies, load_entropy_model
+from llmevo.model.blt.patcher import entropy_patch_starts, patch_ids, patch_rule
+from llmevo.model.config import ComponentChoice, ModelConfig
+from llmevo.registry import StrictModel
+
+
+def _choice(name: str, **config: Any) -> ComponentChoice:
+    return ComponentChoice(name=name, config=config)
+
+
+class BLTSettings(StrictModel):
+    """``ModelConfig.extra`` of ``architecture="blt"``; written by ``prepare_blt``."""
+
+    d_local: PositiveInt = 32
+    local_heads: PositiveInt = 2
+    local_attention: ComponentChoice = Field(default_factory=lambda: _choice("mha", kv_heads=2))
+    local_feedforward: ComponentChoice = Field(default_factory=lambda: _choice("swiglu", hidden=96))
+    encoder_layers: PositiveInt = 1
+    decoder_layers: PositiveInt = 1
+    hash_ngrams: tuple[PositiveInt, ...] = (3, 4, 5)
+    hash_buckets: PositiveInt = 128
+    patch_rule: str = "global"
+    max_patch_len: PositiveInt = 16
+    target_mean_patch_size: float = Field(gt=0)
+    entropy_model: EntropyModelSettings = Field(default_factory=EntropyModelSettings)
+    # written by prepare_blt (entropy model trained/cached, threshold calibrated):
+    threshold: float | None = None
+    entropy_model_path: str | None = None
+    entropy_model_key: str | None = None
+    entropy_model_validation_bpb: float | None = None
+    unigram_validation_bpb: float | None = None
+    validation_mean_patch_size: float | None = None
+
+    PREPARED_FIELDS: ClassVar[tuple[str, ...]] = (
+        "threshold",
+        "entropy_model_path",
+        "entropy_model_key",
+        "entropy_model_validation_bpb",
+        "unigram_validation_bpb",
+        "validation_mean_patch_size",
+    )
+
+    @classmethod
+    def from_extra(cls, extra: dict[str, Any], prepared: bool = True) -> BLTSettings:
+        try:
+            settings = cls.model_validate(extra)
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '<extra>'}: {e['msg']}"
+                for e in error.errors()
+            )
+            raise ConfigError(
+                f"architecture 'blt': invalid extra settings ({problems}); build them with prepare_blt"
+            ) from None
+        patch_rule(settings.patch_rule)  # unknown rule -> ConfigError
+        missing = [name for name in cls.PREPARED_FIELDS if getattr(settings, name) is None]
+        if prepared and missing:
+            raise ConfigError(
+                f"architecture 'blt': extra lacks {', '.join(missing)}; run prepare_blt first"
+            )
+        return settings
+
+    def local_choices(self, config: ModelConfig) -> dict[str, ComponentChoice]:
+        """Slot choices of the local blocks: the latent's, with local attention/feed-forward."""
+        return {
+            "position": config.position,
+            "attention": self.local_attention,
+            "feedforward": self.local_feedforward,
+            "norm": config.norm,
+            "block": config.block,
+        }
+
+
+class ByteLatentTransformer(nn.Module):
+    """``architecture="blt"``: bytes (B, T) -> next-byte logits (B, T, 259)."""
+
+    supports_kv_cache = False
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        if config.vocab_size != BYTE_VOCAB_SIZE:
+            raise ConfigError(
+                f"architecture 'blt': vocab_size {config.vocab_size}, expected {BYTE_VOCAB_SIZE} (bytes + specials)"
+            )
+        self.config = config
+        self.settings = BLTSettings.from_extra(config.extra)
+        entropy_model = load_entropy_model(
+            self.settings.entropy_model_path, self.settings.entropy_model
+        )
+        self._frozen = (entropy_model,)  # a tuple: not a submodule, so not trained or counted
+        s = self.settings
+        self.core = LatentPatchCore(
+            config,
+            s.local_choices(config),
+            d_local=s.d_local,
+            local_heads=s.local_heads,
+            encoder_layers=s.encoder_layers,
+            decoder_layers=s.decoder_layers,
+            hash_ngrams=s.hash_ngrams,
+            hash_buckets=s.hash_buckets,
+            pad_id=PAD_ID,
+        )
+        self.units_seen = 0
+        self.patches_seen = 0
+
+    @property
+    def entropy_model(self) -> nn.Module:
+        return self._frozen[0]
+
+    def _apply(self, fn: Any, recurse: bool = True) -> ByteLatentTransformer:
+        super()._apply(fn, recurse)
+        self.entropy_model._apply(fn)  # device/dtype moves reach the frozen model too
+        return self
+
+    def patch_index(self, byte_ids: Tensor) -> Tensor:
+        """(B, T) -> (B, T + 1) patch of each byte and of the pseudo-position T."""
+        entropies = byte_entropies(self.entropy_model, byte_ids)  # (B, T + 1)
+        starts = entropy_patch_starts(
+            entropies,
+            self.settings.threshold,
+            self.settings.patch_rule,
+            self.settings.max_patch_len,
+        )
+        return patch_ids(starts)
+
+    def forward(self, byte_ids: Tensor) -> Tensor:
+        """byte_ids (B, T) -> logits (B, T, V); logits[:, t] predict byte t + 1."""
+        index = self.patch_index(byte_ids)  # (B, T + 1)
+        self.units_seen += byte_ids.numel()
+        self.patches_seen += int(index[:, byte_ids.shape[1] - 1].sum()) + byte_ids.shape[0]
+        return self.core(byte_ids, index)
+
+    def num_parameters(self) -> int:
+        """Trainable parameters (the frozen entropy model excluded)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def component_files(self) -> list[Any]:
+        return (
+            self.core.latent_factory.component_classes()
+            + self.core.local_factory.component_classes()
+        )
+
+    def architecture_stats(self) -> dict[str, float | int | str]:
+        """Patching and parameter figures for the artifact (scalars only)."""
+        s = self.settings
+        observed = (
+            self.units_seen / self.patches_seen
+            if self.patches_seen
+            else s.validation_mean_patch_size
+        )
+        split = self.core.parameter_split()
+        return {
+            "patching": "entropy",
+            "patch_rule": s.patch_rule,
+            "patch_threshold_nats": s.threshold,
+            "max_patch_len": s.max_patch_len,
+            "target_mean_patch_size_bytes": s.target_mean_patch_size,
+            "validation_mean_patch_size_bytes": s.validation_mean_patch_size,
+            "observed_mean_patch_size_bytes": observed,
+            "observed_patch_boundary_rate": 1.0 / observed,
+            "entropy_model_validation_bpb": s.entropy_model_validation_bpb,
+            "unigram_validation_bpb": s.unigram_validation_bpb,
+            "entropy_model_parameters_frozen_not_counted": sum(
+                p.numel() for p in self.entropy_model.parameters()
+            ),
+            "parameters_local_encoder": split["local_encoder"],
+            "parameters_latent": split["latent"],
+            "parameters_local_decoder": split["local_decoder"],
+            "parameters_trainable": self.num_parameters(),
+        }
