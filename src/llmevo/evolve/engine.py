@@ -205,11 +205,13 @@ def worker_loop(settings: EvolveSettings, study: optuna.Study,
         if done + running >= settings.trials:
             time.sleep(min(2.0, settings.heartbeat_interval))  # others hold the last trials
             continue
-        study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=False)
+        ended: list[FrozenTrial] = []
+        study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=False,
+                       callbacks=[lambda _study, trial: ended.append(trial)])
         ran += 1
-        last = study.get_trials(deepcopy=False)[-1]
-        log(f"trial {last.number}: {last.user_attrs.get('state', last.state.name.lower())}"
-            f" value={last.value}")
+        for trial in ended:
+            log(f"trial {trial.number}: {trial.user_attrs.get('state', trial.state.name.lower())}"
+                f" value={trial.value}")
     return ran
 
 
