@@ -24,6 +24,15 @@ OPTIMIZERS = REGISTRY.names("optimizer")
 BATCH, LENGTH = 2, 12
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny matrices: intra-op threads only add synchronisation (very slow on a busy CPU)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def _ids(pairs: list[tuple[str, str]]) -> list[str]:
     return [f"{slot}:{name}" for slot, name in pairs]
 

@@ -17,6 +17,15 @@ from llmevo.model.config import ModelConfig
 from llmevo.model.transformer import build_model
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny matrices: intra-op threads only add synchronisation (very slow on a busy CPU)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.mark.parametrize("shape", [(64, 64), (64, 192), (192, 64), (16, 48)])
 def test_newton_schulz_is_close_to_the_polar_factor(shape: tuple[int, int]) -> None:
     G = torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape)))

@@ -12,6 +12,15 @@ from llmevo.model.transformer import build_model
 from llmevo.registry import ensure_registered
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny matrices: intra-op threads only add synchronisation (very slow on a busy CPU)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def test_adamw_component_is_torch_adamw() -> None:
     torch.manual_seed(0)
     model = build_model(ModelConfig(n_layers=1))
