@@ -25,3 +25,20 @@ def reference_dir(data_dir: Path) -> Path:
     if not folder.is_dir():
         pytest.fail(f"reference artifacts not found at {folder}; set LLMEVO_REFERENCE_ARTIFACTS")
     return folder
+
+
+@pytest.fixture(scope="session")
+def cache_dir() -> Path:
+    """One cache for the whole test session (tokenizer, token arrays), kept between runs."""
+    folder = REPO_ROOT / ".cache" / "llmevo-test"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def smoke_corpus(data_dir: Path, cache_dir: Path):
+    """The reference protocol's corpus (tokenized WikiText-2, 120k/8k/8k, narrative 120k)."""
+    from llmevo.data.lm import load_lm_corpus
+    from llmevo.experiments.presets import get_preset
+
+    return load_lm_corpus(data_dir, "tokens", get_preset("smoke").budgets, cache_dir)

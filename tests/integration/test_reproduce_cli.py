@@ -1,0 +1,135 @@
+"""`llmevo reproduce` end to end on the reference protocol (smoke preset)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llmevo.artifacts import load_artifact
+from llmevo.cli import main
+from llmevo.errors import ConfigError
+from llmevo.experiments.reproduce import Arm, Comparison, check_distinct, plan_comparison
+from llmevo.model.config import ComponentChoice, ModelConfig
+
+
+def run_cli(args: list[str]) -> int:
+    try:
+        main(args)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    return 0
+
+
+@pytest.fixture(scope="module")
+def smoke_artifacts(tmp_path_factory, data_dir):
+    folder = tmp_path_factory.mktemp("smoke")
+    paths = [folder / "first.json", folder / "second.json"]
+    for path in paths:
+        code = run_cli(["reproduce", "rope", "--preset", "smoke", "--seed", "42", "--device", "cpu",
+                        "--data-dir", str(data_dir), "--out", str(path), "--no-report"])
+        assert code == 0
+    return [json.loads(p.read_text()) for p in paths], paths
+
+
+def test_smoke_lands_near_the_reference_protocol(smoke_artifacts):
+    (artifact, _), _ = smoke_artifacts
+    method = artifact["method"]  # llama_modern with RoPE, as in the reference artifacts
+    assert method["parameters"] == 139_584
+    assert abs(method["lm_loss"] - 6.04) < 0.15
+    assert abs(method["initial_loss"] - 6.18) < 0.1
+    assert artifact["dataset"]["train_tokens"] == 120_000
+    assert artifact["dataset"]["benchmark_suite"] == "core"
+    assert artifact["setup"]["steps_per_variant"] == 12
+
+
+def test_the_two_arms_differ_and_consumed_the_same_tokens(smoke_artifacts):
+    (artifact, _), _ = smoke_artifacts
+    assert artifact["baseline"]["lm_loss"] != artifact["method"]["lm_loss"]
+    assert artifact["baseline"]["genome"]["model"]["position"]["name"] == "learned"
+    assert artifact["method"]["genome"]["model"]["position"]["name"] == "rope"
+    assert artifact["setup"]["same_tokens_optimizer_and_budget"] is True
+
+
+def test_same_command_same_numbers(smoke_artifacts):
+    (first, second), _ = smoke_artifacts
+    for arm in ("baseline", "method"):
+        for key, value in first[arm].items():
+            assert second[arm][key] == value, (arm, key)
+    assert first["per_seed"] == second["per_seed"]
+
+
+def test_primary_is_the_formula_of_the_stored_values(smoke_artifacts):
+    (artifact, _), _ = smoke_artifacts
+    for arm in ("baseline", "method"):
+        block = artifact[arm]
+        assert block["primary"] == -(block["lm_loss"] + 0.15 * block["instruction_loss"])
+        assert block["public_composite"] == block["primary"]  # core suite
+
+
+def test_artifact_validates_and_carries_full_provenance(smoke_artifacts):
+    _, paths = smoke_artifacts
+    artifact = load_artifact(paths[0]).to_json_dict()
+    provenance = artifact["provenance"]
+    for key in ("code_commit", "code_dirty", "implementation_sha256", "implementation_files",
+                "runner_sha256", "command", "accelerator", "library_versions", "dataset_fingerprint"):
+        assert provenance.get(key) not in (None, "", {}), key
+    assert any("rope.py" in path for path in provenance["implementation_files"])
+    assert artifact["evaluation_protocol"]["formal_comparison"] is False
+
+
+def test_identical_arms_are_refused():
+    arm = Arm("baseline", "llama_modern", ModelConfig(), ComponentChoice(name="adamw"))
+    comparison = Comparison(spec=plan_comparison("rope").spec, baseline=arm,
+                            method=Arm("method", "rope", ModelConfig(), ComponentChoice(name="adamw")))
+    with pytest.raises(ConfigError, match="build the same model"):
+        check_distinct(comparison)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["reproduce", "ropex"], "unknown component 'ropex'"),
+        (["reproduce", "rope", "--preset", "huge"], "unknown preset 'huge'"),
+        (["reproduce", "rope", "--device", "tpu"], "unknown device 'tpu'"),
+        (["reproduce", "rope", "--seeds", "42,42"], "duplicate seeds"),
+        (["reproduce", "rope", "--seeds", "42,x"], "'x' is not an integer"),
+        (["reproduce", "rope", "--data-dir", "/nonexistent"], "does not exist"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, message, capsys, tmp_path):
+    out = tmp_path / "never.json"
+    code = run_cli([*args, "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert message in captured.err
+    assert len(captured.err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_altered_data_file_exits_2_and_writes_nothing(data_dir, tmp_path, capsys):
+    from llmevo.data.sources import PINNED_SHA256
+
+    mirror = tmp_path / "data"
+    for relative in PINNED_SHA256:
+        (mirror / relative).parent.mkdir(parents=True, exist_ok=True)
+        (mirror / relative).symlink_to(data_dir / relative)
+    (mirror / "wikitext-2/wiki.train.tokens").unlink()
+    (mirror / "wikitext-2/wiki.train.tokens").write_text("not the real file\n")
+    out = tmp_path / "a.json"
+    code = run_cli(["reproduce", "rope", "--data-dir", str(mirror), "--out", str(out)])
+    assert code == 2
+    assert "wiki.train.tokens: sha256" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_report_is_written_next_to_a_run(tmp_path, data_dir):
+    out = tmp_path / "run" / "a.json"
+    code = run_cli(["reproduce", "rope", "--preset", "smoke", "--seeds", "42,43", "--steps", "4",
+                    "--device", "cpu", "--data-dir", str(data_dir), "--out", str(out)])
+    assert code == 0
+    readme = tmp_path / "run" / "report" / "README.md"
+    assert readme.is_file()
+    assert Path(readme.parent / "plots").is_dir()
+    assert len(json.loads(out.read_text())["per_seed"]) == 2

@@ -1,0 +1,81 @@
+"""Trainer: schedule formula, seeded windows, divergence, golden per-step losses."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from llmevo.train.trainer import TrainConfig, WindowSampler, lr_at, train
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+
+
+def test_warmup_then_cosine_matches_the_formula():
+    config = TrainConfig(steps=110, batch_size=1, seq_len=4, lr=1.0, schedule="cosine",
+                         warmup_steps=10, min_lr_ratio=0.1)
+    assert lr_at(0, config) == pytest.approx(0.1)
+    assert lr_at(9, config) == pytest.approx(1.0)
+    assert lr_at(10, config) == pytest.approx(1.0)
+    assert lr_at(60, config) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 0.5)))
+    assert lr_at(110, config) == pytest.approx(0.1)
+
+
+def test_constant_schedule_is_constant_after_warmup():
+    config = TrainConfig(steps=5, batch_size=1, seq_len=4, lr=3e-4)
+    assert [lr_at(s, config) for s in range(5)] == [3e-4] * 5
+
+
+def test_windows_depend_on_the_seed_only():
+    stream = torch.arange(1000)
+    a = WindowSampler(stream, 4, 16, seed=42)
+    b = WindowSampler(stream, 4, 16, seed=42)
+    c = WindowSampler(stream, 4, 16, seed=43)
+    first, second, other = a.next(), b.next(), c.next()
+    assert torch.equal(first, second) and not torch.equal(first, other)
+    assert first.shape == (4, 17)
+    # consecutive tokens: each window is a contiguous slice of the stream
+    assert torch.equal(first[:, 1:] - first[:, :-1], torch.ones(4, 16, dtype=torch.long))
+
+
+class _Exploding(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(()))
+
+    def forward(self, tokens):
+        return torch.full((*tokens.shape, 8), float("nan")) * self.scale
+
+
+def test_non_finite_loss_is_recorded_as_diverged():
+    result = train(_Exploding(), torch.arange(100) % 8, TrainConfig(steps=5, batch_size=2, seq_len=4, lr=1e-3),
+                   seed=0, device=torch.device("cpu"))
+    assert result.status == "diverged"
+    assert result.steps_done == 0 and "non-finite" in result.message
+
+
+def test_hurdle_callback_stops_training():
+    sys.path.insert(0, str(ASSETS))
+    from llmevo.model.config import ModelConfig
+    from llmevo.model.transformer import build_model
+
+    model = build_model(ModelConfig())
+    result = train(model, torch.arange(2000) % 512, TrainConfig(steps=10, batch_size=2, seq_len=8, lr=1e-3),
+                   seed=0, device=torch.device("cpu"), on_step=lambda step, loss: step < 2)
+    assert result.status == "stopped" and result.steps_done == 3
+
+
+def test_golden_per_step_losses():
+    """A silent numerical change to model, init, sampler or optimizer moves these numbers."""
+    sys.path.insert(0, str(ASSETS))
+    import golden
+
+    expected = json.loads((ASSETS / "golden_losses.json").read_text())
+    assert expected["config"] == golden.CONFIG.model_dump(mode="json")
+    losses = golden.golden_run()
+    assert losses == pytest.approx(expected["losses"], abs=2e-5)
