@@ -25,8 +25,10 @@ err_console = Console(stderr=True)
 
 # --- command modules (explicit import list; each registers its commands on `app`) ---
 from llmevo.cli import artifacts as _artifacts  # noqa: E402,F401
+from llmevo.cli import bench as _bench  # noqa: E402,F401
 from llmevo.cli import common as _common  # noqa: E402,F401
 from llmevo.cli import components as _components  # noqa: E402,F401
+from llmevo.cli import evolve as _evolve  # noqa: E402,F401
 from llmevo.cli import inference as _inference  # noqa: E402,F401
 from llmevo.cli import reports as _reports  # noqa: E402,F401
 from llmevo.cli import reproduce as _reproduce  # noqa: E402,F401
