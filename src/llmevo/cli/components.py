@@ -34,7 +34,7 @@ def component_records(docs: Path) -> list[dict[str, Any]]:
     ]
 
 
-def _short(text: str, width: int = 32) -> str:
+def _short(text: str, width: int = 28) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
