@@ -42,3 +42,14 @@ def smoke_corpus(data_dir: Path, cache_dir: Path):
     from llmevo.experiments.presets import get_preset
 
     return load_lm_corpus(data_dir, "tokens", get_preset("smoke").budgets, cache_dir)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_intra_op_thread():
+    """Tiny tensors run far faster on one thread than on two contended ones."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
