@@ -88,7 +88,9 @@ def test_no_logit_sees_its_own_or_a_later_byte(prepared, corpus) -> None:
         changed[:, t + 1 :] = torch.randint(0, 256, changed[:, t + 1 :].shape, generator=generator)
         logits = model(changed)
         torch.testing.assert_close(logits[:, : t + 1], reference[:, : t + 1], atol=1e-5, rtol=1e-5)
-        boundaries_moved += int(not torch.equal(model.patch_index(changed), model.patch_index(base)))
+        boundaries_moved += int(
+            not torch.equal(model.patch_index(changed), model.patch_index(base))
+        )
         if t + 1 < length - 1:  # the control: later logits do see the change
             assert not torch.allclose(logits[:, t + 1 :], reference[:, t + 1 :])
     assert boundaries_moved > 0  # the test exercised moving patches, not a fixed grid
@@ -99,9 +101,13 @@ def test_trainable_parameters_exclude_the_frozen_entropy_model(prepared) -> None
     stats = model.architecture_stats()
     assert stats["parameters_trainable"] == sum(p.numel() for p in model.parameters())
     assert stats["parameters_trainable"] == (
-        stats["parameters_local_encoder"] + stats["parameters_latent"] + stats["parameters_local_decoder"]
+        stats["parameters_local_encoder"]
+        + stats["parameters_latent"]
+        + stats["parameters_local_decoder"]
     )
-    assert stats["entropy_model_parameters_frozen_not_counted"] == model.entropy_model.num_parameters()
+    assert (
+        stats["entropy_model_parameters_frozen_not_counted"] == model.entropy_model.num_parameters()
+    )
     assert not any(name.startswith("entropy") for name in model.state_dict())
     assert abs(stats["parameters_trainable"] / 139_584 - 1) <= 0.25  # llama_modern +-25%
 

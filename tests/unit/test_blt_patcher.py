@@ -38,7 +38,9 @@ def test_starts_match_a_per_position_loop(rule: str, max_len: int) -> None:
     entropies = torch.rand(6, 50, generator=generator) * 4
     starts = entropy_patch_starts(entropies, 2.5 if rule == "global" else 0.8, rule, max_len)
     for row in range(6):
-        expected = loop_starts(entropies[row].tolist(), 2.5 if rule == "global" else 0.8, rule, max_len)
+        expected = loop_starts(
+            entropies[row].tolist(), 2.5 if rule == "global" else 0.8, rule, max_len
+        )
         assert starts[row].tolist() == expected
 
 
