@@ -399,7 +399,11 @@ def assemble_artifact(
             "narrative_tokens": corpus.n_tokens("narrative"),
             "instruction_train": 320 if "instruction" in preset.train_on else 0,
             "instruction_validation": suite_counts.get("instruction_validation", 0),
-            "preference_validation": suite_counts.get("preference_validation", 0),
+            # As the reference protocol records it: the preference set is built from the
+            # instruction validation records (one per record) whether or not the suite
+            # scores it; `scored_parts` says what was scored.
+            "preference_validation": suite_counts.get("preference_validation")
+            or suite_counts.get("instruction_validation", 0),
             "reasoning_validation": suite_counts.get("reasoning_validation", 0),
             "benchmark_suite": preset.suite,
             "vocab_size": corpus.tokenizer.vocab_size,
@@ -407,6 +411,7 @@ def assemble_artifact(
             "variant": corpus.variant,
             "fingerprint": data.fingerprint,
             "hh_rlhf_validation": suite_counts.get("hh_rlhf_validation", 0),
+            "scored_parts": ["lm", *data.suite_validation.parts],
             "train_stream_tokens": int(data.stream.numel()),
             "train_on": list(preset.train_on),
             "tokenizer_sha256": corpus.tokenizer.sha256,
