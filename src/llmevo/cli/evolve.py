@@ -85,6 +85,7 @@ def evolve(
     sampler_seed: Annotated[int | None, typer.Option(help="Seed of the sampler's random choices.")] = None,
     out: Annotated[Path | None, typer.Option(help="Report folder (default docs/evolution/<study>).")] = None,
     report: Annotated[bool, typer.Option(help="Evaluate the champion on test and write the report.")] = True,
+    threads: Annotated[int | None, typer.Option(help="CPU threads per worker (default: CPU cores / workers).")] = None,
 ) -> None:
     """Evolve genomes (a component per slot, optimizer, training genes) on an Optuna study."""
     engine.check_sampler(sampler)
@@ -107,7 +108,7 @@ def evolve(
         trials=trials, workers=workers, population=population, tournament=tournament,
         rescore_seeds=rescore_seeds, score_k=score_k, sampler_seed=sampler_seed,
         data_dir=data, cache_dir=resolve_cache_dir(), device=device,
-        threads_per_worker=max(1, (os.cpu_count() or 1) // workers),
+        threads_per_worker=threads or max(1, (os.cpu_count() or 1) // workers),
         heartbeat_interval=heartbeat, grace_period=grace_period,
     )
     engine.quiet_optuna()
@@ -130,7 +131,7 @@ def evolve(
     baseline = baseline_trial(opened)
     console.print(f"champion: trial {champion.number} score {champion.user_attrs['score']:.4f}"
                   f" ({champion.user_attrs.get('label')})")
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(threads or os.cpu_count() or 1)
     context_settings = engine.EvolveSettings(**{**settings.__dict__, "preset": final_preset})
     context = engine.prepare_context(context_settings, space)
     final = final_evaluation(Genome.from_json(champion.user_attrs["genome"]), space.baseline,

@@ -114,12 +114,15 @@ def open_storage(settings: EvolveSettings, heartbeat: bool = True) -> RDBStorage
         options = {
             "heartbeat_interval": settings.heartbeat_interval,
             "grace_period": settings.grace_period,
-            # Optuna >= 4.9 name of RetryFailedTrialCallback / failed_trial_callback
-            "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(
-                max_retry=settings.max_retry),
+            # set below: Optuna >= 4.9's name for RetryFailedTrialCallback
         }
     try:
-        return RDBStorage(url, engine_kwargs=engine_kwargs, **options)
+        with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            if options:
+                options["heartbeat_stale_trial_callback"] = RetryHeartbeatStaleTrialCallback(
+                    max_retry=settings.max_retry)
+            return RDBStorage(url, engine_kwargs=engine_kwargs, **options)
     except Exception as error:  # sqlalchemy errors: bad URL, unreachable server, no driver
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         shown = url.split("@")[-1] if "@" in url else url
@@ -196,7 +199,9 @@ def worker_loop(settings: EvolveSettings, study: optuna.Study,
     ran = 0
     limit = settings.trials * settings.max_attempts_factor
     while ran < limit:
-        fail_stale_trials(study)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            fail_stale_trials(study)
         trials = study.get_trials(deepcopy=False)
         done = sum(is_finished(t) for t in trials)
         running = sum(t.state == TrialState.RUNNING for t in trials)
@@ -207,7 +212,7 @@ def worker_loop(settings: EvolveSettings, study: optuna.Study,
             continue
         ended: list[FrozenTrial] = []
         study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=False,
-                       callbacks=[lambda _study, trial: ended.append(trial)])
+                       callbacks=[lambda _study, trial, into=ended: into.append(trial)])
         ran += 1
         for trial in ended:
             log(f"trial {trial.number}: {trial.user_attrs.get('state', trial.state.name.lower())}"

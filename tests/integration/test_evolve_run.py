@@ -1,0 +1,102 @@
+"""Tiny end-to-end evolution runs: baseline first, resume, SIGKILL recovery, CLI report."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import time
+
+import optuna
+import pytest
+from evolve_support import tiny_settings
+from optuna.trial import TrialState
+
+from llmevo.cli import main
+from llmevo.evolve import engine
+from llmevo.evolve.champion import baseline_trial, select_champion
+from llmevo.evolve.space import build_search_space
+from llmevo.registry import ensure_registered
+
+pytestmark = pytest.mark.slow
+
+
+def _study(settings):
+    space = build_search_space(ensure_registered(), settings.preset)
+    return engine.open_study(settings, space, engine.open_storage(settings, heartbeat=False))
+
+
+def test_baseline_first_then_resume_keeps_completed_trials(tmp_path, data_dir, cache_dir):
+    settings = tiny_settings(f"sqlite:///{tmp_path}/run.db", data_dir, cache_dir, trials=4)
+    engine.run_workers(settings)
+    study = _study(settings)
+    first = {t.number: t.value for t in engine.finished_trials(study)}
+    assert len(first) == 4
+    baseline = baseline_trial(study)
+    assert baseline is not None and baseline.number == 0
+    assert baseline.user_attrs["parameters"] == 139_584
+    assert len(baseline.user_attrs["fitness_per_seed"]) == 2  # re-evaluated under 2 seeds
+    champion = select_champion(study)
+    assert champion.user_attrs["score"] >= baseline.user_attrs["score"]
+    for trial in study.get_trials():
+        assert trial.user_attrs["state"] in ("complete", "pruned")
+        assert "test" not in json.dumps(trial.user_attrs.get("metrics", {}))  # never the test split
+    resumed = engine.EvolveSettings(**{**settings.__dict__, "trials": 6})
+    engine.run_workers(resumed)
+    after = {t.number: t.value for t in engine.finished_trials(_study(settings))}
+    assert len(after) == 6
+    assert all(after[number] == value for number, value in first.items())
+
+
+def test_sigkilled_worker_loses_only_its_trial_which_is_retried(tmp_path, data_dir, cache_dir):
+    settings = tiny_settings(f"sqlite:///{tmp_path}/kill.db", data_dir, cache_dir, trials=5,
+                             rescore_seeds=0)
+    # longer trials, so that the kill lands while one is running
+    settings = engine.EvolveSettings(**{**settings.__dict__,
+                                        "preset": settings.preset.override({"steps": 40})})
+    study = _study(settings)
+    worker = multiprocessing.get_context("spawn").Process(target=engine._spawned, args=(settings, 0))
+    worker.start()
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        trials = study.get_trials(deepcopy=False)
+        if len(engine.finished_trials(study)) >= 2 and any(
+                t.state == TrialState.RUNNING for t in trials):
+            break
+        time.sleep(0.1)
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.join()
+    before = {t.number: t.value for t in engine.finished_trials(study)}
+    killed = [t.number for t in study.get_trials() if t.state == TrialState.RUNNING]
+    assert len(killed) == 1 and len(before) >= 2
+    engine.worker_main(settings, 0)  # the same command again
+    trials = study.get_trials()
+    after = {t.number: t.value for t in engine.finished_trials(study)}
+    assert len(after) == 5
+    assert all(after[number] == value for number, value in before.items())
+    lost = trials[killed[0]]
+    assert lost.state == TrialState.FAIL and lost.user_attrs["state"] == "running"
+    retried = [t for t in trials if t.system_attrs.get("failed_trial") == killed[0]]
+    assert len(retried) == 1 and retried[0].params == lost.params
+
+
+def test_cli_writes_the_report_and_refuses_bad_input(tmp_path, data_dir, cache_dir, monkeypatch, capsys):
+    monkeypatch.setenv("LLMEVO_CACHE", str(cache_dir))
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = f"sqlite:///{tmp_path}/cli.db"
+    common = ["evolve", "--preset", "smoke", "--trial-steps", "8", "--eval-windows", "4",
+              "--workers", "1", "--threads", "1", "--population", "2", "--tournament", "2", "--rescore-seeds", "1",
+              "--storage", storage, "--study", "cli", "--data-dir", str(data_dir)]
+    main([*common, "--trials", "3", "--seeds", "42,43", "--out", str(tmp_path / "report")])
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert summary["schema_version"] == 2 and summary["provenance"]["code_commit"]
+    final = summary["final_evaluation"]
+    assert final["seeds"] == [42, 43] and "test" in final["verdict"]
+    assert summary["champion"]["lineage"][-1] == summary["champion"]["trial"]
+    for name in ("README.md", "fitness.png", "fitness_vs_parameters.png"):
+        assert (tmp_path / "report" / name).stat().st_size > 0
+    with pytest.raises(SystemExit) as exit_info:  # same study, different preset: refused
+        main([*common[:4], "9", *common[5:], "--trials", "3"])
+    assert exit_info.value.code == 2
+    assert "different preset" in capsys.readouterr().err
