@@ -20,8 +20,10 @@ Public API: ``EvolveSettings``, ``open_storage``, ``open_study``, ``finished_tri
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -251,7 +253,19 @@ def worker_main(settings: EvolveSettings, index: int) -> int:
         return -1
 
 
+def _die_with_parent() -> None:
+    """Linux: a worker gets SIGKILL when the command that spawned it dies (even by SIGKILL),
+    so a killed command leaves no orphan workers behind."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        with contextlib.suppress(OSError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def _spawned(settings: EvolveSettings, index: int) -> None:
+    _die_with_parent()
     try:
         worker_main(settings, index)
     except KeyboardInterrupt:
