@@ -15,14 +15,18 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
+from llmevo.errors import ConfigError
 from llmevo.model.config import ComponentChoice, ModelConfig
 from llmevo.model.transformer import build_model
-from llmevo.train.trainer import build_optimizer
+from llmevo.train.trainer import autocast, build_optimizer
+
+PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass(frozen=True)
 class BenchResult:
     device: str
+    precision: str
     threads: int
     batch_size: int
     seq_len: int
@@ -54,7 +58,10 @@ def benchmark(
     seq_len: int = 64,
     steps: int = 30,
     warmup: int = 5,
+    precision: str = "fp32",
 ) -> BenchResult:
+    if precision not in PRECISIONS:
+        raise ConfigError(f"unknown precision '{precision}'; expected one of: {', '.join(PRECISIONS)}")
     torch.manual_seed(0)
     model = build_model(config).to(device)
     _, optimizer = build_optimizer(ComponentChoice(name="adamw"), model, lr=1e-3, weight_decay=0.01)
@@ -62,8 +69,9 @@ def benchmark(
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
 
     def train_step() -> None:
-        logits = model(inputs)  # (B, T, V)
-        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        with autocast(device, precision):
+            logits = model(inputs)  # (B, T, V)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -81,17 +89,20 @@ def benchmark(
     model.eval()
     with torch.no_grad():
         for _ in range(warmup):
-            model(inputs)
+            with autocast(device, precision):
+                model(inputs)
         _sync(device)
         started = time.perf_counter()
         for _ in range(steps):
-            model(inputs)
+            with autocast(device, precision):
+                model(inputs)
         _sync(device)
         eval_seconds = time.perf_counter() - started
 
     n_tokens = batch_size * seq_len * steps
     return BenchResult(
         device=str(device),
+        precision=precision,
         threads=torch.get_num_threads(),
         batch_size=batch_size,
         seq_len=seq_len,

@@ -23,6 +23,7 @@ def bench(
     steps: Annotated[int, typer.Option(help="Timed steps.")] = 30,
     warmup: Annotated[int, typer.Option(help="Untimed warm-up steps.")] = 5,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+    precision: Annotated[str, typer.Option(help="fp32 or bf16 (autocast).")] = "fp32",
     threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
@@ -30,7 +31,7 @@ def bench(
     if threads:
         torch.set_num_threads(threads)
     torch_device = resolve_device(device)
-    result = benchmark(ModelConfig(), torch_device, batch_size, seq_len, steps, warmup).as_dict()
+    result = benchmark(ModelConfig(), torch_device, batch_size, seq_len, steps, warmup, precision).as_dict()
     result["accelerator"] = accelerator_name(torch_device)
     result["machine"] = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
     result["torch"] = torch.__version__

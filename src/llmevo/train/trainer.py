@@ -41,6 +41,7 @@ class TrainConfig(StrictModel):
     min_lr_ratio: NonNegativeFloat = 0.1
     optimizer: ComponentChoice = Field(default_factory=lambda: ComponentChoice(name="adamw"))
     loss_window: PositiveInt = 10  # initial/final loss = mean of the first/last this many steps
+    precision: Literal["fp32", "bf16"] = "fp32"  # bf16: autocast matmuls (AVX-512-BF16, AMX, GPUs)
 
     @property
     def tokens_per_step(self) -> int:
@@ -113,6 +114,11 @@ def build_optimizer(
     return component, component.build(model, lr=lr, weight_decay=weight_decay)
 
 
+def autocast(device: torch.device, precision: str) -> torch.autocast:
+    """Mixed precision for the forward pass; a no-op context for ``fp32``."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
@@ -151,7 +157,8 @@ def train(
             lr = lr_at(step, config)
             for group in optimizer.param_groups:
                 group["lr"] = lr * group.get("lr_scale", 1.0)
-            logits = model(inputs)  # (B, T, V)
+            with autocast(device, config.precision):
+                logits = model(inputs)  # (B, T, V)
             loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
             loss_value = loss.item()
             if not math.isfinite(loss_value):
