@@ -222,7 +222,8 @@ def worker_loop(settings: EvolveSettings, study: optuna.Study,
     return ran
 
 
-def prepare_context(settings: EvolveSettings, space: SearchSpace) -> TrialContext:
+def prepare_context(settings: EvolveSettings, space: SearchSpace,
+                    worker: int | None = None) -> TrialContext:
     from llmevo.data.lm import load_lm_corpus
     from llmevo.experiments.reproduce import prepare_bpe_data
     from llmevo.train.device import resolve_device
@@ -234,7 +235,7 @@ def prepare_context(settings: EvolveSettings, space: SearchSpace) -> TrialContex
         space=space, preset=preset, data=data, device=resolve_device(settings.device),
         search_seed=settings.search_seed, rescore_seeds=settings.rescore_seeds,
         score_k=settings.score_k, hurdle_fractions=settings.hurdle_fractions,
-        hurdle_windows=settings.hurdle_windows,
+        hurdle_windows=settings.hurdle_windows, worker=worker,
     )
 
 
@@ -245,7 +246,7 @@ def worker_main(settings: EvolveSettings, index: int) -> int:
     space = build_search_space(ensure_registered(), settings.preset)
     storage = open_storage(settings)
     study = open_study(settings, space, storage)
-    context = prepare_context(settings, space)
+    context = prepare_context(settings, space, worker=index)
     try:
         return worker_loop(settings, study, make_objective(context),
                            log=lambda line: print(f"[worker {index}] {line}", flush=True))

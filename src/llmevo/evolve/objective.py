@@ -51,6 +51,7 @@ class TrialContext:
     score_k: float = 1.0
     hurdle_fractions: tuple[float, ...] = (0.5,)
     hurdle_windows: int = 16
+    worker: int | None = None  # recorded on each trial
 
 
 def lower_bound_score(values: list[float], k: float) -> float:
@@ -134,6 +135,7 @@ def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
         trial.set_user_attr("genome_hash", genome_hash)
         trial.set_user_attr("label", genome.label())
         trial.set_user_attr("state", "running")
+        trial.set_user_attr("worker", context.worker)
         try:
             return _run(trial, genome, genome_hash)
         except optuna.TrialPruned:
