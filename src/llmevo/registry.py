@@ -183,5 +183,6 @@ def register(
 def ensure_registered() -> Registry:
     """Import the explicit component list once and return the populated registry."""
     import llmevo.components  # noqa: F401  (registers every component by import)
+    import llmevo.model.architectures  # noqa: F401  (llama_modern, blt-bytes, blt)
 
     return REGISTRY

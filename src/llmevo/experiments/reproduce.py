@@ -16,14 +16,15 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from llmevo.data.codec import BPECodec, TextCodec
+from llmevo.data.bytes import byte_stream
+from llmevo.data.codec import BPECodec, ByteCodec, TextCodec
 from llmevo.data.lm import LMCorpus, load_lm_corpus
 from llmevo.data.suites import SuiteData, instruction_train_stream, load_suite
 from llmevo.errors import ConfigError, DivergedError
@@ -32,6 +33,7 @@ from llmevo.eval.metrics import derive_arm_metrics
 from llmevo.eval.stats import build_statistics, claim_policy, verdict
 from llmevo.eval.suites import evaluate_suite
 from llmevo.experiments.presets import Preset
+from llmevo.model.blt import blt_model_config, blt_standin_config, prepare_blt
 from llmevo.model.config import MODEL_SLOTS, ComponentChoice, ModelConfig
 from llmevo.model.transformer import build_model
 from llmevo.registry import ComponentSpec, ensure_registered
@@ -55,8 +57,10 @@ class Arm:
 
     label: str  # "baseline" or "method"
     name: str  # what the artifact calls this arm
-    model: ModelConfig
+    model: ModelConfig  # a template when ``prepare`` is set, resolved once the data is known
     optimizer: ComponentChoice
+    data: str = "bpe"  # the data view: "bpe" tokens or UTF-8 "bytes" (DATA_VIEWS)
+    prepare: str | None = None  # a step that resolves the model from the data (PREPARATIONS)
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,8 @@ class Comparison:
     spec: ComponentSpec
     baseline: Arm
     method: Arm
+    metric: str = "lm_loss"  # what the verdict is about (bits_per_byte across tokenizations)
+    objective: str = "public_composite"  # composite_bpb when the arms tokenize differently
 
     @property
     def arms(self) -> tuple[Arm, Arm]:
@@ -95,6 +101,10 @@ def plan_comparison(
     elif spec.slot == "optimizer":
         baseline = Arm("baseline", f"llama_modern[optimizer={ablation_choice.name}]", model, ablation_choice)
         method = Arm("method", spec.name, model, method_choice)
+    elif spec.slot == "architecture" and spec.name in ARCHITECTURE_PLANS:
+        comparison = ARCHITECTURE_PLANS[spec.name](spec, model, optimizer)
+        check_distinct(comparison)
+        return comparison
     else:
         raise ConfigError(
             f"component '{name}' fills the {spec.slot} slot, which has no L2 reproduction here; "
@@ -128,11 +138,14 @@ class ArmData:
     suite_validation: SuiteData
     suite_test: SuiteData
     fingerprint: str
+    seq_len: int = 0  # window length in this view's units; 0 means the preset's
+    kind: str = "bpe"
 
 
 def prepare_bpe_data(
     corpus: LMCorpus, preset: Preset, data_dir: Path, seq_len: int
 ) -> ArmData:
+    """BPE tokens: the preset's training parts, validation/test splits and suites."""
     codec = BPECodec(corpus.tokenizer.tokenizer)
     parts: dict[str, Callable[[], Tensor]] = {
         "lm": lambda: corpus.tokens["train"],
@@ -151,7 +164,85 @@ def prepare_bpe_data(
         suite_validation=suite_validation,
         suite_test=suite_test,
         fingerprint=f"{corpus.fingerprint[:32]}+{suite_validation.fingerprint[:16]}",
+        seq_len=seq_len,
     )
+
+
+def prepare_byte_data(
+    corpus: LMCorpus, preset: Preset, data_dir: Path, seq_len: int
+) -> ArmData:
+    """UTF-8 bytes of exactly the text the BPE view covers; windows of the same text length.
+
+    A byte window is ``round(seq_len * bytes_per_token)`` bytes, so one byte window covers
+    as much text as one token window and equal steps x batch give equal training bytes.
+    """
+    codec = ByteCodec()
+    byte_len = max(1, round(seq_len * corpus.bytes_per_token("train")))
+    parts: dict[str, Callable[[], Tensor]] = {
+        "lm": lambda: byte_stream(corpus.texts["train"]),
+        "narrative": lambda: byte_stream(corpus.texts["narrative"]),
+        "instruction": lambda: instruction_train_stream(data_dir, codec),
+    }
+    stream = torch.cat([parts[part]() for part in preset.train_on])
+    token_bytes = torch.zeros(codec.vocab_size, dtype=torch.int64)
+    token_bytes[: ByteCodec.BYTE_COUNT] = 1
+    suite_validation = load_suite(preset.suite, data_dir, codec, byte_len, "validation")
+    suite_test = load_suite(preset.suite, data_dir, codec, byte_len, "test")
+    return ArmData(
+        codec=codec,
+        stream=stream,
+        validation=byte_stream(corpus.texts["validation"]),
+        test=byte_stream(corpus.texts["test"]),
+        token_bytes=token_bytes,
+        suite_validation=suite_validation,
+        suite_test=suite_test,
+        fingerprint=f"{corpus.fingerprint[:32]}+bytes+{suite_validation.fingerprint[:16]}",
+        seq_len=byte_len,
+        kind="bytes",
+    )
+
+
+DATA_VIEWS: dict[str, Callable[[LMCorpus, Preset, Path, int], ArmData]] = {
+    "bpe": prepare_bpe_data,
+    "bytes": prepare_byte_data,
+}
+
+
+def _prepare_blt(arm: Arm, data: ArmData, corpus: LMCorpus, cache_dir: Path, seed: int) -> ModelConfig:
+    """Train (or load) the entropy model and calibrate the patcher on the training bytes."""
+    template = blt_model_config(corpus.bytes_per_token("train"), seq_len_tokens=64)
+    assert template.max_seq_len == data.seq_len, "byte window and BLT context must agree"
+    return prepare_blt(template, data.stream, data.validation, cache_dir, seed)
+
+
+PREPARATIONS: dict[str, Callable[[Arm, ArmData, LMCorpus, Path, int], ModelConfig]] = {
+    "blt": _prepare_blt,
+}
+
+
+def _plan_blt_bytes(spec: ComponentSpec, model: ModelConfig, optimizer: ComponentChoice) -> Comparison:
+    return Comparison(
+        spec=spec,
+        baseline=Arm("baseline", "llama_modern (BPE-512)", model, optimizer),
+        method=Arm("method", "blt-bytes", blt_model_config(2.0), optimizer, data="bytes", prepare="blt"),
+        metric="bits_per_byte",
+        objective="composite_bpb",
+    )
+
+
+def _plan_blt_standin(spec: ComponentSpec, model: ModelConfig, optimizer: ComponentChoice) -> Comparison:
+    standin = blt_standin_config(vocab_size=model.vocab_size, seq_len=model.max_seq_len)
+    return Comparison(
+        spec=spec,
+        baseline=Arm("baseline", "llama_modern", model, optimizer),
+        method=Arm("method", "blt (token-level proxy)", standin, optimizer),
+    )
+
+
+ARCHITECTURE_PLANS: dict[str, Callable[[ComponentSpec, ModelConfig, ComponentChoice], Comparison]] = {
+    "blt-bytes": _plan_blt_bytes,
+    "blt": _plan_blt_standin,
+}
 
 
 @dataclass
@@ -167,17 +258,22 @@ class ArmRun:
 
 
 def evaluate_arm(
-    model: nn.Module, data: ArmData, preset: Preset, split: str, device: torch.device
+    model: nn.Module,
+    data: ArmData,
+    preset: Preset,
+    split: str,
+    device: torch.device,
+    objective: str = "public_composite",
 ) -> dict[str, float]:
     tokens = data.validation if split == "validation" else data.test
     suite = data.suite_validation if split == "validation" else data.suite_test
     lm = evaluate_lm(
-        model, tokens, preset.train.seq_len, device, data.token_bytes,
+        model, tokens, data.seq_len or preset.train.seq_len, device, data.token_bytes,
         batch_size=preset.eval_batch_size, max_windows=preset.eval_max_windows,
     )
     scores = evaluate_suite(model, suite, batch_size=preset.eval_batch_size, device=device)
     raw = {"lm_loss": lm["lm_loss"], "bits_per_byte": lm.get("bits_per_byte"), **scores}
-    return derive_arm_metrics(raw)
+    return derive_arm_metrics(raw, objective)
 
 
 def run_arm(
@@ -187,20 +283,22 @@ def run_arm(
     seed: int,
     device: torch.device,
     progress: Progress | None = None,
+    objective: str = "public_composite",
 ) -> ArmRun:
     torch.manual_seed(seed)
     model = build_model(arm.model)
-    train_config: TrainConfig = preset.train.model_copy(update={"optimizer": arm.optimizer})
+    train_config: TrainConfig = preset.train.model_copy(
+        update={"optimizer": arm.optimizer, "seq_len": data.seq_len or preset.train.seq_len})
     result = train(
         model, data.stream, train_config, seed, device, progress,
         description=f"{arm.label} {arm.name} seed {seed}",
     )
     if result.status == "diverged":
         raise DivergedError(f"{arm.label} arm '{arm.name}' seed {seed}: {result.message}", result.steps_done)
-    validation = evaluate_arm(model, data, preset, "validation", device)
+    validation = evaluate_arm(model, data, preset, "validation", device, objective)
     validation["initial_loss"] = result.initial_loss
     validation["final_loss"] = result.final_loss
-    test = evaluate_arm(model, data, preset, "test", device)  # reported, never used to choose
+    test = evaluate_arm(model, data, preset, "test", device, objective)  # reported, never used to choose
     stats = dict(getattr(model, "architecture_stats", lambda: {})())
     stats.update(result.optimizer_statistics)
     return ArmRun(
@@ -251,24 +349,36 @@ def run_reproduction(
     comparison = plan_comparison(request.name, request.base_model)
     preset = request.preset
     corpus = load_lm_corpus(request.data_dir, preset.variant, preset.budgets, request.cache_dir)
-    data = prepare_bpe_data(corpus, preset, request.data_dir, preset.train.seq_len)
     preset = preset.with_steps_for(int(corpus.tokens["train"].numel()))
-    for arm in comparison.arms:  # invalid genomes fail here, before any training
+    views = {
+        kind: DATA_VIEWS[kind](corpus, preset, request.data_dir, preset.train.seq_len)
+        for kind in dict.fromkeys(arm.data for arm in comparison.arms)
+    }
+    arms = []
+    for arm in comparison.arms:  # resolve, then build once: invalid genomes fail before training
+        if arm.prepare is not None:
+            model = PREPARATIONS[arm.prepare](arm, views[arm.data], corpus, request.cache_dir, seeds[0])
+            arm = replace(arm, model=model)
         build_model(arm.model)
+        arms.append(arm)
+    resolved = Comparison(comparison.spec, arms[0], arms[1], comparison.metric, comparison.objective)
     runs: dict[str, dict[int, ArmRun]] = {"baseline": {}, "method": {}}
     for seed in seeds:
-        for arm in comparison.arms:
-            run = run_arm(arm, data, preset, seed, request.device, progress)
+        for arm in resolved.arms:
+            run = run_arm(arm, views[arm.data], preset, seed, request.device, progress,
+                          objective=resolved.objective)
             runs[arm.label][seed] = run
             if on_arm_done:
                 on_arm_done(arm.label, seed, run)
             run.model = run.model.cpu()
-        hashes = {runs[label][seed].train.token_stream_sha256 for label in runs}
-        if len(hashes) != 1:
-            raise ConfigError(f"seed {seed}: the arms consumed different token streams")
-    artifact = assemble_artifact(comparison, preset, seeds, corpus, data, runs, request.device)
-    objects: list[object] = [spec.cls for arm in comparison.arms for spec in _arm_specs(arm)]
-    return ReproductionOutcome(comparison, artifact, runs, objects)
+        if resolved.baseline.data == resolved.method.data:
+            hashes = {runs[label][seed].train.token_stream_sha256 for label in runs}
+            if len(hashes) != 1:
+                raise ConfigError(f"seed {seed}: the arms consumed different token streams")
+    artifact = assemble_artifact(resolved, preset, seeds, corpus, views, runs, request.device)
+    objects: list[object] = [resolved.spec.cls]
+    objects += [spec.cls for arm in resolved.arms for spec in _arm_specs(arm)]
+    return ReproductionOutcome(resolved, artifact, runs, objects)
 
 
 def _arm_specs(arm: Arm) -> list[ComponentSpec]:
@@ -291,13 +401,15 @@ def _curve(losses_by_seed: dict[int, list[float]]) -> dict[str, Any]:
     }
 
 
-def _arm_block(arm: Arm, runs: dict[int, ArmRun], seeds: list[int], device: torch.device) -> dict[str, Any]:
+def _arm_block(
+    arm: Arm, runs: dict[int, ArmRun], seeds: list[int], device: torch.device, objective: str
+) -> dict[str, Any]:
     measured = [runs[seed].validation for seed in seeds]
     keys = [k for k in measured[0] if all(k in m and m[k] is not None for m in measured)]
     means = {key: _mean([m[key] for m in measured]) for key in keys}
     derived = derive_arm_metrics({k: means.get(k) for k in (
         "lm_loss", "instruction_loss", "preference_loss", "reasoning_nll",
-        "bits_per_byte", "instruction_bpb") if means.get(k) is not None})
+        "bits_per_byte", "instruction_bpb") if means.get(k) is not None}, objective)
     first = runs[seeds[0]]
     block: dict[str, Any] = {
         "name": arm.name,
@@ -346,14 +458,15 @@ def assemble_artifact(
     preset: Preset,
     seeds: list[int],
     corpus: LMCorpus,
-    data: ArmData,
+    views: dict[str, ArmData],
     runs: dict[str, dict[int, ArmRun]],
     device: torch.device,
 ) -> dict[str, Any]:
     spec = comparison.spec
     paper = spec.manifest.paper
-    baseline = _arm_block(comparison.baseline, runs["baseline"], seeds, device)
-    method = _arm_block(comparison.method, runs["method"], seeds, device)
+    data = views.get("bpe") or next(iter(views.values()))
+    baseline = _arm_block(comparison.baseline, runs["baseline"], seeds, device, comparison.objective)
+    method = _arm_block(comparison.method, runs["method"], seeds, device, comparison.objective)
     per_seed = [
         {
             "seed": seed,
@@ -365,9 +478,9 @@ def assemble_artifact(
     metrics = [m for m in STAT_METRICS if all(m in row["baseline"] and m in row["method"] for row in per_seed)]
     formal, policy = claim_policy(len(seeds))
     decision = verdict(
-        "lm_loss",
-        [row["baseline"]["lm_loss"] for row in per_seed],
-        [row["method"]["lm_loss"] for row in per_seed],
+        comparison.metric,
+        [row["baseline"][comparison.metric] for row in per_seed],
+        [row["method"][comparison.metric] for row in per_seed],
         lower_is_better=True,
         method_name=spec.name,
     )
@@ -415,6 +528,8 @@ def assemble_artifact(
             "train_stream_tokens": int(data.stream.numel()),
             "train_on": list(preset.train_on),
             "tokenizer_sha256": corpus.tokenizer.sha256,
+            "train_bytes": corpus.n_bytes("train"),
+            "bytes_per_token": corpus.bytes_per_token("train"),
         },
         "setup": {
             "seed": seeds[0],
@@ -434,6 +549,14 @@ def assemble_artifact(
             "weight_decay": preset.train.weight_decay,
             "grad_clip": preset.train.grad_clip,
             "tokens_per_arm": tokens_per_run,
+            "units_per_arm": {
+                label: {"units": runs[label][seeds[0]].train.tokens_seen, "view": arm.data,
+                        "approx_text_bytes": round(runs[label][seeds[0]].train.tokens_seen * (
+                            1.0 if arm.data == "bytes" else corpus.bytes_per_token("train")))}
+                for label, arm in (("baseline", comparison.baseline), ("method", comparison.method))
+            },
+            "verdict_metric": comparison.metric,
+            "objective": comparison.objective,
             "token_stream_sha256": _combined_stream_hash(runs, seeds),
             "token_stream_sha256_per_seed": {
                 str(s): runs["method"][s].train.token_stream_sha256 for s in seeds},
