@@ -121,7 +121,8 @@ def evolve(
         engine.run_workers(settings)
     except KeyboardInterrupt:
         console.print("interrupted: the study is resumable; run the same command again")
-        raise typer.Exit(130) from None
+        # typer turns KeyboardInterrupt into a return value that the entry point drops
+        raise SystemExit(130) from None
     search_seconds = time.perf_counter() - started
     finished = engine.finished_trials(opened)
     console.print(f"search: {len(finished)} finished trials, {search_seconds:.0f} s")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
+import signal
 import sys
 import time
 import warnings
@@ -259,7 +260,6 @@ def _die_with_parent() -> None:
     so a killed command leaves no orphan workers behind."""
     if sys.platform.startswith("linux"):
         import ctypes
-        import signal
 
         with contextlib.suppress(OSError):
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -267,6 +267,7 @@ def _die_with_parent() -> None:
 
 def _spawned(settings: EvolveSettings, index: int) -> None:
     _die_with_parent()
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored while importing
     try:
         worker_main(settings, index)
     except KeyboardInterrupt:
@@ -283,8 +284,12 @@ def run_workers(settings: EvolveSettings) -> None:
     context = multiprocessing.get_context("spawn")
     processes = [context.Process(target=_spawned, args=(settings, i), name=f"llmevo-worker-{i}")
                  for i in range(settings.workers)]
-    for process in processes:
-        process.start()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # children start with it ignored
+    try:
+        for process in processes:
+            process.start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     try:
         for process in processes:
             process.join()
