@@ -98,3 +98,22 @@ def test_hurdle_prunes_only_clearly_worse_trials(space):
     trials = {t.number: t for t in study.get_trials()}
     assert pruner.prune(study, trials[bad.number])
     assert not pruner.prune(study, trials[close.number])
+
+
+@pytest.mark.parametrize("name", ["regularized", "nsga2", "tpe", "random"])
+def test_every_offered_sampler_drives_the_conditional_space(space, name, tmp_path):
+    from llmevo.evolve import engine
+
+    settings = engine.EvolveSettings(study_name=name, storage_url="sqlite://",
+                                     preset=get_preset("quick"), population=3, tournament=2,
+                                     sampler_seed=0)
+    study = optuna.create_study(direction="maximize",
+                                sampler=engine.SAMPLERS[name](settings, space))
+
+    def objective(trial):
+        genome = space.to_genome(space.suggest(trial))
+        return -abs(np.log(genome.train.lr / 3e-3))
+
+    study.optimize(objective, n_trials=8)
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+    assert all(set(t.params) == set(space.active_genes(t.params)) for t in study.trials)
