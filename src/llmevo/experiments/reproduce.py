@@ -89,10 +89,16 @@ def plan_comparison(
             f"component '{name}' declares no ablation, so there is nothing to compare it with; "
             f"components with one: {', '.join(s.name for s in registry.all() if s.manifest.ablation)}"
         )
+    reproducible = spec.slot in MODEL_SLOTS or spec.slot == "optimizer" or spec.name in ARCHITECTURE_PLANS
+    if not reproducible:
+        raise ConfigError(
+            f"component '{name}' fills the {spec.slot} slot, which has no L2 reproduction here; "
+            f"use `llmevo diagnose {name}`"
+        )
     model = base_model or ModelConfig()
     optimizer = base_optimizer or ComponentChoice(name="adamw")
     method_choice = ComponentChoice(name=spec.name)
-    ablation_choice = ComponentChoice(name=spec.manifest.ablation)
+    ablation_choice = ComponentChoice.parse(spec.manifest.ablation)
     registry.get(spec.slot, ablation_choice.name)  # the ablation must exist in the same slot
     if spec.slot in MODEL_SLOTS:
         baseline = Arm("baseline", f"llama_modern[{spec.slot}={ablation_choice.name}]",
@@ -101,15 +107,10 @@ def plan_comparison(
     elif spec.slot == "optimizer":
         baseline = Arm("baseline", f"llama_modern[optimizer={ablation_choice.name}]", model, ablation_choice)
         method = Arm("method", spec.name, model, method_choice)
-    elif spec.slot == "architecture" and spec.name in ARCHITECTURE_PLANS:
+    else:
         comparison = ARCHITECTURE_PLANS[spec.name](spec, model, optimizer)
         check_distinct(comparison)
         return comparison
-    else:
-        raise ConfigError(
-            f"component '{name}' fills the {spec.slot} slot, which has no L2 reproduction here; "
-            f"use `llmevo diagnose {name}`"
-        )
     comparison = Comparison(spec=spec, baseline=baseline, method=method)
     check_distinct(comparison)
     return comparison
