@@ -191,7 +191,8 @@ def build_statistics(per_seed_rows: Sequence[Mapping], metrics: Sequence[str]) -
     """The ``statistics`` block of a reproduction artifact (docs/ARTIFACTS.md).
 
     ``per_seed_rows`` are ``{seed, baseline: {metric: value}, method: {metric: value}}``.
-    A metric measured in no row is left out; one measured for only some seeds is an error.
+    A metric measured in no row is left out, and so is one whose baseline is 0 for some
+    seed (its relative change is undefined); one measured for only some seeds is an error.
     """
     if len(per_seed_rows) == 0:
         raise ConfigError("build_statistics needs at least one per-seed row; got none")
@@ -201,6 +202,8 @@ def build_statistics(per_seed_rows: Sequence[Mapping], metrics: Sequence[str]) -
         method = _arm_values(per_seed_rows, "method", metric)
         if baseline is None or method is None:
             continue
+        if any(value == 0 for value in baseline):
+            continue  # relative change undefined (e.g. an accuracy of 0); the arm means still report it
         change = paired_relative_change(baseline, method)
         block[metric] = {
             "baseline": summarize(baseline),
