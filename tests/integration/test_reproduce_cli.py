@@ -133,3 +133,15 @@ def test_report_is_written_next_to_a_run(tmp_path, data_dir):
     assert readme.is_file()
     assert Path(readme.parent / "plots").is_dir()
     assert len(json.loads(out.read_text())["per_seed"]) == 2
+
+
+def test_saved_checkpoints_generate_text(tmp_path, data_dir, capsys):
+    code = run_cli(["reproduce", "rope", "--preset", "smoke", "--steps", "3", "--device", "cpu",
+                    "--data-dir", str(data_dir), "--out", str(tmp_path / "a.json"), "--no-report",
+                    "--save-checkpoints", str(tmp_path / "ckpt")])
+    assert code == 0
+    capsys.readouterr()
+    code = run_cli(["generate", "--checkpoint", str(tmp_path / "ckpt" / "method"),
+                    "--prompt", "The history of", "--max-tokens", "8", "--seed", "1"])
+    assert code == 0
+    assert capsys.readouterr().out.startswith("The history of")

@@ -20,6 +20,7 @@ from llmevo.errors import ConfigError
 from llmevo.experiments import presets as presets_module
 from llmevo.experiments import reproduce as runner
 from llmevo.experiments.presets import get_preset
+from llmevo.inference.checkpoint import save_checkpoint
 from llmevo.train.device import accelerator_name, resolve_device
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -96,6 +97,8 @@ def reproduce(
     report: Annotated[bool, typer.Option(help="Write the README report and plots.")] = True,
     out: Annotated[Path | None, typer.Option(help="Artifact path (overrides the default).")] = None,
     threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
+    save_checkpoints: Annotated[Path | None, typer.Option(
+        help="Save each arm's first-seed model here (DIR/baseline, DIR/method) for `llmevo generate`.")] = None,
 ) -> None:
     """Train a baseline arm and a method arm on the same tokens and compare them."""
     chosen = get_preset(preset).override({
@@ -135,6 +138,15 @@ def reproduce(
     console.print(summary_table(artifact))
     console.print(f"[bold]verdict:[/] {artifact['verdict']['summary']}")
     console.print(f"artifact: {out}")
+    if save_checkpoints is not None:
+        for arm in outcome.comparison.arms:
+            run = outcome.runs[arm.label][seed_list[0]]
+            folder = save_checkpoint(
+                save_checkpoints / arm.label, run.model, arm.model,
+                tokenizer_json=outcome.tokenizer_json if arm.data == "bpe" else None,
+                metadata={"arm": arm.name, "seed": seed_list[0], "artifact": str(out)},
+            )
+            console.print(f"checkpoint ({arm.label}): {folder}")
     if report:
         from llmevo.reports.report import write_report
 

@@ -329,6 +329,7 @@ class ReproductionOutcome:
     artifact: dict[str, Any]
     runs: dict[str, dict[int, ArmRun]]
     implementation_objects: list[object]
+    tokenizer_json: str  # the BPE tokenizer, for checkpoints of BPE arms
 
 
 def validate_seeds(seeds: list[int]) -> list[int]:
@@ -379,7 +380,7 @@ def run_reproduction(
     artifact = assemble_artifact(resolved, preset, seeds, corpus, views, runs, request.device)
     objects: list[object] = [resolved.spec.cls]
     objects += [spec.cls for arm in resolved.arms for spec in _arm_specs(arm)]
-    return ReproductionOutcome(resolved, artifact, runs, objects)
+    return ReproductionOutcome(resolved, artifact, runs, objects, corpus.tokenizer.tokenizer.to_str())
 
 
 def _arm_specs(arm: Arm) -> list[ComponentSpec]:
