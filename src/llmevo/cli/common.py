@@ -30,3 +30,22 @@ def resolve_data_dir(option: Path | None) -> Path:
 def resolve_cache_dir() -> Path:
     """Where tokenizers, token arrays and entropy models are cached (``$LLMEVO_CACHE``)."""
     return Path(os.environ.get(CACHE_ENV, ".cache/llmevo")).resolve()
+
+
+def parse_seeds(seed: int | None, seeds: str | None) -> list[int]:
+    """``--seed 42`` or ``--seeds 42,43,44``; duplicates and non-integers are errors."""
+    if seed is not None and seeds is not None:
+        raise ConfigError("give either --seed or --seeds, not both")
+    if seeds is None:
+        return [42 if seed is None else seed]
+    values = []
+    for item in seeds.split(","):
+        item = item.strip()
+        try:
+            values.append(int(item))
+        except ValueError:
+            raise ConfigError(f"--seeds: '{item}' is not an integer (expected e.g. 42,43,44)") from None
+    duplicates = sorted({s for s in values if values.count(s) > 1})
+    if duplicates:
+        raise ConfigError(f"duplicate seeds {duplicates}; each seed must appear once")
+    return values

@@ -10,20 +10,10 @@ import typer
 from rich.table import Table
 
 from llmevo.cli import app, console
-from llmevo.cli.common import resolve_data_dir
+from llmevo.cli.common import parse_seeds, resolve_data_dir
 from llmevo.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-
-
-def _parse_seeds(text: str) -> list[int]:
-    try:
-        seeds = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise ConfigError(f"--seeds must be comma-separated integers, got '{text}'") from None
-    if not seeds:
-        raise ConfigError("--seeds needs at least one seed, e.g. 42,43,44")
-    return seeds
 
 
 @app.command()
@@ -104,7 +94,7 @@ def diagnose(
         write_artifact,
     )
 
-    seed_list = _parse_seeds(seeds)
+    seed_list = parse_seeds(None, seeds)
     path = out or default_artifact_path(name, seed_list)
     if full_experiment and name != "rope-relay":
         raise ConfigError(f"--full-experiment exists for rope-relay only, not '{name}'")

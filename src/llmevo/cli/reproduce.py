@@ -14,9 +14,8 @@ from rich.table import Table
 
 from llmevo.artifacts import collect_provenance, module_files, save_artifact
 from llmevo.cli import app, console
-from llmevo.cli.common import resolve_cache_dir, resolve_data_dir
+from llmevo.cli.common import parse_seeds, resolve_cache_dir, resolve_data_dir
 from llmevo.cli.progress import RichTrainingProgress
-from llmevo.errors import ConfigError
 from llmevo.experiments import presets as presets_module
 from llmevo.experiments import reproduce as runner
 from llmevo.experiments.presets import get_preset
@@ -29,22 +28,6 @@ IMPLEMENTATION_MODULES = (
     "llmevo.eval.metrics", "llmevo.eval.stats", "llmevo.data.lm", "llmevo.data.suites",
     "llmevo.experiments.presets",
 )
-
-
-def parse_seeds(seed: int | None, seeds: str | None) -> list[int]:
-    """``--seed 42`` or ``--seeds 42,43,44``; duplicates and non-integers are errors."""
-    if seed is not None and seeds is not None:
-        raise ConfigError("give either --seed or --seeds, not both")
-    if seeds is None:
-        return [42 if seed is None else seed]
-    values = []
-    for item in seeds.split(","):
-        item = item.strip()
-        try:
-            values.append(int(item))
-        except ValueError:
-            raise ConfigError(f"--seeds: '{item}' is not an integer (expected e.g. 42,43,44)") from None
-    return runner.validate_seeds(values)
 
 
 def artifact_filename(preset: str, seeds: list[int]) -> str:
