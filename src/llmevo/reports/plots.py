@@ -82,7 +82,7 @@ def plot_training_curves(
             )
     axes.set_title(title)
     axes.set_xlabel("training step")
-    axes.set_ylabel("training loss (nats/token)")
+    axes.set_ylabel("training loss (nats per token or byte)")
     axes.grid(True, alpha=0.3)
     axes.legend(loc="upper right", fontsize="small")
     return _save_png(figure, path)
@@ -130,7 +130,7 @@ def plot_paired_differences(
     axes.set_ylim(low - (pad if low < 0 else 0.05 * pad), high + (pad if high > 0 else 0.6 * pad))
     axes.set_xticks(positions, [f"seed {seed}" for seed in seeds])
     axes.set_xlabel("paired seed")
-    axes.set_ylabel(f"{metric}: {names['method']} - {names['baseline']}")
+    axes.set_ylabel(f"{metric}: method - baseline")
     axes.set_title(
         f"Paired {metric} difference per seed ({names['method']} vs {names['baseline']})"
     )
