@@ -16,9 +16,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmevo.data.pins import read_checked
+from llmevo.data.pins import jsonl_records, read_checked
 from llmevo.data.preference import TextChoice
-from llmevo.errors import DataError
 
 HH_SPLITS: dict[str, range] = {"validation": range(0, 64), "test": range(64, 128)}
 ASSISTANT_MARKER = "\n\nAssistant:"
@@ -59,15 +58,7 @@ def hh_choice(pair: PreferencePair) -> TextChoice | None:
 
 def parse_preference_pairs(raw: bytes, source: Path) -> list[PreferencePair]:
     pairs = []
-    for index, line in enumerate(raw.decode("utf-8").splitlines()):
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise DataError(f"{source}: line {index} is not valid JSON ({error})") from error
-        if not isinstance(item, dict) or not all(
-            isinstance(item.get(key), str) for key in ("chosen", "rejected")
-        ):
-            raise DataError(f"{source}: line {index} lacks string 'chosen' and 'rejected' fields")
+    for index, item in jsonl_records(raw, source, ("chosen", "rejected")):
         pairs.append(PreferencePair(index, item["chosen"], item["rejected"]))
     return pairs
 

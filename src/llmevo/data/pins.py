@@ -7,7 +7,8 @@ directory; a missing or altered file is a ``DataError`` that names it.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+import json
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from llmevo.errors import DataError
@@ -45,3 +46,16 @@ def read_pinned(
 ) -> bytes:
     """Read ``data_dir / relative``, checked against ``pins[relative]`` (None: unchecked)."""
     return read_checked(data_dir / relative, pins[relative])
+
+
+def jsonl_records(raw: bytes, source: Path, fields: tuple[str, ...]) -> Iterator[tuple[int, dict]]:
+    """(line index, record) for each JSON line; a bad line or a missing string field is an error."""
+    for index, line in enumerate(raw.decode("utf-8").splitlines()):
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise DataError(f"{source}: line {index} is not valid JSON ({error})") from error
+        if not isinstance(item, dict) or not all(isinstance(item.get(key), str) for key in fields):
+            quoted = " and ".join(f"'{key}'" for key in fields)
+            raise DataError(f"{source}: line {index} lacks string {quoted} fields")
+        yield index, item

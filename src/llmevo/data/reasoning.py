@@ -22,9 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmevo.data.pins import read_checked
+from llmevo.data.pins import jsonl_records, read_checked
 from llmevo.data.preference import TextChoice
-from llmevo.errors import DataError
 
 GSM8K_SPLITS: dict[str, range] = {"validation": range(0, 64), "test": range(64, 128)}
 CANDIDATE_COUNT = 8
@@ -101,15 +100,7 @@ def reasoning_choice(record: ReasoningRecord) -> TextChoice | None:
 
 def parse_reasoning_records(raw: bytes, source: Path) -> list[ReasoningRecord]:
     records = []
-    for index, line in enumerate(raw.decode("utf-8").splitlines()):
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise DataError(f"{source}: line {index} is not valid JSON ({error})") from error
-        if not isinstance(item, dict) or not all(
-            isinstance(item.get(key), str) for key in ("question", "answer")
-        ):
-            raise DataError(f"{source}: line {index} lacks string 'question' and 'answer' fields")
+    for index, item in jsonl_records(raw, source, ("question", "answer")):
         records.append(
             ReasoningRecord(
                 index, item["question"], item["answer"], parse_final_answer(item["answer"])
