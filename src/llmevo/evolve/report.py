@@ -15,24 +15,29 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import optuna  # noqa: E402
-from optuna.trial import FrozenTrial  # noqa: E402
+from optuna.trial import FrozenTrial, TrialState  # noqa: E402
 
 from llmevo.artifacts.io import write_json_atomic, write_text_atomic  # noqa: E402
 from llmevo.evolve.champion import FinalEvaluation, lineage  # noqa: E402
+from llmevo.evolve.sampler import LOST_STATES  # noqa: E402
 
 SCHEMA_VERSION = 2
 STATE_COLOURS = {"complete": "#1f77b4", "pruned": "#ff7f0e", "diverged": "#d62728",
-                 "failed": "#7f7f7f", "invalid": "#9467bd", "duplicate": "#8c564b"}
+                 "failed": "#7f7f7f", "invalid": "#9467bd", "duplicate": "#8c564b",
+                 "lost": "#bcbd22"}
 
 
 def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
     rows = []
     for trial in study.get_trials(deepcopy=False):
         attrs = trial.user_attrs
+        state = attrs.get("state", trial.state.name.lower())
+        if trial.state == TrialState.FAIL and state in LOST_STATES:
+            state = "lost"  # its worker was killed or interrupted; not counted, retried
         rows.append({
             "number": trial.number,
             "optuna_state": trial.state.name.lower(),
-            "state": attrs.get("state", trial.state.name.lower()),
+            "state": state,
             "genome_hash": attrs.get("genome_hash"),
             "parent": attrs.get("parent"),
             "mutated_gene": attrs.get("mutated_gene"),
