@@ -213,7 +213,9 @@ def _prepare_blt(arm: Arm, data: ArmData, corpus: LMCorpus, cache_dir: Path, see
     """Train (or load) the entropy model and calibrate the patcher on the training bytes."""
     template = blt_model_config(corpus.bytes_per_token("train"), seq_len_tokens=64)
     assert template.max_seq_len == data.seq_len, "byte window and BLT context must agree"
-    return prepare_blt(template, data.stream, data.validation, cache_dir, seed)
+    # The entropy model learns from the LM training text alone (pure UTF-8 bytes); the
+    # arm's training stream may also hold instruction records framed by <bos>/<eos>.
+    return prepare_blt(template, byte_stream(corpus.texts["train"]), data.validation, cache_dir, seed)
 
 
 PREPARATIONS: dict[str, Callable[[Arm, ArmData, LMCorpus, Path, int], ModelConfig]] = {
