@@ -42,7 +42,9 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
             "parent": attrs.get("parent"),
             "mutated_gene": attrs.get("mutated_gene"),
             "label": attrs.get("label"),
-            "fitness": trial.value,
+            # a pruned trial's Optuna value is its hurdle estimate, not a fitness
+            "fitness": trial.value if trial.state == TrialState.COMPLETE else None,
+            "hurdle_values": {str(k): v for k, v in trial.intermediate_values.items()},
             "fitness_per_seed": attrs.get("fitness_per_seed"),
             "score": attrs.get("score"),
             "seeds": attrs.get("seeds"),
