@@ -10,13 +10,8 @@ import typer
 from rich.table import Table
 
 from llmevo.cli import app, console
+from llmevo.evidence import promotion, reproduction_folder
 from llmevo.registry import SLOTS, ComponentSpec, ensure_registered
-
-
-def reproduction_folder(spec: ComponentSpec) -> str:
-    """``<arxiv>-<name>`` (the folder ``llmevo reproduce --publish`` writes), or ``<name>``."""
-    paper = spec.manifest.paper
-    return f"{paper.arxiv_id}-{spec.name}" if paper else spec.name
 
 
 def has_artifact(spec: ComponentSpec, docs: Path) -> bool:
@@ -26,12 +21,21 @@ def has_artifact(spec: ComponentSpec, docs: Path) -> bool:
 
 
 def component_records(docs: Path) -> list[dict[str, Any]]:
-    """One JSON-ready manifest per registered component (by slot, then name), plus ``has_artifact``."""
+    """One JSON-ready manifest per registered component (by slot, then name), plus
+    ``has_artifact`` and the evidence-based ``promoted`` flag with its reason."""
     specs = sorted(ensure_registered().all(), key=lambda spec: (SLOTS.index(spec.slot), spec.name))
-    return [
-        {**spec.manifest.model_dump(mode="json"), "has_artifact": has_artifact(spec, docs)}
-        for spec in specs
-    ]
+    records = []
+    for spec in specs:
+        decision = promotion(spec, docs)
+        records.append({
+            **spec.manifest.model_dump(mode="json"),
+            "has_artifact": has_artifact(spec, docs),
+            # the tier reached: a published reproduction is L2 evidence whatever the manifest says
+            "tier_reached": "l2_public_dataset" if has_artifact(spec, docs) else spec.manifest.evaluation_tier,
+            "promoted": decision.promoted,
+            "promotion_reason": decision.reason,
+        })
+    return records
 
 
 def _short(text: str, width: int = 28) -> str:
@@ -68,7 +72,7 @@ def components(
         "ablation",
         "status",
         "tier",
-        "promotable",
+        "promoted",
         "artifact",
     ):
         table.add_column(column, no_wrap=True)
@@ -81,8 +85,8 @@ def components(
             _short(paper.get("title", "—")),
             record["ablation"] or "—",
             record["implementation_status"],
-            record["evaluation_tier"],
-            _yes_no(record["promotion_eligible"]),
+            record["tier_reached"],
+            _yes_no(record["promoted"]),
             _yes_no(record["has_artifact"]),
         )
     console.print(table)
