@@ -39,7 +39,9 @@ from llmevo.cli import reproduce as _reproduce  # noqa: E402,F401
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: user errors become one line on stderr and exit status 2."""
     try:
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)  # e.g. 130: typer returns it on Ctrl-C in non-standalone mode
     except LlmevoError as error:
         err_console.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
         sys.exit(2)

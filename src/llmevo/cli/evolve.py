@@ -8,6 +8,7 @@ import re
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -17,9 +18,9 @@ from rich.table import Table
 
 from llmevo.artifacts import collect_provenance, module_files
 from llmevo.cli import app, console
-from llmevo.cli.common import resolve_cache_dir, resolve_data_dir
-from llmevo.cli.reproduce import parse_seeds
+from llmevo.cli.common import parse_seeds, resolve_cache_dir, resolve_data_dir
 from llmevo.errors import ConfigError
+from llmevo.evidence import Promotion, promotions
 from llmevo.evolve import engine
 from llmevo.evolve.champion import baseline_trial, final_evaluation, select_champion
 from llmevo.evolve.genome import Genome
@@ -43,6 +44,24 @@ IMPLEMENTATION_MODULES = (
 def masked(url: str) -> str:
     """The storage URL with any password replaced by ***."""
     return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+
+
+PROMOTION_RULES: dict[str, Callable[[dict[str, Promotion]], frozenset[str]]] = {
+    "evidence": lambda decisions: frozenset(n for n, d in decisions.items() if d.promoted),
+    "manifest": lambda decisions: frozenset(
+        n for n, d in decisions.items() if d.reason.startswith("declared")),
+}
+
+
+def promotion_table(decisions: dict[str, Promotion]) -> Table:
+    table = Table(title="promotion into the search space (model slots and optimizers)")
+    for column in ("slot", "component", "promoted", "why"):
+        table.add_column(column)
+    for decision in sorted(decisions.values(), key=lambda d: (d.slot, d.name)):
+        if decision.slot in ("kv_cache", "architecture"):
+            continue
+        table.add_row(decision.slot, decision.name, "yes" if decision.promoted else "no", decision.reason)
+    return table
 
 
 def space_table(space: SearchSpace) -> Table:
@@ -86,6 +105,10 @@ def evolve(
     out: Annotated[Path | None, typer.Option(help="Report folder (default docs/evolution/<study>).")] = None,
     report: Annotated[bool, typer.Option(help="Evaluate the champion on test and write the report.")] = True,
     threads: Annotated[int | None, typer.Option(help="CPU threads per worker (default: CPU cores / workers).")] = None,
+    promotion: Annotated[str, typer.Option(
+        help="Which components enter the space: 'evidence' (declared, or a published formal "
+             "reproduction that was not significantly worse) or 'manifest' (declared only).")] = "evidence",
+    docs: Annotated[Path, typer.Option(help="Where published reproductions are found.")] = Path("docs"),
 ) -> None:
     """Evolve genomes (a component per slot, optimizer, training genes) on an Optuna study."""
     engine.check_sampler(sampler)
@@ -94,9 +117,15 @@ def evolve(
     base = get_preset(preset)
     trial_preset = base.override({"steps": trial_steps, "eval_max_windows": eval_windows})
     final_preset = base.override({"steps": trial_steps})
-    space = build_search_space(ensure_registered(), trial_preset)
+    registry = ensure_registered()
+    if promotion not in PROMOTION_RULES:
+        raise ConfigError(f"unknown promotion rule '{promotion}'; expected one of: {', '.join(PROMOTION_RULES)}")
+    decisions = promotions(registry, docs)
+    promoted = PROMOTION_RULES[promotion](decisions)
+    space = build_search_space(registry, trial_preset, promoted=promoted)
     if list_space:
         console.print(space_table(space))
+        console.print(promotion_table(decisions))
         return
     seed_list = parse_seeds(None, seeds)
     study_name = study or f"evolve-{preset}" + (f"-s{trial_steps}" if trial_steps else "")
@@ -108,6 +137,7 @@ def evolve(
         trials=trials, workers=workers, population=population, tournament=tournament,
         rescore_seeds=rescore_seeds, score_k=score_k, sampler_seed=sampler_seed,
         data_dir=data, cache_dir=resolve_cache_dir(), device=device,
+        promoted=tuple(sorted(promoted)),
         threads_per_worker=threads or max(1, (os.cpu_count() or 1) // workers),
         heartbeat_interval=heartbeat, grace_period=grace_period,
     )

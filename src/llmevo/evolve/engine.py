@@ -79,6 +79,7 @@ class EvolveSettings:
     hurdle_margin: float = 0.05
     max_attempts_factor: int = 3
     extra: dict[str, Any] = field(default_factory=dict)
+    promoted: tuple[str, ...] | None = None  # components in the space; None: manifest flags
 
 
 SAMPLERS: dict[str, Callable[[EvolveSettings, SearchSpace], BaseSampler]] = {
@@ -244,7 +245,8 @@ def worker_main(settings: EvolveSettings, index: int) -> int:
     """Entry point of one worker process (also used in-process for one worker)."""
     quiet_optuna()
     torch.set_num_threads(max(1, settings.threads_per_worker))
-    space = build_search_space(ensure_registered(), settings.preset)
+    promoted = frozenset(settings.promoted) if settings.promoted is not None else None
+    space = build_search_space(ensure_registered(), settings.preset, promoted=promoted)
     storage = open_storage(settings)
     study = open_study(settings, space, storage)
     context = prepare_context(settings, space, worker=index)

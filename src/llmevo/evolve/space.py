@@ -177,9 +177,14 @@ def build_search_space(
     base_model: ModelConfig | None = None,
     base_optimizer: ComponentChoice | None = None,
     budget_ratio: float = DEFAULT_BUDGET_RATIO,
+    promoted: frozenset[str] | None = None,
 ) -> SearchSpace:
-    """The space of promotion-eligible components, their manifest hyperparameters and
-    the training genes, with the baseline inside it."""
+    """The space of promoted components, their manifest hyperparameters and the training
+    genes, with the baseline inside it.
+
+    ``promoted`` names the components that enter (``llmevo.evidence.promotions`` decides
+    it from published reproductions); ``None`` takes the manifests' ``promotion_eligible``.
+    """
     base_model = base_model or ModelConfig()
     base_optimizer = base_optimizer or ComponentChoice(name="adamw")
     base_choices = {slot: getattr(base_model, slot) for slot in MODEL_SLOTS}
@@ -190,7 +195,8 @@ def build_search_space(
     for slot in GENOME_SLOTS:
         eligible = [
             name for name in registry.names(slot)
-            if registry.get(slot, name).manifest.promotion_eligible
+            if (name in promoted if promoted is not None
+                else registry.get(slot, name).manifest.promotion_eligible)
         ]
         base_name = base_choices[slot].name
         if base_name not in eligible:
