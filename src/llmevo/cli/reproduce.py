@@ -127,7 +127,8 @@ def reproduce(
             folder = save_checkpoint(
                 save_checkpoints / arm.label, run.model, arm.model,
                 tokenizer_json=outcome.tokenizer_json if arm.data == "bpe" else None,
-                metadata={"arm": arm.name, "seed": seed_list[0], "artifact": str(out)},
+                metadata={"arm": arm.name, "seed": seed_list[0], "artifact": str(out),
+                          "preset": chosen.name, "train": run.train_config},
             )
             console.print(f"checkpoint ({arm.label}): {folder}")
     if report:

@@ -258,6 +258,7 @@ class ArmRun:
     parameters: int
     architecture_stats: dict[str, Any]
     model: nn.Module
+    train_config: dict[str, Any]  # the resolved training settings of this run
 
 
 def evaluate_arm(
@@ -311,6 +312,7 @@ def run_arm(
         parameters=sum(p.numel() for p in model.parameters()),
         architecture_stats=stats,
         model=model,
+        train_config=train_config.model_dump(mode="json"),
     )
 
 
