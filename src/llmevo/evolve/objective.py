@@ -75,13 +75,20 @@ def best_score(study: optuna.Study) -> float | None:
 
 
 def _finished_duplicate(study: optuna.Study, trial: optuna.Trial, genome_hash: str):
+    """An earlier trial of the same genome: finished, or running and numbered before this one.
+
+    Every trial records its genome hash before it gets here, so of two workers that drew
+    the same genome at the same moment the higher-numbered one yields (claim, then check).
+    """
     for other in study.get_trials(deepcopy=False):
         if other.number == trial.number or other.user_attrs.get("genome_hash") != genome_hash:
             continue
-        if (
-            other.user_attrs.get("state") in FINAL_STATES
-            and other.user_attrs.get("state") != "duplicate"
-        ):
+        state = other.user_attrs.get("state")
+        if state == "duplicate":
+            continue
+        if state in FINAL_STATES:
+            return other
+        if other.state == TrialState.RUNNING and other.number < trial.number:
             return other
     return None
 
