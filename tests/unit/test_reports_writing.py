@@ -212,9 +212,9 @@ def test_leaderboard_collects_and_skips(data_dir, tmp_path):
     assert [row["kind"] for row in rows] == ["reproduction"] * 3 + ["diagnostic"]
     synthetic = next(row for row in rows if row["seeds"] == 3 and row["kind"] == "reproduction")
     assert synthetic["formal"] is True and synthetic["significant"] is True
-    assert synthetic["ci_low"] < synthetic["lm_loss_change_percent"] < synthetic["ci_high"] < 0
+    assert synthetic["ci_low"] < synthetic["change_percent"] < synthetic["ci_high"] < 0
     blt = next(row for row in rows if row["name"] == "blt")
-    assert blt["lm_loss_change_percent"] == pytest.approx(-0.3561917816484779)
+    assert blt["change_percent"] == pytest.approx(-0.3561917816484779)
     assert blt["ci_low"] is None and blt["formal"] is False
     md_path, json_path = tmp_path / "LEADERBOARD.md", tmp_path / "LEADERBOARD.json"
     write_leaderboard(rows, md_path, json_path)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
 from llmevo.cli import app, console
+from llmevo.cli.common import DATA_ENV
 from llmevo.errors import ArtifactError
 from llmevo.reports.leaderboard import build_leaderboard, scan_artifacts, write_leaderboard
 from llmevo.reports.report import artifact_kind, default_report_dir, write_report
@@ -48,30 +50,43 @@ def report(
     console.print(f"wrote {readme}")
 
 
+def default_reference_dir() -> Path | None:
+    """``$LLMEVO_REFERENCE_ARTIFACTS``, else ``<data dir>/../reference-artifacts``, if present."""
+    if os.environ.get("LLMEVO_REFERENCE_ARTIFACTS"):
+        return Path(os.environ["LLMEVO_REFERENCE_ARTIFACTS"])
+    data = Path(os.environ.get(DATA_ENV, "../shared/data"))
+    candidate = data.parent / "reference-artifacts"
+    return candidate if candidate.is_dir() else None
+
+
 @app.command()
 def leaderboard(
     root: list[Path] = typer.Option(
         [Path("docs")], "--root", help="Folder searched for artifacts (*.json); repeatable."
     ),
     reference: Path | None = typer.Option(
-        None, "--reference", help="Also include the artifacts in this folder (e.g. reference ones)."
+        None, "--reference",
+        help="Also include the artifacts in this folder (default: $LLMEVO_REFERENCE_ARTIFACTS, "
+             "else the reference-artifacts folder beside the data directory, when it exists).",
     ),
     out: Path = typer.Option(
         Path("docs/LEADERBOARD.md"), "--out", help="Markdown output; the JSON goes beside it."
     ),
 ) -> None:
     """Collect all artifacts into docs/LEADERBOARD.md (+ .json) and print the table."""
+    if reference is None:
+        reference = default_reference_dir()
     roots = [*root, *([reference] if reference is not None else [])]
     entries, skipped = scan_artifacts(roots)
     rows = build_leaderboard(entries)
     json_path = out.with_suffix(".json")
     write_leaderboard(rows, out, json_path)
     table = Table(title=f"Leaderboard ({len(rows)} artifacts, {len(skipped)} other JSON skipped)")
-    for column in ("kind", "name", "arXiv", "seeds", "formal", "Δ lm_loss %"):
+    for column in ("kind", "name", "arXiv", "seeds", "formal", "metric Δ%"):
         table.add_column(column, no_wrap=True)
     table.add_column("claim / status", overflow="fold", ratio=1)
     for row in rows:
-        change = row["lm_loss_change_percent"]
+        change = row["change_percent"]
         interval = (
             f" [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]" if row["ci_low"] is not None else ""
         )
