@@ -243,3 +243,22 @@ def test_cli_report_and_leaderboard(data_dir, tmp_path, capsys):
         main(["report", str(bad)])
     assert exit_info.value.code == 2
     assert "not readable JSON" in capsys.readouterr().err
+
+
+def test_diagnostic_report_draws_the_full_experiment(tmp_path):
+    from llmevo.reports.report import write_report
+
+    table = [
+        {"arm": "full_cache", "retention_ratio": 1.0, "budget": "all", "lm_loss": 4.2},
+        {"arm": "relay", "retention_ratio": 1.0, "budget": 63, "lm_loss": 4.4},
+        {"arm": "relay", "retention_ratio": 0.5, "budget": 32, "lm_loss": 3.9},
+        {"arm": "original_positions", "retention_ratio": 1.0, "budget": 63, "lm_loss": 4.3},
+        {"arm": "original_positions", "retention_ratio": 0.5, "budget": 32, "lm_loss": 4.1},
+    ]
+    artifact = {"schema_version": 2, "method": "rope-relay", "metrics": {}, "seeds": [42],
+                "full_experiment": {"status": "ran", "table": table}}
+    readme = write_report(artifact, tmp_path / "a.json", tmp_path / "out")
+    text = readme.read_text()
+    assert "## Full experiment (L2)" in text and "| relay | 0.5000 | 32 | 3.9000 |" in text
+    png = tmp_path / "out" / "plots" / "full_experiment.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

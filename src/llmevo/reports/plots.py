@@ -137,3 +137,35 @@ def plot_paired_differences(
     axes.grid(True, axis="y", alpha=0.3)
     axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize="small")
     return _save_png(figure, path)
+
+
+def plot_full_experiment(table: Sequence[Mapping], path: Path, metric: str = "lm_loss") -> Path:
+    """A full experiment's ``metric`` against retention ratio, one line per arm.
+
+    Rows are ``{arm, retention_ratio, <metric>}``; an arm measured at a single ratio (e.g.
+    the unbounded cache) is drawn as a horizontal reference line.
+    """
+    arms: dict[str, list[tuple[float, float]]] = {}
+    for row in table:
+        if row.get(metric) is None or row.get("retention_ratio") is None:
+            continue
+        arms.setdefault(str(row["arm"]), []).append((float(row["retention_ratio"]), float(row[metric])))
+    if not arms:
+        raise ArtifactError(f"the full experiment has no {metric!r} values to plot")
+    figure = Figure(figsize=(6.0, 4.0))
+    axes = figure.add_subplot()
+    for arm, points in arms.items():
+        points.sort()
+        if len(points) == 1:
+            axes.axhline(points[0][1], color="black", linestyle="--", linewidth=1.2,
+                         label=f"{arm} ({points[0][1]:.3f})")
+            continue
+        ratios, values = zip(*points, strict=True)
+        axes.plot(ratios, values, marker="o", linewidth=2, label=arm)
+    axes.set_xlabel("retention ratio (kept entries / cache capacity)")
+    axes.set_ylabel(f"{metric} (mean over seeds)")
+    axes.set_title(f"{metric} against retention")
+    axes.invert_xaxis()
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize="small")
+    return _save_png(figure, path)

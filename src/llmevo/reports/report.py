@@ -18,7 +18,7 @@ from llmevo.artifacts.io import write_text_atomic
 from llmevo.errors import ArtifactError, ConfigError
 from llmevo.eval.metrics import LOWER_IS_BETTER
 from llmevo.eval.stats import claim_policy, relative_changes_percent, verdict
-from llmevo.reports.plots import plot_paired_differences, plot_training_curves
+from llmevo.reports.plots import plot_full_experiment, plot_paired_differences, plot_training_curves
 
 # Validation metrics shown in the results table, in this order, where the artifact has them.
 TABLE_METRICS = (
@@ -439,12 +439,29 @@ def _render_diagnostic(artifact: Mapping, artifact_path: Path, out_dir: Path) ->
         ),
         "",
     ]
+    lines += _full_experiment(full, out_dir)
     configuration = artifact.get("configuration") or {}
     if configuration:
         lines += ["## Configuration", ""]
         lines += [f"- {key}: {_fmt(value)}" for key, value in configuration.items()]
         lines.append("")
     lines += _provenance(artifact, artifact_path, out_dir)
+    return lines
+
+
+def _full_experiment(full: Mapping, out_dir: Path) -> list[str]:
+    """The L2 experiment's table and plot, where the diagnostic ran one."""
+    table = full.get("table") or []
+    if not table:
+        return []
+    columns = [key for key in ("arm", "retention_ratio", "budget", "lm_loss") if key in table[0]]
+    lines = ["## Full experiment (L2)", "", str(full.get("status", "")), ""]
+    lines += _table(columns, [[_fmt(row.get(key)) for key in columns] for row in table])
+    lines.append("")
+    if "retention_ratio" in columns and "lm_loss" in columns:
+        relative = "plots/full_experiment.png"
+        plot_full_experiment(table, out_dir / relative)
+        lines += [f"![lm_loss against retention ratio]({relative})", ""]
     return lines
 
 
