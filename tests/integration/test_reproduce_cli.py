@@ -10,7 +10,7 @@ import pytest
 from llmevo.artifacts import load_artifact
 from llmevo.cli import main
 from llmevo.errors import ConfigError
-from llmevo.experiments.reproduce import Arm, Comparison, check_distinct, plan_comparison
+from llmevo.experiments.plans import Arm, Comparison, check_distinct, plan_comparison
 from llmevo.model.config import ComponentChoice, ModelConfig
 
 

@@ -18,6 +18,7 @@ from llmevo.cli.common import parse_seeds, resolve_cache_dir, resolve_data_dir
 from llmevo.cli.progress import RichTrainingProgress
 from llmevo.experiments import presets as presets_module
 from llmevo.experiments import reproduce as runner
+from llmevo.experiments.plans import plan_comparison
 from llmevo.experiments.presets import get_preset
 from llmevo.inference.checkpoint import save_checkpoint
 from llmevo.train.device import accelerator_name, resolve_device
@@ -26,7 +27,7 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 IMPLEMENTATION_MODULES = (
     "llmevo.model.transformer", "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites",
     "llmevo.eval.metrics", "llmevo.eval.stats", "llmevo.data.lm", "llmevo.data.suites",
-    "llmevo.experiments.presets",
+    "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.views",
 )
 
 
@@ -93,7 +94,7 @@ def reproduce(
     data = resolve_data_dir(data_dir)
     if threads:
         torch.set_num_threads(threads)
-    comparison = runner.plan_comparison(name)  # refuses unknown names and identical arms early
+    comparison = plan_comparison(name)  # refuses unknown names and identical arms early
     paper = comparison.spec.manifest.paper
     folder = f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name
     filename = artifact_filename(chosen.name, seed_list)

@@ -8,7 +8,9 @@ consumed is hashed and the hashes must agree, so "equal budget" is verified. Sel
 and verdicts use the validation split; the test split is evaluated once, at the end of
 each arm's run, and only reported.
 
-Public API: ``plan_comparison``, ``ReproductionRequest``, ``run_reproduction``.
+Public API: ``ReproductionRequest``, ``run_reproduction``, ``run_arm``, ``evaluate_arm``;
+the arms come from ``llmevo.experiments.plans`` and their data from
+``llmevo.experiments.views``.
 """
 
 from __future__ import annotations
@@ -21,20 +23,29 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import nn
 
-from llmevo.data.bytes import byte_stream
-from llmevo.data.codec import BPECodec, ByteCodec, TextCodec
 from llmevo.data.lm import LMCorpus, load_lm_corpus
-from llmevo.data.suites import SuiteData, instruction_train_stream, load_suite
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.metrics import derive_arm_metrics
 from llmevo.eval.stats import build_statistics, claim_policy, verdict
 from llmevo.eval.suites import evaluate_suite
+from llmevo.experiments.plans import (  # noqa: F401  (re-exported for callers)
+    PREPARATIONS,
+    Arm,
+    Comparison,
+    check_distinct,
+    plan_comparison,
+)
 from llmevo.experiments.presets import Preset
-from llmevo.model.blt import blt_model_config, blt_standin_config, prepare_blt
-from llmevo.model.config import MODEL_SLOTS, ComponentChoice, ModelConfig
+from llmevo.experiments.views import (  # noqa: F401  (re-exported for callers)
+    DATA_VIEWS,
+    ArmData,
+    prepare_bpe_data,
+    prepare_byte_data,
+)
+from llmevo.model.config import MODEL_SLOTS, ModelConfig
 from llmevo.model.transformer import build_model
 from llmevo.registry import ComponentSpec, ensure_registered
 from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
@@ -49,203 +60,6 @@ STAT_METRICS = (
     "composite_bpb", "fitness", "initial_loss", "final_loss",
 )
 CURVE_POINTS = 200
-
-
-@dataclass(frozen=True)
-class Arm:
-    """One side of a comparison: what is built and how it is trained."""
-
-    label: str  # "baseline" or "method"
-    name: str  # what the artifact calls this arm
-    model: ModelConfig  # a template when ``prepare`` is set, resolved once the data is known
-    optimizer: ComponentChoice
-    data: str = "bpe"  # the data view: "bpe" tokens or UTF-8 "bytes" (DATA_VIEWS)
-    prepare: str | None = None  # a step that resolves the model from the data (PREPARATIONS)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    spec: ComponentSpec
-    baseline: Arm
-    method: Arm
-    metric: str = "lm_loss"  # what the verdict is about (bits_per_byte across tokenizations)
-    objective: str = "public_composite"  # composite_bpb when the arms tokenize differently
-
-    @property
-    def arms(self) -> tuple[Arm, Arm]:
-        return self.baseline, self.method
-
-
-def plan_comparison(
-    name: str,
-    base_model: ModelConfig | None = None,
-    base_optimizer: ComponentChoice | None = None,
-) -> Comparison:
-    """Baseline vs method arms for a registered component, differing in its slot only."""
-    registry = ensure_registered()
-    spec = registry.find(name)
-    if spec.manifest.ablation is None:
-        raise ConfigError(
-            f"component '{name}' declares no ablation, so there is nothing to compare it with; "
-            f"components with one: {', '.join(s.name for s in registry.all() if s.manifest.ablation)}"
-        )
-    reproducible = spec.slot in MODEL_SLOTS or spec.slot == "optimizer" or spec.name in ARCHITECTURE_PLANS
-    if not reproducible:
-        raise ConfigError(
-            f"component '{name}' fills the {spec.slot} slot, which has no L2 reproduction here; "
-            f"use `llmevo diagnose {name}`"
-        )
-    model = base_model or ModelConfig()
-    optimizer = base_optimizer or ComponentChoice(name="adamw")
-    method_choice = ComponentChoice(name=spec.name)
-    ablation_choice = ComponentChoice.parse(spec.manifest.ablation)
-    registry.get(spec.slot, ablation_choice.name)  # the ablation must exist in the same slot
-    if spec.slot in MODEL_SLOTS:
-        baseline = Arm("baseline", f"llama_modern[{spec.slot}={ablation_choice.name}]",
-                       model.with_slot(spec.slot, ablation_choice), optimizer)
-        method = Arm("method", spec.name, model.with_slot(spec.slot, method_choice), optimizer)
-    elif spec.slot == "optimizer":
-        baseline = Arm("baseline", f"llama_modern[optimizer={ablation_choice.name}]", model, ablation_choice)
-        method = Arm("method", spec.name, model, method_choice)
-    else:
-        comparison = ARCHITECTURE_PLANS[spec.name](spec, model, optimizer)
-        check_distinct(comparison)
-        return comparison
-    comparison = Comparison(spec=spec, baseline=baseline, method=method)
-    check_distinct(comparison)
-    return comparison
-
-
-def check_distinct(comparison: Comparison) -> None:
-    """Refuse a comparison whose two arms build and train the same model."""
-    baseline, method = comparison.arms
-    if baseline.model == method.model and baseline.optimizer == method.optimizer:
-        raise ConfigError(
-            f"the baseline and method arms of '{comparison.spec.name}' build the same model "
-            f"({baseline.model.position.label()} / {baseline.optimizer.label()}); "
-            "a comparison needs two different arms"
-        )
-
-
-@dataclass
-class ArmData:
-    """Everything an arm is trained and evaluated on, for one tokenization."""
-
-    codec: TextCodec
-    stream: Tensor  # (N,) training token pool
-    validation: Tensor
-    test: Tensor
-    token_bytes: Tensor
-    suite_validation: SuiteData
-    suite_test: SuiteData
-    fingerprint: str
-    seq_len: int = 0  # window length in this view's units; 0 means the preset's
-    kind: str = "bpe"
-
-
-def prepare_bpe_data(
-    corpus: LMCorpus, preset: Preset, data_dir: Path, seq_len: int
-) -> ArmData:
-    """BPE tokens: the preset's training parts, validation/test splits and suites."""
-    codec = BPECodec(corpus.tokenizer.tokenizer)
-    parts: dict[str, Callable[[], Tensor]] = {
-        "lm": lambda: corpus.tokens["train"],
-        "narrative": lambda: corpus.tokens["narrative"],
-        "instruction": lambda: instruction_train_stream(data_dir, codec),
-    }
-    stream = torch.cat([parts[part]() for part in preset.train_on])
-    suite_validation = load_suite(preset.suite, data_dir, codec, seq_len, "validation")
-    suite_test = load_suite(preset.suite, data_dir, codec, seq_len, "test")
-    return ArmData(
-        codec=codec,
-        stream=stream,
-        validation=corpus.tokens["validation"],
-        test=corpus.tokens["test"],
-        token_bytes=corpus.token_bytes,
-        suite_validation=suite_validation,
-        suite_test=suite_test,
-        fingerprint=f"{corpus.fingerprint[:32]}+{suite_validation.fingerprint[:16]}",
-        seq_len=seq_len,
-    )
-
-
-def prepare_byte_data(
-    corpus: LMCorpus, preset: Preset, data_dir: Path, seq_len: int
-) -> ArmData:
-    """UTF-8 bytes of exactly the text the BPE view covers; windows of the same text length.
-
-    A byte window is ``round(seq_len * bytes_per_token)`` bytes, so one byte window covers
-    as much text as one token window and equal steps x batch give equal training bytes.
-    """
-    codec = ByteCodec()
-    byte_len = max(1, round(seq_len * corpus.bytes_per_token("train")))
-    parts: dict[str, Callable[[], Tensor]] = {
-        "lm": lambda: byte_stream(corpus.texts["train"]),
-        "narrative": lambda: byte_stream(corpus.texts["narrative"]),
-        "instruction": lambda: instruction_train_stream(data_dir, codec),
-    }
-    stream = torch.cat([parts[part]() for part in preset.train_on])
-    token_bytes = torch.zeros(codec.vocab_size, dtype=torch.int64)
-    token_bytes[: ByteCodec.BYTE_COUNT] = 1
-    suite_validation = load_suite(preset.suite, data_dir, codec, byte_len, "validation")
-    suite_test = load_suite(preset.suite, data_dir, codec, byte_len, "test")
-    return ArmData(
-        codec=codec,
-        stream=stream,
-        validation=byte_stream(corpus.texts["validation"]),
-        test=byte_stream(corpus.texts["test"]),
-        token_bytes=token_bytes,
-        suite_validation=suite_validation,
-        suite_test=suite_test,
-        fingerprint=f"{corpus.fingerprint[:32]}+bytes+{suite_validation.fingerprint[:16]}",
-        seq_len=byte_len,
-        kind="bytes",
-    )
-
-
-DATA_VIEWS: dict[str, Callable[[LMCorpus, Preset, Path, int], ArmData]] = {
-    "bpe": prepare_bpe_data,
-    "bytes": prepare_byte_data,
-}
-
-
-def _prepare_blt(arm: Arm, data: ArmData, corpus: LMCorpus, cache_dir: Path, seed: int) -> ModelConfig:
-    """Train (or load) the entropy model and calibrate the patcher on the training bytes."""
-    template = blt_model_config(corpus.bytes_per_token("train"), seq_len_tokens=64)
-    assert template.max_seq_len == data.seq_len, "byte window and BLT context must agree"
-    # The entropy model learns from the LM training text alone (pure UTF-8 bytes); the
-    # arm's training stream may also hold instruction records framed by <bos>/<eos>.
-    return prepare_blt(template, byte_stream(corpus.texts["train"]), data.validation, cache_dir, seed)
-
-
-PREPARATIONS: dict[str, Callable[[Arm, ArmData, LMCorpus, Path, int], ModelConfig]] = {
-    "blt": _prepare_blt,
-}
-
-
-def _plan_blt_bytes(spec: ComponentSpec, model: ModelConfig, optimizer: ComponentChoice) -> Comparison:
-    return Comparison(
-        spec=spec,
-        baseline=Arm("baseline", "llama_modern (BPE-512)", model, optimizer),
-        method=Arm("method", "blt-bytes", blt_model_config(2.0), optimizer, data="bytes", prepare="blt"),
-        metric="bits_per_byte",
-        objective="composite_bpb",
-    )
-
-
-def _plan_blt_standin(spec: ComponentSpec, model: ModelConfig, optimizer: ComponentChoice) -> Comparison:
-    standin = blt_standin_config(vocab_size=model.vocab_size, seq_len=model.max_seq_len)
-    return Comparison(
-        spec=spec,
-        baseline=Arm("baseline", "llama_modern", model, optimizer),
-        method=Arm("method", "blt (token-level proxy)", standin, optimizer),
-    )
-
-
-ARCHITECTURE_PLANS: dict[str, Callable[[ComponentSpec, ModelConfig, ComponentChoice], Comparison]] = {
-    "blt-bytes": _plan_blt_bytes,
-    "blt": _plan_blt_standin,
-}
 
 
 @dataclass

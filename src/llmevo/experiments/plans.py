@@ -1,0 +1,137 @@
+"""Comparison plans: which two arms a reproduction trains.
+
+For a component in a model slot or the optimizer slot, the baseline arm is
+``llama_modern`` with that slot set to the component's declared ablation and the method
+arm is ``llama_modern`` with the component — nothing else differs. Whole architectures
+(``blt-bytes``, ``blt``) have their own plans. A plan whose two arms build the same model is
+refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmevo.data.bytes import byte_stream
+from llmevo.data.lm import LMCorpus
+from llmevo.errors import ConfigError
+from llmevo.experiments.views import ArmData
+from llmevo.model.blt import blt_model_config, blt_standin_config, prepare_blt
+from llmevo.model.config import MODEL_SLOTS, ComponentChoice, ModelConfig
+from llmevo.registry import ComponentSpec, ensure_registered
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One side of a comparison: what is built and how it is trained."""
+
+    label: str  # "baseline" or "method"
+    name: str  # what the artifact calls this arm
+    model: ModelConfig  # a template when ``prepare`` is set, resolved once the data is known
+    optimizer: ComponentChoice
+    data: str = "bpe"  # the data view: "bpe" tokens or UTF-8 "bytes" (DATA_VIEWS)
+    prepare: str | None = None  # a step that resolves the model from the data (PREPARATIONS)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    spec: ComponentSpec
+    baseline: Arm
+    method: Arm
+    metric: str = "lm_loss"  # what the verdict is about (bits_per_byte across tokenizations)
+    objective: str = "public_composite"  # composite_bpb when the arms tokenize differently
+
+    @property
+    def arms(self) -> tuple[Arm, Arm]:
+        return self.baseline, self.method
+
+
+def plan_comparison(
+    name: str,
+    base_model: ModelConfig | None = None,
+    base_optimizer: ComponentChoice | None = None,
+) -> Comparison:
+    """Baseline vs method arms for a registered component, differing in its slot only."""
+    registry = ensure_registered()
+    spec = registry.find(name)
+    if spec.manifest.ablation is None:
+        raise ConfigError(
+            f"component '{name}' declares no ablation, so there is nothing to compare it with; "
+            f"components with one: {', '.join(s.name for s in registry.all() if s.manifest.ablation)}"
+        )
+    reproducible = spec.slot in MODEL_SLOTS or spec.slot == "optimizer" or spec.name in ARCHITECTURE_PLANS
+    if not reproducible:
+        raise ConfigError(
+            f"component '{name}' fills the {spec.slot} slot, which has no L2 reproduction here; "
+            f"use `llmevo diagnose {name}`"
+        )
+    model = base_model or ModelConfig()
+    optimizer = base_optimizer or ComponentChoice(name="adamw")
+    method_choice = ComponentChoice(name=spec.name)
+    ablation_choice = ComponentChoice.parse(spec.manifest.ablation)
+    registry.get(spec.slot, ablation_choice.name)  # the ablation must exist in the same slot
+    if spec.slot in MODEL_SLOTS:
+        baseline = Arm("baseline", f"llama_modern[{spec.slot}={ablation_choice.name}]",
+                       model.with_slot(spec.slot, ablation_choice), optimizer)
+        method = Arm("method", spec.name, model.with_slot(spec.slot, method_choice), optimizer)
+    elif spec.slot == "optimizer":
+        baseline = Arm("baseline", f"llama_modern[optimizer={ablation_choice.name}]", model, ablation_choice)
+        method = Arm("method", spec.name, model, method_choice)
+    else:
+        comparison = ARCHITECTURE_PLANS[spec.name](spec, model, optimizer)
+        check_distinct(comparison)
+        return comparison
+    comparison = Comparison(spec=spec, baseline=baseline, method=method)
+    check_distinct(comparison)
+    return comparison
+
+
+def check_distinct(comparison: Comparison) -> None:
+    """Refuse a comparison whose two arms build and train the same model."""
+    baseline, method = comparison.arms
+    if baseline.model == method.model and baseline.optimizer == method.optimizer:
+        raise ConfigError(
+            f"the baseline and method arms of '{comparison.spec.name}' build the same model "
+            f"({baseline.model.position.label()} / {baseline.optimizer.label()}); "
+            "a comparison needs two different arms"
+        )
+
+
+def _prepare_blt(arm: Arm, data: ArmData, corpus: LMCorpus, cache_dir: Path, seed: int) -> ModelConfig:
+    """Train (or load) the entropy model and calibrate the patcher on the training bytes."""
+    template = blt_model_config(corpus.bytes_per_token("train"), seq_len_tokens=64)
+    assert template.max_seq_len == data.seq_len, "byte window and BLT context must agree"
+    # The entropy model learns from the LM training text alone (pure UTF-8 bytes); the
+    # arm's training stream may also hold instruction records framed by <bos>/<eos>.
+    return prepare_blt(template, byte_stream(corpus.texts["train"]), data.validation, cache_dir, seed)
+
+
+PREPARATIONS: dict[str, Callable[[Arm, ArmData, LMCorpus, Path, int], ModelConfig]] = {
+    "blt": _prepare_blt,
+}
+
+
+def _plan_blt_bytes(spec: ComponentSpec, model: ModelConfig, optimizer: ComponentChoice) -> Comparison:
+    return Comparison(
+        spec=spec,
+        baseline=Arm("baseline", "llama_modern (BPE-512)", model, optimizer),
+        method=Arm("method", "blt-bytes", blt_model_config(2.0), optimizer, data="bytes", prepare="blt"),
+        metric="bits_per_byte",
+        objective="composite_bpb",
+    )
+
+
+def _plan_blt_standin(spec: ComponentSpec, model: ModelConfig, optimizer: ComponentChoice) -> Comparison:
+    standin = blt_standin_config(vocab_size=model.vocab_size, seq_len=model.max_seq_len)
+    return Comparison(
+        spec=spec,
+        baseline=Arm("baseline", "llama_modern", model, optimizer),
+        method=Arm("method", "blt (token-level proxy)", standin, optimizer),
+    )
+
+
+ARCHITECTURE_PLANS: dict[str, Callable[[ComponentSpec, ModelConfig, ComponentChoice], Comparison]] = {
+    "blt-bytes": _plan_blt_bytes,
+    "blt": _plan_blt_standin,
+}
