@@ -70,3 +70,27 @@ def test_score_and_hurdle_steps():
     assert lower_bound_score([-5.0], k=2.0) == -5.0
     assert hurdle_steps(10, (0.5,)) == {4}
     assert hurdle_steps(1, (0.5,)) == set()
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")
+def test_a_trial_killed_before_its_first_heartbeat_is_failed_and_retried(tmp_path):
+    import time
+
+    import optuna
+    from optuna.trial import TrialState
+
+    from llmevo.evolve.engine import EvolveSettings, fail_silent_trials, open_storage
+    from llmevo.experiments.presets import get_preset
+
+    settings = EvolveSettings(study_name="silent", storage_url=f"sqlite:///{tmp_path}/s.db",
+                              preset=get_preset("smoke"), heartbeat_interval=1, grace_period=1)
+    study = optuna.create_study(study_name="silent", storage=open_storage(settings))
+    dead = study.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)})  # RUNNING, no heartbeat
+    assert fail_silent_trials(study, grace_period=0) == []  # too young to judge
+    time.sleep(1.2)
+    assert fail_silent_trials(study, grace_period=0) == [dead.number]
+    trials = study.get_trials()
+    assert trials[dead.number].state == TrialState.FAIL
+    retried = [t for t in trials if t.system_attrs.get("failed_trial") == dead.number]
+    assert len(retried) == 1 and retried[0].state == TrialState.WAITING
+    assert retried[0].params == trials[dead.number].params

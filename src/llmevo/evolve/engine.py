@@ -21,6 +21,7 @@ Public API: ``EvolveSettings``, ``open_storage``, ``open_study``, ``finished_tri
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import multiprocessing
 import signal
@@ -29,6 +30,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +198,44 @@ def quiet_optuna() -> None:
     logging.getLogger("optuna").setLevel(logging.WARNING)
 
 
+def fail_silent_trials(study: optuna.Study, grace_period: float) -> list[int]:
+    """Fail (and retry) RUNNING trials that never recorded a heartbeat within the grace period.
+
+    Optuna's ``fail_stale_trials`` skips trials without any heartbeat, so a worker killed
+    between creating a trial and its first heartbeat would leave that trial RUNNING forever
+    and the other workers waiting for it. A live trial records its first heartbeat at once,
+    so one that is older than the grace period and has none is dead. Returns the trial
+    numbers failed here.
+    """
+    storage = getattr(study._storage, "_backend", study._storage)  # Optuna wraps RDB in a cache
+    if not isinstance(storage, RDBStorage) or storage.heartbeat_interval is None:
+        return []
+    from optuna.storages._rdb import models  # internal: the heartbeat table has no public reader
+
+    cutoff = datetime.now() - timedelta(seconds=grace_period + storage.heartbeat_interval)
+    running = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+               if t.datetime_start is not None and t.datetime_start < cutoff]
+    failed = []
+    for trial in running:
+        session = storage.scoped_session()
+        try:
+            has_heartbeat = models.TrialHeartbeatModel.where_trial_id(trial._trial_id, session) is not None
+        finally:
+            session.close()
+        if has_heartbeat:
+            continue  # fail_stale_trials judges these
+        try:
+            if study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
+                failed.append(trial)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            pass  # another worker got there first
+    callback = storage.get_heartbeat_stale_trial_callback()
+    for trial in failed:
+        if callback is not None:
+            callback(study, copy.deepcopy(study._storage.get_trial(trial._trial_id)))
+    return [trial.number for trial in failed]
+
+
 def worker_loop(settings: EvolveSettings, study: optuna.Study,
                 objective: Callable[[optuna.Trial], float],
                 log: Callable[[str], None] = lambda _: None) -> int:
@@ -206,6 +246,7 @@ def worker_loop(settings: EvolveSettings, study: optuna.Study,
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             fail_stale_trials(study)
+            fail_silent_trials(study, settings.grace_period)
         trials = study.get_trials(deepcopy=False)
         done = sum(is_finished(t) for t in trials)
         running = sum(t.state == TrialState.RUNNING for t in trials)
