@@ -167,7 +167,7 @@ def evolve(
     context_settings = engine.EvolveSettings(**{**settings.__dict__, "preset": final_preset})
     context = engine.prepare_context(context_settings, space)
     final = final_evaluation(Genome.from_json(champion.user_attrs["genome"]), space.baseline,
-                             context.data, final_preset, seed_list, torch_device)
+                             context.data, context.preset, seed_list, torch_device)
     folder = out or Path("docs/evolution") / study_name
     command = " ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]])
     provenance = collect_provenance(
@@ -180,7 +180,7 @@ def evolve(
     summary = build_summary(
         opened,
         settings={"sampler": sampler, "preset": preset, "trial_preset": trial_preset.model_dump(mode="json"),
-                  "final_preset": final_preset.model_dump(mode="json"), "trials": trials,
+                  "final_preset": context.preset.model_dump(mode="json"), "trials": trials,
                   "workers": workers, "population": population, "tournament": tournament,
                   "rescore_seeds": rescore_seeds, "score_k": score_k,
                   "search_seed": settings.search_seed, "final_seeds": seed_list,

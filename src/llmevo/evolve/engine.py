@@ -271,8 +271,9 @@ def prepare_context(settings: EvolveSettings, space: SearchSpace,
     from llmevo.experiments.views import prepare_bpe_data
     from llmevo.train.device import resolve_device
 
-    preset = settings.preset
-    corpus = load_lm_corpus(settings.data_dir, preset.variant, preset.budgets, settings.cache_dir)
+    corpus = load_lm_corpus(settings.data_dir, settings.preset.variant, settings.preset.budgets,
+                            settings.cache_dir)
+    preset = settings.preset.resolved(int(corpus.tokens["train"].numel()))  # one-epoch -> steps
     data = prepare_bpe_data(corpus, preset, settings.data_dir, preset.train.seq_len)
     return TrialContext(
         space=space, preset=preset, data=data, device=resolve_device(settings.device),

@@ -169,7 +169,7 @@ def run_reproduction(
     comparison = plan_comparison(request.name, request.base_model)
     preset = request.preset
     corpus = load_lm_corpus(request.data_dir, preset.variant, preset.budgets, request.cache_dir)
-    preset = preset.with_steps_for(int(corpus.tokens["train"].numel()))
+    preset = preset.resolved(int(corpus.tokens["train"].numel()))
     views = {
         kind: DATA_VIEWS[kind](corpus, preset, request.data_dir, preset.train.seq_len)
         for kind in dict.fromkeys(arm.data for arm in comparison.arms)
