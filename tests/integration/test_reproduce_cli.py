@@ -145,3 +145,23 @@ def test_saved_checkpoints_generate_text(tmp_path, data_dir, capsys):
                     "--prompt", "The history of", "--max-tokens", "8", "--seed", "1"])
     assert code == 0
     assert capsys.readouterr().out.startswith("The history of")
+
+
+def test_publish_with_checkpoints_writes_the_report_beside_the_artifact(tmp_path, data_dir, cache_dir,
+                                                                         monkeypatch):
+    """The report used to land in docs/reproductions/<checkpoint dir>/method (a reused variable)."""
+    monkeypatch.setenv("LLMEVO_CACHE", str(cache_dir))
+    monkeypatch.chdir(tmp_path)
+    code = run_cli(["reproduce", "rope", "--preset", "smoke", "--seeds", "42,43", "--steps", "2",
+                    "--device", "cpu", "--threads", "1", "--data-dir", str(data_dir), "--publish",
+                    "--allow-dirty", "--save-checkpoints", "ck"])
+    assert code == 0
+    folder = Path("docs/reproductions/2104.09864-rope")
+    assert (folder / "README.md").is_file()
+    assert sorted(p.name for p in Path("ck").iterdir()) == ["baseline", "method"]
+    assert not Path("docs/reproductions/ck").exists()
+    artifact = load_artifact(folder / "metrics" / "public-seeds42-43.json").to_json_dict()
+    assert artifact["provenance"]["allow_dirty"] is True
+    streams = artifact["setup"]["token_stream_sha256_by_arm"]
+    assert streams["baseline"] == streams["method"] == artifact["setup"]["token_stream_sha256_per_seed"]
+    assert set(streams["method"]) == {"42", "43"} and streams["method"]["42"] != streams["method"]["43"]

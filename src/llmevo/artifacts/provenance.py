@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from llmevo.errors import ArtifactError
+from llmevo.errors import ArtifactError, ConfigError
 
 NOT_A_CHECKOUT = "unknown (not a git checkout)"
 NOT_INSTALLED = "not installed"
@@ -99,6 +99,21 @@ def git_state(repo_root: Path) -> tuple[str, bool | None]:
     return commit.strip(), None if status is None else bool(status.strip())
 
 
+def check_publishable(repo_root: Path, allow_dirty: bool) -> None:
+    """Refuse to publish from a checkout with uncommitted changes (or untracked files),
+    unless ``allow_dirty``; a published result must trace to an exact commit. Outside a git
+    checkout nothing can be checked, and publishing is refused too unless ``allow_dirty``."""
+    if allow_dirty:
+        return
+    commit, dirty = git_state(repo_root)
+    if dirty is None:
+        raise ConfigError(f"cannot publish: {repo_root} is {NOT_A_CHECKOUT}; "
+                          "pass --allow-dirty to publish anyway (recorded in provenance)")
+    if dirty:
+        raise ConfigError(f"cannot publish: the checkout at {repo_root} has uncommitted changes; "
+                          "commit them, or pass --allow-dirty (recorded in provenance)")
+
+
 def library_versions() -> dict[str, str]:
     """Python and the libraries whose versions can move a result."""
     versions = {"python": platform.python_version()}
@@ -119,8 +134,12 @@ def collect_provenance(
     accelerator: str,
     artifact_path: str | None,
     repo_root: Path,
+    allow_dirty: bool | None = None,
 ) -> dict[str, Any]:
-    """Every provenance field of schema v2, in the documented order."""
+    """Every provenance field of schema v2, in the documented order.
+
+    ``allow_dirty`` records whether a published artifact was allowed to come from a dirty
+    tree (``--publish --allow-dirty``); None (not recorded) for unpublished runs."""
     file_digests = {
         _display_path(Path(path), repo_root): sha256_file(path) for path in implementation_files
     }
@@ -129,6 +148,7 @@ def collect_provenance(
         "artifact_path": artifact_path,
         "code_commit": commit,
         "code_dirty": dirty,
+        **({} if allow_dirty is None else {"allow_dirty": allow_dirty}),
         "implementation_sha256": combined_sha256(file_digests),
         "implementation_files": dict(sorted(file_digests.items())),
         "runner_sha256": sha256_file(runner_file),

@@ -85,6 +85,7 @@ class Provenance(_Block):
     dataset_fingerprint: str
     code_commit: str | None = None
     code_dirty: bool | None = None
+    allow_dirty: bool | None = None  # --publish --allow-dirty: published from a dirty tree
     implementation_sha256: str | None = None
     implementation_files: dict[str, str] | None = None
     runner_sha256: str | None = None
@@ -141,6 +142,8 @@ class Setup(_Block):
     schedule: str | None = None
     warmup_steps: int | None = None
     token_stream_sha256: str | None = None
+    token_stream_sha256_per_seed: dict[str, str] | None = None
+    token_stream_sha256_by_arm: dict[Literal["baseline", "method"], dict[str, str]] | None = None
     baseline_genome: dict[str, Any] | None = None
     method_genome: dict[str, Any] | None = None
 

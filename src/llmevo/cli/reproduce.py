@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from llmevo.artifacts import collect_provenance, module_files, save_artifact
+from llmevo.artifacts.provenance import check_publishable
 from llmevo.cli import app, console
 from llmevo.cli.common import parse_seeds, resolve_cache_dir, resolve_data_dir
 from llmevo.cli.progress import RichTrainingProgress
@@ -77,7 +78,10 @@ def reproduce(
     warmup_steps: Annotated[int | None, typer.Option(help="Override the warmup steps.")] = None,
     schedule: Annotated[str | None, typer.Option(help="constant or cosine.")] = None,
     suite: Annotated[str | None, typer.Option(help="Benchmark suite: core or public.")] = None,
-    publish: Annotated[bool, typer.Option(help="Write under docs/reproductions/ instead of runs/.")] = False,
+    publish: Annotated[bool, typer.Option(
+        help="Write under docs/reproductions/ instead of runs/; refuses a dirty git tree.")] = False,
+    allow_dirty: Annotated[bool, typer.Option(
+        help="With --publish: publish from a tree with uncommitted changes (recorded in provenance).")] = False,
     report: Annotated[bool, typer.Option(help="Write the README report and plots.")] = True,
     out: Annotated[Path | None, typer.Option(help="Artifact path (overrides the default).")] = None,
     threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
@@ -95,12 +99,15 @@ def reproduce(
     if threads:
         torch.set_num_threads(threads)
     comparison = plan_comparison(name)  # refuses unknown names and identical arms early
+    if publish:
+        check_publishable(REPO_ROOT, allow_dirty)  # before any work
     paper = comparison.spec.manifest.paper
     folder = f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name
     filename = artifact_filename(chosen.name, seed_list)
     if out is None:
         base = Path("docs/reproductions") / folder / "metrics" if publish else Path("runs") / folder
         out = base / filename
+    report_dir = (Path("docs/reproductions") / folder) if publish else out.parent / "report"
     request = runner.ReproductionRequest(
         name=name, preset=chosen, seeds=seed_list, data_dir=data,
         cache_dir=resolve_cache_dir(), device=torch_device,
@@ -117,6 +124,7 @@ def reproduce(
         accelerator=accelerator_name(torch_device),
         artifact_path=str(out),
         repo_root=REPO_ROOT,
+        allow_dirty=allow_dirty if publish else None,
     )
     save_artifact(artifact, out)
     console.print(summary_table(artifact))
@@ -125,16 +133,15 @@ def reproduce(
     if save_checkpoints is not None:
         for arm in outcome.comparison.arms:
             run = outcome.runs[arm.label][seed_list[0]]
-            folder = save_checkpoint(
+            checkpoint = save_checkpoint(
                 save_checkpoints / arm.label, run.model, arm.model,
                 tokenizer_json=outcome.tokenizer_json if arm.data == "bpe" else None,
                 metadata={"arm": arm.name, "seed": seed_list[0], "artifact": str(out),
                           "preset": chosen.name, "train": run.train_config},
             )
-            console.print(f"checkpoint ({arm.label}): {folder}")
+            console.print(f"checkpoint ({arm.label}): {checkpoint}")
     if report:
         from llmevo.reports.report import write_report
 
-        report_dir = (Path("docs/reproductions") / folder) if publish else out.parent / "report"
         readme = write_report(artifact, out, report_dir)
         console.print(f"report: {readme}")

@@ -380,6 +380,10 @@ def assemble_artifact(
             "token_stream_sha256": _combined_stream_hash(runs, seeds),
             "token_stream_sha256_per_seed": {
                 str(s): runs["method"][s].train.token_stream_sha256 for s in seeds},
+            "token_stream_sha256_by_arm": {
+                label: {str(s): runs[label][s].train.token_stream_sha256 for s in seeds}
+                for label in ("baseline", "method")
+            },
             "wall_seconds": {
                 label: sum(runs[label][s].train.wall_seconds for s in seeds) for label in runs
             },
