@@ -5,14 +5,19 @@ when a published *formal* reproduction (3 or more paired seeds, ``docs/reproduct
 <arxiv>-<name>/metrics/*.json``) did not find it significantly worse than its ablation on
 validation. A component with no formal reproduction, or one that was significantly worse,
 stays out. The newest formal artifact decides (by its ``provenance.created_at``).
+
+Artifacts are read through the validated schema (``load_artifact``): a file in a metrics
+folder that does not validate (malformed, or NaN/infinity in a statistic) is an error, not
+evidence and not silently skipped.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmevo.artifacts.schema import ReproductionArtifact, load_artifact
+from llmevo.errors import ArtifactError
 from llmevo.registry import ComponentSpec, Registry
 
 
@@ -31,36 +36,44 @@ def reproduction_folder(spec: ComponentSpec) -> str:
     return f"{paper.arxiv_id}-{spec.name}" if paper else spec.name
 
 
-def formal_artifacts(spec: ComponentSpec, docs: Path) -> list[tuple[Path, dict]]:
-    """Formal reproduction artifacts of ``spec`` under ``docs``, newest first."""
+def reproduction_artifacts(spec: ComponentSpec, docs: Path) -> list[tuple[Path, ReproductionArtifact]]:
+    """Every validated reproduction artifact of ``spec`` under ``docs`` (by path); a file
+    there that does not validate, or is not a reproduction of ``spec``, is an ArtifactError."""
     folder = docs / "reproductions" / reproduction_folder(spec) / "metrics"
     found = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            continue  # `llmevo show` reports unreadable artifacts; promotion ignores them
-        protocol = data.get("evaluation_protocol") or {}
-        method = data.get("method")
-        if not isinstance(method, dict) or not protocol.get("formal_comparison"):
-            continue
-        if data.get("manifest_ref") != spec.manifest.manifest_ref:
-            continue
-        found.append((path, data))
-    found.sort(key=lambda item: (item[1].get("provenance") or {}).get("created_at", ""), reverse=True)
+        artifact = load_artifact(path)
+        if not isinstance(artifact, ReproductionArtifact):
+            raise ArtifactError(f"{path}: a {artifact.kind} artifact in a reproduction folder")
+        found.append((path, artifact))
     return found
 
 
-def _significantly_worse(artifact: dict) -> bool:
-    verdict = artifact.get("verdict") or {}
-    if not verdict.get("significant"):
+def formal_artifacts(spec: ComponentSpec, docs: Path) -> list[tuple[Path, ReproductionArtifact]]:
+    """Formal reproduction artifacts of ``spec`` under ``docs``, newest first."""
+    found = [
+        (path, artifact)
+        for path, artifact in reproduction_artifacts(spec, docs)
+        if artifact.evaluation_protocol.formal_comparison
+        and artifact.manifest_ref == spec.manifest.manifest_ref
+    ]
+    found.sort(key=lambda item: item[1].provenance.created_at or "", reverse=True)
+    return found
+
+
+def _significantly_worse(artifact: ReproductionArtifact) -> bool:
+    """The verdict is significant and its metric's paired change points the wrong way.
+
+    A significant verdict whose metric has no statistics cannot show which way it went;
+    it counts as worse (the rule never promotes on missing evidence)."""
+    verdict = artifact.verdict
+    if verdict is None or not verdict.significant:
         return False
-    metric = verdict.get("metric", "lm_loss")
-    change = (artifact.get("statistics", {}).get(metric) or {}).get("paired_relative_change_percent", {})
-    mean = change.get("mean")
-    if mean is None:
-        return False
-    return mean > 0 if verdict.get("lower_is_better", True) else mean < 0
+    entry = (artifact.statistics or {}).get(verdict.metric)
+    if entry is None:
+        return True
+    mean = entry.paired_relative_change_percent.mean
+    return mean > 0 if verdict.lower_is_better else mean < 0
 
 
 def promotion(spec: ComponentSpec, docs: Path) -> Promotion:
@@ -70,7 +83,7 @@ def promotion(spec: ComponentSpec, docs: Path) -> Promotion:
     if not artifacts:
         return Promotion(spec.name, spec.slot, False, "no formal (3+ seed) reproduction published yet")
     path, artifact = artifacts[0]
-    summary = (artifact.get("verdict") or {}).get("summary", "")
+    summary = artifact.verdict.summary if artifact.verdict else "no verdict recorded"
     if _significantly_worse(artifact):
         return Promotion(spec.name, spec.slot, False, f"significantly worse: {summary}", path)
     return Promotion(spec.name, spec.slot, True, f"held up: {summary}", path)

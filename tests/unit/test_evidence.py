@@ -5,22 +5,29 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+from test_reports_writing import synthetic_artifact  # a valid 3-seed reproduction artifact
+
+from llmevo.errors import ArtifactError
 from llmevo.evidence import promotion
 from llmevo.registry import ensure_registered
 
 
 def _publish(docs: Path, folder: str, manifest_ref: str, change: float, significant: bool | None,
-             formal: bool = True, created: str = "2026-11-30T08:00:00+00:00") -> None:
+             formal: bool = True, created: str = "2026-11-30T08:00:00+00:00",
+             ci: tuple[float, float] | None = None) -> Path:
     path = docs / "reproductions" / folder / "metrics" / f"{created[:19].replace(':', '')}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({
-        "method": {"name": "x"}, "manifest_ref": manifest_ref,
-        "evaluation_protocol": {"formal_comparison": formal},
-        "verdict": {"metric": "lm_loss", "lower_is_better": True, "significant": significant,
-                    "summary": f"change {change}"},
-        "statistics": {"lm_loss": {"paired_relative_change_percent": {"mean": change}}},
-        "provenance": {"created_at": created},
-    }))
+    artifact = synthetic_artifact()
+    artifact["manifest_ref"] = manifest_ref
+    artifact["evaluation_protocol"]["formal_comparison"] = formal
+    artifact["verdict"].update(significant=significant, summary=f"change {change}")
+    low, high = ci if ci is not None else (change - 1.0, change + 1.0)
+    artifact["statistics"]["lm_loss"]["paired_relative_change_percent"].update(
+        mean=change, ci_low=low, ci_high=high)
+    artifact["provenance"]["created_at"] = created
+    path.write_text(json.dumps(artifact))
+    return path
 
 
 def test_declared_components_are_promoted(tmp_path):
@@ -51,3 +58,21 @@ def test_significant_improvement_is_promoted_and_newest_artifact_decides(tmp_pat
     _publish(tmp_path, "2109.08668-relu2", "reproduction:relu2", -2.0, True, created="2026-11-30T00:00:00+00:00")
     result = promotion(spec, tmp_path)
     assert result.promoted and "held up" in result.reason
+
+
+def test_a_nan_interval_is_refused_not_promoted(tmp_path):
+    """A NaN interval used to be read as 'not significantly worse', which promoted Lion."""
+    spec = ensure_registered().get("optimizer", "lion")
+    path = _publish(tmp_path, "2302.06675-lion", "reproduction:lion", +4.0, None,
+                    ci=(float("nan"), float("nan")))
+    with pytest.raises(ArtifactError, match=f"{path.name}: statistics.lm_loss.paired_relative_change_percent.ci_low"):
+        promotion(spec, tmp_path)
+
+
+def test_a_significant_verdict_without_its_statistics_is_not_promoted(tmp_path):
+    spec = ensure_registered().get("optimizer", "lion")
+    path = _publish(tmp_path, "2302.06675-lion", "reproduction:lion", -1.0, True)
+    artifact = json.loads(path.read_text())
+    del artifact["statistics"]["lm_loss"]
+    path.write_text(json.dumps(artifact))
+    assert not promotion(spec, tmp_path).promoted

@@ -10,14 +10,14 @@ import typer
 from rich.table import Table
 
 from llmevo.cli import app, console
-from llmevo.evidence import promotion, reproduction_folder
+from llmevo.evidence import promotion, reproduction_artifacts
 from llmevo.registry import SLOTS, ComponentSpec, ensure_registered
 
 
 def has_artifact(spec: ComponentSpec, docs: Path) -> bool:
-    """Whether ``docs/reproductions/<arxiv>-<name>/metrics/*.json`` holds any artifact."""
-    metrics = docs / "reproductions" / reproduction_folder(spec) / "metrics"
-    return metrics.is_dir() and any(metrics.glob("*.json"))
+    """Whether ``docs/reproductions/<arxiv>-<name>/metrics/`` holds a reproduction artifact
+    (each loaded through the validated schema: an invalid file there is an error)."""
+    return bool(reproduction_artifacts(spec, docs))
 
 
 def component_records(docs: Path) -> list[dict[str, Any]]:
@@ -27,11 +27,12 @@ def component_records(docs: Path) -> list[dict[str, Any]]:
     records = []
     for spec in specs:
         decision = promotion(spec, docs)
+        published = has_artifact(spec, docs)
         records.append({
             **spec.manifest.model_dump(mode="json"),
-            "has_artifact": has_artifact(spec, docs),
+            "has_artifact": published,
             # the tier reached: a published reproduction is L2 evidence whatever the manifest says
-            "tier_reached": "l2_public_dataset" if has_artifact(spec, docs) else spec.manifest.evaluation_tier,
+            "tier_reached": "l2_public_dataset" if published else spec.manifest.evaluation_tier,
             "promoted": decision.promoted,
             "promotion_reason": decision.reason,
         })

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from llmevo.artifacts import collect_provenance, module_files, save_artifact
 from llmevo.artifacts.provenance import check_publishable
+from llmevo.artifacts.schema import ReproductionArtifact
 from llmevo.cli import app, console
 from llmevo.cli.common import parse_seeds, resolve_cache_dir, resolve_data_dir
 from llmevo.cli.progress import RichTrainingProgress
@@ -40,27 +41,27 @@ def artifact_filename(preset: str, seeds: list[int]) -> str:
         range(seeds[0], seeds[-1] + 1)) else f"{prefix}-seeds{'-'.join(map(str, seeds))}.json"
 
 
-def summary_table(artifact: dict) -> Table:
-    table = Table(title=f"{artifact['method']['name']} vs {artifact['baseline']['name']} "
-                  f"(validation, {len(artifact['evaluation_protocol']['seeds'])} seed(s))")
+def summary_table(artifact: ReproductionArtifact) -> Table:
+    table = Table(title=f"{artifact.method.name} vs {artifact.baseline.name} "
+                  f"(validation, {len(artifact.evaluation_protocol.seeds)} seed(s))")
     table.add_column("metric")
     table.add_column("baseline", justify="right")
     table.add_column("method", justify="right")
     table.add_column("Δ% (95% CI)", justify="right")
-    stats = artifact.get("statistics", {})
+    stats = artifact.statistics or {}
     for metric in ("lm_loss", "bits_per_byte", "instruction_loss", "preference_loss",
                    "reasoning_nll", "primary", "fitness", "final_loss"):
-        if metric not in artifact["baseline"] or metric not in artifact["method"]:
+        baseline, method = getattr(artifact.baseline, metric), getattr(artifact.method, metric)
+        if baseline is None or method is None:
             continue
-        change = stats.get(metric, {}).get("paired_relative_change_percent", {})
-        if change.get("ci_low") is not None:
-            delta = f"{change['mean']:+.2f}% ({change['ci_low']:+.2f}, {change['ci_high']:+.2f})"
-        elif change:
-            delta = f"{change['mean']:+.2f}%"
+        change = stats[metric].paired_relative_change_percent if metric in stats else None
+        if change is not None and change.ci_low is not None and change.ci_high is not None:
+            delta = f"{change.mean:+.2f}% ({change.ci_low:+.2f}, {change.ci_high:+.2f})"
+        elif change is not None:
+            delta = f"{change.mean:+.2f}%"
         else:
             delta = ""
-        table.add_row(metric, f"{artifact['baseline'][metric]:.4f}",
-                      f"{artifact['method'][metric]:.4f}", delta)
+        table.add_row(metric, f"{baseline:.4f}", f"{method:.4f}", delta)
     return table
 
 
@@ -113,22 +114,22 @@ def reproduce(
         cache_dir=resolve_cache_dir(), device=torch_device,
     )
     outcome = runner.run_reproduction(request, progress=RichTrainingProgress(console))
-    artifact = outcome.artifact
     implementation = module_files(outcome.implementation_objects + [
         importlib.import_module(module) for module in IMPLEMENTATION_MODULES])
-    artifact["provenance"] = collect_provenance(
+    provenance = collect_provenance(
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
         implementation_files=implementation,
         runner_file=Path(runner.__file__),
-        dataset_fingerprint=artifact["dataset"]["fingerprint"],
+        dataset_fingerprint=outcome.body["dataset"]["fingerprint"],
         accelerator=accelerator_name(torch_device),
         artifact_path=str(out),
         repo_root=REPO_ROOT,
         allow_dirty=allow_dirty if publish else None,
     )
-    save_artifact(artifact, out)
+    artifact = save_artifact(outcome.artifact(provenance, str(out)), out)
+    assert isinstance(artifact, ReproductionArtifact)
     console.print(summary_table(artifact))
-    console.print(f"[bold]verdict:[/] {artifact['verdict']['summary']}")
+    console.print(f"[bold]verdict:[/] {artifact.verdict.summary if artifact.verdict else '—'}")
     console.print(f"artifact: {out}")
     if save_checkpoints is not None:
         for arm in outcome.comparison.arms:

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from llmevo.artifacts.schema import ReproductionArtifact, validate_artifact
 from llmevo.data.lm import LMCorpus, load_lm_corpus
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.lm import evaluate_lm
@@ -144,10 +145,16 @@ class ReproductionRequest:
 @dataclass
 class ReproductionOutcome:
     comparison: Comparison
-    artifact: dict[str, Any]
+    body: dict[str, Any]  # every artifact block but provenance (known only to the caller)
     runs: dict[str, dict[int, ArmRun]]
     implementation_objects: list[object]
     tokenizer_json: str  # the BPE tokenizer, for checkpoints of BPE arms
+
+    def artifact(self, provenance: dict[str, Any], source: str = "artifact") -> ReproductionArtifact:
+        """The typed, validated artifact: the body with ``provenance`` (``collect_provenance``)."""
+        artifact = validate_artifact({**self.body, "provenance": provenance}, source)
+        assert isinstance(artifact, ReproductionArtifact)
+        return artifact
 
 
 def validate_seeds(seeds: list[int]) -> list[int]:
@@ -164,7 +171,8 @@ def run_reproduction(
     progress: Progress | None = None,
     on_arm_done: Callable[[str, int, ArmRun], None] | None = None,
 ) -> ReproductionOutcome:
-    """Train and evaluate both arms under every seed; return the artifact body."""
+    """Train and evaluate both arms under every seed; return the artifact body (typed and
+    validated once the caller adds provenance: ``outcome.artifact(provenance)``)."""
     seeds = validate_seeds(request.seeds)
     comparison = plan_comparison(request.name, request.base_model)
     preset = request.preset
@@ -195,10 +203,10 @@ def run_reproduction(
             hashes = {runs[label][seed].train.token_stream_sha256 for label in runs}
             if len(hashes) != 1:
                 raise ConfigError(f"seed {seed}: the arms consumed different token streams")
-    artifact = assemble_artifact(resolved, preset, seeds, corpus, views, runs, request.device)
+    body = assemble_artifact(resolved, preset, seeds, corpus, views, runs, request.device)
     objects: list[object] = [resolved.spec.cls]
     objects += [spec.cls for arm in resolved.arms for spec in _arm_specs(arm)]
-    return ReproductionOutcome(resolved, artifact, runs, objects, corpus.tokenizer.tokenizer.to_str())
+    return ReproductionOutcome(resolved, body, runs, objects, corpus.tokenizer.tokenizer.to_str())
 
 
 def _arm_specs(arm: Arm) -> list[ComponentSpec]:
@@ -403,7 +411,6 @@ def assemble_artifact(
             "interval": "paired Student t-interval, 95%, on per-seed relative change",
             "selection_split": "validation",
         },
-        "provenance": {},
         "per_seed": per_seed,
         "statistics": build_statistics(per_seed, metrics),
         "verdict": decision,
