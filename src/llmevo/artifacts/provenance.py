@@ -14,6 +14,7 @@ import inspect
 import platform
 import subprocess
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -125,33 +126,59 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-def collect_provenance(
-    *,
-    command: str,
-    implementation_files: Iterable[Path],
-    runner_file: Path,
-    dataset_fingerprint: str,
-    accelerator: str,
-    artifact_path: str | None,
-    repo_root: Path,
-    allow_dirty: bool | None = None,
-) -> dict[str, Any]:
-    """Every provenance field of schema v2, in the documented order.
+@dataclass(frozen=True)
+class CodeState:
+    """The code a run used, read when the run starts: the commit, whether the tree was
+    dirty, and the sha256 of every implementation file and of the runner. Capture it before
+    training (``capture_code_state``), so that a commit or an edit made while a long run
+    trains cannot end up in its provenance."""
 
-    ``allow_dirty`` records whether a published artifact was allowed to come from a dirty
-    tree (``--publish --allow-dirty``); None (not recorded) for unpublished runs."""
+    commit: str
+    dirty: bool | None
+    implementation_files: dict[str, str]
+    runner_sha256: str
+
+
+def capture_code_state(
+    implementation_files: Iterable[Path], runner_file: Path, repo_root: Path
+) -> CodeState:
     file_digests = {
         _display_path(Path(path), repo_root): sha256_file(path) for path in implementation_files
     }
     commit, dirty = git_state(repo_root)
+    return CodeState(commit, dirty, dict(sorted(file_digests.items())), sha256_file(runner_file))
+
+
+def collect_provenance(
+    *,
+    command: str,
+    dataset_fingerprint: str,
+    accelerator: str,
+    artifact_path: str | None,
+    implementation_files: Iterable[Path] = (),
+    runner_file: Path | None = None,
+    repo_root: Path | None = None,
+    code: CodeState | None = None,
+    allow_dirty: bool | None = None,
+) -> dict[str, Any]:
+    """Every provenance field of schema v2, in the documented order.
+
+    ``code`` is the code state captured when the run started; without it the code state is
+    read now from ``implementation_files``, ``runner_file`` and ``repo_root``.
+    ``allow_dirty`` records whether a published artifact was allowed to come from a dirty
+    tree (``--publish --allow-dirty``); None (not recorded) for unpublished runs."""
+    if code is None:
+        if runner_file is None or repo_root is None:
+            raise ArtifactError("collect_provenance needs either code= or runner_file and repo_root")
+        code = capture_code_state(implementation_files, runner_file, repo_root)
     return {
         "artifact_path": artifact_path,
-        "code_commit": commit,
-        "code_dirty": dirty,
+        "code_commit": code.commit,
+        "code_dirty": code.dirty,
         **({} if allow_dirty is None else {"allow_dirty": allow_dirty}),
-        "implementation_sha256": combined_sha256(file_digests),
-        "implementation_files": dict(sorted(file_digests.items())),
-        "runner_sha256": sha256_file(runner_file),
+        "implementation_sha256": combined_sha256(code.implementation_files),
+        "implementation_files": dict(code.implementation_files),
+        "runner_sha256": code.runner_sha256,
         "command": command,
         "accelerator": accelerator,
         "library_versions": library_versions(),

@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from llmevo.artifacts import collect_provenance, module_files, save_artifact
-from llmevo.artifacts.provenance import check_publishable
+from llmevo.artifacts.provenance import capture_code_state, check_publishable
 from llmevo.artifacts.schema import ReproductionArtifact
 from llmevo.cli import app, console
 from llmevo.cli.common import parse_seeds, resolve_cache_dir, resolve_data_dir
@@ -109,21 +109,22 @@ def reproduce(
         base = Path("docs/reproductions") / folder / "metrics" if publish else Path("runs") / folder
         out = base / filename
     report_dir = (Path("docs/reproductions") / folder) if publish else out.parent / "report"
+    # the code that runs, read now: a commit or an edit during training must not reach provenance
+    code = capture_code_state(
+        module_files(runner.implementation_objects(comparison)
+                     + [importlib.import_module(module) for module in IMPLEMENTATION_MODULES]),
+        Path(runner.__file__), REPO_ROOT)
     request = runner.ReproductionRequest(
         name=name, preset=chosen, seeds=seed_list, data_dir=data,
         cache_dir=resolve_cache_dir(), device=torch_device,
     )
     outcome = runner.run_reproduction(request, progress=RichTrainingProgress(console))
-    implementation = module_files(outcome.implementation_objects + [
-        importlib.import_module(module) for module in IMPLEMENTATION_MODULES])
     provenance = collect_provenance(
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
-        implementation_files=implementation,
-        runner_file=Path(runner.__file__),
+        code=code,
         dataset_fingerprint=outcome.body["dataset"]["fingerprint"],
         accelerator=accelerator_name(torch_device),
         artifact_path=str(out),
-        repo_root=REPO_ROOT,
         allow_dirty=allow_dirty if publish else None,
     )
     artifact = save_artifact(outcome.artifact(provenance, str(out)), out)

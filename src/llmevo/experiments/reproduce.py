@@ -204,9 +204,14 @@ def run_reproduction(
             if len(hashes) != 1:
                 raise ConfigError(f"seed {seed}: the arms consumed different token streams")
     body = assemble_artifact(resolved, preset, seeds, corpus, views, runs, request.device)
-    objects: list[object] = [resolved.spec.cls]
-    objects += [spec.cls for arm in resolved.arms for spec in _arm_specs(arm)]
-    return ReproductionOutcome(resolved, body, runs, objects, corpus.tokenizer.tokenizer.to_str())
+    return ReproductionOutcome(resolved, body, runs, implementation_objects(resolved),
+                               corpus.tokenizer.tokenizer.to_str())
+
+
+def implementation_objects(comparison: Comparison) -> list[object]:
+    """The component classes both arms are built from (for provenance file hashes)."""
+    objects: list[object] = [comparison.spec.cls]
+    return objects + [spec.cls for arm in comparison.arms for spec in _arm_specs(arm)]
 
 
 def _arm_specs(arm: Arm) -> list[ComponentSpec]:

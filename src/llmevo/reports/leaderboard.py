@@ -14,8 +14,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from llmevo.artifacts.io import write_text_atomic
-from llmevo.errors import ArtifactError, ConfigError
-from llmevo.eval.stats import claim_policy, relative_changes_percent
 from llmevo.artifacts.schema import (
     Artifact,
     DiagnosticArtifact,
@@ -24,6 +22,8 @@ from llmevo.artifacts.schema import (
     read_json,
     validate_artifact,
 )
+from llmevo.errors import ArtifactError, ConfigError
+from llmevo.eval.stats import claim_policy, relative_changes_percent
 
 
 def scan_artifacts(roots: Iterable[Path]) -> tuple[list[tuple[Path, Artifact]], list[Path]]:
