@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from data_mirror import serve_mirror
 from typer.testing import CliRunner
 
 from llmevo.cli import app
@@ -12,8 +13,6 @@ from llmevo.data.fetch import ALL_PINS, PARTIAL_DIR, REMOTE_FILES, check_data, f
 from llmevo.data.pins import SUITE_FILE_SHA256
 from llmevo.data.sources import PINNED_SHA256, file_sha256
 from llmevo.errors import DataError
-
-from data_mirror import serve_mirror
 
 SMALL = "tinyshakespeare/input.txt"
 SPLIT = "wikitext-2-raw/wiki.train.raw"  # five consecutive pieces
