@@ -110,6 +110,8 @@ def evolve(
         help="Which components enter the space: 'evidence' (declared, or a published formal "
              "reproduction that was not significantly worse) or 'manifest' (declared only).")] = "evidence",
     docs: Annotated[Path, typer.Option(help="Where published reproductions are found.")] = Path("docs"),
+    tensorboard: Annotated[Path | None, typer.Option(
+        help="Write TensorBoard event files here: per-step curves of every trial and seed, each trial's fitness and genome, the final runs.")] = None,
 ) -> None:
     """Evolve genomes (a component per slot, optimizer, training genes) on an Optuna study."""
     engine.check_sampler(sampler)
@@ -141,7 +143,13 @@ def evolve(
         promoted=tuple(sorted(promoted)),
         threads_per_worker=threads or max(1, (os.cpu_count() or 1) // workers),
         heartbeat_interval=heartbeat, grace_period=grace_period,
+        tensorboard_dir=tensorboard.resolve() if tensorboard is not None else None,
     )
+    logs = None
+    if tensorboard is not None:
+        from llmevo.train.logging import TensorBoardLogs
+
+        logs = TensorBoardLogs(tensorboard)  # checks that tensorboard is installed, before any work
     engine.quiet_optuna()
     opened = engine.open_study(settings, space, engine.open_storage(settings))  # errors before training
     already = len(engine.finished_trials(opened))
@@ -167,7 +175,7 @@ def evolve(
     context_settings = engine.EvolveSettings(**{**settings.__dict__, "preset": final_preset})
     context = engine.prepare_context(context_settings, space)
     final = final_evaluation(Genome.from_json(champion.user_attrs["genome"]), space.baseline,
-                             context.data, final_preset, seed_list, torch_device)
+                             context.data, final_preset, seed_list, torch_device, logs=logs)
     folder = out or Path("docs/evolution") / study_name
     command = " ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]])
     provenance = collect_provenance(

@@ -83,6 +83,8 @@ def reproduce(
     threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
     save_checkpoints: Annotated[Path | None, typer.Option(
         help="Save each arm's first-seed model here (DIR/baseline, DIR/method) for `llmevo generate`.")] = None,
+    tensorboard: Annotated[Path | None, typer.Option(
+        help="Write TensorBoard event files here: per-step loss, lr, grad norm and final metrics, one run per arm and seed.")] = None,
 ) -> None:
     """Train a baseline arm and a method arm on the same tokens and compare them."""
     chosen = get_preset(preset).override({
@@ -105,7 +107,12 @@ def reproduce(
         name=name, preset=chosen, seeds=seed_list, data_dir=data,
         cache_dir=resolve_cache_dir(), device=torch_device,
     )
-    outcome = runner.run_reproduction(request, progress=RichTrainingProgress(console))
+    logs = None
+    if tensorboard is not None:
+        from llmevo.train.logging import TensorBoardLogs
+
+        logs = TensorBoardLogs(tensorboard)
+    outcome = runner.run_reproduction(request, progress=RichTrainingProgress(console), logs=logs)
     artifact = outcome.artifact
     implementation = module_files(outcome.implementation_objects + [
         importlib.import_module(module) for module in IMPLEMENTATION_MODULES])

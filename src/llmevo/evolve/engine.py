@@ -82,6 +82,7 @@ class EvolveSettings:
     max_attempts_factor: int = 3
     extra: dict[str, Any] = field(default_factory=dict)
     promoted: tuple[str, ...] | None = None  # components in the space; None: manifest flags
+    tensorboard_dir: Path | None = None  # TensorBoard runs: one per trial and seed, plus "trials"
 
 
 SAMPLERS: dict[str, Callable[[EvolveSettings, SearchSpace], BaseSampler]] = {
@@ -274,11 +275,16 @@ def prepare_context(settings: EvolveSettings, space: SearchSpace,
     preset = settings.preset
     corpus = load_lm_corpus(settings.data_dir, preset.variant, preset.budgets, settings.cache_dir)
     data = prepare_bpe_data(corpus, preset, settings.data_dir, preset.train.seq_len)
+    logs = None
+    if settings.tensorboard_dir is not None:
+        from llmevo.train.logging import TensorBoardLogs
+
+        logs = TensorBoardLogs(settings.tensorboard_dir)
     return TrialContext(
         space=space, preset=preset, data=data, device=resolve_device(settings.device),
         search_seed=settings.search_seed, rescore_seeds=settings.rescore_seeds,
         score_k=settings.score_k, hurdle_fractions=settings.hurdle_fractions,
-        hurdle_windows=settings.hurdle_windows, worker=worker,
+        hurdle_windows=settings.hurdle_windows, worker=worker, logs=logs,
     )
 
 
