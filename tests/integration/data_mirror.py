@@ -94,3 +94,18 @@ def serve_mirror(data_dir: Path, lifetime: float = 120.0, **faults) -> Iterator[
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+if __name__ == "__main__":
+    # python tests/integration/data_mirror.py DATA_DIR COMMAND...: run COMMAND with
+    # LLMEVO_DATA_URL pointing at a mirror of DATA_DIR (stopped when COMMAND ends).
+    import os
+    import subprocess
+    import sys
+
+    source, command = Path(sys.argv[1]), sys.argv[2:]
+    with serve_mirror(source, lifetime=600.0) as running:
+        env = {**os.environ, "LLMEVO_DATA_URL": running.base_url}
+        print(f"mirror of {source} at {running.base_url}", flush=True)
+        code = subprocess.run(command, env=env).returncode
+    sys.exit(code)

@@ -7,6 +7,9 @@ The reference is ``transformers`` itself, loading the exported directory with
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -124,6 +127,18 @@ def test_cli_exports_and_refuses_alibi_with_exit_2(tmp_path, smoke_corpus):
     result = CliRunner().invoke(app, ["export", str(ckpt), "--format", "hf", "--out", str(tmp_path / "hf")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "hf" / "model.safetensors").is_file()
+    # transformers alone loads it: llmevo is made unimportable in a fresh interpreter
+    loader = (
+        "import sys; sys.modules['llmevo'] = None\n"
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        f"m = AutoModelForCausalLM.from_pretrained({str(tmp_path / 'hf')!r})\n"
+        f"t = AutoTokenizer.from_pretrained({str(tmp_path / 'hf')!r})\n"
+        "print(type(m).__name__, len(t))\n"
+    )
+    loaded = subprocess.run([sys.executable, "-c", loader], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": ""}, timeout=300)
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    assert loaded.stdout.split() == ["LlamaForCausalLM", str(info.vocab_size)]
 
     alibi_dir = tmp_path / "alibi"
     alibi_dir.mkdir()
