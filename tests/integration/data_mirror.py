@@ -23,6 +23,7 @@ class Mirror:
     data_dir: Path
     alter: set[str] = field(default_factory=set)
     cut_once: set[str] = field(default_factory=set)
+    ignore_range: bool = False  # answer every request with the whole file (200)
     requests: list[tuple[str, str | None]] = field(default_factory=list)
     base_url: str = ""
 
@@ -50,7 +51,7 @@ def _handler(mirror: Mirror) -> type[BaseHTTPRequestHandler]:
                 middle = len(body) // 2
                 body = body[:middle] + bytes([body[middle] ^ 0x01]) + body[middle + 1 :]
             start = 0
-            if range_header and range_header.startswith("bytes="):
+            if range_header and range_header.startswith("bytes=") and not mirror.ignore_range:
                 start = int(range_header[6:].split("-")[0])
                 if start >= len(body):
                     self.send_response(416)

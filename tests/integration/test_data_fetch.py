@@ -62,6 +62,16 @@ def test_interrupted_download_resumes_with_a_range_request(tmp_path, data_dir):
     assert file_sha256(dest / SMALL) == ALL_PINS[SMALL]
 
 
+def test_interrupted_download_restarts_when_the_server_ignores_ranges(tmp_path, data_dir):
+    dest, path = tmp_path / "d", _url_path(SMALL)
+    with serve_mirror(data_dir, cut_once={path}, ignore_range=True) as mirror:
+        with pytest.raises(DataError, match="interrupted"):
+            fetch_data(dest, mirror.base_url, targets=[SMALL])
+        fetch_data(dest, mirror.base_url, targets=[SMALL])
+    assert file_sha256(dest / SMALL) == ALL_PINS[SMALL]  # not the first half appended twice
+    assert not (dest / PARTIAL_DIR).exists()
+
+
 def test_check_names_missing_and_altered_files(tmp_path, data_dir):
     shutil.copy(data_dir / SMALL, tmp_path / "input.txt")
     (tmp_path / "tinyshakespeare").mkdir()

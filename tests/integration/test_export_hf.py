@@ -15,7 +15,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from llmevo.cli import app
+from llmevo.cli import app, main
 from llmevo.errors import ConfigError
 from llmevo.export.hf import export_hf, hf_refusals, interleaved_to_half_permutation
 from llmevo.inference.checkpoint import save_checkpoint
@@ -121,7 +121,7 @@ def test_unrepresentable_genomes_are_refused_by_name(slot, choice, named):
     assert len(reasons) == 1 and named in reasons[0]
 
 
-def test_cli_exports_and_refuses_alibi_with_exit_2(tmp_path, smoke_corpus):
+def test_cli_exports_and_refuses_alibi_with_exit_2(tmp_path, smoke_corpus, capsys):
     info = smoke_corpus.tokenizer
     _, ckpt = _checkpoint(tmp_path, info.tokenizer.to_str(), info.vocab_size)
     result = CliRunner().invoke(app, ["export", str(ckpt), "--format", "hf", "--out", str(tmp_path / "hf")])
@@ -145,5 +145,8 @@ def test_cli_exports_and_refuses_alibi_with_exit_2(tmp_path, smoke_corpus):
     _, alibi = _checkpoint(alibi_dir, info.tokenizer.to_str(), info.vocab_size, position=ComponentChoice(name="alibi"))
     with pytest.raises(ConfigError, match="ALiBi"):
         export_hf(alibi, tmp_path / "hf-alibi")
+    with pytest.raises(SystemExit) as exited:
+        main(["export", str(alibi), "--format", "hf", "--out", str(tmp_path / "hf-alibi")])
+    assert exited.value.code == 2 and "position 'alibi' (ALiBi" in capsys.readouterr().err
     assert not (tmp_path / "hf-alibi").exists()
     assert list(tmp_path.glob(".hf-alibi*")) == []
