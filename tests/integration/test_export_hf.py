@@ -27,7 +27,11 @@ transformers = pytest.importorskip("transformers")
 
 GENOMES = {
     "llama_modern": {},
-    "gqa": {"n_heads": 4, "attention": ComponentChoice(name="mha", config={"kv_heads": 2})},
+    "gqa_untied": {
+        "n_heads": 4,
+        "attention": ComponentChoice(name="mha", config={"kv_heads": 2}),
+        "tie_embeddings": False,
+    },
     "mqa_theta": {
         "n_heads": 4,
         "attention": ComponentChoice(name="mha", config={"kv_heads": 1}),
