@@ -64,8 +64,8 @@ def test_logits_generation_and_tokenizer_match_transformers(genome, tmp_path, sm
         tmp_path, info.tokenizer.to_str(), info.vocab_size, **GENOMES[genome]
     )
     out = export_hf(ckpt, tmp_path / "hf")
-    hf_model = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
-    assert type(hf_model).__name__ == "LlamaForCausalLM"
+    hf_model = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    assert type(hf_model).__name__ == "LlamaForCausalLM" and hf_model.dtype == torch.float32
     assert sum(p.numel() for p in hf_model.parameters()) == model.num_parameters()
 
     generator = torch.Generator().manual_seed(0)
