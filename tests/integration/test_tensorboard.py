@@ -101,3 +101,33 @@ def test_evolve_logs_each_trial_fitness_and_genome(tmp_path, data_dir, cache_dir
     assert b"trial 0" in genome_text and b"rope" in genome_text
     first = _scalars(board / "trial-0000-seed1000")
     assert len(first["train/loss"]) == 8 and "validation/fitness" in first
+
+
+class MemoryLogs:
+    """RunLogs keeping each named run's step records in memory."""
+
+    def __init__(self):
+        self.runs: dict[str, Recorder] = {}
+        self.closed: list[str] = []
+
+    def run(self, name):
+        recorder = self.runs.setdefault(name, Recorder())
+        recorder.close = lambda: self.closed.append(name)
+        return recorder
+
+
+def test_train_many_gives_every_replica_its_own_log():
+    from llmevo.train.many import RunSpec, train_many
+
+    stream = torch.randint(0, 512, (4000,), generator=torch.Generator().manual_seed(0))
+    config = TrainConfig(steps=3, batch_size=2, seq_len=16, lr=1e-3)
+    runs = [RunSpec(seed=5, config=config, label="lr1e-3"),
+            RunSpec(seed=6, config=config.model_copy(update={"lr": 3e-3}))]
+    logs = MemoryLogs()
+    outcomes = train_many(lambda: build_model(ModelConfig()), stream, runs, torch.device("cpu"),
+                          logs=logs)
+    assert sorted(logs.runs) == ["lr1e-3", "seed6"] and sorted(logs.closed) == sorted(logs.runs)
+    for name, outcome in zip(("lr1e-3", "seed6"), outcomes, strict=True):
+        records = logs.runs[name].records
+        assert [r.loss for r in records] == outcome.result.losses
+        assert {r.lr for r in records} == {outcome.spec.config.lr}
