@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import shutil
 
+import numpy as np
 import pytest
 from data_mirror import serve_mirror
 from typer.testing import CliRunner
 
 from llmevo.cli import app
-from llmevo.data.fetch import ALL_PINS, PARTIAL_DIR, REMOTE_FILES, check_data, fetch_data
+from llmevo.data.fetch import (
+    ALL_PINS,
+    PARTIAL_DIR,
+    REMOTE_FILES,
+    check_data,
+    fetch_data,
+    upstream_piece_bytes,
+)
 from llmevo.data.pins import SUITE_FILE_SHA256
 from llmevo.data.sources import PINNED_SHA256, file_sha256
 from llmevo.errors import DataError
@@ -101,3 +109,13 @@ def test_missing_data_directory_names_the_fetch_command(tmp_path):
     )
     assert result.exit_code != 0
     assert f"download it with: llmevo data fetch --to {tmp_path / 'nowhere'}" in str(result.exception)
+
+
+def test_mirror_pieces_have_the_upstream_sizes(data_dir):
+    # Byte sizes of wyshi/sdp_transformers' train_split_5 pieces, as recorded in SOURCE.md.
+    remote = next(r for r in REMOTE_FILES if r.target == SPLIT)
+    sizes = [len(upstream_piece_bytes(data_dir, remote, i)) for i in range(5)]
+    assert sizes == [2_146_554, 2_193_292, 2_189_779, 2_128_849, 2_282_273]
+    lines = (data_dir / SPLIT).read_bytes().splitlines(keepends=True)
+    reference = [len(b"".join(part)) for part in np.array_split(np.array(lines, dtype=object), 5)]
+    assert sizes == reference
