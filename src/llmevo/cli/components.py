@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from llmevo.cli import app, console
-from llmevo.evidence import promotion, reproduction_folder
+from llmevo.promotion import promotion, reproduction_folder
 from llmevo.registry import SLOTS, ComponentSpec, ensure_registered
 
 

@@ -20,7 +20,7 @@ from llmevo.artifacts import collect_provenance, module_files
 from llmevo.cli import app, console
 from llmevo.cli.common import parse_seeds, resolve_cache_dir, resolve_data_dir
 from llmevo.errors import ConfigError
-from llmevo.evidence import Promotion, promotions
+from llmevo.promotion import Promotion, promotions
 from llmevo.evolve import engine
 from llmevo.evolve.champion import baseline_trial, final_evaluation, select_champion
 from llmevo.evolve.genome import Genome
@@ -38,7 +38,7 @@ IMPLEMENTATION_MODULES = (
     "llmevo.evolve.champion", "llmevo.evolve.report", "llmevo.model.transformer",
     "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites", "llmevo.eval.metrics",
     "llmevo.eval.stats", "llmevo.experiments.presets", "llmevo.experiments.reproduce",
-    "llmevo.experiments.views",
+    "llmevo.experiments.arm_data",
 )
 
 

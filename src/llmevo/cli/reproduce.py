@@ -27,7 +27,7 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 IMPLEMENTATION_MODULES = (
     "llmevo.model.transformer", "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites",
     "llmevo.eval.metrics", "llmevo.eval.stats", "llmevo.data.lm", "llmevo.data.suites",
-    "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.views",
+    "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.arm_data",
 )
 
 

@@ -22,7 +22,7 @@ from llmevo.evolve.genome import Genome
 from llmevo.experiments.plans import Arm
 from llmevo.experiments.presets import Preset
 from llmevo.experiments.reproduce import run_arm
-from llmevo.experiments.views import ArmData
+from llmevo.experiments.arm_data import ArmData
 from llmevo.train.trainer import Progress
 
 REPORTED_METRICS = ("fitness", "lm_loss", "bits_per_byte", "instruction_loss",

@@ -268,7 +268,7 @@ def worker_loop(settings: EvolveSettings, study: optuna.Study,
 def prepare_context(settings: EvolveSettings, space: SearchSpace,
                     worker: int | None = None) -> TrialContext:
     from llmevo.data.lm import load_lm_corpus
-    from llmevo.experiments.views import prepare_bpe_data
+    from llmevo.experiments.arm_data import prepare_bpe_data
     from llmevo.train.device import resolve_device
 
     preset = settings.preset

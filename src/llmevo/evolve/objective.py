@@ -30,7 +30,7 @@ from llmevo.evolve.genome import Genome
 from llmevo.evolve.space import SearchSpace
 from llmevo.experiments.presets import Preset
 from llmevo.experiments.reproduce import evaluate_arm
-from llmevo.experiments.views import ArmData
+from llmevo.experiments.arm_data import ArmData
 from llmevo.model.transformer import build_model
 from llmevo.train.trainer import train
 

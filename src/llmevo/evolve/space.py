@@ -182,7 +182,7 @@ def build_search_space(
     """The space of promoted components, their manifest hyperparameters and the training
     genes, with the baseline inside it.
 
-    ``promoted`` names the components that enter (``llmevo.evidence.promotions`` decides
+    ``promoted`` names the components that enter (``llmevo.promotion.promotions`` decides
     it from published reproductions); ``None`` takes the manifests' ``promotion_eligible``.
     """
     base_model = base_model or ModelConfig()

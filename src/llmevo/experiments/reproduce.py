@@ -10,7 +10,7 @@ each arm's run, and only reported.
 
 Public API: ``ReproductionRequest``, ``run_reproduction``, ``run_arm``, ``evaluate_arm``;
 the arms come from ``llmevo.experiments.plans`` and their data from
-``llmevo.experiments.views``.
+``llmevo.experiments.arm_data``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from llmevo.experiments.plans import (  # noqa: F401  (re-exported for callers)
     plan_comparison,
 )
 from llmevo.experiments.presets import Preset
-from llmevo.experiments.views import (  # noqa: F401  (re-exported for callers)
+from llmevo.experiments.arm_data import (  # noqa: F401  (re-exported for callers)
     DATA_VIEWS,
     ArmData,
     prepare_bpe_data,

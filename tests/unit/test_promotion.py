@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from llmevo.evidence import promotion
+from llmevo.promotion import promotion
 from llmevo.registry import ensure_registered
 
 
