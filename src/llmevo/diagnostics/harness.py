@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from llmevo.errors import ConfigError
+from llmevo.eval.stats import summarize
 from llmevo.registry import StrictModel, ensure_registered
 
 SeedRow = dict[str, float | bool]
@@ -70,9 +70,7 @@ def aggregate(rows: Sequence[SeedRow]) -> dict[str, dict[str, float | int] | boo
         if all(isinstance(value, bool) for value in values):
             metrics[key] = all(values)
         else:
-            numbers = [float(value) for value in values]
-            std = statistics.stdev(numbers) if len(numbers) > 1 else 0.0
-            metrics[key] = {"mean": statistics.fmean(numbers), "std": std, "n": len(numbers)}
+            metrics[key] = summarize([float(value) for value in values])
     return metrics
 
 

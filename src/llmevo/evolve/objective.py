@@ -28,9 +28,9 @@ from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.stats import summarize
 from llmevo.evolve.genome import Genome
 from llmevo.evolve.space import SearchSpace
+from llmevo.experiments.arm_data import ArmData
 from llmevo.experiments.presets import Preset
 from llmevo.experiments.reproduce import evaluate_arm
-from llmevo.experiments.arm_data import ArmData
 from llmevo.model.transformer import build_model
 from llmevo.train.trainer import train
 
