@@ -3,8 +3,9 @@
 A component is a class that owns a small typed ``Config`` (pydantic, unknown keys
 rejected) and a ``Manifest`` describing the paper it comes from, what it is compared
 against (its ablation), how far it has been reproduced and which hyperparameters the
-evolution engine may search. Registration is explicit: ``llmevo.components`` imports each
-component module by name, and registering a name twice in a slot is an error.
+evolution engine may search. Registration is explicit: ``llmevo.catalog`` imports each
+component and architecture module by name, and registering a name twice in a slot is an
+error. This module imports no component, so every layer may import it.
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ class Registry:
         try:
             return self._specs[slot][name]
         except KeyError:
-            known = ", ".join(sorted(self._specs[slot])) or "(none)"
+            known = ", ".join(sorted(self._specs[slot])) or "(none: import llmevo.catalog first)"
             raise ConfigError(f"unknown {slot} component '{name}'; known: {known}") from None
 
     def find(self, name: str) -> ComponentSpec:
@@ -179,10 +180,3 @@ def register(
 
     return decorate
 
-
-def ensure_registered() -> Registry:
-    """Import the explicit component list once and return the populated registry."""
-    import llmevo.components  # noqa: F401  (registers every component by import)
-    import llmevo.model.architectures  # noqa: F401  (llama_modern, blt-bytes, blt)
-
-    return REGISTRY

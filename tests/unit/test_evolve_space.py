@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from llmevo.catalog import ensure_registered
 from llmevo.errors import ConfigError
 from llmevo.evolve.genome import Genome
 from llmevo.evolve.space import GENOME_SLOTS, build_search_space
 from llmevo.experiments.presets import get_preset
 from llmevo.model.config import ComponentChoice
-from llmevo.registry import ensure_registered
 
 
 @pytest.fixture(scope="module")

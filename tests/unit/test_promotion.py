@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from llmevo.catalog import ensure_registered
 from llmevo.promotion import promotion
-from llmevo.registry import ensure_registered
 
 
 def _publish(docs: Path, folder: str, manifest_ref: str, change: float, significant: bool | None,

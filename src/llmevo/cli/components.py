@@ -9,9 +9,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from llmevo.cli import app, console
+from llmevo.catalog import ensure_registered
+from llmevo.cli.common import app, console
 from llmevo.promotion import promotion, reproduction_folder
-from llmevo.registry import SLOTS, ComponentSpec, ensure_registered
+from llmevo.registry import SLOTS, ComponentSpec
 
 
 def has_artifact(spec: ComponentSpec, docs: Path) -> bool:

@@ -17,8 +17,8 @@ import typer
 from rich.table import Table
 
 from llmevo.artifacts import collect_provenance, module_files
-from llmevo.cli import app, console
-from llmevo.cli.common import parse_seeds, resolve_cache_dir, resolve_data_dir
+from llmevo.catalog import ensure_registered
+from llmevo.cli.common import app, console, parse_seeds, resolve_cache_dir, resolve_data_dir
 from llmevo.errors import ConfigError
 from llmevo.evolve import engine
 from llmevo.evolve.champion import baseline_trial, final_evaluation, select_champion
@@ -28,7 +28,6 @@ from llmevo.evolve.space import SearchSpace, build_search_space
 from llmevo.experiments import presets as presets_module
 from llmevo.experiments.presets import get_preset
 from llmevo.promotion import Promotion, promotions
-from llmevo.registry import ensure_registered
 from llmevo.train.device import accelerator_name, resolve_device
 
 REPO_ROOT = Path(__file__).resolve().parents[3]

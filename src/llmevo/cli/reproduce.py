@@ -13,8 +13,7 @@ import typer
 from rich.table import Table
 
 from llmevo.artifacts import collect_provenance, module_files, save_artifact
-from llmevo.cli import app, console
-from llmevo.cli.common import parse_seeds, resolve_cache_dir, resolve_data_dir
+from llmevo.cli.common import app, console, parse_seeds, resolve_cache_dir, resolve_data_dir
 from llmevo.cli.progress import RichTrainingProgress
 from llmevo.experiments import presets as presets_module
 from llmevo.experiments import reproduce as runner

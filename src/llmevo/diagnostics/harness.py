@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llmevo.catalog import ensure_registered
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import summarize
-from llmevo.registry import StrictModel, ensure_registered
+from llmevo.registry import StrictModel
 
 SeedRow = dict[str, float | bool]
 DIAGNOSTIC_DATASET_REVISION = "llmevo-l1-synthetic-v1"
@@ -53,8 +54,8 @@ def register_diagnostic(diagnostic: Diagnostic) -> Diagnostic:
 
 
 def get_diagnostic(name: str) -> Diagnostic:
-    import llmevo.diagnostics  # noqa: F401  (registers every diagnostic by import)
-
+    """A registered diagnostic. Importing this module runs the package's ``__init__``
+    first, which imports (and so registers) every diagnostic module."""
     try:
         return DIAGNOSTICS[name]
     except KeyError:

@@ -40,13 +40,13 @@ from optuna.samplers import BaseSampler, NSGAIISampler, RandomSampler, TPESample
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback, fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
+from llmevo.catalog import ensure_registered
 from llmevo.errors import ConfigError
 from llmevo.evolve.objective import FINAL_STATES, TrialContext, make_objective
 from llmevo.evolve.pruner import HurdlePruner
 from llmevo.evolve.sampler import RegularizedEvolutionSampler
 from llmevo.evolve.space import SearchSpace, build_search_space
 from llmevo.experiments.presets import Preset
-from llmevo.registry import ensure_registered
 
 SPACE_ATTR = "llmevo:search_space"
 PRESET_ATTR = "llmevo:preset"

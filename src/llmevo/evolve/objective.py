@@ -23,6 +23,7 @@ import torch
 from optuna.trial import TrialState
 from torch import nn
 
+from llmevo.catalog import build_model
 from llmevo.errors import ConfigError, LlmevoError
 from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.stats import summarize
@@ -31,7 +32,6 @@ from llmevo.evolve.space import SearchSpace
 from llmevo.experiments.arm_data import ArmData
 from llmevo.experiments.presets import Preset
 from llmevo.experiments.reproduce import evaluate_arm
-from llmevo.model.transformer import build_model
 from llmevo.train.trainer import train
 
 FINAL_STATES = ("complete", "pruned", "diverged", "failed", "invalid", "duplicate")

@@ -31,11 +31,11 @@ from optuna.distributions import (
     distribution_to_json,
 )
 
+from llmevo.catalog import build_model
 from llmevo.errors import ConfigError
 from llmevo.evolve.genome import Genome, TrainGenes
 from llmevo.experiments.presets import Preset
 from llmevo.model.config import MODEL_SLOTS, ComponentChoice, ModelConfig
-from llmevo.model.transformer import build_model
 from llmevo.registry import Registry, SearchDimension
 
 GENOME_SLOTS = (*MODEL_SLOTS, "optimizer")

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from llmevo.catalog import build_model, ensure_registered
 from llmevo.data.lm import LMCorpus, load_lm_corpus
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.lm import evaluate_lm
@@ -46,8 +47,7 @@ from llmevo.experiments.plans import (  # noqa: F401  (re-exported for callers)
 )
 from llmevo.experiments.presets import Preset
 from llmevo.model.config import MODEL_SLOTS, ModelConfig
-from llmevo.model.transformer import build_model
-from llmevo.registry import ComponentSpec, ensure_registered
+from llmevo.registry import ComponentSpec
 from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
 
 STAT_METRICS = (

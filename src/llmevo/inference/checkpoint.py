@@ -17,10 +17,10 @@ from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
 from torch import nn
 
+from llmevo.catalog import build_model
 from llmevo.digests import sha256_file
 from llmevo.errors import ArtifactError
 from llmevo.model.config import ModelConfig
-from llmevo.model.transformer import build_model
 
 CHECKPOINT_FORMAT = "llmevo-checkpoint"
 CHECKPOINT_VERSION = 1

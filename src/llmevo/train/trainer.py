@@ -23,11 +23,12 @@ import torch.nn.functional as F
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
+from llmevo.catalog import ensure_registered
 from llmevo.components.optim.base import OptimizerComponent
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import mean
 from llmevo.model.config import ComponentChoice
-from llmevo.registry import StrictModel, ensure_registered
+from llmevo.registry import StrictModel
 
 
 class TrainConfig(StrictModel):
