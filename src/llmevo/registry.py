@@ -32,7 +32,6 @@ SLOTS = (
 )
 
 ImplementationStatus = Literal["component_only", "integrated", "full"]
-EvaluationTier = Literal["none", "l1_mechanism", "l2_public_dataset"]
 
 
 class StrictModel(BaseModel):
@@ -67,8 +66,12 @@ class Manifest(StrictModel):
         default=None, description="The component of the same slot used in the baseline arm."
     )
     implementation_status: ImplementationStatus = "integrated"
-    evaluation_tier: EvaluationTier = "none"
-    promotion_eligible: bool = False
+    baseline: bool = Field(
+        default=False,
+        description="Part of the baseline design (llama_modern or an ablation it is compared "
+        "with): enters the search space without a reproduction. The tier a component reached "
+        "and whether it is promoted come from its published artifacts (llmevo.promotion).",
+    )
     evolve_integrated: bool = False
     scope: str = ""
     search_space: dict[str, SearchDimension] = Field(default_factory=dict)

@@ -96,8 +96,7 @@ def test_manifest_is_complete(spec: ComponentSpec) -> None:
         REGISTRY.get(manifest.slot, ablation.name).make_config(ablation.config)
     for key in manifest.search_space:
         assert key in spec.config_cls.model_fields, f"search_space key {key} is not a config field"
-    if manifest.evaluation_tier == "none":
-        assert not manifest.promotion_eligible or manifest.implementation_status == "full"
+    assert not manifest.baseline or manifest.implementation_status == "full"
     if manifest.paper is not None:
         assert re.fullmatch(r"\d{4}\.\d{4,5}", manifest.paper.arxiv_id)
         assert manifest.paper.arxiv_id in manifest.paper.url

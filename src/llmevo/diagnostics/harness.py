@@ -175,7 +175,7 @@ def build_artifact(
         "adapter": None,
         "implementation_status": manifest.implementation_status,
         "diagnostic_only": True,
-        "promotion_eligible": manifest.promotion_eligible,
+        "promotion_eligible": manifest.baseline,
         "evolve_integrated": manifest.evolve_integrated,
         "measured_locally": True,
         "evaluation_tier": "l1_mechanism",

@@ -4,7 +4,7 @@ Genes are flat, named Optuna distributions:
 
 - ``<slot>`` (``position``, ``attention``, ``feedforward``, ``norm``, ``block``,
   ``optimizer``): the registered component for the slot, among those whose manifest says
-  ``promotion_eligible``;
+  ``baseline``;
 - ``<slot>.<component>.<key>``: a hyperparameter from that component's manifest
   ``search_space`` (active only when the component is chosen);
 - ``train.lr``, ``train.warmup_steps``, ``train.weight_decay``: training genes around the
@@ -183,7 +183,7 @@ def build_search_space(
     genes, with the baseline inside it.
 
     ``promoted`` names the components that enter (``llmevo.promotion.promotions`` decides
-    it from published reproductions); ``None`` takes the manifests' ``promotion_eligible``.
+    it from published reproductions); ``None`` takes the manifests' ``baseline`` flags.
     """
     base_model = base_model or ModelConfig()
     base_optimizer = base_optimizer or ComponentChoice(name="adamw")
@@ -196,7 +196,7 @@ def build_search_space(
         eligible = [
             name for name in registry.names(slot)
             if (name in promoted if promoted is not None
-                else registry.get(slot, name).manifest.promotion_eligible)
+                else registry.get(slot, name).manifest.baseline)
         ]
         base_name = base_choices[slot].name
         if base_name not in eligible:

@@ -32,7 +32,7 @@ def resolve(slot: str, choice: ComponentChoice) -> tuple[ComponentSpec, Any]:
     name="transformer",
     config=EmptyConfig,
     implementation_status="full",
-    promotion_eligible=True,
+    baseline=True,
     evolve_integrated=True,
     scope=(
         "The decoder assembled from the model slots; its default config is the baseline "

@@ -113,7 +113,6 @@ class BLTSettings(StrictModel):
     paper=BLT_PAPER,
     ablation="transformer",
     implementation_status="full",
-    evaluation_tier="l2_public_dataset",
     supports_kv_cache=False,
     scope=(
         "Byte-level BLT at small scale: a frozen 35k-parameter causal byte LM gives next-byte "

@@ -70,7 +70,6 @@ def previous_token_entropies(tokens: Tensor, row_entropies: Tensor) -> Tensor:
     paper=BLT_PAPER,
     ablation="transformer",
     implementation_status="component_only",
-    evaluation_tier="l2_public_dataset",
     supports_kv_cache=False,
     scope=(
         "PROXY, not BLT: the reference artifact's token-level stand-in. A bigram surprisal over "
