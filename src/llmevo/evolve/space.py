@@ -34,6 +34,7 @@ from optuna.distributions import (
 from llmevo.catalog import build_model
 from llmevo.errors import ConfigError
 from llmevo.evolve.genome import Genome, TrainGenes
+from llmevo.evolve.optuna_private import suggest
 from llmevo.experiments.presets import Preset
 from llmevo.model.config import MODEL_SLOTS, ComponentChoice, ModelConfig
 from llmevo.registry import Registry, SearchDimension
@@ -129,9 +130,9 @@ class SearchSpace:
         """Suggest the active genes of one genome on an Optuna trial (slots first)."""
         params: dict[str, Any] = {}
         for slot in GENOME_SLOTS:
-            params[slot] = trial._suggest(slot, self.genes[slot])
+            params[slot] = suggest(trial, slot, self.genes[slot])
         for name in self.active_genes(params)[len(GENOME_SLOTS):]:
-            params[name] = trial._suggest(name, self.genes[name])
+            params[name] = suggest(trial, name, self.genes[name])
         return params
 
     def parameters(self, genome: Genome) -> int:
