@@ -10,6 +10,8 @@ Adding an architecture: register its class in its own module and import that mod
 
 from __future__ import annotations
 
+from torch import nn
+
 import llmevo.components  # noqa: F401  (every component, by explicit import)
 import llmevo.model.blt.model  # noqa: F401  (architecture "blt-bytes")
 import llmevo.model.blt.standin  # noqa: F401  (architecture "blt", the token-level proxy)
@@ -24,7 +26,7 @@ def ensure_registered() -> Registry:
     return REGISTRY
 
 
-def build_model(config: ModelConfig):  # -> torch.nn.Module
+def build_model(config: ModelConfig) -> nn.Module:
     """Build the model a config describes; invalid choices fail here, before any training."""
     names = REGISTRY.names("architecture")
     if config.architecture not in names:

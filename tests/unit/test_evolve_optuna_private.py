@@ -59,13 +59,16 @@ def test_has_heartbeat_reads_the_heartbeat_table(tmp_path):
     assert study.trials[0].state == TrialState.RUNNING
 
 
-@pytest.mark.parametrize("distribution", [
-    CategoricalDistribution(("rope", "alibi", 3)),
-    FloatDistribution(1e-4, 1e-2, log=True),
-    FloatDistribution(0.0, 0.3, step=0.05),
-    IntDistribution(8, 64, step=8),
-    IntDistribution(1, 1024, log=True),
-])
+@pytest.mark.parametrize(
+    "distribution",
+    [
+        CategoricalDistribution(("rope", "alibi", 3)),
+        FloatDistribution(1e-4, 1e-2, log=True),
+        FloatDistribution(0.0, 0.3, step=0.05),
+        IntDistribution(8, 64, step=8),
+        IntDistribution(1, 1024, log=True),
+    ],
+)
 def test_suggest_records_the_same_distribution(distribution):
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     trial = study.ask()

@@ -57,8 +57,10 @@ def imported_modules(name: str, path: Path, known: set[str]) -> set[str]:
             else:
                 origin = node.module or ""
             # ``from pkg import mod`` imports the module pkg.mod; ``from mod import name`` imports mod
-            targets = [f"{origin}.{alias.name}" if f"{origin}.{alias.name}" in known else origin
-                       for alias in node.names]
+            targets = [
+                f"{origin}.{alias.name}" if f"{origin}.{alias.name}" in known else origin
+                for alias in node.names
+            ]
         else:
             continue
         found.update(target for target in targets if target in known and target != name)
@@ -138,7 +140,10 @@ def test_no_import_cycles():
 
 
 def test_registry_imports_no_component():
-    assert not any(target.startswith(("llmevo.components", "llmevo.model")) for target in GRAPH["llmevo.registry"])
+    assert not any(
+        target.startswith(("llmevo.components", "llmevo.model"))
+        for target in GRAPH["llmevo.registry"]
+    )
 
 
 # --- the checker itself, on hand-made packages ---------------------------------------------
@@ -153,30 +158,42 @@ def _package(tmp_path: Path, files: dict[str, str]) -> dict[str, set[str]]:
 
 
 def test_checker_finds_a_cycle_through_a_lazy_import(tmp_path):
-    graph = _package(tmp_path, {
-        "llmevo/__init__.py": "",
-        "llmevo/registry.py": "def f():\n    import llmevo.components\n",
-        "llmevo/components/__init__.py": "from llmevo.components import rope\n",
-        "llmevo/components/rope.py": "from llmevo.registry import f\n",
-    })
+    graph = _package(
+        tmp_path,
+        {
+            "llmevo/__init__.py": "",
+            "llmevo/registry.py": "def f():\n    import llmevo.components\n",
+            "llmevo/components/__init__.py": "from llmevo.components import rope\n",
+            "llmevo/components/rope.py": "from llmevo.registry import f\n",
+        },
+    )
     assert graph["llmevo.components"] == {"llmevo.components.rope"}
     assert cycles(graph) == [["llmevo.components", "llmevo.components.rope", "llmevo.registry"]]
 
 
 def test_checker_resolves_relative_imports_and_finds_no_cycle_in_a_chain(tmp_path):
-    graph = _package(tmp_path, {
-        "llmevo/__init__.py": "",
-        "llmevo/a.py": "from . import b\n",
-        "llmevo/b.py": "from .c import thing\n",
-        "llmevo/c.py": "thing = 1\n",
-    })
+    graph = _package(
+        tmp_path,
+        {
+            "llmevo/__init__.py": "",
+            "llmevo/a.py": "from . import b\n",
+            "llmevo/b.py": "from .c import thing\n",
+            "llmevo/c.py": "thing = 1\n",
+        },
+    )
     assert graph["llmevo.a"] == {"llmevo.b"} and graph["llmevo.b"] == {"llmevo.c"}
     assert cycles(graph) == []
 
 
-@pytest.mark.parametrize(("module", "layer"), [
-    ("llmevo.errors", 0), ("llmevo.registry", 1), ("llmevo.model.blt.core", 6),
-    ("llmevo.catalog", 7), ("llmevo.cli.reproduce", 12),
-])
+@pytest.mark.parametrize(
+    ("module", "layer"),
+    [
+        ("llmevo.errors", 0),
+        ("llmevo.registry", 1),
+        ("llmevo.model.blt.core", 6),
+        ("llmevo.catalog", 7),
+        ("llmevo.cli.reproduce", 12),
+    ],
+)
 def test_layer_of_uses_the_longest_prefix(module, layer):
     assert layer_of(module) == layer

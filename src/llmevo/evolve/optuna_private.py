@@ -56,9 +56,11 @@ def suggest(trial: optuna.Trial, name: str, distribution: BaseDistribution) -> A
     if isinstance(distribution, CategoricalDistribution):
         return trial.suggest_categorical(name, distribution.choices)
     if isinstance(distribution, FloatDistribution):
-        return trial.suggest_float(name, distribution.low, distribution.high,
-                                   step=distribution.step, log=distribution.log)
+        return trial.suggest_float(
+            name, distribution.low, distribution.high, step=distribution.step, log=distribution.log
+        )
     if isinstance(distribution, IntDistribution):
-        return trial.suggest_int(name, distribution.low, distribution.high,
-                                 step=distribution.step, log=distribution.log)
+        return trial.suggest_int(
+            name, distribution.low, distribution.high, step=distribution.step, log=distribution.log
+        )
     raise TypeError(f"gene '{name}': unsupported distribution {type(distribution).__name__}")
