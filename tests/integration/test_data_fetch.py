@@ -18,8 +18,9 @@ from llmevo.data.fetch import (
     fetch_data,
     upstream_piece_bytes,
 )
+from llmevo.data.pins import LM_FILE_SHA256 as PINNED_SHA256
 from llmevo.data.pins import SUITE_FILE_SHA256
-from llmevo.data.sources import PINNED_SHA256, file_sha256
+from llmevo.digests import sha256_file as file_sha256
 from llmevo.errors import DataError
 
 SMALL = "tinyshakespeare/input.txt"

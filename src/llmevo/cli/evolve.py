@@ -17,10 +17,9 @@ import typer
 from rich.table import Table
 
 from llmevo.artifacts import collect_provenance, module_files
-from llmevo.cli import app, console
-from llmevo.cli.common import parse_seeds, resolve_cache_dir, resolve_data_dir
+from llmevo.catalog import ensure_registered
+from llmevo.cli.common import app, console, parse_seeds, resolve_cache_dir, resolve_data_dir
 from llmevo.errors import ConfigError
-from llmevo.evidence import Promotion, promotions
 from llmevo.evolve import engine
 from llmevo.evolve.champion import baseline_trial, final_evaluation, select_champion
 from llmevo.evolve.genome import Genome
@@ -28,7 +27,7 @@ from llmevo.evolve.report import build_summary, write_report
 from llmevo.evolve.space import SearchSpace, build_search_space
 from llmevo.experiments import presets as presets_module
 from llmevo.experiments.presets import get_preset
-from llmevo.registry import ensure_registered
+from llmevo.promotion import Promotion, promotions
 from llmevo.train.device import accelerator_name, resolve_device
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -38,7 +37,7 @@ IMPLEMENTATION_MODULES = (
     "llmevo.evolve.champion", "llmevo.evolve.report", "llmevo.model.transformer",
     "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites", "llmevo.eval.metrics",
     "llmevo.eval.stats", "llmevo.experiments.presets", "llmevo.experiments.reproduce",
-    "llmevo.experiments.views",
+    "llmevo.experiments.arm_data",
 )
 
 

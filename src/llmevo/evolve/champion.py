@@ -19,10 +19,10 @@ from optuna.trial import FrozenTrial, TrialState
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import claim_policy, paired_relative_change, summarize, verdict
 from llmevo.evolve.genome import Genome
+from llmevo.experiments.arm_data import ArmData
 from llmevo.experiments.plans import Arm
 from llmevo.experiments.presets import Preset
 from llmevo.experiments.reproduce import run_arm
-from llmevo.experiments.views import ArmData
 from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import Progress
 

@@ -23,10 +23,12 @@ import torch.nn.functional as F
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
+from llmevo.catalog import ensure_registered
 from llmevo.components.optim.base import OptimizerComponent
 from llmevo.errors import ConfigError
+from llmevo.eval.stats import mean
 from llmevo.model.config import ComponentChoice
-from llmevo.registry import StrictModel, ensure_registered
+from llmevo.registry import StrictModel
 from llmevo.train.logging import StepLogger, StepRecord
 
 
@@ -120,10 +122,6 @@ def autocast(device: torch.device, precision: str) -> torch.autocast:
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else float("nan")
-
-
 def train(
     model: nn.Module,
     stream: Tensor,
@@ -195,8 +193,8 @@ def train(
     return TrainResult(
         status=status,
         losses=losses,
-        initial_loss=_mean(losses[:window_size]),
-        final_loss=_mean(losses[-window_size:]),
+        initial_loss=mean(losses[:window_size]) if losses else math.nan,
+        final_loss=mean(losses[-window_size:]) if losses else math.nan,
         steps_done=len(losses),
         tokens_seen=tokens_seen,
         token_stream_sha256=digest.hexdigest(),
