@@ -12,6 +12,7 @@ import torch
 from torch import nn
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
+from llmevo.catalog import ensure_registered
 from llmevo.train.trainer import TrainConfig, WindowSampler, lr_at, train
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
@@ -62,8 +63,8 @@ def test_non_finite_loss_is_recorded_as_diverged():
 
 def test_hurdle_callback_stops_training():
     sys.path.insert(0, str(ASSETS))
+    from llmevo.catalog import build_model
     from llmevo.model.config import ModelConfig
-    from llmevo.model.transformer import build_model
 
     model = build_model(ModelConfig())
     result = train(model, torch.arange(2000) % 512, TrainConfig(steps=10, batch_size=2, seq_len=8, lr=1e-3),
@@ -86,7 +87,7 @@ def _effective_lrs_during_training(config: TrainConfig) -> tuple[list[list[float
     """Each param group's lr at every ``optimizer.step()`` of ``train()``, and the base lrs
     the optimizer component itself sets on a freshly built optimizer."""
     from llmevo.model.config import ModelConfig
-    from llmevo.model.transformer import build_model
+    from llmevo.catalog import build_model
     from llmevo.train.trainer import build_optimizer
 
     seen: list[list[float]] = []
@@ -104,7 +105,7 @@ def _effective_lrs_during_training(config: TrainConfig) -> tuple[list[list[float
     return seen, [group["lr"] for group in fresh.param_groups]
 
 
-@pytest.mark.parametrize("name", sorted(__import__("llmevo.registry", fromlist=["x"]).ensure_registered().names("optimizer")))
+@pytest.mark.parametrize("name", sorted(ensure_registered().names("optimizer")))
 def test_every_optimizer_keeps_each_groups_base_lr_under_the_schedule(name):
     """lr of group g at step s == base_g * lr_at(s) / config.lr (base_g set by the component)."""
     from llmevo.model.config import ComponentChoice

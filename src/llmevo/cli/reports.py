@@ -9,8 +9,7 @@ import typer
 from rich.table import Table
 
 from llmevo.artifacts.schema import load_artifact
-from llmevo.cli import app, console
-from llmevo.cli.common import DATA_ENV
+from llmevo.cli.common import DATA_ENV, app, console
 from llmevo.reports.leaderboard import build_leaderboard, scan_artifacts, write_leaderboard
 from llmevo.reports.report import default_report_dir, write_report
 

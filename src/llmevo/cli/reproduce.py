@@ -15,8 +15,7 @@ from rich.table import Table
 from llmevo.artifacts import collect_provenance, module_files, save_artifact
 from llmevo.artifacts.provenance import capture_code_state, check_publishable
 from llmevo.artifacts.schema import ReproductionArtifact
-from llmevo.cli import app, console
-from llmevo.cli.common import parse_seeds, resolve_cache_dir, resolve_data_dir
+from llmevo.cli.common import app, console, parse_seeds, resolve_cache_dir, resolve_data_dir
 from llmevo.cli.progress import RichTrainingProgress
 from llmevo.experiments import presets as presets_module
 from llmevo.experiments import reproduce as runner
@@ -29,7 +28,7 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 IMPLEMENTATION_MODULES = (
     "llmevo.model.transformer", "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites",
     "llmevo.eval.metrics", "llmevo.eval.stats", "llmevo.data.lm", "llmevo.data.suites",
-    "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.views",
+    "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.arm_data",
 )
 
 
@@ -88,6 +87,8 @@ def reproduce(
     threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
     save_checkpoints: Annotated[Path | None, typer.Option(
         help="Save each arm's first-seed model here (DIR/baseline, DIR/method) for `llmevo generate`.")] = None,
+    tensorboard: Annotated[Path | None, typer.Option(
+        help="Write TensorBoard event files here: per-step loss, lr, grad norm and final metrics, one run per arm and seed.")] = None,
 ) -> None:
     """Train a baseline arm and a method arm on the same tokens and compare them."""
     chosen = get_preset(preset).override({
@@ -118,7 +119,12 @@ def reproduce(
         name=name, preset=chosen, seeds=seed_list, data_dir=data,
         cache_dir=resolve_cache_dir(), device=torch_device,
     )
-    outcome = runner.run_reproduction(request, progress=RichTrainingProgress(console))
+    logs = None
+    if tensorboard is not None:
+        from llmevo.train.logging import TensorBoardLogs
+
+        logs = TensorBoardLogs(tensorboard)
+    outcome = runner.run_reproduction(request, progress=RichTrainingProgress(console), logs=logs)
     provenance = collect_provenance(
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
         code=code,

@@ -50,11 +50,6 @@ def scan_artifacts(roots: Iterable[Path]) -> tuple[list[tuple[Path, Artifact]], 
     return found, skipped
 
 
-def collect_artifacts(roots: Iterable[Path]) -> list[tuple[Path, Artifact]]:
-    """Every schema-v2 reproduction or diagnostic artifact under the roots."""
-    return scan_artifacts(roots)[0]
-
-
 def _seeds(artifact: Mapping) -> list:
     protocol = artifact.get("evaluation_protocol") or {}
     return list(protocol.get("seeds") or artifact.get("seeds") or [])

@@ -1,6 +1,13 @@
-"""Promotion by evidence: which components enter the evolution search space, and why.
+"""A component's standing, read from its published evidence: the tier it reached, and
+whether it is promoted into the evolution search space (and why).
 
-A component is promoted when its manifest declares it (the baseline's own components), or
+The tier is what the artifacts under ``docs/`` show, never a flag in the manifest: a
+published reproduction (``docs/reproductions/<arxiv>-<name>/metrics/*.json``) is
+``l2_public_dataset``, a published component diagnostic
+(``docs/foundation-models/<arxiv>-<name>/metrics/*.json``) is ``l1_mechanism``, nothing is
+``none``. Only artifacts whose ``manifest_ref`` is the component's count.
+
+A component is promoted when its manifest declares it part of the baseline, or
 when a published *formal* reproduction (3 or more paired seeds, ``docs/reproductions/
 <arxiv>-<name>/metrics/*.json``) did not find it significantly worse than its ablation on
 validation. A component with no formal reproduction, or one that was significantly worse,
@@ -15,10 +22,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from llmevo.artifacts.schema import ReproductionArtifact, load_artifact
-from llmevo.errors import ArtifactError
+from llmevo.artifacts.schema import Artifact, ReproductionArtifact, load_artifact
 from llmevo.registry import ComponentSpec, Registry
+
+EvaluationTier = Literal["none", "l1_mechanism", "l2_public_dataset"]
+EVIDENCE_FOLDERS: tuple[tuple[EvaluationTier, str], ...] = (
+    ("l2_public_dataset", "reproductions"),
+    ("l1_mechanism", "foundation-models"),
+)
 
 
 @dataclass(frozen=True)
@@ -36,26 +49,34 @@ def reproduction_folder(spec: ComponentSpec) -> str:
     return f"{paper.arxiv_id}-{spec.name}" if paper else spec.name
 
 
-def reproduction_artifacts(spec: ComponentSpec, docs: Path) -> list[tuple[Path, ReproductionArtifact]]:
-    """Every validated reproduction artifact of ``spec`` under ``docs`` (by path); a file
-    there that does not validate, or is not a reproduction of ``spec``, is an ArtifactError."""
-    folder = docs / "reproductions" / reproduction_folder(spec) / "metrics"
+def published_artifacts(spec: ComponentSpec, docs: Path, kind: str) -> list[tuple[Path, Artifact]]:
+    """``spec``'s artifacts under ``docs/<kind>/<arxiv>-<name>/metrics/``, by path.
+
+    Each file is loaded through the validated schema: one that does not validate is an
+    ``ArtifactError``, never skipped. Only artifacts whose ``manifest_ref`` is ``spec``'s count."""
+    folder = docs / kind / reproduction_folder(spec) / "metrics"
     found = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         artifact = load_artifact(path)
-        if not isinstance(artifact, ReproductionArtifact):
-            raise ArtifactError(f"{path}: a {artifact.kind} artifact in a reproduction folder")
-        found.append((path, artifact))
+        if artifact.manifest_ref == spec.manifest.manifest_ref:
+            found.append((path, artifact))
     return found
+
+
+def tier_reached(spec: ComponentSpec, docs: Path) -> EvaluationTier:
+    """The highest tier ``spec``'s published artifacts under ``docs`` show."""
+    for tier, kind in EVIDENCE_FOLDERS:
+        if published_artifacts(spec, docs, kind):
+            return tier
+    return "none"
 
 
 def formal_artifacts(spec: ComponentSpec, docs: Path) -> list[tuple[Path, ReproductionArtifact]]:
     """Formal reproduction artifacts of ``spec`` under ``docs``, newest first."""
     found = [
         (path, artifact)
-        for path, artifact in reproduction_artifacts(spec, docs)
-        if artifact.evaluation_protocol.formal_comparison
-        and artifact.manifest_ref == spec.manifest.manifest_ref
+        for path, artifact in published_artifacts(spec, docs, "reproductions")
+        if isinstance(artifact, ReproductionArtifact) and artifact.evaluation_protocol.formal_comparison
     ]
     found.sort(key=lambda item: item[1].provenance.created_at or "", reverse=True)
     return found
@@ -77,7 +98,7 @@ def _significantly_worse(artifact: ReproductionArtifact) -> bool:
 
 
 def promotion(spec: ComponentSpec, docs: Path) -> Promotion:
-    if spec.manifest.promotion_eligible:
+    if spec.manifest.baseline:
         return Promotion(spec.name, spec.slot, True, "declared in its manifest (baseline component)")
     artifacts = formal_artifacts(spec, docs)
     if not artifacts:

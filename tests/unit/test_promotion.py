@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from test_reports_writing import synthetic_artifact  # a valid 3-seed reproduction artifact
 
+from llmevo.catalog import ensure_registered
 from llmevo.errors import ArtifactError
-from llmevo.evidence import promotion
-from llmevo.registry import ensure_registered
+from llmevo.promotion import promotion, tier_reached
 
 
 def _publish(docs: Path, folder: str, manifest_ref: str, change: float, significant: bool | None,
@@ -76,3 +76,30 @@ def test_a_significant_verdict_without_its_statistics_is_not_promoted(tmp_path):
     del artifact["statistics"]["lm_loss"]
     path.write_text(json.dumps(artifact))
     assert not promotion(spec, tmp_path).promoted
+def test_tier_comes_from_published_artifacts_not_the_manifest(tmp_path, reference_dir):
+    registry = ensure_registered()
+    relay = registry.get("kv_cache", "rope-relay")
+    assert tier_reached(relay, tmp_path) == "none"
+    metrics = tmp_path / "foundation-models" / "2610.21126-rope-relay" / "metrics"
+    metrics.mkdir(parents=True)
+    (metrics / "other.json").write_text(json.dumps(synthetic_artifact()))  # rope's, not its own
+    assert tier_reached(relay, tmp_path) == "none"
+    diagnostic = json.loads((reference_dir / "2610.21126-rope-relay.component-cpu-seeds42-44.json").read_text())
+    diagnostic["manifest_ref"] = relay.manifest.manifest_ref
+    (metrics / "component-cpu-seeds42-44.json").write_text(json.dumps(diagnostic))
+    assert tier_reached(relay, tmp_path) == "l1_mechanism"
+    (metrics / "broken.json").write_text("{not json")  # evidence that cannot be read: an error
+    with pytest.raises(ArtifactError, match="broken.json: not valid JSON"):
+        tier_reached(relay, tmp_path)
+    rope = registry.get("position", "rope")
+    _publish(tmp_path, "2104.09864-rope", "reproduction:rope", -14.0, True, formal=False)
+    assert tier_reached(rope, tmp_path) == "l2_public_dataset"  # a smoke reproduction is L2 too
+
+
+def test_the_repository_evidence_gives_the_tiers_the_manifests_used_to_declare():
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    registry = ensure_registered()
+    assert tier_reached(registry.get("position", "rope"), docs) == "l2_public_dataset"
+    assert tier_reached(registry.get("kv_cache", "rope-relay"), docs) == "l1_mechanism"
+    assert tier_reached(registry.get("architecture", "blt-bytes"), docs) == "l2_public_dataset"
+    assert tier_reached(registry.get("architecture", "transformer"), docs) == "none"
