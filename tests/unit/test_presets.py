@@ -41,9 +41,9 @@ def test_evolution_trains_one_epoch_presets_for_the_full_epoch(tmp_path, data_di
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
     from evolve_support import tiny_settings
 
+    from llmevo.catalog import ensure_registered
     from llmevo.evolve.engine import prepare_context
     from llmevo.evolve.space import build_search_space
-    from llmevo.catalog import ensure_registered
 
     preset = get_preset("smoke").override({"one_epoch": True, "eval_max_windows": 4})
     settings = tiny_settings(f"sqlite:///{tmp_path}/s.db", data_dir, cache_dir, preset=preset)

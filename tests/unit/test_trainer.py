@@ -86,8 +86,8 @@ def test_golden_per_step_losses():
 def _effective_lrs_during_training(config: TrainConfig) -> tuple[list[list[float]], list[float]]:
     """Each param group's lr at every ``optimizer.step()`` of ``train()``, and the base lrs
     the optimizer component itself sets on a freshly built optimizer."""
-    from llmevo.model.config import ModelConfig
     from llmevo.catalog import build_model
+    from llmevo.model.config import ModelConfig
     from llmevo.train.trainer import build_optimizer
 
     seen: list[list[float]] = []
