@@ -40,6 +40,18 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class RequestModel(StrictModel):
+    """A typed request to a pipeline: an invalid value is a one-line ``ConfigError``."""
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or type(self).__name__
+            raise ConfigError(f"{type(self).__name__}: {where}: {first['msg']}") from None
+
+
 class Paper(StrictModel):
     arxiv_id: str
     title: str

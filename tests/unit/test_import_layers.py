@@ -146,6 +146,99 @@ def test_registry_imports_no_component():
     )
 
 
+# --- the command line only parses and prints ------------------------------------------------
+
+# What a command may reach of the pipelines: their public, typed entry points (and the types
+# it prints). Training, search, provenance and the runner's internals stay in the library.
+CLI_FORBIDDEN = (
+    "llmevo.train",  # training (llmevo.train.device, which only names devices, is allowed)
+    "llmevo.artifacts.provenance",  # provenance capture
+    "llmevo.experiments",  # reproduction internals: runner, plans, data views, ...
+    "llmevo.evolve",  # search internals: engine, sampler, objective, champion, report, ...
+)
+CLI_ALLOWED = (
+    "llmevo.train.device",
+    "llmevo.experiments",  # the package: reproduce, ReproductionRequest
+    "llmevo.experiments.pipeline",
+    "llmevo.experiments.presets",
+    "llmevo.evolve",  # the package: run, EvolutionSettings, search_space
+    "llmevo.evolve.pipeline",
+    "llmevo.evolve.space",  # the SearchSpace type, for printing it
+)
+# heavy libraries a command may only import inside its function (``llmevo --help`` stays fast)
+HEAVY = ("torch", "optuna", "numpy", "scipy", "matplotlib", "tokenizers", "sqlalchemy")
+
+
+def cli_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Imports by ``llmevo.cli.*`` of pipeline internals (anywhere in the file)."""
+    return sorted(
+        f"{name} imports {target}"
+        for name, targets in graph.items()
+        if layer_of(name) == layer_of("llmevo.cli")
+        for target in targets
+        if target not in CLI_ALLOWED
+        and any(target == prefix or target.startswith(prefix + ".") for prefix in CLI_FORBIDDEN)
+    )
+
+
+def module_level_imports(path: Path) -> set[str]:
+    """Top-level packages imported by the statements of the module body (not inside
+    functions, classes, or ``if TYPE_CHECKING:``)."""
+    found: set[str] = set()
+    body = list(ast.parse(path.read_text(encoding="utf-8")).body)
+    while body:
+        node = body.pop(0)
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+            body.extend(node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            body.extend(node.body + node.orelse + node.finalbody)
+    return found
+
+
+def test_cli_reaches_pipelines_only_through_their_public_functions():
+    assert cli_violations(GRAPH) == []
+
+
+def test_cli_modules_import_no_heavy_library_at_module_level():
+    files = module_files()
+    heavy = {
+        name: sorted(module_level_imports(path) & set(HEAVY))
+        for name, path in files.items()
+        if layer_of(name) == layer_of("llmevo.cli")
+    }
+    assert {name: found for name, found in heavy.items() if found} == {}
+
+
+def test_cli_checks_catch_internals_and_module_level_torch(tmp_path):
+    graph = _package(
+        tmp_path,
+        {
+            "llmevo/__init__.py": "",
+            "llmevo/cli/__init__.py": "",
+            "llmevo/cli/run.py": (
+                "from typing import TYPE_CHECKING\n"
+                "import torch\n"
+                "if TYPE_CHECKING:\n    import numpy\n"
+                "from llmevo.experiments import pipeline\n"
+                "def f():\n    import optuna\n    from llmevo.evolve.engine import run_workers\n"
+            ),
+            "llmevo/cli/fine.py": "from llmevo.evolve import run\nfrom llmevo.train.device import x\n",
+            "llmevo/experiments/__init__.py": "",
+            "llmevo/experiments/pipeline.py": "",
+            "llmevo/evolve/__init__.py": "",
+            "llmevo/evolve/engine.py": "",
+            "llmevo/train/__init__.py": "",
+            "llmevo/train/device.py": "",
+        },
+    )
+    assert cli_violations(graph) == ["llmevo.cli.run imports llmevo.evolve.engine"]
+    assert module_level_imports(tmp_path / "llmevo/cli/run.py") & set(HEAVY) == {"torch"}
+
+
 # --- the checker itself, on hand-made packages ---------------------------------------------
 
 

@@ -6,14 +6,9 @@ import json
 import platform
 from typing import Annotated
 
-import torch
 import typer
-from rich.table import Table
 
-from llmevo.bench import benchmark
 from llmevo.cli.common import app, console
-from llmevo.model.config import ModelConfig
-from llmevo.train.device import accelerator_name, resolve_device
 
 
 @app.command()
@@ -28,6 +23,13 @@ def bench(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Measure llama_modern's training and evaluation tokens/s and peak memory."""
+    import torch
+    from rich.table import Table
+
+    from llmevo.bench import benchmark
+    from llmevo.model.config import ModelConfig
+    from llmevo.train.device import accelerator_name, resolve_device
+
     if threads:
         torch.set_num_threads(threads)
     torch_device = resolve_device(device)

@@ -1,59 +1,33 @@
-"""``llmevo evolve``: regularized evolution over architecture x optimizer genomes (Optuna)."""
+"""``llmevo evolve``: regularized evolution over architecture x optimizer genomes (Optuna).
+
+Parses the options into ``llmevo.evolve.EvolutionSettings``, runs ``llmevo.evolve.run`` and
+prints what it reports; the search, champion, final test and report live in the library.
+"""
 
 from __future__ import annotations
 
-import importlib
-import os
-import re
 import shlex
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import torch
 import typer
-from rich.table import Table
 
-from llmevo.artifacts import collect_provenance, module_files
-from llmevo.catalog import ensure_registered
 from llmevo.cli.common import app, console, parse_seeds, resolve_cache_dir, resolve_data_dir
-from llmevo.errors import ConfigError
-from llmevo.evolve import engine
-from llmevo.evolve.champion import baseline_trial, final_evaluation, select_champion
-from llmevo.evolve.genome import Genome
-from llmevo.evolve.report import build_summary, write_report
-from llmevo.evolve.space import SearchSpace, build_search_space
-from llmevo.experiments import presets as presets_module
-from llmevo.experiments.presets import get_preset
-from llmevo.promotion import Promotion, promotions
-from llmevo.train.device import accelerator_name, resolve_device
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-IMPLEMENTATION_MODULES = (
-    "llmevo.evolve.genome", "llmevo.evolve.space", "llmevo.evolve.sampler",
-    "llmevo.evolve.pruner", "llmevo.evolve.objective", "llmevo.evolve.engine",
-    "llmevo.evolve.champion", "llmevo.evolve.report", "llmevo.model.transformer",
-    "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites", "llmevo.eval.metrics",
-    "llmevo.eval.stats", "llmevo.experiments.presets", "llmevo.experiments.reproduce",
-    "llmevo.experiments.arm_data",
-)
+if TYPE_CHECKING:
+    from rich.table import Table
 
+    from llmevo.evolve.space import SearchSpace
+    from llmevo.promotion import Promotion
 
-def masked(url: str) -> str:
-    """The storage URL with any password replaced by ***."""
-    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
-
-
-PROMOTION_RULES: dict[str, Callable[[dict[str, Promotion]], frozenset[str]]] = {
-    "evidence": lambda decisions: frozenset(n for n, d in decisions.items() if d.promoted),
-    "manifest": lambda decisions: frozenset(
-        n for n, d in decisions.items() if d.reason.startswith("declared")),
-}
+PRESET_NAMES = "smoke, quick, standard"
+SAMPLER_NAMES = "regularized, nsga2, tpe, random"
 
 
 def promotion_table(decisions: dict[str, Promotion]) -> Table:
+    from rich.table import Table
+
     table = Table(title="promotion into the search space (model slots and optimizers)")
     for column in ("slot", "component", "promoted", "why"):
         table.add_column(column)
@@ -65,6 +39,8 @@ def promotion_table(decisions: dict[str, Promotion]) -> Table:
 
 
 def space_table(space: SearchSpace) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"search space (promotion-eligible components; parameter budget "
                   f"{space.min_parameters:,}..{space.max_parameters:,}, baseline "
                   f"{space.baseline_parameters:,})")
@@ -83,12 +59,12 @@ def space_table(space: SearchSpace) -> Table:
 
 @app.command()
 def evolve(
-    preset: Annotated[str, typer.Option(help=f"Preset: {', '.join(presets_module.PRESETS)}.")] = "quick",
+    preset: Annotated[str, typer.Option(help=f"Preset: {PRESET_NAMES}.")] = "quick",
     trials: Annotated[int, typer.Option(help="Finished trials the study should reach (resumes count).")] = 24,
     workers: Annotated[int, typer.Option(help="Local worker processes (CPU threads are shared out).")] = 1,
     storage: Annotated[str | None, typer.Option(help="SQLAlchemy URL (default sqlite:///runs/evolve/<study>.db).")] = None,
     study: Annotated[str | None, typer.Option(help="Study name (default evolve-<preset>[-s<steps>]).")] = None,
-    sampler: Annotated[str, typer.Option(help=f"Sampler: {', '.join(engine.SAMPLERS)}.")] = "regularized",
+    sampler: Annotated[str, typer.Option(help=f"Sampler: {SAMPLER_NAMES}.")] = "regularized",
     seeds: Annotated[str, typer.Option(help="Seeds of the final champion/baseline evaluation.")] = "42,43,44",
     population: Annotated[int, typer.Option(help="Alive population (regularized evolution).")] = 8,
     tournament: Annotated[int, typer.Option(help="Tournament size.")] = 3,
@@ -113,93 +89,29 @@ def evolve(
         help="Write TensorBoard event files here: per-step curves of every trial and seed, each trial's fitness and genome, the final runs.")] = None,
 ) -> None:
     """Evolve genomes (a component per slot, optimizer, training genes) on an Optuna study."""
-    engine.check_sampler(sampler)
-    if trials < 1 or workers < 1:
-        raise ConfigError(f"--trials {trials} and --workers {workers} must both be at least 1")
-    base = get_preset(preset)
-    trial_preset = base.override({"steps": trial_steps, "eval_max_windows": eval_windows})
-    final_preset = base.override({"steps": trial_steps})
-    registry = ensure_registered()
-    if promotion not in PROMOTION_RULES:
-        raise ConfigError(f"unknown promotion rule '{promotion}'; expected one of: {', '.join(PROMOTION_RULES)}")
-    decisions = promotions(registry, docs)
-    promoted = PROMOTION_RULES[promotion](decisions)
-    space = build_search_space(registry, trial_preset, promoted=promoted)
+    from llmevo.evolve import EvolutionSettings, run, search_space
+
+    values = dict(
+        preset=preset, trials=trials, workers=workers, storage=storage, study=study,
+        sampler=sampler, population=population, tournament=tournament,
+        rescore_seeds=rescore_seeds, score_k=score_k, device=device, trial_steps=trial_steps,
+        eval_windows=eval_windows, heartbeat=heartbeat, grace_period=grace_period,
+        sampler_seed=sampler_seed, out=out, report=report, threads=threads, promotion=promotion,
+        docs=docs, tensorboard=tensorboard, cache_dir=resolve_cache_dir(),
+        command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
+    )
     if list_space:
+        space, decisions = search_space(EvolutionSettings(data_dir=Path("."), **values))
         console.print(space_table(space))
         console.print(promotion_table(decisions))
         return
-    seed_list = parse_seeds(None, seeds)
-    study_name = study or f"evolve-{preset}" + (f"-s{trial_steps}" if trial_steps else "")
-    storage_url = storage or f"sqlite:///runs/evolve/{study_name}.db"
-    data = resolve_data_dir(data_dir)
-    torch_device = resolve_device(device)
-    settings = engine.EvolveSettings(
-        study_name=study_name, storage_url=storage_url, preset=trial_preset, sampler=sampler,
-        trials=trials, workers=workers, population=population, tournament=tournament,
-        rescore_seeds=rescore_seeds, score_k=score_k, sampler_seed=sampler_seed,
-        data_dir=data, cache_dir=resolve_cache_dir(), device=device,
-        promoted=tuple(sorted(promoted)),
-        threads_per_worker=threads or max(1, (os.cpu_count() or 1) // workers),
-        heartbeat_interval=heartbeat, grace_period=grace_period,
-        tensorboard_dir=tensorboard.resolve() if tensorboard is not None else None,
-    )
-    logs = None
-    if tensorboard is not None:
-        from llmevo.train.logging import TensorBoardLogs
-
-        logs = TensorBoardLogs(tensorboard)  # checks that tensorboard is installed, before any work
-    engine.quiet_optuna()
-    opened = engine.open_study(settings, space, engine.open_storage(settings))  # errors before training
-    already = len(engine.finished_trials(opened))
-    console.print(f"study {study_name} at {masked(storage_url)}: {already} of {trials} trials "
-                  f"finished; {workers} worker(s), {settings.threads_per_worker} thread(s) each")
-    started = time.perf_counter()
+    settings = EvolutionSettings(seeds=parse_seeds(None, seeds), data_dir=resolve_data_dir(data_dir),
+                                 **values)
     try:
-        engine.run_workers(settings)
+        summary = run(settings, notify=console.print)
     except KeyboardInterrupt:
         console.print("interrupted: the study is resumable; run the same command again")
         # typer turns KeyboardInterrupt into a return value that the entry point drops
         raise SystemExit(130) from None
-    search_seconds = time.perf_counter() - started
-    finished = engine.finished_trials(opened)
-    console.print(f"search: {len(finished)} finished trials, {search_seconds:.0f} s")
-    if not report:
-        return
-    champion = select_champion(opened)
-    baseline = baseline_trial(opened)
-    console.print(f"champion: trial {champion.number} score {champion.user_attrs['score']:.4f}"
-                  f" ({champion.user_attrs.get('label')})")
-    torch.set_num_threads(threads or os.cpu_count() or 1)
-    context_settings = engine.EvolveSettings(**{**settings.__dict__, "preset": final_preset})
-    context = engine.prepare_context(context_settings, space)
-    final = final_evaluation(Genome.from_json(champion.user_attrs["genome"]), space.baseline,
-                             context.data, context.preset, seed_list, torch_device, logs=logs)
-    folder = out or Path("docs/evolution") / study_name
-    command = " ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]])
-    provenance = collect_provenance(
-        command=command,
-        implementation_files=module_files([importlib.import_module(m) for m in IMPLEMENTATION_MODULES]),
-        runner_file=Path(engine.__file__), dataset_fingerprint=context.data.fingerprint,
-        accelerator=accelerator_name(torch_device), artifact_path=str(folder / "summary.json"),
-        repo_root=REPO_ROOT,
-    )
-    summary = build_summary(
-        opened,
-        settings={"sampler": sampler, "preset": preset, "trial_preset": trial_preset.model_dump(mode="json"),
-                  "final_preset": context.preset.model_dump(mode="json"), "trials": trials,
-                  "workers": workers, "population": population, "tournament": tournament,
-                  "rescore_seeds": rescore_seeds, "score_k": score_k,
-                  "search_seed": settings.search_seed, "final_seeds": seed_list,
-                  "storage_display": masked(storage_url), "study": study_name,
-                  "search_wall_seconds_this_invocation": search_seconds},
-        space=space.describe(), champion=champion, baseline=baseline, final=final,
-        provenance=provenance,
-        dataset={"fingerprint": context.data.fingerprint, "variant": final_preset.variant,
-                 "train_stream_tokens": int(context.data.stream.numel()),
-                 "validation_tokens": int(context.data.validation.numel()),
-                 "test_tokens": int(context.data.test.numel())},
-    )
-    paths = write_report(summary, opened, folder)
-    console.print(f"[bold]verdict (test fitness):[/] {summary['final_evaluation']['verdict']['test']['summary']}")
-    console.print(f"report: {paths['readme']}")
+    if summary is not None:
+        console.print(f"[bold]verdict (test fitness):[/] {summary.verdict}")

@@ -1,46 +1,31 @@
-"""``llmevo reproduce NAME``: a baseline arm vs a method arm, paired over seeds."""
+"""``llmevo reproduce NAME``: a baseline arm vs a method arm, paired over seeds.
+
+Parses the options into a ``llmevo.experiments.ReproductionRequest``, runs
+``llmevo.experiments.reproduce`` and prints the result; the pipeline lives in the library.
+"""
 
 from __future__ import annotations
 
-import importlib
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import torch
 import typer
-from rich.table import Table
 
-from llmevo.artifacts import collect_provenance, module_files, save_artifact
-from llmevo.artifacts.provenance import capture_code_state, check_publishable
-from llmevo.artifacts.schema import ReproductionArtifact
 from llmevo.cli.common import app, console, parse_seeds, resolve_cache_dir, resolve_data_dir
-from llmevo.cli.progress import RichTrainingProgress
-from llmevo.experiments import presets as presets_module
-from llmevo.experiments import reproduce as runner
-from llmevo.experiments.plans import plan_comparison
-from llmevo.experiments.presets import get_preset
-from llmevo.inference.checkpoint import save_checkpoint
-from llmevo.train.device import accelerator_name, resolve_device
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-IMPLEMENTATION_MODULES = (
-    "llmevo.model.transformer", "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites",
-    "llmevo.eval.metrics", "llmevo.eval.stats", "llmevo.data.lm", "llmevo.data.suites",
-    "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.arm_data",
-)
+if TYPE_CHECKING:
+    from rich.table import Table
 
+    from llmevo.artifacts.schema import ReproductionArtifact
 
-def artifact_filename(preset: str, seeds: list[int]) -> str:
-    prefix = "public" if preset == "smoke" else f"public-{preset}"
-    if len(seeds) == 1:
-        return f"{prefix}-seed{seeds[0]}.json"
-    return f"{prefix}-seeds{seeds[0]}-{seeds[-1]}.json" if seeds == list(
-        range(seeds[0], seeds[-1] + 1)) else f"{prefix}-seeds{'-'.join(map(str, seeds))}.json"
+PRESET_NAMES = "smoke, quick, standard"
 
 
 def summary_table(artifact: ReproductionArtifact) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"{artifact.method.name} vs {artifact.baseline.name} "
                   f"(validation, {len(artifact.evaluation_protocol.seeds)} seed(s))")
     table.add_column("metric")
@@ -67,7 +52,7 @@ def summary_table(artifact: ReproductionArtifact) -> Table:
 @app.command()
 def reproduce(
     name: Annotated[str, typer.Argument(help="Component to reproduce against its ablation, e.g. rope, muon.")] = "rope",
-    preset: Annotated[str, typer.Option(help=f"Preset: {', '.join(presets_module.PRESETS)}.")] = "smoke",
+    preset: Annotated[str, typer.Option(help=f"Preset: {PRESET_NAMES}.")] = "smoke",
     seed: Annotated[int | None, typer.Option(help="One seed (default 42).")] = None,
     seeds: Annotated[str | None, typer.Option(help="Comma-separated seeds, e.g. 42,43,44.")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
@@ -91,65 +76,25 @@ def reproduce(
         help="Write TensorBoard event files here: per-step loss, lr, grad norm and final metrics, one run per arm and seed.")] = None,
 ) -> None:
     """Train a baseline arm and a method arm on the same tokens and compare them."""
-    chosen = get_preset(preset).override({
-        "steps": steps, "batch_size": batch_size, "lr": lr, "warmup_steps": warmup_steps,
-        "schedule": schedule, "suite": suite,
-    })
-    seed_list = parse_seeds(seed, seeds)
-    torch_device = resolve_device(device)
-    data = resolve_data_dir(data_dir)
-    if threads:
-        torch.set_num_threads(threads)
-    comparison = plan_comparison(name)  # refuses unknown names and identical arms early
-    if publish:
-        check_publishable(REPO_ROOT, allow_dirty)  # before any work
-    paper = comparison.spec.manifest.paper
-    folder = f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name
-    filename = artifact_filename(chosen.name, seed_list)
-    if out is None:
-        base = Path("docs/reproductions") / folder / "metrics" if publish else Path("runs") / folder
-        out = base / filename
-    report_dir = (Path("docs/reproductions") / folder) if publish else out.parent / "report"
-    # the code that runs, read now: a commit or an edit during training must not reach provenance
-    code = capture_code_state(
-        module_files(runner.implementation_objects(comparison)
-                     + [importlib.import_module(module) for module in IMPLEMENTATION_MODULES]),
-        Path(runner.__file__), REPO_ROOT)
-    request = runner.ReproductionRequest(
-        name=name, preset=chosen, seeds=seed_list, data_dir=data,
-        cache_dir=resolve_cache_dir(), device=torch_device,
-    )
-    logs = None
-    if tensorboard is not None:
-        from llmevo.train.logging import TensorBoardLogs
+    from llmevo.cli.progress import RichTrainingProgress
+    from llmevo.experiments import ReproductionRequest
+    from llmevo.experiments import reproduce as run_reproduction
 
-        logs = TensorBoardLogs(tensorboard)
-    outcome = runner.run_reproduction(request, progress=RichTrainingProgress(console), logs=logs)
-    provenance = collect_provenance(
+    request = ReproductionRequest(
+        name=name, preset=preset, seeds=parse_seeds(seed, seeds), device=device,
+        data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), threads=threads,
+        steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps,
+        schedule=schedule, suite=suite, publish=publish, allow_dirty=allow_dirty,
+        report=report, out=out, save_checkpoints=save_checkpoints, tensorboard=tensorboard,
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
-        code=code,
-        dataset_fingerprint=outcome.body["dataset"]["fingerprint"],
-        accelerator=accelerator_name(torch_device),
-        artifact_path=str(out),
-        allow_dirty=allow_dirty if publish else None,
     )
-    artifact = save_artifact(outcome.artifact(provenance, str(out)), out)
-    assert isinstance(artifact, ReproductionArtifact)
+    outputs = request.outputs()
+    artifact = run_reproduction(request, progress=RichTrainingProgress(console))
     console.print(summary_table(artifact))
     console.print(f"[bold]verdict:[/] {artifact.verdict.summary if artifact.verdict else '—'}")
-    console.print(f"artifact: {out}")
-    if save_checkpoints is not None:
-        for arm in outcome.comparison.arms:
-            run = outcome.runs[arm.label][seed_list[0]]
-            checkpoint = save_checkpoint(
-                save_checkpoints / arm.label, run.model, arm.model,
-                tokenizer_json=outcome.tokenizer_json if arm.data == "bpe" else None,
-                metadata={"arm": arm.name, "seed": seed_list[0], "artifact": str(out),
-                          "preset": chosen.name, "train": run.train_config},
-            )
-            console.print(f"checkpoint ({arm.label}): {checkpoint}")
-    if report:
-        from llmevo.reports.report import write_report
-
-        readme = write_report(artifact, out, report_dir)
-        console.print(f"report: {readme}")
+    console.print(f"artifact: {outputs.artifact}")
+    if outputs.checkpoints is not None:
+        for label in ("baseline", "method"):
+            console.print(f"checkpoint ({label}): {outputs.checkpoints / label}")
+    if outputs.report is not None:
+        console.print(f"report: {outputs.report / 'README.md'}")

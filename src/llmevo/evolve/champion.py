@@ -22,7 +22,7 @@ from llmevo.evolve.genome import Genome
 from llmevo.experiments.arm_data import ArmData
 from llmevo.experiments.plans import Arm
 from llmevo.experiments.presets import Preset
-from llmevo.experiments.reproduce import run_arm
+from llmevo.experiments.runner import run_arm
 from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import Progress
 

@@ -31,7 +31,7 @@ from llmevo.evolve.genome import Genome
 from llmevo.evolve.space import SearchSpace
 from llmevo.experiments.arm_data import ArmData
 from llmevo.experiments.presets import Preset
-from llmevo.experiments.reproduce import evaluate_arm
+from llmevo.experiments.runner import evaluate_arm
 from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import train
 

@@ -8,7 +8,7 @@ consumed is hashed and the hashes must agree, so "equal budget" is verified. Sel
 and verdicts use the validation split; the test split is evaluated once, at the end of
 each arm's run, and only reported.
 
-Public API: ``ReproductionRequest``, ``run_reproduction``, ``run_arm``, ``evaluate_arm``;
+Public API: ``RunRequest``, ``run_reproduction``, ``run_arm``, ``evaluate_arm``;
 the arms come from ``llmevo.experiments.plans`` and their data from
 ``llmevo.experiments.arm_data``.
 """
@@ -138,7 +138,7 @@ def run_arm(
 
 
 @dataclass
-class ReproductionRequest:
+class RunRequest:
     name: str
     preset: Preset
     seeds: list[int]
@@ -173,7 +173,7 @@ def validate_seeds(seeds: list[int]) -> list[int]:
 
 
 def run_reproduction(
-    request: ReproductionRequest,
+    request: RunRequest,
     progress: Progress | None = None,
     on_arm_done: Callable[[str, int, ArmRun], None] | None = None,
     logs: RunLogs | None = None,

@@ -1,0 +1,237 @@
+"""The evolution pipeline as one typed function: ``run(settings) -> EvolutionSummary``.
+
+``EvolutionSettings`` names the search (preset, study, storage, sampler, trials, workers,
+population, ...) and the final evaluation (seeds, report folder); ``run`` builds the search
+space from the promoted components, runs the Optuna study (resumable: finished trials
+count), picks the champion on validation, evaluates champion and baseline once on test,
+collects provenance and writes ``summary.json``, the README and the plots.
+
+The command line (``llmevo evolve``) only turns its options into settings and prints what
+``run`` reports through ``notify``; from Python::
+
+    from llmevo.evolve import EvolutionSettings, run
+    summary = run(EvolutionSettings(preset="smoke", trials=4, data_dir="data"))
+
+Public API: ``EvolutionSettings``, ``EvolutionSummary``, ``run``, ``search_space``,
+``PROMOTION_RULES``, ``masked``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from llmevo.artifacts.provenance import collect_provenance, module_files
+from llmevo.catalog import ensure_registered
+from llmevo.errors import ConfigError
+from llmevo.evolve import engine
+from llmevo.evolve.champion import baseline_trial, final_evaluation, select_champion
+from llmevo.evolve.genome import Genome
+from llmevo.evolve.report import build_summary, write_report
+from llmevo.evolve.space import SearchSpace, build_search_space
+from llmevo.experiments.presets import Preset, get_preset
+from llmevo.promotion import Promotion, promotions
+from llmevo.registry import RequestModel
+from llmevo.train.device import accelerator_name, resolve_device
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+IMPLEMENTATION_MODULES = (
+    "llmevo.evolve.genome", "llmevo.evolve.space", "llmevo.evolve.sampler",
+    "llmevo.evolve.pruner", "llmevo.evolve.objective", "llmevo.evolve.engine",
+    "llmevo.evolve.champion", "llmevo.evolve.report", "llmevo.model.transformer",
+    "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites", "llmevo.eval.metrics",
+    "llmevo.eval.stats", "llmevo.experiments.presets", "llmevo.experiments.runner",
+    "llmevo.experiments.arm_data",
+)
+
+PROMOTION_RULES: dict[str, Callable[[dict[str, Promotion]], frozenset[str]]] = {
+    "evidence": lambda decisions: frozenset(n for n, d in decisions.items() if d.promoted),
+    "manifest": lambda decisions: frozenset(
+        n for n, d in decisions.items() if d.reason.startswith("declared")),
+}
+
+
+def masked(url: str) -> str:
+    """The storage URL with any password replaced by ***."""
+    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+
+
+class EvolutionSettings(RequestModel):
+    """One evolution run. ``study`` defaults to ``evolve-<preset>[-s<trial_steps>]``,
+    ``storage`` to ``sqlite:///runs/evolve/<study>.db``, ``out`` to ``docs/evolution/<study>``,
+    ``threads`` to CPU cores / workers; ``seeds`` are the final evaluation's seeds."""
+
+    preset: str = "quick"
+    trials: int = Field(default=24, ge=1)
+    workers: int = Field(default=1, ge=1)
+    storage: str | None = None
+    study: str | None = None
+    sampler: str = "regularized"
+    seeds: list[int] = Field(default_factory=lambda: [42, 43, 44], min_length=1)
+    population: int = Field(default=8, ge=1)
+    tournament: int = Field(default=3, ge=1)
+    rescore_seeds: int = Field(default=2, ge=0)
+    score_k: float = 1.0
+    data_dir: Path
+    cache_dir: Path = Path(".cache/llmevo")
+    device: str = "cpu"  # auto, cpu, cuda or mps (checked by resolve_device)
+    trial_steps: int | None = Field(default=None, ge=1)
+    eval_windows: int | None = Field(default=None, ge=1)
+    heartbeat: int = Field(default=5, ge=1)
+    grace_period: int = Field(default=20, ge=1)
+    sampler_seed: int | None = None
+    out: Path | None = None
+    report: bool = True
+    threads: int | None = Field(default=None, ge=1)
+    promotion: Literal["evidence", "manifest"] = "evidence"
+    docs: Path = Path("docs")
+    tensorboard: Path | None = None
+    command: str | None = None
+    repo_root: Path = REPO_ROOT
+
+    def study_name(self) -> str:
+        return self.study or f"evolve-{self.preset}" + (f"-s{self.trial_steps}" if self.trial_steps else "")
+
+    def storage_url(self) -> str:
+        return self.storage or f"sqlite:///runs/evolve/{self.study_name()}.db"
+
+    def report_folder(self) -> Path:
+        return self.out or Path("docs/evolution") / self.study_name()
+
+    def presets(self) -> tuple[Preset, Preset]:
+        """(trial preset, final-evaluation preset): ``trial_steps`` applies to both,
+        ``eval_windows`` to the trials only."""
+        base = get_preset(self.preset)
+        return (base.override({"steps": self.trial_steps, "eval_max_windows": self.eval_windows}),
+                base.override({"steps": self.trial_steps}))
+
+
+class EvolutionSummary(BaseModel):
+    """``summary.json`` of an evolution run (schema v2 style; extra keys kept)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int
+    kind: Literal["evolution"]
+    study: str
+    settings: dict[str, Any]
+    search_space: dict[str, Any]
+    dataset: dict[str, Any]
+    trial_counts: dict[str, int]
+    champion: dict[str, Any]
+    baseline: dict[str, Any] | None
+    final_evaluation: dict[str, Any]
+    evaluation_protocol: dict[str, Any]
+    trials: list[dict[str, Any]]
+    provenance: dict[str, Any]
+
+    @property
+    def verdict(self) -> str:
+        """The champion-vs-baseline verdict on test fitness."""
+        return str(self.final_evaluation["verdict"]["test"]["summary"])
+
+
+def search_space(settings: EvolutionSettings) -> tuple[SearchSpace, dict[str, Promotion]]:
+    """The space the study searches, and each component's promotion decision."""
+    engine.check_sampler(settings.sampler)
+    trial_preset, _ = settings.presets()
+    registry = ensure_registered()
+    decisions = promotions(registry, settings.docs)
+    promoted = PROMOTION_RULES[settings.promotion](decisions)
+    return build_search_space(registry, trial_preset, promoted=promoted), decisions
+
+
+def _ignore(message: str) -> None:
+    return None
+
+
+def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) -> EvolutionSummary | None:
+    """Run (or resume) the study, then evaluate the champion and write the report.
+
+    Returns the summary, or None with ``settings.report`` off (search only). ``notify``
+    receives one line per stage (study state, search done, champion, report path).
+    Interrupting (KeyboardInterrupt) leaves the study resumable: run the same settings again."""
+    space, decisions = search_space(settings)
+    promoted = PROMOTION_RULES[settings.promotion](decisions)
+    trial_preset, final_preset = settings.presets()
+    if not Path(settings.data_dir).is_dir():
+        raise ConfigError(f"data directory {settings.data_dir} does not exist")
+    resolve_device(settings.device)  # refuses an unavailable device before any work
+    study_name, storage_url = settings.study_name(), settings.storage_url()
+    engine_settings = engine.EvolveSettings(
+        study_name=study_name, storage_url=storage_url, preset=trial_preset, sampler=settings.sampler,
+        trials=settings.trials, workers=settings.workers, population=settings.population,
+        tournament=settings.tournament, rescore_seeds=settings.rescore_seeds, score_k=settings.score_k,
+        sampler_seed=settings.sampler_seed, data_dir=Path(settings.data_dir).resolve(),
+        cache_dir=Path(settings.cache_dir).resolve(), device=settings.device,
+        promoted=tuple(sorted(promoted)),
+        threads_per_worker=settings.threads or max(1, (os.cpu_count() or 1) // settings.workers),
+        heartbeat_interval=settings.heartbeat, grace_period=settings.grace_period,
+        tensorboard_dir=settings.tensorboard.resolve() if settings.tensorboard is not None else None,
+    )
+    logs = None
+    if settings.tensorboard is not None:
+        from llmevo.train.logging import TensorBoardLogs
+
+        logs = TensorBoardLogs(settings.tensorboard)  # checks that tensorboard is installed, before any work
+    engine.quiet_optuna()
+    opened = engine.open_study(engine_settings, space, engine.open_storage(engine_settings))  # errors before training
+    already = len(engine.finished_trials(opened))
+    notify(f"study {study_name} at {masked(storage_url)}: {already} of {settings.trials} trials "
+           f"finished; {settings.workers} worker(s), {engine_settings.threads_per_worker} thread(s) each")
+    started = time.perf_counter()
+    engine.run_workers(engine_settings)
+    search_seconds = time.perf_counter() - started
+    finished = engine.finished_trials(opened)
+    notify(f"search: {len(finished)} finished trials, {search_seconds:.0f} s")
+    if not settings.report:
+        return None
+    champion = select_champion(opened)
+    baseline = baseline_trial(opened)
+    notify(f"champion: trial {champion.number} score {champion.user_attrs['score']:.4f}"
+           f" ({champion.user_attrs.get('label')})")
+    torch.set_num_threads(settings.threads or os.cpu_count() or 1)
+    context_settings = engine.EvolveSettings(**{**engine_settings.__dict__, "preset": final_preset})
+    context = engine.prepare_context(context_settings, space)
+    device = resolve_device(settings.device)
+    final = final_evaluation(Genome.from_json(champion.user_attrs["genome"]), space.baseline,
+                             context.data, context.preset, list(settings.seeds), device, logs=logs)
+    folder = settings.report_folder()
+    provenance = collect_provenance(
+        command=settings.command or f"python: llmevo.evolve.run(study={study_name!r})",
+        implementation_files=module_files([importlib.import_module(m) for m in IMPLEMENTATION_MODULES]),
+        runner_file=Path(engine.__file__), dataset_fingerprint=context.data.fingerprint,
+        accelerator=accelerator_name(device), artifact_path=str(folder / "summary.json"),
+        repo_root=settings.repo_root,
+    )
+    summary = build_summary(
+        opened,
+        settings={"sampler": settings.sampler, "preset": settings.preset,
+                  "trial_preset": trial_preset.model_dump(mode="json"),
+                  "final_preset": context.preset.model_dump(mode="json"), "trials": settings.trials,
+                  "workers": settings.workers, "population": settings.population,
+                  "tournament": settings.tournament, "rescore_seeds": settings.rescore_seeds,
+                  "score_k": settings.score_k, "search_seed": engine_settings.search_seed,
+                  "final_seeds": list(settings.seeds), "storage_display": masked(storage_url),
+                  "study": study_name, "search_wall_seconds_this_invocation": search_seconds},
+        space=space.describe(), champion=champion, baseline=baseline, final=final,
+        provenance=provenance,
+        dataset={"fingerprint": context.data.fingerprint, "variant": final_preset.variant,
+                 "train_stream_tokens": int(context.data.stream.numel()),
+                 "validation_tokens": int(context.data.validation.numel()),
+                 "test_tokens": int(context.data.test.numel())},
+    )
+    paths = write_report(summary, opened, folder)
+    notify(f"report: {paths['readme']}")
+    try:
+        return EvolutionSummary.model_validate(summary)
+    except ValidationError as error:  # a bug in build_summary, not user input
+        raise AssertionError(f"evolution summary does not match its schema: {error}") from error

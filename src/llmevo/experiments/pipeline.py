@@ -1,0 +1,235 @@
+"""The reproduction pipeline as one typed function: ``reproduce(request) -> ReproductionArtifact``.
+
+``ReproductionRequest`` names everything a reproduction needs (component, preset and its
+overrides, seeds, data, device, outputs); ``reproduce`` checks it before any work, captures
+the code state (provenance), trains and evaluates both arms (``runner.run_reproduction``),
+writes the validated artifact, then the optional checkpoints and report. When a later write
+fails, what this call wrote is removed again (no artifact without its checkpoints).
+
+The command line (``llmevo reproduce``) only turns its options into a request and prints
+the result; from Python::
+
+    from llmevo.experiments import ReproductionRequest, reproduce
+    artifact = reproduce(ReproductionRequest(name="rope", data_dir="data", seeds=[42]))
+
+Public API: ``ReproductionRequest``, ``ReproductionOutputs``, ``reproduce``,
+``artifact_filename``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+from pathlib import Path
+
+import torch
+from pydantic import Field, field_validator
+
+from llmevo.artifacts.io import save_artifact
+from llmevo.artifacts.provenance import (
+    capture_code_state,
+    check_publishable,
+    collect_provenance,
+    module_files,
+)
+from llmevo.artifacts.schema import ReproductionArtifact
+from llmevo.errors import ConfigError
+from llmevo.experiments import runner
+from llmevo.experiments.plans import Comparison, plan_comparison
+from llmevo.experiments.presets import Preset, get_preset
+from llmevo.model.config import ModelConfig
+from llmevo.registry import RequestModel, StrictModel
+from llmevo.train.device import accelerator_name, resolve_device
+from llmevo.train.trainer import Progress
+
+# the llmevo source checkout: where --publish checks for uncommitted changes
+REPO_ROOT = Path(__file__).resolve().parents[3]
+IMPLEMENTATION_MODULES = (
+    "llmevo.model.transformer", "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites",
+    "llmevo.eval.metrics", "llmevo.eval.stats", "llmevo.data.lm", "llmevo.data.suites",
+    "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.arm_data",
+)
+
+
+def artifact_filename(preset: str, seeds: list[int]) -> str:
+    """``public[-<preset>]-seed42.json``, ``...-seeds42-44.json`` (a range) or ``...-seeds42-47-50.json``."""
+    prefix = "public" if preset == "smoke" else f"public-{preset}"
+    if len(seeds) == 1:
+        return f"{prefix}-seed{seeds[0]}.json"
+    return f"{prefix}-seeds{seeds[0]}-{seeds[-1]}.json" if seeds == list(
+        range(seeds[0], seeds[-1] + 1)) else f"{prefix}-seeds{'-'.join(map(str, seeds))}.json"
+
+
+class ReproductionOutputs(StrictModel):
+    """Where a request writes: the artifact file, the report folder and the checkpoints."""
+
+    artifact: Path
+    report: Path | None
+    checkpoints: Path | None
+
+
+class ReproductionRequest(RequestModel):
+    """One reproduction: a component against its ablation, paired over seeds.
+
+    ``preset`` is a preset name or a ``Preset``; ``steps`` .. ``suite`` override it.
+    ``out`` defaults to ``runs/<paper>-<name>/<artifact_filename>`` (``--publish``:
+    ``docs/reproductions/<paper>-<name>/metrics/...``, refused from a dirty checkout unless
+    ``allow_dirty``). ``command`` is what provenance records as the command that ran."""
+
+    name: str = "rope"
+    preset: str | Preset = "smoke"
+    seeds: list[int] = Field(default_factory=lambda: [42])
+    data_dir: Path
+    cache_dir: Path = Path(".cache/llmevo")
+    device: str = "auto"  # auto, cpu, cuda or mps (checked by resolve_device)
+    threads: int | None = Field(default=None, ge=1)
+    steps: int | None = Field(default=None, ge=1)
+    batch_size: int | None = Field(default=None, ge=1)
+    lr: float | None = Field(default=None, gt=0)
+    warmup_steps: int | None = Field(default=None, ge=0)
+    schedule: str | None = None  # constant or cosine (checked by the preset)
+    suite: str | None = None  # core or public (checked by the preset)
+    publish: bool = False
+    allow_dirty: bool = False
+    report: bool = True
+    out: Path | None = None
+    save_checkpoints: Path | None = None
+    tensorboard: Path | None = None
+    base_model: ModelConfig = Field(default_factory=ModelConfig)
+    command: str | None = None
+    repo_root: Path = REPO_ROOT
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, seeds: list[int]) -> list[int]:
+        return runner.validate_seeds(seeds)
+
+    def resolved_preset(self) -> Preset:
+        base = get_preset(self.preset) if isinstance(self.preset, str) else self.preset
+        return base.override({
+            "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
+            "warmup_steps": self.warmup_steps, "schedule": self.schedule, "suite": self.suite,
+        })
+
+    def outputs(self, comparison: Comparison | None = None) -> ReproductionOutputs:
+        """The paths this request writes (before any work; plans the comparison if not given)."""
+        comparison = comparison or plan_comparison(self.name, self.base_model)
+        paper = comparison.spec.manifest.paper
+        folder = f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name
+        out = self.out
+        if out is None:
+            base = Path("docs/reproductions") / folder / "metrics" if self.publish else Path("runs") / folder
+            out = base / artifact_filename(self.resolved_preset().name, self.seeds)
+        report = ((Path("docs/reproductions") / folder) if self.publish else out.parent / "report")
+        return ReproductionOutputs(artifact=out, report=report if self.report else None,
+                                   checkpoints=self.save_checkpoints)
+
+    def provenance_command(self) -> str:
+        if self.command is not None:
+            return self.command
+        return (f"python: llmevo.experiments.reproduce({self.name!r}, preset="
+                f"{self.resolved_preset().name!r}, seeds={self.seeds})")
+
+
+def _check_writable(path: Path | None, what: str, directory: bool) -> None:
+    if path is None:
+        return
+    if directory and path.exists() and not path.is_dir():
+        raise ConfigError(f"{what} {path} exists and is not a directory")
+    if not directory and path.is_dir():
+        raise ConfigError(f"{what} {path} is a directory; expected a file path")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(f"{what} {path}: {parent} is not a directory")
+            break
+
+
+def reproduce(request: ReproductionRequest, progress: Progress | None = None) -> ReproductionArtifact:
+    """Run the reproduction ``request`` describes and write its outputs; return the artifact.
+
+    Every check (preset, seeds, component, device, data directory, output paths, a clean
+    tree for ``publish``) happens before any training. ``progress`` receives training steps."""
+    preset = request.resolved_preset()
+    device = resolve_device(request.device)
+    if not Path(request.data_dir).is_dir():
+        raise ConfigError(f"data directory {request.data_dir} does not exist")
+    if request.threads:
+        torch.set_num_threads(request.threads)
+    comparison = plan_comparison(request.name, request.base_model)  # unknown names, identical arms
+    if request.publish:
+        check_publishable(request.repo_root, request.allow_dirty)  # before any work
+    outputs = request.outputs(comparison)
+    _check_writable(outputs.artifact, "artifact", directory=False)
+    _check_writable(outputs.report, "report folder", directory=True)
+    _check_writable(outputs.checkpoints, "checkpoint folder", directory=True)
+    _check_writable(request.tensorboard, "tensorboard folder", directory=True)
+    logs = None
+    if request.tensorboard is not None:
+        from llmevo.train.logging import TensorBoardLogs
+
+        logs = TensorBoardLogs(request.tensorboard)  # checks that tensorboard is installed
+    # the code that runs, read now: a commit or an edit during training must not reach provenance
+    code = capture_code_state(
+        module_files(runner.implementation_objects(comparison)
+                     + [importlib.import_module(module) for module in IMPLEMENTATION_MODULES]),
+        Path(runner.__file__), request.repo_root)
+    run_request = runner.RunRequest(
+        name=request.name, preset=preset, seeds=list(request.seeds), data_dir=Path(request.data_dir),
+        cache_dir=Path(request.cache_dir), device=device, base_model=request.base_model,
+    )
+    outcome = runner.run_reproduction(run_request, progress=progress, logs=logs)
+    provenance = collect_provenance(
+        command=request.provenance_command(),
+        code=code,
+        dataset_fingerprint=outcome.body["dataset"]["fingerprint"],
+        accelerator=accelerator_name(device),
+        artifact_path=str(outputs.artifact),
+        allow_dirty=request.allow_dirty if request.publish else None,
+    )
+    return _write_outputs(outcome, provenance, outputs, preset, request.seeds[0])
+
+
+def _write_outputs(outcome: runner.ReproductionOutcome, provenance: dict, outputs: ReproductionOutputs,
+                   preset: Preset, first_seed: int) -> ReproductionArtifact:
+    """Artifact, then checkpoints, then report; on any failure remove what was written."""
+    from llmevo.inference.checkpoint import save_checkpoint
+
+    written: list[Path] = []  # the topmost path each write creates
+
+    def track(path: Path) -> None:
+        new = None
+        for candidate in (path, *path.parents):
+            if candidate.exists():
+                break
+            new = candidate
+        if new is not None:
+            written.append(new)
+
+    try:
+        track(outputs.artifact)
+        artifact = save_artifact(outcome.artifact(provenance, str(outputs.artifact)), outputs.artifact)
+        assert isinstance(artifact, ReproductionArtifact)
+        if outputs.checkpoints is not None:
+            for arm in outcome.comparison.arms:
+                run = outcome.runs[arm.label][first_seed]
+                track(outputs.checkpoints / arm.label)
+                save_checkpoint(
+                    outputs.checkpoints / arm.label, run.model, arm.model,
+                    tokenizer_json=outcome.tokenizer_json if arm.data == "bpe" else None,
+                    metadata={"arm": arm.name, "seed": first_seed, "artifact": str(outputs.artifact),
+                              "preset": preset.name, "train": run.train_config},
+                )
+        if outputs.report is not None:
+            from llmevo.reports.report import write_report
+
+            track(outputs.report)
+            write_report(artifact, outputs.artifact, outputs.report)
+    except BaseException:
+        for path in reversed(written):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        raise
+    return artifact
