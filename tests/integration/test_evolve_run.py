@@ -99,6 +99,20 @@ def test_cli_writes_the_report_and_refuses_bad_input(tmp_path, data_dir, cache_d
     assert summary["champion"]["lineage"][-1] == summary["champion"]["trial"]
     for name in ("README.md", "fitness.png", "fitness_vs_parameters.png"):
         assert (tmp_path / "report" / name).stat().st_size > 0
+    # the same study from Python: no trial to add, the same champion, the same test numbers
+    from llmevo.evolve import EvolutionSettings, EvolutionSummary, run
+
+    again = run(EvolutionSettings(
+        preset="smoke", trial_steps=8, eval_windows=4, workers=1, threads=1, population=2,
+        tournament=2, rescore_seeds=1, storage=storage, study="cli", data_dir=data_dir,
+        cache_dir=cache_dir, trials=3, seeds=[42, 43], out=tmp_path / "python"))
+    assert isinstance(again, EvolutionSummary)
+    assert again.trial_counts == summary["trial_counts"]
+    assert again.champion == summary["champion"]
+    assert again.final_evaluation == final
+    assert again.verdict == final["verdict"]["test"]["summary"]
+    assert json.loads((tmp_path / "python" / "summary.json").read_text())["champion"] == summary["champion"]
+    assert again.provenance["command"] == "python: llmevo.evolve.run(study='cli')"
     with pytest.raises(SystemExit) as exit_info:  # same study, different preset: refused
         main([*common[:4], "9", *common[5:], "--trials", "3"])
     assert exit_info.value.code == 2

@@ -1,0 +1,70 @@
+"""The typed pipeline requests: invalid values are one-line ``ConfigError``s raised before
+any work, and the default output paths follow the documented layout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llmevo.errors import ConfigError
+from llmevo.evolve import EvolutionSettings
+from llmevo.experiments import ReproductionRequest, reproduce
+from llmevo.experiments.pipeline import artifact_filename
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"seeds": [42, 42]}, "duplicate seeds"),
+        ({"seeds": []}, "no seeds given"),
+        ({"threads": 0}, "threads: Input should be greater than or equal to 1"),
+        ({"steps": 0}, "steps: Input should be greater than or equal to 1"),
+        ({"lr": -1.0}, "lr: Input should be greater than 0"),
+        ({"stepz": 3}, "stepz: Extra inputs are not permitted"),
+    ],
+)
+def test_bad_reproduction_request_is_one_line(tmp_path, values, message):
+    with pytest.raises(ConfigError, match=message) as error:
+        ReproductionRequest(data_dir=tmp_path, **values)
+    assert "\n" not in str(error.value)
+
+
+def test_bad_evolution_settings_are_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="EvolutionSettings: trials: Input should be greater"):
+        EvolutionSettings(data_dir=tmp_path, trials=0)
+    with pytest.raises(ConfigError, match="promotion"):
+        EvolutionSettings(data_dir=tmp_path, promotion="vibes")
+
+
+def test_default_outputs(tmp_path):
+    request = ReproductionRequest(data_dir=tmp_path, seeds=[42, 43, 44], preset="quick")
+    outputs = request.outputs()
+    assert outputs.artifact == Path("runs/2104.09864-rope/public-quick-seeds42-44.json")
+    assert outputs.report == Path("runs/2104.09864-rope/report")
+    published = request.model_copy(update={"publish": True, "report": False}).outputs()
+    assert published.artifact == Path("docs/reproductions/2104.09864-rope/metrics/public-quick-seeds42-44.json")
+    assert published.report is None
+    assert artifact_filename("smoke", [42]) == "public-seed42.json"
+    assert artifact_filename("smoke", [42, 47, 50]) == "public-seeds42-47-50.json"
+    settings = EvolutionSettings(data_dir=tmp_path, preset="smoke", trial_steps=8)
+    assert settings.study_name() == "evolve-smoke-s8"
+    assert settings.storage_url() == "sqlite:///runs/evolve/evolve-smoke-s8.db"
+    assert settings.report_folder() == Path("docs/evolution/evolve-smoke-s8")
+
+
+def test_publish_outside_a_checkout_is_refused_before_any_work(tmp_path):
+    out = tmp_path / "a.json"
+    request = ReproductionRequest(data_dir=tmp_path, publish=True, repo_root=tmp_path, out=out,
+                                  device="cpu")
+    with pytest.raises(ConfigError, match="cannot publish"):
+        reproduce(request)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_artifact_path_that_is_a_folder_is_refused_before_any_work(tmp_path):
+    (tmp_path / "taken").mkdir()
+    request = ReproductionRequest(data_dir=tmp_path, out=tmp_path / "taken", device="cpu")
+    with pytest.raises(ConfigError, match="is a directory"):
+        reproduce(request)
+    assert [p.name for p in tmp_path.iterdir()] == ["taken"]
