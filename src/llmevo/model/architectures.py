@@ -39,6 +39,7 @@ register(
     implementation_status="full",
     evaluation_tier="l2_public_dataset",
     supports_kv_cache=False,
+    supports_replicas=False,
     scope=(
         "Byte-level BLT at small scale: a frozen 35k-parameter causal byte LM gives next-byte "
         "entropies; patches start where entropy crosses a global threshold calibrated to the BPE "
@@ -59,6 +60,7 @@ register(
     implementation_status="component_only",
     evaluation_tier="l2_public_dataset",
     supports_kv_cache=False,
+    supports_replicas=False,
     scope=(
         "PROXY, not BLT: the reference artifact's token-level stand-in. A bigram surprisal over "
         "BPE tokens decides patch boundaries, low-surprisal neighbours share a latent patch, and "
