@@ -22,7 +22,8 @@ draws its training windows from a generator seeded by ``spec.seed``, exactly as 
 ``train()`` call does, so a run's token-stream hash and losses do not depend on which
 other runs it was trained with or on the path (within float tolerance for batched ones).
 
-Public API: ``RunSpec``, ``RunOutcome``, ``train_many``, ``PATHS``, ``default_path``.
+Public API: ``RunSpec``, ``RunOutcome``, ``train_many``, ``PATHS``, ``default_path``,
+``check_path``.
 """
 
 from __future__ import annotations
@@ -65,21 +66,26 @@ class RunOutcome:
 
 def default_path(device: torch.device) -> str:
     """The fastest path measured on this kind of device (docs/LOG.md, 2026-12-01)."""
-    if device.type == "cpu":
-        return "parallel-batched" if (os.cpu_count() or 1) > 1 else "batched"
+    if device.type == "cpu":  # batching does not pay on a CPU; both cores do
+        return "parallel" if (os.cpu_count() or 1) > 1 else "sequential"
     return "batched"
 
 
-def _validate(runs: Sequence[RunSpec], path: str, replicas_max: int | None,
-              workers: int | None, device: torch.device) -> None:
-    if not runs:
-        raise ConfigError("train_many needs at least one run")
+def check_path(path: str, replicas_max: int | None = None, workers: int | None = None) -> None:
+    """Validate the execution options (a one-line ConfigError), before any work."""
     if path not in PATHS:
         raise ConfigError(f"unknown training path '{path}'; expected one of: {', '.join(PATHS)}")
     if replicas_max is not None and replicas_max < 1:
         raise ConfigError(f"--replicas-max must be at least 1, got {replicas_max}")
     if workers is not None and workers < 1:
         raise ConfigError(f"workers must be at least 1, got {workers}")
+
+
+def _validate(runs: Sequence[RunSpec], path: str, replicas_max: int | None,
+              workers: int | None, device: torch.device) -> None:
+    if not runs:
+        raise ConfigError("train_many needs at least one run")
+    check_path(path, replicas_max, workers)
     if path.startswith("parallel") and device.type != "cpu":
         raise ConfigError(f"the {path} path runs CPU worker processes; device is {device.type}")
 
@@ -109,7 +115,7 @@ def _plan(runs: Sequence[RunSpec], batched: bool, replicas_max: int | None, work
             size = min(size, -(-len(members) // workers))
         for start in range(0, len(members), size):
             chunk = members[start:start + size]
-            jobs.append(_Job(chunk, True))
+            jobs.append(_Job(chunk, len(chunk) > 1))  # a lone run is a plain train() call
     return sorted(jobs, key=lambda job: job.indices[0])
 
 
