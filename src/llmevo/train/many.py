@@ -181,7 +181,7 @@ def train_many(
         model, result, was_batched = trained[index]
         kind = ("parallel-" if parallel else "") + ("batched" if was_batched else "")
         kind = kind.strip("-") or "sequential"
-        if batched and not was_batched and not note:
+        if batched and replica_group_key(spec.config) is None and not note:
             note = f"optimizer '{spec.config.optimizer.name}' has no batched implementation"
         outcomes.append(RunOutcome(spec, model, result, kind, note))
     return outcomes
