@@ -12,6 +12,7 @@ from rich.table import Table
 from llmevo.cli import app, console
 from llmevo.evidence import promotion, reproduction_folder
 from llmevo.registry import SLOTS, ComponentSpec, ensure_registered
+from llmevo.train.replicas import BATCHED_OPTIMIZERS
 
 
 def has_artifact(spec: ComponentSpec, docs: Path) -> bool:
@@ -34,8 +35,18 @@ def component_records(docs: Path) -> list[dict[str, Any]]:
             "tier_reached": "l2_public_dataset" if has_artifact(spec, docs) else spec.manifest.evaluation_tier,
             "promoted": decision.promoted,
             "promotion_reason": decision.reason,
+            "batched_replicas": batched_replicas(spec),
         })
     return records
+
+
+def batched_replicas(spec: ComponentSpec) -> bool | None:
+    """Whether ``llmevo.train.replicas`` can train it batched (None: not a training part)."""
+    if spec.slot == "optimizer":
+        return spec.name in BATCHED_OPTIMIZERS
+    if spec.slot == "kv_cache":
+        return None
+    return spec.manifest.supports_replicas
 
 
 def _short(text: str, width: int = 28) -> str:
@@ -74,6 +85,7 @@ def components(
         "tier",
         "promoted",
         "artifact",
+        "batched",
     ):
         table.add_column(column, no_wrap=True)
     for record in records:
@@ -88,5 +100,6 @@ def components(
             record["tier_reached"],
             _yes_no(record["promoted"]),
             _yes_no(record["has_artifact"]),
+            "—" if record["batched_replicas"] is None else _yes_no(record["batched_replicas"]),
         )
     console.print(table)
