@@ -9,7 +9,7 @@ at least the baseline's. The test split is touched here and nowhere else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
@@ -21,7 +21,7 @@ from llmevo.eval.stats import claim_policy, paired_relative_change, summarize, v
 from llmevo.evolve.genome import Genome
 from llmevo.experiments.plans import Arm
 from llmevo.experiments.presets import Preset
-from llmevo.experiments.reproduce import run_arm
+from llmevo.experiments.reproduce import Execution, run_arm_seeds
 from llmevo.experiments.views import ArmData
 from llmevo.train.trainer import Progress
 
@@ -68,6 +68,7 @@ class FinalEvaluation:
 
     seeds: list[int]
     runs: dict[str, dict[int, dict[str, dict[str, float]]]]  # arm -> seed -> split -> metrics
+    training_path: dict[str, dict[int, str]] = field(default_factory=dict)  # arm -> seed -> path
 
     def values(self, arm: str, split: str, metric: str) -> list[float]:
         return [self.runs[arm][seed][split][metric] for seed in self.seeds]
@@ -100,6 +101,9 @@ class FinalEvaluation:
                            for arm in ("baseline", "champion")}}
             for s in self.seeds
         ]
+        if self.training_path:
+            block["training_path"] = {arm: {str(s): path for s, path in paths.items()}
+                                      for arm, paths in self.training_path.items()}
         return block
 
 
@@ -111,21 +115,28 @@ def final_evaluation(
     seeds: list[int],
     device: torch.device,
     progress: Progress | None = None,
+    execution: Execution = Execution(),
 ) -> FinalEvaluation:
-    """Train both genomes under each seed; validation and test metrics per run.
+    """Train both genomes under every seed (all seeds of a genome at once, ``train_many``);
+    validation and test metrics per run.
 
     When the champion is the baseline genome, its runs are the baseline's (same seeds)."""
     runs: dict[str, dict[int, dict[str, dict[str, float]]]] = {"baseline": {}, "champion": {}}
+    paths: dict[str, dict[int, str]] = {"baseline": {}, "champion": {}}
     genomes = {"baseline": baseline, "champion": champion}
-    for seed in seeds:
-        for label, genome in genomes.items():
-            if label == "champion" and genome.hash() == baseline.hash():
-                runs[label][seed] = runs["baseline"][seed]
-                continue
-            arm = Arm(label, genome.hash(), genome.model, genome.optimizer)
-            run = run_arm(arm, data, genome.apply_to(preset), seed, device, progress)
+    for label, genome in genomes.items():
+        if label == "champion" and genome.hash() == baseline.hash():
+            runs[label] = dict(runs["baseline"])
+            paths[label] = dict(paths["baseline"])
+            continue
+        arm = Arm(label, genome.hash(), genome.model, genome.optimizer)
+        trained = run_arm_seeds(arm, data, genome.apply_to(preset), list(seeds), device, progress,
+                                execution=execution)
+        for seed in seeds:
+            run = trained[seed]
             clean = {split: {k: float(v) for k, v in metrics.items() if v is not None}
                      for split, metrics in (("validation", run.validation), ("test", run.test))}
             clean["validation"]["parameters"] = float(run.parameters)
             runs[label][seed] = clean
-    return FinalEvaluation(seeds=list(seeds), runs=runs)
+            paths[label][seed] = run.path
+    return FinalEvaluation(seeds=list(seeds), runs=runs, training_path=paths)
