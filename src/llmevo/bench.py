@@ -202,7 +202,7 @@ def benchmark_replicas(
     batch_size: int = 48,
     seq_len: int = 64,
     steps: int = 20,
-    path: str = "auto",
+    path: str | list[str] = "auto",
     replicas_max: int | None = None,
     workers: int | None = None,
     single_model_tokens_per_second: float | None = None,
@@ -212,13 +212,15 @@ def benchmark_replicas(
     Each R trains R seeds of ``config`` for ``steps`` steps through ``train_many`` (model
     building, window sampling, worker start-up included: the way reproduce runs them).
     ``speedup`` divides by ``single_model_tokens_per_second`` (today's single-model
-    ``benchmark`` figure, measured by the caller in the same run).
+    ``benchmark`` figure, measured by the caller in the same run). Several ``path`` values
+    measure each R under each path, side by side in one run.
     """
     check_replica_counts(replicas, replicas_max)
     train = TrainConfig(steps=steps, batch_size=batch_size, seq_len=seq_len, lr=1e-3)
     results = []
-    for count in replicas:
-        args = (config, device, count, train, path, workers)
+    paths = [path] if isinstance(path, str) else list(path)
+    for count, chosen in ((c, p) for c in replicas for p in paths):
+        args = (config, device, count, train, chosen, workers)
         wall, peak, ran = _measure_in_child(*args) if device.type == "cpu" else _measure_runs(*args)
         tokens_per_second = count * steps * batch_size * seq_len / wall
         results.append(ReplicaBenchResult(

@@ -32,14 +32,17 @@ def bench(
         help="Replica counts, e.g. 1,2,4,8,16: aggregate tokens/s of R runs through train_many.")] = None,
     replicas_max: Annotated[int | None, typer.Option(help="Largest replica count allowed at once.")] = None,
     path: Annotated[str, typer.Option(
-        help="How R runs execute: auto, sequential, batched, parallel, parallel-batched.")] = "auto",
+        help="How R runs execute: auto, sequential, batched, parallel, parallel-batched "
+             "(comma-separated: each measured side by side).")] = "auto",
     sequential: Annotated[bool, typer.Option("--sequential", help="Same as --path sequential.")] = False,
     workers: Annotated[int | None, typer.Option(help="Worker processes for parallel paths.")] = None,
 ) -> None:
     """Measure llama_modern's training and evaluation tokens/s and peak memory."""
     counts = check_replica_counts(parse_int_list(replicas, "--replicas"), replicas_max) if replicas else None
+    paths = ["sequential"] if sequential else [p.strip() for p in path.split(",")]
     if counts is not None:
-        check_path("sequential" if sequential else path, replicas_max, workers)
+        for chosen in paths:
+            check_path(chosen, replicas_max, workers)
     if threads:
         torch.set_num_threads(threads)
     torch_device = resolve_device(device)
@@ -50,7 +53,7 @@ def bench(
                                   "threads": torch.get_num_threads()}
                 for row in benchmark_replicas(
                     ModelConfig(), torch_device, counts, batch_size, seq_len, steps,
-                    "sequential" if sequential else path, replicas_max, workers,
+                    paths, replicas_max, workers,
                     result["train_tokens_per_second"])]
         if as_json:
             console.print_json(json.dumps(rows))

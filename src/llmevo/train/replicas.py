@@ -110,7 +110,7 @@ class _BatchedOptimizer:
     """Functional, per-replica-hyperparameter versions of the registered optimizers."""
 
     def __init__(self, name: str, configs: Sequence[TrainConfig], names: list[str],
-                 roles: dict[str, str], device: torch.device):
+                 roles: dict[str, str], device: torch.device, steps: int):
         self.name = name
         self.names = names
         options = [_optimizer_config(c) for c in configs]
@@ -130,6 +130,11 @@ class _BatchedOptimizer:
         self.beta1 = [o.beta1 for o in options]
         self.beta2 = [o.beta2 for o in options]
         self.beta1_t, self.beta2_t = column(self.beta1), column(self.beta2)
+        # Adam bias corrections per (step, replica), on the device once: no per-step copies
+        self.bias1 = _column([0.0], device).new_tensor(
+            [[1 - b**t for b in self.beta1] for t in range(1, steps + 1)])  # (S, R)
+        self.bias2_sqrt = _column([0.0], device).new_tensor(
+            [[math.sqrt(1 - b**t) for b in self.beta2] for t in range(1, steps + 1)])  # (S, R)
         if name in ("adamw", "muon"):
             self.eps = column([o.eps for o in options])
         if name == "muon":
@@ -166,9 +171,8 @@ class _BatchedOptimizer:
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         exp_avg.lerp_(g, _expand(1 - self.beta1_t, p))
         exp_avg_sq.mul_(_expand(self.beta2_t, p)).addcmul_(g * _expand(1 - self.beta2_t, p), g)
-        step = self.step_count
-        bias1 = _column([1 - b**step for b in self.beta1], p.device)  # (R,)
-        bias2_sqrt = _column([math.sqrt(1 - b**step) for b in self.beta2], p.device)
+        bias1 = self.bias1[self.step_count - 1]  # (R,)
+        bias2_sqrt = self.bias2_sqrt[self.step_count - 1]
         denom = (exp_avg_sq.sqrt() / _expand(bias2_sqrt, p)).add_(_expand(self.eps, p))
         p.addcdiv_(exp_avg * _expand(-lr / bias1, p), denom)
 
@@ -244,7 +248,7 @@ def train_replicas(
     params = {n: p.requires_grad_() for n, p in params.items()}
     names = list(params)
     roles = parameter_roles(template)
-    optimizer = _BatchedOptimizer(first.optimizer.name, configs, names, roles, device)
+    optimizer = _BatchedOptimizer(first.optimizer.name, configs, names, roles, device, first.steps)
     clip = _column([c.grad_clip for c in configs], device)
     clip_enabled = clip > 0
     schedule = _column([0.0] * count, device).new_tensor(
@@ -274,7 +278,11 @@ def train_replicas(
                 digests[index].update(window.numpy().tobytes())
                 snapshots[index].append(digests[index].copy())
                 windows.append(window)
-            window = torch.stack(windows).to(device)  # (R, B, T + 1)
+            window = torch.stack(windows)  # (R, B, T + 1)
+            if device.type == "cuda":  # an asynchronous copy: the host runs ahead of the device
+                window = window.pin_memory().to(device, non_blocking=True)
+            else:
+                window = window.to(device)
             with autocast(device, first.precision):
                 losses = batched_loss(params, buffers, window[..., :-1], window[..., 1:])  # (R,)
             losses = losses.float()
