@@ -13,6 +13,7 @@ import os
 import resource
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -175,20 +176,22 @@ def _measure_runs(config: ModelConfig, device: torch.device, replicas: int, trai
     return wall, peak, ",".join(sorted({o.path for o in outcomes}))
 
 
+def _measure_spawned(queue: Any, threads: int, args: tuple) -> None:
+    torch.set_num_threads(threads)
+    try:
+        queue.put(("ok", _measure_runs(*args)))
+    except BaseException as error:  # noqa: BLE001  (re-raised in the parent)
+        queue.put(("error", f"{type(error).__name__}: {error}"))
+
+
 def _measure_in_child(*args: object) -> tuple[float, float, str]:
-    """On CPU: measure in a forked process, so its peak resident set is this R's alone."""
-    context = multiprocessing.get_context("fork")
-    receive, send = context.Pipe(duplex=False)
-
-    def target() -> None:
-        try:
-            send.send(("ok", _measure_runs(*args)))  # type: ignore[arg-type]
-        except BaseException as error:  # noqa: BLE001  (re-raised in the parent)
-            send.send(("error", f"{type(error).__name__}: {error}"))
-
-    process = context.Process(target=target)
+    """On CPU: measure in a fresh (spawned) process, so its peak resident set is this R's
+    alone; spawned, not forked, because OpenMP threads do not survive a fork."""
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    process = context.Process(target=_measure_spawned, args=(queue, torch.get_num_threads(), args))
     process.start()
-    kind, value = receive.recv()
+    kind, value = queue.get()
     process.join()
     if kind != "ok":
         raise RuntimeError(f"replica benchmark failed: {value}")
