@@ -183,3 +183,19 @@ def test_bad_execution_options_are_refused() -> None:
         train_many(_build, STREAM, [RunSpec(1, config)], CPU, replicas_max=0)
     with pytest.raises(ConfigError, match="unknown training path"):
         train_many(_build, STREAM, [RunSpec(1, config)], CPU, path="warp")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--replicas", "0"], "must be at least 1"),
+    (["--replicas", "1,8", "--replicas-max", "4"], "exceed --replicas-max 4"),
+    (["--replicas", "1,two"], "'two' is not an integer"),
+    (["--replicas", "2", "--path", "warp"], "unknown training path 'warp'"),
+])
+def test_bench_bad_replica_input_is_one_line_exit_2_before_training(args, message, capsys) -> None:
+    from llmevo.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "--threads", "1", *args])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert message in err and len(err.strip().splitlines()) == 1
