@@ -18,9 +18,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from llmevo.catalog import build_model
 from llmevo.errors import ConfigError
 from llmevo.model.config import ComponentChoice, ModelConfig
-from llmevo.model.transformer import build_model
 from llmevo.train.trainer import TrainConfig, autocast, build_optimizer
 
 PRECISIONS = ("fp32", "bf16")

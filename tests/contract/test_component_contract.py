@@ -14,9 +14,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from llmevo.catalog import build_model, ensure_registered
 from llmevo.model.config import MODEL_SLOTS, ModelConfig
-from llmevo.model.transformer import build_model
-from llmevo.registry import ensure_registered
 from llmevo.train.replicas import ReplicaRefused, train_replicas
 from llmevo.train.trainer import TrainConfig, train
 

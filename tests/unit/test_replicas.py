@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from llmevo.errors import ConfigError
 from llmevo.model.config import ComponentChoice, ModelConfig
-from llmevo.model.transformer import build_model
+from llmevo.catalog import build_model
 from llmevo.train.many import RunSpec, train_many
 from llmevo.train.replicas import ReplicaRefused, _clip_coefficients, train_replicas
 from llmevo.train.trainer import TrainConfig, WindowSampler, build_optimizer, lr_at, train
@@ -53,7 +53,9 @@ def _relative(a: list[float], b: list[float]) -> float:
 @pytest.mark.parametrize("optimizer", [
     ComponentChoice(name="adamw"),
     ComponentChoice(name="muon"),
-    ComponentChoice(name="lion"),
+    pytest.param(ComponentChoice(name="lion"), marks=pytest.mark.xfail(
+        strict=True, reason="the sequential trainer still overwrites Lion's lr x lr_multiplier "
+        "(issue 10 item 1); test_group_learning_rates_follow_lambda_lr checks the fixed semantics")),
 ], ids=["adamw", "muon", "lion"])
 def test_each_replica_reproduces_the_sequential_run(optimizer: ComponentChoice) -> None:
     configs = _settings(optimizer)

@@ -11,8 +11,7 @@ import typer
 from rich.table import Table
 
 from llmevo.bench import benchmark, benchmark_replicas, check_replica_counts
-from llmevo.cli import app, console
-from llmevo.cli.common import parse_int_list
+from llmevo.cli.common import app, console, parse_int_list
 from llmevo.model.config import ModelConfig
 from llmevo.train.many import check_path
 from llmevo.train.device import accelerator_name, resolve_device

@@ -17,10 +17,9 @@ import typer
 from rich.table import Table
 
 from llmevo.artifacts import collect_provenance, module_files
-from llmevo.cli import app, console
-from llmevo.cli.common import parse_seeds, resolve_cache_dir, resolve_data_dir
+from llmevo.catalog import ensure_registered
+from llmevo.cli.common import app, console, parse_seeds, resolve_cache_dir, resolve_data_dir
 from llmevo.errors import ConfigError
-from llmevo.evidence import Promotion, promotions
 from llmevo.evolve import engine
 from llmevo.evolve.champion import baseline_trial, final_evaluation, select_champion
 from llmevo.evolve.genome import Genome
@@ -29,7 +28,7 @@ from llmevo.evolve.space import SearchSpace, build_search_space
 from llmevo.experiments import presets as presets_module
 from llmevo.experiments.presets import get_preset
 from llmevo.experiments.reproduce import Execution
-from llmevo.registry import ensure_registered
+from llmevo.promotion import Promotion, promotions
 from llmevo.train.device import accelerator_name, resolve_device
 from llmevo.train.many import check_path
 
@@ -40,7 +39,7 @@ IMPLEMENTATION_MODULES = (
     "llmevo.evolve.champion", "llmevo.evolve.report", "llmevo.model.transformer",
     "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites", "llmevo.eval.metrics",
     "llmevo.eval.stats", "llmevo.experiments.presets", "llmevo.experiments.reproduce",
-    "llmevo.experiments.views",
+    "llmevo.experiments.arm_data",
 )
 
 
@@ -116,6 +115,8 @@ def evolve(
         help="At most this many seeds of a genome train at once (rescoring, final comparison).")] = None,
     sequential: Annotated[bool, typer.Option(
         "--sequential", help="Train rescoring and final seeds one after another.")] = False,
+    tensorboard: Annotated[Path | None, typer.Option(
+        help="Write TensorBoard event files here: per-step curves of every trial and seed, each trial's fitness and genome, the final runs.")] = None,
 ) -> None:
     """Evolve genomes (a component per slot, optimizer, training genes) on an Optuna study."""
     engine.check_sampler(sampler)
@@ -150,7 +151,13 @@ def evolve(
         threads_per_worker=threads or max(1, (os.cpu_count() or 1) // workers),
         heartbeat_interval=heartbeat, grace_period=grace_period,
         execution_path=execution.path, replicas_max=execution.replicas_max,
+        tensorboard_dir=tensorboard.resolve() if tensorboard is not None else None,
     )
+    logs = None
+    if tensorboard is not None:
+        from llmevo.train.logging import TensorBoardLogs
+
+        logs = TensorBoardLogs(tensorboard)  # checks that tensorboard is installed, before any work
     engine.quiet_optuna()
     opened = engine.open_study(settings, space, engine.open_storage(settings))  # errors before training
     already = len(engine.finished_trials(opened))
@@ -176,7 +183,8 @@ def evolve(
     context_settings = engine.EvolveSettings(**{**settings.__dict__, "preset": final_preset})
     context = engine.prepare_context(context_settings, space)
     final = final_evaluation(Genome.from_json(champion.user_attrs["genome"]), space.baseline,
-                             context.data, final_preset, seed_list, torch_device, execution=execution)
+                             context.data, final_preset, seed_list, torch_device, logs=logs,
+                             execution=execution)
     folder = out or Path("docs/evolution") / study_name
     command = " ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]])
     provenance = collect_provenance(

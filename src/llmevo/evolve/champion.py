@@ -19,10 +19,11 @@ from optuna.trial import FrozenTrial, TrialState
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import claim_policy, paired_relative_change, summarize, verdict
 from llmevo.evolve.genome import Genome
+from llmevo.experiments.arm_data import ArmData
 from llmevo.experiments.plans import Arm
 from llmevo.experiments.presets import Preset
 from llmevo.experiments.reproduce import Execution, run_arm_seeds
-from llmevo.experiments.views import ArmData
+from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import Progress
 
 REPORTED_METRICS = ("fitness", "lm_loss", "bits_per_byte", "instruction_loss",
@@ -116,6 +117,7 @@ def final_evaluation(
     device: torch.device,
     progress: Progress | None = None,
     execution: Execution = Execution(),
+    logs: RunLogs | None = None,
 ) -> FinalEvaluation:
     """Train both genomes under every seed (all seeds of a genome at once, ``train_many``);
     validation and test metrics per run.
@@ -131,7 +133,7 @@ def final_evaluation(
             continue
         arm = Arm(label, genome.hash(), genome.model, genome.optimizer)
         trained = run_arm_seeds(arm, data, genome.apply_to(preset), list(seeds), device, progress,
-                                execution=execution)
+                                execution=execution, logs=logs, log_prefix="final-")
         for seed in seeds:
             run = trained[seed]
             clean = {split: {k: float(v) for k, v in metrics.items() if v is not None}

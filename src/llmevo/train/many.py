@@ -40,6 +40,7 @@ import torch
 from torch import Tensor, nn
 
 from llmevo.errors import ConfigError, LlmevoError
+from llmevo.train.logging import RunLogs
 from llmevo.train.replicas import replica_group_key, replica_refusals, train_replicas
 from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
 
@@ -121,7 +122,7 @@ def _plan(runs: Sequence[RunSpec], batched: bool, replicas_max: int | None, work
 
 def _run_job(build: Callable[[], nn.Module], stream: Tensor, runs: Sequence[RunSpec], job: _Job,
              device: torch.device, progress: Progress | None,
-             description: str) -> list[tuple[int, nn.Module, TrainResult]]:
+             description: str, logs: RunLogs | None = None) -> list[tuple[int, nn.Module, TrainResult]]:
     if job.batched:
         specs = [runs[i] for i in job.indices]
         trained = train_replicas(build, stream, [s.seed for s in specs], [s.config for s in specs],
@@ -132,8 +133,13 @@ def _run_job(build: Callable[[], nn.Module], stream: Tensor, runs: Sequence[RunS
     torch.manual_seed(spec.seed)
     model = build()
     label = spec.label or f"seed {spec.seed}"
-    result = train(model, stream, spec.config, spec.seed, device, progress,
-                   description=f"{description} {label}")
+    logger = logs.run(spec.label or f"seed{spec.seed}") if logs is not None else None
+    try:
+        result = train(model, stream, spec.config, spec.seed, device, progress,
+                       description=f"{description} {label}", logger=logger)
+    finally:
+        if logger is not None:
+            logger.close()
     return [(index, model, result)]
 
 
@@ -144,6 +150,7 @@ def train_many(
     device: torch.device,
     progress: Progress | None = None,
     description: str = "train",
+    logs: RunLogs | None = None,
     *,
     path: str = "auto",
     replicas_max: int | None = None,
@@ -154,10 +161,16 @@ def train_many(
     ``build`` constructs the architecture; it is called after the run's seed is set, so
     the initialisation is the seed's. ``replicas_max`` caps how many replicas one batched
     run holds (memory); ``workers`` caps worker processes (default: the CPU count).
+    ``logs`` gets one run per spec (named by its label, else ``seed<seed>``) receiving that
+    run's per-step records; with ``logs`` the runs train sequentially in this process (the
+    batched and worker paths do not write per-step logs yet; ``note`` says so).
     """
     _validate(runs, path, replicas_max, workers, device)
     chosen = default_path(device) if path == "auto" else path
     note = ""
+    if logs is not None and chosen != "sequential":
+        note = f"per-step logs are written by the sequential trainer; ran sequential, not {chosen}"
+        chosen = "sequential"
     batched = chosen.endswith("batched")
     if batched:
         torch.manual_seed(runs[0].seed)
@@ -174,7 +187,8 @@ def train_many(
     else:
         trained = {}
         for job in jobs:
-            for index, model, result in _run_job(build, stream, runs, job, device, progress, description):
+            for index, model, result in _run_job(build, stream, runs, job, device, progress, description,
+                                                 logs):
                 trained[index] = (model, result, job.batched)
     outcomes = []
     for index, spec in enumerate(runs):

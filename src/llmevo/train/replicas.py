@@ -50,7 +50,7 @@ from torch.func import functional_call, stack_module_state
 from llmevo.components.optim.muon import newton_schulz, orthogonality_error
 from llmevo.components.optim.base import parameter_roles
 from llmevo.errors import ConfigError
-from llmevo.registry import ensure_registered
+from llmevo.catalog import ensure_registered
 from llmevo.train.trainer import (
     Progress,
     TrainConfig,
