@@ -27,8 +27,10 @@ from llmevo.evolve.report import build_summary, write_report
 from llmevo.evolve.space import SearchSpace, build_search_space
 from llmevo.experiments import presets as presets_module
 from llmevo.experiments.presets import get_preset
+from llmevo.experiments.reproduce import Execution
 from llmevo.promotion import Promotion, promotions
 from llmevo.train.device import accelerator_name, resolve_device
+from llmevo.train.many import check_path
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 IMPLEMENTATION_MODULES = (
@@ -109,11 +111,17 @@ def evolve(
         help="Which components enter the space: 'evidence' (declared, or a published formal "
              "reproduction that was not significantly worse) or 'manifest' (declared only).")] = "evidence",
     docs: Annotated[Path, typer.Option(help="Where published reproductions are found.")] = Path("docs"),
+    replicas_max: Annotated[int | None, typer.Option(
+        help="At most this many seeds of a genome train at once (rescoring, final comparison).")] = None,
+    sequential: Annotated[bool, typer.Option(
+        "--sequential", help="Train rescoring and final seeds one after another.")] = False,
     tensorboard: Annotated[Path | None, typer.Option(
         help="Write TensorBoard event files here: per-step curves of every trial and seed, each trial's fitness and genome, the final runs.")] = None,
 ) -> None:
     """Evolve genomes (a component per slot, optimizer, training genes) on an Optuna study."""
     engine.check_sampler(sampler)
+    execution = Execution("sequential" if sequential else "auto", replicas_max)
+    check_path(execution.path, execution.replicas_max)
     if trials < 1 or workers < 1:
         raise ConfigError(f"--trials {trials} and --workers {workers} must both be at least 1")
     base = get_preset(preset)
@@ -142,6 +150,7 @@ def evolve(
         promoted=tuple(sorted(promoted)),
         threads_per_worker=threads or max(1, (os.cpu_count() or 1) // workers),
         heartbeat_interval=heartbeat, grace_period=grace_period,
+        execution_path=execution.path, replicas_max=execution.replicas_max,
         tensorboard_dir=tensorboard.resolve() if tensorboard is not None else None,
     )
     logs = None
@@ -174,7 +183,8 @@ def evolve(
     context_settings = engine.EvolveSettings(**{**settings.__dict__, "preset": final_preset})
     context = engine.prepare_context(context_settings, space)
     final = final_evaluation(Genome.from_json(champion.user_attrs["genome"]), space.baseline,
-                             context.data, context.preset, seed_list, torch_device, logs=logs)
+                             context.data, context.preset, seed_list, torch_device, logs=logs,
+                             execution=execution)
     folder = out or Path("docs/evolution") / study_name
     command = " ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]])
     provenance = collect_provenance(

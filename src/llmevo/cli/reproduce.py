@@ -23,6 +23,7 @@ from llmevo.experiments.plans import plan_comparison
 from llmevo.experiments.presets import get_preset
 from llmevo.inference.checkpoint import save_checkpoint
 from llmevo.train.device import accelerator_name, resolve_device
+from llmevo.train.many import check_path
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 IMPLEMENTATION_MODULES = (
@@ -87,6 +88,12 @@ def reproduce(
     threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
     save_checkpoints: Annotated[Path | None, typer.Option(
         help="Save each arm's first-seed model here (DIR/baseline, DIR/method) for `llmevo generate`.")] = None,
+    replicas_max: Annotated[int | None, typer.Option(
+        help="At most this many seeds of an arm train at once (memory).")] = None,
+    sequential: Annotated[bool, typer.Option(
+        "--sequential", help="Train the seeds one after another (the single-model path).")] = False,
+    path: Annotated[str, typer.Option(
+        help="How an arm's seeds train: auto, sequential, batched, parallel, parallel-batched.")] = "auto",
     tensorboard: Annotated[Path | None, typer.Option(
         help="Write TensorBoard event files here: per-step loss, lr, grad norm and final metrics, one run per arm and seed.")] = None,
 ) -> None:
@@ -96,6 +103,8 @@ def reproduce(
         "schedule": schedule, "suite": suite,
     })
     seed_list = parse_seeds(seed, seeds)
+    execution = runner.Execution("sequential" if sequential else path, replicas_max)
+    check_path(execution.path, execution.replicas_max)
     torch_device = resolve_device(device)
     data = resolve_data_dir(data_dir)
     if threads:
@@ -117,7 +126,7 @@ def reproduce(
         Path(runner.__file__), REPO_ROOT)
     request = runner.ReproductionRequest(
         name=name, preset=chosen, seeds=seed_list, data_dir=data,
-        cache_dir=resolve_cache_dir(), device=torch_device,
+        cache_dir=resolve_cache_dir(), device=torch_device, execution=execution,
     )
     logs = None
     if tensorboard is not None:
