@@ -113,3 +113,14 @@ def promotion(spec: ComponentSpec, docs: Path) -> Promotion:
 def promotions(registry: Registry, docs: Path) -> dict[str, Promotion]:
     """``{name: Promotion}`` for every registered component."""
     return {spec.name: promotion(spec, docs) for spec in registry.all()}
+
+
+def batched_replicas(spec: ComponentSpec) -> bool | None:
+    """Whether ``llmevo.train.replicas`` can train it batched (None: not a training part)."""
+    from llmevo.train.replicas import BATCHED_OPTIMIZERS
+
+    if spec.slot == "optimizer":
+        return spec.name in BATCHED_OPTIMIZERS
+    if spec.slot == "kv_cache":
+        return None
+    return spec.manifest.supports_replicas

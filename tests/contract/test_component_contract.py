@@ -18,6 +18,8 @@ import torch.nn.functional as F
 from llmevo.catalog import build_model, ensure_registered
 from llmevo.components.optim.base import OptimizerComponent
 from llmevo.model.config import MODEL_SLOTS, ModelConfig
+from llmevo.train.replicas import ReplicaRefused, train_replicas
+from llmevo.train.trainer import TrainConfig, train
 
 REGISTRY = ensure_registered()
 MODEL_COMPONENTS = [(slot, name) for slot in MODEL_SLOTS for name in REGISTRY.names(slot)]
@@ -112,6 +114,29 @@ def test_cached_decoding_matches_full_forward(slot: str, name: str) -> None:
         prefix = model(tokens[:, :5], caches=caches)
         steps = [model(tokens[:, t : t + 1], caches=caches) for t in range(5, LENGTH)]
     torch.testing.assert_close(torch.cat([prefix, *steps], dim=1), full, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("slot", "name"), MODEL_COMPONENTS, ids=_ids(MODEL_COMPONENTS))
+def test_batched_replicas_match_sequential_training(slot: str, name: str) -> None:
+    """Two replicas trained at once equal two sequential train() runs (or are refused by name)."""
+    config = ModelConfig().with_slot(slot, name)
+
+    def build() -> torch.nn.Module:
+        return build_model(config)
+
+    stream = torch.randint(0, 512, (600,), generator=torch.Generator().manual_seed(2))
+    settings = TrainConfig(steps=3, batch_size=2, seq_len=LENGTH, lr=3e-3, grad_clip=0.5)
+    configs = [settings, settings.model_copy(update={"lr": 1e-3})]
+    if not REGISTRY.get(slot, name).manifest.supports_replicas:
+        with pytest.raises(ReplicaRefused, match=name):
+            train_replicas(build, stream, [0, 1], configs, torch.device("cpu"))
+        return
+    trained = train_replicas(build, stream, [0, 1], configs, torch.device("cpu"))
+    for seed, cfg, (_, result) in zip((0, 1), configs, trained):
+        torch.manual_seed(seed)
+        alone = train(build(), stream, cfg, seed, torch.device("cpu"))
+        assert result.token_stream_sha256 == alone.token_stream_sha256
+        torch.testing.assert_close(result.losses, alone.losses, rtol=1e-5, atol=0.0)
 
 
 # --- optimizers -------------------------------------------------------------------------

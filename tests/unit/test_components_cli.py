@@ -35,6 +35,10 @@ def test_json_lists_every_component_with_artifact_flag(tmp_path: Path) -> None:
     assert {"position", "attention", "feedforward", "norm", "block", "optimizer"} <= {
         slot for slot, _ in records
     }
+    # which components can train as batched replicas (BLT cannot; the contract suite checks the rest)
+    assert records[("architecture", "blt-bytes")]["batched_replicas"] is False
+    assert records[("optimizer", "lion")]["batched_replicas"] is True
+    assert records[("position", "rope")]["batched_replicas"] is True
 
 
 def test_an_invalid_file_in_a_metrics_folder_is_an_error_not_an_artifact(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from llmevo.catalog import ensure_registered
 from llmevo.cli.common import app, console
-from llmevo.promotion import promotion, published_artifacts, tier_reached
+from llmevo.promotion import batched_replicas, promotion, published_artifacts, tier_reached
 from llmevo.registry import SLOTS
 
 
@@ -29,6 +29,7 @@ def component_records(docs: Path) -> list[dict[str, Any]]:
             "tier_reached": tier_reached(spec, docs),
             "promoted": decision.promoted,
             "promotion_reason": decision.reason,
+            "batched_replicas": batched_replicas(spec),
         })
     return records
 
@@ -69,6 +70,7 @@ def components(
         "tier",
         "promoted",
         "artifact",
+        "batched",
     ):
         table.add_column(column, no_wrap=True)
     for record in records:
@@ -83,5 +85,6 @@ def components(
             record["tier_reached"],
             _yes_no(record["promoted"]),
             _yes_no(record["has_artifact"]),
+            "—" if record["batched_replicas"] is None else _yes_no(record["batched_replicas"]),
         )
     console.print(table)

@@ -85,6 +85,10 @@ def evolve(
         help="Which components enter the space: 'evidence' (declared, or a published formal "
              "reproduction that was not significantly worse) or 'manifest' (declared only).")] = "evidence",
     docs: Annotated[Path, typer.Option(help="Where published reproductions are found.")] = Path("docs"),
+    replicas_max: Annotated[int | None, typer.Option(
+        help="At most this many seeds of a genome train at once (rescoring, final comparison).")] = None,
+    sequential: Annotated[bool, typer.Option(
+        "--sequential", help="Train rescoring and final seeds one after another.")] = False,
     tensorboard: Annotated[Path | None, typer.Option(
         help="Write TensorBoard event files here: per-step curves of every trial and seed, each trial's fitness and genome, the final runs.")] = None,
 ) -> None:
@@ -98,6 +102,7 @@ def evolve(
         eval_windows=eval_windows, heartbeat=heartbeat, grace_period=grace_period,
         sampler_seed=sampler_seed, out=out, report=report, threads=threads, promotion=promotion,
         docs=docs, tensorboard=tensorboard, cache_dir=resolve_cache_dir(),
+        path="sequential" if sequential else "auto", replicas_max=replicas_max,
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
     )
     if list_space:

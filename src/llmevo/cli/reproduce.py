@@ -72,6 +72,12 @@ def reproduce(
     threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
     save_checkpoints: Annotated[Path | None, typer.Option(
         help="Save each arm's first-seed model here (DIR/baseline, DIR/method) for `llmevo generate`.")] = None,
+    replicas_max: Annotated[int | None, typer.Option(
+        help="At most this many seeds of an arm train at once (memory).")] = None,
+    sequential: Annotated[bool, typer.Option(
+        "--sequential", help="Train the seeds one after another (the single-model path).")] = False,
+    path: Annotated[str, typer.Option(
+        help="How an arm's seeds train: auto, sequential, batched, parallel, parallel-batched.")] = "auto",
     tensorboard: Annotated[Path | None, typer.Option(
         help="Write TensorBoard event files here: per-step loss, lr, grad norm and final metrics, one run per arm and seed.")] = None,
 ) -> None:
@@ -86,6 +92,7 @@ def reproduce(
         steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps,
         schedule=schedule, suite=suite, publish=publish, allow_dirty=allow_dirty,
         report=report, out=out, save_checkpoints=save_checkpoints, tensorboard=tensorboard,
+        path="sequential" if sequential else path, replicas_max=replicas_max,
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
     )
     outputs = request.outputs()

@@ -83,6 +83,8 @@ class EvolveSettings:
     max_attempts_factor: int = 3
     extra: dict[str, Any] = field(default_factory=dict)
     promoted: tuple[str, ...] | None = None  # components in the space; None: manifest flags
+    execution_path: str = "auto"  # how multi-seed training runs (llmevo.train.many paths)
+    replicas_max: int | None = None
     tensorboard_dir: Path | None = None  # TensorBoard runs: one per trial and seed, plus "trials"
 
 
@@ -281,6 +283,8 @@ def prepare_context(settings: EvolveSettings, space: SearchSpace,
         search_seed=settings.search_seed, rescore_seeds=settings.rescore_seeds,
         score_k=settings.score_k, hurdle_fractions=settings.hurdle_fractions,
         hurdle_windows=settings.hurdle_windows, worker=worker, logs=logs,
+        execution_path=settings.execution_path, replicas_max=settings.replicas_max,
+        execution_workers=max(1, settings.threads_per_worker),
     )
 
 

@@ -33,6 +33,7 @@ from llmevo.experiments.arm_data import ArmData
 from llmevo.experiments.presets import Preset
 from llmevo.experiments.runner import evaluate_arm
 from llmevo.train.logging import RunLogs
+from llmevo.train.many import RunSpec, train_many
 from llmevo.train.trainer import train
 
 FINAL_STATES = ("complete", "pruned", "diverged", "failed", "invalid", "duplicate")
@@ -54,6 +55,9 @@ class TrialContext:
     hurdle_fractions: tuple[float, ...] = (0.5,)
     hurdle_windows: int = 16
     worker: int | None = None  # recorded on each trial
+    execution_path: str = "auto"  # how rescoring seeds train (llmevo.train.many paths)
+    replicas_max: int | None = None
+    execution_workers: int | None = None  # worker processes for a parallel path (its core share)
     logs: RunLogs | None = None  # per-step curves of each trial and seed; fitness and genome
 
 
@@ -146,6 +150,41 @@ def train_and_validate(
     return "complete", record
 
 
+def train_and_validate_many(
+    genome: Genome, context: TrialContext, seeds: list[int]
+) -> list[tuple[str, dict[str, Any]]]:
+    """Train the genome under every seed at once (``train_many``); validation only.
+
+    Returns (status, record) per seed, as ``train_and_validate`` does (no hurdles here)."""
+    preset = genome.apply_to(context.preset)
+    outcomes = train_many(
+        lambda: build_model(genome.model), context.data.stream,
+        [RunSpec(seed, preset.train) for seed in seeds], context.device,
+        description="rescore", path=context.execution_path,
+        replicas_max=context.replicas_max, workers=context.execution_workers,
+    )
+    results = []
+    for outcome in outcomes:
+        result = outcome.result
+        record: dict[str, Any] = {
+            "steps_done": result.steps_done,
+            "wall_seconds": result.wall_seconds,
+            "token_stream_sha256": result.token_stream_sha256,
+            "initial_loss": result.initial_loss,
+            "final_loss": result.final_loss,
+            "training_path": outcome.path,
+        }
+        if result.status != "complete":
+            record["message"] = result.message
+            results.append((result.status, record))
+            continue
+        model = outcome.model.to(context.device)
+        metrics = evaluate_arm(model, context.data, preset, "validation", context.device)
+        record.update({k: v for k, v in metrics.items() if v is not None})
+        results.append(("complete", record))
+    return results
+
+
 def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
     """The Optuna objective (direction: maximize validation fitness)."""
 
@@ -224,9 +263,12 @@ def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
         fitness = [record["fitness"]]
         best = best_score(study)
         if context.rescore_seeds > 0 and (best is None or fitness[0] > best):
-            for offset in range(1, context.rescore_seeds + 1):
-                seed = context.search_seed + offset
-                status, record = train_and_validate(genome, context, seed, run_name=run_name)
+            extra = [context.search_seed + offset for offset in range(1, context.rescore_seeds + 1)]
+            if context.logs is not None:  # per-step curves are written by the sequential trainer
+                rescored = [train_and_validate(genome, context, seed, run_name=run_name) for seed in extra]
+            else:
+                rescored = train_and_validate_many(genome, context, extra)
+            for seed, (status, record) in zip(extra, rescored):
                 if status == "diverged":
                     trial.set_user_attr("state", "diverged")
                     raise TrialDiverged(

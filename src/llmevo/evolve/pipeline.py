@@ -38,9 +38,11 @@ from llmevo.evolve.genome import Genome
 from llmevo.evolve.report import build_summary, write_report
 from llmevo.evolve.space import SearchSpace, build_search_space
 from llmevo.experiments.presets import Preset, get_preset
+from llmevo.experiments.runner import Execution
 from llmevo.promotion import Promotion, promotions
 from llmevo.registry import RequestModel
 from llmevo.train.device import accelerator_name, resolve_device
+from llmevo.train.many import check_path
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 IMPLEMENTATION_MODULES = (
@@ -94,6 +96,8 @@ class EvolutionSettings(RequestModel):
     promotion: Literal["evidence", "manifest"] = "evidence"
     docs: Path = Path("docs")
     tensorboard: Path | None = None
+    path: str = "auto"  # how rescoring and final seeds train: auto or sequential (llmevo.train.many)
+    replicas_max: int | None = None  # (checked by check_path) at most this many seeds of a genome at once
     command: str | None = None
     repo_root: Path = REPO_ROOT
 
@@ -160,6 +164,8 @@ def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) ->
     receives one line per stage (study state, search done, champion, report path).
     Interrupting (KeyboardInterrupt) leaves the study resumable: run the same settings again."""
     space, decisions = search_space(settings)
+    execution = Execution(settings.path, settings.replicas_max)
+    check_path(execution.path, execution.replicas_max)
     promoted = PROMOTION_RULES[settings.promotion](decisions)
     trial_preset, final_preset = settings.presets()
     if not Path(settings.data_dir).is_dir():
@@ -175,6 +181,7 @@ def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) ->
         promoted=tuple(sorted(promoted)),
         threads_per_worker=settings.threads or max(1, (os.cpu_count() or 1) // settings.workers),
         heartbeat_interval=settings.heartbeat, grace_period=settings.grace_period,
+        execution_path=execution.path, replicas_max=execution.replicas_max,
         tensorboard_dir=settings.tensorboard.resolve() if settings.tensorboard is not None else None,
     )
     logs = None
@@ -203,7 +210,8 @@ def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) ->
     context = engine.prepare_context(context_settings, space)
     device = resolve_device(settings.device)
     final = final_evaluation(Genome.from_json(champion.user_attrs["genome"]), space.baseline,
-                             context.data, context.preset, list(settings.seeds), device, logs=logs)
+                             context.data, context.preset, list(settings.seeds), device, logs=logs,
+                             execution=execution)
     folder = settings.report_folder()
     provenance = collect_provenance(
         command=settings.command or f"python: llmevo.evolve.run(study={study_name!r})",

@@ -40,6 +40,7 @@ from llmevo.experiments.presets import Preset, get_preset
 from llmevo.model.config import ModelConfig
 from llmevo.registry import RequestModel, StrictModel
 from llmevo.train.device import accelerator_name, resolve_device
+from llmevo.train.many import check_path
 from llmevo.train.trainer import Progress
 
 # the llmevo source checkout: where --publish checks for uncommitted changes
@@ -95,6 +96,8 @@ class ReproductionRequest(RequestModel):
     out: Path | None = None
     save_checkpoints: Path | None = None
     tensorboard: Path | None = None
+    path: str = "auto"  # how an arm's seeds train: auto, sequential, batched, parallel, parallel-batched
+    replicas_max: int | None = None  # (checked by check_path) at most this many seeds of an arm at once
     base_model: ModelConfig = Field(default_factory=ModelConfig)
     command: str | None = None
     repo_root: Path = REPO_ROOT
@@ -151,6 +154,7 @@ def reproduce(request: ReproductionRequest, progress: Progress | None = None) ->
     Every check (preset, seeds, component, device, data directory, output paths, a clean
     tree for ``publish``) happens before any training. ``progress`` receives training steps."""
     preset = request.resolved_preset()
+    check_path(request.path, request.replicas_max)
     device = resolve_device(request.device)
     if not Path(request.data_dir).is_dir():
         raise ConfigError(f"data directory {request.data_dir} does not exist")
@@ -177,6 +181,7 @@ def reproduce(request: ReproductionRequest, progress: Progress | None = None) ->
     run_request = runner.RunRequest(
         name=request.name, preset=preset, seeds=list(request.seeds), data_dir=Path(request.data_dir),
         cache_dir=Path(request.cache_dir), device=device, base_model=request.base_model,
+        execution=runner.Execution(request.path, request.replicas_max),
     )
     outcome = runner.run_reproduction(run_request, progress=progress, logs=logs)
     provenance = collect_provenance(

@@ -8,7 +8,8 @@ consumed is hashed and the hashes must agree, so "equal budget" is verified. Sel
 and verdicts use the validation split; the test split is evaluated once, at the end of
 each arm's run, and only reported.
 
-Public API: ``RunRequest``, ``run_reproduction``, ``run_arm``, ``evaluate_arm``;
+Public API: ``RunRequest``, ``Execution``, ``run_reproduction``, ``run_arm``,
+``run_arm_seeds``, ``finish_arm``, ``evaluate_arm``;
 the arms come from ``llmevo.experiments.plans`` and their data from
 ``llmevo.experiments.arm_data``.
 """
@@ -50,6 +51,7 @@ from llmevo.experiments.presets import Preset
 from llmevo.model.config import MODEL_SLOTS, ModelConfig
 from llmevo.registry import ComponentSpec
 from llmevo.train.logging import RunLogger, RunLogs
+from llmevo.train.many import RunSpec, check_path, train_many
 from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
 
 STAT_METRICS = (
@@ -72,6 +74,7 @@ class ArmRun:
     architecture_stats: dict[str, Any]
     model: nn.Module
     train_config: dict[str, Any]  # the resolved training settings of this run
+    path: str = "sequential"  # how it was trained (llmevo.train.many paths)
 
 
 def evaluate_arm(
@@ -93,30 +96,32 @@ def evaluate_arm(
     return derive_arm_metrics(raw, objective)
 
 
-def run_arm(
+def arm_train_config(arm: Arm, data: ArmData, preset: Preset) -> TrainConfig:
+    """The resolved training settings of one arm: the preset's, with the arm's optimizer."""
+    return preset.train.model_copy(
+        update={"optimizer": arm.optimizer, "seq_len": data.seq_len or preset.train.seq_len})
+
+
+def finish_arm(
     arm: Arm,
     data: ArmData,
     preset: Preset,
     seed: int,
+    model: nn.Module,
+    result: TrainResult,
+    train_config: TrainConfig,
     device: torch.device,
-    progress: Progress | None = None,
     objective: str = "public_composite",
+    path: str = "sequential",
     logger: RunLogger | None = None,
 ) -> ArmRun:
-    """Train one arm under one seed, evaluate validation then test once.
+    """Evaluate a trained arm on validation and (reported only) test; refuse a diverged run.
 
-    ``logger`` receives every training step and, at the end, the evaluation metrics
-    (``validation/...``, ``test/...`` at the last step)."""
-    torch.manual_seed(seed)
-    model = build_model(arm.model)
-    train_config: TrainConfig = preset.train.model_copy(
-        update={"optimizer": arm.optimizer, "seq_len": data.seq_len or preset.train.seq_len})
-    result = train(
-        model, data.stream, train_config, seed, device, progress,
-        description=f"{arm.label} {arm.name} seed {seed}", logger=logger,
-    )
+    ``logger`` receives, at the end, the evaluation metrics (``validation/...``,
+    ``test/...`` at the last step)."""
     if result.status == "diverged":
         raise DivergedError(f"{arm.label} arm '{arm.name}' seed {seed}: {result.message}", result.steps_done)
+    model = model.to(device)
     validation = evaluate_arm(model, data, preset, "validation", device, objective)
     validation["initial_loss"] = result.initial_loss
     validation["final_loss"] = result.final_loss
@@ -134,7 +139,78 @@ def run_arm(
         architecture_stats=stats,
         model=model,
         train_config=train_config.model_dump(mode="json"),
+        path=path,
     )
+
+
+def run_arm(
+    arm: Arm,
+    data: ArmData,
+    preset: Preset,
+    seed: int,
+    device: torch.device,
+    progress: Progress | None = None,
+    objective: str = "public_composite",
+    logger: RunLogger | None = None,
+) -> ArmRun:
+    """One arm under one seed, trained by the sequential ``train()``; ``logger`` receives
+    every training step and the final metrics."""
+    torch.manual_seed(seed)
+    model = build_model(arm.model)
+    train_config = arm_train_config(arm, data, preset)
+    result = train(
+        model, data.stream, train_config, seed, device, progress,
+        description=f"{arm.label} {arm.name} seed {seed}", logger=logger,
+    )
+    return finish_arm(arm, data, preset, seed, model, result, train_config, device, objective,
+                      logger=logger)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How the runs of one arm are executed (``llmevo.train.many``)."""
+
+    path: str = "auto"
+    replicas_max: int | None = None
+
+
+def run_arm_seeds(
+    arm: Arm,
+    data: ArmData,
+    preset: Preset,
+    seeds: list[int],
+    device: torch.device,
+    progress: Progress | None = None,
+    objective: str = "public_composite",
+    execution: Execution = Execution(),
+    logs: RunLogs | None = None,
+    log_prefix: str = "",
+) -> dict[int, ArmRun]:
+    """One arm under every seed: all seeds trained through ``train_many``, then evaluated.
+
+    With ``logs`` (per-step curves, ``<arm>-seed<seed>``) the seeds train one after another:
+    the step loggers live in this process."""
+    if logs is not None:
+        runs = {}
+        for seed in seeds:
+            logger = logs.run(f"{log_prefix}{arm.label}-seed{seed}")
+            try:
+                runs[seed] = run_arm(arm, data, preset, seed, device, progress, objective, logger)
+            finally:
+                logger.close()
+        return runs
+    train_config = arm_train_config(arm, data, preset)
+    outcomes = train_many(
+        lambda: build_model(arm.model), data.stream,
+        [RunSpec(seed, train_config) for seed in seeds], device, progress,
+        description=f"{arm.label} {arm.name}", path=execution.path,
+        replicas_max=execution.replicas_max,
+    )
+    return {
+        outcome.spec.seed: finish_arm(arm, data, preset, outcome.spec.seed, outcome.model,
+                                      outcome.result, train_config, device, objective, outcome.path)
+        for outcome in outcomes
+    }
 
 
 @dataclass
@@ -146,6 +222,7 @@ class RunRequest:
     cache_dir: Path
     device: torch.device
     base_model: ModelConfig = field(default_factory=ModelConfig)
+    execution: Execution = field(default_factory=Execution)
 
 
 @dataclass
@@ -199,20 +276,18 @@ def run_reproduction(
         build_model(arm.model)
         arms.append(arm)
     resolved = Comparison(comparison.spec, arms[0], arms[1], comparison.metric, comparison.objective)
+    check_path(request.execution.path, request.execution.replicas_max)
     runs: dict[str, dict[int, ArmRun]] = {"baseline": {}, "method": {}}
-    for seed in seeds:
-        for arm in resolved.arms:
-            logger = logs.run(f"{arm.label}-seed{seed}") if logs is not None else None
-            try:
-                run = run_arm(arm, views[arm.data], preset, seed, request.device, progress,
-                              objective=resolved.objective, logger=logger)
-            finally:
-                if logger is not None:
-                    logger.close()
+    for arm in resolved.arms:  # all seeds of an arm at once
+        arm_runs = run_arm_seeds(arm, views[arm.data], preset, seeds, request.device, progress,
+                                 resolved.objective, request.execution, logs)
+        for seed in seeds:
+            run = arm_runs[seed]
             runs[arm.label][seed] = run
             if on_arm_done:
                 on_arm_done(arm.label, seed, run)
             run.model = run.model.cpu()
+    for seed in seeds:
         if resolved.baseline.data == resolved.method.data:
             hashes = {runs[label][seed].train.token_stream_sha256 for label in runs}
             if len(hashes) != 1:
@@ -409,6 +484,9 @@ def assemble_artifact(
             },
             "wall_seconds": {
                 label: sum(runs[label][s].train.wall_seconds for s in seeds) for label in runs
+            },
+            "training_path": {
+                label: {str(s): runs[label][s].path for s in seeds} for label in runs
             },
         },
         "baseline": baseline,
