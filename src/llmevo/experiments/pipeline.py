@@ -198,8 +198,6 @@ def reproduce(request: ReproductionRequest, progress: Progress | None = None) ->
 def _write_outputs(outcome: runner.ReproductionOutcome, provenance: dict, outputs: ReproductionOutputs,
                    preset: Preset, first_seed: int) -> ReproductionArtifact:
     """Artifact, then checkpoints, then report; on any failure remove what was written."""
-    from llmevo.inference.checkpoint import save_checkpoint
-
     written: list[Path] = []  # the topmost path each write creates
 
     def track(path: Path) -> None:
@@ -216,6 +214,8 @@ def _write_outputs(outcome: runner.ReproductionOutcome, provenance: dict, output
         artifact = save_artifact(outcome.artifact(provenance, str(outputs.artifact)), outputs.artifact)
         assert isinstance(artifact, ReproductionArtifact)
         if outputs.checkpoints is not None:
+            from llmevo.inference.checkpoint import save_checkpoint
+
             for arm in outcome.comparison.arms:
                 run = outcome.runs[arm.label][first_seed]
                 track(outputs.checkpoints / arm.label)
