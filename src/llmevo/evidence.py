@@ -1,10 +1,13 @@
 """Promotion by evidence: which components enter the evolution search space, and why.
 
 A component is promoted when its manifest declares it (the baseline's own components), or
-when a published *formal* reproduction (3 or more paired seeds, ``docs/reproductions/
-<arxiv>-<name>/metrics/*.json``) did not find it significantly worse than its ablation on
-validation. A component with no formal reproduction, or one that was significantly worse,
-stays out. The newest formal artifact decides (by its ``provenance.created_at``).
+when a published *tuned formal* reproduction (3 or more paired seeds, both arms tuned on the
+same learning-rate grid: a ``tuning`` block; ``docs/reproductions/<arxiv>-<name>/metrics/
+*.json``) classed it ``better`` or ``non-inferior`` than its ablation on validation (the
+four-class verdict with margin δ, ``llmevo.eval.stats.classify_change``): evidence of
+non-inferiority, not absence of evidence. An untuned reproduction never promotes; neither
+does an ``inconclusive`` or ``worse`` one. The newest tuned formal artifact decides (by its
+``provenance.created_at``).
 """
 
 from __future__ import annotations
@@ -13,7 +16,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmevo.eval.stats import DEFAULT_MARGIN_PERCENT, classify_change
 from llmevo.registry import ComponentSpec, Registry
+
+PROMOTING_CLASSES = ("better", "non-inferior")
 
 
 @dataclass(frozen=True)
@@ -63,17 +69,41 @@ def _significantly_worse(artifact: dict) -> bool:
     return mean > 0 if verdict.get("lower_is_better", True) else mean < 0
 
 
+def is_tuned(artifact: dict) -> bool:
+    """Whether both arms of a reproduction artifact were tuned (it has a ``tuning`` block)."""
+    return isinstance(artifact.get("tuning"), dict)
+
+
+def verdict_class(artifact: dict) -> str | None:
+    """The artifact's four-class verdict: recorded, or computed from its interval and margin."""
+    verdict = artifact.get("verdict") or {}
+    if verdict.get("classification"):
+        return str(verdict["classification"])
+    metric = verdict.get("metric", "lm_loss")
+    change = (artifact.get("statistics", {}).get(metric) or {}).get("paired_relative_change_percent", {})
+    margin = verdict.get("margin_percent") or DEFAULT_MARGIN_PERCENT
+    return classify_change(change.get("ci_low"), change.get("ci_high"), float(margin),
+                           bool(verdict.get("lower_is_better", True)))
+
+
 def promotion(spec: ComponentSpec, docs: Path) -> Promotion:
     if spec.manifest.promotion_eligible:
         return Promotion(spec.name, spec.slot, True, "declared in its manifest (baseline component)")
     artifacts = formal_artifacts(spec, docs)
     if not artifacts:
         return Promotion(spec.name, spec.slot, False, "no formal (3+ seed) reproduction published yet")
-    path, artifact = artifacts[0]
+    tuned = [(path, artifact) for path, artifact in artifacts if is_tuned(artifact)]
+    if not tuned:
+        path, artifact = artifacts[0]
+        worse = " (and it was significantly worse)" if _significantly_worse(artifact) else ""
+        return Promotion(spec.name, spec.slot, False,
+                         f"no tuned formal reproduction yet; untuned evidence does not promote{worse}", path)
+    path, artifact = tuned[0]
     summary = (artifact.get("verdict") or {}).get("summary", "")
-    if _significantly_worse(artifact):
-        return Promotion(spec.name, spec.slot, False, f"significantly worse: {summary}", path)
-    return Promotion(spec.name, spec.slot, True, f"held up: {summary}", path)
+    label = verdict_class(artifact)
+    if label in PROMOTING_CLASSES:
+        return Promotion(spec.name, spec.slot, True, f"{label} (tuned): {summary}", path)
+    return Promotion(spec.name, spec.slot, False, f"{label or 'unclassified'} (tuned): {summary}", path)
 
 
 def promotions(registry: Registry, docs: Path) -> dict[str, Promotion]:

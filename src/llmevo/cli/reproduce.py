@@ -14,10 +14,12 @@ from rich.table import Table
 
 from llmevo.artifacts import collect_provenance, module_files, save_artifact
 from llmevo.cli import app, console
-from llmevo.cli.common import parse_seeds, resolve_cache_dir, resolve_data_dir
+from llmevo.cli.common import parse_floats, parse_seeds, resolve_cache_dir, resolve_data_dir
 from llmevo.cli.progress import RichTrainingProgress
 from llmevo.experiments import presets as presets_module
+from llmevo.eval.stats import classify_change
 from llmevo.experiments import reproduce as runner
+from llmevo.experiments import tuning
 from llmevo.experiments.plans import plan_comparison
 from llmevo.experiments.presets import get_preset
 from llmevo.inference.checkpoint import save_checkpoint
@@ -28,11 +30,13 @@ IMPLEMENTATION_MODULES = (
     "llmevo.model.transformer", "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites",
     "llmevo.eval.metrics", "llmevo.eval.stats", "llmevo.data.lm", "llmevo.data.suites",
     "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.views",
+    "llmevo.experiments.tuning", "llmevo.train.many",
 )
+TUNED_BY_DEFAULT = ("quick", "standard")
 
 
-def artifact_filename(preset: str, seeds: list[int]) -> str:
-    prefix = "public" if preset == "smoke" else f"public-{preset}"
+def artifact_filename(preset: str, seeds: list[int], tuned: bool = False) -> str:
+    prefix = ("public" if preset == "smoke" else f"public-{preset}") + ("-tuned" if tuned else "")
     if len(seeds) == 1:
         return f"{prefix}-seed{seeds[0]}.json"
     return f"{prefix}-seeds{seeds[0]}-{seeds[-1]}.json" if seeds == list(
@@ -83,13 +87,28 @@ def reproduce(
     threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
     save_checkpoints: Annotated[Path | None, typer.Option(
         help="Save each arm's first-seed model here (DIR/baseline, DIR/method) for `llmevo generate`.")] = None,
+    tune: Annotated[bool | None, typer.Option(
+        help="Tune each arm's learning rate on the same grid first (default: on for quick and "
+             "standard, off for smoke); report seeds default to 42..46.")] = None,
+    tune_grid: Annotated[str | None, typer.Option(
+        help="Learning rates to tune over, e.g. 1e-3,3e-3,1e-2 (default: 5 from lr/3 to 3*lr).")] = None,
+    tune_seeds: Annotated[str, typer.Option(help="Tuning seeds, disjoint from the report seeds.")] = "1000",
+    margin: Annotated[float, typer.Option(help="Non-inferiority margin of the verdict class, percent.")] = 1.0,
 ) -> None:
     """Train a baseline arm and a method arm on the same tokens and compare them."""
     chosen = get_preset(preset).override({
         "steps": steps, "batch_size": batch_size, "lr": lr, "warmup_steps": warmup_steps,
         "schedule": schedule, "suite": suite,
     })
+    tuned = tune if tune is not None else chosen.name in TUNED_BY_DEFAULT
+    if tuned and seed is None and seeds is None:
+        seeds = ",".join(str(s) for s in tuning.DEFAULT_REPORT_SEEDS)
     seed_list = parse_seeds(seed, seeds)
+    plan = None
+    if tuned:
+        grid = parse_floats(tune_grid, "--tune-grid") if tune_grid else tuning.default_grid(chosen.train.lr)
+        plan = tuning.check_plan(grid, parse_seeds(None, tune_seeds), seed_list)
+    classify_change(None, None, margin)  # refuses a non-positive margin before any work
     torch_device = resolve_device(device)
     data = resolve_data_dir(data_dir)
     if threads:
@@ -97,13 +116,13 @@ def reproduce(
     comparison = plan_comparison(name)  # refuses unknown names and identical arms early
     paper = comparison.spec.manifest.paper
     folder = f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name
-    filename = artifact_filename(chosen.name, seed_list)
+    filename = artifact_filename(chosen.name, seed_list, tuned)
     if out is None:
         base = Path("docs/reproductions") / folder / "metrics" if publish else Path("runs") / folder
         out = base / filename
     request = runner.ReproductionRequest(
         name=name, preset=chosen, seeds=seed_list, data_dir=data,
-        cache_dir=resolve_cache_dir(), device=torch_device,
+        cache_dir=resolve_cache_dir(), device=torch_device, tuning=plan, margin_percent=margin,
     )
     outcome = runner.run_reproduction(request, progress=RichTrainingProgress(console))
     artifact = outcome.artifact

@@ -29,7 +29,7 @@ from llmevo.data.lm import LMCorpus, load_lm_corpus
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.metrics import derive_arm_metrics
-from llmevo.eval.stats import build_statistics, claim_policy, verdict
+from llmevo.eval.stats import DEFAULT_MARGIN_PERCENT, build_statistics, claim_policy, classified_verdict, verdict
 from llmevo.eval.suites import evaluate_suite
 from llmevo.experiments.plans import (  # noqa: F401  (re-exported for callers)
     PREPARATIONS,
@@ -39,6 +39,7 @@ from llmevo.experiments.plans import (  # noqa: F401  (re-exported for callers)
     plan_comparison,
 )
 from llmevo.experiments.presets import Preset
+from llmevo.experiments.tuning import TuningPlan, tune_comparison
 from llmevo.experiments.views import (  # noqa: F401  (re-exported for callers)
     DATA_VIEWS,
     ArmData,
@@ -139,6 +140,8 @@ class ReproductionRequest:
     cache_dir: Path
     device: torch.device
     base_model: ModelConfig = field(default_factory=ModelConfig)
+    tuning: TuningPlan | None = None  # tune each arm's learning rate first (experiments.tuning)
+    margin_percent: float = DEFAULT_MARGIN_PERCENT  # non-inferiority margin of the verdict class
 
 
 @dataclass
@@ -182,10 +185,15 @@ def run_reproduction(
         build_model(arm.model)
         arms.append(arm)
     resolved = Comparison(comparison.spec, arms[0], arms[1], comparison.metric, comparison.objective)
+    arm_presets = {arm.label: preset for arm in resolved.arms}
+    tuning = None
+    if request.tuning is not None:  # each arm at its best learning rate of the shared grid
+        arm_presets, tuning = tune_comparison(resolved, views, preset, request.tuning,
+                                              request.device, progress)
     runs: dict[str, dict[int, ArmRun]] = {"baseline": {}, "method": {}}
     for seed in seeds:
         for arm in resolved.arms:
-            run = run_arm(arm, views[arm.data], preset, seed, request.device, progress,
+            run = run_arm(arm, views[arm.data], arm_presets[arm.label], seed, request.device, progress,
                           objective=resolved.objective)
             runs[arm.label][seed] = run
             if on_arm_done:
@@ -196,6 +204,13 @@ def run_reproduction(
             if len(hashes) != 1:
                 raise ConfigError(f"seed {seed}: the arms consumed different token streams")
     artifact = assemble_artifact(resolved, preset, seeds, corpus, views, runs, request.device)
+    change = artifact["statistics"].get(resolved.metric, {}).get("paired_relative_change_percent")
+    if change is not None:
+        artifact["verdict"] = classified_verdict(artifact["verdict"], change, request.margin_percent)
+    if tuning is not None:
+        for arm in resolved.arms:
+            artifact[arm.label]["learning_rate"] = arm_presets[arm.label].train.lr
+        artifact["tuning"] = tuning
     objects: list[object] = [resolved.spec.cls]
     objects += [spec.cls for arm in resolved.arms for spec in _arm_specs(arm)]
     return ReproductionOutcome(resolved, artifact, runs, objects, corpus.tokenizer.tokenizer.to_str())
