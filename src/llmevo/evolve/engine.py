@@ -51,6 +51,7 @@ from llmevo.registry import ensure_registered
 SPACE_ATTR = "llmevo:search_space"
 PRESET_ATTR = "llmevo:preset"
 SAMPLER_ATTR = "llmevo:sampler"
+LR_FACTORS_ATTR = "llmevo:trial_lr_factors"
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class EvolveSettings:
     max_attempts_factor: int = 3
     extra: dict[str, Any] = field(default_factory=dict)
     promoted: tuple[str, ...] | None = None  # components in the space; None: manifest flags
+    lr_factors: tuple[float, ...] = ()  # fair trials (evolve.fair): each trial at lr x factor, best counts
 
 
 SAMPLERS: dict[str, Callable[[EvolveSettings, SearchSpace], BaseSampler]] = {
@@ -160,7 +162,8 @@ def open_study(settings: EvolveSettings, space: SearchSpace, storage: RDBStorage
                                 sampler=sampler, pruner=pruner, direction="maximize",
                                 load_if_exists=True)
     attrs = study.user_attrs
-    expected = {SPACE_ATTR: space.describe(), PRESET_ATTR: preset_description(settings.preset)}
+    expected = {SPACE_ATTR: space.describe(), PRESET_ATTR: preset_description(settings.preset),
+                LR_FACTORS_ATTR: list(settings.lr_factors)}
     if SPACE_ATTR not in attrs:
         for key, value in expected.items():
             study.set_user_attr(key, value)
@@ -169,9 +172,10 @@ def open_study(settings: EvolveSettings, space: SearchSpace, storage: RDBStorage
             study.enqueue_trial(space.to_params(space.baseline),
                                 user_attrs={"parent": None, "role": "baseline"})
         return study
-    what = {SPACE_ATTR: "search space", PRESET_ATTR: "preset"}
+    what = {SPACE_ATTR: "search space", PRESET_ATTR: "preset",
+            LR_FACTORS_ATTR: "trial learning-rate grid"}
     for key, value in expected.items():
-        if attrs[key] != value:
+        if attrs.get(key, [] if key == LR_FACTORS_ATTR else None) != value:
             raise ConfigError(
                 f"study '{settings.study_name}' was created with a different {what[key]} "
                 f"({_mismatch(attrs[key], value)[:160]}); use another --study or the original settings"
@@ -278,7 +282,7 @@ def prepare_context(settings: EvolveSettings, space: SearchSpace,
         space=space, preset=preset, data=data, device=resolve_device(settings.device),
         search_seed=settings.search_seed, rescore_seeds=settings.rescore_seeds,
         score_k=settings.score_k, hurdle_fractions=settings.hurdle_fractions,
-        hurdle_windows=settings.hurdle_windows, worker=worker,
+        hurdle_windows=settings.hurdle_windows, worker=worker, lr_factors=settings.lr_factors,
     )
 
 

@@ -53,6 +53,7 @@ class TrialContext:
     hurdle_fractions: tuple[float, ...] = (0.5,)
     hurdle_windows: int = 16
     worker: int | None = None  # recorded on each trial
+    lr_factors: tuple[float, ...] = ()  # fair trials: train at lr x each factor, score the best (evolve.fair)
 
 
 def lower_bound_score(values: list[float], k: float) -> float:
@@ -132,6 +133,38 @@ def train_and_validate(
     return "complete", record
 
 
+def _best_of_grid(trial: optuna.Trial, genome: Genome, context: TrialContext) -> tuple[str, dict, Genome]:
+    """Train the genome at every lr of its trial grid under the search seed; the best
+    complete run's record and the genome at that lr (recorded as ``tuned_genome``)."""
+    from llmevo.evolve.fair import train_genome, trial_lr_grid, with_lr
+
+    grid = trial_lr_grid(genome.train.lr, context.lr_factors)
+    runs = train_genome(genome, context.data, context.preset,
+                        [(lr, context.search_seed) for lr in grid], context.device)
+    trial.set_user_attr("lr_grid", [{"lr": r["lr"], "status": status,
+                                     "fitness": r.get("validation", {}).get("fitness")}
+                                    for status, r in runs])
+    complete = [r for status, r in runs if status == "complete"]
+    if not complete:
+        return "diverged", runs[0][1], genome
+    best = max(complete, key=lambda r: r["validation"]["fitness"])
+    tuned = with_lr(genome, best["lr"])
+    trial.set_user_attr("tuned_genome", tuned.model_dump(mode="json"))
+    trial.set_user_attr("tuned_lr", best["lr"])
+    record = {k: v for k, v in best.items() if k != "validation"} | best["validation"]
+    return "complete", record, tuned
+
+
+def _rescore(genome: Genome, context: TrialContext, seed: int) -> tuple[str, dict]:
+    from llmevo.evolve.fair import train_genome
+
+    [(status, record)] = train_genome(genome, context.data, context.preset, [(genome.train.lr, seed)],
+                                      context.device)
+    if status == "complete":
+        record = {k: v for k, v in record.items() if k != "validation"} | record["validation"]
+    return status, record
+
+
 def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
     """The Optuna objective (direction: maximize validation fitness)."""
 
@@ -196,7 +229,10 @@ def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
             return on_step
 
         seeds = [context.search_seed]
-        status, record = train_and_validate(genome, context, seeds[0], make_hook)
+        if context.lr_factors:  # every lr of the grid at once (no hurdles), scored by its best
+            status, record, genome = _best_of_grid(trial, genome, context)
+        else:
+            status, record = train_and_validate(genome, context, seeds[0], make_hook)
         per_seed = {str(seeds[0]): record}
         trial.set_user_attr("seeds", seeds)
         trial.set_user_attr("metrics", per_seed)
@@ -211,7 +247,8 @@ def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
         if context.rescore_seeds > 0 and (best is None or fitness[0] > best):
             for offset in range(1, context.rescore_seeds + 1):
                 seed = context.search_seed + offset
-                status, record = train_and_validate(genome, context, seed)
+                status, record = (_rescore(genome, context, seed) if context.lr_factors
+                                  else train_and_validate(genome, context, seed))
                 if status == "diverged":
                     trial.set_user_attr("state", "diverged")
                     raise TrialDiverged(
