@@ -69,6 +69,16 @@ def _headline_change(artifact: Mapping) -> tuple[str, float | None, float | None
     return metric, None, None, None
 
 
+def _class(artifact: Mapping) -> str | None:
+    """The four-class verdict: recorded, or computed from the interval at the default margin."""
+    from llmevo.evidence import verdict_class
+
+    try:
+        return verdict_class(dict(artifact))
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
 def _reproduction_row(path: Path, artifact: Mapping) -> dict:
     seeds = _seeds(artifact)
     protocol = artifact.get("evaluation_protocol") or {}
@@ -93,7 +103,7 @@ def _reproduction_row(path: Path, artifact: Mapping) -> dict:
         "ci_high": ci_high,
         "significant": verdict.get("significant"),
         "tuned": isinstance(artifact.get("tuning"), Mapping),
-        "classification": verdict.get("classification"),
+        "classification": _class(artifact) if protocol.get("formal_comparison", formal_default) else None,
         "claim": verdict.get("summary") or protocol.get("claim_policy") or policy_default,
         "status": None,
         "source": str(path),
