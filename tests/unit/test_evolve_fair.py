@@ -73,3 +73,28 @@ def test_with_lr_changes_only_the_lr(space):
     other = with_lr(space.baseline, 1e-2)
     assert other.train.lr == 1e-2 and other.model == space.baseline.model
     assert other.train.warmup_steps == space.baseline.train.warmup_steps
+
+
+def test_knockout_readings():
+    from llmevo.evolve.fair import knockout_lines
+
+    def row(name, change):
+        block = {"summary": {"mean": -6.0, "std": 0.0, "n": 3}, "per_seed": [],
+                 "vs_champion_percent": change, "vs_baseline_percent": None}
+        return {"variant": name, "fitness": {"validation": block, "test": block}}
+
+    def change(mean, low, high, significant):
+        return {"mean": mean, "ci_low": low, "ci_high": high, "n": 3, "significant": significant}
+
+    knockouts = {"seeds": [42, 43, 44], "claim_policy": "formal", "variants": [
+        row("champion", None),
+        row("revert a", change(-5.0, -7.0, -3.0, True)),
+        row("revert b", change(-0.01, -0.02, -0.001, True)),
+        row("revert c", change(0.5, -2.0, 3.0, False)),
+        row("revert d", change(4.0, 2.0, 6.0, True)),
+    ]}
+    lines = "\n".join(knockout_lines(knockouts))
+    assert "| revert a |" in lines and "carries gain" in lines.split("| revert a |")[1].split("\n")[0]
+    assert "negligible" in lines.split("| revert b |")[1].split("\n")[0]
+    assert "noise" in lines.split("| revert c |")[1].split("\n")[0]
+    assert "reverting helps" in lines.split("| revert d |")[1].split("\n")[0]

@@ -234,12 +234,16 @@ def explain(
     }
 
 
+NEGLIGIBLE_PERCENT = 1.0  # a change whose whole interval lies within ±this is read as negligible
+
+
 def knockout_lines(knockouts: dict[str, Any]) -> list[str]:
     """The study README's knockout section."""
     lines = ["## Which genes carry the gain (knockouts)", "",
              f"Each variant trained under seeds {knockouts['seeds']}; Δ% is its paired relative "
              "change in fitness (95% CI) against the champion (negative: the reverted gene "
-             "carried gain) and against the baseline. " + knockouts["claim_policy"] + ".", "",
+             "carried gain) and against the baseline. " + knockouts["claim_policy"] + ". A change whose "
+             f"whole interval lies within ±{NEGLIGIBLE_PERCENT:g}% is read as negligible.", "",
              "| variant | validation fitness | Δ% vs champion (val) | Δ% vs champion (test) "
              "| Δ% vs baseline (test) | reading |",
              "|---|---|---|---|---|---|"]
@@ -258,6 +262,8 @@ def knockout_lines(knockouts: dict[str, Any]) -> list[str]:
             reading = "reference"
         elif versus.get("significant") is None:
             reading = "too few seeds"
+        elif max(abs(versus["ci_low"]), abs(versus["ci_high"])) < NEGLIGIBLE_PERCENT:
+            reading = f"negligible (interval within ±{NEGLIGIBLE_PERCENT:g}%)"
         elif versus["significant"] and versus["mean"] < 0:
             reading = "carries gain" if row["variant"].startswith("revert") else "worse than champion"
         elif versus["significant"]:
