@@ -16,8 +16,8 @@ from llmevo.artifacts import collect_provenance, module_files, save_artifact
 from llmevo.cli import app, console
 from llmevo.cli.common import parse_floats, parse_seeds, resolve_cache_dir, resolve_data_dir
 from llmevo.cli.progress import RichTrainingProgress
-from llmevo.experiments import presets as presets_module
 from llmevo.eval.stats import classify_change
+from llmevo.experiments import presets as presets_module
 from llmevo.experiments import reproduce as runner
 from llmevo.experiments import tuning
 from llmevo.experiments.plans import plan_comparison

@@ -29,7 +29,13 @@ from llmevo.data.lm import LMCorpus, load_lm_corpus
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.metrics import derive_arm_metrics
-from llmevo.eval.stats import DEFAULT_MARGIN_PERCENT, build_statistics, claim_policy, classified_verdict, verdict
+from llmevo.eval.stats import (
+    DEFAULT_MARGIN_PERCENT,
+    build_statistics,
+    claim_policy,
+    classified_verdict,
+    verdict,
+)
 from llmevo.eval.suites import evaluate_suite
 from llmevo.experiments.plans import (  # noqa: F401  (re-exported for callers)
     PREPARATIONS,
