@@ -28,7 +28,9 @@ from llmevo.cli import artifacts as _artifacts  # noqa: E402,F401
 from llmevo.cli import bench as _bench  # noqa: E402,F401
 from llmevo.cli import common as _common  # noqa: E402,F401
 from llmevo.cli import components as _components  # noqa: E402,F401
+from llmevo.cli import data as _data  # noqa: E402,F401
 from llmevo.cli import evolve as _evolve  # noqa: E402,F401
+from llmevo.cli import export as _export  # noqa: E402,F401
 from llmevo.cli import inference as _inference  # noqa: E402,F401
 from llmevo.cli import reports as _reports  # noqa: E402,F401
 from llmevo.cli import reproduce as _reproduce  # noqa: E402,F401

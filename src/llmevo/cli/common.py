@@ -21,8 +21,8 @@ def resolve_data_dir(option: Path | None) -> Path:
         candidate = Path("../shared/data")
     if not candidate.is_dir():
         raise ConfigError(
-            f"data directory {candidate} does not exist; pass --data-dir or set {DATA_ENV} "
-            "to the folder holding wikitext-2/, wikitext-2-raw/, tinyshakespeare/, ..."
+            f"data directory {candidate} does not exist; download it with: "
+            f"llmevo data fetch --to {candidate} (or pass --data-dir / set {DATA_ENV})"
         )
     return candidate.resolve()
 

@@ -125,6 +125,8 @@ def evolve(
         "--explain", help="Knock out each gene where the study's champion differs from llama_modern, "
                           "train under --seeds and add the table to the study report.")] = False,
     genes: Annotated[str | None, typer.Option(help="With --explain: only these genes (comma-separated).")] = None,
+    tensorboard: Annotated[Path | None, typer.Option(
+        help="Write TensorBoard event files here: per-step curves of every trial and seed, each trial's fitness and genome, the final runs.")] = None,
 ) -> None:
     """Evolve genomes (a component per slot, optimizer, training genes) on an Optuna study."""
     engine.check_sampler(sampler)
@@ -161,7 +163,13 @@ def evolve(
         promoted=tuple(sorted(promoted)),
         threads_per_worker=threads or max(1, (os.cpu_count() or 1) // workers),
         heartbeat_interval=heartbeat, grace_period=grace_period, lr_factors=factors,
+        tensorboard_dir=tensorboard.resolve() if tensorboard is not None else None,
     )
+    logs = None
+    if tensorboard is not None:
+        from llmevo.train.logging import TensorBoardLogs
+
+        logs = TensorBoardLogs(tensorboard)  # checks that tensorboard is installed, before any work
     engine.quiet_optuna()
     if explain:
         _explain(settings, space, final_preset, seed_list, genes, torch_device, out or Path("docs/evolution") / study_name)
@@ -193,7 +201,8 @@ def evolve(
     final_tuning = None
     if plan is not None:
         final, final_tuning, _ = tuned_final_evaluation(champion_genome, space.baseline, context.data,
-                                                        final_preset, seed_list, plan, torch_device)
+                                                        final_preset, seed_list, plan, torch_device,
+                                                        logs=logs)
     else:
         final = final_evaluation(champion_genome, space.baseline, context.data, final_preset,
                                  seed_list, torch_device)

@@ -94,6 +94,8 @@ def reproduce(
         help="Learning rates to tune over, e.g. 1e-3,3e-3,1e-2 (default: 5 from lr/3 to 3*lr).")] = None,
     tune_seeds: Annotated[str, typer.Option(help="Tuning seeds, disjoint from the report seeds.")] = "1000",
     margin: Annotated[float, typer.Option(help="Non-inferiority margin of the verdict class, percent.")] = 1.0,
+    tensorboard: Annotated[Path | None, typer.Option(
+        help="Write TensorBoard event files here: per-step loss, lr, grad norm and final metrics, one run per arm and seed.")] = None,
 ) -> None:
     """Train a baseline arm and a method arm on the same tokens and compare them."""
     chosen = get_preset(preset).override({
@@ -124,7 +126,12 @@ def reproduce(
         name=name, preset=chosen, seeds=seed_list, data_dir=data,
         cache_dir=resolve_cache_dir(), device=torch_device, tuning=plan, margin_percent=margin,
     )
-    outcome = runner.run_reproduction(request, progress=RichTrainingProgress(console))
+    logs = None
+    if tensorboard is not None:
+        from llmevo.train.logging import TensorBoardLogs
+
+        logs = TensorBoardLogs(tensorboard)
+    outcome = runner.run_reproduction(request, progress=RichTrainingProgress(console), logs=logs)
     artifact = outcome.artifact
     implementation = module_files(outcome.implementation_objects + [
         importlib.import_module(module) for module in IMPLEMENTATION_MODULES])

@@ -84,6 +84,7 @@ class EvolveSettings:
     extra: dict[str, Any] = field(default_factory=dict)
     promoted: tuple[str, ...] | None = None  # components in the space; None: manifest flags
     lr_factors: tuple[float, ...] = ()  # fair trials (evolve.fair): each trial at lr x factor, best counts
+    tensorboard_dir: Path | None = None  # TensorBoard runs: one per trial and seed, plus "trials"
 
 
 SAMPLERS: dict[str, Callable[[EvolveSettings, SearchSpace], BaseSampler]] = {
@@ -278,11 +279,17 @@ def prepare_context(settings: EvolveSettings, space: SearchSpace,
     preset = settings.preset
     corpus = load_lm_corpus(settings.data_dir, preset.variant, preset.budgets, settings.cache_dir)
     data = prepare_bpe_data(corpus, preset, settings.data_dir, preset.train.seq_len)
+    logs = None
+    if settings.tensorboard_dir is not None:
+        from llmevo.train.logging import TensorBoardLogs
+
+        logs = TensorBoardLogs(settings.tensorboard_dir)
     return TrialContext(
         space=space, preset=preset, data=data, device=resolve_device(settings.device),
         search_seed=settings.search_seed, rescore_seeds=settings.rescore_seeds,
         score_k=settings.score_k, hurdle_fractions=settings.hurdle_fractions,
-        hurdle_windows=settings.hurdle_windows, worker=worker, lr_factors=settings.lr_factors,
+        hurdle_windows=settings.hurdle_windows, worker=worker, logs=logs,
+        lr_factors=settings.lr_factors,
     )
 
 

@@ -37,6 +37,7 @@ from llmevo.experiments.reproduce import evaluate_arm
 from llmevo.experiments.tuning import TuningPlan, tune_arm, tuning_block
 from llmevo.experiments.views import ArmData
 from llmevo.model.transformer import build_model
+from llmevo.train.logging import RunLogs
 from llmevo.train.many import RunSpec, train_many
 from llmevo.train.trainer import Progress
 
@@ -99,6 +100,7 @@ def tuned_final_evaluation(
     plan: TuningPlan,
     device: torch.device,
     progress: Progress | None = None,
+    logs: RunLogs | None = None,
 ) -> tuple[FinalEvaluation, dict[str, Any], dict[str, Genome]]:
     """Tune champion and baseline on ``plan`` (validation fitness), then train both at their
     chosen lr under ``seeds`` and evaluate each once on test."""
@@ -113,7 +115,7 @@ def tuned_final_evaluation(
         tunings[label] = tune_arm(label, lambda genome=genome: build_model(genome.model), data.stream,
                                   train, plan, negative_fitness, device, progress)
         tuned[label] = with_lr(genome, tunings[label].best().lr)
-    final = final_evaluation(tuned["champion"], tuned["baseline"], data, preset, seeds, device, progress)
+    final = final_evaluation(tuned["champion"], tuned["baseline"], data, preset, seeds, device, progress, logs)
     block = tuning_block(plan, "negative validation fitness", tunings)
     return final, block, tuned
 

@@ -55,6 +55,7 @@ from llmevo.experiments.views import (  # noqa: F401  (re-exported for callers)
 from llmevo.model.config import MODEL_SLOTS, ModelConfig
 from llmevo.model.transformer import build_model
 from llmevo.registry import ComponentSpec, ensure_registered
+from llmevo.train.logging import RunLogger, RunLogs
 from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
 
 # Metrics compared between arms, validation split; lower is better unless listed here.
@@ -109,14 +110,19 @@ def run_arm(
     device: torch.device,
     progress: Progress | None = None,
     objective: str = "public_composite",
+    logger: RunLogger | None = None,
 ) -> ArmRun:
+    """Train one arm under one seed, evaluate validation then test once.
+
+    ``logger`` receives every training step and, at the end, the evaluation metrics
+    (``validation/...``, ``test/...`` at the last step)."""
     torch.manual_seed(seed)
     model = build_model(arm.model)
     train_config: TrainConfig = preset.train.model_copy(
         update={"optimizer": arm.optimizer, "seq_len": data.seq_len or preset.train.seq_len})
     result = train(
         model, data.stream, train_config, seed, device, progress,
-        description=f"{arm.label} {arm.name} seed {seed}",
+        description=f"{arm.label} {arm.name} seed {seed}", logger=logger,
     )
     if result.status == "diverged":
         raise DivergedError(f"{arm.label} arm '{arm.name}' seed {seed}: {result.message}", result.steps_done)
@@ -124,6 +130,9 @@ def run_arm(
     validation["initial_loss"] = result.initial_loss
     validation["final_loss"] = result.final_loss
     test = evaluate_arm(model, data, preset, "test", device, objective)  # reported, never used to choose
+    if logger is not None:
+        logger.log_metrics("validation", validation, result.steps_done)
+        logger.log_metrics("test", test, result.steps_done)
     stats = dict(getattr(model, "architecture_stats", lambda: {})())
     stats.update(result.optimizer_statistics)
     return ArmRun(
@@ -172,8 +181,11 @@ def run_reproduction(
     request: ReproductionRequest,
     progress: Progress | None = None,
     on_arm_done: Callable[[str, int, ArmRun], None] | None = None,
+    logs: RunLogs | None = None,
 ) -> ReproductionOutcome:
-    """Train and evaluate both arms under every seed; return the artifact body."""
+    """Train and evaluate both arms under every seed; return the artifact body.
+
+    ``logs`` (e.g. ``TensorBoardLogs``) gets one run per arm and seed, ``<arm>-seed<seed>``."""
     seeds = validate_seeds(request.seeds)
     comparison = plan_comparison(request.name, request.base_model)
     preset = request.preset
@@ -199,8 +211,13 @@ def run_reproduction(
     runs: dict[str, dict[int, ArmRun]] = {"baseline": {}, "method": {}}
     for seed in seeds:
         for arm in resolved.arms:
-            run = run_arm(arm, views[arm.data], arm_presets[arm.label], seed, request.device, progress,
-                          objective=resolved.objective)
+            logger = logs.run(f"{arm.label}-seed{seed}") if logs is not None else None
+            try:
+                run = run_arm(arm, views[arm.data], arm_presets[arm.label], seed, request.device, progress,
+                              objective=resolved.objective, logger=logger)
+            finally:
+                if logger is not None:
+                    logger.close()
             runs[arm.label][seed] = run
             if on_arm_done:
                 on_arm_done(arm.label, seed, run)
