@@ -50,6 +50,8 @@ def test_tuned_smoke_reproduction_writes_tuning_block_class_and_plot(tmp_path, d
     (["--tune", "--seeds", "42,1000"], "disjoint"),
     (["--tune", "--tune-seeds", "42", "--seeds", "42,43,44"], "disjoint"),
     (["--margin", "0"], "margin"),
+    (["--margin", "nan"], "margin"),
+    (["--no-tune", "--tune-grid", "1e-3,3e-3"], "--tune-grid needs tuning"),
 ])
 def test_bad_tuning_input_is_one_line_and_exit_2(args, message, tmp_path, data_dir, capsys):
     out = tmp_path / "x.json"

@@ -16,7 +16,8 @@ from llmevo.artifacts import collect_provenance, module_files, save_artifact
 from llmevo.cli import app, console
 from llmevo.cli.common import parse_floats, parse_seeds, resolve_cache_dir, resolve_data_dir
 from llmevo.cli.progress import RichTrainingProgress
-from llmevo.eval.stats import classify_change
+from llmevo.errors import ConfigError
+from llmevo.eval.stats import check_margin
 from llmevo.experiments import presets as presets_module
 from llmevo.experiments import reproduce as runner
 from llmevo.experiments import tuning
@@ -102,7 +103,9 @@ def reproduce(
         "steps": steps, "batch_size": batch_size, "lr": lr, "warmup_steps": warmup_steps,
         "schedule": schedule, "suite": suite,
     })
-    tuned = tune if tune is not None else chosen.name in TUNED_BY_DEFAULT
+    if tune is False and tune_grid is not None:
+        raise ConfigError("--tune-grid needs tuning; drop --no-tune")
+    tuned = tune if tune is not None else (chosen.name in TUNED_BY_DEFAULT or tune_grid is not None)
     if tuned and seed is None and seeds is None:
         seeds = ",".join(str(s) for s in tuning.DEFAULT_REPORT_SEEDS)
     seed_list = parse_seeds(seed, seeds)
@@ -110,7 +113,7 @@ def reproduce(
     if tuned:
         grid = parse_floats(tune_grid, "--tune-grid") if tune_grid else tuning.default_grid(chosen.train.lr)
         plan = tuning.check_plan(grid, parse_seeds(None, tune_seeds), seed_list)
-    classify_change(None, None, margin)  # refuses a non-positive margin before any work
+    check_margin(margin)
     torch_device = resolve_device(device)
     data = resolve_data_dir(data_dir)
     if threads:

@@ -220,6 +220,13 @@ VERDICT_CLASSES = ("better", "non-inferior", "inconclusive", "worse")
 DEFAULT_MARGIN_PERCENT = 1.0
 
 
+def check_margin(margin_percent: float) -> float:
+    """The non-inferiority margin δ (percent), refused unless positive and finite."""
+    if not (margin_percent > 0 and math.isfinite(margin_percent)):
+        raise ConfigError(f"the non-inferiority margin must be a positive percentage, got {margin_percent}")
+    return margin_percent
+
+
 def classify_change(
     ci_low: float | None, ci_high: float | None, margin_percent: float, lower_is_better: bool = True
 ) -> str | None:
@@ -232,8 +239,7 @@ def classify_change(
     ``non-inferior`` when the upper bound is below the margin δ, else ``inconclusive``
     (the interval reaches δ without excluding 0 from above).
     """
-    if margin_percent <= 0 or not math.isfinite(margin_percent):
-        raise ConfigError(f"the non-inferiority margin must be a positive percentage, got {margin_percent}")
+    check_margin(margin_percent)
     if ci_low is None or ci_high is None:
         return None
     low, high = (ci_low, ci_high) if lower_is_better else (-ci_high, -ci_low)
