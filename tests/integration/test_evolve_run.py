@@ -13,11 +13,11 @@ import pytest
 from evolve_support import tiny_settings
 from optuna.trial import TrialState
 
+from llmevo.catalog import ensure_registered
 from llmevo.cli import main
 from llmevo.evolve import engine
 from llmevo.evolve.champion import baseline_trial, select_champion
 from llmevo.evolve.space import build_search_space
-from llmevo.registry import ensure_registered
 
 pytestmark = pytest.mark.slow
 
@@ -93,6 +93,9 @@ def test_cli_writes_the_report_and_refuses_bad_input(tmp_path, data_dir, cache_d
     assert summary["schema_version"] == 2 and summary["provenance"]["code_commit"]
     final = summary["final_evaluation"]
     assert final["seeds"] == [42, 43] and "test" in final["verdict"]
+    streams = final["token_stream_sha256"]  # both arms' training windows, per seed, equal
+    assert set(streams) == {"baseline", "champion"} and set(streams["baseline"]) == {"42", "43"}
+    assert streams["baseline"] == streams["champion"] and streams["baseline"]["42"] != streams["baseline"]["43"]
     assert summary["champion"]["lineage"][-1] == summary["champion"]["trial"]
     for name in ("README.md", "fitness.png", "fitness_vs_parameters.png"):
         assert (tmp_path / "report" / name).stat().st_size > 0

@@ -109,10 +109,10 @@ def test_bad_input_is_one_line_and_exit_2(args, message, capsys, tmp_path):
 
 
 def test_altered_data_file_exits_2_and_writes_nothing(data_dir, tmp_path, capsys):
-    from llmevo.data.sources import PINNED_SHA256
+    from llmevo.data.pins import LM_FILE_SHA256
 
     mirror = tmp_path / "data"
-    for relative in PINNED_SHA256:
+    for relative in LM_FILE_SHA256:
         (mirror / relative).parent.mkdir(parents=True, exist_ok=True)
         (mirror / relative).symlink_to(data_dir / relative)
     (mirror / "wikitext-2/wiki.train.tokens").unlink()
@@ -145,3 +145,23 @@ def test_saved_checkpoints_generate_text(tmp_path, data_dir, capsys):
                     "--prompt", "The history of", "--max-tokens", "8", "--seed", "1"])
     assert code == 0
     assert capsys.readouterr().out.startswith("The history of")
+
+
+def test_publish_with_checkpoints_writes_the_report_beside_the_artifact(tmp_path, data_dir, cache_dir,
+                                                                         monkeypatch):
+    """The report used to land in docs/reproductions/<checkpoint dir>/method (a reused variable)."""
+    monkeypatch.setenv("LLMEVO_CACHE", str(cache_dir))
+    monkeypatch.chdir(tmp_path)
+    code = run_cli(["reproduce", "rope", "--preset", "smoke", "--seeds", "42,43", "--steps", "2",
+                    "--device", "cpu", "--threads", "1", "--data-dir", str(data_dir), "--publish",
+                    "--allow-dirty", "--save-checkpoints", "ck"])
+    assert code == 0
+    folder = Path("docs/reproductions/2104.09864-rope")
+    assert (folder / "README.md").is_file()
+    assert sorted(p.name for p in Path("ck").iterdir()) == ["baseline", "method"]
+    assert not Path("docs/reproductions/ck").exists()
+    artifact = load_artifact(folder / "metrics" / "public-seeds42-43.json").to_json_dict()
+    assert artifact["provenance"]["allow_dirty"] is True
+    streams = artifact["setup"]["token_stream_sha256_by_arm"]
+    assert streams["baseline"] == streams["method"] == artifact["setup"]["token_stream_sha256_per_seed"]
+    assert set(streams["method"]) == {"42", "43"} and streams["method"]["42"] != streams["method"]["43"]

@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 from evolve_support import tiny_settings
 
+from llmevo.catalog import build_model
 from llmevo.cli import main
 from llmevo.evolve import engine
 from llmevo.model.config import ModelConfig
-from llmevo.model.transformer import build_model
 from llmevo.train.logging import StepRecord
 from llmevo.train.trainer import TrainConfig, WindowSampler, lr_at, train
 

@@ -6,11 +6,11 @@ import math
 
 import pytest
 
+from llmevo.catalog import ensure_registered
 from llmevo.errors import ConfigError
 from llmevo.evolve.fair import differing_genes, knockout_variants, trial_lr_grid, with_lr
 from llmevo.evolve.space import build_search_space
 from llmevo.experiments.presets import get_preset
-from llmevo.registry import ensure_registered
 
 PROMOTED = frozenset({"rope", "mha", "relu2", "swiglu", "layernorm", "rmsnorm", "pre_norm", "adamw"})
 

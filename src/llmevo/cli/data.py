@@ -8,8 +8,7 @@ from typing import Annotated
 
 import typer
 
-from llmevo.cli import app, console
-from llmevo.cli.common import DATA_ENV
+from llmevo.cli.common import DATA_ENV, app, console
 from llmevo.errors import DataError
 
 DATA_URL_ENV = "LLMEVO_DATA_URL"

@@ -17,10 +17,16 @@ import typer
 from rich.table import Table
 
 from llmevo.artifacts import collect_provenance, module_files
-from llmevo.cli import app, console
-from llmevo.cli.common import parse_floats, parse_seeds, resolve_cache_dir, resolve_data_dir
+from llmevo.catalog import ensure_registered
+from llmevo.cli.common import (
+    app,
+    console,
+    parse_floats,
+    parse_seeds,
+    resolve_cache_dir,
+    resolve_data_dir,
+)
 from llmevo.errors import ConfigError
-from llmevo.evidence import Promotion, promotions
 from llmevo.evolve import engine
 from llmevo.evolve.champion import baseline_trial, final_evaluation, select_champion
 from llmevo.evolve.fair import explain as explain_genes
@@ -31,7 +37,7 @@ from llmevo.evolve.space import SearchSpace, build_search_space
 from llmevo.experiments import presets as presets_module
 from llmevo.experiments import tuning
 from llmevo.experiments.presets import get_preset
-from llmevo.registry import ensure_registered
+from llmevo.promotion import Promotion, promotions
 from llmevo.train.device import accelerator_name, resolve_device
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -41,7 +47,7 @@ IMPLEMENTATION_MODULES = (
     "llmevo.evolve.champion", "llmevo.evolve.report", "llmevo.model.transformer",
     "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites", "llmevo.eval.metrics",
     "llmevo.eval.stats", "llmevo.experiments.presets", "llmevo.experiments.reproduce",
-    "llmevo.experiments.views",
+    "llmevo.experiments.arm_data",
 )
 
 
@@ -201,11 +207,11 @@ def evolve(
     final_tuning = None
     if plan is not None:
         final, final_tuning, _ = tuned_final_evaluation(champion_genome, space.baseline, context.data,
-                                                        final_preset, seed_list, plan, torch_device,
+                                                        context.preset, seed_list, plan, torch_device,
                                                         logs=logs)
     else:
-        final = final_evaluation(champion_genome, space.baseline, context.data, final_preset,
-                                 seed_list, torch_device)
+        final = final_evaluation(champion_genome, space.baseline, context.data, context.preset,
+                                 seed_list, torch_device, logs=logs)
     folder = out or Path("docs/evolution") / study_name
     command = " ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]])
     provenance = collect_provenance(
@@ -218,7 +224,7 @@ def evolve(
     summary = build_summary(
         opened,
         settings={"sampler": sampler, "preset": preset, "trial_preset": trial_preset.model_dump(mode="json"),
-                  "final_preset": final_preset.model_dump(mode="json"), "trials": trials,
+                  "final_preset": context.preset.model_dump(mode="json"), "trials": trials,
                   "workers": workers, "population": population, "tournament": tournament,
                   "rescore_seeds": rescore_seeds, "score_k": score_k,
                   "search_seed": settings.search_seed, "final_seeds": seed_list,

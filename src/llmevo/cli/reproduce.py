@@ -13,8 +13,16 @@ import typer
 from rich.table import Table
 
 from llmevo.artifacts import collect_provenance, module_files, save_artifact
-from llmevo.cli import app, console
-from llmevo.cli.common import parse_floats, parse_seeds, resolve_cache_dir, resolve_data_dir
+from llmevo.artifacts.provenance import capture_code_state, check_publishable
+from llmevo.artifacts.schema import ReproductionArtifact
+from llmevo.cli.common import (
+    app,
+    console,
+    parse_floats,
+    parse_seeds,
+    resolve_cache_dir,
+    resolve_data_dir,
+)
 from llmevo.cli.progress import RichTrainingProgress
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import check_margin
@@ -30,7 +38,7 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 IMPLEMENTATION_MODULES = (
     "llmevo.model.transformer", "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites",
     "llmevo.eval.metrics", "llmevo.eval.stats", "llmevo.data.lm", "llmevo.data.suites",
-    "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.views",
+    "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.arm_data",
     "llmevo.experiments.tuning", "llmevo.train.many",
 )
 TUNED_BY_DEFAULT = ("quick", "standard")
@@ -44,27 +52,27 @@ def artifact_filename(preset: str, seeds: list[int], tuned: bool = False) -> str
         range(seeds[0], seeds[-1] + 1)) else f"{prefix}-seeds{'-'.join(map(str, seeds))}.json"
 
 
-def summary_table(artifact: dict) -> Table:
-    table = Table(title=f"{artifact['method']['name']} vs {artifact['baseline']['name']} "
-                  f"(validation, {len(artifact['evaluation_protocol']['seeds'])} seed(s))")
+def summary_table(artifact: ReproductionArtifact) -> Table:
+    table = Table(title=f"{artifact.method.name} vs {artifact.baseline.name} "
+                  f"(validation, {len(artifact.evaluation_protocol.seeds)} seed(s))")
     table.add_column("metric")
     table.add_column("baseline", justify="right")
     table.add_column("method", justify="right")
     table.add_column("Δ% (95% CI)", justify="right")
-    stats = artifact.get("statistics", {})
+    stats = artifact.statistics or {}
     for metric in ("lm_loss", "bits_per_byte", "instruction_loss", "preference_loss",
                    "reasoning_nll", "primary", "fitness", "final_loss"):
-        if metric not in artifact["baseline"] or metric not in artifact["method"]:
+        baseline, method = getattr(artifact.baseline, metric), getattr(artifact.method, metric)
+        if baseline is None or method is None:
             continue
-        change = stats.get(metric, {}).get("paired_relative_change_percent", {})
-        if change.get("ci_low") is not None:
-            delta = f"{change['mean']:+.2f}% ({change['ci_low']:+.2f}, {change['ci_high']:+.2f})"
-        elif change:
-            delta = f"{change['mean']:+.2f}%"
+        change = stats[metric].paired_relative_change_percent if metric in stats else None
+        if change is not None and change.ci_low is not None and change.ci_high is not None:
+            delta = f"{change.mean:+.2f}% ({change.ci_low:+.2f}, {change.ci_high:+.2f})"
+        elif change is not None:
+            delta = f"{change.mean:+.2f}%"
         else:
             delta = ""
-        table.add_row(metric, f"{artifact['baseline'][metric]:.4f}",
-                      f"{artifact['method'][metric]:.4f}", delta)
+        table.add_row(metric, f"{baseline:.4f}", f"{method:.4f}", delta)
     return table
 
 
@@ -82,7 +90,10 @@ def reproduce(
     warmup_steps: Annotated[int | None, typer.Option(help="Override the warmup steps.")] = None,
     schedule: Annotated[str | None, typer.Option(help="constant or cosine.")] = None,
     suite: Annotated[str | None, typer.Option(help="Benchmark suite: core or public.")] = None,
-    publish: Annotated[bool, typer.Option(help="Write under docs/reproductions/ instead of runs/.")] = False,
+    publish: Annotated[bool, typer.Option(
+        help="Write under docs/reproductions/ instead of runs/; refuses a dirty git tree.")] = False,
+    allow_dirty: Annotated[bool, typer.Option(
+        help="With --publish: publish from a tree with uncommitted changes (recorded in provenance).")] = False,
     report: Annotated[bool, typer.Option(help="Write the README report and plots.")] = True,
     out: Annotated[Path | None, typer.Option(help="Artifact path (overrides the default).")] = None,
     threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
@@ -119,12 +130,20 @@ def reproduce(
     if threads:
         torch.set_num_threads(threads)
     comparison = plan_comparison(name)  # refuses unknown names and identical arms early
+    if publish:
+        check_publishable(REPO_ROOT, allow_dirty)  # before any work
     paper = comparison.spec.manifest.paper
     folder = f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name
     filename = artifact_filename(chosen.name, seed_list, tuned)
     if out is None:
         base = Path("docs/reproductions") / folder / "metrics" if publish else Path("runs") / folder
         out = base / filename
+    report_dir = (Path("docs/reproductions") / folder) if publish else out.parent / "report"
+    # the code that runs, read now: a commit or an edit during training must not reach provenance
+    code = capture_code_state(
+        module_files(runner.implementation_objects(comparison)
+                     + [importlib.import_module(module) for module in IMPLEMENTATION_MODULES]),
+        Path(runner.__file__), REPO_ROOT)
     request = runner.ReproductionRequest(
         name=name, preset=chosen, seeds=seed_list, data_dir=data,
         cache_dir=resolve_cache_dir(), device=torch_device, tuning=plan, margin_percent=margin,
@@ -135,35 +154,31 @@ def reproduce(
 
         logs = TensorBoardLogs(tensorboard)
     outcome = runner.run_reproduction(request, progress=RichTrainingProgress(console), logs=logs)
-    artifact = outcome.artifact
-    implementation = module_files(outcome.implementation_objects + [
-        importlib.import_module(module) for module in IMPLEMENTATION_MODULES])
-    artifact["provenance"] = collect_provenance(
+    provenance = collect_provenance(
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
-        implementation_files=implementation,
-        runner_file=Path(runner.__file__),
-        dataset_fingerprint=artifact["dataset"]["fingerprint"],
+        code=code,
+        dataset_fingerprint=outcome.body["dataset"]["fingerprint"],
         accelerator=accelerator_name(torch_device),
         artifact_path=str(out),
-        repo_root=REPO_ROOT,
+        allow_dirty=allow_dirty if publish else None,
     )
-    save_artifact(artifact, out)
+    artifact = save_artifact(outcome.artifact(provenance, str(out)), out)
+    assert isinstance(artifact, ReproductionArtifact)
     console.print(summary_table(artifact))
-    console.print(f"[bold]verdict:[/] {artifact['verdict']['summary']}")
+    console.print(f"[bold]verdict:[/] {artifact.verdict.summary if artifact.verdict else '—'}")
     console.print(f"artifact: {out}")
     if save_checkpoints is not None:
         for arm in outcome.comparison.arms:
             run = outcome.runs[arm.label][seed_list[0]]
-            folder = save_checkpoint(
+            checkpoint = save_checkpoint(
                 save_checkpoints / arm.label, run.model, arm.model,
                 tokenizer_json=outcome.tokenizer_json if arm.data == "bpe" else None,
                 metadata={"arm": arm.name, "seed": seed_list[0], "artifact": str(out),
                           "preset": chosen.name, "train": run.train_config},
             )
-            console.print(f"checkpoint ({arm.label}): {folder}")
+            console.print(f"checkpoint ({arm.label}): {checkpoint}")
     if report:
         from llmevo.reports.report import write_report
 
-        report_dir = (Path("docs/reproductions") / folder) if publish else out.parent / "report"
         readme = write_report(artifact, out, report_dir)
         console.print(f"report: {readme}")

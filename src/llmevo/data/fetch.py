@@ -3,7 +3,7 @@
 Each file llmevo reads is rebuilt from its public source exactly as its ``SOURCE.md``
 describes: a raw file of a GitHub repository at a fixed commit, the byte concatenation of
 consecutive pieces (the WikiText-2 train splits), or the gunzip of a ``.gz`` (HH-RLHF).
-The result must match the sha256 pin llmevo already keeps (``sources.PINNED_SHA256``,
+The result must match the sha256 pin llmevo already keeps (``pins.LM_FILE_SHA256``,
 ``pins.SUITE_FILE_SHA256``) before it is renamed into place, so a target file is never
 half-written and a file altered in transit is refused with nothing left behind.
 
@@ -29,8 +29,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmevo.data.pins import LM_FILE_SHA256 as PINNED_SHA256
 from llmevo.data.pins import SUITE_FILE_SHA256
-from llmevo.data.sources import PINNED_SHA256, file_sha256
+from llmevo.digests import sha256_file as file_sha256
 from llmevo.errors import DataError
 
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com"
@@ -253,7 +254,7 @@ def upstream_piece_bytes(data_dir: Path, remote: RemoteFile, index: int) -> byte
     route to the public hosts, and in the tests): consecutive line pieces split as the
     upstream script did (``numpy.array_split`` of the lines), or a gzip of the file.
     """
-    from llmevo.data.sources import verified_path
+    from llmevo.data.pins import verified_path
 
     data = verified_path(data_dir, remote.target, ALL_PINS).read_bytes()
     if remote.gunzip:

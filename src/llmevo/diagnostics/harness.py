@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from llmevo.catalog import ensure_registered
 from llmevo.errors import ConfigError
-from llmevo.registry import StrictModel, ensure_registered
+from llmevo.eval.stats import summarize
+from llmevo.registry import StrictModel
+
+if TYPE_CHECKING:
+    from llmevo.artifacts.schema import DiagnosticArtifact
 
 SeedRow = dict[str, float | bool]
 DIAGNOSTIC_DATASET_REVISION = "llmevo-l1-synthetic-v1"
@@ -53,8 +57,8 @@ def register_diagnostic(diagnostic: Diagnostic) -> Diagnostic:
 
 
 def get_diagnostic(name: str) -> Diagnostic:
-    import llmevo.diagnostics  # noqa: F401  (registers every diagnostic by import)
-
+    """A registered diagnostic. Importing this module runs the package's ``__init__``
+    first, which imports (and so registers) every diagnostic module."""
     try:
         return DIAGNOSTICS[name]
     except KeyError:
@@ -70,9 +74,7 @@ def aggregate(rows: Sequence[SeedRow]) -> dict[str, dict[str, float | int] | boo
         if all(isinstance(value, bool) for value in values):
             metrics[key] = all(values)
         else:
-            numbers = [float(value) for value in values]
-            std = statistics.stdev(numbers) if len(numbers) > 1 else 0.0
-            metrics[key] = {"mean": statistics.fmean(numbers), "std": std, "n": len(numbers)}
+            metrics[key] = summarize([float(value) for value in values])
     return metrics
 
 
@@ -147,9 +149,10 @@ def build_artifact(
     accelerator: str = "CPU",
     checkpoint: str | None = None,
     extra_modules: Sequence[object] = (),
-) -> dict[str, Any]:
-    """The component-diagnostic artifact (schema v2), key order as in the reference."""
+) -> DiagnosticArtifact:
+    """The component-diagnostic artifact (schema v2, validated), key order as in the reference."""
     from llmevo.artifacts.provenance import collect_provenance, module_files
+    from llmevo.artifacts.schema import DiagnosticArtifact, validate_artifact
 
     diagnostic = run.diagnostic
     manifest = ensure_registered().find(diagnostic.component).manifest
@@ -169,14 +172,14 @@ def build_artifact(
         "status": "not_run (pass --full-experiment --checkpoint DIR where one exists)",
         "review_done": False,
     }
-    return {
+    body = {
         "schema_version": 2,
         "method": diagnostic.name,
         "manifest_ref": manifest.manifest_ref,
         "adapter": None,
         "implementation_status": manifest.implementation_status,
         "diagnostic_only": True,
-        "promotion_eligible": manifest.promotion_eligible,
+        "promotion_eligible": manifest.baseline,
         "evolve_integrated": manifest.evolve_integrated,
         "measured_locally": True,
         "evaluation_tier": "l1_mechanism",
@@ -199,9 +202,12 @@ def build_artifact(
         "provenance": provenance,
         "full_experiment": full_experiment,
     }
+    artifact = validate_artifact(body, artifact_path.as_posix())
+    assert isinstance(artifact, DiagnosticArtifact)
+    return artifact
 
 
-def write_artifact(artifact: dict[str, Any], path: Path) -> None:
+def write_artifact(artifact: DiagnosticArtifact, path: Path) -> None:
     """Validate against the schema and write atomically (nothing is written if invalid)."""
     from llmevo.artifacts.io import save_artifact
 

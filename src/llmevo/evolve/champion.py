@@ -19,10 +19,10 @@ from optuna.trial import FrozenTrial, TrialState
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import claim_policy, paired_relative_change, summarize, verdict
 from llmevo.evolve.genome import Genome
+from llmevo.experiments.arm_data import ArmData
 from llmevo.experiments.plans import Arm
 from llmevo.experiments.presets import Preset
 from llmevo.experiments.reproduce import run_arm
-from llmevo.experiments.views import ArmData
 from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import Progress
 
@@ -69,6 +69,8 @@ class FinalEvaluation:
 
     seeds: list[int]
     runs: dict[str, dict[int, dict[str, dict[str, float]]]]  # arm -> seed -> split -> metrics
+    # arm -> seed -> sha256 of the training windows it consumed (equal across arms per seed)
+    token_streams: dict[str, dict[int, str]] | None = None
 
     def values(self, arm: str, split: str, metric: str) -> list[float]:
         return [self.runs[arm][seed][split][metric] for seed in self.seeds]
@@ -96,6 +98,11 @@ class FinalEvaluation:
                            method_name="the champion")
             for split in ("validation", "test")
         }
+        if self.token_streams is not None:
+            block["token_stream_sha256"] = {
+                arm: {str(s): self.token_streams[arm][s] for s in self.seeds}
+                for arm in ("baseline", "champion")
+            }
         block["per_seed"] = [
             {"seed": s, **{arm: {split: self.runs[arm][s][split] for split in ("validation", "test")}
                            for arm in ("baseline", "champion")}}
@@ -116,13 +123,17 @@ def final_evaluation(
 ) -> FinalEvaluation:
     """Train both genomes under each seed; validation and test metrics per run.
 
-    When the champion is the baseline genome, its runs are the baseline's (same seeds)."""
+    When the champion is the baseline genome, its runs are the baseline's (same seeds).
+    Both arms of a seed must consume the same token stream (the trainer's hash); a
+    mismatch is an error, so the comparison's equal budget is checked, not declared."""
     runs: dict[str, dict[int, dict[str, dict[str, float]]]] = {"baseline": {}, "champion": {}}
+    streams: dict[str, dict[int, str]] = {"baseline": {}, "champion": {}}
     genomes = {"baseline": baseline, "champion": champion}
     for seed in seeds:
         for label, genome in genomes.items():
             if label == "champion" and genome.hash() == baseline.hash():
                 runs[label][seed] = runs["baseline"][seed]
+                streams[label][seed] = streams["baseline"][seed]
                 continue
             arm = Arm(label, genome.hash(), genome.model, genome.optimizer)
             logger = logs.run(f"final-{label}-seed{seed}") if logs is not None else None
@@ -136,4 +147,8 @@ def final_evaluation(
                      for split, metrics in (("validation", run.validation), ("test", run.test))}
             clean["validation"]["parameters"] = float(run.parameters)
             runs[label][seed] = clean
-    return FinalEvaluation(seeds=list(seeds), runs=runs)
+            streams[label][seed] = run.train.token_stream_sha256
+        if streams["baseline"][seed] != streams["champion"][seed]:
+            raise ConfigError(f"final evaluation, seed {seed}: champion and baseline consumed "
+                              "different token streams")
+    return FinalEvaluation(seeds=list(seeds), runs=runs, token_streams=streams)

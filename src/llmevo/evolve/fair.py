@@ -27,16 +27,16 @@ from typing import Any
 
 import torch
 
+from llmevo.catalog import build_model
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import claim_policy, paired_relative_change, summarize
 from llmevo.evolve.champion import FinalEvaluation, final_evaluation
 from llmevo.evolve.genome import Genome
 from llmevo.evolve.space import GENOME_SLOTS, TRAIN_GENES, SearchSpace
+from llmevo.experiments.arm_data import ArmData
 from llmevo.experiments.presets import Preset
 from llmevo.experiments.reproduce import evaluate_arm
 from llmevo.experiments.tuning import TuningPlan, tune_arm, tuning_block
-from llmevo.experiments.views import ArmData
-from llmevo.model.transformer import build_model
 from llmevo.train.logging import RunLogs
 from llmevo.train.many import RunSpec, train_many
 from llmevo.train.trainer import Progress

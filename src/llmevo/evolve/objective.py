@@ -23,15 +23,15 @@ import torch
 from optuna.trial import TrialState
 from torch import nn
 
+from llmevo.catalog import build_model
 from llmevo.errors import ConfigError, LlmevoError
 from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.stats import summarize
 from llmevo.evolve.genome import Genome
 from llmevo.evolve.space import SearchSpace
+from llmevo.experiments.arm_data import ArmData
 from llmevo.experiments.presets import Preset
 from llmevo.experiments.reproduce import evaluate_arm
-from llmevo.experiments.views import ArmData
-from llmevo.model.transformer import build_model
 from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import train
 

@@ -10,7 +10,7 @@ each arm's run, and only reported.
 
 Public API: ``ReproductionRequest``, ``run_reproduction``, ``run_arm``, ``evaluate_arm``;
 the arms come from ``llmevo.experiments.plans`` and their data from
-``llmevo.experiments.views``.
+``llmevo.experiments.arm_data``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from llmevo.artifacts.schema import ReproductionArtifact, validate_artifact
+from llmevo.catalog import build_model, ensure_registered
 from llmevo.data.lm import LMCorpus, load_lm_corpus
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.lm import evaluate_lm
@@ -34,9 +36,16 @@ from llmevo.eval.stats import (
     build_statistics,
     claim_policy,
     classified_verdict,
+    mean,
     verdict,
 )
 from llmevo.eval.suites import evaluate_suite
+from llmevo.experiments.arm_data import (  # noqa: F401  (re-exported for callers)
+    DATA_VIEWS,
+    ArmData,
+    prepare_bpe_data,
+    prepare_byte_data,
+)
 from llmevo.experiments.plans import (  # noqa: F401  (re-exported for callers)
     PREPARATIONS,
     Arm,
@@ -46,21 +55,11 @@ from llmevo.experiments.plans import (  # noqa: F401  (re-exported for callers)
 )
 from llmevo.experiments.presets import Preset
 from llmevo.experiments.tuning import TuningPlan, tune_comparison
-from llmevo.experiments.views import (  # noqa: F401  (re-exported for callers)
-    DATA_VIEWS,
-    ArmData,
-    prepare_bpe_data,
-    prepare_byte_data,
-)
 from llmevo.model.config import MODEL_SLOTS, ModelConfig
-from llmevo.model.transformer import build_model
-from llmevo.registry import ComponentSpec, ensure_registered
+from llmevo.registry import ComponentSpec
 from llmevo.train.logging import RunLogger, RunLogs
 from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
 
-# Metrics compared between arms, validation split; lower is better unless listed here.
-HIGHER_IS_BETTER = {"primary", "public_composite", "fitness", "preference_accuracy",
-                    "hh_preference_accuracy", "reasoning_accuracy"}
 STAT_METRICS = (
     "lm_loss", "perplexity", "bits_per_byte", "instruction_loss", "instruction_bpb",
     "preference_loss", "preference_accuracy", "hh_preference_loss", "hh_preference_accuracy",
@@ -162,10 +161,16 @@ class ReproductionRequest:
 @dataclass
 class ReproductionOutcome:
     comparison: Comparison
-    artifact: dict[str, Any]
+    body: dict[str, Any]  # every artifact block but provenance (known only to the caller)
     runs: dict[str, dict[int, ArmRun]]
     implementation_objects: list[object]
     tokenizer_json: str  # the BPE tokenizer, for checkpoints of BPE arms
+
+    def artifact(self, provenance: dict[str, Any], source: str = "artifact") -> ReproductionArtifact:
+        """The typed, validated artifact: the body with ``provenance`` (``collect_provenance``)."""
+        artifact = validate_artifact({**self.body, "provenance": provenance}, source)
+        assert isinstance(artifact, ReproductionArtifact)
+        return artifact
 
 
 def validate_seeds(seeds: list[int]) -> list[int]:
@@ -183,14 +188,15 @@ def run_reproduction(
     on_arm_done: Callable[[str, int, ArmRun], None] | None = None,
     logs: RunLogs | None = None,
 ) -> ReproductionOutcome:
-    """Train and evaluate both arms under every seed; return the artifact body.
+    """Train and evaluate both arms under every seed; return the artifact body (typed and
+    validated once the caller adds provenance: ``outcome.artifact(provenance)``).
 
     ``logs`` (e.g. ``TensorBoardLogs``) gets one run per arm and seed, ``<arm>-seed<seed>``."""
     seeds = validate_seeds(request.seeds)
     comparison = plan_comparison(request.name, request.base_model)
     preset = request.preset
     corpus = load_lm_corpus(request.data_dir, preset.variant, preset.budgets, request.cache_dir)
-    preset = preset.with_steps_for(int(corpus.tokens["train"].numel()))
+    preset = preset.resolved(int(corpus.tokens["train"].numel()))
     views = {
         kind: DATA_VIEWS[kind](corpus, preset, request.data_dir, preset.train.seq_len)
         for kind in dict.fromkeys(arm.data for arm in comparison.arms)
@@ -226,27 +232,28 @@ def run_reproduction(
             hashes = {runs[label][seed].train.token_stream_sha256 for label in runs}
             if len(hashes) != 1:
                 raise ConfigError(f"seed {seed}: the arms consumed different token streams")
-    artifact = assemble_artifact(resolved, preset, seeds, corpus, views, runs, request.device)
-    change = artifact["statistics"].get(resolved.metric, {}).get("paired_relative_change_percent")
+    body = assemble_artifact(resolved, preset, seeds, corpus, views, runs, request.device)
+    change = body["statistics"].get(resolved.metric, {}).get("paired_relative_change_percent")
     if change is not None:
-        artifact["verdict"] = classified_verdict(artifact["verdict"], change, request.margin_percent)
+        body["verdict"] = classified_verdict(body["verdict"], change, request.margin_percent)
     if tuning is not None:
         for arm in resolved.arms:
-            artifact[arm.label]["learning_rate"] = arm_presets[arm.label].train.lr
-        artifact["tuning"] = tuning
-    objects: list[object] = [resolved.spec.cls]
-    objects += [spec.cls for arm in resolved.arms for spec in _arm_specs(arm)]
-    return ReproductionOutcome(resolved, artifact, runs, objects, corpus.tokenizer.tokenizer.to_str())
+            body[arm.label]["learning_rate"] = arm_presets[arm.label].train.lr
+        body["tuning"] = tuning
+    return ReproductionOutcome(resolved, body, runs, implementation_objects(resolved),
+                               corpus.tokenizer.tokenizer.to_str())
+
+
+def implementation_objects(comparison: Comparison) -> list[object]:
+    """The component classes both arms are built from (for provenance file hashes)."""
+    objects: list[object] = [comparison.spec.cls]
+    return objects + [spec.cls for arm in comparison.arms for spec in _arm_specs(arm)]
 
 
 def _arm_specs(arm: Arm) -> list[ComponentSpec]:
     registry = ensure_registered()
     specs = [registry.get(slot, getattr(arm.model, slot).name) for slot in MODEL_SLOTS]
     return specs + [registry.get("optimizer", arm.optimizer.name)]
-
-
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values)
 
 
 def _curve(losses_by_seed: dict[int, list[float]]) -> dict[str, Any]:
@@ -264,7 +271,7 @@ def _arm_block(
 ) -> dict[str, Any]:
     measured = [runs[seed].validation for seed in seeds]
     keys = [k for k in measured[0] if all(k in m and m[k] is not None for m in measured)]
-    means = {key: _mean([m[key] for m in measured]) for key in keys}
+    means = {key: mean([m[key] for m in measured]) for key in keys}
     derived = derive_arm_metrics({k: means.get(k) for k in (
         "lm_loss", "instruction_loss", "preference_loss", "reasoning_nll",
         "bits_per_byte", "instruction_bpb") if means.get(k) is not None}, objective)
@@ -286,7 +293,7 @@ def _arm_block(
         "device": device.type,
         "optimizer": arm.optimizer.name,
         "architecture_stats": first.architecture_stats,
-        "muon_orthogonality_error": _mean([runs[s].train.orthogonality_error for s in seeds]),
+        "muon_orthogonality_error": mean([runs[s].train.orthogonality_error for s in seeds]),
         "seeds": list(seeds),
     }
     for key in ("bits_per_byte", "instruction_bpb", "composite_bpb"):
@@ -346,7 +353,7 @@ def assemble_artifact(
     tokens_per_run = runs["method"][seeds[0]].train.tokens_seen
     test_means = {
         label: {
-            key: _mean([runs[label][s].test[key] for s in seeds])
+            key: mean([runs[label][s].test[key] for s in seeds])
             for key in runs[label][seeds[0]].test
             if all(runs[label][s].test.get(key) is not None for s in seeds)
         }
@@ -418,6 +425,10 @@ def assemble_artifact(
             "token_stream_sha256": _combined_stream_hash(runs, seeds),
             "token_stream_sha256_per_seed": {
                 str(s): runs["method"][s].train.token_stream_sha256 for s in seeds},
+            "token_stream_sha256_by_arm": {
+                label: {str(s): runs[label][s].train.token_stream_sha256 for s in seeds}
+                for label in ("baseline", "method")
+            },
             "wall_seconds": {
                 label: sum(runs[label][s].train.wall_seconds for s in seeds) for label in runs
             },
@@ -437,7 +448,6 @@ def assemble_artifact(
             "interval": "paired Student t-interval, 95%, on per-seed relative change",
             "selection_split": "validation",
         },
-        "provenance": {},
         "per_seed": per_seed,
         "statistics": build_statistics(per_seed, metrics),
         "verdict": decision,

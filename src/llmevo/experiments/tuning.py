@@ -24,12 +24,12 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
+from llmevo.catalog import build_model
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.lm import evaluate_lm
+from llmevo.experiments.arm_data import ArmData
 from llmevo.experiments.plans import Comparison
 from llmevo.experiments.presets import Preset
-from llmevo.experiments.views import ArmData
-from llmevo.model.transformer import build_model
 from llmevo.train.many import RunSpec, train_many
 from llmevo.train.trainer import Progress, TrainConfig
 

@@ -1,7 +1,9 @@
 """The leaderboard: one row per reproduction artifact, one per component diagnostic.
 
-Reads plain JSON artifacts (docs/ARTIFACTS.md). Files that are not schema-v2 reproduction or
-diagnostic artifacts are skipped and counted, never guessed at.
+Every artifact is loaded through the validated schema (``llmevo.artifacts.schema``). JSON
+files that do not claim to be artifacts (no ``schema_version`` and ``method``, e.g. an
+evolution summary or the leaderboard itself) are skipped and counted; a file that claims to
+be an artifact but does not validate is an error, never guessed at.
 """
 
 from __future__ import annotations
@@ -12,14 +14,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from llmevo.artifacts.io import write_text_atomic
+from llmevo.artifacts.schema import (
+    Artifact,
+    DiagnosticArtifact,
+    ReproductionArtifact,
+    claims_to_be_artifact,
+    read_json,
+    validate_artifact,
+)
 from llmevo.errors import ArtifactError, ConfigError
 from llmevo.eval.stats import claim_policy, relative_changes_percent
-from llmevo.reports.report import artifact_kind, artifact_name, arxiv_id
 
 
-def scan_artifacts(roots: Iterable[Path]) -> tuple[list[tuple[Path, dict]], list[Path]]:
+def scan_artifacts(roots: Iterable[Path]) -> tuple[list[tuple[Path, Artifact]], list[Path]]:
     """``(artifacts, skipped)``: every ``*.json`` under the roots, sorted by path."""
-    found: list[tuple[Path, dict]] = []
+    found: list[tuple[Path, Artifact]] = []
     skipped: list[Path] = []
     for root in roots:
         root = Path(root)
@@ -30,20 +39,15 @@ def scan_artifacts(roots: Iterable[Path]) -> tuple[list[tuple[Path, dict]], list
         paths = [root] if root.is_file() else sorted(root.rglob("*.json"))
         for path in paths:
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                data = read_json(path)
+            except ArtifactError:
                 skipped.append(path)
                 continue
-            if artifact_kind(data) is None:
-                skipped.append(path)
+            if claims_to_be_artifact(data):
+                found.append((path, validate_artifact(data, str(path))))
             else:
-                found.append((path, data))
+                skipped.append(path)
     return found, skipped
-
-
-def collect_artifacts(roots: Iterable[Path]) -> list[tuple[Path, dict]]:
-    """Every schema-v2 reproduction or diagnostic artifact under the roots."""
-    return scan_artifacts(roots)[0]
 
 
 def _seeds(artifact: Mapping) -> list:
@@ -71,7 +75,7 @@ def _headline_change(artifact: Mapping) -> tuple[str, float | None, float | None
 
 def _class(artifact: Mapping) -> str | None:
     """The four-class verdict: recorded, or computed from the interval at the default margin."""
-    from llmevo.evidence import verdict_class
+    from llmevo.promotion import verdict_class
 
     try:
         return verdict_class(dict(artifact))
@@ -79,7 +83,8 @@ def _class(artifact: Mapping) -> str | None:
         return None
 
 
-def _reproduction_row(path: Path, artifact: Mapping) -> dict:
+def _reproduction_row(path: Path, typed: Artifact) -> dict:
+    artifact = typed.to_json_dict()
     seeds = _seeds(artifact)
     protocol = artifact.get("evaluation_protocol") or {}
     formal_default, policy_default = claim_policy(len(seeds))
@@ -87,9 +92,9 @@ def _reproduction_row(path: Path, artifact: Mapping) -> dict:
     metric, delta, ci_low, ci_high = _headline_change(artifact)
     return {
         "kind": "reproduction",
-        "name": artifact_name(artifact),
+        "name": typed.name,
         "paper": (artifact.get("paper") or {}).get("title"),
-        "arxiv": arxiv_id(artifact),
+        "arxiv": typed.arxiv,
         "suite": (artifact.get("dataset") or {}).get("benchmark_suite"),
         "tier": protocol.get("tier"),
         "seeds": len(seeds),
@@ -110,15 +115,16 @@ def _reproduction_row(path: Path, artifact: Mapping) -> dict:
     }
 
 
-def _diagnostic_row(path: Path, artifact: Mapping) -> dict:
+def _diagnostic_row(path: Path, typed: Artifact) -> dict:
+    artifact = typed.to_json_dict()
     protocol = artifact.get("evaluation_protocol") or {}
     full = artifact.get("full_experiment") or {}
     status = f"{artifact.get('implementation_status', '?')}; full experiment {full.get('status', 'not recorded')}"
     return {
         "kind": "diagnostic",
-        "name": artifact_name(artifact),
+        "name": typed.name,
         "paper": None,
-        "arxiv": arxiv_id(artifact),
+        "arxiv": typed.arxiv,
         "suite": None,
         "tier": artifact.get("evaluation_tier") or protocol.get("tier"),
         "seeds": len(_seeds(artifact)),
@@ -140,17 +146,13 @@ def _diagnostic_row(path: Path, artifact: Mapping) -> dict:
 ROW_BUILDERS = {"reproduction": _reproduction_row, "diagnostic": _diagnostic_row}
 
 
-def build_leaderboard(entries: Sequence[tuple[Path, Mapping]]) -> list[dict]:
+def build_leaderboard(entries: Sequence[tuple[Path, Artifact]]) -> list[dict]:
     """Rows for the leaderboard: reproductions first (by arXiv id, name), then diagnostics."""
     rows = []
     for path, artifact in entries:
-        kind = artifact_kind(artifact)
-        if kind is None:
-            raise ArtifactError(f"{path}: not a schema-v2 reproduction or diagnostic artifact")
-        try:
-            rows.append(ROW_BUILDERS[kind](path, artifact))
-        except (KeyError, TypeError) as error:
-            raise ArtifactError(f"{path}: malformed {kind} artifact ({error!r})") from error
+        if not isinstance(artifact, ReproductionArtifact | DiagnosticArtifact):
+            raise ArtifactError(f"{path}: not a validated artifact (load it with load_artifact)")
+        rows.append(ROW_BUILDERS[artifact.kind](path, artifact))
     order = {"reproduction": 0, "diagnostic": 1}
     return sorted(
         rows, key=lambda row: (order[row["kind"]], row["arxiv"] or "", row["name"], row["source"])

@@ -1,7 +1,8 @@
 """Root-mean-square layer normalisation: ``x / sqrt(mean(x^2) + eps) * g``.
 
 Zhang and Sennrich, "Root Mean Square Layer Normalization", arXiv 1910.07467. Reference
-test: the formula against torch.nn.functional.rms_norm and a hand computation.
+test: the formula against torch.nn.functional.rms_norm and a hand computation
+(tests/reference/test_norm_reference.py).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     ),
     ablation="layernorm",
     implementation_status="full",
-    promotion_eligible=True,
+    baseline=True,
     evolve_integrated=True,
     scope="RMSNorm with a learned gain and no bias, in place of LayerNorm.",
 )
