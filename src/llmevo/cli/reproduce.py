@@ -15,10 +15,20 @@ from rich.table import Table
 from llmevo.artifacts import collect_provenance, module_files, save_artifact
 from llmevo.artifacts.provenance import capture_code_state, check_publishable
 from llmevo.artifacts.schema import ReproductionArtifact
-from llmevo.cli.common import app, console, parse_seeds, resolve_cache_dir, resolve_data_dir
+from llmevo.cli.common import (
+    app,
+    console,
+    parse_floats,
+    parse_seeds,
+    resolve_cache_dir,
+    resolve_data_dir,
+)
 from llmevo.cli.progress import RichTrainingProgress
+from llmevo.errors import ConfigError
+from llmevo.eval.stats import check_margin
 from llmevo.experiments import presets as presets_module
 from llmevo.experiments import reproduce as runner
+from llmevo.experiments import tuning
 from llmevo.experiments.plans import plan_comparison
 from llmevo.experiments.presets import get_preset
 from llmevo.inference.checkpoint import save_checkpoint
@@ -30,11 +40,13 @@ IMPLEMENTATION_MODULES = (
     "llmevo.model.transformer", "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites",
     "llmevo.eval.metrics", "llmevo.eval.stats", "llmevo.data.lm", "llmevo.data.suites",
     "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.arm_data",
+    "llmevo.experiments.tuning", "llmevo.train.many",
 )
+TUNED_BY_DEFAULT = ("quick", "standard")
 
 
-def artifact_filename(preset: str, seeds: list[int]) -> str:
-    prefix = "public" if preset == "smoke" else f"public-{preset}"
+def artifact_filename(preset: str, seeds: list[int], tuned: bool = False) -> str:
+    prefix = ("public" if preset == "smoke" else f"public-{preset}") + ("-tuned" if tuned else "")
     if len(seeds) == 1:
         return f"{prefix}-seed{seeds[0]}.json"
     return f"{prefix}-seeds{seeds[0]}-{seeds[-1]}.json" if seeds == list(
@@ -94,6 +106,13 @@ def reproduce(
         "--sequential", help="Train the seeds one after another (the single-model path).")] = False,
     path: Annotated[str, typer.Option(
         help="How an arm's seeds train: auto, sequential, batched, parallel, parallel-batched.")] = "auto",
+    tune: Annotated[bool | None, typer.Option(
+        help="Tune each arm's learning rate on the same grid first (default: on for quick and "
+             "standard, off for smoke); report seeds default to 42..46.")] = None,
+    tune_grid: Annotated[str | None, typer.Option(
+        help="Learning rates to tune over, e.g. 1e-3,3e-3,1e-2 (default: 5 from lr/3 to 3*lr).")] = None,
+    tune_seeds: Annotated[str, typer.Option(help="Tuning seeds, disjoint from the report seeds.")] = "1000",
+    margin: Annotated[float, typer.Option(help="Non-inferiority margin of the verdict class, percent.")] = 1.0,
     tensorboard: Annotated[Path | None, typer.Option(
         help="Write TensorBoard event files here: per-step loss, lr, grad norm and final metrics, one run per arm and seed.")] = None,
 ) -> None:
@@ -102,9 +121,19 @@ def reproduce(
         "steps": steps, "batch_size": batch_size, "lr": lr, "warmup_steps": warmup_steps,
         "schedule": schedule, "suite": suite,
     })
+    if tune is False and tune_grid is not None:
+        raise ConfigError("--tune-grid needs tuning; drop --no-tune")
+    tuned = tune if tune is not None else (chosen.name in TUNED_BY_DEFAULT or tune_grid is not None)
+    if tuned and seed is None and seeds is None:
+        seeds = ",".join(str(s) for s in tuning.DEFAULT_REPORT_SEEDS)
     seed_list = parse_seeds(seed, seeds)
     execution = runner.Execution("sequential" if sequential else path, replicas_max)
     check_path(execution.path, execution.replicas_max)
+    plan = None
+    if tuned:
+        grid = parse_floats(tune_grid, "--tune-grid") if tune_grid else tuning.default_grid(chosen.train.lr)
+        plan = tuning.check_plan(grid, parse_seeds(None, tune_seeds), seed_list)
+    check_margin(margin)
     torch_device = resolve_device(device)
     data = resolve_data_dir(data_dir)
     if threads:
@@ -114,7 +143,7 @@ def reproduce(
         check_publishable(REPO_ROOT, allow_dirty)  # before any work
     paper = comparison.spec.manifest.paper
     folder = f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name
-    filename = artifact_filename(chosen.name, seed_list)
+    filename = artifact_filename(chosen.name, seed_list, tuned)
     if out is None:
         base = Path("docs/reproductions") / folder / "metrics" if publish else Path("runs") / folder
         out = base / filename
@@ -127,6 +156,7 @@ def reproduce(
     request = runner.ReproductionRequest(
         name=name, preset=chosen, seeds=seed_list, data_dir=data,
         cache_dir=resolve_cache_dir(), device=torch_device, execution=execution,
+        tuning=plan, margin_percent=margin,
     )
     logs = None
     if tensorboard is not None:

@@ -56,6 +56,14 @@ class RunSpec:
     label: str = ""
 
 
+@dataclass(frozen=True)
+class Execution:
+    """How the runs of one arm are executed: a ``train_many`` path and a replica cap."""
+
+    path: str = "auto"
+    replicas_max: int | None = None
+
+
 @dataclass
 class RunOutcome:
     spec: RunSpec
