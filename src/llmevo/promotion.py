@@ -7,11 +7,13 @@ published reproduction (``docs/reproductions/<arxiv>-<name>/metrics/*.json``) is
 (``docs/foundation-models/<arxiv>-<name>/metrics/*.json``) is ``l1_mechanism``, nothing is
 ``none``. Only artifacts whose ``manifest_ref`` is the component's count.
 
-A component is promoted when its manifest declares it part of the baseline, or
-when a published *formal* reproduction (3 or more paired seeds, ``docs/reproductions/
-<arxiv>-<name>/metrics/*.json``) did not find it significantly worse than its ablation on
-validation. A component with no formal reproduction, or one that was significantly worse,
-stays out. The newest formal artifact decides (by its ``provenance.created_at``).
+A component is promoted when its manifest declares it part of the baseline, or when a
+published *tuned formal* reproduction (3 or more paired seeds, both arms tuned on one
+learning-rate grid: a ``tuning`` block) classed it ``better`` or ``non-inferior`` than its
+ablation on validation (the four-class verdict with margin δ,
+``llmevo.eval.stats.classify_change``): evidence of non-inferiority, not absence of
+evidence. An untuned reproduction never promotes; neither does an ``inconclusive`` or
+``worse`` one. The newest tuned formal artifact decides (by its ``provenance.created_at``).
 
 Artifacts are read through the validated schema (``load_artifact``): a file in a metrics
 folder that does not validate (malformed, or NaN/infinity in a statistic) is an error, not
@@ -25,7 +27,10 @@ from pathlib import Path
 from typing import Literal
 
 from llmevo.artifacts.schema import Artifact, ReproductionArtifact, load_artifact
+from llmevo.eval.stats import DEFAULT_MARGIN_PERCENT, classify_change
 from llmevo.registry import ComponentSpec, Registry
+
+PROMOTING_CLASSES = ("better", "non-inferior")
 
 EvaluationTier = Literal["none", "l1_mechanism", "l2_public_dataset"]
 EVIDENCE_FOLDERS: tuple[tuple[EvaluationTier, str], ...] = (
@@ -103,11 +108,30 @@ def promotion(spec: ComponentSpec, docs: Path) -> Promotion:
     artifacts = formal_artifacts(spec, docs)
     if not artifacts:
         return Promotion(spec.name, spec.slot, False, "no formal (3+ seed) reproduction published yet")
-    path, artifact = artifacts[0]
+    tuned = [(path, artifact) for path, artifact in artifacts if artifact.tuning is not None]
+    if not tuned:
+        path, artifact = artifacts[0]
+        worse = " (and it was significantly worse)" if _significantly_worse(artifact) else ""
+        return Promotion(spec.name, spec.slot, False,
+                         f"no tuned formal reproduction yet; untuned evidence does not promote{worse}", path)
+    path, artifact = tuned[0]
     summary = artifact.verdict.summary if artifact.verdict else "no verdict recorded"
-    if _significantly_worse(artifact):
-        return Promotion(spec.name, spec.slot, False, f"significantly worse: {summary}", path)
-    return Promotion(spec.name, spec.slot, True, f"held up: {summary}", path)
+    label = verdict_class(artifact.to_json_dict())
+    if label in PROMOTING_CLASSES:
+        return Promotion(spec.name, spec.slot, True, f"{label} (tuned): {summary}", path)
+    return Promotion(spec.name, spec.slot, False, f"{label or 'unclassified'} (tuned): {summary}", path)
+
+
+def verdict_class(artifact: dict) -> str | None:
+    """The artifact's four-class verdict: recorded, or computed from its interval and margin."""
+    verdict = artifact.get("verdict") or {}
+    if verdict.get("classification"):
+        return str(verdict["classification"])
+    metric = verdict.get("metric", "lm_loss")
+    change = ((artifact.get("statistics") or {}).get(metric) or {}).get("paired_relative_change_percent", {})
+    margin = verdict.get("margin_percent") or DEFAULT_MARGIN_PERCENT
+    return classify_change(change.get("ci_low"), change.get("ci_high"), float(margin),
+                           bool(verdict.get("lower_is_better", True)))
 
 
 def promotions(registry: Registry, docs: Path) -> dict[str, Promotion]:

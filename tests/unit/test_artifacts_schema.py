@@ -171,3 +171,35 @@ def test_absent_optionals_stay_absent_and_nulls_stay_null(diagnostic: dict[str, 
     assert dumped["adapter"] is None and dumped["provenance"]["checkpoint"] is None
     assert "code_dirty" not in dumped["provenance"]
     assert "interval" not in dumped["evaluation_protocol"]
+
+
+def _tuning_block() -> dict[str, Any]:
+    def arm(chosen: float) -> dict[str, Any]:
+        return {"settings": [
+            {"lr": lr, "validation": {"1000": loss}, "mean": loss, "status": "complete"}
+            for lr, loss in ((1e-3, 4.1), (3e-3, 3.9), (1e-2, 4.0))],
+            "chosen": {"lr": chosen}, "extended": None, "chosen_on_edge": False}
+    return {"parameter": "lr", "grid": [1e-3, 3e-3, 1e-2], "seeds": [1000], "metric": "lm_loss",
+            "arms": {"baseline": arm(3e-3), "method": arm(3e-3)}}
+
+
+def test_tuning_block_validates_and_round_trips(reproduction: dict[str, Any]) -> None:
+    data = copy.deepcopy(reproduction)
+    data["tuning"] = _tuning_block()
+    artifact = validate_artifact(data)
+    assert isinstance(artifact, ReproductionArtifact) and artifact.tuning is not None
+    assert artifact.to_json_dict() == data
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda t: t["arms"]["method"].update(chosen={"lr": 5e-3}), "not one of the settings"),
+    (lambda t: t["arms"]["method"].update(settings=t["arms"]["method"]["settings"][:1]), "at least 2"),
+    (lambda t: t.update(seeds=[42]), "overlap evaluation_protocol.seeds"),
+    (lambda t: t["arms"]["baseline"]["settings"][0].update(mean="4.1"), "tuning.arms.baseline.settings.0.mean"),
+])
+def test_bad_tuning_blocks_are_one_line_errors(reproduction: dict[str, Any], change, message) -> None:
+    data = copy.deepcopy(reproduction)
+    data["tuning"] = _tuning_block()
+    change(data["tuning"])
+    with pytest.raises(ArtifactError, match=message):
+        validate_artifact(data)

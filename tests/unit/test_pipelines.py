@@ -22,6 +22,7 @@ from llmevo.experiments.pipeline import artifact_filename
         ({"steps": 0}, "steps: Input should be greater than or equal to 1"),
         ({"lr": -1.0}, "lr: Input should be greater than 0"),
         ({"stepz": 3}, "stepz: Extra inputs are not permitted"),
+        ({"tune": False, "tune_grid": [1e-3, 3e-3]}, "--tune-grid needs tuning"),
     ],
 )
 def test_bad_reproduction_request_is_one_line(tmp_path, values, message):
@@ -40,12 +41,19 @@ def test_bad_evolution_settings_are_one_line(tmp_path):
 def test_default_outputs(tmp_path):
     request = ReproductionRequest(data_dir=tmp_path, seeds=[42, 43, 44], preset="quick")
     outputs = request.outputs()
-    assert outputs.artifact == Path("runs/2104.09864-rope/public-quick-seeds42-44.json")
+    assert outputs.artifact == Path("runs/2104.09864-rope/public-quick-tuned-seeds42-44.json")
     assert outputs.report == Path("runs/2104.09864-rope/report")
     published = request.model_copy(update={"publish": True, "report": False}).outputs()
-    assert published.artifact == Path("docs/reproductions/2104.09864-rope/metrics/public-quick-seeds42-44.json")
+    assert published.artifact == Path(
+        "docs/reproductions/2104.09864-rope/metrics/public-quick-tuned-seeds42-44.json")
     assert published.report is None
     assert artifact_filename("smoke", [42]) == "public-seed42.json"
+    smoke = ReproductionRequest(data_dir=tmp_path)  # smoke: untuned, seed 42
+    assert smoke.report_seeds() == [42] and smoke.tuning_plan() is None
+    assert smoke.outputs().artifact == Path("runs/2104.09864-rope/public-seed42.json")
+    quick = ReproductionRequest(data_dir=tmp_path, preset="quick")  # quick: tuned, seeds 42..46
+    assert quick.report_seeds() == [42, 43, 44, 45, 46]
+    assert quick.tuning_plan().seeds == (1000,) and len(quick.tuning_plan().grid) == 5
     assert artifact_filename("smoke", [42, 47, 50]) == "public-seeds42-47-50.json"
     settings = EvolutionSettings(data_dir=tmp_path, preset="smoke", trial_steps=8)
     assert settings.study_name() == "evolve-smoke-s8"

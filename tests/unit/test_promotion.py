@@ -15,7 +15,8 @@ from llmevo.promotion import promotion, tier_reached
 
 def _publish(docs: Path, folder: str, manifest_ref: str, change: float, significant: bool | None,
              formal: bool = True, created: str = "2026-11-30T08:00:00+00:00",
-             ci: tuple[float, float] | None = None) -> Path:
+             ci: tuple[float, float] | None = None, tuned: bool = True,
+             margin: float | None = None) -> Path:
     path = docs / "reproductions" / folder / "metrics" / f"{created[:19].replace(':', '')}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     artifact = synthetic_artifact()
@@ -26,6 +27,14 @@ def _publish(docs: Path, folder: str, manifest_ref: str, change: float, signific
     artifact["statistics"]["lm_loss"]["paired_relative_change_percent"].update(
         mean=change, ci_low=low, ci_high=high)
     artifact["provenance"]["created_at"] = created
+    if margin is not None:
+        artifact["verdict"]["margin_percent"] = margin
+    if tuned:
+        settings = [{"lr": lr, "validation": {"1000": 4.0}, "mean": 4.0, "status": "complete"}
+                    for lr in (1e-3, 3e-3, 1e-2)]
+        arm = {"settings": settings, "chosen": {"lr": 3e-3}, "extended": None, "chosen_on_edge": False}
+        artifact["tuning"] = {"parameter": "lr", "grid": [1e-3, 3e-3, 1e-2], "seeds": [1000],
+                              "metric": "lm_loss", "arms": {"baseline": arm, "method": arm}}
     path.write_text(json.dumps(artifact))
     return path
 
@@ -48,8 +57,8 @@ def test_significantly_worse_stays_out_and_no_difference_is_promoted(tmp_path):
     _publish(tmp_path, "2502.16982-muon", "reproduction:muon", +4.2, True)
     assert not promotion(muon, tmp_path).promoted
     qk = registry.get("attention", "qk_norm")
-    _publish(tmp_path, "2302.05442-qk_norm", "reproduction:qk_norm", +0.2, False)
-    assert promotion(qk, tmp_path).promoted
+    _publish(tmp_path, "2302.05442-qk_norm", "reproduction:qk_norm", +0.2, False, ci=(-0.5, 0.9))
+    assert promotion(qk, tmp_path).promoted  # non-inferior: upper bound 0.9 < margin 1%
 
 
 def test_significant_improvement_is_promoted_and_newest_artifact_decides(tmp_path):
@@ -57,7 +66,7 @@ def test_significant_improvement_is_promoted_and_newest_artifact_decides(tmp_pat
     _publish(tmp_path, "2109.08668-relu2", "reproduction:relu2", +3.0, True, created="2026-11-29T00:00:00+00:00")
     _publish(tmp_path, "2109.08668-relu2", "reproduction:relu2", -2.0, True, created="2026-11-30T00:00:00+00:00")
     result = promotion(spec, tmp_path)
-    assert result.promoted and "held up" in result.reason
+    assert result.promoted and result.reason.startswith("better (tuned)")
 
 
 def test_a_nan_interval_is_refused_not_promoted(tmp_path):
@@ -103,3 +112,25 @@ def test_the_repository_evidence_gives_the_tiers_the_manifests_used_to_declare()
     assert tier_reached(registry.get("kv_cache", "rope-relay"), docs) == "l1_mechanism"
     assert tier_reached(registry.get("architecture", "blt-bytes"), docs) == "l2_public_dataset"
     assert tier_reached(registry.get("architecture", "transformer"), docs) == "none"
+
+
+def test_no_significant_difference_with_a_wide_interval_is_not_promoted(tmp_path):
+    """Absence of evidence is not evidence: CI [-2, +3] reaches past δ = 1% -> inconclusive."""
+    spec = ensure_registered().get("attention", "qk_norm")
+    _publish(tmp_path, "2302.05442-qk_norm", "reproduction:qk_norm", +0.5, False, ci=(-2.0, 3.0))
+    result = promotion(spec, tmp_path)
+    assert not result.promoted and result.reason.startswith("inconclusive")
+    _publish(tmp_path, "2302.05442-qk_norm", "reproduction:qk_norm", +0.5, False, ci=(-2.0, 3.0),
+             margin=5.0, created="2026-12-01T00:00:00+00:00")
+    assert promotion(spec, tmp_path).reason.startswith("non-inferior")  # the artifact's own δ
+
+
+def test_untuned_reproductions_do_not_promote(tmp_path):
+    spec = ensure_registered().get("feedforward", "relu2")
+    _publish(tmp_path, "2109.08668-relu2", "reproduction:relu2", -5.0, True, tuned=False)
+    result = promotion(spec, tmp_path)
+    assert not result.promoted and "no tuned" in result.reason
+    _publish(tmp_path, "2109.08668-relu2", "reproduction:relu2", -5.0, True,
+             created="2026-11-29T00:00:00+00:00")  # older, but tuned: it decides
+    result = promotion(spec, tmp_path)
+    assert result.promoted and result.reason.startswith("better (tuned)")

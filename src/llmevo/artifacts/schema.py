@@ -230,6 +230,8 @@ class Verdict(_Block):
     significant: bool | None = None
     noise_floor_percent: float | None
     summary: str
+    classification: Literal["better", "non-inferior", "inconclusive", "worse"] | None = None
+    margin_percent: float | None = None  # δ of the non-inferiority class
 
 
 class HeldOutTest(_Block):
@@ -247,6 +249,41 @@ class ArmCurve(_Block):
 class TrainingCurves(_Block):
     baseline: ArmCurve
     method: ArmCurve
+
+
+class TuningSetting(_Block):
+    """One learning rate of one arm: validation metric per tuning seed (null: diverged)."""
+
+    lr: float
+    validation: dict[str, float | None]
+    mean: float | None
+    status: Literal["complete", "diverged"]
+    extension: bool = False
+
+
+class ArmTuning(_Block):
+    settings: list[TuningSetting]
+    chosen: dict[str, float]
+    extended: Literal["up", "down"] | None = None
+    chosen_on_edge: bool
+
+    @model_validator(mode="after")
+    def _chosen_is_a_setting(self) -> ArmTuning:
+        if len(self.settings) < 2:
+            raise ValueError(f"an arm needs at least 2 tuned settings, got {len(self.settings)}")
+        if self.chosen.get("lr") not in [s.lr for s in self.settings]:
+            raise ValueError(f"chosen lr {self.chosen.get('lr')} is not one of the settings tried")
+        return self
+
+
+class Tuning(_Block):
+    """Both arms tuned on one learning-rate grid under tuning seeds (``experiments.tuning``)."""
+
+    parameter: str
+    grid: list[float]
+    seeds: list[int]
+    metric: str
+    arms: dict[str, ArmTuning]
 
 
 class ReproductionArtifact(_Block):
@@ -269,6 +306,15 @@ class ReproductionArtifact(_Block):
     verdict: Verdict | None = None
     test: HeldOutTest | None = None
     training_curves: TrainingCurves | None = None
+    tuning: Tuning | None = None
+
+    @model_validator(mode="after")
+    def _tuning_seeds_disjoint(self) -> ReproductionArtifact:
+        if self.tuning is not None:
+            overlap = sorted(set(self.tuning.seeds) & set(self.evaluation_protocol.seeds))
+            if overlap:
+                raise ValueError(f"tuning.seeds {overlap} overlap evaluation_protocol.seeds")
+        return self
 
     @property
     def kind(self) -> str:

@@ -75,3 +75,14 @@ def parse_int_list(text: str, option: str) -> list[int]:
         except ValueError:
             raise ConfigError(f"{option}: '{item}' is not an integer (expected e.g. 1,2,4)") from None
     return values
+
+
+def parse_floats(text: str, option: str) -> list[float]:
+    """``1e-3,3e-3`` as floats; a non-number is a one-line error."""
+    values = []
+    for item in text.split(","):
+        try:
+            values.append(float(item.strip()))
+        except ValueError:
+            raise ConfigError(f"{option}: '{item.strip()}' is not a number (expected e.g. 1e-3,3e-3,1e-2)") from None
+    return values

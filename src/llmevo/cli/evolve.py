@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from llmevo.cli.common import app, console, parse_seeds, resolve_cache_dir, resolve_data_dir
+from llmevo.cli.common import (
+    app,
+    console,
+    parse_floats,
+    parse_seeds,
+    resolve_cache_dir,
+    resolve_data_dir,
+)
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -65,7 +72,7 @@ def evolve(
     storage: Annotated[str | None, typer.Option(help="SQLAlchemy URL (default sqlite:///runs/evolve/<study>.db).")] = None,
     study: Annotated[str | None, typer.Option(help="Study name (default evolve-<preset>[-s<steps>]).")] = None,
     sampler: Annotated[str, typer.Option(help=f"Sampler: {SAMPLER_NAMES}.")] = "regularized",
-    seeds: Annotated[str, typer.Option(help="Seeds of the final champion/baseline evaluation.")] = "42,43,44",
+    seeds: Annotated[str, typer.Option(help="Report seeds of the final champion/baseline evaluation and of --explain.")] = "42,43,44,45,46",
     population: Annotated[int, typer.Option(help="Alive population (regularized evolution).")] = 8,
     tournament: Annotated[int, typer.Option(help="Tournament size.")] = 3,
     rescore_seeds: Annotated[int, typer.Option(help="Extra seeds for a would-be champion.")] = 2,
@@ -89,11 +96,24 @@ def evolve(
         help="At most this many seeds of a genome train at once (rescoring, final comparison).")] = None,
     sequential: Annotated[bool, typer.Option(
         "--sequential", help="Train rescoring and final seeds one after another.")] = False,
+    trial_lr_factors: Annotated[str, typer.Option(
+        help="Each trial trains at its lr times each factor (all at once) and is scored by the best; "
+             "'none' trains one lr with hurdles.")] = "0.5,1,2",
+    final_tune: Annotated[bool, typer.Option(
+        help="Tune champion and baseline on one lr grid before the final comparison.")] = True,
+    tune_grid: Annotated[str | None, typer.Option(
+        help="The final comparison's lr grid (default: 5 from lr/3 to 3*lr of the preset).")] = None,
+    tune_seeds: Annotated[str, typer.Option(help="Tuning seeds of the final comparison.")] = "2000",
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="Knock out each gene where the study's champion differs from llama_modern, "
+                          "train under --seeds and add the table to the study report.")] = False,
+    genes: Annotated[str | None, typer.Option(help="With --explain: only these genes (comma-separated).")] = None,
     tensorboard: Annotated[Path | None, typer.Option(
         help="Write TensorBoard event files here: per-step curves of every trial and seed, each trial's fitness and genome, the final runs.")] = None,
 ) -> None:
     """Evolve genomes (a component per slot, optimizer, training genes) on an Optuna study."""
     from llmevo.evolve import EvolutionSettings, run, search_space
+    from llmevo.evolve import explain as explain_champion
 
     values = dict(
         preset=preset, trials=trials, workers=workers, storage=storage, study=study,
@@ -103,6 +123,10 @@ def evolve(
         sampler_seed=sampler_seed, out=out, report=report, threads=threads, promotion=promotion,
         docs=docs, tensorboard=tensorboard, cache_dir=resolve_cache_dir(),
         path="sequential" if sequential else "auto", replicas_max=replicas_max,
+        final_tune=final_tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None,
+        tune_seeds=parse_seeds(None, tune_seeds),
+        trial_lr_factors=[] if trial_lr_factors.strip().lower() == "none" else parse_floats(
+            trial_lr_factors, "--trial-lr-factors"),
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
     )
     if list_space:
@@ -112,6 +136,10 @@ def evolve(
         return
     settings = EvolutionSettings(seeds=parse_seeds(None, seeds), data_dir=resolve_data_dir(data_dir),
                                  **values)
+    if explain:
+        explain_champion(settings, [g.strip() for g in genes.split(",")] if genes else None,
+                         notify=console.print)
+        return
     try:
         summary = run(settings, notify=console.print)
     except KeyboardInterrupt:

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from llmevo.cli.common import app, console, parse_seeds, resolve_cache_dir, resolve_data_dir
+from llmevo.cli.common import (
+    app,
+    console,
+    parse_floats,
+    parse_seeds,
+    resolve_cache_dir,
+    resolve_data_dir,
+)
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -78,6 +85,13 @@ def reproduce(
         "--sequential", help="Train the seeds one after another (the single-model path).")] = False,
     path: Annotated[str, typer.Option(
         help="How an arm's seeds train: auto, sequential, batched, parallel, parallel-batched.")] = "auto",
+    tune: Annotated[bool | None, typer.Option(
+        help="Tune each arm's learning rate on the same grid first (default: on for quick and "
+             "standard, off for smoke); report seeds default to 42..46.")] = None,
+    tune_grid: Annotated[str | None, typer.Option(
+        help="Learning rates to tune over, e.g. 1e-3,3e-3,1e-2 (default: 5 from lr/3 to 3*lr).")] = None,
+    tune_seeds: Annotated[str, typer.Option(help="Tuning seeds, disjoint from the report seeds.")] = "1000",
+    margin: Annotated[float, typer.Option(help="Non-inferiority margin of the verdict class, percent.")] = 1.0,
     tensorboard: Annotated[Path | None, typer.Option(
         help="Write TensorBoard event files here: per-step loss, lr, grad norm and final metrics, one run per arm and seed.")] = None,
 ) -> None:
@@ -87,12 +101,15 @@ def reproduce(
     from llmevo.experiments import reproduce as run_reproduction
 
     request = ReproductionRequest(
-        name=name, preset=preset, seeds=parse_seeds(seed, seeds), device=device,
+        name=name, preset=preset, device=device,
+        seeds=None if seed is None and seeds is None else parse_seeds(seed, seeds),
         data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), threads=threads,
         steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps,
         schedule=schedule, suite=suite, publish=publish, allow_dirty=allow_dirty,
         report=report, out=out, save_checkpoints=save_checkpoints, tensorboard=tensorboard,
         path="sequential" if sequential else path, replicas_max=replicas_max,
+        tune=tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None,
+        tune_seeds=parse_seeds(None, tune_seeds), margin=margin,
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
     )
     outputs = request.outputs()

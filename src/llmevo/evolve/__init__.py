@@ -11,9 +11,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from llmevo.evolve.pipeline import EvolutionSettings, EvolutionSummary, run, search_space
+    from llmevo.evolve.pipeline import (
+        EvolutionSettings,
+        EvolutionSummary,
+        explain,
+        run,
+        search_space,
+    )
 
-__all__ = ["EvolutionSettings", "EvolutionSummary", "run", "search_space"]
+__all__ = ["EvolutionSettings", "EvolutionSummary", "explain", "run", "search_space"]
 
 
 def __getattr__(name: str) -> Any:

@@ -52,6 +52,7 @@ from llmevo.experiments.presets import Preset
 SPACE_ATTR = "llmevo:search_space"
 PRESET_ATTR = "llmevo:preset"
 SAMPLER_ATTR = "llmevo:sampler"
+LR_FACTORS_ATTR = "llmevo:trial_lr_factors"
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ class EvolveSettings:
     promoted: tuple[str, ...] | None = None  # components in the space; None: manifest flags
     execution_path: str = "auto"  # how multi-seed training runs (llmevo.train.many paths)
     replicas_max: int | None = None
+    lr_factors: tuple[float, ...] = ()  # fair trials (evolve.fair): each trial at lr x factor, best counts
     tensorboard_dir: Path | None = None  # TensorBoard runs: one per trial and seed, plus "trials"
 
 
@@ -164,7 +166,8 @@ def open_study(settings: EvolveSettings, space: SearchSpace, storage: RDBStorage
                                 sampler=sampler, pruner=pruner, direction="maximize",
                                 load_if_exists=True)
     attrs = study.user_attrs
-    expected = {SPACE_ATTR: space.describe(), PRESET_ATTR: preset_description(settings.preset)}
+    expected = {SPACE_ATTR: space.describe(), PRESET_ATTR: preset_description(settings.preset),
+                LR_FACTORS_ATTR: list(settings.lr_factors)}
     if SPACE_ATTR not in attrs:
         for key, value in expected.items():
             study.set_user_attr(key, value)
@@ -173,9 +176,10 @@ def open_study(settings: EvolveSettings, space: SearchSpace, storage: RDBStorage
             study.enqueue_trial(space.to_params(space.baseline),
                                 user_attrs={"parent": None, "role": "baseline"})
         return study
-    what = {SPACE_ATTR: "search space", PRESET_ATTR: "preset"}
+    what = {SPACE_ATTR: "search space", PRESET_ATTR: "preset",
+            LR_FACTORS_ATTR: "trial learning-rate grid"}
     for key, value in expected.items():
-        if attrs[key] != value:
+        if attrs.get(key, [] if key == LR_FACTORS_ATTR else None) != value:
             raise ConfigError(
                 f"study '{settings.study_name}' was created with a different {what[key]} "
                 f"({_mismatch(attrs[key], value)[:160]}); use another --study or the original settings"
@@ -285,6 +289,7 @@ def prepare_context(settings: EvolveSettings, space: SearchSpace,
         hurdle_windows=settings.hurdle_windows, worker=worker, logs=logs,
         execution_path=settings.execution_path, replicas_max=settings.replicas_max,
         execution_workers=max(1, settings.threads_per_worker),
+        lr_factors=settings.lr_factors,
     )
 
 

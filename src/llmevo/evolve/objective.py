@@ -33,7 +33,7 @@ from llmevo.experiments.arm_data import ArmData
 from llmevo.experiments.presets import Preset
 from llmevo.experiments.runner import evaluate_arm
 from llmevo.train.logging import RunLogs
-from llmevo.train.many import RunSpec, train_many
+from llmevo.train.many import Execution, RunSpec, train_many
 from llmevo.train.trainer import train
 
 FINAL_STATES = ("complete", "pruned", "diverged", "failed", "invalid", "duplicate")
@@ -58,6 +58,7 @@ class TrialContext:
     execution_path: str = "auto"  # how rescoring seeds train (llmevo.train.many paths)
     replicas_max: int | None = None
     execution_workers: int | None = None  # worker processes for a parallel path (its core share)
+    lr_factors: tuple[float, ...] = ()  # fair trials: train at lr x each factor, score the best (evolve.fair)
     logs: RunLogs | None = None  # per-step curves of each trial and seed; fitness and genome
 
 
@@ -185,6 +186,40 @@ def train_and_validate_many(
     return results
 
 
+def _best_of_grid(trial: optuna.Trial, genome: Genome, context: TrialContext) -> tuple[str, dict, Genome]:
+    """Train the genome at every lr of its trial grid under the search seed; the best
+    complete run's record and the genome at that lr (recorded as ``tuned_genome``)."""
+    from llmevo.evolve.fair import train_genome, trial_lr_grid, with_lr
+
+    grid = trial_lr_grid(genome.train.lr, context.lr_factors)
+    runs = train_genome(genome, context.data, context.preset,
+                        [(lr, context.search_seed) for lr in grid], context.device,
+                        execution=Execution(context.execution_path, context.replicas_max))
+    trial.set_user_attr("lr_grid", [{"lr": r["lr"], "status": status,
+                                     "fitness": r.get("validation", {}).get("fitness")}
+                                    for status, r in runs])
+    complete = [r for status, r in runs if status == "complete"]
+    if not complete:
+        return "diverged", runs[0][1], genome
+    best = max(complete, key=lambda r: r["validation"]["fitness"])
+    tuned = with_lr(genome, best["lr"])
+    trial.set_user_attr("tuned_genome", tuned.model_dump(mode="json"))
+    trial.set_user_attr("tuned_lr", best["lr"])
+    record = {k: v for k, v in best.items() if k != "validation"} | best["validation"]
+    return "complete", record, tuned
+
+
+def _rescore(genome: Genome, context: TrialContext, seeds: list[int]) -> list[tuple[str, dict]]:
+    """The (tuned) genome under each rescoring seed, all at once; validation only."""
+    from llmevo.evolve.fair import train_genome
+
+    runs = train_genome(genome, context.data, context.preset, [(genome.train.lr, s) for s in seeds],
+                        context.device,
+                        execution=Execution(context.execution_path, context.replicas_max))
+    return [(status, {k: v for k, v in record.items() if k != "validation"} | record["validation"]
+             if status == "complete" else record) for status, record in runs]
+
+
 def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
     """The Optuna objective (direction: maximize validation fitness)."""
 
@@ -250,7 +285,10 @@ def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
 
         seeds = [context.search_seed]
         run_name = f"trial-{trial.number:04d}"
-        status, record = train_and_validate(genome, context, seeds[0], make_hook, run_name)
+        if context.lr_factors:  # every lr of the grid at once (no hurdles), scored by its best
+            status, record, genome = _best_of_grid(trial, genome, context)
+        else:
+            status, record = train_and_validate(genome, context, seeds[0], make_hook, run_name)
         per_seed = {str(seeds[0]): record}
         trial.set_user_attr("seeds", seeds)
         trial.set_user_attr("metrics", per_seed)
@@ -264,11 +302,13 @@ def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
         best = best_score(study)
         if context.rescore_seeds > 0 and (best is None or fitness[0] > best):
             extra = [context.search_seed + offset for offset in range(1, context.rescore_seeds + 1)]
-            if context.logs is not None:  # per-step curves are written by the sequential trainer
+            if context.lr_factors:  # fair trials: the genome at its tuned lr (evolve.fair)
+                rescored = _rescore(genome, context, extra)
+            elif context.logs is not None:  # per-step curves are written by the sequential trainer
                 rescored = [train_and_validate(genome, context, seed, run_name=run_name) for seed in extra]
             else:
                 rescored = train_and_validate_many(genome, context, extra)
-            for seed, (status, record) in zip(extra, rescored):
+            for seed, (status, record) in zip(extra, rescored, strict=True):
                 if status == "diverged":
                     trial.set_user_attr("state", "diverged")
                     raise TrialDiverged(

@@ -12,37 +12,50 @@ The command line (``llmevo evolve``) only turns its options into settings and pr
     from llmevo.evolve import EvolutionSettings, run
     summary = run(EvolutionSettings(preset="smoke", trials=4, data_dir="data"))
 
-Public API: ``EvolutionSettings``, ``EvolutionSummary``, ``run``, ``search_space``,
+Public API: ``EvolutionSettings``, ``EvolutionSummary``, ``run``, ``explain``, ``search_space``,
 ``PROMOTION_RULES``, ``masked``.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
+from optuna.trial import FrozenTrial
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from llmevo.artifacts.io import write_json_atomic
 from llmevo.artifacts.provenance import collect_provenance, module_files
 from llmevo.catalog import ensure_registered
 from llmevo.errors import ConfigError
 from llmevo.evolve import engine
 from llmevo.evolve.champion import baseline_trial, final_evaluation, select_champion
+from llmevo.evolve.fair import (
+    DEFAULT_TRIAL_LR_FACTORS,
+    knockout_lines,
+    knockout_variants,
+    trial_lr_grid,
+    tuned_final_evaluation,
+)
+from llmevo.evolve.fair import explain as explain_genes
 from llmevo.evolve.genome import Genome
 from llmevo.evolve.report import build_summary, write_report
 from llmevo.evolve.space import SearchSpace, build_search_space
+from llmevo.experiments import tuning
 from llmevo.experiments.presets import Preset, get_preset
-from llmevo.experiments.runner import Execution
+from llmevo.experiments.tuning import TuningPlan
 from llmevo.promotion import Promotion, promotions
 from llmevo.registry import RequestModel
 from llmevo.train.device import accelerator_name, resolve_device
-from llmevo.train.many import check_path
+from llmevo.train.many import Execution, check_path
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 IMPLEMENTATION_MODULES = (
@@ -51,7 +64,7 @@ IMPLEMENTATION_MODULES = (
     "llmevo.evolve.champion", "llmevo.evolve.report", "llmevo.model.transformer",
     "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites", "llmevo.eval.metrics",
     "llmevo.eval.stats", "llmevo.experiments.presets", "llmevo.experiments.runner",
-    "llmevo.experiments.arm_data",
+    "llmevo.experiments.arm_data", "llmevo.evolve.fair", "llmevo.experiments.tuning",
 )
 
 PROMOTION_RULES: dict[str, Callable[[dict[str, Promotion]], frozenset[str]]] = {
@@ -69,7 +82,11 @@ def masked(url: str) -> str:
 class EvolutionSettings(RequestModel):
     """One evolution run. ``study`` defaults to ``evolve-<preset>[-s<trial_steps>]``,
     ``storage`` to ``sqlite:///runs/evolve/<study>.db``, ``out`` to ``docs/evolution/<study>``,
-    ``threads`` to CPU cores / workers; ``seeds`` are the final evaluation's seeds."""
+    ``threads`` to CPU cores / workers; ``seeds`` are the final evaluation's (and
+    ``explain``'s) report seeds. Each trial trains at its lr times each of
+    ``trial_lr_factors`` and is scored by the best (empty: one lr, with hurdles);
+    ``final_tune`` tunes champion and baseline on ``tune_grid`` (default: 5 from lr/3 to
+    3*lr) under ``tune_seeds`` before the final comparison."""
 
     preset: str = "quick"
     trials: int = Field(default=24, ge=1)
@@ -77,7 +94,7 @@ class EvolutionSettings(RequestModel):
     storage: str | None = None
     study: str | None = None
     sampler: str = "regularized"
-    seeds: list[int] = Field(default_factory=lambda: [42, 43, 44], min_length=1)
+    seeds: list[int] = Field(default_factory=lambda: list(tuning.DEFAULT_REPORT_SEEDS), min_length=1)
     population: int = Field(default=8, ge=1)
     tournament: int = Field(default=3, ge=1)
     rescore_seeds: int = Field(default=2, ge=0)
@@ -96,6 +113,10 @@ class EvolutionSettings(RequestModel):
     promotion: Literal["evidence", "manifest"] = "evidence"
     docs: Path = Path("docs")
     tensorboard: Path | None = None
+    trial_lr_factors: list[float] = Field(default_factory=lambda: list(DEFAULT_TRIAL_LR_FACTORS))
+    final_tune: bool = True
+    tune_grid: list[float] | None = None
+    tune_seeds: list[int] = Field(default_factory=lambda: [2000])
     path: str = "auto"  # how rescoring and final seeds train: auto or sequential (llmevo.train.many)
     replicas_max: int | None = None  # (checked by check_path) at most this many seeds of a genome at once
     command: str | None = None
@@ -157,33 +178,62 @@ def _ignore(message: str) -> None:
     return None
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    """Everything ``run`` and ``explain`` check and build before any work."""
+
+    space: SearchSpace
+    engine: engine.EvolveSettings
+    final_preset: Preset
+    plan: TuningPlan | None
+    execution: Execution
+    factors: tuple[float, ...]
+
+
+def _prepare(settings: EvolutionSettings) -> _Prepared:
+    space, decisions = search_space(settings)
+    execution = Execution(settings.path, settings.replicas_max)
+    check_path(execution.path, execution.replicas_max)
+    promoted = PROMOTION_RULES[settings.promotion](decisions)
+    trial_preset, final_preset = settings.presets()
+    factors = tuple(settings.trial_lr_factors)
+    if factors:
+        trial_lr_grid(1.0, factors)  # refuses a bad grid before any work
+    plan = tuning.check_plan(
+        settings.tune_grid or tuning.default_grid(final_preset.train.lr), settings.tune_seeds,
+        settings.seeds) if settings.final_tune else None
+    if not Path(settings.data_dir).is_dir():
+        raise ConfigError(f"data directory {settings.data_dir} does not exist")
+    resolve_device(settings.device)  # refuses an unavailable device before any work
+    engine_settings = engine.EvolveSettings(
+        study_name=settings.study_name(), storage_url=settings.storage_url(), preset=trial_preset,
+        sampler=settings.sampler, trials=settings.trials, workers=settings.workers,
+        population=settings.population, tournament=settings.tournament,
+        rescore_seeds=settings.rescore_seeds, score_k=settings.score_k,
+        sampler_seed=settings.sampler_seed, data_dir=Path(settings.data_dir).resolve(),
+        cache_dir=Path(settings.cache_dir).resolve(), device=settings.device,
+        promoted=tuple(sorted(promoted)),
+        threads_per_worker=settings.threads or max(1, (os.cpu_count() or 1) // settings.workers),
+        heartbeat_interval=settings.heartbeat, grace_period=settings.grace_period, lr_factors=factors,
+        execution_path=execution.path, replicas_max=execution.replicas_max,
+        tensorboard_dir=settings.tensorboard.resolve() if settings.tensorboard is not None else None,
+    )
+    return _Prepared(space, engine_settings, final_preset, plan, execution, factors)
+
+
+def _champion_genome(champion: FrozenTrial) -> Genome:
+    return Genome.from_json(champion.user_attrs.get("tuned_genome") or champion.user_attrs["genome"])
+
+
 def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) -> EvolutionSummary | None:
     """Run (or resume) the study, then evaluate the champion and write the report.
 
     Returns the summary, or None with ``settings.report`` off (search only). ``notify``
     receives one line per stage (study state, search done, champion, report path).
     Interrupting (KeyboardInterrupt) leaves the study resumable: run the same settings again."""
-    space, decisions = search_space(settings)
-    execution = Execution(settings.path, settings.replicas_max)
-    check_path(execution.path, execution.replicas_max)
-    promoted = PROMOTION_RULES[settings.promotion](decisions)
-    trial_preset, final_preset = settings.presets()
-    if not Path(settings.data_dir).is_dir():
-        raise ConfigError(f"data directory {settings.data_dir} does not exist")
-    resolve_device(settings.device)  # refuses an unavailable device before any work
-    study_name, storage_url = settings.study_name(), settings.storage_url()
-    engine_settings = engine.EvolveSettings(
-        study_name=study_name, storage_url=storage_url, preset=trial_preset, sampler=settings.sampler,
-        trials=settings.trials, workers=settings.workers, population=settings.population,
-        tournament=settings.tournament, rescore_seeds=settings.rescore_seeds, score_k=settings.score_k,
-        sampler_seed=settings.sampler_seed, data_dir=Path(settings.data_dir).resolve(),
-        cache_dir=Path(settings.cache_dir).resolve(), device=settings.device,
-        promoted=tuple(sorted(promoted)),
-        threads_per_worker=settings.threads or max(1, (os.cpu_count() or 1) // settings.workers),
-        heartbeat_interval=settings.heartbeat, grace_period=settings.grace_period,
-        execution_path=execution.path, replicas_max=execution.replicas_max,
-        tensorboard_dir=settings.tensorboard.resolve() if settings.tensorboard is not None else None,
-    )
+    prepared = _prepare(settings)
+    space, engine_settings, final_preset = prepared.space, prepared.engine, prepared.final_preset
+    study_name, storage_url = engine_settings.study_name, engine_settings.storage_url
     logs = None
     if settings.tensorboard is not None:
         from llmevo.train.logging import TensorBoardLogs
@@ -209,9 +259,15 @@ def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) ->
     context_settings = engine.EvolveSettings(**{**engine_settings.__dict__, "preset": final_preset})
     context = engine.prepare_context(context_settings, space)
     device = resolve_device(settings.device)
-    final = final_evaluation(Genome.from_json(champion.user_attrs["genome"]), space.baseline,
-                             context.data, context.preset, list(settings.seeds), device, logs=logs,
-                             execution=execution)
+    seeds = list(settings.seeds)
+    final_tuning = None
+    if prepared.plan is not None:
+        final, final_tuning, _ = tuned_final_evaluation(
+            _champion_genome(champion), space.baseline, context.data, context.preset, seeds,
+            prepared.plan, device, logs=logs, execution=prepared.execution)
+    else:
+        final = final_evaluation(_champion_genome(champion), space.baseline, context.data,
+                                 context.preset, seeds, device, logs=logs, execution=prepared.execution)
     folder = settings.report_folder()
     provenance = collect_provenance(
         command=settings.command or f"python: llmevo.evolve.run(study={study_name!r})",
@@ -223,13 +279,14 @@ def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) ->
     summary = build_summary(
         opened,
         settings={"sampler": settings.sampler, "preset": settings.preset,
-                  "trial_preset": trial_preset.model_dump(mode="json"),
+                  "trial_preset": engine_settings.preset.model_dump(mode="json"),
                   "final_preset": context.preset.model_dump(mode="json"), "trials": settings.trials,
                   "workers": settings.workers, "population": settings.population,
                   "tournament": settings.tournament, "rescore_seeds": settings.rescore_seeds,
                   "score_k": settings.score_k, "search_seed": engine_settings.search_seed,
-                  "final_seeds": list(settings.seeds), "storage_display": masked(storage_url),
-                  "study": study_name, "search_wall_seconds_this_invocation": search_seconds},
+                  "final_seeds": seeds, "storage_display": masked(storage_url),
+                  "study": study_name, "search_wall_seconds_this_invocation": search_seconds,
+                  "trial_lr_factors": list(prepared.factors)},
         space=space.describe(), champion=champion, baseline=baseline, final=final,
         provenance=provenance,
         dataset={"fingerprint": context.data.fingerprint, "variant": final_preset.variant,
@@ -237,9 +294,53 @@ def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) ->
                  "validation_tokens": int(context.data.validation.numel()),
                  "test_tokens": int(context.data.test.numel())},
     )
+    if final_tuning is not None:
+        summary["final_tuning"] = final_tuning
     paths = write_report(summary, opened, folder)
     notify(f"report: {paths['readme']}")
     try:
         return EvolutionSummary.model_validate(summary)
     except ValidationError as error:  # a bug in build_summary, not user input
         raise AssertionError(f"evolution summary does not match its schema: {error}") from error
+
+
+def explain(settings: EvolutionSettings, genes: list[str] | None = None,
+            notify: Callable[[str], None] = _ignore) -> dict[str, Any]:
+    """Knock out each gene (or only ``genes``) where the study's champion differs from
+    llama_modern, train each variant under ``settings.seeds`` and write ``knockouts.json``
+    into the report folder (and the knockout table into an existing study report).
+
+    Returns the knockouts block; ``notify`` receives its table, one line at a time."""
+    import optuna
+
+    prepared = _prepare(settings)
+    engine_settings, space = prepared.engine, prepared.space
+    engine.quiet_optuna()
+    storage = engine.open_storage(engine_settings, heartbeat=False)
+    if engine_settings.study_name not in optuna.get_all_study_names(storage=storage):
+        raise ConfigError(f"no study '{engine_settings.study_name}' in "
+                          f"{masked(engine_settings.storage_url)}; run `llmevo evolve` first or "
+                          "pass --study/--storage")
+    opened = engine.open_study(engine_settings, space, storage)
+    champion = select_champion(opened)
+    genome = _champion_genome(champion)
+    variants = knockout_variants(genome, space.baseline, space, genes)  # an unknown gene: ConfigError now
+    seeds = list(settings.seeds)
+    notify(f"explaining trial {champion.number}: {len(variants)} variant(s) x {len(seeds)} seed(s)")
+    context = engine.prepare_context(
+        engine.EvolveSettings(**{**engine_settings.__dict__, "preset": prepared.final_preset}), space)
+    knockouts = explain_genes(genome, space.baseline, space, context.data, prepared.final_preset,
+                              seeds, resolve_device(settings.device), genes)
+    knockouts["champion_trial"] = champion.number
+    folder = settings.report_folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(folder / "knockouts.json", knockouts)
+    summary_path = folder / "summary.json"
+    if summary_path.exists():
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        summary["knockouts"] = knockouts
+        write_report(summary, opened, folder)
+    for line in knockout_lines(knockouts):
+        notify(line)
+    notify(f"knockouts: {folder / 'knockouts.json'}")
+    return knockouts

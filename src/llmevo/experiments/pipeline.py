@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 
 import torch
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from llmevo.artifacts.io import save_artifact
 from llmevo.artifacts.provenance import (
@@ -34,13 +34,21 @@ from llmevo.artifacts.provenance import (
 )
 from llmevo.artifacts.schema import ReproductionArtifact
 from llmevo.errors import ConfigError
+from llmevo.eval.stats import check_margin
 from llmevo.experiments import runner
 from llmevo.experiments.plans import Comparison, plan_comparison
 from llmevo.experiments.presets import Preset, get_preset
+from llmevo.experiments.tuning import (
+    DEFAULT_REPORT_SEEDS,
+    DEFAULT_TUNING_SEEDS,
+    TuningPlan,
+    check_plan,
+    default_grid,
+)
 from llmevo.model.config import ModelConfig
 from llmevo.registry import RequestModel, StrictModel
 from llmevo.train.device import accelerator_name, resolve_device
-from llmevo.train.many import check_path
+from llmevo.train.many import Execution, check_path
 from llmevo.train.trainer import Progress
 
 # the llmevo source checkout: where --publish checks for uncommitted changes
@@ -49,12 +57,15 @@ IMPLEMENTATION_MODULES = (
     "llmevo.model.transformer", "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites",
     "llmevo.eval.metrics", "llmevo.eval.stats", "llmevo.data.lm", "llmevo.data.suites",
     "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.arm_data",
+    "llmevo.experiments.tuning", "llmevo.train.many",
 )
+TUNED_BY_DEFAULT = ("quick", "standard")  # presets whose reproductions tune each arm's lr first
 
 
-def artifact_filename(preset: str, seeds: list[int]) -> str:
-    """``public[-<preset>]-seed42.json``, ``...-seeds42-44.json`` (a range) or ``...-seeds42-47-50.json``."""
-    prefix = "public" if preset == "smoke" else f"public-{preset}"
+def artifact_filename(preset: str, seeds: list[int], tuned: bool = False) -> str:
+    """``public[-<preset>][-tuned]-seed42.json``, ``...-seeds42-44.json`` (a range) or
+    ``...-seeds42-47-50.json``."""
+    prefix = ("public" if preset == "smoke" else f"public-{preset}") + ("-tuned" if tuned else "")
     if len(seeds) == 1:
         return f"{prefix}-seed{seeds[0]}.json"
     return f"{prefix}-seeds{seeds[0]}-{seeds[-1]}.json" if seeds == list(
@@ -73,13 +84,17 @@ class ReproductionRequest(RequestModel):
     """One reproduction: a component against its ablation, paired over seeds.
 
     ``preset`` is a preset name or a ``Preset``; ``steps`` .. ``suite`` override it.
+    ``tune`` (default: on for the quick and standard presets, or when ``tune_grid`` is given)
+    tunes each arm's learning rate on ``tune_grid`` (default: 5 from lr/3 to 3*lr) under
+    ``tune_seeds`` first; ``seeds`` then defaults to 42..46 (else 42). ``margin`` is the
+    non-inferiority margin (percent) of the verdict class.
     ``out`` defaults to ``runs/<paper>-<name>/<artifact_filename>`` (``--publish``:
     ``docs/reproductions/<paper>-<name>/metrics/...``, refused from a dirty checkout unless
     ``allow_dirty``). ``command`` is what provenance records as the command that ran."""
 
     name: str = "rope"
     preset: str | Preset = "smoke"
-    seeds: list[int] = Field(default_factory=lambda: [42])
+    seeds: list[int] | None = None  # None: 42, or 42..46 when tuned
     data_dir: Path
     cache_dir: Path = Path(".cache/llmevo")
     device: str = "auto"  # auto, cpu, cuda or mps (checked by resolve_device)
@@ -96,6 +111,10 @@ class ReproductionRequest(RequestModel):
     out: Path | None = None
     save_checkpoints: Path | None = None
     tensorboard: Path | None = None
+    tune: bool | None = None
+    tune_grid: list[float] | None = None
+    tune_seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_TUNING_SEEDS))
+    margin: float = 1.0
     path: str = "auto"  # how an arm's seeds train: auto, sequential, batched, parallel, parallel-batched
     replicas_max: int | None = None  # (checked by check_path) at most this many seeds of an arm at once
     base_model: ModelConfig = Field(default_factory=ModelConfig)
@@ -104,8 +123,31 @@ class ReproductionRequest(RequestModel):
 
     @field_validator("seeds")
     @classmethod
-    def _seeds(cls, seeds: list[int]) -> list[int]:
-        return runner.validate_seeds(seeds)
+    def _seeds(cls, seeds: list[int] | None) -> list[int] | None:
+        return None if seeds is None else runner.validate_seeds(seeds)
+
+    @model_validator(mode="after")
+    def _tuning_wanted(self) -> ReproductionRequest:
+        if self.tune is False and self.tune_grid is not None:
+            raise ConfigError("--tune-grid needs tuning; drop --no-tune (tune=False with a tune_grid)")
+        return self
+
+    def tuned(self) -> bool:
+        if self.tune is not None:
+            return self.tune
+        return self.resolved_preset().name in TUNED_BY_DEFAULT or self.tune_grid is not None
+
+    def report_seeds(self) -> list[int]:
+        if self.seeds is not None:
+            return list(self.seeds)
+        return list(DEFAULT_REPORT_SEEDS) if self.tuned() else [42]
+
+    def tuning_plan(self) -> TuningPlan | None:
+        """The validated tuning plan (None: untuned); a bad grid or seeds are a ConfigError."""
+        if not self.tuned():
+            return None
+        grid = self.tune_grid or default_grid(self.resolved_preset().train.lr)
+        return check_plan(grid, self.tune_seeds, self.report_seeds())
 
     def resolved_preset(self) -> Preset:
         base = get_preset(self.preset) if isinstance(self.preset, str) else self.preset
@@ -122,7 +164,7 @@ class ReproductionRequest(RequestModel):
         out = self.out
         if out is None:
             base = Path("docs/reproductions") / folder / "metrics" if self.publish else Path("runs") / folder
-            out = base / artifact_filename(self.resolved_preset().name, self.seeds)
+            out = base / artifact_filename(self.resolved_preset().name, self.report_seeds(), self.tuned())
         report = ((Path("docs/reproductions") / folder) if self.publish else out.parent / "report")
         return ReproductionOutputs(artifact=out, report=report if self.report else None,
                                    checkpoints=self.save_checkpoints)
@@ -131,7 +173,7 @@ class ReproductionRequest(RequestModel):
         if self.command is not None:
             return self.command
         return (f"python: llmevo.experiments.reproduce({self.name!r}, preset="
-                f"{self.resolved_preset().name!r}, seeds={self.seeds})")
+                f"{self.resolved_preset().name!r}, seeds={self.report_seeds()})")
 
 
 def _check_writable(path: Path | None, what: str, directory: bool) -> None:
@@ -154,7 +196,10 @@ def reproduce(request: ReproductionRequest, progress: Progress | None = None) ->
     Every check (preset, seeds, component, device, data directory, output paths, a clean
     tree for ``publish``) happens before any training. ``progress`` receives training steps."""
     preset = request.resolved_preset()
+    seeds = request.report_seeds()
     check_path(request.path, request.replicas_max)
+    plan = request.tuning_plan()
+    check_margin(request.margin)
     device = resolve_device(request.device)
     if not Path(request.data_dir).is_dir():
         raise ConfigError(f"data directory {request.data_dir} does not exist")
@@ -179,9 +224,10 @@ def reproduce(request: ReproductionRequest, progress: Progress | None = None) ->
                      + [importlib.import_module(module) for module in IMPLEMENTATION_MODULES]),
         Path(runner.__file__), request.repo_root)
     run_request = runner.RunRequest(
-        name=request.name, preset=preset, seeds=list(request.seeds), data_dir=Path(request.data_dir),
+        name=request.name, preset=preset, seeds=seeds, data_dir=Path(request.data_dir),
         cache_dir=Path(request.cache_dir), device=device, base_model=request.base_model,
-        execution=runner.Execution(request.path, request.replicas_max),
+        execution=Execution(request.path, request.replicas_max),
+        tuning=plan, margin_percent=request.margin,
     )
     outcome = runner.run_reproduction(run_request, progress=progress, logs=logs)
     provenance = collect_provenance(
@@ -192,7 +238,7 @@ def reproduce(request: ReproductionRequest, progress: Progress | None = None) ->
         artifact_path=str(outputs.artifact),
         allow_dirty=request.allow_dirty if request.publish else None,
     )
-    return _write_outputs(outcome, provenance, outputs, preset, request.seeds[0])
+    return _write_outputs(outcome, provenance, outputs, preset, seeds[0])
 
 
 def _write_outputs(outcome: runner.ReproductionOutcome, provenance: dict, outputs: ReproductionOutputs,

@@ -32,7 +32,14 @@ from llmevo.data.lm import LMCorpus, load_lm_corpus
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.metrics import derive_arm_metrics
-from llmevo.eval.stats import build_statistics, claim_policy, mean, verdict
+from llmevo.eval.stats import (
+    DEFAULT_MARGIN_PERCENT,
+    build_statistics,
+    claim_policy,
+    classified_verdict,
+    mean,
+    verdict,
+)
 from llmevo.eval.suites import evaluate_suite
 from llmevo.experiments.arm_data import (  # noqa: F401  (re-exported for callers)
     DATA_VIEWS,
@@ -48,10 +55,11 @@ from llmevo.experiments.plans import (  # noqa: F401  (re-exported for callers)
     plan_comparison,
 )
 from llmevo.experiments.presets import Preset
+from llmevo.experiments.tuning import TuningPlan, tune_comparison
 from llmevo.model.config import MODEL_SLOTS, ModelConfig
 from llmevo.registry import ComponentSpec
 from llmevo.train.logging import RunLogger, RunLogs
-from llmevo.train.many import RunSpec, check_path, train_many
+from llmevo.train.many import Execution, RunSpec, check_path, train_many
 from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
 
 STAT_METRICS = (
@@ -166,14 +174,6 @@ def run_arm(
                       logger=logger)
 
 
-@dataclass(frozen=True)
-class Execution:
-    """How the runs of one arm are executed (``llmevo.train.many``)."""
-
-    path: str = "auto"
-    replicas_max: int | None = None
-
-
 def run_arm_seeds(
     arm: Arm,
     data: ArmData,
@@ -223,6 +223,8 @@ class RunRequest:
     device: torch.device
     base_model: ModelConfig = field(default_factory=ModelConfig)
     execution: Execution = field(default_factory=Execution)
+    tuning: TuningPlan | None = None  # tune each arm's learning rate first (experiments.tuning)
+    margin_percent: float = DEFAULT_MARGIN_PERCENT  # non-inferiority margin of the verdict class
 
 
 @dataclass
@@ -277,10 +279,15 @@ def run_reproduction(
         arms.append(arm)
     resolved = Comparison(comparison.spec, arms[0], arms[1], comparison.metric, comparison.objective)
     check_path(request.execution.path, request.execution.replicas_max)
+    arm_presets = {arm.label: preset for arm in resolved.arms}
+    tuning = None
+    if request.tuning is not None:  # each arm at its best learning rate of the shared grid
+        arm_presets, tuning = tune_comparison(resolved, views, preset, request.tuning,
+                                              request.device, progress, execution=request.execution)
     runs: dict[str, dict[int, ArmRun]] = {"baseline": {}, "method": {}}
     for arm in resolved.arms:  # all seeds of an arm at once
-        arm_runs = run_arm_seeds(arm, views[arm.data], preset, seeds, request.device, progress,
-                                 resolved.objective, request.execution, logs)
+        arm_runs = run_arm_seeds(arm, views[arm.data], arm_presets[arm.label], seeds, request.device,
+                                 progress, resolved.objective, request.execution, logs)
         for seed in seeds:
             run = arm_runs[seed]
             runs[arm.label][seed] = run
@@ -293,6 +300,13 @@ def run_reproduction(
             if len(hashes) != 1:
                 raise ConfigError(f"seed {seed}: the arms consumed different token streams")
     body = assemble_artifact(resolved, preset, seeds, corpus, views, runs, request.device)
+    change = body["statistics"].get(resolved.metric, {}).get("paired_relative_change_percent")
+    if change is not None:
+        body["verdict"] = classified_verdict(body["verdict"], change, request.margin_percent)
+    if tuning is not None:
+        for arm in resolved.arms:
+            body[arm.label]["learning_rate"] = arm_presets[arm.label].train.lr
+        body["tuning"] = tuning
     return ReproductionOutcome(resolved, body, runs, implementation_objects(resolved),
                                corpus.tokenizer.tokenizer.to_str())
 

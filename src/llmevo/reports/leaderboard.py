@@ -73,6 +73,16 @@ def _headline_change(artifact: Mapping) -> tuple[str, float | None, float | None
     return metric, None, None, None
 
 
+def _class(artifact: Mapping) -> str | None:
+    """The four-class verdict: recorded, or computed from the interval at the default margin."""
+    from llmevo.promotion import verdict_class
+
+    try:
+        return verdict_class(dict(artifact))
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
 def _reproduction_row(path: Path, typed: Artifact) -> dict:
     artifact = typed.to_json_dict()
     seeds = _seeds(artifact)
@@ -97,6 +107,8 @@ def _reproduction_row(path: Path, typed: Artifact) -> dict:
         "ci_low": ci_low,
         "ci_high": ci_high,
         "significant": verdict.get("significant"),
+        "tuned": isinstance(artifact.get("tuning"), Mapping),
+        "classification": _class(artifact) if protocol.get("formal_comparison", formal_default) else None,
         "claim": verdict.get("summary") or protocol.get("claim_policy") or policy_default,
         "status": None,
         "source": str(path),
@@ -180,23 +192,26 @@ def render_markdown(rows: Sequence[Mapping], md_path: Path) -> str:
         "Δ% is the method's relative change in the verdict's validation metric (lm_loss; bits "
         "per byte where the arms tokenize differently) against the baseline arm (negative is "
         "better), with its 95% paired t-interval where at least 2 seeds exist. "
-        "Fewer than 3 seeds is a smoke result, not a claim.",
+        "Fewer than 3 seeds is a smoke result, not a claim. *Untuned*: both arms trained at "
+        "one learning rate chosen for the baseline (no `tuning` block), so a method that "
+        "needs another learning rate may lose for that reason; only tuned reproductions "
+        "promote a component into the search space.",
         "",
         "## Reproductions (L2)",
         "",
-        "| method | arXiv | suite | seeds | formal | metric | baseline | method | Δ% [95% CI] | claim | artifact |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| method | arXiv | suite | seeds | formal | tuned | metric | baseline | method | Δ% [95% CI] | class | claim | artifact |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in reproductions:
         lines.append(
             f"| {_escape(row['name'])} | {_escape(row['arxiv'])} | {_escape(row['suite'])} | "
             f"{row['seeds']} | {'yes' if row['formal'] else 'no'} | "
-            f"{_escape(row['metric'])} | "
+            f"{'yes' if row.get('tuned') else '*untuned*'} | {_escape(row['metric'])} | "
             f"{_number(row['baseline_value'])} | {_number(row['method_value'])} | "
-            f"{_change(row)} | {_escape(row['claim'])} | {link(row)} |"
+            f"{_change(row)} | {_escape(row.get('classification'))} | {_escape(row['claim'])} | {link(row)} |"
         )
     if not reproductions:
-        lines.append("| — | | | | | | | | | no reproduction artifacts found | |")
+        lines.append("| — | | | | | | | | | | | no reproduction artifacts found | |")
     lines += [
         "",
         "## Component diagnostics",

@@ -18,7 +18,12 @@ from llmevo.artifacts.schema import Artifact, DiagnosticArtifact, ReproductionAr
 from llmevo.errors import ArtifactError, ConfigError
 from llmevo.eval.metrics import LOWER_IS_BETTER
 from llmevo.eval.stats import claim_policy, relative_changes_percent, verdict
-from llmevo.reports.plots import plot_full_experiment, plot_paired_differences, plot_training_curves
+from llmevo.reports.plots import (
+    plot_full_experiment,
+    plot_paired_differences,
+    plot_training_curves,
+    plot_tuning,
+)
 
 # Validation metrics shown in the results table, in this order, where the artifact has them.
 TABLE_METRICS = (
@@ -41,6 +46,7 @@ TABLE_METRICS = (
     "final_loss",
 )
 TRAINING_PLOT = "plots/training_loss.png"
+TUNING_PLOT = "plots/tuning_loss_vs_lr.png"
 
 
 def default_report_dir(artifact: Artifact) -> Path:
@@ -338,6 +344,30 @@ def _plots(artifact: Mapping, out_dir: Path, metric: str) -> list[str]:
     return lines
 
 
+def _tuning(artifact: Mapping, out_dir: Path) -> list[str]:
+    """Each arm's tuning grid, chosen learning rate, and the loss-vs-lr plot."""
+    tuning = artifact.get("tuning")
+    if not isinstance(tuning, Mapping):
+        return ["## Tuning", "", "**Untuned:** both arms trained at the preset's one learning "
+                "rate; a method that needs another learning rate may lose for that reason.", ""]
+    seeds = ", ".join(str(s) for s in tuning.get("seeds") or [])
+    lines = ["## Tuning", "",
+             f"Each arm trained at every learning rate of one grid under tuning seed(s) {seeds} "
+             f"(disjoint from the report seeds); chosen by {tuning.get('selection', 'validation')}.",
+             ""]
+    rows = []
+    for arm, block in (tuning.get("arms") or {}).items():
+        cells = ", ".join(f"{s['lr']:.3g}: {_fmt(s.get('mean'))}" for s in block.get("settings", []))
+        edge = ("extended " + block["extended"]) if block.get("extended") else "not extended"
+        if block.get("chosen_on_edge"):
+            edge += "; **best still on the edge**"
+        rows.append([_arm_label(artifact, arm), cells, f"{block['chosen']['lr']:.3g}", edge])
+    lines += _table(["arm", f"lr: validation {tuning.get('metric', 'lm_loss')}", "chosen", "grid"], rows)
+    labels = {arm: _arm_label(artifact, arm) for arm in ("baseline", "method")}
+    plot_tuning(tuning, out_dir / TUNING_PLOT, labels)
+    return lines + ["", f"![Validation loss against learning rate, both arms]({TUNING_PLOT})", ""]
+
+
 def _render_reproduction(typed: Artifact, artifact_path: Path, out_dir: Path) -> list[str]:
     artifact = typed.to_json_dict()
     lines = _title(artifact, typed.name, typed.arxiv)
@@ -358,6 +388,7 @@ def _render_reproduction(typed: Artifact, artifact_path: Path, out_dir: Path) ->
     lines += _validation_table(artifact)
     lines += _test_table(artifact)
     lines += _arms(artifact)
+    lines += _tuning(artifact, out_dir)
     metric = (verdict_block or {}).get("metric", "lm_loss")
     lines += _plots(artifact, out_dir, metric)
     paper_results = artifact.get("paper_results")
