@@ -91,8 +91,8 @@ def test_identical_arms_are_refused():
     ("args", "message"),
     [
         (["reproduce", "ropex"], "unknown component 'ropex'"),
-        (["reproduce", "rope", "--preset", "huge"], "unknown preset 'huge'"),
-        (["reproduce", "rope", "--device", "tpu"], "unknown device 'tpu'"),
+        (["reproduce", "rope", "--preset", "huge"], "'huge' is not one of"),
+        (["reproduce", "rope", "--device", "tpu"], "'tpu' is not one of"),
         (["reproduce", "rope", "--seeds", "42,42"], "duplicate seeds"),
         (["reproduce", "rope", "--seeds", "42,x"], "'x' is not an integer"),
         (["reproduce", "rope", "--data-dir", "/nonexistent"], "does not exist"),

@@ -6,14 +6,16 @@ import json
 import platform
 from typing import Annotated
 
-import torch
 import typer
-from rich.table import Table
 
-from llmevo.bench import benchmark
 from llmevo.cli import app, console
-from llmevo.model.config import ModelConfig
-from llmevo.train.device import accelerator_name, resolve_device
+from llmevo.cli.common import (
+    DeviceOption,
+    PrecisionName,
+    ThreadsOption,
+    apply_threads,
+    check_count,
+)
 
 
 @app.command()
@@ -22,14 +24,24 @@ def bench(
     seq_len: Annotated[int, typer.Option(help="Tokens per sequence.")] = 64,
     steps: Annotated[int, typer.Option(help="Timed steps.")] = 30,
     warmup: Annotated[int, typer.Option(help="Untimed warm-up steps.")] = 5,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
-    precision: Annotated[str, typer.Option(help="fp32 or bf16 (autocast).")] = "fp32",
-    threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
+    device: DeviceOption = "auto",
+    precision: Annotated[PrecisionName, typer.Option(help="Matmul precision (bf16: autocast).")] = "fp32",
+    threads: ThreadsOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Measure llama_modern's training and evaluation tokens/s and peak memory."""
-    if threads:
-        torch.set_num_threads(threads)
+    check_count("--batch-size", batch_size)
+    check_count("--seq-len", seq_len, minimum=2)
+    check_count("--steps", steps)
+    check_count("--warmup", warmup, minimum=0)
+    apply_threads(threads)
+    import torch
+    from rich.table import Table
+
+    from llmevo.bench import benchmark
+    from llmevo.model.config import ModelConfig
+    from llmevo.train.device import accelerator_name, resolve_device
+
     torch_device = resolve_device(device)
     result = benchmark(ModelConfig(), torch_device, batch_size, seq_len, steps, warmup, precision).as_dict()
     result["accelerator"] = accelerator_name(torch_device)

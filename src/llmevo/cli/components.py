@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from llmevo.cli import app, console
-from llmevo.evidence import promotion, reproduction_folder
-from llmevo.registry import SLOTS, ComponentSpec, ensure_registered
+
+if TYPE_CHECKING:
+    from llmevo.registry import ComponentSpec
 
 
 def has_artifact(spec: ComponentSpec, docs: Path) -> bool:
     """Whether ``docs/reproductions/<arxiv>-<name>/metrics/*.json`` holds any artifact."""
+    from llmevo.evidence import reproduction_folder
+
     metrics = docs / "reproductions" / reproduction_folder(spec) / "metrics"
     return metrics.is_dir() and any(metrics.glob("*.json"))
 
@@ -23,6 +25,9 @@ def has_artifact(spec: ComponentSpec, docs: Path) -> bool:
 def component_records(docs: Path) -> list[dict[str, Any]]:
     """One JSON-ready manifest per registered component (by slot, then name), plus
     ``has_artifact`` and the evidence-based ``promoted`` flag with its reason."""
+    from llmevo.evidence import promotion
+    from llmevo.registry import SLOTS, ensure_registered
+
     specs = sorted(ensure_registered().all(), key=lambda spec: (SLOTS.index(spec.slot), spec.name))
     records = []
     for spec in specs:
@@ -59,6 +64,8 @@ def components(
     ] = Path("docs"),
 ) -> None:
     """List every registered component: slot, paper, ablation, status, tier, artifact."""
+    from rich.table import Table
+
     records = component_records(docs)
     if as_json:
         typer.echo(json.dumps(records, indent=2))

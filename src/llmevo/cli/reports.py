@@ -7,13 +7,10 @@ import os
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from llmevo.cli import app, console
-from llmevo.cli.common import DATA_ENV
+from llmevo.cli.common import DATA_ENV, check_output_dir, check_output_file
 from llmevo.errors import ArtifactError
-from llmevo.reports.leaderboard import build_leaderboard, scan_artifacts, write_leaderboard
-from llmevo.reports.report import artifact_kind, default_report_dir, write_report
 
 
 def _read_json(path: Path) -> dict:
@@ -36,16 +33,21 @@ def report(
     out: Path | None = typer.Option(
         None,
         "--out",
+        metavar="DIR",
         help="Folder for README.md and plots/ (default: docs/reproductions/<arxiv>-<name>/).",
     ),
 ) -> None:
     """Write a README.md with tables, verdict, plots and provenance for one artifact."""
+    from llmevo.reports.report import artifact_kind, default_report_dir, write_report
+
+    check_output_dir(out)
     data = _read_json(artifact)
     if artifact_kind(data) is None:
         raise ArtifactError(
             f"{artifact}: not a schema-v2 reproduction or component-diagnostic artifact"
         )
     out_dir = out if out is not None else default_report_dir(data)
+    check_output_dir(out_dir)
     readme = write_report(data, artifact, out_dir)
     console.print(f"wrote {readme}")
 
@@ -70,10 +72,16 @@ def leaderboard(
              "else the reference-artifacts folder beside the data directory, when it exists).",
     ),
     out: Path = typer.Option(
-        Path("docs/LEADERBOARD.md"), "--out", help="Markdown output; the JSON goes beside it."
+        Path("docs/LEADERBOARD.md"), "--out", metavar="FILE", help="Markdown output; the JSON goes beside it."
     ),
 ) -> None:
     """Collect all artifacts into docs/LEADERBOARD.md (+ .json) and print the table."""
+    from rich.table import Table
+
+    from llmevo.reports.leaderboard import build_leaderboard, scan_artifacts, write_leaderboard
+
+    check_output_file(out)
+    check_output_file(out.with_suffix(".json"))
     if reference is None:
         reference = default_reference_dir()
     roots = [*root, *([reference] if reference is not None else [])]

@@ -4,24 +4,30 @@ from __future__ import annotations
 
 import importlib
 import shlex
+import shutil
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
-import torch
 import typer
-from rich.table import Table
 
-from llmevo.artifacts import collect_provenance, module_files, save_artifact
 from llmevo.cli import app, console
-from llmevo.cli.common import parse_seeds, resolve_cache_dir, resolve_data_dir
-from llmevo.cli.progress import RichTrainingProgress
-from llmevo.experiments import presets as presets_module
-from llmevo.experiments import reproduce as runner
-from llmevo.experiments.plans import plan_comparison
-from llmevo.experiments.presets import get_preset
-from llmevo.inference.checkpoint import save_checkpoint
-from llmevo.train.device import accelerator_name, resolve_device
+from llmevo.cli.common import (
+    DeviceOption,
+    PresetName,
+    ThreadsOption,
+    apply_threads,
+    check_count,
+    check_output_dir,
+    check_output_file,
+    check_real,
+    parse_seeds,
+    resolve_cache_dir,
+    resolve_data_dir,
+)
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 IMPLEMENTATION_MODULES = (
@@ -40,6 +46,8 @@ def artifact_filename(preset: str, seeds: list[int]) -> str:
 
 
 def summary_table(artifact: dict) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"{artifact['method']['name']} vs {artifact['baseline']['name']} "
                   f"(validation, {len(artifact['evaluation_protocol']['seeds'])} seed(s))")
     table.add_column("metric")
@@ -66,25 +74,35 @@ def summary_table(artifact: dict) -> Table:
 @app.command()
 def reproduce(
     name: Annotated[str, typer.Argument(help="Component to reproduce against its ablation, e.g. rope, muon.")] = "rope",
-    preset: Annotated[str, typer.Option(help=f"Preset: {', '.join(presets_module.PRESETS)}.")] = "smoke",
+    preset: Annotated[PresetName, typer.Option(help="Data, training and evaluation settings.")] = "smoke",
     seed: Annotated[int | None, typer.Option(help="One seed (default 42).")] = None,
     seeds: Annotated[str | None, typer.Option(help="Comma-separated seeds, e.g. 42,43,44.")] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+    device: DeviceOption = "auto",
     data_dir: Annotated[Path | None, typer.Option(help="Data directory (else $LLMEVO_DATA).")] = None,
     steps: Annotated[int | None, typer.Option(help="Override the preset's training steps.")] = None,
     batch_size: Annotated[int | None, typer.Option(help="Override the batch size.")] = None,
     lr: Annotated[float | None, typer.Option(help="Override the learning rate.")] = None,
     warmup_steps: Annotated[int | None, typer.Option(help="Override the warmup steps.")] = None,
-    schedule: Annotated[str | None, typer.Option(help="constant or cosine.")] = None,
-    suite: Annotated[str | None, typer.Option(help="Benchmark suite: core or public.")] = None,
+    schedule: Annotated[Literal["constant", "cosine"] | None, typer.Option(
+        help="Override the learning-rate schedule.")] = None,
+    suite: Annotated[Literal["core", "public"] | None, typer.Option(help="Override the benchmark suite.")] = None,
     publish: Annotated[bool, typer.Option(help="Write under docs/reproductions/ instead of runs/.")] = False,
     report: Annotated[bool, typer.Option(help="Write the README report and plots.")] = True,
-    out: Annotated[Path | None, typer.Option(help="Artifact path (overrides the default).")] = None,
-    threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
-    save_checkpoints: Annotated[Path | None, typer.Option(
+    out: Annotated[Path | None, typer.Option(metavar="FILE", help="Artifact file (overrides the default).")] = None,
+    threads: ThreadsOption = None,
+    save_checkpoints: Annotated[Path | None, typer.Option(metavar="DIR",
         help="Save each arm's first-seed model here (DIR/baseline, DIR/method) for `llmevo generate`.")] = None,
 ) -> None:
     """Train a baseline arm and a method arm on the same tokens and compare them."""
+    check_count("--steps", steps)
+    check_count("--batch-size", batch_size)
+    check_count("--warmup-steps", warmup_steps, minimum=0)
+    check_real("--lr", lr, strict=True)
+    apply_threads(threads)
+    from llmevo.experiments.plans import plan_comparison
+    from llmevo.experiments.presets import get_preset
+    from llmevo.train.device import resolve_device
+
     chosen = get_preset(preset).override({
         "steps": steps, "batch_size": batch_size, "lr": lr, "warmup_steps": warmup_steps,
         "schedule": schedule, "suite": suite,
@@ -92,8 +110,6 @@ def reproduce(
     seed_list = parse_seeds(seed, seeds)
     torch_device = resolve_device(device)
     data = resolve_data_dir(data_dir)
-    if threads:
-        torch.set_num_threads(threads)
     comparison = plan_comparison(name)  # refuses unknown names and identical arms early
     paper = comparison.spec.manifest.paper
     folder = f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name
@@ -101,6 +117,29 @@ def reproduce(
     if out is None:
         base = Path("docs/reproductions") / folder / "metrics" if publish else Path("runs") / folder
         out = base / filename
+    report_dir = (Path("docs/reproductions") / folder) if publish else out.parent / "report"
+    # every destination is checked before any training
+    check_output_file(out)
+    if save_checkpoints is not None:
+        check_output_dir(save_checkpoints, "--save-checkpoints")
+        for label in ("baseline", "method"):
+            check_output_dir(save_checkpoints / label, "--save-checkpoints")
+    if report:
+        check_output_dir(report_dir, "report folder")
+    run_and_write(name, chosen, seed_list, data, torch_device, out,
+                  save_checkpoints, report_dir if report else None)
+
+
+def run_and_write(name, chosen, seed_list, data, torch_device, out, save_checkpoints,
+                  report_dir) -> None:
+    """Run the comparison, then write artifact, checkpoints and report; when a later write
+    fails, what this command wrote is removed again (no artifact without its checkpoints)."""
+    from llmevo.artifacts import collect_provenance, module_files, save_artifact
+    from llmevo.cli.progress import RichTrainingProgress
+    from llmevo.experiments import reproduce as runner
+    from llmevo.inference.checkpoint import save_checkpoint
+    from llmevo.train.device import accelerator_name
+
     request = runner.ReproductionRequest(
         name=name, preset=chosen, seeds=seed_list, data_dir=data,
         cache_dir=resolve_cache_dir(), device=torch_device,
@@ -118,23 +157,39 @@ def reproduce(
         artifact_path=str(out),
         repo_root=REPO_ROOT,
     )
-    save_artifact(artifact, out)
-    console.print(summary_table(artifact))
-    console.print(f"[bold]verdict:[/] {artifact['verdict']['summary']}")
-    console.print(f"artifact: {out}")
-    if save_checkpoints is not None:
-        for arm in outcome.comparison.arms:
-            run = outcome.runs[arm.label][seed_list[0]]
-            folder = save_checkpoint(
-                save_checkpoints / arm.label, run.model, arm.model,
-                tokenizer_json=outcome.tokenizer_json if arm.data == "bpe" else None,
-                metadata={"arm": arm.name, "seed": seed_list[0], "artifact": str(out),
-                          "preset": chosen.name, "train": run.train_config},
-            )
-            console.print(f"checkpoint ({arm.label}): {folder}")
-    if report:
-        from llmevo.reports.report import write_report
+    written: list[Path] = []
+    try:
+        existed = out.exists()
+        save_artifact(artifact, out)
+        if not existed:
+            written.append(out)
+        console.print(summary_table(artifact))
+        console.print(f"[bold]verdict:[/] {artifact['verdict']['summary']}")
+        console.print(f"artifact: {out}")
+        if save_checkpoints is not None:
+            for arm in outcome.comparison.arms:
+                run = outcome.runs[arm.label][seed_list[0]]
+                target = save_checkpoints / arm.label
+                if not target.exists():
+                    written.append(target)
+                saved = save_checkpoint(
+                    target, run.model, arm.model,
+                    tokenizer_json=outcome.tokenizer_json if arm.data == "bpe" else None,
+                    metadata={"arm": arm.name, "seed": seed_list[0], "artifact": str(out),
+                              "preset": chosen.name, "train": run.train_config},
+                )
+                console.print(f"checkpoint ({arm.label}): {saved}")
+        if report_dir is not None:
+            from llmevo.reports.report import write_report
 
-        report_dir = (Path("docs/reproductions") / folder) if publish else out.parent / "report"
-        readme = write_report(artifact, out, report_dir)
-        console.print(f"report: {readme}")
+            if not report_dir.exists():
+                written.append(report_dir)
+            readme = write_report(artifact, out, report_dir)
+            console.print(f"report: {readme}")
+    except BaseException:
+        for path in reversed(written):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        raise

@@ -103,6 +103,38 @@ def sqlite_path(url: str) -> Path | None:
     return Path(url[len(prefix):]) if url.startswith(prefix) else None
 
 
+def check_storage_url(url: str) -> None:
+    """Refuse, before anything is created, a SQLite study file that cannot be one: a folder,
+    a file under a file, or an unwritable folder. Other URLs are checked on connection."""
+    path = sqlite_path(url)
+    if path is None:
+        if "://" not in url:
+            raise ConfigError(f"--storage '{url[:80]}' is not a SQLAlchemy URL "
+                              "(expected e.g. sqlite:///runs/evolve/study.db)")
+        return
+    if path.is_dir():
+        raise ConfigError(f"study storage {path} is a folder; expected a SQLite file path")
+    folder = path.absolute().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ConfigError(f"study storage {path}: {folder} is a file, not a folder")
+    if path.exists():
+        with open(path, "rb") as handle:
+            header = handle.read(16)
+        if header and header != b"SQLite format 3\x00":
+            raise ConfigError(f"study storage {path} exists and is not a SQLite database")
+        return
+    import tempfile
+
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise ConfigError(f"study storage {path}: cannot write in {folder} "
+                          f"({error.strerror or error})") from None
+
+
 def open_storage(settings: EvolveSettings, heartbeat: bool = True) -> RDBStorage:
     """The RDB storage, with heartbeats and retry of stale trials; unreachable: ConfigError."""
     url = settings.storage_url
