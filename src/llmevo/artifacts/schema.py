@@ -395,7 +395,12 @@ def load_artifact(path: Path | str) -> Artifact:
         raise ArtifactError(
             f"{source}: not valid JSON ({error.msg} at line {error.lineno}, column {error.colno})"
         ) from None
-    return validate_artifact(data, source)
+    except RecursionError:
+        raise ArtifactError(f"{source}: JSON nested too deeply to be an artifact") from None
+    try:
+        return validate_artifact(data, source)
+    except RecursionError:
+        raise ArtifactError(f"{source}: JSON nested too deeply to be an artifact") from None
 
 
 def dump_artifact(artifact: Artifact) -> dict[str, Any]:

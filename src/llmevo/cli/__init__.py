@@ -60,7 +60,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = app(args=argv, standalone_mode=False, prog_name="llmevo")
         if isinstance(code, int) and code:
-            sys.exit(code)  # e.g. 130: typer returns it on Ctrl-C in non-standalone mode
+            if code == 130:  # typer returns it on Ctrl-C in non-standalone mode
+                err_console.print("interrupted")
+            sys.exit(code)
     except LlmevoError as error:
         fail(str(error).replace("[", r"\["))
     except KeyboardInterrupt:

@@ -146,7 +146,7 @@ def evolve(
     check_count("--grace-period", grace_period)
     check_count("--threads", threads)
     check_count("--sampler-seed", sampler_seed, minimum=0)
-    study_name = study or f"evolve-{preset}" + (f"-s{trial_steps}" if trial_steps else "")
+    study_name = study if study is not None else f"evolve-{preset}" + (f"-s{trial_steps}" if trial_steps else "")
     check_study_name(study_name)
     if out is None:
         out = Path("docs/evolution") / study_name

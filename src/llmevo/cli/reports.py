@@ -20,6 +20,8 @@ def _read_json(path: Path) -> dict:
         raise ArtifactError(f"artifact {path} does not exist") from error
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ArtifactError(f"artifact {path} is not readable JSON ({error})") from error
+    except RecursionError:
+        raise ArtifactError(f"artifact {path} is nested too deeply to be an artifact") from None
     if not isinstance(data, dict):
         raise ArtifactError(
             f"artifact {path} holds a JSON {type(data).__name__}; expected an object"

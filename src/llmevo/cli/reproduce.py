@@ -157,12 +157,20 @@ def run_and_write(name, chosen, seed_list, data, torch_device, out, save_checkpo
         artifact_path=str(out),
         repo_root=REPO_ROOT,
     )
-    written: list[Path] = []
+    written: list[Path] = []  # the topmost path each write creates, removed on failure
+
+    def track(path: Path) -> None:
+        new = None
+        for candidate in (path, *path.parents):
+            if candidate.exists():
+                break
+            new = candidate
+        if new is not None:
+            written.append(new)
+
     try:
-        existed = out.exists()
+        track(out)
         save_artifact(artifact, out)
-        if not existed:
-            written.append(out)
         console.print(summary_table(artifact))
         console.print(f"[bold]verdict:[/] {artifact['verdict']['summary']}")
         console.print(f"artifact: {out}")
@@ -170,8 +178,7 @@ def run_and_write(name, chosen, seed_list, data, torch_device, out, save_checkpo
             for arm in outcome.comparison.arms:
                 run = outcome.runs[arm.label][seed_list[0]]
                 target = save_checkpoints / arm.label
-                if not target.exists():
-                    written.append(target)
+                track(target)
                 saved = save_checkpoint(
                     target, run.model, arm.model,
                     tokenizer_json=outcome.tokenizer_json if arm.data == "bpe" else None,
@@ -182,8 +189,7 @@ def run_and_write(name, chosen, seed_list, data, torch_device, out, save_checkpo
         if report_dir is not None:
             from llmevo.reports.report import write_report
 
-            if not report_dir.exists():
-                written.append(report_dir)
+            track(report_dir)
             readme = write_report(artifact, out, report_dir)
             console.print(f"report: {readme}")
     except BaseException:

@@ -193,22 +193,48 @@ def open_study(settings: EvolveSettings, space: SearchSpace, storage: RDBStorage
                                 load_if_exists=True)
     attrs = study.user_attrs
     expected = {SPACE_ATTR: space.describe(), PRESET_ATTR: preset_description(settings.preset)}
-    if SPACE_ATTR not in attrs:
+    if any(key not in attrs for key in expected):  # new (or being created by another command)
         for key, value in expected.items():
+            if key in attrs and attrs[key] != value:
+                break  # the other command stored different settings: refused below
             study.set_user_attr(key, value)
-        study.set_user_attr(SAMPLER_ATTR, settings.sampler)
-        if not study.get_trials(deepcopy=False):
-            study.enqueue_trial(space.to_params(space.baseline),
-                                user_attrs={"parent": None, "role": "baseline"})
-        return study
+        else:
+            study.set_user_attr(SAMPLER_ATTR, settings.sampler)
+            if not study.get_trials(deepcopy=False):
+                study.enqueue_trial(space.to_params(space.baseline),
+                                    user_attrs={"parent": None, "role": "baseline"})
+            keep_one_baseline(study)
+            return study
+        attrs = study.user_attrs
     what = {SPACE_ATTR: "search space", PRESET_ATTR: "preset"}
     for key, value in expected.items():
-        if attrs[key] != value:
+        if attrs.get(key) != value:
             raise ConfigError(
                 f"study '{settings.study_name}' was created with a different {what[key]} "
-                f"({_mismatch(attrs[key], value)[:160]}); use another --study or the original settings"
+                f"({_mismatch(attrs.get(key), value)[:160]}); use another --study or the original settings"
             )
     return study
+
+
+def keep_one_baseline(study: optuna.Study) -> None:
+    """Two commands creating the same study at once may both enqueue the baseline; the
+    lowest-numbered one stays, later waiting copies are failed (they never count)."""
+    baselines = [t for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+                 if t.user_attrs.get("role") == "baseline"]
+    for duplicate in sorted(baselines, key=lambda t: t.number)[1:]:
+        with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError, RuntimeError):
+            study._storage.set_trial_state_values(duplicate._trial_id, state=TrialState.FAIL)
+
+
+def check_workers_outcome(exit_codes: dict[str, int | None], finished: int, target: int) -> None:
+    """After the workers end: a worker that died (killed, crashed) matters only when the
+    study has not reached its target; otherwise the others finished its work, and the
+    command goes on to the report."""
+    failed = [name for name, code in exit_codes.items() if code not in (0, None)]
+    if failed and finished < target:
+        raise ConfigError(f"worker process(es) {', '.join(failed)} exited with an error and the "
+                          f"study has {finished} of {target} trials; see their output above, then "
+                          "rerun the same command to resume")
 
 
 def is_finished(trial: FrozenTrial) -> bool:
@@ -230,21 +256,22 @@ def quiet_optuna() -> None:
     logging.getLogger("optuna").setLevel(logging.WARNING)
 
 
-def fail_silent_trials(study: optuna.Study, grace_period: float) -> list[int]:
+def fail_silent_trials(study: optuna.Study, grace_period: float,
+                       now: datetime | None = None) -> list[int]:
     """Fail (and retry) RUNNING trials that never recorded a heartbeat within the grace period.
 
     Optuna's ``fail_stale_trials`` skips trials without any heartbeat, so a worker killed
     between creating a trial and its first heartbeat would leave that trial RUNNING forever
     and the other workers waiting for it. A live trial records its first heartbeat at once,
     so one that is older than the grace period and has none is dead. Returns the trial
-    numbers failed here.
+    numbers failed here. ``now`` (default: the clock) lets tests judge without waiting.
     """
     storage = getattr(study._storage, "_backend", study._storage)  # Optuna wraps RDB in a cache
     if not isinstance(storage, RDBStorage) or storage.heartbeat_interval is None:
         return []
     from optuna.storages._rdb import models  # internal: the heartbeat table has no public reader
 
-    cutoff = datetime.now() - timedelta(seconds=grace_period + storage.heartbeat_interval)
+    cutoff = (now or datetime.now()) - timedelta(seconds=grace_period + storage.heartbeat_interval)
     running = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
                if t.datetime_start is not None and t.datetime_start < cutoff]
     failed = []
@@ -375,7 +402,7 @@ def run_workers(settings: EvolveSettings) -> None:
                 process.terminate()
                 process.join(timeout=5)
         raise
-    failed = [p.name for p in processes if p.exitcode not in (0, None)]
-    if failed:
-        raise ConfigError(f"worker process(es) {', '.join(failed)} exited with an error; "
-                          "see their output above, then rerun the same command to resume")
+    study = optuna.load_study(study_name=settings.study_name,
+                              storage=open_storage(settings, heartbeat=False))
+    check_workers_outcome({p.name: p.exitcode for p in processes},
+                          finished=len(finished_trials(study)), target=settings.trials)
