@@ -359,10 +359,11 @@ def test_a_corrupted_or_altered_token_cache_entry_is_detected_and_rebuilt(tmp_pa
     np.savez(entries[2].with_suffix(".tmp.npz"), **stored)
     entries[2].with_suffix(".tmp.npz").replace(entries[2])
     second = load_lm_corpus(data_dir, "tokens", budgets, private)
-    for split in ("train", "validation", "test"):
-        assert torch.equal(getattr(first, split), getattr(second, split)), split
+    for split in first.tokens:
+        assert torch.equal(first.tokens[split], second.tokens[split]), split
     third = load_lm_corpus(data_dir, "tokens", budgets, private)  # the rebuilt entries are good
-    assert torch.equal(first.train, third.train)
+    for split in first.tokens:
+        assert torch.equal(first.tokens[split], third.tokens[split]), split
 
 
 def test_an_altered_tokenizer_cache_is_detected_and_rebuilt(tmp_path, data_dir):
@@ -373,13 +374,15 @@ def test_an_altered_tokenizer_cache_is_detected_and_rebuilt(tmp_path, data_dir):
 
     private = tmp_path / "cache"
     budgets = get_preset("smoke").budgets
-    first = load_lm_corpus(data_dir, "raw", budgets, private)
-    (tokenizer_file,) = sorted((private / "tokenizers").rglob("tokenizer.json"))
-    tokenizer_file.write_text("{}")
-    second = load_lm_corpus(data_dir, "raw", budgets, private)
-    assert torch.equal(first.validation, second.validation)
-    text = json.loads(tokenizer_file.read_text())
-    assert text.get("model")  # rebuilt
+    first = load_lm_corpus(data_dir, "tokens", budgets, private)
+    (tokenizer_file,) = [p for p in (private / "tokenizers").rglob("*.json")]
+    original = tokenizer_file.read_text()
+    for altered in ("{}", original.replace('"the"', '"THE"', 1), "\udcff"[:0] + "garbage"):
+        tokenizer_file.write_text(altered)
+        second = load_lm_corpus(data_dir, "tokens", budgets, private)
+        assert second.tokenizer.sha256 == first.tokenizer.sha256
+        assert torch.equal(first.tokens["validation"], second.tokens["validation"])
+        assert tokenizer_file.read_text() == original  # rebuilt
 
 
 # --- study names and evolution --------------------------------------------------------------

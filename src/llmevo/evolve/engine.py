@@ -160,7 +160,14 @@ def open_storage(settings: EvolveSettings, heartbeat: bool = True) -> RDBStorage
             if options:
                 options["heartbeat_stale_trial_callback"] = RetryHeartbeatStaleTrialCallback(
                     max_retry=settings.max_retry)
-            return RDBStorage(url, engine_kwargs=engine_kwargs, **options)
+            for attempt in range(10):
+                try:
+                    return RDBStorage(url, engine_kwargs=engine_kwargs, **options)
+                except Exception as error:  # two commands creating the tables at once
+                    racing = ("already exists", "UNIQUE constraint", "duplicate key", "locked")
+                    if not any(text in str(error) for text in racing) or attempt == 9:
+                        raise
+                    time.sleep(0.2 * (attempt + 1))  # the other one finishes creating them
     except Exception as error:  # sqlalchemy errors: bad URL, unreachable server, no driver
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         shown = url.split("@")[-1] if "@" in url else url
