@@ -240,7 +240,7 @@ def checkpoint(tmp_path_factory):
     from llmevo.data.tokenizer import train_bpe
     from llmevo.inference.checkpoint import save_checkpoint
     from llmevo.model.config import ModelConfig
-    from llmevo.model.transformer import build_model
+    from llmevo.catalog import build_model
 
     tokenizer = train_bpe(["The river runs to the sea. " * 50], 300, 2)
     config = ModelConfig()
@@ -394,7 +394,7 @@ def test_study_names_are_names_never_paths(name, capsys, workdir):
 
 
 def test_evolve_validates_data_before_creating_the_study_file(capsys, workdir, data_dir):
-    from llmevo.data.sources import PINNED_SHA256
+    from llmevo.data.pins import LM_FILE_SHA256 as PINNED_SHA256
 
     mirror = workdir.parent / "data"
     for relative in PINNED_SHA256:
@@ -438,7 +438,7 @@ def test_two_commands_opening_a_new_study_together_both_work(tmp_path):
 def _open_together(settings, start, results) -> None:
     from llmevo.evolve import engine
     from llmevo.evolve.space import build_search_space
-    from llmevo.registry import ensure_registered
+    from llmevo.catalog import ensure_registered
 
     space = build_search_space(ensure_registered(), settings.preset)
     start.wait()

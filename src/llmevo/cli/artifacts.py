@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from llmevo.cli import app, console
+from llmevo.cli.common import app, console
 
 
 @app.command()

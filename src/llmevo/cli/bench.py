@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from llmevo.cli import app, console
+from llmevo.cli.common import app, console
 from llmevo.cli.common import (
     DeviceOption,
     PrecisionName,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from llmevo.cli import app, console
+from llmevo.cli.common import app, console
 from llmevo.cli.common import (
     DEFAULT_SEEDS,
     DeviceOption,
@@ -34,7 +34,7 @@ from llmevo.errors import ConfigError
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from llmevo.evidence import Promotion
+    from llmevo.promotion import Promotion
     from llmevo.evolve.space import SearchSpace
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -44,7 +44,7 @@ IMPLEMENTATION_MODULES = (
     "llmevo.evolve.champion", "llmevo.evolve.report", "llmevo.model.transformer",
     "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites", "llmevo.eval.metrics",
     "llmevo.eval.stats", "llmevo.experiments.presets", "llmevo.experiments.reproduce",
-    "llmevo.experiments.views",
+    "llmevo.experiments.arm_data",
 )
 
 
@@ -130,6 +130,8 @@ def evolve(
         help="Which components enter the space: 'evidence' (declared, or a published formal "
              "reproduction that was not significantly worse) or 'manifest' (declared only).")] = "evidence",
     docs: Annotated[Path, typer.Option(help="Where published reproductions are found.")] = Path("docs"),
+    tensorboard: Annotated[Path | None, typer.Option(
+        help="Write TensorBoard event files here: per-step curves of every trial and seed, each trial's fitness and genome, the final runs.")] = None,
 ) -> None:
     """Evolve genomes (a component per slot, optimizer, training genes) on an Optuna study."""
     check_count("--trials", trials)
@@ -153,10 +155,10 @@ def evolve(
     if report and not list_space:
         check_output_dir(out)
     seed_list = parse_seeds(None, seeds)
-    from llmevo.evidence import promotions
+    from llmevo.promotion import promotions
     from llmevo.evolve import engine
     from llmevo.experiments.presets import get_preset
-    from llmevo.registry import ensure_registered
+    from llmevo.catalog import ensure_registered
     from llmevo.train.device import resolve_device
 
     base = get_preset(preset)
@@ -184,7 +186,13 @@ def evolve(
         promoted=tuple(sorted(promoted)),
         threads_per_worker=threads or max(1, (os.cpu_count() or 1) // workers),
         heartbeat_interval=heartbeat, grace_period=grace_period,
+        tensorboard_dir=tensorboard.resolve() if tensorboard is not None else None,
     )
+    logs = None
+    if tensorboard is not None:
+        from llmevo.train.logging import TensorBoardLogs
+
+        logs = TensorBoardLogs(tensorboard)  # checks that tensorboard is installed, before any work
     engine.quiet_optuna()
     engine.prepare_context(settings, space)  # data files verified before the study file exists
     opened = engine.open_study(settings, space, engine.open_storage(settings))  # errors before training
@@ -219,7 +227,7 @@ def evolve(
     context_settings = engine.EvolveSettings(**{**settings.__dict__, "preset": final_preset})
     context = engine.prepare_context(context_settings, space)
     final = final_evaluation(Genome.from_json(champion.user_attrs["genome"]), space.baseline,
-                             context.data, final_preset, seed_list, torch_device)
+                             context.data, final_preset, seed_list, torch_device, logs=logs)
     folder = out
     command = " ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]])
     provenance = collect_provenance(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from llmevo.cli import app, console
+from llmevo.cli.common import app, console
 from llmevo.cli.common import (
     DEFAULT_SEED,
     DEFAULT_SEEDS,

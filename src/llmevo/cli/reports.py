@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from llmevo.cli import app, console
+from llmevo.cli.common import app, console
 from llmevo.cli.common import DATA_ENV, check_output_dir, check_output_file
 from llmevo.errors import ArtifactError
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from llmevo.cli import app, console
+from llmevo.cli.common import app, console
 from llmevo.cli.common import (
     DeviceOption,
     PresetName,
@@ -33,7 +33,7 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 IMPLEMENTATION_MODULES = (
     "llmevo.model.transformer", "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites",
     "llmevo.eval.metrics", "llmevo.eval.stats", "llmevo.data.lm", "llmevo.data.suites",
-    "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.views",
+    "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.arm_data",
 )
 
 
@@ -92,6 +92,8 @@ def reproduce(
     threads: ThreadsOption = None,
     save_checkpoints: Annotated[Path | None, typer.Option(metavar="DIR",
         help="Save each arm's first-seed model here (DIR/baseline, DIR/method) for `llmevo generate`.")] = None,
+    tensorboard: Annotated[Path | None, typer.Option(metavar="DIR",
+        help="Write TensorBoard event files here: per-step loss, lr, grad norm and final metrics, one run per arm and seed.")] = None,
 ) -> None:
     """Train a baseline arm and a method arm on the same tokens and compare them."""
     check_count("--steps", steps)
@@ -126,12 +128,18 @@ def reproduce(
             check_output_dir(save_checkpoints / label, "--save-checkpoints")
     if report:
         check_output_dir(report_dir, "report folder")
+    check_output_dir(tensorboard, "--tensorboard")
+    logs = None
+    if tensorboard is not None:
+        from llmevo.train.logging import TensorBoardLogs
+
+        logs = TensorBoardLogs(tensorboard)
     run_and_write(name, chosen, seed_list, data, torch_device, out,
-                  save_checkpoints, report_dir if report else None)
+                  save_checkpoints, report_dir if report else None, logs)
 
 
 def run_and_write(name, chosen, seed_list, data, torch_device, out, save_checkpoints,
-                  report_dir) -> None:
+                  report_dir, logs=None) -> None:
     """Run the comparison, then write artifact, checkpoints and report; when a later write
     fails, what this command wrote is removed again (no artifact without its checkpoints)."""
     from llmevo.artifacts import collect_provenance, module_files, save_artifact
@@ -144,7 +152,7 @@ def run_and_write(name, chosen, seed_list, data, torch_device, out, save_checkpo
         name=name, preset=chosen, seeds=seed_list, data_dir=data,
         cache_dir=resolve_cache_dir(), device=torch_device,
     )
-    outcome = runner.run_reproduction(request, progress=RichTrainingProgress(console))
+    outcome = runner.run_reproduction(request, progress=RichTrainingProgress(console), logs=logs)
     artifact = outcome.artifact
     implementation = module_files(outcome.implementation_objects + [
         importlib.import_module(module) for module in IMPLEMENTATION_MODULES])
