@@ -7,18 +7,18 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from llmevo.catalog import ensure_registered
 from llmevo.cli.common import app, console
-from llmevo.promotion import batched_replicas, promotion, published_artifacts, tier_reached
-from llmevo.registry import SLOTS
 
 
 def component_records(docs: Path) -> list[dict[str, Any]]:
     """One JSON-ready manifest per registered component (by slot, then name), plus
     the evidence-based ``tier_reached``, ``has_artifact`` (a published reproduction) and
     ``promoted`` flag with its reason."""
+    from llmevo.catalog import ensure_registered
+    from llmevo.promotion import batched_replicas, promotion, published_artifacts, tier_reached
+    from llmevo.registry import SLOTS
+
     specs = sorted(ensure_registered().all(), key=lambda spec: (SLOTS.index(spec.slot), spec.name))
     records = []
     for spec in specs:
@@ -55,6 +55,8 @@ def components(
     ] = Path("docs"),
 ) -> None:
     """List every registered component: slot, paper, ablation, status, tier, artifact."""
+    from rich.table import Table
+
     records = component_records(docs)
     if as_json:
         typer.echo(json.dumps(records, indent=2))

@@ -6,15 +6,22 @@ prints what it reports; the search, champion, final test and report live in the 
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
 from llmevo.cli.common import (
+    DeviceOption,
+    PresetName,
+    SamplerName,
     app,
+    check_count,
+    check_output_dir,
+    check_real,
     console,
     parse_floats,
     parse_seeds,
@@ -28,8 +35,16 @@ if TYPE_CHECKING:
     from llmevo.evolve.space import SearchSpace
     from llmevo.promotion import Promotion
 
-PRESET_NAMES = "smoke, quick, standard"
-SAMPLER_NAMES = "regularized, nsga2, tpe, random"
+from llmevo.errors import ConfigError
+
+STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def check_study_name(name: str) -> None:
+    """A study name is a name (it becomes a file name), never a path."""
+    if not STUDY_NAME.fullmatch(name) or ".." in name:
+        raise ConfigError(f"--study '{name[:60]}': expected a name of letters, digits, '.', '_' "
+                          "or '-' (at most 100, no path separators)")
 
 
 def promotion_table(decisions: dict[str, Promotion]) -> Table:
@@ -66,12 +81,12 @@ def space_table(space: SearchSpace) -> Table:
 
 @app.command()
 def evolve(
-    preset: Annotated[str, typer.Option(help=f"Preset: {PRESET_NAMES}.")] = "quick",
+    preset: Annotated[PresetName, typer.Option(help="Data, training and evaluation settings.")] = "quick",
     trials: Annotated[int, typer.Option(help="Finished trials the study should reach (resumes count).")] = 24,
     workers: Annotated[int, typer.Option(help="Local worker processes (CPU threads are shared out).")] = 1,
     storage: Annotated[str | None, typer.Option(help="SQLAlchemy URL (default sqlite:///runs/evolve/<study>.db).")] = None,
     study: Annotated[str | None, typer.Option(help="Study name (default evolve-<preset>[-s<steps>]).")] = None,
-    sampler: Annotated[str, typer.Option(help=f"Sampler: {SAMPLER_NAMES}.")] = "regularized",
+    sampler: Annotated[SamplerName, typer.Option(help="How new genomes are proposed.")] = "regularized",
     seeds: Annotated[str, typer.Option(help="Report seeds of the final champion/baseline evaluation and of --explain.")] = "42,43,44,45,46",
     population: Annotated[int, typer.Option(help="Alive population (regularized evolution).")] = 8,
     tournament: Annotated[int, typer.Option(help="Tournament size.")] = 3,
@@ -79,16 +94,16 @@ def evolve(
     score_k: Annotated[float, typer.Option(help="Score = mean - k * standard error.")] = 1.0,
     list_space: Annotated[bool, typer.Option("--list-space", help="Print the search space and exit.")] = False,
     data_dir: Annotated[Path | None, typer.Option(help="Data directory (else $LLMEVO_DATA).")] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "cpu",
+    device: DeviceOption = "auto",
     trial_steps: Annotated[int | None, typer.Option(help="Training steps per trial (default: the preset's).")] = None,
     eval_windows: Annotated[int | None, typer.Option(help="Validation LM windows per trial (default: whole split).")] = None,
     heartbeat: Annotated[int, typer.Option(help="Heartbeat interval of running trials, seconds.")] = 5,
     grace_period: Annotated[int, typer.Option(help="A trial silent this long is failed and retried.")] = 20,
     sampler_seed: Annotated[int | None, typer.Option(help="Seed of the sampler's random choices.")] = None,
-    out: Annotated[Path | None, typer.Option(help="Report folder (default docs/evolution/<study>).")] = None,
+    out: Annotated[Path | None, typer.Option(metavar="DIR", help="Report folder (default docs/evolution/<study>).")] = None,
     report: Annotated[bool, typer.Option(help="Evaluate the champion on test and write the report.")] = True,
     threads: Annotated[int | None, typer.Option(help="CPU threads per worker (default: CPU cores / workers).")] = None,
-    promotion: Annotated[str, typer.Option(
+    promotion: Annotated[Literal["evidence", "manifest"], typer.Option(
         help="Which components enter the space: 'evidence' (declared, or a published formal "
              "reproduction that was not significantly worse) or 'manifest' (declared only).")] = "evidence",
     docs: Annotated[Path, typer.Option(help="Where published reproductions are found.")] = Path("docs"),
@@ -112,6 +127,22 @@ def evolve(
         help="Write TensorBoard event files here: per-step curves of every trial and seed, each trial's fitness and genome, the final runs.")] = None,
 ) -> None:
     """Evolve genomes (a component per slot, optimizer, training genes) on an Optuna study."""
+    check_count("--trials", trials)
+    check_count("--workers", workers)
+    check_count("--population", population, minimum=2)
+    check_count("--tournament", tournament)
+    if tournament > population:
+        raise ConfigError(f"--tournament {tournament} exceeds --population {population}")
+    check_count("--rescore-seeds", rescore_seeds, minimum=0)
+    check_real("--score-k", score_k)
+    check_count("--trial-steps", trial_steps)
+    check_count("--eval-windows", eval_windows)
+    check_count("--heartbeat", heartbeat)
+    check_count("--grace-period", grace_period)
+    check_count("--threads", threads)
+    check_count("--sampler-seed", sampler_seed, minimum=0)
+    check_count("--replicas-max", replicas_max)
+    seed_list = parse_seeds(None, seeds)
     from llmevo.evolve import EvolutionSettings, run, search_space
     from llmevo.evolve import explain as explain_champion
 
@@ -129,13 +160,17 @@ def evolve(
             trial_lr_factors, "--trial-lr-factors"),
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
     )
+    probe = EvolutionSettings(data_dir=Path("."), **values)  # names and paths, before any work
+    check_study_name(probe.study_name())
+    if report and not list_space:
+        check_output_dir(probe.report_folder())
+    check_output_dir(tensorboard, "--tensorboard")
     if list_space:
-        space, decisions = search_space(EvolutionSettings(data_dir=Path("."), **values))
+        space, decisions = search_space(probe)
         console.print(space_table(space))
         console.print(promotion_table(decisions))
         return
-    settings = EvolutionSettings(seeds=parse_seeds(None, seeds), data_dir=resolve_data_dir(data_dir),
-                                 **values)
+    settings = EvolutionSettings(seeds=seed_list, data_dir=resolve_data_dir(data_dir), **values)
     if explain:
         explain_champion(settings, [g.strip() for g in genes.split(",")] if genes else None,
                          notify=console.print)

@@ -9,12 +9,20 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
 from llmevo.cli.common import (
+    DeviceOption,
+    PresetName,
+    ThreadsOption,
     app,
+    apply_threads,
+    check_count,
+    check_output_dir,
+    check_output_file,
+    check_real,
     console,
     parse_floats,
     parse_seeds,
@@ -26,8 +34,6 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from llmevo.artifacts.schema import ReproductionArtifact
-
-PRESET_NAMES = "smoke, quick, standard"
 
 
 def summary_table(artifact: ReproductionArtifact) -> Table:
@@ -59,32 +65,33 @@ def summary_table(artifact: ReproductionArtifact) -> Table:
 @app.command()
 def reproduce(
     name: Annotated[str, typer.Argument(help="Component to reproduce against its ablation, e.g. rope, muon.")] = "rope",
-    preset: Annotated[str, typer.Option(help=f"Preset: {PRESET_NAMES}.")] = "smoke",
+    preset: Annotated[PresetName, typer.Option(help="Data, training and evaluation settings.")] = "smoke",
     seed: Annotated[int | None, typer.Option(help="One seed (default 42).")] = None,
     seeds: Annotated[str | None, typer.Option(help="Comma-separated seeds, e.g. 42,43,44.")] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+    device: DeviceOption = "auto",
     data_dir: Annotated[Path | None, typer.Option(help="Data directory (else $LLMEVO_DATA).")] = None,
     steps: Annotated[int | None, typer.Option(help="Override the preset's training steps.")] = None,
     batch_size: Annotated[int | None, typer.Option(help="Override the batch size.")] = None,
     lr: Annotated[float | None, typer.Option(help="Override the learning rate.")] = None,
     warmup_steps: Annotated[int | None, typer.Option(help="Override the warmup steps.")] = None,
-    schedule: Annotated[str | None, typer.Option(help="constant or cosine.")] = None,
-    suite: Annotated[str | None, typer.Option(help="Benchmark suite: core or public.")] = None,
+    schedule: Annotated[Literal["constant", "cosine"] | None, typer.Option(
+        help="Override the learning-rate schedule.")] = None,
+    suite: Annotated[Literal["core", "public"] | None, typer.Option(help="Override the benchmark suite.")] = None,
     publish: Annotated[bool, typer.Option(
         help="Write under docs/reproductions/ instead of runs/; refuses a dirty git tree.")] = False,
     allow_dirty: Annotated[bool, typer.Option(
         help="With --publish: publish from a tree with uncommitted changes (recorded in provenance).")] = False,
     report: Annotated[bool, typer.Option(help="Write the README report and plots.")] = True,
-    out: Annotated[Path | None, typer.Option(help="Artifact path (overrides the default).")] = None,
-    threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
-    save_checkpoints: Annotated[Path | None, typer.Option(
+    out: Annotated[Path | None, typer.Option(metavar="FILE", help="Artifact file (overrides the default).")] = None,
+    threads: ThreadsOption = None,
+    save_checkpoints: Annotated[Path | None, typer.Option(metavar="DIR",
         help="Save each arm's first-seed model here (DIR/baseline, DIR/method) for `llmevo generate`.")] = None,
     replicas_max: Annotated[int | None, typer.Option(
         help="At most this many seeds of an arm train at once (memory).")] = None,
     sequential: Annotated[bool, typer.Option(
         "--sequential", help="Train the seeds one after another (the single-model path).")] = False,
-    path: Annotated[str, typer.Option(
-        help="How an arm's seeds train: auto, sequential, batched, parallel, parallel-batched.")] = "auto",
+    path: Annotated[Literal["auto", "sequential", "batched", "parallel", "parallel-batched"], typer.Option(
+        help="How an arm's seeds train.")] = "auto",
     tune: Annotated[bool | None, typer.Option(
         help="Tune each arm's learning rate on the same grid first (default: on for quick and "
              "standard, off for smoke); report seeds default to 42..46.")] = None,
@@ -92,10 +99,17 @@ def reproduce(
         help="Learning rates to tune over, e.g. 1e-3,3e-3,1e-2 (default: 5 from lr/3 to 3*lr).")] = None,
     tune_seeds: Annotated[str, typer.Option(help="Tuning seeds, disjoint from the report seeds.")] = "1000",
     margin: Annotated[float, typer.Option(help="Non-inferiority margin of the verdict class, percent.")] = 1.0,
-    tensorboard: Annotated[Path | None, typer.Option(
+    tensorboard: Annotated[Path | None, typer.Option(metavar="DIR",
         help="Write TensorBoard event files here: per-step loss, lr, grad norm and final metrics, one run per arm and seed.")] = None,
 ) -> None:
     """Train a baseline arm and a method arm on the same tokens and compare them."""
+    check_count("--steps", steps)
+    check_count("--batch-size", batch_size)
+    check_count("--warmup-steps", warmup_steps, minimum=0)
+    check_real("--lr", lr, strict=True)
+    check_count("--replicas-max", replicas_max)
+    check_real("--margin", margin, strict=True)
+    apply_threads(threads)
     from llmevo.cli.progress import RichTrainingProgress
     from llmevo.experiments import ReproductionRequest
     from llmevo.experiments import reproduce as run_reproduction
@@ -113,6 +127,13 @@ def reproduce(
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
     )
     outputs = request.outputs()
+    # every destination is checked (proven writable) before any training
+    check_output_file(outputs.artifact)
+    if outputs.checkpoints is not None:
+        for folder in (outputs.checkpoints, outputs.checkpoints / "baseline", outputs.checkpoints / "method"):
+            check_output_dir(folder, "--save-checkpoints")
+    check_output_dir(outputs.report, "report folder")
+    check_output_dir(tensorboard, "--tensorboard")
     artifact = run_reproduction(request, progress=RichTrainingProgress(console))
     console.print(summary_table(artifact))
     console.print(f"[bold]verdict:[/] {artifact.verdict.summary if artifact.verdict else '—'}")

@@ -101,7 +101,7 @@ class EvolutionSettings(RequestModel):
     score_k: float = 1.0
     data_dir: Path
     cache_dir: Path = Path(".cache/llmevo")
-    device: str = "cpu"  # auto, cpu, cuda or mps (checked by resolve_device)
+    device: str = "auto"  # auto, cpu, cuda or mps (checked by resolve_device)
     trial_steps: int | None = Field(default=None, ge=1)
     eval_windows: int | None = Field(default=None, ge=1)
     heartbeat: int = Field(default=5, ge=1)
@@ -205,6 +205,7 @@ def _prepare(settings: EvolutionSettings) -> _Prepared:
     if not Path(settings.data_dir).is_dir():
         raise ConfigError(f"data directory {settings.data_dir} does not exist")
     resolve_device(settings.device)  # refuses an unavailable device before any work
+    engine.check_storage_url(settings.storage_url())
     engine_settings = engine.EvolveSettings(
         study_name=settings.study_name(), storage_url=settings.storage_url(), preset=trial_preset,
         sampler=settings.sampler, trials=settings.trials, workers=settings.workers,
@@ -240,6 +241,7 @@ def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) ->
 
         logs = TensorBoardLogs(settings.tensorboard)  # checks that tensorboard is installed, before any work
     engine.quiet_optuna()
+    engine.prepare_context(engine_settings, space)  # data files verified before the study file exists
     opened = engine.open_study(engine_settings, space, engine.open_storage(engine_settings))  # errors before training
     already = len(engine.finished_trials(opened))
     notify(f"study {study_name} at {masked(storage_url)}: {already} of {settings.trials} trials "
