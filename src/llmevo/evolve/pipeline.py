@@ -123,13 +123,15 @@ class EvolutionSettings(RequestModel):
     repo_root: Path = REPO_ROOT
 
     def study_name(self) -> str:
-        return self.study or f"evolve-{self.preset}" + (f"-s{self.trial_steps}" if self.trial_steps else "")
+        if self.study is not None:
+            return self.study
+        return f"evolve-{self.preset}" + (f"-s{self.trial_steps}" if self.trial_steps else "")
 
     def storage_url(self) -> str:
-        return self.storage or f"sqlite:///runs/evolve/{self.study_name()}.db"
+        return self.storage if self.storage is not None else f"sqlite:///runs/evolve/{self.study_name()}.db"
 
     def report_folder(self) -> Path:
-        return self.out or Path("docs/evolution") / self.study_name()
+        return self.out if self.out is not None else Path("docs/evolution") / self.study_name()
 
     def presets(self) -> tuple[Preset, Preset]:
         """(trial preset, final-evaluation preset): ``trial_steps`` applies to both,
