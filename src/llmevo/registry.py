@@ -28,6 +28,7 @@ SLOTS = (
     "optimizer",
     "kv_cache",
     "architecture",
+    "post_training",
 )
 
 ImplementationStatus = Literal["component_only", "integrated", "full"]

@@ -48,7 +48,9 @@ def summary_table(artifact: dict) -> Table:
     table.add_column("Δ% (95% CI)", justify="right")
     stats = artifact.get("statistics", {})
     for metric in ("lm_loss", "bits_per_byte", "instruction_loss", "preference_loss",
-                   "reasoning_nll", "primary", "fitness", "final_loss"):
+                   "reasoning_nll", "primary", "fitness", "final_loss",
+                   "heldout_preference_accuracy", "arithmetic_exact_match",
+                   "post_training_loss", "reward_bearing_group_rate"):
         if metric not in artifact["baseline"] or metric not in artifact["method"]:
             continue
         change = stats.get(metric, {}).get("paired_relative_change_percent", {})
@@ -83,6 +85,17 @@ def reproduce(
     threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
     save_checkpoints: Annotated[Path | None, typer.Option(
         help="Save each arm's first-seed model here (DIR/baseline, DIR/method) for `llmevo generate`.")] = None,
+    post_steps: Annotated[int | None, typer.Option(help="Post-training methods: the stage's steps.")] = None,
+    post_batch_size: Annotated[int | None, typer.Option(help="Post-training: examples per step.")] = None,
+    post_lr: Annotated[float | None, typer.Option(help="Post-training: learning rate.")] = None,
+    post_seed_offset: Annotated[int | None, typer.Option(
+        help="Post-training: the stage's seed is the run seed plus this.")] = None,
+    method_config: Annotated[str | None, typer.Option(
+        help="Post-training: the method's settings, e.g. 'beta=0.1' or 'group_size=8,kl_beta=0.04'.")] = None,
+    preference_file: Annotated[Path | None, typer.Option(
+        help="DPO: a JSONL file of {\"chosen\", \"rejected\"} dialogues instead of HH-RLHF helpful-base.")] = None,
+    arithmetic_max_operand: Annotated[int | None, typer.Option(
+        help="GRPO: the arithmetic difficulty (operands 0..N).")] = None,
 ) -> None:
     """Train a baseline arm and a method arm on the same tokens and compare them."""
     chosen = get_preset(preset).override({
@@ -95,6 +108,16 @@ def reproduce(
     if threads:
         torch.set_num_threads(threads)
     comparison = plan_comparison(name)  # refuses unknown names and identical arms early
+    post_request = None
+    if comparison.spec.slot == "post_training":
+        from llmevo.model.config import ComponentChoice
+        from llmevo.posttrain.reproduce import post_training_request
+
+        post_request = post_training_request(
+            comparison, chosen.name,
+            {"steps": post_steps, "batch_size": post_batch_size, "lr": post_lr,
+             "seed_offset": post_seed_offset, "arithmetic.max_operand": arithmetic_max_operand},
+            ComponentChoice.parse(f"{name}:{method_config or ''}").config, preference_file)
     paper = comparison.spec.manifest.paper
     folder = f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name
     filename = artifact_filename(chosen.name, seed_list)
@@ -103,7 +126,7 @@ def reproduce(
         out = base / filename
     request = runner.ReproductionRequest(
         name=name, preset=chosen, seeds=seed_list, data_dir=data,
-        cache_dir=resolve_cache_dir(), device=torch_device,
+        cache_dir=resolve_cache_dir(), device=torch_device, post_training=post_request,
     )
     outcome = runner.run_reproduction(request, progress=RichTrainingProgress(console))
     artifact = outcome.artifact

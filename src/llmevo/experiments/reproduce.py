@@ -52,13 +52,18 @@ from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
 
 # Metrics compared between arms, validation split; lower is better unless listed here.
 HIGHER_IS_BETTER = {"primary", "public_composite", "fitness", "preference_accuracy",
-                    "hh_preference_accuracy", "reasoning_accuracy"}
+                    "hh_preference_accuracy", "reasoning_accuracy",
+                    "heldout_preference_accuracy", "heldout_preference_margin",
+                    "arithmetic_exact_match", "reward_bearing_group_rate"}
 STAT_METRICS = (
     "lm_loss", "perplexity", "bits_per_byte", "instruction_loss", "instruction_bpb",
     "preference_loss", "preference_accuracy", "hh_preference_loss", "hh_preference_accuracy",
     "reasoning_nll", "reasoning_accuracy", "primary", "public_composite", "composite_loss",
     "composite_bpb", "fitness", "initial_loss", "final_loss",
-)
+    # post-training reproductions (llmevo.posttrain)
+    "heldout_preference_accuracy", "heldout_preference_margin", "arithmetic_exact_match",
+    "arithmetic_error_rate",
+)  # post_training_loss is per arm only: the two arms' stage objectives differ
 CURVE_POINTS = 200
 
 
@@ -139,6 +144,7 @@ class ReproductionRequest:
     cache_dir: Path
     device: torch.device
     base_model: ModelConfig = field(default_factory=ModelConfig)
+    post_training: Any = None  # llmevo.posttrain.reproduce.PostTrainRequest (post-training slot)
 
 
 @dataclass
@@ -167,6 +173,10 @@ def run_reproduction(
     """Train and evaluate both arms under every seed; return the artifact body."""
     seeds = validate_seeds(request.seeds)
     comparison = plan_comparison(request.name, request.base_model)
+    if comparison.spec.slot == "post_training":
+        from llmevo.posttrain.reproduce import run_post_training_reproduction
+
+        return run_post_training_reproduction(request, comparison, progress, on_arm_done)
     preset = request.preset
     corpus = load_lm_corpus(request.data_dir, preset.variant, preset.budgets, request.cache_dir)
     preset = preset.with_steps_for(int(corpus.tokens["train"].numel()))
@@ -295,13 +305,14 @@ def assemble_artifact(
         }
         for seed in seeds
     ]
-    metrics = [m for m in STAT_METRICS if all(m in row["baseline"] and m in row["method"] for row in per_seed)]
+    metrics = [m for m in STAT_METRICS if all(
+        m in row["baseline"] and m in row["method"] and row["baseline"][m] != 0 for row in per_seed)]
     formal, policy = claim_policy(len(seeds))
     decision = verdict(
         comparison.metric,
         [row["baseline"][comparison.metric] for row in per_seed],
         [row["method"][comparison.metric] for row in per_seed],
-        lower_is_better=True,
+        lower_is_better=comparison.metric not in HIGHER_IS_BETTER,
         method_name=spec.name,
     )
     suite_counts = data.suite_validation.counts

@@ -1,0 +1,245 @@
+"""Post-training reproductions: a method against its ablation on the same pretrained model.
+
+Per seed, ``llama_modern`` is pretrained once with the preset's settings (the same seeded
+windows as every other reproduction); each arm post-trains its own copy of that
+checkpoint with its method, the same stage seed and the same number of examples
+(``steps x batch_size``), then both are evaluated on validation (deciding) and test
+(reported). The pretraining token-stream hash is therefore equal for both arms by
+construction, and each arm's post-training example count is checked to be equal.
+
+The artifact is the usual reproduction artifact; per arm it carries
+``post_training_loss``, ``reward_bearing_group_rate`` and the held-out metrics
+(``heldout_preference_accuracy``, ``arithmetic_exact_match``), and
+``post_training_curves`` holds the stage's per-step loss (and GRPO's reward and
+reward-bearing rate).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import ValidationError
+
+from llmevo.data.lm import load_lm_corpus
+from llmevo.errors import ConfigError, DivergedError
+from llmevo.model.transformer import build_model
+from llmevo.posttrain.evaluate import evaluate_post_training
+from llmevo.posttrain.stage import (
+    PostTrainSettings,
+    PretrainedModel,
+    StageResult,
+    run_post_training,
+)
+from llmevo.posttrain.tasks import load_post_train_data, read_preference_file
+from llmevo.train.trainer import Progress, train
+
+POST_TRAINING_PRESETS: dict[str, PostTrainSettings] = {
+    "smoke": PostTrainSettings(steps=4, batch_size=4, lr=1e-3, held_out_pairs=16),
+    "quick": PostTrainSettings(steps=120, batch_size=16, lr=1e-3),
+    "standard": PostTrainSettings(steps=240, batch_size=16, lr=1e-3),
+}
+
+
+@dataclass(frozen=True)
+class PostTrainRequest:
+    """The stage's settings, the method arm's config, and an optional preference file."""
+
+    settings: PostTrainSettings
+    method_config: dict[str, Any] = field(default_factory=dict)
+    preference_file: Path | None = None
+
+
+def post_training_settings(preset_name: str, overrides: dict[str, Any]) -> PostTrainSettings:
+    """The preset's stage settings with non-None ``overrides`` applied and validated."""
+    base = POST_TRAINING_PRESETS.get(preset_name, POST_TRAINING_PRESETS["quick"])
+    values = base.model_dump()
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key.startswith("arithmetic."):
+            values["arithmetic"][key.split(".", 1)[1]] = value
+        else:
+            values[key] = value
+    try:
+        return PostTrainSettings.model_validate(values)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"post-training setting {where}: {first['msg']}") from None
+
+
+def post_training_request(
+    comparison: Any,
+    preset_name: str,
+    overrides: dict[str, Any],
+    method_config: dict[str, Any] | None = None,
+    preference_file: Path | None = None,
+) -> PostTrainRequest:
+    """A validated request: settings, the method's config and a readable preference file.
+
+    Every bad option fails here, before any work: a non-positive step count, ``beta <= 0``,
+    ``group_size`` 1, an empty or malformed preference file.
+    """
+    request = PostTrainRequest(post_training_settings(preset_name, overrides),
+                               dict(method_config or {}), preference_file)
+    resolve_arms(comparison, request)
+    if preference_file is not None:
+        read_preference_file(Path(preference_file), None)
+    return request
+
+
+def resolve_arms(comparison: Any, request: PostTrainRequest) -> Any:
+    """The comparison with the method arm's config validated (e.g. beta > 0, group_size >= 2)."""
+    method = comparison.method
+    spec = comparison.spec
+    config = spec.make_config(request.method_config)  # ConfigError names the option
+    choice = method.post_training.model_copy(update={"config": config.model_dump()})
+    return replace(comparison, method=replace(method, post_training=choice))
+
+
+def _stage_curve(results: dict[int, StageResult], attribute: str) -> dict[str, Any] | None:
+    series = {seed: getattr(result, attribute) for seed, result in results.items()}
+    if not all(series.values()):
+        return None
+    length = min(len(values) for values in series.values())
+    return {"steps": list(range(1, length + 1)),
+            "per_seed": {str(seed): values[:length] for seed, values in series.items()}}
+
+
+def run_post_training_reproduction(
+    request: Any,  # llmevo.experiments.reproduce.ReproductionRequest
+    comparison: Any,  # llmevo.experiments.plans.Comparison with post_training arms
+    progress: Progress | None = None,
+    on_arm_done: Callable[[str, int, Any], None] | None = None,
+) -> Any:
+    """Pretrain once per seed, post-train each arm from that checkpoint, evaluate, assemble."""
+    from llmevo.experiments.reproduce import (
+        DATA_VIEWS,
+        ArmRun,
+        ReproductionOutcome,
+        assemble_artifact,
+        evaluate_arm,
+        validate_seeds,
+    )
+
+    seeds = validate_seeds(request.seeds)
+    post: PostTrainRequest = request.post_training or PostTrainRequest(
+        post_training_settings(request.preset.name, {}))
+    settings = post.settings
+    comparison = resolve_arms(comparison, post)
+    task = comparison.spec.cls.task or "instruction"
+    preset = request.preset
+    corpus = load_lm_corpus(request.data_dir, preset.variant, preset.budgets, request.cache_dir)
+    preset = preset.with_steps_for(int(corpus.tokens["train"].numel()))
+    data = DATA_VIEWS["bpe"](corpus, preset, request.data_dir, preset.train.seq_len)
+    post_data = load_post_train_data(
+        request.data_dir, data.codec, preset.train.seq_len, settings.arithmetic,
+        post.preference_file, settings.held_out_pairs)
+    base_model = comparison.method.model
+    runs: dict[str, dict[int, ArmRun]] = {"baseline": {}, "method": {}}
+    stages: dict[str, dict[int, StageResult]] = {"baseline": {}, "method": {}}
+    for seed in seeds:
+        torch.manual_seed(seed)
+        model = build_model(base_model)
+        train_config = preset.train.model_copy(update={"optimizer": comparison.method.optimizer})
+        pretrain = train(model, data.stream, train_config, seed, request.device, progress,
+                         description=f"pretrain llama_modern seed {seed}")
+        if pretrain.status == "diverged":
+            raise DivergedError(f"pretraining seed {seed}: {pretrain.message}", pretrain.steps_done)
+        checkpoint = copy.deepcopy(model).cpu()
+        for arm in comparison.arms:
+            arm_model = copy.deepcopy(checkpoint)
+            stage = run_post_training(
+                PretrainedModel(arm_model, pretrain.steps_done), arm.post_training, post_data,
+                task, settings, seed + settings.seed_offset, request.device)
+            validation = evaluate_arm(arm_model, data, preset, "validation", request.device)
+            validation.update(evaluate_post_training(
+                arm_model, post_data, "validation", request.device, settings.max_new_tokens))
+            validation["initial_loss"] = pretrain.initial_loss
+            validation["final_loss"] = pretrain.final_loss
+            validation["post_training_loss"] = stage.post_training_loss
+            validation["reward_bearing_group_rate"] = stage.reward_bearing_group_rate
+            validation.update(stage.extra)
+            test = evaluate_arm(arm_model, data, preset, "test", request.device)
+            test.update(evaluate_post_training(
+                arm_model, post_data, "test", request.device, settings.max_new_tokens))
+            run = ArmRun(
+                validation=validation, test=test, train=pretrain,
+                parameters=sum(p.numel() for p in arm_model.parameters()),
+                architecture_stats={"post_training_examples": stage.examples,
+                                    "post_training_seconds": round(stage.wall_seconds, 3)},
+                model=arm_model.cpu(),
+                train_config={"pretrain": train_config.model_dump(mode="json"),
+                              "post_training": settings.model_dump(mode="json"),
+                              "method": arm.post_training.model_dump(mode="json")},
+            )
+            runs[arm.label][seed] = run
+            stages[arm.label][seed] = stage
+            if on_arm_done:
+                on_arm_done(arm.label, seed, run)
+        examples = {stages[label][seed].examples for label in stages}
+        if len(examples) != 1 and comparison.baseline.post_training.name != "none":
+            raise ConfigError(f"seed {seed}: the arms post-trained on different numbers of "
+                              f"examples {sorted(examples)}")
+    artifact = assemble_artifact(comparison, preset, seeds, corpus, {"bpe": data}, runs,
+                                 request.device)
+    _add_post_training(artifact, comparison, stages, settings, task, post_data, seeds)
+    objects: list[object] = [comparison.spec.cls]
+    objects += [spec.cls for spec in _post_specs(comparison)]
+    return ReproductionOutcome(comparison, artifact, runs, objects,
+                               corpus.tokenizer.tokenizer.to_str())
+
+
+def _post_specs(comparison: Any) -> list[Any]:
+    from llmevo.registry import ensure_registered
+
+    registry = ensure_registered()
+    return [registry.get("post_training", arm.post_training.name) for arm in comparison.arms]
+
+
+def _add_post_training(
+    artifact: dict[str, Any], comparison: Any, stages: dict[str, dict[int, StageResult]],
+    settings: PostTrainSettings, task: str, data: Any, seeds: list[int],
+) -> None:
+    """Fill the arms' post-training fields and record the stage's settings and curves."""
+    for label, arm in (("baseline", comparison.baseline), ("method", comparison.method)):
+        block = artifact[label]
+        results = [stages[label][seed] for seed in seeds]
+        block["post_training_loss"] = sum(r.post_training_loss for r in results) / len(results)
+        block["reward_bearing_group_rate"] = (
+            sum(r.reward_bearing_group_rate for r in results) / len(results))
+        rows = [row[label] for row in artifact["per_seed"]]
+        for key in ("heldout_preference_accuracy", "heldout_preference_margin",
+                    "arithmetic_exact_match", "arithmetic_error_rate", "dpo_reward_margin", "dpo_reward_accuracy",
+                    "grpo_mean_kl", "grpo_mean_reward"):
+            if all(key in row for row in rows):
+                block[key] = sum(row[key] for row in rows) / len(rows)
+        block["genome"]["post_training"] = arm.post_training.model_dump(mode="json")
+        block["post_training_examples"] = results[0].examples
+    artifact["setup"]["post_training"] = {
+        **settings.model_dump(mode="json"),
+        "task": task,
+        "examples_per_arm": settings.examples,
+        "seed": f"run seed + {settings.seed_offset}",
+        "same_pretrained_checkpoint_per_seed": True,
+        "preference_source": data.preference_source,
+        "preference_train_pairs": len(data.preference_train),
+        "preference_heldout_pairs": {k: len(v) for k, v in data.preference_held_out.items()},
+        "arithmetic_problems": {k: len(v) for k, v in data.arithmetic.items()},
+    }
+    artifact["setup"]["baseline_genome"] = artifact["baseline"]["genome"]
+    artifact["setup"]["method_genome"] = artifact["method"]["genome"]
+    artifact["pretraining_curve"] = artifact.pop("training_curves")["method"]
+    curves: dict[str, Any] = {}
+    for label in ("baseline", "method"):
+        curves[label] = {name: curve for name in ("losses", "rewards", "reward_bearing_rates")
+                         if (curve := _stage_curve(stages[label], name)) is not None}
+    artifact["post_training_curves"] = curves
+    loss_curves = {label: curves[label]["losses"] for label in curves if "losses" in curves[label]}
+    if len(loss_curves) == 2:
+        artifact["training_curves"] = loss_curves
