@@ -187,3 +187,40 @@ def test_cli_bad_input_is_one_line_and_exit_2(extra, message, tmp_path, capsys, 
     error = capsys.readouterr().err.strip()
     assert message in error and len(error.splitlines()) == 1
     assert not out.exists()
+
+
+def test_post_training_is_an_evolution_gene():
+    from llmevo.evolve.genome import Genome
+    from llmevo.evolve.space import build_search_space
+    from llmevo.experiments.presets import get_preset
+
+    registry = ensure_registered()
+    preset = get_preset("smoke")
+    plain = build_search_space(registry, preset, promoted=frozenset({"rope", "mha", "swiglu",
+                                                                     "rmsnorm", "pre_norm", "adamw"}))
+    assert plain.components["post_training"] == ("none",)
+    space = build_search_space(registry, preset, promoted=frozenset({
+        "rope", "mha", "swiglu", "rmsnorm", "pre_norm", "adamw", "sft", "dpo"}))
+    assert space.components["post_training"] == ("dpo", "none", "sft")
+    assert "post_training.dpo.beta" in space.genes
+    params = space.to_params(space.baseline)
+    assert params["post_training"] == "none"
+    params.update({"post_training": "dpo", "post_training.dpo.beta": 0.2,
+                   "post_training.dpo.sft_fraction": 0.5})
+    genome = space.to_genome(params)
+    assert genome.post_training == ComponentChoice(name="dpo", config={"beta": 0.2, "sft_fraction": 0.5})
+    assert space.to_params(genome) == params
+    assert "post:dpo" in genome.label() and genome.hash() != space.baseline.hash()
+    # a genome without post-training hashes as before the gene existed
+    legacy = Genome(model=space.baseline.model, optimizer=space.baseline.optimizer,
+                    train=space.baseline.train)
+    assert "post_training" not in legacy.canonical_json()
+
+
+def test_a_genome_post_training_gene_runs_the_stage():
+    from llmevo.posttrain.reproduce import post_train_genome_model
+
+    pretrained = _pretrained()
+    stage = post_train_genome_model(pretrained.model, ComponentChoice(name="sft"), _tiny_data(),
+                                    "smoke", 42, CPU, pretrain_steps=1)
+    assert stage.examples == 16 and stage.post_training_loss > 0

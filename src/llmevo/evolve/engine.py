@@ -274,11 +274,17 @@ def prepare_context(settings: EvolveSettings, space: SearchSpace,
     preset = settings.preset
     corpus = load_lm_corpus(settings.data_dir, preset.variant, preset.budgets, settings.cache_dir)
     data = prepare_bpe_data(corpus, preset, settings.data_dir, preset.train.seq_len)
+    post_data = None
+    if set(space.components.get("post_training", ("none",))) != {"none"}:
+        from llmevo.posttrain.tasks import ArithmeticConfig, load_post_train_data
+
+        post_data = load_post_train_data(settings.data_dir, data.codec, preset.train.seq_len,
+                                         ArithmeticConfig())
     return TrialContext(
         space=space, preset=preset, data=data, device=resolve_device(settings.device),
         search_seed=settings.search_seed, rescore_seeds=settings.rescore_seeds,
         score_k=settings.score_k, hurdle_fractions=settings.hurdle_fractions,
-        hurdle_windows=settings.hurdle_windows, worker=worker,
+        hurdle_windows=settings.hurdle_windows, worker=worker, post_data=post_data,
     )
 
 

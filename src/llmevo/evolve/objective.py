@@ -53,6 +53,7 @@ class TrialContext:
     hurdle_fractions: tuple[float, ...] = (0.5,)
     hurdle_windows: int = 16
     worker: int | None = None  # recorded on each trial
+    post_data: Any = None  # llmevo.posttrain.tasks.PostTrainData, when post-training genes exist
 
 
 def lower_bound_score(values: list[float], k: float) -> float:
@@ -127,6 +128,14 @@ def train_and_validate(
     if result.status != "complete":
         record["message"] = result.message
         return result.status, record
+    if genome.post_training.name != "none":
+        from llmevo.posttrain.reproduce import post_train_genome_model
+
+        stage = post_train_genome_model(model, genome.post_training, context.post_data,
+                                        context.preset.name, seed, context.device,
+                                        result.steps_done)
+        record["post_training_loss"] = stage.post_training_loss
+        record["reward_bearing_group_rate"] = stage.reward_bearing_group_rate
     metrics = evaluate_arm(model, context.data, preset, "validation", context.device)
     record.update({k: v for k, v in metrics.items() if v is not None})
     return "complete", record

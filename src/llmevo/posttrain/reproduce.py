@@ -243,3 +243,25 @@ def _add_post_training(
     loss_curves = {label: curves[label]["losses"] for label in curves if "losses" in curves[label]}
     if len(loss_curves) == 2:
         artifact["training_curves"] = loss_curves
+
+
+def post_train_genome_model(
+    model: torch.nn.Module,
+    choice: Any,  # ComponentChoice of the post_training slot
+    data: Any,  # PostTrainData
+    preset_name: str,
+    seed: int,
+    device: torch.device,
+    pretrain_steps: int,
+) -> StageResult:
+    """Evolution: run a genome's post-training gene on its freshly pretrained model.
+
+    The stage uses the preset's post-training settings and the method's own task (SFT:
+    Alpaca instructions); the stage seed is ``seed`` plus the settings' offset.
+    """
+    from llmevo.registry import ensure_registered
+
+    settings = post_training_settings(preset_name, {})
+    task = ensure_registered().get("post_training", choice.name).cls.task or "instruction"
+    return run_post_training(PretrainedModel(model, pretrain_steps), choice, data, task,
+                             settings, seed + settings.seed_offset, device)

@@ -39,6 +39,11 @@ TABLE_METRICS = (
     "fitness",
     "initial_loss",
     "final_loss",
+    "heldout_preference_accuracy",
+    "arithmetic_exact_match",
+    "arithmetic_error_rate",
+    "post_training_loss",
+    "reward_bearing_group_rate",
 )
 TRAINING_PLOT = "plots/training_loss.png"
 
@@ -360,6 +365,7 @@ def _plots(artifact: Mapping, out_dir: Path, metric: str) -> list[str]:
         ]
     else:
         lines += ["No training curves are recorded in this artifact.", ""]
+    lines += _post_training_plots(artifact, out_dir, labels)
     rows = artifact.get("per_seed") or []
     if rows and all(
         metric in row.get("baseline", {}) and metric in row.get("method", {}) for row in rows
@@ -375,6 +381,33 @@ def _plots(artifact: Mapping, out_dir: Path, metric: str) -> list[str]:
         lines += [f"![Per-seed paired {metric} difference, method minus baseline]({relative})", ""]
     else:
         lines += ["No per-seed values are recorded, so there is no paired-difference plot.", ""]
+    return lines
+
+
+POST_TRAINING_SERIES = {  # post_training_curves.<arm>.<series>: (file, title, y label)
+    "losses": ("plots/post_training_loss.png", "Post-training loss per step",
+               "stage loss (SFT nats/token, DPO or GRPO objective)"),
+    "rewards": ("plots/post_training_reward.png", "GRPO mean reward per step",
+                "mean exact-match reward of sampled answers"),
+    "reward_bearing_rates": ("plots/reward_bearing_rate.png",
+                             "Reward-bearing groups per step (rewards not all equal)",
+                             "share of groups"),
+}
+
+
+def _post_training_plots(artifact: Mapping, out_dir: Path, labels: Mapping[str, str]) -> list[str]:
+    """Per-step curves of a post-training stage (``post_training_curves``), where recorded."""
+    curves = artifact.get("post_training_curves")
+    if not isinstance(curves, Mapping):
+        return []
+    lines: list[str] = []
+    for series, (relative, title, ylabel) in POST_TRAINING_SERIES.items():
+        arms = {arm: curves[arm][series] for arm in ("baseline", "method")
+                if isinstance(curves.get(arm), Mapping) and series in curves[arm]}
+        if not arms:
+            continue
+        plot_training_curves(arms, out_dir / relative, labels, title=title, ylabel=ylabel)
+        lines += [f"![{title}]({relative})", ""]
     return lines
 
 
