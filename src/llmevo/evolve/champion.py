@@ -111,6 +111,7 @@ def final_evaluation(
     seeds: list[int],
     device: torch.device,
     progress: Progress | None = None,
+    post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData when a genome post-trains
 ) -> FinalEvaluation:
     """Train both genomes under each seed; validation and test metrics per run.
 
@@ -122,8 +123,10 @@ def final_evaluation(
             if label == "champion" and genome.hash() == baseline.hash():
                 runs[label][seed] = runs["baseline"][seed]
                 continue
-            arm = Arm(label, genome.hash(), genome.model, genome.optimizer)
-            run = run_arm(arm, data, genome.apply_to(preset), seed, device, progress)
+            arm = Arm(label, genome.hash(), genome.model, genome.optimizer,
+                      post_training=genome.post_training)
+            run = run_arm(arm, data, genome.apply_to(preset), seed, device, progress,
+                          post_data=post_data)
             clean = {split: {k: float(v) for k, v in metrics.items() if v is not None}
                      for split, metrics in (("validation", run.validation), ("test", run.test))}
             clean["validation"]["parameters"] = float(run.parameters)

@@ -107,6 +107,7 @@ def run_arm(
     device: torch.device,
     progress: Progress | None = None,
     objective: str = "public_composite",
+    post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData, for arms with a stage
 ) -> ArmRun:
     torch.manual_seed(seed)
     model = build_model(arm.model)
@@ -118,6 +119,11 @@ def run_arm(
     )
     if result.status == "diverged":
         raise DivergedError(f"{arm.label} arm '{arm.name}' seed {seed}: {result.message}", result.steps_done)
+    if arm.post_training is not None and arm.post_training.name != "none":
+        from llmevo.posttrain.reproduce import post_train_genome_model
+
+        post_train_genome_model(model, arm.post_training, post_data, preset.name, seed, device,
+                                result.steps_done)
     validation = evaluate_arm(model, data, preset, "validation", device, objective)
     validation["initial_loss"] = result.initial_loss
     validation["final_loss"] = result.final_loss
