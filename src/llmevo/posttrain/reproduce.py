@@ -39,7 +39,7 @@ from llmevo.posttrain.tasks import load_post_train_data, read_preference_file
 from llmevo.train.trainer import Progress, train
 
 POST_TRAINING_PRESETS: dict[str, PostTrainSettings] = {
-    "smoke": PostTrainSettings(steps=4, batch_size=4, lr=1e-3, held_out_pairs=16),
+    "smoke": PostTrainSettings(steps=4, batch_size=4, lr=1e-3, held_out_pairs=64),
     "quick": PostTrainSettings(steps=120, batch_size=16, lr=1e-3),
     "standard": PostTrainSettings(steps=240, batch_size=16, lr=1e-3),
 }
