@@ -15,9 +15,9 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
+from llmevo.catalog import build_model
 from llmevo.errors import ConfigError
 from llmevo.model.config import ComponentChoice, ModelConfig
-from llmevo.model.transformer import build_model
 from llmevo.train.trainer import autocast, build_optimizer
 
 PRECISIONS = ("fp32", "bf16")

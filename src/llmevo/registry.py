@@ -3,8 +3,9 @@
 A component is a class that owns a small typed ``Config`` (pydantic, unknown keys
 rejected) and a ``Manifest`` describing the paper it comes from, what it is compared
 against (its ablation), how far it has been reproduced and which hyperparameters the
-evolution engine may search. Registration is explicit: ``llmevo.components`` imports each
-component module by name, and registering a name twice in a slot is an error.
+evolution engine may search. Registration is explicit: ``llmevo.catalog`` imports each
+component and architecture module by name, and registering a name twice in a slot is an
+error. This module imports no component, so every layer may import it.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ SLOTS = (
 )
 
 ImplementationStatus = Literal["component_only", "integrated", "full"]
-EvaluationTier = Literal["none", "l1_mechanism", "l2_public_dataset"]
 
 
 class StrictModel(BaseModel):
@@ -67,8 +67,12 @@ class Manifest(StrictModel):
         default=None, description="The component of the same slot used in the baseline arm."
     )
     implementation_status: ImplementationStatus = "integrated"
-    evaluation_tier: EvaluationTier = "none"
-    promotion_eligible: bool = False
+    baseline: bool = Field(
+        default=False,
+        description="Part of the baseline design (llama_modern or an ablation it is compared "
+        "with): enters the search space without a reproduction. The tier a component reached "
+        "and whether it is promoted come from its published artifacts (llmevo.promotion).",
+    )
     evolve_integrated: bool = False
     scope: str = ""
     search_space: dict[str, SearchDimension] = Field(default_factory=dict)
@@ -133,7 +137,7 @@ class Registry:
         try:
             return self._specs[slot][name]
         except KeyError:
-            known = ", ".join(sorted(self._specs[slot])) or "(none)"
+            known = ", ".join(sorted(self._specs[slot])) or "(none: import llmevo.catalog first)"
             raise ConfigError(f"unknown {slot} component '{name}'; known: {known}") from None
 
     def find(self, name: str) -> ComponentSpec:
@@ -180,10 +184,3 @@ def register(
 
     return decorate
 
-
-def ensure_registered() -> Registry:
-    """Import the explicit component list once and return the populated registry."""
-    import llmevo.components  # noqa: F401  (registers every component by import)
-    import llmevo.model.architectures  # noqa: F401  (llama_modern, blt-bytes, blt)
-
-    return REGISTRY

@@ -10,8 +10,8 @@ import json
 
 import torch
 
+from llmevo.catalog import build_model
 from llmevo.model.config import ModelConfig
-from llmevo.model.transformer import build_model
 from llmevo.train.trainer import TrainConfig, train
 
 CONFIG = TrainConfig(steps=8, batch_size=4, seq_len=32, lr=1e-3, schedule="cosine", warmup_steps=2)

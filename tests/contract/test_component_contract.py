@@ -14,9 +14,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from llmevo.catalog import build_model, ensure_registered
 from llmevo.model.config import MODEL_SLOTS, ModelConfig
-from llmevo.model.transformer import build_model
-from llmevo.registry import ensure_registered
 
 REGISTRY = ensure_registered()
 MODEL_COMPONENTS = [(slot, name) for slot in MODEL_SLOTS for name in REGISTRY.names(slot)]

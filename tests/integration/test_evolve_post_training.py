@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 from evolve_support import tiny_settings
 
+from llmevo.catalog import ensure_registered
 from llmevo.evolve import engine
 from llmevo.evolve.objective import train_and_validate
 from llmevo.evolve.space import build_search_space
-from llmevo.registry import ensure_registered
 
 BASELINE = {"rope", "mha", "swiglu", "rmsnorm", "pre_norm", "adamw"}
 

@@ -14,10 +14,10 @@ import pytest
 from evolve_support import tiny_settings
 from optuna.trial import TrialState
 
+from llmevo.catalog import ensure_registered
 from llmevo.evolve import engine
 from llmevo.evolve.objective import FINAL_STATES
 from llmevo.evolve.space import build_search_space
-from llmevo.registry import ensure_registered
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 POSTGRES_URL = os.environ.get("LLMEVO_TEST_POSTGRES_URL")

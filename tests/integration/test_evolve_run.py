@@ -13,11 +13,11 @@ import pytest
 from evolve_support import tiny_settings
 from optuna.trial import TrialState
 
+from llmevo.catalog import ensure_registered
 from llmevo.cli import main
 from llmevo.evolve import engine
 from llmevo.evolve.champion import baseline_trial, select_champion
 from llmevo.evolve.space import build_search_space
-from llmevo.registry import ensure_registered
 
 pytestmark = pytest.mark.slow
 

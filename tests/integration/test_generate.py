@@ -11,13 +11,12 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from typer.testing import CliRunner
 
+from llmevo.catalog import build_model, ensure_registered
 from llmevo.cli import app
 from llmevo.errors import ArtifactError, ConfigError
 from llmevo.inference.checkpoint import load_checkpoint, save_checkpoint
 from llmevo.inference.generate import SamplingConfig, cached_logits, generate
 from llmevo.model.config import ComponentChoice, ModelConfig
-from llmevo.model.transformer import build_model
-from llmevo.registry import ensure_registered
 
 REGISTRY = ensure_registered()
 SMALL = {"vocab_size": 64, "d_model": 32, "n_layers": 2, "n_heads": 4, "max_seq_len": 32}

@@ -109,10 +109,10 @@ def test_bad_input_is_one_line_and_exit_2(args, message, capsys, tmp_path):
 
 
 def test_altered_data_file_exits_2_and_writes_nothing(data_dir, tmp_path, capsys):
-    from llmevo.data.sources import PINNED_SHA256
+    from llmevo.data.pins import LM_FILE_SHA256
 
     mirror = tmp_path / "data"
-    for relative in PINNED_SHA256:
+    for relative in LM_FILE_SHA256:
         (mirror / relative).parent.mkdir(parents=True, exist_ok=True)
         (mirror / relative).symlink_to(data_dir / relative)
     (mirror / "wikitext-2/wiki.train.tokens").unlink()

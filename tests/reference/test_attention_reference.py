@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from llmevo.catalog import build_model
 from llmevo.components.attention.mha import MultiHeadAttention, MultiHeadConfig
 from llmevo.components.attention.qk_norm import QKNormAttention, QKNormConfig
 from llmevo.components.attention.value_residual import (
@@ -19,7 +20,6 @@ from llmevo.components.base import AttentionContext, ModelDims
 from llmevo.components.position.rope import RopeConfig, RotaryPosition
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
-from llmevo.model.transformer import build_model
 
 DIMS = ModelDims(vocab_size=16, d_model=64, n_layers=2, n_heads=4, max_seq_len=32)
 B, T, H, DH = 2, 7, 4, 16

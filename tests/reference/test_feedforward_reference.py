@@ -7,13 +7,13 @@ import math
 import pytest
 import torch
 
+from llmevo.catalog import build_model
 from llmevo.components.base import ModelDims
 from llmevo.components.feedforward.geglu import GEGLU
 from llmevo.components.feedforward.gelu import GeluMLP, PlainConfig
 from llmevo.components.feedforward.relu2 import SquaredReluMLP
 from llmevo.components.feedforward.swiglu import GatedConfig, SwiGLU
 from llmevo.model.config import ModelConfig
-from llmevo.model.transformer import build_model
 
 DIMS = ModelDims(vocab_size=16, d_model=64, n_layers=1, n_heads=4, max_seq_len=32)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from llmevo.catalog import build_model
 from llmevo.components.optim.base import parameters_by_role
 from llmevo.components.optim.muon import (
     Muon,
@@ -14,7 +15,6 @@ from llmevo.components.optim.muon import (
     orthogonality_error,
 )
 from llmevo.model.config import ModelConfig
-from llmevo.model.transformer import build_model
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -6,10 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from llmevo.catalog import build_model
 from llmevo.components.base import AttentionContext
 from llmevo.components.norm.layernorm import LayerNorm, LayerNormConfig, layer_norm
 from llmevo.model.config import ModelConfig
-from llmevo.model.transformer import build_model
 
 
 def test_layer_norm_matches_torch_and_hand_computation() -> None:

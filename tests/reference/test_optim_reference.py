@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from llmevo.catalog import build_model, ensure_registered
 from llmevo.components.optim.lion import Lion, LionConfig, LionOptimizer
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
-from llmevo.model.transformer import build_model
-from llmevo.registry import ensure_registered
 
 
 @pytest.fixture(autouse=True, scope="module")

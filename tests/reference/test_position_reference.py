@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from llmevo.catalog import build_model
 from llmevo.components.attention.mha import MultiHeadAttention, MultiHeadConfig
 from llmevo.components.base import AttentionContext, ModelDims
 from llmevo.components.position.alibi import AlibiConfig, AlibiPosition, alibi_bias, alibi_slopes
@@ -17,7 +18,6 @@ from llmevo.components.position.sinusoidal import (
     sinusoidal_table,
 )
 from llmevo.model.config import ModelConfig
-from llmevo.model.transformer import build_model
 from llmevo.registry import EmptyConfig
 
 DIMS = ModelDims(vocab_size=16, d_model=64, n_layers=1, n_heads=4, max_seq_len=32)

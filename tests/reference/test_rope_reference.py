@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from llmevo.catalog import build_model
 from llmevo.components.base import ModelDims
 from llmevo.components.position.rope import (
     RopeConfig,
@@ -16,7 +17,6 @@ from llmevo.components.position.rope import (
 )
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
-from llmevo.model.transformer import build_model
 
 
 def _rotation_matrix(position: float, dim: int, theta: float) -> torch.Tensor:

@@ -11,12 +11,12 @@ import pytest
 import torch
 
 import llmevo.model.blt.entropy as entropy_module
+from llmevo.catalog import build_model
 from llmevo.data.bytes import byte_stream, read_utf8_strict
 from llmevo.errors import ConfigError
 from llmevo.model.blt import blt_model_config, prepare_blt
 from llmevo.model.blt.entropy import EntropyModelSettings, train_or_load_entropy_model
 from llmevo.model.config import ModelConfig
-from llmevo.model.transformer import build_model
 
 TINY_ENTROPY = EntropyModelSettings(steps=120, batch_size=16, context=64, learning_rate=1e-2)
 BYTES_PER_TOKEN = 3.0

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from llmevo.catalog import build_model
 from llmevo.errors import ConfigError
 from llmevo.model.blt import blt_standin_config
-from llmevo.model.transformer import build_model
 
 
 def skewed_tokens(generator: torch.Generator, batch: int, length: int) -> torch.Tensor:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from llmevo.data.lm import LMBudgets, encode_prefix, load_lm_corpus
-from llmevo.data.sources import PINNED_SHA256, read_text, verified_path
+from llmevo.data.pins import LM_FILE_SHA256, read_text, verified_path
 from llmevo.errors import DataError
 
 
@@ -49,7 +49,7 @@ def test_fingerprint_comes_from_content_and_budget(data_dir, cache_dir, smoke_co
 
 def _mirror(data_dir: Path, tmp_path: Path) -> Path:
     mirror = tmp_path / "data"
-    for relative in PINNED_SHA256:
+    for relative in LM_FILE_SHA256:
         target = mirror / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         target.symlink_to(data_dir / relative)

@@ -7,12 +7,12 @@ from pathlib import Path
 import optuna
 import pytest
 
+from llmevo.catalog import ensure_registered
 from llmevo.errors import ConfigError
 from llmevo.evolve import engine
 from llmevo.evolve.objective import hurdle_steps, lower_bound_score
 from llmevo.evolve.space import build_search_space
 from llmevo.experiments.presets import get_preset
-from llmevo.registry import ensure_registered
 
 
 def _settings(tmp_path: Path, preset=None, **values) -> engine.EvolveSettings:

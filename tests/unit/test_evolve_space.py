@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from llmevo.catalog import ensure_registered
 from llmevo.errors import ConfigError
 from llmevo.evolve.genome import Genome
 from llmevo.evolve.space import GENOME_SLOTS, build_search_space
 from llmevo.experiments.presets import get_preset
 from llmevo.model.config import ComponentChoice
-from llmevo.registry import ensure_registered
 
 
 @pytest.fixture(scope="module")
@@ -17,15 +17,15 @@ def space():
     return build_search_space(ensure_registered(), get_preset("quick"))
 
 
-def test_only_promotion_eligible_components_enter(space):
+def test_only_baseline_components_enter_without_evidence(space):
     registry = ensure_registered()
     baseline_names = {space.baseline.optimizer.name, space.baseline.post_training.name} | {
         getattr(space.baseline.model, slot).name for slot in GENOME_SLOTS[:5]}
     for slot in GENOME_SLOTS:
         for name in space.components[slot]:
-            assert registry.get(slot, name).manifest.promotion_eligible or name in baseline_names
+            assert registry.get(slot, name).manifest.baseline or name in baseline_names
         for name in registry.names(slot):
-            if registry.get(slot, name).manifest.promotion_eligible:
+            if registry.get(slot, name).manifest.baseline:
                 assert name in space.components[slot]
 
 

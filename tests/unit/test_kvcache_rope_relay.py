@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from llmevo.catalog import ensure_registered
 from llmevo.components.base import KVCacheLayer
 from llmevo.components.kvcache.rope_relay import (
     SELECTION_RULES,
@@ -17,7 +18,6 @@ from llmevo.components.kvcache.rope_relay import (
 )
 from llmevo.components.position.rope import apply_rotary, rotary_frequencies
 from llmevo.errors import ConfigError
-from llmevo.registry import ensure_registered
 
 INV_FREQ = rotary_frequencies(8, 10_000.0)
 

@@ -6,11 +6,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from llmevo.catalog import build_model
 from llmevo.components.kvcache.rope_relay import RopeRelayConfig
 from llmevo.errors import ConfigError
 from llmevo.inference.streaming import entry_attention_mass, stream_nll
 from llmevo.model.config import ModelConfig
-from llmevo.model.transformer import build_model
 
 SMALL = {"vocab_size": 64, "d_model": 32, "n_layers": 2, "n_heads": 4, "max_seq_len": 32}
 

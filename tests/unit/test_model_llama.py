@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from llmevo.catalog import build_model
 from llmevo.errors import ConfigError
 from llmevo.model.config import ComponentChoice, ModelConfig
-from llmevo.model.transformer import build_model
 
 
 def test_llama_modern_has_exactly_139584_parameters():

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from llmevo.catalog import build_model, ensure_registered
 from llmevo.cli import main
 from llmevo.data.codec import ByteCodec
 from llmevo.data.hh_rlhf import PreferencePair
@@ -15,7 +16,6 @@ from llmevo.data.suites import build_sequence
 from llmevo.errors import ConfigError, DataError
 from llmevo.experiments.plans import plan_comparison
 from llmevo.model.config import ComponentChoice, ModelConfig
-from llmevo.model.transformer import build_model
 from llmevo.posttrain.evaluate import evaluate_post_training
 from llmevo.posttrain.reproduce import post_training_request
 from llmevo.posttrain.stage import PostTrainSettings, PretrainedModel, run_post_training
@@ -27,7 +27,6 @@ from llmevo.posttrain.tasks import (
     hh_pairs_by_split,
     read_preference_file,
 )
-from llmevo.registry import ensure_registered
 
 CPU = torch.device("cpu")
 METHODS = ensure_registered().names("post_training")
@@ -218,7 +217,7 @@ def test_post_training_is_an_evolution_gene():
 
 
 def test_a_genome_post_training_gene_runs_the_stage():
-    from llmevo.posttrain.reproduce import post_train_genome_model
+    from llmevo.posttrain.presets import post_train_genome_model
 
     pretrained = _pretrained()
     stage = post_train_genome_model(pretrained.model, ComponentChoice(name="sft"), _tiny_data(),

@@ -7,16 +7,15 @@ import re
 
 import pytest
 
+from llmevo.catalog import build_model, ensure_registered
 from llmevo.errors import ConfigError
 from llmevo.model.config import MODEL_SLOTS, ComponentChoice, ModelConfig
-from llmevo.model.transformer import build_model
 from llmevo.registry import (
     ComponentSpec,
     EmptyConfig,
     Manifest,
     Registry,
     StrictModel,
-    ensure_registered,
 )
 
 REGISTRY = ensure_registered()
@@ -76,7 +75,12 @@ def test_configs_are_strict() -> None:
     for spec in REGISTRY.all():
         assert issubclass(spec.config_cls, StrictModel)
         assert spec.config_cls.model_config.get("extra") == "forbid"
-        spec.make_config({})  # every default config is valid
+        required = [n for n, field in spec.config_cls.model_fields.items() if field.is_required()]
+        if required:  # e.g. blt-bytes: target_mean_patch_size comes from the tokenizer's data
+            with pytest.raises(ConfigError, match=required[0]):
+                spec.make_config({})
+        else:
+            spec.make_config({})  # every other default config is valid
 
 
 @pytest.mark.parametrize("spec", REGISTRY.all(), ids=lambda spec: f"{spec.slot}:{spec.name}")
@@ -92,8 +96,7 @@ def test_manifest_is_complete(spec: ComponentSpec) -> None:
         REGISTRY.get(manifest.slot, ablation.name).make_config(ablation.config)
     for key in manifest.search_space:
         assert key in spec.config_cls.model_fields, f"search_space key {key} is not a config field"
-    if manifest.evaluation_tier == "none":
-        assert not manifest.promotion_eligible or manifest.implementation_status == "full"
+    assert not manifest.baseline or manifest.implementation_status == "full"
     if manifest.paper is not None:
         assert re.fullmatch(r"\d{4}\.\d{4,5}", manifest.paper.arxiv_id)
         assert manifest.paper.arxiv_id in manifest.paper.url
@@ -112,3 +115,22 @@ def test_model_slots_each_have_alternatives() -> None:
     assert all(len(REGISTRY.names(slot)) >= 2 for slot in MODEL_SLOTS)
     total = sum(len(REGISTRY.names(slot)) for slot in (*MODEL_SLOTS, "optimizer"))
     assert total >= 20
+
+
+def test_one_architecture_registry_one_meaning_per_name() -> None:
+    from llmevo.model.blt import BLTSettings, BLTStandin, ByteLatentTransformer, StandinSettings
+    from llmevo.model.transformer import Transformer
+
+    specs = {name: REGISTRY.get("architecture", name) for name in REGISTRY.names("architecture")}
+    assert {name: spec.cls for name, spec in specs.items()} == {
+        "transformer": Transformer, "blt-bytes": ByteLatentTransformer, "blt": BLTStandin,
+    }
+    assert specs["blt-bytes"].config_cls is BLTSettings and specs["blt"].config_cls is StandinSettings
+    assert ModelConfig().architecture == "transformer"
+
+
+def test_build_model_checks_the_architecture_and_its_settings() -> None:
+    with pytest.raises(ConfigError, match="unknown architecture 'blt_standin'; known: blt, blt-bytes, transformer"):
+        build_model(ModelConfig(architecture="blt_standin"))
+    with pytest.raises(ConfigError, match="architecture component 'transformer': bogus"):
+        build_model(ModelConfig(extra={"bogus": 1}))

@@ -14,7 +14,6 @@ from llmevo.eval.metrics import derive_arm_metrics
 from llmevo.eval.stats import build_statistics, claim_policy, verdict
 from llmevo.reports.leaderboard import (
     build_leaderboard,
-    collect_artifacts,
     scan_artifacts,
     write_leaderboard,
 )
@@ -207,7 +206,7 @@ def test_leaderboard_collects_and_skips(data_dir, tmp_path):
     (root / "broken.json").write_text("{not json")
     entries, skipped = scan_artifacts([root, data_dir.parent / "reference-artifacts"])
     assert len(entries) == 4 and len(skipped) == 2
-    assert len(collect_artifacts([root])) == 1
+    assert len(scan_artifacts([root])[0]) == 1
     rows = build_leaderboard(entries)
     assert [row["kind"] for row in rows] == ["reproduction"] * 3 + ["diagnostic"]
     synthetic = next(row for row in rows if row["seeds"] == 3 and row["kind"] == "reproduction")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from llmevo.errors import ConfigError
+from llmevo.experiments.arm_data import prepare_bpe_data, prepare_byte_data
 from llmevo.experiments.plans import plan_comparison
 from llmevo.experiments.presets import get_preset
-from llmevo.experiments.views import prepare_bpe_data, prepare_byte_data
 from llmevo.model.config import MODEL_SLOTS
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from llmevo.catalog import build_model
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
-from llmevo.model.transformer import build_model
 from llmevo.train.many import RunSpec, train_many
 from llmevo.train.trainer import TrainConfig, train
 

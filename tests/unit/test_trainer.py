@@ -61,8 +61,8 @@ def test_non_finite_loss_is_recorded_as_diverged():
 
 def test_hurdle_callback_stops_training():
     sys.path.insert(0, str(ASSETS))
+    from llmevo.catalog import build_model
     from llmevo.model.config import ModelConfig
-    from llmevo.model.transformer import build_model
 
     model = build_model(ModelConfig())
     result = train(model, torch.arange(2000) % 512, TrainConfig(steps=10, batch_size=2, seq_len=8, lr=1e-3),

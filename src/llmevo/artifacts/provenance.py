@@ -18,23 +18,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from llmevo.digests import sha256_file
 from llmevo.errors import ArtifactError
 
 NOT_A_CHECKOUT = "unknown (not a git checkout)"
 NOT_INSTALLED = "not installed"
 TRACKED_LIBRARIES = ("torch", "numpy", "tokenizers", "pydantic", "optuna", "llmevo")
-_CHUNK = 1 << 20
-
-
-def sha256_file(path: Path | str) -> str:
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def module_files(objects: Iterable[object]) -> list[Path]:
     """Source files of modules, classes or functions (instances map to their class).
 

@@ -9,26 +9,19 @@ from __future__ import annotations
 import sys
 
 import typer
-from rich.console import Console
 
+from llmevo.cli.common import app, console, err_console
 from llmevo.errors import LlmevoError
 
-app = typer.Typer(
-    name="llmevo",
-    help="Reproduce LLM papers at small scale, with statistics and provenance; evolve designs.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-console = Console()
-err_console = Console(stderr=True)
+__all__ = ["app", "console", "err_console", "main"]
 
 # --- command modules (explicit import list; each registers its commands on `app`) ---
 from llmevo.cli import artifacts as _artifacts  # noqa: E402,F401
 from llmevo.cli import bench as _bench  # noqa: E402,F401
-from llmevo.cli import common as _common  # noqa: E402,F401
 from llmevo.cli import components as _components  # noqa: E402,F401
+from llmevo.cli import data as _data  # noqa: E402,F401
 from llmevo.cli import evolve as _evolve  # noqa: E402,F401
+from llmevo.cli import export as _export  # noqa: E402,F401
 from llmevo.cli import inference as _inference  # noqa: E402,F401
 from llmevo.cli import reports as _reports  # noqa: E402,F401
 from llmevo.cli import reproduce as _reproduce  # noqa: E402,F401

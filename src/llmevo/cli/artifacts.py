@@ -8,7 +8,7 @@ import typer
 
 from llmevo.artifacts.render import render_artifact, render_comparison
 from llmevo.artifacts.schema import load_artifact
-from llmevo.cli import app, console
+from llmevo.cli.common import app, console
 
 
 @app.command()

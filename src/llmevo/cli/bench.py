@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from llmevo.bench import benchmark
-from llmevo.cli import app, console
+from llmevo.cli.common import app, console
 from llmevo.model.config import ModelConfig
 from llmevo.train.device import accelerator_name, resolve_device
 

@@ -1,11 +1,25 @@
-"""Options shared by several commands: where the data lives, which device to use."""
+"""What every command shares: the ``app`` they register on, the consoles, and options such
+as where the data lives and which device to use."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+import typer
+from rich.console import Console
+
 from llmevo.errors import ConfigError
+
+app = typer.Typer(
+    name="llmevo",
+    help="Reproduce LLM papers at small scale, with statistics and provenance; evolve designs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
 
 DATA_ENV = "LLMEVO_DATA"
 CACHE_ENV = "LLMEVO_CACHE"
@@ -21,8 +35,8 @@ def resolve_data_dir(option: Path | None) -> Path:
         candidate = Path("../shared/data")
     if not candidate.is_dir():
         raise ConfigError(
-            f"data directory {candidate} does not exist; pass --data-dir or set {DATA_ENV} "
-            "to the folder holding wikitext-2/, wikitext-2-raw/, tinyshakespeare/, ..."
+            f"data directory {candidate} does not exist; download it with: "
+            f"llmevo data fetch --to {candidate} (or pass --data-dir / set {DATA_ENV})"
         )
     return candidate.resolve()
 

@@ -9,29 +9,24 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from llmevo.cli import app, console
-from llmevo.evidence import promotion, reproduction_folder
-from llmevo.registry import SLOTS, ComponentSpec, ensure_registered
-
-
-def has_artifact(spec: ComponentSpec, docs: Path) -> bool:
-    """Whether ``docs/reproductions/<arxiv>-<name>/metrics/*.json`` holds any artifact."""
-    metrics = docs / "reproductions" / reproduction_folder(spec) / "metrics"
-    return metrics.is_dir() and any(metrics.glob("*.json"))
+from llmevo.catalog import ensure_registered
+from llmevo.cli.common import app, console
+from llmevo.promotion import promotion, published_artifacts, tier_reached
+from llmevo.registry import SLOTS
 
 
 def component_records(docs: Path) -> list[dict[str, Any]]:
     """One JSON-ready manifest per registered component (by slot, then name), plus
-    ``has_artifact`` and the evidence-based ``promoted`` flag with its reason."""
+    the evidence-based ``tier_reached``, ``has_artifact`` (a published reproduction) and
+    ``promoted`` flag with its reason."""
     specs = sorted(ensure_registered().all(), key=lambda spec: (SLOTS.index(spec.slot), spec.name))
     records = []
     for spec in specs:
         decision = promotion(spec, docs)
         records.append({
             **spec.manifest.model_dump(mode="json"),
-            "has_artifact": has_artifact(spec, docs),
-            # the tier reached: a published reproduction is L2 evidence whatever the manifest says
-            "tier_reached": "l2_public_dataset" if has_artifact(spec, docs) else spec.manifest.evaluation_tier,
+            "has_artifact": bool(published_artifacts(spec, docs, "reproductions")),
+            "tier_reached": tier_reached(spec, docs),
             "promoted": decision.promoted,
             "promotion_reason": decision.reason,
         })

@@ -17,10 +17,9 @@ import typer
 from rich.table import Table
 
 from llmevo.artifacts import collect_provenance, module_files
-from llmevo.cli import app, console
-from llmevo.cli.common import parse_seeds, resolve_cache_dir, resolve_data_dir
+from llmevo.catalog import ensure_registered
+from llmevo.cli.common import app, console, parse_seeds, resolve_cache_dir, resolve_data_dir
 from llmevo.errors import ConfigError
-from llmevo.evidence import Promotion, promotions
 from llmevo.evolve import engine
 from llmevo.evolve.champion import baseline_trial, final_evaluation, select_champion
 from llmevo.evolve.genome import Genome
@@ -28,7 +27,7 @@ from llmevo.evolve.report import build_summary, write_report
 from llmevo.evolve.space import SearchSpace, build_search_space
 from llmevo.experiments import presets as presets_module
 from llmevo.experiments.presets import get_preset
-from llmevo.registry import ensure_registered
+from llmevo.promotion import Promotion, promotions
 from llmevo.train.device import accelerator_name, resolve_device
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -38,7 +37,7 @@ IMPLEMENTATION_MODULES = (
     "llmevo.evolve.champion", "llmevo.evolve.report", "llmevo.model.transformer",
     "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites", "llmevo.eval.metrics",
     "llmevo.eval.stats", "llmevo.experiments.presets", "llmevo.experiments.reproduce",
-    "llmevo.experiments.views",
+    "llmevo.experiments.arm_data",
 )
 
 
@@ -110,6 +109,8 @@ def evolve(
         help="Which components enter the space: 'evidence' (declared, or a published formal "
              "reproduction that was not significantly worse) or 'manifest' (declared only).")] = "evidence",
     docs: Annotated[Path, typer.Option(help="Where published reproductions are found.")] = Path("docs"),
+    tensorboard: Annotated[Path | None, typer.Option(
+        help="Write TensorBoard event files here: per-step curves of every trial and seed, each trial's fitness and genome, the final runs.")] = None,
 ) -> None:
     """Evolve genomes (a component per slot, optimizer, training genes) on an Optuna study."""
     engine.check_sampler(sampler)
@@ -141,7 +142,13 @@ def evolve(
         promoted=tuple(sorted(promoted)),
         threads_per_worker=threads or max(1, (os.cpu_count() or 1) // workers),
         heartbeat_interval=heartbeat, grace_period=grace_period,
+        tensorboard_dir=tensorboard.resolve() if tensorboard is not None else None,
     )
+    logs = None
+    if tensorboard is not None:
+        from llmevo.train.logging import TensorBoardLogs
+
+        logs = TensorBoardLogs(tensorboard)  # checks that tensorboard is installed, before any work
     engine.quiet_optuna()
     opened = engine.open_study(settings, space, engine.open_storage(settings))  # errors before training
     already = len(engine.finished_trials(opened))
@@ -167,7 +174,7 @@ def evolve(
     context_settings = engine.EvolveSettings(**{**settings.__dict__, "preset": final_preset})
     context = engine.prepare_context(context_settings, space)
     final = final_evaluation(Genome.from_json(champion.user_attrs["genome"]), space.baseline,
-                             context.data, final_preset, seed_list, torch_device,
+                             context.data, final_preset, seed_list, torch_device, logs=logs,
                              post_data=context.post_data)
     folder = out or Path("docs/evolution") / study_name
     command = " ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]])

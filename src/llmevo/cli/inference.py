@@ -9,8 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from llmevo.cli import app, console
-from llmevo.cli.common import parse_seeds, resolve_data_dir
+from llmevo.cli.common import app, console, parse_seeds, resolve_data_dir
 from llmevo.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[3]

@@ -9,8 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from llmevo.cli import app, console
-from llmevo.cli.common import DATA_ENV
+from llmevo.cli.common import DATA_ENV, app, console
 from llmevo.errors import ArtifactError
 from llmevo.reports.leaderboard import build_leaderboard, scan_artifacts, write_leaderboard
 from llmevo.reports.report import artifact_kind, default_report_dir, write_report

@@ -13,8 +13,7 @@ import typer
 from rich.table import Table
 
 from llmevo.artifacts import collect_provenance, module_files, save_artifact
-from llmevo.cli import app, console
-from llmevo.cli.common import parse_seeds, resolve_cache_dir, resolve_data_dir
+from llmevo.cli.common import app, console, parse_seeds, resolve_cache_dir, resolve_data_dir
 from llmevo.cli.progress import RichTrainingProgress
 from llmevo.experiments import presets as presets_module
 from llmevo.experiments import reproduce as runner
@@ -27,7 +26,7 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 IMPLEMENTATION_MODULES = (
     "llmevo.model.transformer", "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites",
     "llmevo.eval.metrics", "llmevo.eval.stats", "llmevo.data.lm", "llmevo.data.suites",
-    "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.views",
+    "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.arm_data",
 )
 
 
@@ -96,6 +95,8 @@ def reproduce(
         help="DPO: a JSONL file of {\"chosen\", \"rejected\"} dialogues instead of HH-RLHF helpful-base.")] = None,
     arithmetic_max_operand: Annotated[int | None, typer.Option(
         help="GRPO: the arithmetic difficulty (operands 0..N).")] = None,
+    tensorboard: Annotated[Path | None, typer.Option(
+        help="Write TensorBoard event files here: per-step loss, lr, grad norm and final metrics, one run per arm and seed.")] = None,
 ) -> None:
     """Train a baseline arm and a method arm on the same tokens and compare them."""
     chosen = get_preset(preset).override({
@@ -128,7 +129,18 @@ def reproduce(
         name=name, preset=chosen, seeds=seed_list, data_dir=data,
         cache_dir=resolve_cache_dir(), device=torch_device, post_training=post_request,
     )
-    outcome = runner.run_reproduction(request, progress=RichTrainingProgress(console))
+    logs = None
+    if tensorboard is not None:
+        from llmevo.train.logging import TensorBoardLogs
+
+        logs = TensorBoardLogs(tensorboard)
+    if post_request is not None:  # a post-training method: its own pipeline
+        from llmevo.posttrain.reproduce import run_post_training_reproduction
+
+        outcome = run_post_training_reproduction(request, comparison,
+                                                 progress=RichTrainingProgress(console))
+    else:
+        outcome = runner.run_reproduction(request, progress=RichTrainingProgress(console), logs=logs)
     artifact = outcome.artifact
     implementation = module_files(outcome.implementation_objects + [
         importlib.import_module(module) for module in IMPLEMENTATION_MODULES])

@@ -96,9 +96,6 @@ class Attention(nn.Module):
 
     supports_kv_cache: bool = True
 
-    def forward(self, x: Tensor, context: AttentionContext) -> Tensor:  # pragma: no cover
-        raise NotImplementedError
-
 
 class FeedForward(nn.Module):
     """Position-wise map (B, T, D) -> (B, T, D)."""

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmevo.data.pins import jsonl_records, read_checked
+from llmevo.data.pins import jsonl_records
 from llmevo.data.preference import TextChoice
 
 HH_SPLITS: dict[str, range] = {"validation": range(0, 64), "test": range(64, 128)}
@@ -61,7 +61,3 @@ def parse_preference_pairs(raw: bytes, source: Path) -> list[PreferencePair]:
     for index, item in jsonl_records(raw, source, ("chosen", "rejected")):
         pairs.append(PreferencePair(index, item["chosen"], item["rejected"]))
     return pairs
-
-
-def read_preference_pairs(path: Path, expected_sha256: str | None) -> list[PreferencePair]:
-    return parse_preference_pairs(read_checked(path, expected_sha256), path)

@@ -19,8 +19,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from llmevo.data.sources import file_sha256, read_text, verified_path
+from llmevo.data.pins import read_text, verified_path
 from llmevo.data.tokenizer import TokenizerInfo, load_or_train_bpe, token_byte_lengths
+from llmevo.digests import sha256_file
 from llmevo.errors import ConfigError
 
 SPLITS = ("train", "validation", "test", "narrative")
@@ -138,7 +139,7 @@ def load_lm_corpus(
     files = VARIANT_FILES[variant]
     paths = {split: verified_path(data_dir, files[split]) for split in SPLITS}
     raw_texts = {split: read_text(paths[split]) for split in SPLITS}
-    shas = {split: file_sha256(paths[split]) for split in SPLITS}
+    shas = {split: sha256_file(paths[split]) for split in SPLITS}
     tokenizer = load_or_train_bpe(
         inputs={files["train"]: shas["train"], files["narrative"]: shas["narrative"]},
         texts=[raw_texts["train"], raw_texts["narrative"]],

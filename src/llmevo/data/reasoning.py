@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmevo.data.pins import jsonl_records, read_checked
+from llmevo.data.pins import jsonl_records
 from llmevo.data.preference import TextChoice
 
 GSM8K_SPLITS: dict[str, range] = {"validation": range(0, 64), "test": range(64, 128)}
@@ -107,7 +107,3 @@ def parse_reasoning_records(raw: bytes, source: Path) -> list[ReasoningRecord]:
             )
         )
     return records
-
-
-def read_reasoning_records(path: Path, expected_sha256: str | None) -> list[ReasoningRecord]:
-    return parse_reasoning_records(read_checked(path, expected_sha256), path)

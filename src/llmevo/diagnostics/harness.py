@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llmevo.catalog import ensure_registered
 from llmevo.errors import ConfigError
-from llmevo.registry import StrictModel, ensure_registered
+from llmevo.eval.stats import summarize
+from llmevo.registry import StrictModel
 
 SeedRow = dict[str, float | bool]
 DIAGNOSTIC_DATASET_REVISION = "llmevo-l1-synthetic-v1"
@@ -53,8 +54,8 @@ def register_diagnostic(diagnostic: Diagnostic) -> Diagnostic:
 
 
 def get_diagnostic(name: str) -> Diagnostic:
-    import llmevo.diagnostics  # noqa: F401  (registers every diagnostic by import)
-
+    """A registered diagnostic. Importing this module runs the package's ``__init__``
+    first, which imports (and so registers) every diagnostic module."""
     try:
         return DIAGNOSTICS[name]
     except KeyError:
@@ -70,9 +71,7 @@ def aggregate(rows: Sequence[SeedRow]) -> dict[str, dict[str, float | int] | boo
         if all(isinstance(value, bool) for value in values):
             metrics[key] = all(values)
         else:
-            numbers = [float(value) for value in values]
-            std = statistics.stdev(numbers) if len(numbers) > 1 else 0.0
-            metrics[key] = {"mean": statistics.fmean(numbers), "std": std, "n": len(numbers)}
+            metrics[key] = summarize([float(value) for value in values])
     return metrics
 
 
@@ -176,7 +175,7 @@ def build_artifact(
         "adapter": None,
         "implementation_status": manifest.implementation_status,
         "diagnostic_only": True,
-        "promotion_eligible": manifest.promotion_eligible,
+        "promotion_eligible": manifest.baseline,
         "evolve_integrated": manifest.evolve_integrated,
         "measured_locally": True,
         "evaluation_tier": "l1_mechanism",

@@ -28,7 +28,8 @@ import torch
 from pydantic import Field, PositiveInt
 
 from llmevo.components.kvcache.rope_relay import RopeRelayConfig
-from llmevo.data.sources import file_sha256, read_text, verified_path
+from llmevo.data.pins import read_text, verified_path
+from llmevo.digests import sha256_file
 from llmevo.errors import ConfigError
 from llmevo.inference.checkpoint import load_checkpoint
 from llmevo.inference.streaming import stream_nll
@@ -113,7 +114,7 @@ def run_relay_experiment(
         ),
         "review_done": False,
         "dataset": VALIDATION_FILE,
-        "dataset_sha256": file_sha256(path),
+        "dataset_sha256": sha256_file(path),
         "configuration": config.model_dump(mode="json"),
         "table": table,
         "per_seed": per_seed,

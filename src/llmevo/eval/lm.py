@@ -10,8 +10,6 @@ tokens (special tokens 0 bytes).
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -66,7 +64,3 @@ def evaluate_lm(
         result["bits_per_byte"] = bits_per_byte(total_nll, total_bytes)
         result["eval_bytes"] = float(total_bytes)
     return result
-
-
-def nats_to_bits(value: float) -> float:
-    return value / math.log(2)

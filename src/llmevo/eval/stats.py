@@ -11,8 +11,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from scipy import stats as scipy_stats
-
 from llmevo.errors import ConfigError
 
 FORMAL_MIN_SEEDS = 3
@@ -22,6 +20,13 @@ FORMAL_CLAIM = (
     "Student t-interval of the per-seed relative change; significant only when the interval "
     "excludes zero"
 )
+
+
+def mean(values: Sequence[float]) -> float:
+    """The arithmetic mean (``math.fsum``); an empty list is an error."""
+    if len(values) == 0:
+        raise ConfigError("cannot average an empty list of values")
+    return math.fsum(values) / len(values)
 
 
 def summarize(values: Sequence[float]) -> dict:
@@ -77,6 +82,8 @@ def paired_relative_change(
             "n": n,
             "interval": f"none: a {level} t-interval needs at least 2 paired seeds, got {n}",
         }
+    from scipy import stats as scipy_stats  # imported when a claim needs it (slow import)
+
     t_value = float(scipy_stats.t.ppf(0.5 + confidence / 2.0, df=n - 1))
     half_width = t_value * summary["std"] / math.sqrt(n)
     return {

@@ -19,10 +19,11 @@ from optuna.trial import FrozenTrial, TrialState
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import claim_policy, paired_relative_change, summarize, verdict
 from llmevo.evolve.genome import Genome
+from llmevo.experiments.arm_data import ArmData
 from llmevo.experiments.plans import Arm
 from llmevo.experiments.presets import Preset
 from llmevo.experiments.reproduce import run_arm
-from llmevo.experiments.views import ArmData
+from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import Progress
 
 REPORTED_METRICS = ("fitness", "lm_loss", "bits_per_byte", "instruction_loss",
@@ -111,6 +112,7 @@ def final_evaluation(
     seeds: list[int],
     device: torch.device,
     progress: Progress | None = None,
+    logs: RunLogs | None = None,
     post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData when a genome post-trains
 ) -> FinalEvaluation:
     """Train both genomes under each seed; validation and test metrics per run.
@@ -125,8 +127,13 @@ def final_evaluation(
                 continue
             arm = Arm(label, genome.hash(), genome.model, genome.optimizer,
                       post_training=genome.post_training)
-            run = run_arm(arm, data, genome.apply_to(preset), seed, device, progress,
-                          post_data=post_data)
+            logger = logs.run(f"final-{label}-seed{seed}") if logs is not None else None
+            try:
+                run = run_arm(arm, data, genome.apply_to(preset), seed, device, progress,
+                              logger=logger, post_data=post_data)
+            finally:
+                if logger is not None:
+                    logger.close()
             clean = {split: {k: float(v) for k, v in metrics.items() if v is not None}
                      for split, metrics in (("validation", run.validation), ("test", run.test))}
             clean["validation"]["parameters"] = float(run.parameters)

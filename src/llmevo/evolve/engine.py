@@ -40,13 +40,14 @@ from optuna.samplers import BaseSampler, NSGAIISampler, RandomSampler, TPESample
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback, fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
+from llmevo.catalog import ensure_registered
 from llmevo.errors import ConfigError
 from llmevo.evolve.objective import FINAL_STATES, TrialContext, make_objective
+from llmevo.evolve.optuna_private import has_heartbeat, rdb_storage, study_storage, trial_id
 from llmevo.evolve.pruner import HurdlePruner
 from llmevo.evolve.sampler import RegularizedEvolutionSampler
 from llmevo.evolve.space import SearchSpace, build_search_space
 from llmevo.experiments.presets import Preset
-from llmevo.registry import ensure_registered
 
 SPACE_ATTR = "llmevo:search_space"
 PRESET_ATTR = "llmevo:preset"
@@ -82,6 +83,7 @@ class EvolveSettings:
     max_attempts_factor: int = 3
     extra: dict[str, Any] = field(default_factory=dict)
     promoted: tuple[str, ...] | None = None  # components in the space; None: manifest flags
+    tensorboard_dir: Path | None = None  # TensorBoard runs: one per trial and seed, plus "trials"
 
 
 SAMPLERS: dict[str, Callable[[EvolveSettings, SearchSpace], BaseSampler]] = {
@@ -207,32 +209,26 @@ def fail_silent_trials(study: optuna.Study, grace_period: float) -> list[int]:
     so one that is older than the grace period and has none is dead. Returns the trial
     numbers failed here.
     """
-    storage = getattr(study._storage, "_backend", study._storage)  # Optuna wraps RDB in a cache
-    if not isinstance(storage, RDBStorage) or storage.heartbeat_interval is None:
+    storage = rdb_storage(study)
+    if storage is None or storage.heartbeat_interval is None:
         return []
-    from optuna.storages._rdb import models  # internal: the heartbeat table has no public reader
 
     cutoff = datetime.now() - timedelta(seconds=grace_period + storage.heartbeat_interval)
     running = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
                if t.datetime_start is not None and t.datetime_start < cutoff]
     failed = []
     for trial in running:
-        session = storage.scoped_session()
-        try:
-            has_heartbeat = models.TrialHeartbeatModel.where_trial_id(trial._trial_id, session) is not None
-        finally:
-            session.close()
-        if has_heartbeat:
+        if has_heartbeat(storage, trial_id(trial)):
             continue  # fail_stale_trials judges these
         try:
-            if study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
+            if study_storage(study).set_trial_state_values(trial_id(trial), state=TrialState.FAIL):
                 failed.append(trial)
         except optuna.exceptions.UpdateFinishedTrialError:
             pass  # another worker got there first
     callback = storage.get_heartbeat_stale_trial_callback()
     for trial in failed:
         if callback is not None:
-            callback(study, copy.deepcopy(study._storage.get_trial(trial._trial_id)))
+            callback(study, copy.deepcopy(study_storage(study).get_trial(trial_id(trial))))
     return [trial.number for trial in failed]
 
 
@@ -268,7 +264,7 @@ def worker_loop(settings: EvolveSettings, study: optuna.Study,
 def prepare_context(settings: EvolveSettings, space: SearchSpace,
                     worker: int | None = None) -> TrialContext:
     from llmevo.data.lm import load_lm_corpus
-    from llmevo.experiments.views import prepare_bpe_data
+    from llmevo.experiments.arm_data import prepare_bpe_data
     from llmevo.train.device import resolve_device
 
     preset = settings.preset
@@ -280,11 +276,16 @@ def prepare_context(settings: EvolveSettings, space: SearchSpace,
 
         post_data = load_post_train_data(settings.data_dir, data.codec, preset.train.seq_len,
                                          ArithmeticConfig())
+    logs = None
+    if settings.tensorboard_dir is not None:
+        from llmevo.train.logging import TensorBoardLogs
+
+        logs = TensorBoardLogs(settings.tensorboard_dir)
     return TrialContext(
         space=space, preset=preset, data=data, device=resolve_device(settings.device),
         search_seed=settings.search_seed, rescore_seeds=settings.rescore_seeds,
         score_k=settings.score_k, hurdle_fractions=settings.hurdle_fractions,
-        hurdle_windows=settings.hurdle_windows, worker=worker, post_data=post_data,
+        hurdle_windows=settings.hurdle_windows, worker=worker, logs=logs, post_data=post_data,
     )
 
 

@@ -23,15 +23,16 @@ import torch
 from optuna.trial import TrialState
 from torch import nn
 
+from llmevo.catalog import build_model
 from llmevo.errors import ConfigError, LlmevoError
 from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.stats import summarize
 from llmevo.evolve.genome import Genome
 from llmevo.evolve.space import SearchSpace
+from llmevo.experiments.arm_data import ArmData
 from llmevo.experiments.presets import Preset
 from llmevo.experiments.reproduce import evaluate_arm
-from llmevo.experiments.views import ArmData
-from llmevo.model.transformer import build_model
+from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import train
 
 FINAL_STATES = ("complete", "pruned", "diverged", "failed", "invalid", "duplicate")
@@ -53,6 +54,7 @@ class TrialContext:
     hurdle_fractions: tuple[float, ...] = (0.5,)
     hurdle_windows: int = 16
     worker: int | None = None  # recorded on each trial
+    logs: RunLogs | None = None  # per-step curves of each trial and seed; fitness and genome
     post_data: Any = None  # llmevo.posttrain.tasks.PostTrainData, when post-training genes exist
 
 
@@ -100,6 +102,7 @@ def train_and_validate(
     context: TrialContext,
     seed: int,
     make_hook: Callable[[nn.Module], Callable[[int, float], bool]] | None = None,
+    run_name: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Train the genome under ``seed`` and evaluate the validation split only.
 
@@ -109,15 +112,34 @@ def train_and_validate(
     torch.manual_seed(seed)
     model = build_model(genome.model)
     on_step = make_hook(model) if make_hook is not None else None
-    result = train(
-        model,
-        context.data.stream,
-        preset.train,
-        seed,
-        context.device,
-        description=f"trial seed {seed}",
-        on_step=on_step,
-    )
+    logger = None
+    if context.logs is not None:
+        logger = context.logs.run(f"{run_name or 'trial'}-seed{seed}")
+    try:
+        result = train(
+            model,
+            context.data.stream,
+            preset.train,
+            seed,
+            context.device,
+            description=f"trial seed {seed}",
+            on_step=on_step,
+            logger=logger,
+        )
+        stage = None
+        if result.status == "complete" and genome.post_training.name != "none":
+            from llmevo.posttrain.presets import post_train_genome_model
+
+            stage = post_train_genome_model(model, genome.post_training, context.post_data,
+                                            context.preset.name, seed, context.device,
+                                            result.steps_done)
+        if result.status == "complete":
+            metrics = evaluate_arm(model, context.data, preset, "validation", context.device)
+            if logger is not None:
+                logger.log_metrics("validation", metrics, result.steps_done)
+    finally:
+        if logger is not None:
+            logger.close()
     record: dict[str, Any] = {
         "steps_done": result.steps_done,
         "wall_seconds": result.wall_seconds,
@@ -128,15 +150,9 @@ def train_and_validate(
     if result.status != "complete":
         record["message"] = result.message
         return result.status, record
-    if genome.post_training.name != "none":
-        from llmevo.posttrain.reproduce import post_train_genome_model
-
-        stage = post_train_genome_model(model, genome.post_training, context.post_data,
-                                        context.preset.name, seed, context.device,
-                                        result.steps_done)
+    if stage is not None:
         record["post_training_loss"] = stage.post_training_loss
         record["reward_bearing_group_rate"] = stage.reward_bearing_group_rate
-    metrics = evaluate_arm(model, context.data, preset, "validation", context.device)
     record.update({k: v for k, v in metrics.items() if v is not None})
     return "complete", record
 
@@ -205,7 +221,8 @@ def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
             return on_step
 
         seeds = [context.search_seed]
-        status, record = train_and_validate(genome, context, seeds[0], make_hook)
+        run_name = f"trial-{trial.number:04d}"
+        status, record = train_and_validate(genome, context, seeds[0], make_hook, run_name)
         per_seed = {str(seeds[0]): record}
         trial.set_user_attr("seeds", seeds)
         trial.set_user_attr("metrics", per_seed)
@@ -220,7 +237,7 @@ def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
         if context.rescore_seeds > 0 and (best is None or fitness[0] > best):
             for offset in range(1, context.rescore_seeds + 1):
                 seed = context.search_seed + offset
-                status, record = train_and_validate(genome, context, seed)
+                status, record = train_and_validate(genome, context, seed, run_name=run_name)
                 if status == "diverged":
                     trial.set_user_attr("state", "diverged")
                     raise TrialDiverged(
@@ -234,6 +251,14 @@ def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
             trial.set_user_attr("score", lower_bound_score(fitness, context.score_k))
         trial.set_user_attr("fitness_per_seed", fitness)
         trial.set_user_attr("state", "complete")
-        return summarize(fitness)["mean"]
+        mean = summarize(fitness)["mean"]
+        if context.logs is not None:
+            log = context.logs.run("trials")
+            log.log_metrics("evolve", {"fitness": mean, "score": trial.user_attrs.get("score")},
+                            trial.number)
+            log.log_text("evolve/genome", f"trial {trial.number} ({genome_hash}): {genome.label()}",
+                         trial.number)
+            log.close()
+        return mean
 
     return objective

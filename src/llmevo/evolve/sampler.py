@@ -29,6 +29,7 @@ from optuna.samplers import BaseSampler, RandomSampler
 from optuna.trial import FrozenTrial, TrialState
 
 from llmevo.errors import ConfigError
+from llmevo.evolve.optuna_private import study_storage, trial_id
 from llmevo.evolve.space import GENOME_SLOTS, SearchSpace
 
 LOST_STATES = ("running", "interrupted")  # a FAIL trial in these states may be retried
@@ -178,9 +179,9 @@ class RegularizedEvolutionSampler(BaseSampler):
             return {}  # an enqueued genome (the baseline, a retried trial) keeps its values
         trials = study.get_trials(deepcopy=False)
         params, parent, gene = self.propose(trials)
-        storage = study._storage
-        storage.set_trial_user_attr(trial._trial_id, "parent", parent)
-        storage.set_trial_user_attr(trial._trial_id, "mutated_gene", gene)
+        storage = study_storage(study)
+        storage.set_trial_user_attr(trial_id(trial), "parent", parent)
+        storage.set_trial_user_attr(trial_id(trial), "mutated_gene", gene)
         return params
 
     def sample_independent(

@@ -4,7 +4,7 @@ Genes are flat, named Optuna distributions:
 
 - ``<slot>`` (``position``, ``attention``, ``feedforward``, ``norm``, ``block``,
   ``optimizer``, ``post_training``): the registered component for the slot, among those
-  whose manifest says ``promotion_eligible`` (the baseline has no post-training stage);
+  whose manifest says ``baseline`` (the baseline has no post-training stage);
 - ``<slot>.<component>.<key>``: a hyperparameter from that component's manifest
   ``search_space`` (active only when the component is chosen);
 - ``train.lr``, ``train.warmup_steps``, ``train.weight_decay``: training genes around the
@@ -31,11 +31,12 @@ from optuna.distributions import (
     distribution_to_json,
 )
 
+from llmevo.catalog import build_model
 from llmevo.errors import ConfigError
 from llmevo.evolve.genome import NO_POST_TRAINING, Genome, TrainGenes
+from llmevo.evolve.optuna_private import suggest
 from llmevo.experiments.presets import Preset
 from llmevo.model.config import MODEL_SLOTS, ComponentChoice, ModelConfig
-from llmevo.model.transformer import build_model
 from llmevo.registry import Registry, SearchDimension
 
 GENOME_SLOTS = (*MODEL_SLOTS, "optimizer", "post_training")
@@ -131,9 +132,9 @@ class SearchSpace:
         """Suggest the active genes of one genome on an Optuna trial (slots first)."""
         params: dict[str, Any] = {}
         for slot in GENOME_SLOTS:
-            params[slot] = trial._suggest(slot, self.genes[slot])
+            params[slot] = suggest(trial, slot, self.genes[slot])
         for name in self.active_genes(params)[len(GENOME_SLOTS):]:
-            params[name] = trial._suggest(name, self.genes[name])
+            params[name] = suggest(trial, name, self.genes[name])
         return params
 
     def parameters(self, genome: Genome) -> int:
@@ -184,8 +185,8 @@ def build_search_space(
     """The space of promoted components, their manifest hyperparameters and the training
     genes, with the baseline inside it.
 
-    ``promoted`` names the components that enter (``llmevo.evidence.promotions`` decides
-    it from published reproductions); ``None`` takes the manifests' ``promotion_eligible``.
+    ``promoted`` names the components that enter (``llmevo.promotion.promotions`` decides
+    it from published reproductions); ``None`` takes the manifests' ``baseline`` flags.
     """
     base_model = base_model or ModelConfig()
     base_optimizer = base_optimizer or ComponentChoice(name="adamw")
@@ -199,7 +200,7 @@ def build_search_space(
         eligible = [
             name for name in registry.names(slot)
             if (name in promoted if promoted is not None
-                else registry.get(slot, name).manifest.promotion_eligible)
+                else registry.get(slot, name).manifest.baseline)
         ]
         base_name = base_choices[slot].name
         if base_name not in eligible:

@@ -13,13 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmevo.catalog import ensure_registered
 from llmevo.data.bytes import byte_stream
 from llmevo.data.lm import LMCorpus
 from llmevo.errors import ConfigError
-from llmevo.experiments.views import ArmData
+from llmevo.experiments.arm_data import ArmData
 from llmevo.model.blt import blt_model_config, blt_standin_config, prepare_blt
 from llmevo.model.config import MODEL_SLOTS, ComponentChoice, ModelConfig
-from llmevo.registry import ComponentSpec, ensure_registered
+from llmevo.registry import ComponentSpec
 
 
 @dataclass(frozen=True)

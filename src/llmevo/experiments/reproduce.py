@@ -10,7 +10,7 @@ each arm's run, and only reported.
 
 Public API: ``ReproductionRequest``, ``run_reproduction``, ``run_arm``, ``evaluate_arm``;
 the arms come from ``llmevo.experiments.plans`` and their data from
-``llmevo.experiments.views``.
+``llmevo.experiments.arm_data``.
 """
 
 from __future__ import annotations
@@ -25,12 +25,19 @@ from typing import Any
 import torch
 from torch import nn
 
+from llmevo.catalog import build_model, ensure_registered
 from llmevo.data.lm import LMCorpus, load_lm_corpus
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.lm import evaluate_lm
-from llmevo.eval.metrics import derive_arm_metrics
-from llmevo.eval.stats import build_statistics, claim_policy, verdict
+from llmevo.eval.metrics import LOWER_IS_BETTER, derive_arm_metrics
+from llmevo.eval.stats import build_statistics, claim_policy, mean, verdict
 from llmevo.eval.suites import evaluate_suite
+from llmevo.experiments.arm_data import (  # noqa: F401  (re-exported for callers)
+    DATA_VIEWS,
+    ArmData,
+    prepare_bpe_data,
+    prepare_byte_data,
+)
 from llmevo.experiments.plans import (  # noqa: F401  (re-exported for callers)
     PREPARATIONS,
     Arm,
@@ -39,22 +46,11 @@ from llmevo.experiments.plans import (  # noqa: F401  (re-exported for callers)
     plan_comparison,
 )
 from llmevo.experiments.presets import Preset
-from llmevo.experiments.views import (  # noqa: F401  (re-exported for callers)
-    DATA_VIEWS,
-    ArmData,
-    prepare_bpe_data,
-    prepare_byte_data,
-)
 from llmevo.model.config import MODEL_SLOTS, ModelConfig
-from llmevo.model.transformer import build_model
-from llmevo.registry import ComponentSpec, ensure_registered
+from llmevo.registry import ComponentSpec
+from llmevo.train.logging import RunLogger, RunLogs
 from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
 
-# Metrics compared between arms, validation split; lower is better unless listed here.
-HIGHER_IS_BETTER = {"primary", "public_composite", "fitness", "preference_accuracy",
-                    "hh_preference_accuracy", "reasoning_accuracy",
-                    "heldout_preference_accuracy", "heldout_preference_margin",
-                    "arithmetic_exact_match", "reward_bearing_group_rate"}
 STAT_METRICS = (
     "lm_loss", "perplexity", "bits_per_byte", "instruction_loss", "instruction_bpb",
     "preference_loss", "preference_accuracy", "hh_preference_loss", "hh_preference_accuracy",
@@ -107,20 +103,25 @@ def run_arm(
     device: torch.device,
     progress: Progress | None = None,
     objective: str = "public_composite",
+    logger: RunLogger | None = None,
     post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData, for arms with a stage
 ) -> ArmRun:
+    """Train one arm under one seed, evaluate validation then test once.
+
+    ``logger`` receives every training step and, at the end, the evaluation metrics
+    (``validation/...``, ``test/...`` at the last step)."""
     torch.manual_seed(seed)
     model = build_model(arm.model)
     train_config: TrainConfig = preset.train.model_copy(
         update={"optimizer": arm.optimizer, "seq_len": data.seq_len or preset.train.seq_len})
     result = train(
         model, data.stream, train_config, seed, device, progress,
-        description=f"{arm.label} {arm.name} seed {seed}",
+        description=f"{arm.label} {arm.name} seed {seed}", logger=logger,
     )
     if result.status == "diverged":
         raise DivergedError(f"{arm.label} arm '{arm.name}' seed {seed}: {result.message}", result.steps_done)
     if arm.post_training is not None and arm.post_training.name != "none":
-        from llmevo.posttrain.reproduce import post_train_genome_model
+        from llmevo.posttrain.presets import post_train_genome_model
 
         post_train_genome_model(model, arm.post_training, post_data, preset.name, seed, device,
                                 result.steps_done)
@@ -128,6 +129,9 @@ def run_arm(
     validation["initial_loss"] = result.initial_loss
     validation["final_loss"] = result.final_loss
     test = evaluate_arm(model, data, preset, "test", device, objective)  # reported, never used to choose
+    if logger is not None:
+        logger.log_metrics("validation", validation, result.steps_done)
+        logger.log_metrics("test", test, result.steps_done)
     stats = dict(getattr(model, "architecture_stats", lambda: {})())
     stats.update(result.optimizer_statistics)
     return ArmRun(
@@ -175,14 +179,16 @@ def run_reproduction(
     request: ReproductionRequest,
     progress: Progress | None = None,
     on_arm_done: Callable[[str, int, ArmRun], None] | None = None,
+    logs: RunLogs | None = None,
 ) -> ReproductionOutcome:
-    """Train and evaluate both arms under every seed; return the artifact body."""
+    """Train and evaluate both arms under every seed; return the artifact body.
+
+    ``logs`` (e.g. ``TensorBoardLogs``) gets one run per arm and seed, ``<arm>-seed<seed>``."""
     seeds = validate_seeds(request.seeds)
     comparison = plan_comparison(request.name, request.base_model)
     if comparison.spec.slot == "post_training":
-        from llmevo.posttrain.reproduce import run_post_training_reproduction
-
-        return run_post_training_reproduction(request, comparison, progress, on_arm_done)
+        raise ConfigError(f"'{request.name}' is a post-training method: use "
+                          "llmevo.posttrain.reproduce.run_post_training_reproduction")
     preset = request.preset
     corpus = load_lm_corpus(request.data_dir, preset.variant, preset.budgets, request.cache_dir)
     preset = preset.with_steps_for(int(corpus.tokens["train"].numel()))
@@ -201,8 +207,13 @@ def run_reproduction(
     runs: dict[str, dict[int, ArmRun]] = {"baseline": {}, "method": {}}
     for seed in seeds:
         for arm in resolved.arms:
-            run = run_arm(arm, views[arm.data], preset, seed, request.device, progress,
-                          objective=resolved.objective)
+            logger = logs.run(f"{arm.label}-seed{seed}") if logs is not None else None
+            try:
+                run = run_arm(arm, views[arm.data], preset, seed, request.device, progress,
+                              objective=resolved.objective, logger=logger)
+            finally:
+                if logger is not None:
+                    logger.close()
             runs[arm.label][seed] = run
             if on_arm_done:
                 on_arm_done(arm.label, seed, run)
@@ -223,10 +234,6 @@ def _arm_specs(arm: Arm) -> list[ComponentSpec]:
     return specs + [registry.get("optimizer", arm.optimizer.name)]
 
 
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values)
-
-
 def _curve(losses_by_seed: dict[int, list[float]]) -> dict[str, Any]:
     length = min(len(losses) for losses in losses_by_seed.values())
     stride = max(1, math.ceil(length / CURVE_POINTS))
@@ -242,7 +249,7 @@ def _arm_block(
 ) -> dict[str, Any]:
     measured = [runs[seed].validation for seed in seeds]
     keys = [k for k in measured[0] if all(k in m and m[k] is not None for m in measured)]
-    means = {key: _mean([m[key] for m in measured]) for key in keys}
+    means = {key: mean([m[key] for m in measured]) for key in keys}
     derived = derive_arm_metrics({k: means.get(k) for k in (
         "lm_loss", "instruction_loss", "preference_loss", "reasoning_nll",
         "bits_per_byte", "instruction_bpb") if means.get(k) is not None}, objective)
@@ -264,7 +271,7 @@ def _arm_block(
         "device": device.type,
         "optimizer": arm.optimizer.name,
         "architecture_stats": first.architecture_stats,
-        "muon_orthogonality_error": _mean([runs[s].train.orthogonality_error for s in seeds]),
+        "muon_orthogonality_error": mean([runs[s].train.orthogonality_error for s in seeds]),
         "seeds": list(seeds),
     }
     for key in ("bits_per_byte", "instruction_bpb", "composite_bpb"):
@@ -318,14 +325,14 @@ def assemble_artifact(
         comparison.metric,
         [row["baseline"][comparison.metric] for row in per_seed],
         [row["method"][comparison.metric] for row in per_seed],
-        lower_is_better=comparison.metric not in HIGHER_IS_BETTER,
+        lower_is_better=LOWER_IS_BETTER.get(comparison.metric, True),
         method_name=spec.name,
     )
     suite_counts = data.suite_validation.counts
     tokens_per_run = runs["method"][seeds[0]].train.tokens_seen
     test_means = {
         label: {
-            key: _mean([runs[label][s].test[key] for s in seeds])
+            key: mean([runs[label][s].test[key] for s in seeds])
             for key in runs[label][seeds[0]].test
             if all(runs[label][s].test.get(key) is not None for s in seeds)
         }

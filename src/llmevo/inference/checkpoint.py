@@ -8,7 +8,6 @@ caller passes (run, seed, steps, ...) and the sha256 of the weights file. Tied w
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +17,10 @@ from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
 from torch import nn
 
+from llmevo.catalog import build_model
+from llmevo.digests import sha256_file
 from llmevo.errors import ArtifactError
 from llmevo.model.config import ModelConfig
-from llmevo.model.transformer import build_model
 
 CHECKPOINT_FORMAT = "llmevo-checkpoint"
 CHECKPOINT_VERSION = 1
@@ -36,10 +36,6 @@ class Checkpoint:
     tokenizer_json: str | None
     metadata: dict[str, Any]
     directory: Path
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def save_checkpoint(
@@ -67,7 +63,7 @@ def save_checkpoint(
         "version": CHECKPOINT_VERSION,
         "model": model_config.model_dump(mode="json"),
         "tokenizer": TOKENIZER_FILE if tokenizer_json is not None else None,
-        "weights_sha256": _sha256(weights),
+        "weights_sha256": sha256_file(weights),
         "metadata": metadata or {},
     }
     write_json_atomic(folder / CONFIG_FILE, config)
@@ -87,7 +83,7 @@ def load_checkpoint(directory: Path | str) -> Checkpoint:
         raise ArtifactError(f"{config_path}: not valid JSON ({error})") from None
     if config.get("format") != CHECKPOINT_FORMAT:
         raise ArtifactError(f"{config_path}: format is not '{CHECKPOINT_FORMAT}'")
-    if config.get("weights_sha256") not in (None, _sha256(weights)):
+    if config.get("weights_sha256") not in (None, sha256_file(weights)):
         raise ArtifactError(f"{weights}: sha256 differs from the one recorded in {config_path}")
     model_config = ModelConfig.model_validate(config["model"])
     model = build_model(model_config)

@@ -43,7 +43,9 @@ def _choice(name: str, **config: Any) -> ComponentChoice:
 class ModelConfig(StrictModel):
     """``llama_modern`` by default: exactly 139,584 parameters (SPEC, "The baseline model")."""
 
-    architecture: str = "transformer"
+    architecture: str = Field(
+        default="transformer", description="A registered name in the registry's architecture slot."
+    )
     vocab_size: PositiveInt = 512
     d_model: PositiveInt = 64
     n_layers: PositiveInt = 2
@@ -56,7 +58,9 @@ class ModelConfig(StrictModel):
     norm: ComponentChoice = Field(default_factory=lambda: _choice("rmsnorm"))
     block: ComponentChoice = Field(default_factory=lambda: _choice("pre_norm"))
     extra: dict[str, Any] = Field(
-        default_factory=dict, description="Architecture-specific settings (e.g. BLT's patcher)."
+        default_factory=dict,
+        description="The architecture's settings, validated by its registered typed config "
+        "(BLTSettings for blt-bytes, StandinSettings for blt, none for transformer).",
     )
 
     @field_validator("position", "attention", "feedforward", "norm", "block", mode="before")

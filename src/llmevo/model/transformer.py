@@ -3,7 +3,8 @@
 ``llama_modern`` is this model with its default config: d_model 64, 2 layers, 4 heads,
 4 KV heads, SwiGLU 192, RMSNorm, RoPE (theta 10,000), tied embeddings, no biases, vocab
 512, context 64 — exactly 139,584 parameters. Which component fills each slot is read
-from the config; this file never names a component.
+from the config; this file never names a component. Registered as the architecture
+``transformer``; build models by name with ``llmevo.catalog.build_model``.
 """
 
 from __future__ import annotations
@@ -17,15 +18,27 @@ from torch import Tensor, nn
 
 from llmevo.components.base import AttentionContext, BlockParts, KVCacheLayer, ModelDims
 from llmevo.model.config import ComponentChoice, ModelConfig
-from llmevo.registry import ComponentSpec, ensure_registered
+from llmevo.registry import REGISTRY, ComponentSpec, EmptyConfig, register
 
 
 def resolve(slot: str, choice: ComponentChoice) -> tuple[ComponentSpec, Any]:
     """The registered spec and validated config for one slot; errors name the slot."""
-    spec = ensure_registered().get(slot, choice.name)
+    spec = REGISTRY.get(slot, choice.name)
     return spec, spec.make_config(choice.config)
 
 
+@register(
+    slot="architecture",
+    name="transformer",
+    config=EmptyConfig,
+    implementation_status="full",
+    baseline=True,
+    evolve_integrated=True,
+    scope=(
+        "The decoder assembled from the model slots; its default config is the baseline "
+        "llama_modern: d_model 64, 2 layers, 4 heads, SwiGLU 192, RMSNorm, RoPE, tied embeddings."
+    ),
+)
 class Transformer(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -108,16 +121,3 @@ def _init_weights(module: nn.Module) -> None:
         nn.init.zeros_(module.bias)
 
 
-ARCHITECTURES: dict[str, type[nn.Module]] = {"transformer": Transformer}
-
-
-def build_model(config: ModelConfig) -> nn.Module:
-    """Build the model a config describes; invalid choices fail here, before any training."""
-    from llmevo.errors import ConfigError
-
-    try:
-        architecture = ARCHITECTURES[config.architecture]
-    except KeyError:
-        known = ", ".join(sorted(ARCHITECTURES))
-        raise ConfigError(f"unknown architecture '{config.architecture}'; known: {known}") from None
-    return architecture(config)

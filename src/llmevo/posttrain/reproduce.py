@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import ValidationError
 
+from llmevo.catalog import build_model, ensure_registered
 from llmevo.data.lm import load_lm_corpus
 from llmevo.errors import ConfigError, DivergedError
-from llmevo.model.transformer import build_model
 from llmevo.posttrain.evaluate import evaluate_post_training
+from llmevo.posttrain.presets import post_training_settings
 from llmevo.posttrain.stage import (
     PostTrainSettings,
     PretrainedModel,
@@ -38,12 +38,6 @@ from llmevo.posttrain.stage import (
 from llmevo.posttrain.tasks import load_post_train_data, read_preference_file
 from llmevo.train.trainer import Progress, train
 
-POST_TRAINING_PRESETS: dict[str, PostTrainSettings] = {
-    "smoke": PostTrainSettings(steps=4, batch_size=4, lr=1e-3, held_out_pairs=64),
-    "quick": PostTrainSettings(steps=120, batch_size=16, lr=1e-3),
-    "standard": PostTrainSettings(steps=240, batch_size=16, lr=1e-3),
-}
-
 
 @dataclass(frozen=True)
 class PostTrainRequest:
@@ -52,25 +46,6 @@ class PostTrainRequest:
     settings: PostTrainSettings
     method_config: dict[str, Any] = field(default_factory=dict)
     preference_file: Path | None = None
-
-
-def post_training_settings(preset_name: str, overrides: dict[str, Any]) -> PostTrainSettings:
-    """The preset's stage settings with non-None ``overrides`` applied and validated."""
-    base = POST_TRAINING_PRESETS.get(preset_name, POST_TRAINING_PRESETS["quick"])
-    values = base.model_dump()
-    for key, value in overrides.items():
-        if value is None:
-            continue
-        if key.startswith("arithmetic."):
-            values["arithmetic"][key.split(".", 1)[1]] = value
-        else:
-            values[key] = value
-    try:
-        return PostTrainSettings.model_validate(values)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"post-training setting {where}: {first['msg']}") from None
 
 
 def post_training_request(
@@ -118,7 +93,7 @@ def run_post_training_reproduction(
     on_arm_done: Callable[[str, int, Any], None] | None = None,
 ) -> Any:
     """Pretrain once per seed, post-train each arm from that checkpoint, evaluate, assemble."""
-    from llmevo.experiments.reproduce import (
+    from llmevo.experiments.reproduce import (  # the shared reproduction machinery
         DATA_VIEWS,
         ArmRun,
         ReproductionOutcome,
@@ -196,8 +171,6 @@ def run_post_training_reproduction(
 
 
 def _post_specs(comparison: Any) -> list[Any]:
-    from llmevo.registry import ensure_registered
-
     registry = ensure_registered()
     return [registry.get("post_training", arm.post_training.name) for arm in comparison.arms]
 
@@ -243,25 +216,3 @@ def _add_post_training(
     loss_curves = {label: curves[label]["losses"] for label in curves if "losses" in curves[label]}
     if len(loss_curves) == 2:
         artifact["training_curves"] = loss_curves
-
-
-def post_train_genome_model(
-    model: torch.nn.Module,
-    choice: Any,  # ComponentChoice of the post_training slot
-    data: Any,  # PostTrainData
-    preset_name: str,
-    seed: int,
-    device: torch.device,
-    pretrain_steps: int,
-) -> StageResult:
-    """Evolution: run a genome's post-training gene on its freshly pretrained model.
-
-    The stage uses the preset's post-training settings and the method's own task (SFT:
-    Alpaca instructions); the stage seed is ``seed`` plus the settings' offset.
-    """
-    from llmevo.registry import ensure_registered
-
-    settings = post_training_settings(preset_name, {})
-    task = ensure_registered().get("post_training", choice.name).cls.task or "instruction"
-    return run_post_training(PretrainedModel(model, pretrain_steps), choice, data, task,
-                             settings, seed + settings.seed_offset, device)

@@ -24,10 +24,9 @@ from torch import Tensor, nn
 from llmevo.data.codec import TextCodec
 from llmevo.data.suites import ScoredSequence
 from llmevo.errors import ConfigError
-from llmevo.model.config import ComponentChoice
 from llmevo.posttrain.objectives import masked_mean_nll, response_target_mask
 from llmevo.posttrain.tasks import ArithmeticConfig, PostTrainData
-from llmevo.registry import StrictModel, ensure_registered
+from llmevo.registry import REGISTRY, StrictModel
 
 TASKS = ("instruction", "preference", "arithmetic")
 
@@ -102,7 +101,7 @@ class StageContext:
         self.generator = torch.Generator().manual_seed(self.seed)
 
     def optimizer(self) -> torch.optim.Optimizer:
-        spec = ensure_registered().get("optimizer", "adamw")
+        spec = REGISTRY.get("optimizer", "adamw")
         component = spec.cls(spec.make_config({}))
         return component.build(self.model, lr=self.settings.lr,
                                weight_decay=self.settings.weight_decay)
@@ -216,7 +215,7 @@ def completion_text(codec: TextCodec, completion: Sequence[int]) -> str:
 
 def run_post_training(
     pretrained: PretrainedModel | None,
-    method: ComponentChoice,
+    method: Any,  # a ComponentChoice (name, config) of the post_training slot
     data: PostTrainData,
     task: str,
     settings: PostTrainSettings,
@@ -229,7 +228,7 @@ def run_post_training(
             "post-training needs a pretrained stage: pretrain the model first (steps > 0)")
     if task not in TASKS:
         raise ConfigError(f"unknown post-training task '{task}'; known: {', '.join(TASKS)}")
-    spec = ensure_registered().get("post_training", method.name)
+    spec = REGISTRY.get("post_training", method.name)
     component: Any = spec.cls(spec.make_config(method.config))
     pretrained.model.to(device).train()
     context = StageContext(pretrained.model, data, task, settings, seed, device)

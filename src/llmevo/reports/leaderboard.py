@@ -41,11 +41,6 @@ def scan_artifacts(roots: Iterable[Path]) -> tuple[list[tuple[Path, dict]], list
     return found, skipped
 
 
-def collect_artifacts(roots: Iterable[Path]) -> list[tuple[Path, dict]]:
-    """Every schema-v2 reproduction or diagnostic artifact under the roots."""
-    return scan_artifacts(roots)[0]
-
-
 def _seeds(artifact: Mapping) -> list:
     protocol = artifact.get("evaluation_protocol") or {}
     return list(protocol.get("seeds") or artifact.get("seeds") or [])

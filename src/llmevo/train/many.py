@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from llmevo.errors import ConfigError
+from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
 
 
@@ -50,11 +51,13 @@ def train_many(
     device: torch.device,
     progress: Progress | None = None,
     description: str = "train",
+    logs: RunLogs | None = None,
 ) -> list[RunOutcome]:
     """Train one freshly built model per ``RunSpec`` on ``stream``; outcomes in run order.
 
     ``build`` constructs the architecture; it is called after the run's seed is set, so
-    the initialisation is the seed's.
+    the initialisation is the seed's. ``logs`` gets one run per spec (named by its label,
+    else ``seed<seed>``) receiving that run's per-step records, however the runs execute.
     """
     if not runs:
         raise ConfigError("train_many needs at least one run")
@@ -63,7 +66,12 @@ def train_many(
         torch.manual_seed(spec.seed)
         model = build()
         label = spec.label or f"seed {spec.seed}"
-        result = train(model, stream, spec.config, spec.seed, device, progress,
-                       description=f"{description} {label}")
+        logger = logs.run(spec.label or f"seed{spec.seed}") if logs is not None else None
+        try:
+            result = train(model, stream, spec.config, spec.seed, device, progress,
+                           description=f"{description} {label}", logger=logger)
+        finally:
+            if logger is not None:
+                logger.close()
         outcomes.append(RunOutcome(spec, model, result, "sequential"))
     return outcomes

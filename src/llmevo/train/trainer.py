@@ -23,10 +23,13 @@ import torch.nn.functional as F
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
+from llmevo.catalog import ensure_registered
 from llmevo.components.optim.base import OptimizerComponent
 from llmevo.errors import ConfigError
+from llmevo.eval.stats import mean
 from llmevo.model.config import ComponentChoice
-from llmevo.registry import StrictModel, ensure_registered
+from llmevo.registry import StrictModel
+from llmevo.train.logging import StepLogger, StepRecord
 
 
 class TrainConfig(StrictModel):
@@ -119,10 +122,6 @@ def autocast(device: torch.device, precision: str) -> torch.autocast:
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else float("nan")
-
-
 def train(
     model: nn.Module,
     stream: Tensor,
@@ -132,11 +131,13 @@ def train(
     progress: Progress | None = None,
     description: str = "train",
     on_step: Callable[[int, float], bool] | None = None,
+    logger: StepLogger | None = None,
 ) -> TrainResult:
     """Train ``model`` in place on random windows of ``stream``.
 
     ``on_step(step, loss)`` is called after each step; returning False stops training
-    (used by evolution hurdles). The model's forward maps tokens (B, T) to logits (B, T, V).
+    (used by evolution hurdles). ``logger.log_step`` receives each step's loss, learning
+    rate and gradient norm (``train/logging.py``). The model's forward maps tokens (B, T) to logits (B, T, V).
     """
     model.to(device).train()
     component, optimizer = build_optimizer(config.optimizer, model, config.lr, config.weight_decay)
@@ -167,9 +168,16 @@ def train(
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if config.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            elif logger is not None:
+                grad_norm = torch.nn.utils.get_total_norm(
+                    [p.grad for p in model.parameters() if p.grad is not None])
+            applied_lr = optimizer.param_groups[0]["lr"]
             optimizer.step()
             losses.append(loss_value)
+            if logger is not None:
+                logger.log_step(StepRecord(step, loss_value, applied_lr, float(grad_norm),
+                                           len(losses) * config.tokens_per_step))
             elapsed = time.perf_counter() - started
             if progress:
                 progress.update(step + 1, loss_value, (step + 1) * config.tokens_per_step / elapsed)
@@ -185,8 +193,8 @@ def train(
     return TrainResult(
         status=status,
         losses=losses,
-        initial_loss=_mean(losses[:window_size]),
-        final_loss=_mean(losses[-window_size:]),
+        initial_loss=mean(losses[:window_size]) if losses else math.nan,
+        final_loss=mean(losses[-window_size:]) if losses else math.nan,
         steps_done=len(losses),
         tokens_seen=tokens_seen,
         token_stream_sha256=digest.hexdigest(),

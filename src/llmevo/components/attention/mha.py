@@ -103,7 +103,7 @@ class CausalSelfAttention(Attention):
         organization="Google Brain",
     ),
     implementation_status="full",
-    promotion_eligible=True,
+    baseline=True,
     evolve_integrated=True,
     scope="Causal scaled dot-product attention; kv_heads < heads gives grouped-query attention.",
     search_space={"kv_heads": SearchDimension(choices=(1, 2, 4))},

@@ -43,8 +43,7 @@ class QKNormConfig(StrictModel):
     ),
     ablation="mha",
     implementation_status="integrated",
-    evaluation_tier="none",
-    promotion_eligible=False,
+    baseline=False,
     evolve_integrated=True,
     scope=(
         "Per-head RMS normalisation of queries and keys with learned gains in a small causal LM, "

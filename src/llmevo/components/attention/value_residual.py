@@ -50,8 +50,7 @@ def mix_values(current: Tensor, first: Tensor, lambda_current: float, lambda_fir
     ),
     ablation="mha",
     implementation_status="integrated",
-    evaluation_tier="none",
-    promotion_eligible=False,
+    baseline=False,
     evolve_integrated=True,
     scope=(
         "ResFormer value residual with fixed 0.5/0.5 mixing in a 2-layer LM, compared with plain "

@@ -29,8 +29,7 @@ from llmevo.registry import EmptyConfig, Paper, register
     ),
     ablation="pre_norm",
     implementation_status="integrated",
-    evaluation_tier="none",
-    promotion_eligible=False,
+    baseline=False,
     evolve_integrated=True,
     scope="Normalise after each residual addition, compared with pre-norm at an equal budget.",
 )

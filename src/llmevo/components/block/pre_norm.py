@@ -24,7 +24,7 @@ from llmevo.registry import EmptyConfig, Paper, register
         organization="Microsoft Research Asia",
     ),
     implementation_status="full",
-    promotion_eligible=True,
+    baseline=True,
     evolve_integrated=True,
     scope="Normalise the input of each sub-layer; the residual stream itself is never normalised.",
 )

@@ -30,8 +30,7 @@ from llmevo.registry import EmptyConfig, Paper, register
     ),
     ablation="pre_norm",
     implementation_status="integrated",
-    evaluation_tier="none",
-    promotion_eligible=False,
+    baseline=False,
     evolve_integrated=True,
     scope=(
         "Sandwich-LN (norm before and after each sub-layer) in a small LM, compared with "

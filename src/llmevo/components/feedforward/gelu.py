@@ -52,8 +52,7 @@ class PlainFeedForward(FeedForward):
     ),
     ablation="swiglu",
     implementation_status="integrated",
-    evaluation_tier="none",
-    promotion_eligible=False,
+    baseline=False,
     evolve_integrated=True,
     scope=(
         "Two-matrix GELU MLP (hidden 288, parameter-matched to SwiGLU 192) compared with the "

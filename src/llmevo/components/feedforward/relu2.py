@@ -35,8 +35,7 @@ def squared_relu(x: Tensor) -> Tensor:
     ),
     ablation="gelu",
     implementation_status="integrated",
-    evaluation_tier="none",
-    promotion_eligible=False,
+    baseline=False,
     evolve_integrated=True,
     scope=(
         "Squared-ReLU MLP against a GELU MLP of the same size; Primer's depthwise-convolution "

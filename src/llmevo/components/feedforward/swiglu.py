@@ -48,7 +48,7 @@ class GatedFeedForward(FeedForward):
     paper=GLU_PAPER,
     ablation="gelu",
     implementation_status="full",
-    promotion_eligible=True,
+    baseline=True,
     evolve_integrated=True,
     scope="SwiGLU MLP (no biases) in place of a GELU MLP of similar parameter count.",
     search_space={"hidden": SearchDimension(choices=(128, 192, 256))},

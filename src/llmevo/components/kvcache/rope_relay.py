@@ -252,8 +252,7 @@ class RopeRelayConfig(StrictModel):
     ),
     ablation="rope-relay:rephase=false",
     implementation_status="component_only",
-    evaluation_tier="l1_mechanism",
-    promotion_eligible=False,
+    baseline=False,
     evolve_integrated=False,
     scope=(
         "Per-(layer, head) compaction of a RoPE KV cache with re-rotation of kept keys and "

@@ -42,8 +42,7 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor | None, eps: float) -> Te
     ),
     ablation="rmsnorm",
     implementation_status="integrated",
-    evaluation_tier="none",
-    promotion_eligible=False,
+    baseline=False,
     evolve_integrated=True,
     scope="LayerNorm with learned gain and bias in every norm position, compared with RMSNorm.",
 )

@@ -34,7 +34,7 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     ),
     ablation="layernorm",
     implementation_status="full",
-    promotion_eligible=True,
+    baseline=True,
     evolve_integrated=True,
     scope="RMSNorm with a learned gain and no bias, in place of LayerNorm.",
 )

@@ -31,7 +31,7 @@ class AdamWConfig(StrictModel):
         organization="University of Freiburg",
     ),
     implementation_status="full",
-    promotion_eligible=True,
+    baseline=True,
     evolve_integrated=True,
     scope="torch.optim.AdamW over all parameters in one group.",
     search_space={"beta2": SearchDimension(choices=(0.95, 0.99, 0.999))},

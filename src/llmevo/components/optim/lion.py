@@ -82,8 +82,7 @@ class LionConfig(StrictModel):
     ),
     ablation="adamw",
     implementation_status="integrated",
-    evaluation_tier="none",
-    promotion_eligible=False,
+    baseline=False,
     evolve_integrated=True,
     scope=(
         "Lion on every parameter (lr x0.3, weight decay x3 of the AdamW settings) against AdamW "

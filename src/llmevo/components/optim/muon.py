@@ -195,8 +195,7 @@ class MuonConfig(StrictModel):
     ),
     ablation="adamw",
     implementation_status="integrated",
-    evaluation_tier="none",
-    promotion_eligible=False,
+    baseline=False,
     evolve_integrated=True,
     scope=(
         "Muon (5 Newton-Schulz steps, Nesterov momentum, AdamW-matched RMS) on hidden Linear "

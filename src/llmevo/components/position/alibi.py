@@ -65,8 +65,7 @@ def alibi_bias(slopes: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tens
     ),
     ablation="sinusoidal",
     implementation_status="integrated",
-    evaluation_tier="none",
-    promotion_eligible=False,
+    baseline=False,
     evolve_integrated=True,
     scope=(
         "Per-head linear distance bias on attention scores, compared with sinusoidal positions "

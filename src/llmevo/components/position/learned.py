@@ -19,7 +19,7 @@ from llmevo.registry import EmptyConfig, register
     name="learned",
     config=EmptyConfig,
     implementation_status="full",
-    promotion_eligible=True,
+    baseline=True,
     evolve_integrated=True,
     scope="A trainable (max_seq_len, d_model) table added to the token embeddings.",
 )

@@ -30,8 +30,7 @@ from llmevo.registry import EmptyConfig, Paper, register
     ),
     ablation="rope",
     implementation_status="integrated",
-    evaluation_tier="none",
-    promotion_eligible=False,
+    baseline=False,
     evolve_integrated=True,
     scope=(
         "Drops all position information (the causal mask is the only order signal), compared "

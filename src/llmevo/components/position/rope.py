@@ -68,8 +68,7 @@ def apply_rotary(x: Tensor, positions: Tensor, inv_freq: Tensor) -> Tensor:
     ),
     ablation="learned",
     implementation_status="full",
-    evaluation_tier="l2_public_dataset",
-    promotion_eligible=True,
+    baseline=True,
     evolve_integrated=True,
     scope=(
         "Rotary q/k rotation in every attention head of a 64-d, 2-layer model on WikiText-2, "

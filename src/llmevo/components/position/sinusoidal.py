@@ -57,8 +57,7 @@ def sinusoidal_table(positions: Tensor, d_model: int, base: float) -> Tensor:
     ),
     ablation="learned",
     implementation_status="integrated",
-    evaluation_tier="none",
-    promotion_eligible=False,
+    baseline=False,
     evolve_integrated=True,
     scope=(
         "Fixed sin/cos table added to sqrt(d_model)-scaled token embeddings, compared with "

@@ -45,8 +45,7 @@ class DPOConfig(StrictModel):
     ),
     ablation="sft",
     implementation_status="integrated",
-    evaluation_tier="l2_public_dataset",
-    promotion_eligible=False,
+    baseline=False,
     evolve_integrated=True,
     scope=(
         "SFT on chosen responses then DPO against a frozen copy, vs SFT on chosen responses "

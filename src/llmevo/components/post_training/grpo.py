@@ -57,8 +57,7 @@ class GRPOConfig(StrictModel):
     ),
     ablation="sft",
     implementation_status="integrated",
-    evaluation_tier="l2_public_dataset",
-    promotion_eligible=False,
+    baseline=False,
     evolve_integrated=True,
     scope=(
         "SFT on arithmetic answers then GRPO (exact-match reward, group-normalised "

@@ -40,8 +40,7 @@ class NEFTuneConfig(StrictModel):
     ),
     ablation="sft",
     implementation_status="integrated",
-    evaluation_tier="l2_public_dataset",
-    promotion_eligible=False,
+    baseline=False,
     evolve_integrated=True,
     scope=(
         "SFT with noisy embeddings (alpha / sqrt(L d)) against plain SFT on the same Alpaca "

@@ -11,8 +11,7 @@ from llmevo.registry import register
     slot="post_training",
     name="none",
     implementation_status="full",
-    evaluation_tier="none",
-    promotion_eligible=True,
+    baseline=True,
     evolve_integrated=True,
     scope="The pretrained model, unchanged: the baseline every post-training method is compared with.",
 )

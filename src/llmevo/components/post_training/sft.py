@@ -43,8 +43,7 @@ def run_sft(context: StageContext, steps: int, phase: str, result: StageResult) 
     paper=INSTRUCTGPT,
     ablation="none",
     implementation_status="integrated",
-    evaluation_tier="l2_public_dataset",
-    promotion_eligible=False,
+    baseline=False,
     evolve_integrated=True,
     scope=(
         "SFT of the pretrained llama_modern on the 320 Alpaca train records (response tokens "

@@ -55,7 +55,7 @@ def blt_model_config(
     ).model_dump(mode="json", exclude_none=True)
     BLTSettings.from_extra(extra, prepared=False)  # unknown rule etc. fail here
     return ModelConfig(
-        architecture="blt",
+        architecture="blt-bytes",
         vocab_size=BYTE_VOCAB_SIZE,
         max_seq_len=max(1, round(seq_len_tokens * bytes_per_token)),
         extra=extra,

@@ -27,13 +27,14 @@ from torch import Tensor, nn
 from llmevo.errors import ConfigError
 from llmevo.model.blt.core import LatentPatchCore
 from llmevo.model.blt.entropy import entropy_from_logits
+from llmevo.model.blt.model import BLT_PAPER
 from llmevo.model.blt.patcher import calibrate_threshold, entropy_patch_starts, patch_ids
 from llmevo.model.config import ComponentChoice, ModelConfig
-from llmevo.registry import StrictModel
+from llmevo.registry import StrictModel, register
 
 
 class StandinSettings(StrictModel):
-    """``ModelConfig.extra`` of ``architecture="blt_standin"``."""
+    """``ModelConfig.extra`` of ``architecture="blt"``."""
 
     d_local: PositiveInt = 32
     local_heads: PositiveInt = 2
@@ -62,8 +63,23 @@ def previous_token_entropies(tokens: Tensor, row_entropies: Tensor) -> Tensor:
     )
 
 
+@register(
+    slot="architecture",
+    name="blt",
+    config=StandinSettings,
+    paper=BLT_PAPER,
+    ablation="transformer",
+    implementation_status="component_only",
+    supports_kv_cache=False,
+    scope=(
+        "PROXY, not BLT: the reference artifact's token-level stand-in. A bigram surprisal over "
+        "BPE tokens decides patch boundaries, low-surprisal neighbours share a latent patch, and "
+        "states are expanded back to token targets. No bytes, no entropy model, no bits-per-byte "
+        "claim about BLT; see blt-bytes for the real mechanism."
+    ),
+)
 class BLTStandin(nn.Module):
-    """``architecture="blt_standin"``: tokens (B, T) -> logits (B, T, V). A proxy, see above."""
+    """``architecture="blt"``: tokens (B, T) -> logits (B, T, V). A proxy, see above."""
 
     supports_kv_cache = False
 
@@ -73,12 +89,12 @@ class BLTStandin(nn.Module):
             self.settings = StandinSettings.model_validate(config.extra)
         except ValidationError as error:
             raise ConfigError(
-                f"architecture 'blt_standin': invalid extra settings ({error.errors()[0]['msg']})"
+                f"architecture 'blt': invalid extra settings ({error.errors()[0]['msg']})"
             ) from None
         s = self.settings
         if s.target_tokens_per_patch > s.max_patch_len:
             raise ConfigError(
-                f"blt_standin: target_tokens_per_patch {s.target_tokens_per_patch:g} is unreachable;"
+                f"blt: target_tokens_per_patch {s.target_tokens_per_patch:g} is unreachable;"
                 f" expected a value in [1, {s.max_patch_len}]"
             )
         self.config = config
@@ -181,5 +197,5 @@ def blt_standin_config(
         mode="json"
     )
     return ModelConfig(
-        architecture="blt_standin", vocab_size=vocab_size, max_seq_len=seq_len, extra=extra
+        architecture="blt", vocab_size=vocab_size, max_seq_len=seq_len, extra=extra
     )

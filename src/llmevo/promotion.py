@@ -1,6 +1,13 @@
-"""Promotion by evidence: which components enter the evolution search space, and why.
+"""A component's standing, read from its published evidence: the tier it reached, and
+whether it is promoted into the evolution search space (and why).
 
-A component is promoted when its manifest declares it (the baseline's own components), or
+The tier is what the artifacts under ``docs/`` show, never a flag in the manifest: a
+published reproduction (``docs/reproductions/<arxiv>-<name>/metrics/*.json``) is
+``l2_public_dataset``, a published component diagnostic
+(``docs/foundation-models/<arxiv>-<name>/metrics/*.json``) is ``l1_mechanism``, nothing is
+``none``. Only artifacts whose ``manifest_ref`` is the component's count.
+
+A component is promoted when its manifest declares it part of the baseline, or
 when a published *formal* reproduction (3 or more paired seeds, ``docs/reproductions/
 <arxiv>-<name>/metrics/*.json``) did not find it significantly worse than its ablation on
 validation. A component with no formal reproduction, or one that was significantly worse,
@@ -12,8 +19,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from llmevo.registry import ComponentSpec, Registry
+
+EvaluationTier = Literal["none", "l1_mechanism", "l2_public_dataset"]
+EVIDENCE_FOLDERS: tuple[tuple[EvaluationTier, str], ...] = (
+    ("l2_public_dataset", "reproductions"),
+    ("l1_mechanism", "foundation-models"),
+)
 
 
 @dataclass(frozen=True)
@@ -31,22 +45,36 @@ def reproduction_folder(spec: ComponentSpec) -> str:
     return f"{paper.arxiv_id}-{spec.name}" if paper else spec.name
 
 
-def formal_artifacts(spec: ComponentSpec, docs: Path) -> list[tuple[Path, dict]]:
-    """Formal reproduction artifacts of ``spec`` under ``docs``, newest first."""
-    folder = docs / "reproductions" / reproduction_folder(spec) / "metrics"
+def published_artifacts(spec: ComponentSpec, docs: Path, kind: str) -> list[tuple[Path, dict]]:
+    """``spec``'s readable artifacts under ``docs/<kind>/<arxiv>-<name>/metrics/``, by path."""
+    folder = docs / kind / reproduction_folder(spec) / "metrics"
     found = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
-            continue  # `llmevo show` reports unreadable artifacts; promotion ignores them
-        protocol = data.get("evaluation_protocol") or {}
-        method = data.get("method")
-        if not isinstance(method, dict) or not protocol.get("formal_comparison"):
-            continue
-        if data.get("manifest_ref") != spec.manifest.manifest_ref:
-            continue
-        found.append((path, data))
+            continue  # `llmevo show` reports unreadable artifacts; standing ignores them
+        if isinstance(data, dict) and data.get("manifest_ref") == spec.manifest.manifest_ref:
+            found.append((path, data))
+    return found
+
+
+def tier_reached(spec: ComponentSpec, docs: Path) -> EvaluationTier:
+    """The highest tier ``spec``'s published artifacts under ``docs`` show."""
+    for tier, kind in EVIDENCE_FOLDERS:
+        if published_artifacts(spec, docs, kind):
+            return tier
+    return "none"
+
+
+def formal_artifacts(spec: ComponentSpec, docs: Path) -> list[tuple[Path, dict]]:
+    """Formal reproduction artifacts of ``spec`` under ``docs``, newest first."""
+    found = [
+        (path, data)
+        for path, data in published_artifacts(spec, docs, "reproductions")
+        if isinstance(data.get("method"), dict)
+        and (data.get("evaluation_protocol") or {}).get("formal_comparison")
+    ]
     found.sort(key=lambda item: (item[1].get("provenance") or {}).get("created_at", ""), reverse=True)
     return found
 
@@ -64,7 +92,7 @@ def _significantly_worse(artifact: dict) -> bool:
 
 
 def promotion(spec: ComponentSpec, docs: Path) -> Promotion:
-    if spec.manifest.promotion_eligible:
+    if spec.manifest.baseline:
         return Promotion(spec.name, spec.slot, True, "declared in its manifest (baseline component)")
     artifacts = formal_artifacts(spec, docs)
     if not artifacts:

@@ -1,4 +1,4 @@
-"""Data views: what an arm is trained and evaluated on, per tokenization.
+"""Per-tokenization arm data: what an arm is trained and evaluated on (BPE tokens or bytes).
 
 ``bpe`` is the BPE-512 token view; ``bytes`` is the UTF-8 byte view of exactly the same
 text spans (for byte-level models such as BLT), with windows of the same text length.

@@ -1,0 +1,269 @@
+"""Download every data set the presets use, at pinned revisions, checked against the pins.
+
+Each file llmevo reads is rebuilt from its public source exactly as its ``SOURCE.md``
+describes: a raw file of a GitHub repository at a fixed commit, the byte concatenation of
+consecutive pieces (the WikiText-2 train splits), or the gunzip of a ``.gz`` (HH-RLHF).
+The result must match the sha256 pin llmevo already keeps (``pins.LM_FILE_SHA256``,
+``pins.SUITE_FILE_SHA256``) before it is renamed into place, so a target file is never
+half-written and a file altered in transit is refused with nothing left behind.
+
+Pieces are downloaded into ``<dest>/.partial/``; an interrupted download keeps what it got
+and the next run resumes it with an HTTP ``Range`` request (or restarts it when the server
+ignores the range). Files already present with the pinned sum are not downloaded again.
+
+The base URL is a parameter (``DEFAULT_BASE_URL`` is GitHub's raw-file host); a mirror
+serves the same ``{base}/{owner}/{repo}/{commit}/{path}`` layout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import http.client
+import os
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmevo.data.pins import LM_FILE_SHA256 as PINNED_SHA256
+from llmevo.data.pins import SUITE_FILE_SHA256
+from llmevo.digests import sha256_file as file_sha256
+from llmevo.errors import DataError
+
+DEFAULT_BASE_URL = "https://raw.githubusercontent.com"
+PARTIAL_DIR = ".partial"
+_BLOCK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One file of a public repository at a fixed commit."""
+
+    repo: str  # owner/name
+    commit: str
+    path: str
+
+    def url(self, base_url: str) -> str:
+        return f"{base_url.rstrip('/')}/{self.repo}/{self.commit}/{self.path}"
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """A data file llmevo reads (``target``, relative) and how to rebuild it from pieces."""
+
+    target: str
+    pieces: tuple[Piece, ...]
+    gunzip: bool = False
+
+    @property
+    def sha256(self) -> str:
+        return ALL_PINS[self.target]
+
+
+ALL_PINS: dict[str, str] = {**PINNED_SHA256, **SUITE_FILE_SHA256}
+
+_WIKI_TOKENS = ("MajidAhmadyDev/myNLWikiText2P", "edd9c983db11dc333e382b394d6f02add93e259d")
+_WIKI_RAW = ("qwu01/transformers_LM", "4b4c728ea540147df8b8c951f7eaf9f462883607")
+_SDP = ("wyshi/sdp_transformers", "67f51dacb983f17926a3376ec10b374c0ef0588a")
+
+
+def _split_pieces(folder: str, count: int) -> tuple[Piece, ...]:
+    return tuple(Piece(*_SDP, f"{folder}/train_{index}.txt") for index in range(count))
+
+
+REMOTE_FILES: tuple[RemoteFile, ...] = (
+    RemoteFile("wikitext-2/wiki.train.tokens", _split_pieces("data/wikitext-2/train_split_10", 10)),
+    RemoteFile("wikitext-2/wiki.valid.tokens", (Piece(*_WIKI_TOKENS, "dataset/wikitext-2/wiki.valid.tokens"),)),
+    RemoteFile("wikitext-2/wiki.test.tokens", (Piece(*_WIKI_TOKENS, "dataset/wikitext-2/wiki.test.tokens"),)),
+    RemoteFile("wikitext-2-raw/wiki.train.raw", _split_pieces("data/wikitext-2-raw/train_split_5", 5)),
+    RemoteFile("wikitext-2-raw/wiki.valid.raw", (Piece(*_WIKI_RAW, "data/wikitext2/wiki.valid.raw"),)),
+    RemoteFile("wikitext-2-raw/wiki.test.raw", (Piece(*_WIKI_RAW, "data/wikitext2/wiki.test.raw"),)),
+    RemoteFile(
+        "tinyshakespeare/input.txt",
+        (Piece("karpathy/char-rnn", "6f9487a6fe5b420b7ca9afb0d7c078e37c1d1b4e", "data/tinyshakespeare/input.txt"),),
+    ),
+    RemoteFile(
+        "alpaca/alpaca_5000.json",
+        (Piece("tatsu-lab/stanford_alpaca", "5e69c50054c48cd3b919c46d13bb2d92a62f4498", "data/alpaca_5000.json"),),
+    ),
+    RemoteFile(
+        "gsm8k/test.jsonl",
+        (Piece("openai/grade-school-math", "3101c7d5072418e28b9008a6636bde82a006892c", "grade_school_math/data/test.jsonl"),),
+    ),
+    RemoteFile(
+        "hh-rlhf/helpful-base/test.jsonl",
+        (Piece("DaehanKim/EasyRLHF", "45eccb72ddb8c18aa52dc2a184516380e06582fe", "data/helpful-base/test.jsonl.gz"),),
+        gunzip=True,
+    ),
+    RemoteFile(
+        "hh-rlhf/harmless-base/test.jsonl",
+        (Piece("anthropics/hh-rlhf", "354e5c3cb8960630860dd5774a6ac2a58313bf4d", "harmless-base/test.jsonl.gz"),),
+        gunzip=True,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    target: str
+    state: str  # "ok" | "missing" | "altered"
+    detail: str = ""
+
+
+def check_data(data_dir: Path, files: Iterable[RemoteFile] = REMOTE_FILES) -> list[FileStatus]:
+    """The state of every data file under ``data_dir``: ok, missing or altered."""
+    statuses = []
+    for remote in files:
+        path = data_dir / remote.target
+        if not path.is_file():
+            statuses.append(FileStatus(remote.target, "missing"))
+            continue
+        actual = file_sha256(path)
+        if actual == remote.sha256:
+            statuses.append(FileStatus(remote.target, "ok"))
+        else:
+            statuses.append(
+                FileStatus(remote.target, "altered", f"sha256 {actual[:16]}…, pinned {remote.sha256[:16]}…")
+            )
+    return statuses
+
+
+def select(targets: Iterable[str] | None) -> tuple[RemoteFile, ...]:
+    """The remote files named by ``targets`` (None: all); an unknown name is a DataError."""
+    if targets is None:
+        return REMOTE_FILES
+    by_name = {remote.target: remote for remote in REMOTE_FILES}
+    unknown = sorted(set(targets) - set(by_name))
+    if unknown:
+        raise DataError(f"unknown data files {unknown}; known: {', '.join(sorted(by_name))}")
+    return tuple(by_name[name] for name in targets)
+
+
+def _download_piece(url: str, partial: Path, timeout: float) -> None:
+    """Append the rest of ``url`` to ``partial`` (Range from its size); restart on a 200."""
+    have = partial.stat().st_size if partial.exists() else 0
+    request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+    try:
+        response = urllib.request.urlopen(request, timeout=timeout)
+    except urllib.error.HTTPError as error:
+        if error.code == 416 and have:  # nothing left to fetch: the partial is complete
+            return
+        raise DataError(f"{url}: HTTP {error.code} {error.reason}") from None
+    except (urllib.error.URLError, OSError) as error:
+        raise DataError(f"{url}: cannot connect ({getattr(error, 'reason', error)})") from None
+    with response:
+        mode = "ab" if response.status == 206 else "wb"  # 200: the server sent it all again
+        with partial.open(mode) as handle:
+            try:
+                for block in iter(lambda: response.read(_BLOCK), b""):
+                    handle.write(block)
+            except (OSError, http.client.HTTPException):
+                pass  # the connection broke; what arrived is kept and counted below
+            missing = response.length  # bytes the server announced but did not send
+        if missing:
+            raise DataError(
+                f"{url}: download interrupted with {missing} bytes missing; what arrived is kept "
+                "in .partial/ — run the same command again to resume"
+            )
+
+
+def _assemble(remote: RemoteFile, partials: list[Path], destination: Path) -> str:
+    """Write the target's bytes to ``destination``; returns their sha256."""
+    digest = hashlib.sha256()
+    with destination.open("wb") as out:
+        for partial in partials:
+            opener = gzip.open if remote.gunzip else open
+            try:
+                with opener(partial, "rb") as source:
+                    for block in iter(lambda: source.read(_BLOCK), b""):
+                        digest.update(block)
+                        out.write(block)
+            except (OSError, EOFError) as error:  # a corrupt gzip stream
+                return f"unreadable ({error})"
+        out.flush()
+        os.fsync(out.fileno())
+    return digest.hexdigest()
+
+
+def fetch_file(
+    remote: RemoteFile, dest: Path, base_url: str = DEFAULT_BASE_URL, timeout: float = 60.0
+) -> bool:
+    """Download, check and place one file; False if it was already there with the pinned sum."""
+    target = dest / remote.target
+    if target.is_file() and file_sha256(target) == remote.sha256:
+        return False
+    staging = dest / PARTIAL_DIR
+    staging.mkdir(parents=True, exist_ok=True)
+    stem = remote.target.replace("/", "__")
+    partials = [staging / f"{stem}.{index}" for index in range(len(remote.pieces))]
+    for piece, partial in zip(remote.pieces, partials, strict=True):
+        _download_piece(piece.url(base_url), partial, timeout)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    temp = Path(temp_name)
+    try:
+        actual = _assemble(remote, partials, temp)
+        if actual != remote.sha256:
+            raise DataError(
+                f"{remote.target}: downloaded bytes have sha256 {actual[:64]}, not the pinned "
+                f"{remote.sha256} (altered in transit or a different release); nothing was kept"
+            )
+        os.chmod(temp, 0o644)
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            temp.unlink()
+        raise
+    finally:
+        # Checked (placed) or refused: the pieces are of no further use either way.
+        if not temp.exists():
+            for partial in partials:
+                with contextlib.suppress(FileNotFoundError):
+                    partial.unlink()
+            with contextlib.suppress(OSError):
+                staging.rmdir()
+    return True
+
+
+def fetch_data(
+    dest: Path,
+    base_url: str = DEFAULT_BASE_URL,
+    targets: Iterable[str] | None = None,
+    timeout: float = 60.0,
+    on_file: Callable[[RemoteFile, bool], None] | None = None,
+) -> list[FileStatus]:
+    """Fetch every data file (or ``targets``) into ``dest``; returns ``check_data`` after."""
+    files = select(targets)
+    dest.mkdir(parents=True, exist_ok=True)
+    for remote in files:
+        downloaded = fetch_file(remote, dest, base_url, timeout)
+        if on_file is not None:
+            on_file(remote, downloaded)
+    return check_data(dest, files)
+
+
+def upstream_piece_bytes(data_dir: Path, remote: RemoteFile, index: int) -> bytes:
+    """What the public source serves for ``remote.pieces[index]``, rebuilt from a checked copy.
+
+    The inverse of ``fetch_file``'s assembly, for serving a mirror (e.g. to machines without a
+    route to the public hosts, and in the tests): consecutive line pieces split as the
+    upstream script did (``numpy.array_split`` of the lines), or a gzip of the file.
+    """
+    from llmevo.data.pins import verified_path
+
+    data = verified_path(data_dir, remote.target, ALL_PINS).read_bytes()
+    if remote.gunzip:
+        return gzip.compress(data, mtime=0)
+    count = len(remote.pieces)
+    if count == 1:
+        return data
+    lines = data.splitlines(keepends=True)
+    size, extra = divmod(len(lines), count)
+    start = sum(size + (1 if i < extra else 0) for i in range(index))
+    stop = start + size + (1 if index < extra else 0)
+    return b"".join(lines[start:stop])

@@ -1,0 +1,1 @@
+"""Carrying trained llmevo models into other tools (Hugging Face ``transformers``)."""

@@ -1,0 +1,133 @@
+"""``--tensorboard DIR``: the trainer's per-step records and the event files they become."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+from evolve_support import tiny_settings
+
+from llmevo.catalog import build_model
+from llmevo.cli import main
+from llmevo.evolve import engine
+from llmevo.model.config import ModelConfig
+from llmevo.train.logging import StepRecord
+from llmevo.train.trainer import TrainConfig, WindowSampler, lr_at, train
+
+event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+
+
+class Recorder:
+    def __init__(self):
+        self.records: list[StepRecord] = []
+
+    def log_step(self, record: StepRecord) -> None:
+        self.records.append(record)
+
+
+def _scalars(run_dir):
+    accumulator = event_accumulator.EventAccumulator(str(run_dir))
+    accumulator.Reload()
+    return {tag: [(e.step, e.value) for e in accumulator.Scalars(tag)]
+            for tag in accumulator.Tags()["scalars"]}
+
+
+@pytest.mark.parametrize("grad_clip", [0.0, 0.5])
+def test_step_records_match_an_independent_first_step(grad_clip):
+    config = TrainConfig(steps=5, batch_size=2, seq_len=16, lr=1e-2, warmup_steps=2,
+                         schedule="cosine", grad_clip=grad_clip)
+    stream = torch.randint(0, 512, (400,), generator=torch.Generator().manual_seed(1))
+    torch.manual_seed(0)
+    model = build_model(ModelConfig())
+    reference = copy.deepcopy(model)
+    recorder = Recorder()
+    result = train(model, stream, config, seed=3, device=torch.device("cpu"), logger=recorder)
+
+    assert [r.step for r in recorder.records] == list(range(5))
+    assert [r.loss for r in recorder.records] == result.losses
+    assert [r.lr for r in recorder.records] == pytest.approx([lr_at(s, config) for s in range(5)])
+    assert recorder.records[-1].tokens_seen == 5 * 2 * 16
+    # the first step's gradient norm, recomputed by hand on the same window
+    window = WindowSampler(stream, 2, 16, seed=3).next()
+    loss = F.cross_entropy(reference(window[:, :-1]).flatten(0, 1), window[:, 1:].flatten())
+    loss.backward()
+    norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in reference.parameters()))
+    assert recorder.records[0].grad_norm == pytest.approx(float(norm), rel=1e-5)
+
+
+def test_reproduce_writes_curves_per_arm_and_final_metrics(tmp_path, data_dir, cache_dir, monkeypatch):
+    monkeypatch.setenv("LLMEVO_CACHE", str(cache_dir))
+    board = tmp_path / "tb"
+    code = main_code(["reproduce", "rope", "--preset", "smoke", "--seeds", "42,43", "--steps", "3",
+                      "--device", "cpu", "--threads", "1", "--no-report", "--data-dir", str(data_dir),
+                      "--out", str(tmp_path / "a.json"), "--tensorboard", str(board)])
+    assert code == 0
+    runs = sorted(p.name for p in board.iterdir())
+    assert runs == ["baseline-seed42", "baseline-seed43", "method-seed42", "method-seed43"]
+    for run in runs:
+        scalars = _scalars(board / run)
+        for tag in ("train/loss", "train/lr", "train/grad_norm"):
+            assert [step for step, _ in scalars[tag]] == [1, 2, 3]
+        assert {"validation/lm_loss", "validation/fitness", "test/lm_loss"} <= set(scalars)
+    artifact = json.loads((tmp_path / "a.json").read_text())
+    logged = [_scalars(board / f"method-seed{seed}")["validation/lm_loss"][0] for seed in (42, 43)]
+    assert [step for step, _ in logged] == [3, 3]
+    assert sum(value for _, value in logged) / 2 == pytest.approx(artifact["method"]["lm_loss"], rel=1e-6)
+
+
+def main_code(argv):
+    try:
+        main(argv)
+    except SystemExit as exit_:
+        return exit_.code
+    return 0
+
+
+def test_evolve_logs_each_trial_fitness_and_genome(tmp_path, data_dir, cache_dir):
+    board = tmp_path / "tb"
+    settings = tiny_settings(f"sqlite:///{tmp_path}/tb.db", data_dir, cache_dir, trials=2,
+                             rescore_seeds=0, tensorboard_dir=board)
+    engine.run_workers(settings)
+    trials = _scalars(board / "trials")
+    assert [step for step, _ in trials["evolve/fitness"]] == [0, 1]
+    accumulator = event_accumulator.EventAccumulator(
+        str(board / "trials"), size_guidance={event_accumulator.TENSORS: 0})
+    accumulator.Reload()
+    assert "evolve/genome/text_summary" in accumulator.Tags()["tensors"]
+    genome_text = accumulator.Tensors("evolve/genome/text_summary")[0].tensor_proto.string_val[0]
+    assert b"trial 0" in genome_text and b"rope" in genome_text
+    first = _scalars(board / "trial-0000-seed1000")
+    assert len(first["train/loss"]) == 8 and "validation/fitness" in first
+
+
+class MemoryLogs:
+    """RunLogs keeping each named run's step records in memory."""
+
+    def __init__(self):
+        self.runs: dict[str, Recorder] = {}
+        self.closed: list[str] = []
+
+    def run(self, name):
+        recorder = self.runs.setdefault(name, Recorder())
+        recorder.close = lambda: self.closed.append(name)
+        return recorder
+
+
+def test_train_many_gives_every_replica_its_own_log():
+    from llmevo.train.many import RunSpec, train_many
+
+    stream = torch.randint(0, 512, (4000,), generator=torch.Generator().manual_seed(0))
+    config = TrainConfig(steps=3, batch_size=2, seq_len=16, lr=1e-3)
+    runs = [RunSpec(seed=5, config=config, label="lr1e-3"),
+            RunSpec(seed=6, config=config.model_copy(update={"lr": 3e-3}))]
+    logs = MemoryLogs()
+    outcomes = train_many(lambda: build_model(ModelConfig()), stream, runs, torch.device("cpu"),
+                          logs=logs)
+    assert sorted(logs.runs) == ["lr1e-3", "seed6"] and sorted(logs.closed) == sorted(logs.runs)
+    for name, outcome in zip(("lr1e-3", "seed6"), outcomes, strict=True):
+        records = logs.runs[name].records
+        assert [r.loss for r in records] == outcome.result.losses
+        assert {r.lr for r in records} == {outcome.spec.config.lr}
