@@ -18,7 +18,7 @@ def test_a_trial_with_sft_post_trains_before_validation(tmp_path, data_dir, cach
     space = build_search_space(ensure_registered(), settings.preset,
                                promoted=frozenset(BASELINE | {"sft"}))
     context = engine.prepare_context(settings, space)
-    assert context.post_data is not None
+    assert callable(context.post_data)  # loaded lazily, by the first trial that post-trains
     params = space.to_params(space.baseline)
     plain_status, plain = train_and_validate(space.baseline, context, 42)
     params["post_training"] = "sft"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import logging
 import multiprocessing
 import signal
@@ -274,8 +275,10 @@ def prepare_context(settings: EvolveSettings, space: SearchSpace,
     if set(space.components.get("post_training", ("none",))) != {"none"}:
         from llmevo.posttrain.tasks import ArithmeticConfig, load_post_train_data
 
-        post_data = load_post_train_data(settings.data_dir, data.codec, preset.train.seq_len,
-                                         ArithmeticConfig())
+        @functools.cache
+        def post_data() -> Any:  # loaded by the first trial whose genome post-trains
+            return load_post_train_data(settings.data_dir, data.codec, preset.train.seq_len,
+                                        ArithmeticConfig())
     logs = None
     if settings.tensorboard_dir is not None:
         from llmevo.train.logging import TensorBoardLogs

@@ -49,7 +49,7 @@ def post_training_settings(preset_name: str, overrides: dict[str, Any]) -> PostT
 def post_train_genome_model(
     model: torch.nn.Module,
     choice: Any,  # ComponentChoice of the post_training slot
-    data: Any,  # PostTrainData
+    data: Any,  # PostTrainData, or a function that returns it
     preset_name: str,
     seed: int,
     device: torch.device,
@@ -60,6 +60,8 @@ def post_train_genome_model(
     The stage uses the preset's post-training settings and the method's own task (SFT:
     Alpaca instructions); the stage seed is ``seed`` plus the settings' offset.
     """
+    if callable(data):  # a loader, called once the first genome needs the data
+        data = data()
     settings = post_training_settings(preset_name, {})
     task = REGISTRY.get("post_training", choice.name).cls.task or "instruction"
     return run_post_training(PretrainedModel(model, pretrain_steps), choice, data, task,
