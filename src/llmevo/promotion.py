@@ -7,21 +7,30 @@ published reproduction (``docs/reproductions/<arxiv>-<name>/metrics/*.json``) is
 (``docs/foundation-models/<arxiv>-<name>/metrics/*.json``) is ``l1_mechanism``, nothing is
 ``none``. Only artifacts whose ``manifest_ref`` is the component's count.
 
-A component is promoted when its manifest declares it part of the baseline, or
-when a published *formal* reproduction (3 or more paired seeds, ``docs/reproductions/
-<arxiv>-<name>/metrics/*.json``) did not find it significantly worse than its ablation on
-validation. A component with no formal reproduction, or one that was significantly worse,
-stays out. The newest formal artifact decides (by its ``provenance.created_at``).
+A component is promoted when its manifest declares it part of the baseline, or when a
+published *tuned formal* reproduction (3 or more paired seeds, both arms tuned on one
+learning-rate grid: a ``tuning`` block) classed it ``better`` or ``non-inferior`` than its
+ablation on validation (the four-class verdict with margin δ,
+``llmevo.eval.stats.classify_change``): evidence of non-inferiority, not absence of
+evidence. An untuned reproduction never promotes; neither does an ``inconclusive`` or
+``worse`` one. The newest tuned formal artifact decides (by its ``provenance.created_at``).
+
+Artifacts are read through the validated schema (``load_artifact``): a file in a metrics
+folder that does not validate (malformed, or NaN/infinity in a statistic) is an error, not
+evidence and not silently skipped.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from llmevo.artifacts.schema import Artifact, ReproductionArtifact, load_artifact
+from llmevo.eval.stats import DEFAULT_MARGIN_PERCENT, classify_change
 from llmevo.registry import ComponentSpec, Registry
+
+PROMOTING_CLASSES = ("better", "non-inferior")
 
 EvaluationTier = Literal["none", "l1_mechanism", "l2_public_dataset"]
 EVIDENCE_FOLDERS: tuple[tuple[EvaluationTier, str], ...] = (
@@ -45,17 +54,17 @@ def reproduction_folder(spec: ComponentSpec) -> str:
     return f"{paper.arxiv_id}-{spec.name}" if paper else spec.name
 
 
-def published_artifacts(spec: ComponentSpec, docs: Path, kind: str) -> list[tuple[Path, dict]]:
-    """``spec``'s readable artifacts under ``docs/<kind>/<arxiv>-<name>/metrics/``, by path."""
+def published_artifacts(spec: ComponentSpec, docs: Path, kind: str) -> list[tuple[Path, Artifact]]:
+    """``spec``'s artifacts under ``docs/<kind>/<arxiv>-<name>/metrics/``, by path.
+
+    Each file is loaded through the validated schema: one that does not validate is an
+    ``ArtifactError``, never skipped. Only artifacts whose ``manifest_ref`` is ``spec``'s count."""
     folder = docs / kind / reproduction_folder(spec) / "metrics"
     found = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            continue  # `llmevo show` reports unreadable artifacts; standing ignores them
-        if isinstance(data, dict) and data.get("manifest_ref") == spec.manifest.manifest_ref:
-            found.append((path, data))
+        artifact = load_artifact(path)
+        if artifact.manifest_ref == spec.manifest.manifest_ref:
+            found.append((path, artifact))
     return found
 
 
@@ -67,28 +76,30 @@ def tier_reached(spec: ComponentSpec, docs: Path) -> EvaluationTier:
     return "none"
 
 
-def formal_artifacts(spec: ComponentSpec, docs: Path) -> list[tuple[Path, dict]]:
+def formal_artifacts(spec: ComponentSpec, docs: Path) -> list[tuple[Path, ReproductionArtifact]]:
     """Formal reproduction artifacts of ``spec`` under ``docs``, newest first."""
     found = [
-        (path, data)
-        for path, data in published_artifacts(spec, docs, "reproductions")
-        if isinstance(data.get("method"), dict)
-        and (data.get("evaluation_protocol") or {}).get("formal_comparison")
+        (path, artifact)
+        for path, artifact in published_artifacts(spec, docs, "reproductions")
+        if isinstance(artifact, ReproductionArtifact) and artifact.evaluation_protocol.formal_comparison
     ]
-    found.sort(key=lambda item: (item[1].get("provenance") or {}).get("created_at", ""), reverse=True)
+    found.sort(key=lambda item: item[1].provenance.created_at or "", reverse=True)
     return found
 
 
-def _significantly_worse(artifact: dict) -> bool:
-    verdict = artifact.get("verdict") or {}
-    if not verdict.get("significant"):
+def _significantly_worse(artifact: ReproductionArtifact) -> bool:
+    """The verdict is significant and its metric's paired change points the wrong way.
+
+    A significant verdict whose metric has no statistics cannot show which way it went;
+    it counts as worse (the rule never promotes on missing evidence)."""
+    verdict = artifact.verdict
+    if verdict is None or not verdict.significant:
         return False
-    metric = verdict.get("metric", "lm_loss")
-    change = (artifact.get("statistics", {}).get(metric) or {}).get("paired_relative_change_percent", {})
-    mean = change.get("mean")
-    if mean is None:
-        return False
-    return mean > 0 if verdict.get("lower_is_better", True) else mean < 0
+    entry = (artifact.statistics or {}).get(verdict.metric)
+    if entry is None:
+        return True
+    mean = entry.paired_relative_change_percent.mean
+    return mean > 0 if verdict.lower_is_better else mean < 0
 
 
 def promotion(spec: ComponentSpec, docs: Path) -> Promotion:
@@ -97,11 +108,30 @@ def promotion(spec: ComponentSpec, docs: Path) -> Promotion:
     artifacts = formal_artifacts(spec, docs)
     if not artifacts:
         return Promotion(spec.name, spec.slot, False, "no formal (3+ seed) reproduction published yet")
-    path, artifact = artifacts[0]
-    summary = (artifact.get("verdict") or {}).get("summary", "")
-    if _significantly_worse(artifact):
-        return Promotion(spec.name, spec.slot, False, f"significantly worse: {summary}", path)
-    return Promotion(spec.name, spec.slot, True, f"held up: {summary}", path)
+    tuned = [(path, artifact) for path, artifact in artifacts if artifact.tuning is not None]
+    if not tuned:
+        path, artifact = artifacts[0]
+        worse = " (and it was significantly worse)" if _significantly_worse(artifact) else ""
+        return Promotion(spec.name, spec.slot, False,
+                         f"no tuned formal reproduction yet; untuned evidence does not promote{worse}", path)
+    path, artifact = tuned[0]
+    summary = artifact.verdict.summary if artifact.verdict else "no verdict recorded"
+    label = verdict_class(artifact.to_json_dict())
+    if label in PROMOTING_CLASSES:
+        return Promotion(spec.name, spec.slot, True, f"{label} (tuned): {summary}", path)
+    return Promotion(spec.name, spec.slot, False, f"{label or 'unclassified'} (tuned): {summary}", path)
+
+
+def verdict_class(artifact: dict) -> str | None:
+    """The artifact's four-class verdict: recorded, or computed from its interval and margin."""
+    verdict = artifact.get("verdict") or {}
+    if verdict.get("classification"):
+        return str(verdict["classification"])
+    metric = verdict.get("metric", "lm_loss")
+    change = ((artifact.get("statistics") or {}).get(metric) or {}).get("paired_relative_change_percent", {})
+    margin = verdict.get("margin_percent") or DEFAULT_MARGIN_PERCENT
+    return classify_change(change.get("ci_low"), change.get("ci_high"), float(margin),
+                           bool(verdict.get("lower_is_better", True)))
 
 
 def promotions(registry: Registry, docs: Path) -> dict[str, Promotion]:

@@ -77,6 +77,10 @@ class Manifest(StrictModel):
     scope: str = ""
     search_space: dict[str, SearchDimension] = Field(default_factory=dict)
     supports_kv_cache: bool = True
+    supports_replicas: bool = Field(
+        default=True,
+        description="Can run as batched replicas (llmevo.train.replicas); False: sequential only.",
+    )
 
 
 class EmptyConfig(StrictModel):

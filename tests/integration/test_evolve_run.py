@@ -93,6 +93,9 @@ def test_cli_writes_the_report_and_refuses_bad_input(tmp_path, data_dir, cache_d
     assert summary["schema_version"] == 2 and summary["provenance"]["code_commit"]
     final = summary["final_evaluation"]
     assert final["seeds"] == [42, 43] and "test" in final["verdict"]
+    streams = final["token_stream_sha256"]  # both arms' training windows, per seed, equal
+    assert set(streams) == {"baseline", "champion"} and set(streams["baseline"]) == {"42", "43"}
+    assert streams["baseline"] == streams["champion"] and streams["baseline"]["42"] != streams["baseline"]["43"]
     assert summary["champion"]["lineage"][-1] == summary["champion"]["trial"]
     for name in ("README.md", "fitness.png", "fitness_vs_parameters.png"):
         assert (tmp_path / "report" / name).stat().st_size > 0
@@ -100,3 +103,10 @@ def test_cli_writes_the_report_and_refuses_bad_input(tmp_path, data_dir, cache_d
         main([*common[:4], "9", *common[5:], "--trials", "3"])
     assert exit_info.value.code == 2
     assert "different preset" in capsys.readouterr().err
+    assert summary["final_tuning"]["seeds"] == [2000] and summary["settings"]["trial_lr_factors"] == [0.5, 1.0, 2.0]
+    for bad, message in ((["--genes", "no_such_gene"], "not a gene where the champion differs"),
+                         (["--study", "nosuch"], "no study 'nosuch'")):
+        with pytest.raises(SystemExit) as exit_info:
+            main([*common, "--explain", *bad])
+        err = capsys.readouterr().err.strip()
+        assert exit_info.value.code == 2 and message in err and len(err.splitlines()) == 1

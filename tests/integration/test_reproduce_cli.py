@@ -96,6 +96,8 @@ def test_identical_arms_are_refused():
         (["reproduce", "rope", "--seeds", "42,42"], "duplicate seeds"),
         (["reproduce", "rope", "--seeds", "42,x"], "'x' is not an integer"),
         (["reproduce", "rope", "--data-dir", "/nonexistent"], "does not exist"),
+        (["reproduce", "rope", "--replicas-max", "0"], "--replicas-max must be at least 1"),
+        (["reproduce", "rope", "--path", "warp"], "unknown training path 'warp'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, message, capsys, tmp_path):
@@ -145,3 +147,42 @@ def test_saved_checkpoints_generate_text(tmp_path, data_dir, capsys):
                     "--prompt", "The history of", "--max-tokens", "8", "--seed", "1"])
     assert code == 0
     assert capsys.readouterr().out.startswith("The history of")
+
+
+def test_publish_with_checkpoints_writes_the_report_beside_the_artifact(tmp_path, data_dir, cache_dir,
+                                                                         monkeypatch):
+    """The report used to land in docs/reproductions/<checkpoint dir>/method (a reused variable)."""
+    monkeypatch.setenv("LLMEVO_CACHE", str(cache_dir))
+    monkeypatch.chdir(tmp_path)
+    code = run_cli(["reproduce", "rope", "--preset", "smoke", "--seeds", "42,43", "--steps", "2",
+                    "--device", "cpu", "--threads", "1", "--data-dir", str(data_dir), "--publish",
+                    "--allow-dirty", "--save-checkpoints", "ck"])
+    assert code == 0
+    folder = Path("docs/reproductions/2104.09864-rope")
+    assert (folder / "README.md").is_file()
+    assert sorted(p.name for p in Path("ck").iterdir()) == ["baseline", "method"]
+    assert not Path("docs/reproductions/ck").exists()
+    artifact = load_artifact(folder / "metrics" / "public-seeds42-43.json").to_json_dict()
+    assert artifact["provenance"]["allow_dirty"] is True
+    streams = artifact["setup"]["token_stream_sha256_by_arm"]
+    assert streams["baseline"] == streams["method"] == artifact["setup"]["token_stream_sha256_per_seed"]
+    assert set(streams["method"]) == {"42", "43"} and streams["method"]["42"] != streams["method"]["43"]
+
+
+def test_batched_seeds_equal_sequential_seeds(tmp_path, data_dir):
+    """The same command trained batched and --sequential: per-seed metrics within 1e-4."""
+    artifacts = {}
+    for option in (["--path", "batched"], ["--sequential"]):
+        out = tmp_path / f"{option[-1]}.json"
+        code = run_cli(["reproduce", "rope", "--preset", "smoke", "--seeds", "42,43", "--steps", "6",
+                        "--device", "cpu", "--data-dir", str(data_dir), "--out", str(out),
+                        "--no-report", *option])
+        assert code == 0
+        artifacts[option[-1]] = json.loads(out.read_text())
+    batched, sequential = artifacts["batched"], artifacts["--sequential"]
+    assert set(batched["setup"]["training_path"]["method"].values()) == {"batched"}
+    assert set(sequential["setup"]["training_path"]["method"].values()) == {"sequential"}
+    for one, other in zip(batched["per_seed"], sequential["per_seed"], strict=True):
+        for arm in ("baseline", "method"):
+            assert one[arm]["lm_loss"] == pytest.approx(other[arm]["lm_loss"], rel=1e-4)
+    assert batched["setup"]["token_stream_sha256"] == sequential["setup"]["token_stream_sha256"]

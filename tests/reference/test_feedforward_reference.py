@@ -60,3 +60,29 @@ def test_hidden_must_be_positive() -> None:
 
     with pytest.raises(ConfigError, match="feedforward component 'gelu': hidden"):
         build_model(ModelConfig().with_slot("feedforward", "gelu:hidden=0"))
+
+
+def test_swiglu_formula() -> None:
+    """``W2 (SiLU(W1 x) * W3 x)`` with SiLU written as ``x * sigmoid(x)`` (2002.05202, eq. 5)."""
+    torch.manual_seed(0)
+    ff = SwiGLU(GatedConfig(hidden=48), DIMS)
+    x = torch.randn(2, 5, 64)
+    w1, w3, w2 = ff.gate.weight, ff.up.weight, ff.down.weight
+    gate = x @ w1.T
+    expected = ((gate * torch.sigmoid(gate)) * (x @ w3.T)) @ w2.T
+    torch.testing.assert_close(ff(x), expected, atol=1e-6, rtol=1e-5)
+
+
+def test_swiglu_hand_computed() -> None:
+    """One input, hidden 2, weights chosen by hand: silu(1) = 1/(1+e^-1), silu(-2) = -2/(1+e^2)."""
+    dims = ModelDims(vocab_size=4, d_model=2, n_layers=1, n_heads=1, max_seq_len=4)
+    ff = SwiGLU(GatedConfig(hidden=2), dims)
+    with torch.no_grad():
+        ff.gate.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, -1.0]]))  # gate = (x0, -x1)
+        ff.up.weight.copy_(torch.tensor([[2.0, 0.0], [1.0, 1.0]]))  # up = (2 x0, x0 + x1)
+        ff.down.weight.copy_(torch.tensor([[1.0, 1.0], [0.0, 3.0]]))
+    x = torch.tensor([[[1.0, 2.0]]])
+    silu1, silu_m2 = 1.0 / (1.0 + math.exp(-1.0)), -2.0 / (1.0 + math.exp(2.0))
+    hidden = [silu1 * 2.0, silu_m2 * 3.0]
+    expected = [hidden[0] + hidden[1], 3.0 * hidden[1]]
+    assert ff(x).flatten().tolist() == pytest.approx(expected, abs=1e-6)

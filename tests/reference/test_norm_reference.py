@@ -64,3 +64,19 @@ def test_sandwich_has_two_more_norms_per_layer() -> None:
     pre = build_model(ModelConfig()).num_parameters()
     sandwich = build_model(ModelConfig().with_slot("block", "sandwich")).num_parameters()
     assert sandwich - pre == 2 * 2 * 64  # two layers, two output norms of 64 gains
+
+
+def test_rms_norm_matches_torch_and_hand_computation() -> None:
+    from llmevo.components.norm.rmsnorm import RMSNorm, RMSNormConfig, rms_norm
+
+    x = torch.randn(3, 5, 8)
+    weight = torch.randn(8)
+    torch.testing.assert_close(rms_norm(x, weight, 1e-6), F.rms_norm(x, (8,), weight, 1e-6))
+    row = [3.0, 4.0, 0.0, 0.0]  # mean of squares 25/4, rms 2.5; no mean is subtracted
+    got = rms_norm(torch.tensor(row), torch.tensor([1.0, 2.0, 1.0, 1.0]), 1e-6)
+    scale = 1.0 / (6.25 + 1e-6) ** 0.5
+    assert got.tolist() == pytest.approx([3.0 * scale, 8.0 * scale, 0.0, 0.0], abs=1e-6)
+    module = RMSNorm(RMSNormConfig(eps=0.5), 4)  # eps enters under the square root
+    expected = [v / (6.25 + 0.5) ** 0.5 for v in row]
+    assert module(torch.tensor(row)).tolist() == pytest.approx(expected, abs=1e-6)
+    assert [n for n, _ in module.named_parameters()] == ["weight"]  # a gain, no bias

@@ -105,3 +105,24 @@ def test_nope_hooks_are_identities() -> None:
     assert nope.rotate(x, torch.arange(5)) is x
     assert nope.attention_bias(torch.arange(5), torch.arange(5)) is None
     assert sum(p.numel() for p in nope.parameters()) == 0
+
+
+def test_learned_positions_add_the_table_row_of_each_position() -> None:
+    """RoPE's comparison arm: ``x + E[pos]``, computed here as a one-hot matrix product."""
+    from llmevo.components.position.learned import LearnedPosition
+    from llmevo.errors import ConfigError
+
+    torch.manual_seed(0)
+    encoding = LearnedPosition(EmptyConfig(), DIMS)
+    x = torch.randn(2, 5, 64)
+    positions = torch.tensor([0, 3, 4, 9, 31])
+    one_hot = torch.nn.functional.one_hot(positions, DIMS.max_seq_len).float()  # (T, max_seq_len)
+    expected = x + one_hot @ encoding.table.weight  # (B, T, D) + (T, D)
+    torch.testing.assert_close(encoding.embed(x, positions), expected)
+    assert encoding.rotate(x, positions) is x and encoding.attention_bias(positions, positions) is None
+    # only the rows of the positions used receive gradient
+    encoding.embed(x, positions).sum().backward()
+    used = encoding.table.weight.grad.abs().sum(-1) > 0
+    assert used.nonzero().flatten().tolist() == positions.tolist()
+    with pytest.raises(ConfigError, match="beyond the table"):
+        encoding.embed(x[:, :1], torch.tensor([32]))

@@ -117,3 +117,50 @@ def test_module_files_maps_and_deduplicates() -> None:
     assert module_files([pytest.raises, schema])[1] == schema_file
     with pytest.raises(ArtifactError, match="no Python source file"):
         module_files([len])
+
+
+def test_publishing_refuses_a_dirty_tree_unless_allowed(tmp_path: Path) -> None:
+    from llmevo.artifacts.provenance import check_publishable
+    from llmevo.errors import ConfigError
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.py").write_text("A = 1\n")
+    with pytest.raises(ConfigError, match="not a git checkout"):
+        check_publishable(repo, allow_dirty=False)
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "init")
+    check_publishable(repo, allow_dirty=False)  # clean: fine
+    (repo / "new.py").write_text("B = 2\n")  # an untracked file makes it dirty
+    with pytest.raises(ConfigError, match="uncommitted changes"):
+        check_publishable(repo, allow_dirty=False)
+    check_publishable(repo, allow_dirty=True)
+    recorded = collect_provenance(command="c", implementation_files=[], runner_file=repo / "a.py",
+                                  dataset_fingerprint="f", accelerator="CPU", artifact_path=None,
+                                  repo_root=repo, allow_dirty=True)
+    assert recorded["code_dirty"] is True and recorded["allow_dirty"] is True
+    assert Provenance.model_validate(recorded).allow_dirty is True
+    assert "allow_dirty" not in _collect(repo, [], repo / "a.py")  # unpublished: not recorded
+
+
+def test_code_state_is_the_one_captured_when_the_run_started(tmp_path: Path) -> None:
+    """An edit (or commit) made while a long run trains must not reach its provenance."""
+    from llmevo.artifacts.provenance import capture_code_state
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    component = repo / "rope.py"
+    component.write_text("ROPE = 1\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "init")
+    started = capture_code_state([component], component, repo)
+    commit = _git(repo, "rev-parse", "HEAD")
+    component.write_text("ROPE = 2\n")  # edited and committed during training
+    _git(repo, "commit", "-qam", "edit")
+    provenance = collect_provenance(command="c", code=started, dataset_fingerprint="f",
+                                    accelerator="CPU", artifact_path=None)
+    assert provenance["code_commit"] == commit and provenance["code_dirty"] is False
+    assert provenance["implementation_files"] == {"rope.py": hashlib.sha256(b"ROPE = 1\n").hexdigest()}
+    assert _collect(repo, [component], component)["code_commit"] != commit

@@ -171,3 +171,65 @@ def test_absent_optionals_stay_absent_and_nulls_stay_null(diagnostic: dict[str, 
     assert dumped["adapter"] is None and dumped["provenance"]["checkpoint"] is None
     assert "code_dirty" not in dumped["provenance"]
     assert "interval" not in dumped["evaluation_protocol"]
+
+
+def _tuning_block() -> dict[str, Any]:
+    def arm(chosen: float) -> dict[str, Any]:
+        return {"settings": [
+            {"lr": lr, "validation": {"1000": loss}, "mean": loss, "status": "complete"}
+            for lr, loss in ((1e-3, 4.1), (3e-3, 3.9), (1e-2, 4.0))],
+            "chosen": {"lr": chosen}, "extended": None, "chosen_on_edge": False}
+    return {"parameter": "lr", "grid": [1e-3, 3e-3, 1e-2], "seeds": [1000], "metric": "lm_loss",
+            "arms": {"baseline": arm(3e-3), "method": arm(3e-3)}}
+
+
+def test_tuning_block_validates_and_round_trips(reproduction: dict[str, Any]) -> None:
+    data = copy.deepcopy(reproduction)
+    data["tuning"] = _tuning_block()
+    artifact = validate_artifact(data)
+    assert isinstance(artifact, ReproductionArtifact) and artifact.tuning is not None
+    assert artifact.to_json_dict() == data
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda t: t["arms"]["method"].update(chosen={"lr": 5e-3}), "not one of the settings"),
+    (lambda t: t["arms"]["method"].update(settings=t["arms"]["method"]["settings"][:1]), "at least 2"),
+    (lambda t: t.update(seeds=[42]), "overlap evaluation_protocol.seeds"),
+    (lambda t: t["arms"]["baseline"]["settings"][0].update(mean="4.1"), "tuning.arms.baseline.settings.0.mean"),
+])
+def test_bad_tuning_blocks_are_one_line_errors(reproduction: dict[str, Any], change, message) -> None:
+    data = copy.deepcopy(reproduction)
+    data["tuning"] = _tuning_block()
+    change(data["tuning"])
+    with pytest.raises(ArtifactError, match=message):
+        validate_artifact(data)
+
+
+def test_post_training_fields_are_typed(reproduction: dict[str, Any]) -> None:
+    """A post-training reproduction's arm metrics and stage curves are checked like any
+    metric: NaN or a string is refused, naming the field; valid ones round-trip."""
+    data = copy.deepcopy(reproduction)
+    data["method"]["arithmetic_exact_match"] = 0.25
+    data["method"]["post_training_examples"] = 16
+    def curve() -> dict[str, Any]:
+        return {"steps": [1, 2], "per_seed": {"42": [0.5, 0.25]}}
+
+    data["pretraining_curve"] = curve()
+    data["post_training_curves"] = {"baseline": {"losses": curve()}, "method": {"rewards": curve()}}
+    artifact = validate_artifact(data, "r.json")
+    assert isinstance(artifact, ReproductionArtifact)
+    assert artifact.method.arithmetic_exact_match == 0.25
+    assert artifact.to_json_dict() == data
+    for mutate, field_path in (
+        (lambda d: d["method"].__setitem__("heldout_preference_accuracy", float("nan")),
+         "method.heldout_preference_accuracy"),
+        (lambda d: d["method"].__setitem__("post_training_examples", "16"),
+         "method.post_training_examples"),
+        (lambda d: d["post_training_curves"]["method"]["rewards"]["per_seed"].__setitem__(
+            "42", [float("inf")]), "post_training_curves.method.rewards.per_seed.42.0"),
+    ):
+        bad = copy.deepcopy(data)
+        mutate(bad)
+        with pytest.raises(ArtifactError) as error:
+            validate_artifact(bad, "r.json")
+        assert str(error.value).startswith(f"r.json: {field_path}: ")

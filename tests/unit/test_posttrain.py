@@ -175,6 +175,8 @@ def _exit_code(args: list[str]) -> int:
     (["dpo", "--method-config", "beta=0"], "beta"),
     (["grpo", "--method-config", "group_size=1"], "group_size"),
     (["dpo", "--preference-file", "EMPTY"], "no preference pairs"),
+    (["sft", "--tune"], "--tune is not available for post-training method 'sft'"),
+    (["grpo", "--tune-grid", "1e-3,3e-3"], "--tune is not available"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(extra, message, tmp_path, capsys, data_dir):
     empty = tmp_path / "empty.jsonl"

@@ -5,22 +5,38 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+from test_reports_writing import synthetic_artifact  # a valid 3-seed reproduction artifact
+
 from llmevo.catalog import ensure_registered
+from llmevo.errors import ArtifactError
 from llmevo.promotion import promotion, tier_reached
 
 
 def _publish(docs: Path, folder: str, manifest_ref: str, change: float, significant: bool | None,
-             formal: bool = True, created: str = "2026-11-30T08:00:00+00:00") -> None:
+             formal: bool = True, created: str = "2026-11-30T08:00:00+00:00",
+             ci: tuple[float, float] | None = None, tuned: bool = True,
+             margin: float | None = None) -> Path:
     path = docs / "reproductions" / folder / "metrics" / f"{created[:19].replace(':', '')}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({
-        "method": {"name": "x"}, "manifest_ref": manifest_ref,
-        "evaluation_protocol": {"formal_comparison": formal},
-        "verdict": {"metric": "lm_loss", "lower_is_better": True, "significant": significant,
-                    "summary": f"change {change}"},
-        "statistics": {"lm_loss": {"paired_relative_change_percent": {"mean": change}}},
-        "provenance": {"created_at": created},
-    }))
+    artifact = synthetic_artifact()
+    artifact["manifest_ref"] = manifest_ref
+    artifact["evaluation_protocol"]["formal_comparison"] = formal
+    artifact["verdict"].update(significant=significant, summary=f"change {change}")
+    low, high = ci if ci is not None else (change - 1.0, change + 1.0)
+    artifact["statistics"]["lm_loss"]["paired_relative_change_percent"].update(
+        mean=change, ci_low=low, ci_high=high)
+    artifact["provenance"]["created_at"] = created
+    if margin is not None:
+        artifact["verdict"]["margin_percent"] = margin
+    if tuned:
+        settings = [{"lr": lr, "validation": {"1000": 4.0}, "mean": 4.0, "status": "complete"}
+                    for lr in (1e-3, 3e-3, 1e-2)]
+        arm = {"settings": settings, "chosen": {"lr": 3e-3}, "extended": None, "chosen_on_edge": False}
+        artifact["tuning"] = {"parameter": "lr", "grid": [1e-3, 3e-3, 1e-2], "seeds": [1000],
+                              "metric": "lm_loss", "arms": {"baseline": arm, "method": arm}}
+    path.write_text(json.dumps(artifact))
+    return path
 
 
 def test_declared_components_are_promoted(tmp_path):
@@ -41,8 +57,8 @@ def test_significantly_worse_stays_out_and_no_difference_is_promoted(tmp_path):
     _publish(tmp_path, "2502.16982-muon", "reproduction:muon", +4.2, True)
     assert not promotion(muon, tmp_path).promoted
     qk = registry.get("attention", "qk_norm")
-    _publish(tmp_path, "2302.05442-qk_norm", "reproduction:qk_norm", +0.2, False)
-    assert promotion(qk, tmp_path).promoted
+    _publish(tmp_path, "2302.05442-qk_norm", "reproduction:qk_norm", +0.2, False, ci=(-0.5, 0.9))
+    assert promotion(qk, tmp_path).promoted  # non-inferior: upper bound 0.9 < margin 1%
 
 
 def test_significant_improvement_is_promoted_and_newest_artifact_decides(tmp_path):
@@ -50,20 +66,40 @@ def test_significant_improvement_is_promoted_and_newest_artifact_decides(tmp_pat
     _publish(tmp_path, "2109.08668-relu2", "reproduction:relu2", +3.0, True, created="2026-11-29T00:00:00+00:00")
     _publish(tmp_path, "2109.08668-relu2", "reproduction:relu2", -2.0, True, created="2026-11-30T00:00:00+00:00")
     result = promotion(spec, tmp_path)
-    assert result.promoted and "held up" in result.reason
+    assert result.promoted and result.reason.startswith("better (tuned)")
 
 
-def test_tier_comes_from_published_artifacts_not_the_manifest(tmp_path):
+def test_a_nan_interval_is_refused_not_promoted(tmp_path):
+    """A NaN interval used to be read as 'not significantly worse', which promoted Lion."""
+    spec = ensure_registered().get("optimizer", "lion")
+    path = _publish(tmp_path, "2302.06675-lion", "reproduction:lion", +4.0, None,
+                    ci=(float("nan"), float("nan")))
+    with pytest.raises(ArtifactError, match=f"{path.name}: statistics.lm_loss.paired_relative_change_percent.ci_low"):
+        promotion(spec, tmp_path)
+
+
+def test_a_significant_verdict_without_its_statistics_is_not_promoted(tmp_path):
+    spec = ensure_registered().get("optimizer", "lion")
+    path = _publish(tmp_path, "2302.06675-lion", "reproduction:lion", -1.0, True)
+    artifact = json.loads(path.read_text())
+    del artifact["statistics"]["lm_loss"]
+    path.write_text(json.dumps(artifact))
+    assert not promotion(spec, tmp_path).promoted
+def test_tier_comes_from_published_artifacts_not_the_manifest(tmp_path, reference_dir):
     registry = ensure_registered()
     relay = registry.get("kv_cache", "rope-relay")
     assert tier_reached(relay, tmp_path) == "none"
     metrics = tmp_path / "foundation-models" / "2610.21126-rope-relay" / "metrics"
     metrics.mkdir(parents=True)
-    (metrics / "other.json").write_text('{"manifest_ref": "reproduction:rope"}')  # not its own
-    (metrics / "broken.json").write_text("{not json")
+    (metrics / "other.json").write_text(json.dumps(synthetic_artifact()))  # rope's, not its own
     assert tier_reached(relay, tmp_path) == "none"
-    (metrics / "component-cpu-seeds42-44.json").write_text('{"manifest_ref": "foundation-models:rope-relay"}')
+    diagnostic = json.loads((reference_dir / "2610.21126-rope-relay.component-cpu-seeds42-44.json").read_text())
+    diagnostic["manifest_ref"] = relay.manifest.manifest_ref
+    (metrics / "component-cpu-seeds42-44.json").write_text(json.dumps(diagnostic))
     assert tier_reached(relay, tmp_path) == "l1_mechanism"
+    (metrics / "broken.json").write_text("{not json")  # evidence that cannot be read: an error
+    with pytest.raises(ArtifactError, match="broken.json: not valid JSON"):
+        tier_reached(relay, tmp_path)
     rope = registry.get("position", "rope")
     _publish(tmp_path, "2104.09864-rope", "reproduction:rope", -14.0, True, formal=False)
     assert tier_reached(rope, tmp_path) == "l2_public_dataset"  # a smoke reproduction is L2 too
@@ -76,3 +112,25 @@ def test_the_repository_evidence_gives_the_tiers_the_manifests_used_to_declare()
     assert tier_reached(registry.get("kv_cache", "rope-relay"), docs) == "l1_mechanism"
     assert tier_reached(registry.get("architecture", "blt-bytes"), docs) == "l2_public_dataset"
     assert tier_reached(registry.get("architecture", "transformer"), docs) == "none"
+
+
+def test_no_significant_difference_with_a_wide_interval_is_not_promoted(tmp_path):
+    """Absence of evidence is not evidence: CI [-2, +3] reaches past δ = 1% -> inconclusive."""
+    spec = ensure_registered().get("attention", "qk_norm")
+    _publish(tmp_path, "2302.05442-qk_norm", "reproduction:qk_norm", +0.5, False, ci=(-2.0, 3.0))
+    result = promotion(spec, tmp_path)
+    assert not result.promoted and result.reason.startswith("inconclusive")
+    _publish(tmp_path, "2302.05442-qk_norm", "reproduction:qk_norm", +0.5, False, ci=(-2.0, 3.0),
+             margin=5.0, created="2026-12-01T00:00:00+00:00")
+    assert promotion(spec, tmp_path).reason.startswith("non-inferior")  # the artifact's own δ
+
+
+def test_untuned_reproductions_do_not_promote(tmp_path):
+    spec = ensure_registered().get("feedforward", "relu2")
+    _publish(tmp_path, "2109.08668-relu2", "reproduction:relu2", -5.0, True, tuned=False)
+    result = promotion(spec, tmp_path)
+    assert not result.promoted and "no tuned" in result.reason
+    _publish(tmp_path, "2109.08668-relu2", "reproduction:relu2", -5.0, True,
+             created="2026-11-29T00:00:00+00:00")  # older, but tuned: it decides
+    result = promotion(spec, tmp_path)
+    assert result.promoted and result.reason.startswith("better (tuned)")

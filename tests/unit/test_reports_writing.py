@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from llmevo.artifacts.schema import load_artifact, validate_artifact
 from llmevo.cli import main
 from llmevo.errors import ArtifactError
 from llmevo.eval.metrics import derive_arm_metrics
@@ -70,6 +71,13 @@ def synthetic_artifact() -> dict:
             "architecture_stats": {},
             "seeds": SEEDS,
             **means,
+            "public_composite": means["primary"],
+            "composite_loss": -means["primary"],
+            "initial_loss": 6.2,
+            "final_loss": means["lm_loss"],
+            "post_training_loss": 0.0,
+            "reward_bearing_group_rate": 0.0,
+            "muon_orthogonality_error": 0.0,
         }
 
     return {
@@ -84,11 +92,23 @@ def synthetic_artifact() -> dict:
             "train_tokens": 120000,
             "validation_tokens": 8000,
             "test_tokens": 8000,
+            "narrative_tokens": 120000,
+            "instruction_train": 0,
+            "instruction_validation": 32,
+            "preference_validation": 32,
+            "reasoning_validation": 0,
             "benchmark_suite": "core",
+            "vocab_size": 512,
+            "tokenizer": "bpe-512.json",
         },
         "setup": {
             "seed": 42,
             "steps_per_variant": 20,
+            "dimensions": 64,
+            "layers": 2,
+            "sequence_length": 64,
+            "evolve_architecture": "rope",
+            "evolve_optimizer": "adamw",
             "preset": "quick",
             "seeds": SEEDS,
             "same_tokens_optimizer_and_budget": True,
@@ -97,7 +117,8 @@ def synthetic_artifact() -> dict:
         "baseline": arm("learned_absolute", "baseline"),
         "method": arm("rope", "method"),
         "relative": {
-            "lm_loss_percent": statistics["lm_loss"]["paired_relative_change_percent"]["mean"]
+            "lm_loss_percent": statistics["lm_loss"]["paired_relative_change_percent"]["mean"],
+            "perplexity_percent": statistics["perplexity"]["paired_relative_change_percent"]["mean"],
         },
         "paper_results": {},
         "scope": "RoPE against learned absolute positions at an equal budget.",
@@ -112,6 +133,9 @@ def synthetic_artifact() -> dict:
             "selection_split": "validation",
         },
         "provenance": {
+            "artifact_path": "docs/reproductions/2104.09864-rope/metrics/core-seed42-44.json",
+            "dataset_fingerprint": "f" * 64,
+            "created_at": "2026-11-30T08:00:00+00:00",
             "code_commit": "0123abc",
             "code_dirty": False,
             "command": "llmevo reproduce rope",
@@ -126,6 +150,7 @@ def synthetic_artifact() -> dict:
 
 def test_synthetic_verdict_is_significant():
     artifact = synthetic_artifact()
+    validate_artifact(artifact)  # the fixture is a valid schema-v2 reproduction artifact
     assert artifact["verdict"]["significant"] is True
     assert "significant improvement" in artifact["verdict"]["summary"]
 
@@ -136,7 +161,7 @@ def test_report_on_three_seed_artifact(tmp_path):
     artifact_path.parent.mkdir(parents=True)
     artifact_path.write_text(json.dumps(artifact))
     out_dir = artifact_path.parent.parent
-    readme = write_report(artifact, artifact_path, out_dir)
+    readme = write_report(load_artifact(artifact_path), artifact_path, out_dir)
     text = readme.read_text()
     assert text.startswith("# rope (arXiv 2104.09864)")
     assert "[RoFormer](https://arxiv.org/abs/2104.09864)" in text
@@ -159,18 +184,47 @@ def test_report_on_three_seed_artifact(tmp_path):
 
 def test_report_without_optional_blocks(tmp_path):
     artifact = synthetic_artifact()
-    for key in ("per_seed", "statistics", "verdict", "test", "training_curves", "provenance"):
+    for key in ("per_seed", "statistics", "verdict", "test", "training_curves"):
         artifact.pop(key)
-    text = write_report(artifact, tmp_path / "a.json", tmp_path / "out").read_text()
+    text = write_report(validate_artifact(artifact), tmp_path / "a.json", tmp_path / "out").read_text()
     assert "recomputed by the report" in text
     assert "records no test-split results" in text
     assert "No training curves" in text
     assert not (tmp_path / "out" / "plots").exists()
 
 
-def test_report_rejects_other_json(tmp_path):
-    with pytest.raises(ArtifactError, match="not a schema-v2"):
-        write_report({"schema_version": 1}, tmp_path / "a.json", tmp_path)
+def test_report_takes_only_validated_artifacts(tmp_path):
+    with pytest.raises(ArtifactError, match="validated artifact"):
+        write_report(synthetic_artifact(), tmp_path / "a.json", tmp_path)  # a raw dict
+    assert not (tmp_path / "README.md").exists()
+
+
+def test_cli_report_refuses_what_show_refuses(tmp_path, capsys):
+    """`llmevo report` used to write a README for this file while `show` refused it."""
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema_version": 2, "method": {}, "baseline": {}}')
+    for command in (["show", str(bad)], ["report", str(bad), "--out", str(tmp_path / "out")]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(command)
+        assert exit_info.value.code == 2
+        assert "paper: Field required" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("where", ["statistics", "arm", "per_seed", "curve"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_schema_refuses_nan_and_infinity_in_metrics_and_statistics(where, value):
+    artifact = synthetic_artifact()
+    if where == "statistics":
+        artifact["statistics"]["lm_loss"]["paired_relative_change_percent"]["ci_low"] = value
+    elif where == "arm":
+        artifact["method"]["lm_loss"] = value
+    elif where == "per_seed":
+        artifact["per_seed"][0]["method"]["lm_loss"] = value
+    else:
+        artifact["training_curves"]["method"]["per_seed"]["42"][3] = value
+    with pytest.raises(ArtifactError, match="finite number"):
+        validate_artifact(json.loads(json.dumps(artifact)))  # NaN/Infinity survive json
 
 
 def test_reports_on_reference_artifacts(data_dir, tmp_path):
@@ -179,8 +233,7 @@ def test_reports_on_reference_artifacts(data_dir, tmp_path):
     assert len(paths) == 3
     texts = {}
     for path in paths:
-        artifact = json.loads(path.read_text())
-        texts[path.name] = write_report(artifact, path, tmp_path / path.stem).read_text()
+        texts[path.name] = write_report(load_artifact(path), path, tmp_path / path.stem).read_text()
     rope = texts["2104.09864-rope.public-seed42.json"]
     assert "identical validation metrics" in rope and "vacuous" in rope
     assert "do not claim a stable improvement" in rope
@@ -188,10 +241,10 @@ def test_reports_on_reference_artifacts(data_dir, tmp_path):
     assert "blt lowers lm_loss by 0.36%" in blt and "identical" not in blt
     relay = texts["2610.21126-rope-relay.component-cpu-seeds42-44.json"]
     assert "not_reproduced_high_cost" in relay and "3.974e-07 ± 1.377e-07 (n=3)" in relay
-    assert default_report_dir(json.loads(paths[2].read_text())) == Path(
+    assert default_report_dir(load_artifact(paths[2])) == Path(
         "docs/foundation-models/2610.21126-rope-relay"
     )
-    assert default_report_dir(json.loads(paths[0].read_text())) == Path(
+    assert default_report_dir(load_artifact(paths[0])) == Path(
         "docs/reproductions/2104.09864-rope"
     )
 
@@ -241,10 +294,18 @@ def test_cli_report_and_leaderboard(data_dir, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["report", str(bad)])
     assert exit_info.value.code == 2
-    assert "not readable JSON" in capsys.readouterr().err
+    assert "not valid JSON" in capsys.readouterr().err
 
 
-def test_diagnostic_report_draws_the_full_experiment(tmp_path):
+def test_leaderboard_refuses_an_artifact_that_does_not_validate(tmp_path):
+    artifact = synthetic_artifact()
+    artifact["statistics"]["lm_loss"]["paired_relative_change_percent"]["ci_high"] = float("nan")
+    (tmp_path / "a.json").write_text(json.dumps(artifact))
+    with pytest.raises(ArtifactError, match="a.json: statistics.lm_loss"):
+        scan_artifacts([tmp_path])
+
+
+def test_diagnostic_report_draws_the_full_experiment(tmp_path, data_dir):
     from llmevo.reports.report import write_report
 
     table = [
@@ -254,9 +315,10 @@ def test_diagnostic_report_draws_the_full_experiment(tmp_path):
         {"arm": "original_positions", "retention_ratio": 1.0, "budget": 63, "lm_loss": 4.3},
         {"arm": "original_positions", "retention_ratio": 0.5, "budget": 32, "lm_loss": 4.1},
     ]
-    artifact = {"schema_version": 2, "method": "rope-relay", "metrics": {}, "seeds": [42],
-                "full_experiment": {"status": "ran", "table": table}}
-    readme = write_report(artifact, tmp_path / "a.json", tmp_path / "out")
+    reference = data_dir.parent / "reference-artifacts" / "2610.21126-rope-relay.component-cpu-seeds42-44.json"
+    artifact = json.loads(reference.read_text())
+    artifact["full_experiment"] = {"status": "ran", "table": table}
+    readme = write_report(validate_artifact(artifact), tmp_path / "a.json", tmp_path / "out")
     text = readme.read_text()
     assert "## Full experiment (L2)" in text and "| relay | 0.5000 | 32 | 3.9000 |" in text
     png = tmp_path / "out" / "plots" / "full_experiment.png"

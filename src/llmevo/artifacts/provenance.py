@@ -14,12 +14,13 @@ import inspect
 import platform
 import subprocess
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from llmevo.digests import sha256_file
-from llmevo.errors import ArtifactError
+from llmevo.errors import ArtifactError, ConfigError
 
 NOT_A_CHECKOUT = "unknown (not a git checkout)"
 NOT_INSTALLED = "not installed"
@@ -88,6 +89,21 @@ def git_state(repo_root: Path) -> tuple[str, bool | None]:
     return commit.strip(), None if status is None else bool(status.strip())
 
 
+def check_publishable(repo_root: Path, allow_dirty: bool) -> None:
+    """Refuse to publish from a checkout with uncommitted changes (or untracked files),
+    unless ``allow_dirty``; a published result must trace to an exact commit. Outside a git
+    checkout nothing can be checked, and publishing is refused too unless ``allow_dirty``."""
+    if allow_dirty:
+        return
+    commit, dirty = git_state(repo_root)
+    if dirty is None:
+        raise ConfigError(f"cannot publish: {repo_root} is {NOT_A_CHECKOUT}; "
+                          "pass --allow-dirty to publish anyway (recorded in provenance)")
+    if dirty:
+        raise ConfigError(f"cannot publish: the checkout at {repo_root} has uncommitted changes; "
+                          "commit them, or pass --allow-dirty (recorded in provenance)")
+
+
 def library_versions() -> dict[str, str]:
     """Python and the libraries whose versions can move a result."""
     versions = {"python": platform.python_version()}
@@ -99,28 +115,59 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-def collect_provenance(
-    *,
-    command: str,
-    implementation_files: Iterable[Path],
-    runner_file: Path,
-    dataset_fingerprint: str,
-    accelerator: str,
-    artifact_path: str | None,
-    repo_root: Path,
-) -> dict[str, Any]:
-    """Every provenance field of schema v2, in the documented order."""
+@dataclass(frozen=True)
+class CodeState:
+    """The code a run used, read when the run starts: the commit, whether the tree was
+    dirty, and the sha256 of every implementation file and of the runner. Capture it before
+    training (``capture_code_state``), so that a commit or an edit made while a long run
+    trains cannot end up in its provenance."""
+
+    commit: str
+    dirty: bool | None
+    implementation_files: dict[str, str]
+    runner_sha256: str
+
+
+def capture_code_state(
+    implementation_files: Iterable[Path], runner_file: Path, repo_root: Path
+) -> CodeState:
     file_digests = {
         _display_path(Path(path), repo_root): sha256_file(path) for path in implementation_files
     }
     commit, dirty = git_state(repo_root)
+    return CodeState(commit, dirty, dict(sorted(file_digests.items())), sha256_file(runner_file))
+
+
+def collect_provenance(
+    *,
+    command: str,
+    dataset_fingerprint: str,
+    accelerator: str,
+    artifact_path: str | None,
+    implementation_files: Iterable[Path] = (),
+    runner_file: Path | None = None,
+    repo_root: Path | None = None,
+    code: CodeState | None = None,
+    allow_dirty: bool | None = None,
+) -> dict[str, Any]:
+    """Every provenance field of schema v2, in the documented order.
+
+    ``code`` is the code state captured when the run started; without it the code state is
+    read now from ``implementation_files``, ``runner_file`` and ``repo_root``.
+    ``allow_dirty`` records whether a published artifact was allowed to come from a dirty
+    tree (``--publish --allow-dirty``); None (not recorded) for unpublished runs."""
+    if code is None:
+        if runner_file is None or repo_root is None:
+            raise ArtifactError("collect_provenance needs either code= or runner_file and repo_root")
+        code = capture_code_state(implementation_files, runner_file, repo_root)
     return {
         "artifact_path": artifact_path,
-        "code_commit": commit,
-        "code_dirty": dirty,
-        "implementation_sha256": combined_sha256(file_digests),
-        "implementation_files": dict(sorted(file_digests.items())),
-        "runner_sha256": sha256_file(runner_file),
+        "code_commit": code.commit,
+        "code_dirty": code.dirty,
+        **({} if allow_dirty is None else {"allow_dirty": allow_dirty}),
+        "implementation_sha256": combined_sha256(code.implementation_files),
+        "implementation_files": dict(code.implementation_files),
+        "runner_sha256": code.runner_sha256,
         "command": command,
         "accelerator": accelerator,
         "library_versions": library_versions(),

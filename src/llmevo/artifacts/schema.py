@@ -6,12 +6,18 @@ unknown keys (``extra="allow"``) and the key order it was read with, so a field 
 a later llmevo survives a load/dump round trip, and ``to_json_dict()`` of a loaded file is
 equal to the file's JSON. Optional fields that were absent stay absent (``exclude_unset``);
 explicit nulls stay null. Numbers are validated strictly: a string or a boolean where a
-number belongs is an error, never coerced.
+number belongs is an error, never coerced, and NaN or infinity in any typed number (metrics,
+statistics, intervals, curves) is refused.
+
+This module is the one way in: ``load_artifact`` (a file) and ``validate_artifact`` (parsed
+JSON) give a typed ``ReproductionArtifact`` or ``DiagnosticArtifact``, and every reader
+(``show``, ``compare``, ``report``, ``leaderboard``, promotion, ``components``) uses them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -36,7 +42,9 @@ JsonScalar = str | int | float | bool | None
 class _Block(BaseModel):
     """Base of every artifact block: strict types, extra keys kept, input key order kept."""
 
-    model_config = ConfigDict(extra="allow", strict=True, validate_assignment=False)
+    model_config = ConfigDict(
+        extra="allow", strict=True, validate_assignment=False, allow_inf_nan=False
+    )
     _key_order: tuple[str, ...] = PrivateAttr(default=())
 
     @model_validator(mode="wrap")
@@ -85,6 +93,7 @@ class Provenance(_Block):
     dataset_fingerprint: str
     code_commit: str | None = None
     code_dirty: bool | None = None
+    allow_dirty: bool | None = None  # --publish --allow-dirty: published from a dirty tree
     implementation_sha256: str | None = None
     implementation_files: dict[str, str] | None = None
     runner_sha256: str | None = None
@@ -141,8 +150,11 @@ class Setup(_Block):
     schedule: str | None = None
     warmup_steps: int | None = None
     token_stream_sha256: str | None = None
+    token_stream_sha256_per_seed: dict[str, str] | None = None
+    token_stream_sha256_by_arm: dict[Literal["baseline", "method"], dict[str, str]] | None = None
     baseline_genome: dict[str, Any] | None = None
     method_genome: dict[str, Any] | None = None
+    post_training: dict[str, Any] | None = None  # the stage's settings (post-training reproductions)
 
 
 class ArmResult(_Block):
@@ -175,6 +187,16 @@ class ArmResult(_Block):
     reasoning_nll: float | None = None
     reasoning_accuracy: float | None = None
     composite_bpb: float | None = None
+    # post-training reproductions (llmevo.posttrain): what shows whether the stage worked
+    heldout_preference_accuracy: float | None = None
+    heldout_preference_margin: float | None = None
+    arithmetic_exact_match: float | None = None
+    arithmetic_error_rate: float | None = None
+    dpo_reward_margin: float | None = None
+    dpo_reward_accuracy: float | None = None
+    grpo_mean_kl: float | None = None
+    grpo_mean_reward: float | None = None
+    post_training_examples: int | None = None
     status: Literal["complete", "diverged"] | None = None
     genome: dict[str, Any] | None = None
 
@@ -219,6 +241,8 @@ class Verdict(_Block):
     significant: bool | None = None
     noise_floor_percent: float | None
     summary: str
+    classification: Literal["better", "non-inferior", "inconclusive", "worse"] | None = None
+    margin_percent: float | None = None  # δ of the non-inferiority class
 
 
 class HeldOutTest(_Block):
@@ -236,6 +260,41 @@ class ArmCurve(_Block):
 class TrainingCurves(_Block):
     baseline: ArmCurve
     method: ArmCurve
+
+
+class TuningSetting(_Block):
+    """One learning rate of one arm: validation metric per tuning seed (null: diverged)."""
+
+    lr: float
+    validation: dict[str, float | None]
+    mean: float | None
+    status: Literal["complete", "diverged"]
+    extension: bool = False
+
+
+class ArmTuning(_Block):
+    settings: list[TuningSetting]
+    chosen: dict[str, float]
+    extended: Literal["up", "down"] | None = None
+    chosen_on_edge: bool
+
+    @model_validator(mode="after")
+    def _chosen_is_a_setting(self) -> ArmTuning:
+        if len(self.settings) < 2:
+            raise ValueError(f"an arm needs at least 2 tuned settings, got {len(self.settings)}")
+        if self.chosen.get("lr") not in [s.lr for s in self.settings]:
+            raise ValueError(f"chosen lr {self.chosen.get('lr')} is not one of the settings tried")
+        return self
+
+
+class Tuning(_Block):
+    """Both arms tuned on one learning-rate grid under tuning seeds (``experiments.tuning``)."""
+
+    parameter: str
+    grid: list[float]
+    seeds: list[int]
+    metric: str
+    arms: dict[str, ArmTuning]
 
 
 class ReproductionArtifact(_Block):
@@ -258,13 +317,43 @@ class ReproductionArtifact(_Block):
     verdict: Verdict | None = None
     test: HeldOutTest | None = None
     training_curves: TrainingCurves | None = None
+    tuning: Tuning | None = None
+    # post-training reproductions: the shared pretraining's loss curve, and per arm the
+    # stage's per-step series (losses; GRPO's rewards and reward_bearing_rates)
+    pretraining_curve: ArmCurve | None = None
+    post_training_curves: dict[Literal["baseline", "method"], dict[str, ArmCurve]] | None = None
+
+    @model_validator(mode="after")
+    def _tuning_seeds_disjoint(self) -> ReproductionArtifact:
+        if self.tuning is not None:
+            overlap = sorted(set(self.tuning.seeds) & set(self.evaluation_protocol.seeds))
+            if overlap:
+                raise ValueError(f"tuning.seeds {overlap} overlap evaluation_protocol.seeds")
+        return self
 
     @property
     def kind(self) -> str:
         return "reproduction"
 
+    @property
+    def name(self) -> str:
+        """The reproduced component's short name (``rope`` from ``reproduction:rope``)."""
+        return _short_name(self.manifest_ref, self.method.name)
+
+    @property
+    def arxiv(self) -> str | None:
+        return self.paper.arxiv_id if self.paper.arxiv_id not in ("", "none") else None
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(self.evaluation_protocol.seeds or self.setup.seeds or [])
+
     def to_json_dict(self) -> dict[str, Any]:
         return dump_artifact(self)
+
+
+def _short_name(manifest_ref: str, fallback: str) -> str:
+    return manifest_ref.split(":", 1)[1] if ":" in manifest_ref else fallback
 
 
 # --- component-diagnostic artifact -----------------------------------------------------
@@ -336,6 +425,16 @@ class DiagnosticArtifact(_Block):
     def kind(self) -> str:
         return "diagnostic"
 
+    @property
+    def name(self) -> str:
+        return _short_name(self.manifest_ref, self.method)
+
+    @property
+    def arxiv(self) -> str | None:
+        """From the ``<arxiv>-<name>`` folder of ``provenance.artifact_path``, if any."""
+        match = re.search(r"/(\d{4}\.\d{4,5})-[^/]+/metrics/", self.provenance.artifact_path or "")
+        return match.group(1) if match else None
+
     def to_json_dict(self) -> dict[str, Any]:
         return dump_artifact(self)
 
@@ -357,6 +456,12 @@ def _one_line(error: ValidationError, source: str) -> str:
     message = " ".join(str(first["msg"]).split())
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     return f"{source}: {_field_path(first['loc'])}: {message}{more}"
+
+
+def claims_to_be_artifact(data: Any) -> bool:
+    """Whether parsed JSON says it is an artifact (a ``schema_version`` and a ``method``);
+    such a file must validate. Other JSON (an evolution summary, a leaderboard) is not one."""
+    return isinstance(data, dict) and "schema_version" in data and "method" in data
 
 
 def validate_artifact(data: Any, source: str = "artifact") -> Artifact:
@@ -381,8 +486,8 @@ def validate_artifact(data: Any, source: str = "artifact") -> Artifact:
     return artifact
 
 
-def load_artifact(path: Path | str) -> Artifact:
-    """Read and validate an artifact file; any problem is one ``ArtifactError`` line."""
+def read_json(path: Path | str) -> Any:
+    """Parse a JSON file; an unreadable file or invalid JSON is one ``ArtifactError`` line."""
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -395,7 +500,12 @@ def load_artifact(path: Path | str) -> Artifact:
         raise ArtifactError(
             f"{source}: not valid JSON ({error.msg} at line {error.lineno}, column {error.colno})"
         ) from None
-    return validate_artifact(data, source)
+    return data
+
+
+def load_artifact(path: Path | str) -> Artifact:
+    """Read and validate an artifact file; any problem is one ``ArtifactError`` line."""
+    return validate_artifact(read_json(path), str(path))
 
 
 def dump_artifact(artifact: Artifact) -> dict[str, Any]:

@@ -10,10 +10,11 @@ import torch
 import typer
 from rich.table import Table
 
-from llmevo.bench import benchmark
-from llmevo.cli.common import app, console
+from llmevo.bench import benchmark, benchmark_replicas, check_replica_counts
+from llmevo.cli.common import app, console, parse_int_list
 from llmevo.model.config import ModelConfig
 from llmevo.train.device import accelerator_name, resolve_device
+from llmevo.train.many import check_path
 
 
 @app.command()
@@ -26,12 +27,44 @@ def bench(
     precision: Annotated[str, typer.Option(help="fp32 or bf16 (autocast).")] = "fp32",
     threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    replicas: Annotated[str | None, typer.Option(
+        help="Replica counts, e.g. 1,2,4,8,16: aggregate tokens/s of R runs through train_many.")] = None,
+    replicas_max: Annotated[int | None, typer.Option(help="Largest replica count allowed at once.")] = None,
+    path: Annotated[str, typer.Option(
+        help="How R runs execute: auto, sequential, batched, parallel, parallel-batched "
+             "(comma-separated: each measured side by side).")] = "auto",
+    sequential: Annotated[bool, typer.Option("--sequential", help="Same as --path sequential.")] = False,
+    workers: Annotated[int | None, typer.Option(help="Worker processes for parallel paths.")] = None,
 ) -> None:
     """Measure llama_modern's training and evaluation tokens/s and peak memory."""
+    counts = check_replica_counts(parse_int_list(replicas, "--replicas"), replicas_max) if replicas else None
+    paths = ["sequential"] if sequential else [p.strip() for p in path.split(",")]
+    if counts is not None:
+        for chosen in paths:
+            check_path(chosen, replicas_max, workers)
     if threads:
         torch.set_num_threads(threads)
     torch_device = resolve_device(device)
     result = benchmark(ModelConfig(), torch_device, batch_size, seq_len, steps, warmup, precision).as_dict()
+    if counts is not None:
+        rows = [row.as_dict() | {"single_model_tokens_per_second": result["train_tokens_per_second"],
+                                  "single_model_peak_memory_mib": result["peak_memory_mib"],
+                                  "threads": torch.get_num_threads()}
+                for row in benchmark_replicas(
+                    ModelConfig(), torch_device, counts, batch_size, seq_len, steps,
+                    paths, replicas_max, workers,
+                    result["train_tokens_per_second"])]
+        if as_json:
+            console.print_json(json.dumps(rows))
+            return
+        table = Table(title=f"llama_modern, R runs at once, batch {batch_size} x {seq_len}, {steps} steps each")
+        for column in ("replicas", "path", "train tok/s (aggregate)", "speedup vs 1 model", "peak MiB"):
+            table.add_column(column, justify="right")
+        for row in rows:
+            table.add_row(str(row["replicas"]), row["path"], f"{row['train_tokens_per_second']:,.0f}",
+                          f"{row['speedup']:.2f}x", f"{row['peak_memory_mib']:,.0f}")
+        console.print(table)
+        return
     result["accelerator"] = accelerator_name(torch_device)
     result["machine"] = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
     result["torch"] = torch.__version__

@@ -63,3 +63,26 @@ def parse_seeds(seed: int | None, seeds: str | None) -> list[int]:
     if duplicates:
         raise ConfigError(f"duplicate seeds {duplicates}; each seed must appear once")
     return values
+
+
+def parse_int_list(text: str, option: str) -> list[int]:
+    """``1,2,4`` -> [1, 2, 4]; a non-integer item is a one-line error naming the option."""
+    values = []
+    for item in text.split(","):
+        item = item.strip()
+        try:
+            values.append(int(item))
+        except ValueError:
+            raise ConfigError(f"{option}: '{item}' is not an integer (expected e.g. 1,2,4)") from None
+    return values
+
+
+def parse_floats(text: str, option: str) -> list[float]:
+    """``1e-3,3e-3`` as floats; a non-number is a one-line error."""
+    values = []
+    for item in text.split(","):
+        try:
+            values.append(float(item.strip()))
+        except ValueError:
+            raise ConfigError(f"{option}: '{item.strip()}' is not a number (expected e.g. 1e-3,3e-3,1e-2)") from None
+    return values

@@ -12,7 +12,8 @@ from rich.table import Table
 from llmevo.catalog import ensure_registered
 from llmevo.cli.common import app, console
 from llmevo.promotion import promotion, published_artifacts, tier_reached
-from llmevo.registry import SLOTS
+from llmevo.registry import SLOTS, ComponentSpec
+from llmevo.train.replicas import BATCHED_OPTIMIZERS
 
 
 def component_records(docs: Path) -> list[dict[str, Any]]:
@@ -29,8 +30,18 @@ def component_records(docs: Path) -> list[dict[str, Any]]:
             "tier_reached": tier_reached(spec, docs),
             "promoted": decision.promoted,
             "promotion_reason": decision.reason,
+            "batched_replicas": batched_replicas(spec),
         })
     return records
+
+
+def batched_replicas(spec: ComponentSpec) -> bool | None:
+    """Whether ``llmevo.train.replicas`` can train it batched (None: not a training part)."""
+    if spec.slot == "optimizer":
+        return spec.name in BATCHED_OPTIMIZERS
+    if spec.slot == "kv_cache":
+        return None
+    return spec.manifest.supports_replicas
 
 
 def _short(text: str, width: int = 28) -> str:
@@ -69,6 +80,7 @@ def components(
         "tier",
         "promoted",
         "artifact",
+        "batched",
     ):
         table.add_column(column, no_wrap=True)
     for record in records:
@@ -83,5 +95,6 @@ def components(
             record["tier_reached"],
             _yes_no(record["promoted"]),
             _yes_no(record["has_artifact"]),
+            "—" if record["batched_replicas"] is None else _yes_no(record["batched_replicas"]),
         )
     console.print(table)

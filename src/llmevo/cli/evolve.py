@@ -18,17 +18,29 @@ from rich.table import Table
 
 from llmevo.artifacts import collect_provenance, module_files
 from llmevo.catalog import ensure_registered
-from llmevo.cli.common import app, console, parse_seeds, resolve_cache_dir, resolve_data_dir
+from llmevo.cli.common import (
+    app,
+    console,
+    parse_floats,
+    parse_seeds,
+    resolve_cache_dir,
+    resolve_data_dir,
+)
 from llmevo.errors import ConfigError
 from llmevo.evolve import engine
 from llmevo.evolve.champion import baseline_trial, final_evaluation, select_champion
+from llmevo.evolve.fair import explain as explain_genes
+from llmevo.evolve.fair import knockout_variants, trial_lr_grid, tuned_final_evaluation
 from llmevo.evolve.genome import Genome
 from llmevo.evolve.report import build_summary, write_report
 from llmevo.evolve.space import SearchSpace, build_search_space
 from llmevo.experiments import presets as presets_module
+from llmevo.experiments import tuning
 from llmevo.experiments.presets import get_preset
+from llmevo.experiments.reproduce import Execution
 from llmevo.promotion import Promotion, promotions
 from llmevo.train.device import accelerator_name, resolve_device
+from llmevo.train.many import check_path
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 IMPLEMENTATION_MODULES = (
@@ -89,7 +101,7 @@ def evolve(
     storage: Annotated[str | None, typer.Option(help="SQLAlchemy URL (default sqlite:///runs/evolve/<study>.db).")] = None,
     study: Annotated[str | None, typer.Option(help="Study name (default evolve-<preset>[-s<steps>]).")] = None,
     sampler: Annotated[str, typer.Option(help=f"Sampler: {', '.join(engine.SAMPLERS)}.")] = "regularized",
-    seeds: Annotated[str, typer.Option(help="Seeds of the final champion/baseline evaluation.")] = "42,43,44",
+    seeds: Annotated[str, typer.Option(help="Report seeds of the final champion/baseline evaluation and of --explain.")] = "42,43,44,45,46",
     population: Annotated[int, typer.Option(help="Alive population (regularized evolution).")] = 8,
     tournament: Annotated[int, typer.Option(help="Tournament size.")] = 3,
     rescore_seeds: Annotated[int, typer.Option(help="Extra seeds for a would-be champion.")] = 2,
@@ -109,11 +121,29 @@ def evolve(
         help="Which components enter the space: 'evidence' (declared, or a published formal "
              "reproduction that was not significantly worse) or 'manifest' (declared only).")] = "evidence",
     docs: Annotated[Path, typer.Option(help="Where published reproductions are found.")] = Path("docs"),
+    replicas_max: Annotated[int | None, typer.Option(
+        help="At most this many seeds of a genome train at once (rescoring, final comparison).")] = None,
+    sequential: Annotated[bool, typer.Option(
+        "--sequential", help="Train rescoring and final seeds one after another.")] = False,
+    trial_lr_factors: Annotated[str, typer.Option(
+        help="Each trial trains at its lr times each factor (all at once) and is scored by the best; "
+             "'none' trains one lr with hurdles.")] = "0.5,1,2",
+    final_tune: Annotated[bool, typer.Option(
+        help="Tune champion and baseline on one lr grid before the final comparison.")] = True,
+    tune_grid: Annotated[str | None, typer.Option(
+        help="The final comparison's lr grid (default: 5 from lr/3 to 3*lr of the preset).")] = None,
+    tune_seeds: Annotated[str, typer.Option(help="Tuning seeds of the final comparison.")] = "2000",
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="Knock out each gene where the study's champion differs from llama_modern, "
+                          "train under --seeds and add the table to the study report.")] = False,
+    genes: Annotated[str | None, typer.Option(help="With --explain: only these genes (comma-separated).")] = None,
     tensorboard: Annotated[Path | None, typer.Option(
         help="Write TensorBoard event files here: per-step curves of every trial and seed, each trial's fitness and genome, the final runs.")] = None,
 ) -> None:
     """Evolve genomes (a component per slot, optimizer, training genes) on an Optuna study."""
     engine.check_sampler(sampler)
+    execution = Execution("sequential" if sequential else "auto", replicas_max)
+    check_path(execution.path, execution.replicas_max)
     if trials < 1 or workers < 1:
         raise ConfigError(f"--trials {trials} and --workers {workers} must both be at least 1")
     base = get_preset(preset)
@@ -130,6 +160,11 @@ def evolve(
         console.print(promotion_table(decisions))
         return
     seed_list = parse_seeds(None, seeds)
+    factors = () if trial_lr_factors.strip().lower() == "none" else tuple(parse_floats(trial_lr_factors, "--trial-lr-factors"))
+    if factors:
+        trial_lr_grid(1.0, factors)  # refuses a bad grid before any work
+    plan = tuning.check_plan(parse_floats(tune_grid, "--tune-grid") if tune_grid else tuning.default_grid(
+        final_preset.train.lr), parse_seeds(None, tune_seeds), seed_list) if final_tune else None
     study_name = study or f"evolve-{preset}" + (f"-s{trial_steps}" if trial_steps else "")
     storage_url = storage or f"sqlite:///runs/evolve/{study_name}.db"
     data = resolve_data_dir(data_dir)
@@ -141,7 +176,8 @@ def evolve(
         data_dir=data, cache_dir=resolve_cache_dir(), device=device,
         promoted=tuple(sorted(promoted)),
         threads_per_worker=threads or max(1, (os.cpu_count() or 1) // workers),
-        heartbeat_interval=heartbeat, grace_period=grace_period,
+        heartbeat_interval=heartbeat, grace_period=grace_period, lr_factors=factors,
+        execution_path=execution.path, replicas_max=execution.replicas_max,
         tensorboard_dir=tensorboard.resolve() if tensorboard is not None else None,
     )
     logs = None
@@ -150,6 +186,9 @@ def evolve(
 
         logs = TensorBoardLogs(tensorboard)  # checks that tensorboard is installed, before any work
     engine.quiet_optuna()
+    if explain:
+        _explain(settings, space, final_preset, seed_list, genes, torch_device, out or Path("docs/evolution") / study_name)
+        return
     opened = engine.open_study(settings, space, engine.open_storage(settings))  # errors before training
     already = len(engine.finished_trials(opened))
     console.print(f"study {study_name} at {masked(storage_url)}: {already} of {trials} trials "
@@ -173,9 +212,17 @@ def evolve(
     torch.set_num_threads(threads or os.cpu_count() or 1)
     context_settings = engine.EvolveSettings(**{**settings.__dict__, "preset": final_preset})
     context = engine.prepare_context(context_settings, space)
-    final = final_evaluation(Genome.from_json(champion.user_attrs["genome"]), space.baseline,
-                             context.data, final_preset, seed_list, torch_device, logs=logs,
-                             post_data=context.post_data)
+    champion_genome = Genome.from_json(champion.user_attrs.get("tuned_genome") or champion.user_attrs["genome"])
+    final_tuning = None
+    if plan is not None:
+        final, final_tuning, _ = tuned_final_evaluation(champion_genome, space.baseline, context.data,
+                                                        context.preset, seed_list, plan, torch_device,
+                                                        logs=logs, execution=execution,
+                                                        post_data=context.post_data)
+    else:
+        final = final_evaluation(champion_genome, space.baseline, context.data, context.preset,
+                                 seed_list, torch_device, logs=logs, execution=execution,
+                                 post_data=context.post_data)
     folder = out or Path("docs/evolution") / study_name
     command = " ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]])
     provenance = collect_provenance(
@@ -188,12 +235,13 @@ def evolve(
     summary = build_summary(
         opened,
         settings={"sampler": sampler, "preset": preset, "trial_preset": trial_preset.model_dump(mode="json"),
-                  "final_preset": final_preset.model_dump(mode="json"), "trials": trials,
+                  "final_preset": context.preset.model_dump(mode="json"), "trials": trials,
                   "workers": workers, "population": population, "tournament": tournament,
                   "rescore_seeds": rescore_seeds, "score_k": score_k,
                   "search_seed": settings.search_seed, "final_seeds": seed_list,
                   "storage_display": masked(storage_url), "study": study_name,
-                  "search_wall_seconds_this_invocation": search_seconds},
+                  "search_wall_seconds_this_invocation": search_seconds,
+                  "trial_lr_factors": list(factors)},
         space=space.describe(), champion=champion, baseline=baseline, final=final,
         provenance=provenance,
         dataset={"fingerprint": context.data.fingerprint, "variant": final_preset.variant,
@@ -201,6 +249,44 @@ def evolve(
                  "validation_tokens": int(context.data.validation.numel()),
                  "test_tokens": int(context.data.test.numel())},
     )
+    if final_tuning is not None:
+        summary["final_tuning"] = final_tuning
     paths = write_report(summary, opened, folder)
     console.print(f"[bold]verdict (test fitness):[/] {summary['final_evaluation']['verdict']['test']['summary']}")
     console.print(f"report: {paths['readme']}")
+
+
+def _explain(settings: engine.EvolveSettings, space: SearchSpace, final_preset, seed_list: list[int],
+             genes: str | None, torch_device: torch.device, folder: Path) -> None:
+    """``--explain``: knockouts of the study's champion, written into its report."""
+    import json
+
+    import optuna
+
+    storage = engine.open_storage(settings, heartbeat=False)
+    if settings.study_name not in optuna.get_all_study_names(storage=storage):
+        raise ConfigError(f"no study '{settings.study_name}' in {masked(settings.storage_url)}; "
+                          "run `llmevo evolve` first or pass --study/--storage")
+    opened = engine.open_study(settings, space, storage)
+    champion = select_champion(opened)
+    genome = Genome.from_json(champion.user_attrs.get("tuned_genome") or champion.user_attrs["genome"])
+    wanted = [g.strip() for g in genes.split(",")] if genes else None
+    variants = knockout_variants(genome, space.baseline, space, wanted)  # unknown gene: exit 2 now
+    console.print(f"explaining trial {champion.number}: {len(variants)} variant(s) x {len(seed_list)} seed(s)")
+    context = engine.prepare_context(engine.EvolveSettings(**{**settings.__dict__, "preset": final_preset}), space)
+    knockouts = explain_genes(genome, space.baseline, space, context.data, final_preset, seed_list,
+                              torch_device, wanted, post_data=context.post_data)
+    knockouts["champion_trial"] = champion.number
+    folder.mkdir(parents=True, exist_ok=True)
+    from llmevo.artifacts.io import write_json_atomic
+
+    write_json_atomic(folder / "knockouts.json", knockouts)
+    summary_path = folder / "summary.json"
+    if summary_path.exists():
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        summary["knockouts"] = knockouts
+        write_report(summary, opened, folder)
+    from llmevo.evolve.fair import knockout_lines
+
+    console.print("\n".join(knockout_lines(knockouts)))
+    console.print(f"knockouts: {folder / 'knockouts.json'}")

@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
+from llmevo.artifacts.schema import load_artifact
 from llmevo.cli.common import DATA_ENV, app, console
-from llmevo.errors import ArtifactError
 from llmevo.reports.leaderboard import build_leaderboard, scan_artifacts, write_leaderboard
-from llmevo.reports.report import artifact_kind, default_report_dir, write_report
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as error:
-        raise ArtifactError(f"artifact {path} does not exist") from error
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ArtifactError(f"artifact {path} is not readable JSON ({error})") from error
-    if not isinstance(data, dict):
-        raise ArtifactError(
-            f"artifact {path} holds a JSON {type(data).__name__}; expected an object"
-        )
-    return data
+from llmevo.reports.report import default_report_dir, write_report
 
 
 @app.command()
@@ -39,13 +24,9 @@ def report(
     ),
 ) -> None:
     """Write a README.md with tables, verdict, plots and provenance for one artifact."""
-    data = _read_json(artifact)
-    if artifact_kind(data) is None:
-        raise ArtifactError(
-            f"{artifact}: not a schema-v2 reproduction or component-diagnostic artifact"
-        )
-    out_dir = out if out is not None else default_report_dir(data)
-    readme = write_report(data, artifact, out_dir)
+    typed = load_artifact(artifact)  # validated: refuses what `llmevo show` refuses
+    out_dir = out if out is not None else default_report_dir(typed)
+    readme = write_report(typed, artifact, out_dir)
     console.print(f"wrote {readme}")
 
 

@@ -13,54 +13,73 @@ import typer
 from rich.table import Table
 
 from llmevo.artifacts import collect_provenance, module_files, save_artifact
-from llmevo.cli.common import app, console, parse_seeds, resolve_cache_dir, resolve_data_dir
+from llmevo.artifacts.provenance import capture_code_state, check_publishable
+from llmevo.artifacts.schema import ReproductionArtifact
+from llmevo.cli.common import (
+    app,
+    console,
+    parse_floats,
+    parse_seeds,
+    resolve_cache_dir,
+    resolve_data_dir,
+)
 from llmevo.cli.progress import RichTrainingProgress
+from llmevo.errors import ConfigError
+from llmevo.eval.stats import check_margin
 from llmevo.experiments import presets as presets_module
 from llmevo.experiments import reproduce as runner
+from llmevo.experiments import tuning
 from llmevo.experiments.plans import plan_comparison
 from llmevo.experiments.presets import get_preset
 from llmevo.inference.checkpoint import save_checkpoint
 from llmevo.train.device import accelerator_name, resolve_device
+from llmevo.train.many import check_path
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 IMPLEMENTATION_MODULES = (
     "llmevo.model.transformer", "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites",
     "llmevo.eval.metrics", "llmevo.eval.stats", "llmevo.data.lm", "llmevo.data.suites",
     "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.arm_data",
+    "llmevo.experiments.tuning", "llmevo.train.many",
 )
+POST_TRAINING_MODULES = (
+    "llmevo.posttrain.stage", "llmevo.posttrain.objectives", "llmevo.posttrain.tasks",
+    "llmevo.posttrain.evaluate", "llmevo.posttrain.presets", "llmevo.posttrain.reproduce",
+)
+TUNED_BY_DEFAULT = ("quick", "standard")  # never for post-training methods (one shared pretraining)
 
 
-def artifact_filename(preset: str, seeds: list[int]) -> str:
-    prefix = "public" if preset == "smoke" else f"public-{preset}"
+def artifact_filename(preset: str, seeds: list[int], tuned: bool = False) -> str:
+    prefix = ("public" if preset == "smoke" else f"public-{preset}") + ("-tuned" if tuned else "")
     if len(seeds) == 1:
         return f"{prefix}-seed{seeds[0]}.json"
     return f"{prefix}-seeds{seeds[0]}-{seeds[-1]}.json" if seeds == list(
         range(seeds[0], seeds[-1] + 1)) else f"{prefix}-seeds{'-'.join(map(str, seeds))}.json"
 
 
-def summary_table(artifact: dict) -> Table:
-    table = Table(title=f"{artifact['method']['name']} vs {artifact['baseline']['name']} "
-                  f"(validation, {len(artifact['evaluation_protocol']['seeds'])} seed(s))")
+def summary_table(artifact: ReproductionArtifact) -> Table:
+    table = Table(title=f"{artifact.method.name} vs {artifact.baseline.name} "
+                  f"(validation, {len(artifact.evaluation_protocol.seeds)} seed(s))")
     table.add_column("metric")
     table.add_column("baseline", justify="right")
     table.add_column("method", justify="right")
     table.add_column("Δ% (95% CI)", justify="right")
-    stats = artifact.get("statistics", {})
+    stats = artifact.statistics or {}
     for metric in ("lm_loss", "bits_per_byte", "instruction_loss", "preference_loss",
                    "reasoning_nll", "primary", "fitness", "final_loss",
                    "heldout_preference_accuracy", "arithmetic_exact_match",
                    "post_training_loss", "reward_bearing_group_rate"):
-        if metric not in artifact["baseline"] or metric not in artifact["method"]:
+        baseline, method = getattr(artifact.baseline, metric), getattr(artifact.method, metric)
+        if baseline is None or method is None:
             continue
-        change = stats.get(metric, {}).get("paired_relative_change_percent", {})
-        if change.get("ci_low") is not None:
-            delta = f"{change['mean']:+.2f}% ({change['ci_low']:+.2f}, {change['ci_high']:+.2f})"
-        elif change:
-            delta = f"{change['mean']:+.2f}%"
+        change = stats[metric].paired_relative_change_percent if metric in stats else None
+        if change is not None and change.ci_low is not None and change.ci_high is not None:
+            delta = f"{change.mean:+.2f}% ({change.ci_low:+.2f}, {change.ci_high:+.2f})"
+        elif change is not None:
+            delta = f"{change.mean:+.2f}%"
         else:
             delta = ""
-        table.add_row(metric, f"{artifact['baseline'][metric]:.4f}",
-                      f"{artifact['method'][metric]:.4f}", delta)
+        table.add_row(metric, f"{baseline:.4f}", f"{method:.4f}", delta)
     return table
 
 
@@ -78,12 +97,29 @@ def reproduce(
     warmup_steps: Annotated[int | None, typer.Option(help="Override the warmup steps.")] = None,
     schedule: Annotated[str | None, typer.Option(help="constant or cosine.")] = None,
     suite: Annotated[str | None, typer.Option(help="Benchmark suite: core or public.")] = None,
-    publish: Annotated[bool, typer.Option(help="Write under docs/reproductions/ instead of runs/.")] = False,
+    publish: Annotated[bool, typer.Option(
+        help="Write under docs/reproductions/ instead of runs/; refuses a dirty git tree.")] = False,
+    allow_dirty: Annotated[bool, typer.Option(
+        help="With --publish: publish from a tree with uncommitted changes (recorded in provenance).")] = False,
     report: Annotated[bool, typer.Option(help="Write the README report and plots.")] = True,
     out: Annotated[Path | None, typer.Option(help="Artifact path (overrides the default).")] = None,
     threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
     save_checkpoints: Annotated[Path | None, typer.Option(
         help="Save each arm's first-seed model here (DIR/baseline, DIR/method) for `llmevo generate`.")] = None,
+    replicas_max: Annotated[int | None, typer.Option(
+        help="At most this many seeds of an arm train at once (memory).")] = None,
+    sequential: Annotated[bool, typer.Option(
+        "--sequential", help="Train the seeds one after another (the single-model path).")] = False,
+    path: Annotated[str, typer.Option(
+        help="How an arm's seeds train: auto, sequential, batched, parallel, parallel-batched.")] = "auto",
+    tune: Annotated[bool | None, typer.Option(
+        help="Tune each arm's learning rate on the same grid first (default: on for quick and "
+             "standard, off for smoke; refused for post-training methods); report seeds default "
+             "to 42..46.")] = None,
+    tune_grid: Annotated[str | None, typer.Option(
+        help="Learning rates to tune over, e.g. 1e-3,3e-3,1e-2 (default: 5 from lr/3 to 3*lr).")] = None,
+    tune_seeds: Annotated[str, typer.Option(help="Tuning seeds, disjoint from the report seeds.")] = "1000",
+    margin: Annotated[float, typer.Option(help="Non-inferiority margin of the verdict class, percent.")] = 1.0,
     post_steps: Annotated[int | None, typer.Option(help="Post-training methods: the stage's steps.")] = None,
     post_batch_size: Annotated[int | None, typer.Option(help="Post-training: examples per step.")] = None,
     post_lr: Annotated[float | None, typer.Option(help="Post-training: learning rate.")] = None,
@@ -103,14 +139,32 @@ def reproduce(
         "steps": steps, "batch_size": batch_size, "lr": lr, "warmup_steps": warmup_steps,
         "schedule": schedule, "suite": suite,
     })
+    comparison = plan_comparison(name)  # refuses unknown names and identical arms early
+    post_training = comparison.spec.slot == "post_training"
+    if tune is False and tune_grid is not None:
+        raise ConfigError("--tune-grid needs tuning; drop --no-tune")
+    if post_training and (tune or tune_grid is not None):  # both arms share one pretraining
+        from llmevo.posttrain.reproduce import TUNING_REFUSAL
+
+        raise ConfigError(TUNING_REFUSAL.format(name=name))
+    tuned = not post_training and (
+        tune if tune is not None else (chosen.name in TUNED_BY_DEFAULT or tune_grid is not None))
+    if tuned and seed is None and seeds is None:
+        seeds = ",".join(str(s) for s in tuning.DEFAULT_REPORT_SEEDS)
     seed_list = parse_seeds(seed, seeds)
+    execution = runner.Execution("sequential" if sequential else path, replicas_max)
+    check_path(execution.path, execution.replicas_max)
+    plan = None
+    if tuned:
+        grid = parse_floats(tune_grid, "--tune-grid") if tune_grid else tuning.default_grid(chosen.train.lr)
+        plan = tuning.check_plan(grid, parse_seeds(None, tune_seeds), seed_list)
+    check_margin(margin)
     torch_device = resolve_device(device)
     data = resolve_data_dir(data_dir)
     if threads:
         torch.set_num_threads(threads)
-    comparison = plan_comparison(name)  # refuses unknown names and identical arms early
     post_request = None
-    if comparison.spec.slot == "post_training":
+    if post_training:
         from llmevo.model.config import ComponentChoice
         from llmevo.posttrain.reproduce import post_training_request
 
@@ -119,15 +173,25 @@ def reproduce(
             {"steps": post_steps, "batch_size": post_batch_size, "lr": post_lr,
              "seed_offset": post_seed_offset, "arithmetic.max_operand": arithmetic_max_operand},
             ComponentChoice.parse(f"{name}:{method_config or ''}").config, preference_file)
+    if publish:
+        check_publishable(REPO_ROOT, allow_dirty)  # before any work
     paper = comparison.spec.manifest.paper
     folder = f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name
-    filename = artifact_filename(chosen.name, seed_list)
+    filename = artifact_filename(chosen.name, seed_list, tuned)
     if out is None:
         base = Path("docs/reproductions") / folder / "metrics" if publish else Path("runs") / folder
         out = base / filename
+    report_dir = (Path("docs/reproductions") / folder) if publish else out.parent / "report"
+    # the code that runs, read now: a commit or an edit during training must not reach provenance
+    modules = IMPLEMENTATION_MODULES + (POST_TRAINING_MODULES if post_training else ())
+    code = capture_code_state(
+        module_files(runner.implementation_objects(comparison)
+                     + [importlib.import_module(module) for module in modules]),
+        Path(runner.__file__), REPO_ROOT)
     request = runner.ReproductionRequest(
         name=name, preset=chosen, seeds=seed_list, data_dir=data,
-        cache_dir=resolve_cache_dir(), device=torch_device, post_training=post_request,
+        cache_dir=resolve_cache_dir(), device=torch_device, execution=execution,
+        tuning=plan, margin_percent=margin, post_training=post_request,
     )
     logs = None
     if tensorboard is not None:
@@ -138,38 +202,34 @@ def reproduce(
         from llmevo.posttrain.reproduce import run_post_training_reproduction
 
         outcome = run_post_training_reproduction(request, comparison,
-                                                 progress=RichTrainingProgress(console))
+                                                 progress=RichTrainingProgress(console), logs=logs)
     else:
         outcome = runner.run_reproduction(request, progress=RichTrainingProgress(console), logs=logs)
-    artifact = outcome.artifact
-    implementation = module_files(outcome.implementation_objects + [
-        importlib.import_module(module) for module in IMPLEMENTATION_MODULES])
-    artifact["provenance"] = collect_provenance(
+    provenance = collect_provenance(
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
-        implementation_files=implementation,
-        runner_file=Path(runner.__file__),
-        dataset_fingerprint=artifact["dataset"]["fingerprint"],
+        code=code,
+        dataset_fingerprint=outcome.body["dataset"]["fingerprint"],
         accelerator=accelerator_name(torch_device),
         artifact_path=str(out),
-        repo_root=REPO_ROOT,
+        allow_dirty=allow_dirty if publish else None,
     )
-    save_artifact(artifact, out)
+    artifact = save_artifact(outcome.artifact(provenance, str(out)), out)
+    assert isinstance(artifact, ReproductionArtifact)
     console.print(summary_table(artifact))
-    console.print(f"[bold]verdict:[/] {artifact['verdict']['summary']}")
+    console.print(f"[bold]verdict:[/] {artifact.verdict.summary if artifact.verdict else '—'}")
     console.print(f"artifact: {out}")
     if save_checkpoints is not None:
         for arm in outcome.comparison.arms:
             run = outcome.runs[arm.label][seed_list[0]]
-            folder = save_checkpoint(
+            checkpoint = save_checkpoint(
                 save_checkpoints / arm.label, run.model, arm.model,
                 tokenizer_json=outcome.tokenizer_json if arm.data == "bpe" else None,
                 metadata={"arm": arm.name, "seed": seed_list[0], "artifact": str(out),
                           "preset": chosen.name, "train": run.train_config},
             )
-            console.print(f"checkpoint ({arm.label}): {folder}")
+            console.print(f"checkpoint ({arm.label}): {checkpoint}")
     if report:
         from llmevo.reports.report import write_report
 
-        report_dir = (Path("docs/reproductions") / folder) if publish else out.parent / "report"
         readme = write_report(artifact, out, report_dir)
         console.print(f"report: {readme}")

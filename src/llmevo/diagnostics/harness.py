@@ -15,12 +15,15 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmevo.catalog import ensure_registered
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import summarize
 from llmevo.registry import StrictModel
+
+if TYPE_CHECKING:
+    from llmevo.artifacts.schema import DiagnosticArtifact
 
 SeedRow = dict[str, float | bool]
 DIAGNOSTIC_DATASET_REVISION = "llmevo-l1-synthetic-v1"
@@ -146,9 +149,10 @@ def build_artifact(
     accelerator: str = "CPU",
     checkpoint: str | None = None,
     extra_modules: Sequence[object] = (),
-) -> dict[str, Any]:
-    """The component-diagnostic artifact (schema v2), key order as in the reference."""
+) -> DiagnosticArtifact:
+    """The component-diagnostic artifact (schema v2, validated), key order as in the reference."""
     from llmevo.artifacts.provenance import collect_provenance, module_files
+    from llmevo.artifacts.schema import DiagnosticArtifact, validate_artifact
 
     diagnostic = run.diagnostic
     manifest = ensure_registered().find(diagnostic.component).manifest
@@ -168,7 +172,7 @@ def build_artifact(
         "status": "not_run (pass --full-experiment --checkpoint DIR where one exists)",
         "review_done": False,
     }
-    return {
+    body = {
         "schema_version": 2,
         "method": diagnostic.name,
         "manifest_ref": manifest.manifest_ref,
@@ -198,9 +202,12 @@ def build_artifact(
         "provenance": provenance,
         "full_experiment": full_experiment,
     }
+    artifact = validate_artifact(body, artifact_path.as_posix())
+    assert isinstance(artifact, DiagnosticArtifact)
+    return artifact
 
 
-def write_artifact(artifact: dict[str, Any], path: Path) -> None:
+def write_artifact(artifact: DiagnosticArtifact, path: Path) -> None:
     """Validate against the schema and write atomically (nothing is written if invalid)."""
     from llmevo.artifacts.io import save_artifact
 

@@ -219,3 +219,55 @@ def build_statistics(per_seed_rows: Sequence[Mapping], metrics: Sequence[str]) -
             "significant": is_significant(change),
         }
     return block
+
+
+# --- four-class verdicts with a margin (non-inferiority) ---------------------------------
+
+VERDICT_CLASSES = ("better", "non-inferior", "inconclusive", "worse")
+DEFAULT_MARGIN_PERCENT = 1.0
+
+
+def check_margin(margin_percent: float) -> float:
+    """The non-inferiority margin δ (percent), refused unless positive and finite."""
+    if not (margin_percent > 0 and math.isfinite(margin_percent)):
+        raise ConfigError(f"the non-inferiority margin must be a positive percentage, got {margin_percent}")
+    return margin_percent
+
+
+def classify_change(
+    ci_low: float | None, ci_high: float | None, margin_percent: float, lower_is_better: bool = True
+) -> str | None:
+    """One of ``VERDICT_CLASSES`` for a relative change's interval (percent), or ``None``
+    without an interval.
+
+    In the direction where negative is an improvement (``lower_is_better``; otherwise the
+    interval is negated first): ``worse`` when the lower bound is above 0 (significantly
+    worse, even inside the margin), ``better`` when the upper bound is below 0,
+    ``non-inferior`` when the upper bound is below the margin δ, else ``inconclusive``
+    (the interval reaches δ without excluding 0 from above).
+    """
+    check_margin(margin_percent)
+    if ci_low is None or ci_high is None:
+        return None
+    low, high = (ci_low, ci_high) if lower_is_better else (-ci_high, -ci_low)
+    if low > 0.0:
+        return "worse"
+    if high < 0.0:
+        return "better"
+    if high < margin_percent:
+        return "non-inferior"
+    return "inconclusive"
+
+
+def classified_verdict(block: dict, change: Mapping, margin_percent: float) -> dict:
+    """``block`` (a ``verdict`` dict) with ``classification`` and ``margin_percent`` added and
+    the class named in its summary; ``None`` below the formal seed count."""
+    formal, _ = claim_policy(change["n"])
+    lower = bool(block.get("lower_is_better", True))
+    label = classify_change(change["ci_low"], change["ci_high"], margin_percent, lower) if formal else None
+    out = dict(block)
+    out["classification"] = label
+    out["margin_percent"] = margin_percent
+    if label is not None:
+        out["summary"] = f"{block['summary']} Class (margin {margin_percent:g}%): {label}."
+    return out

@@ -9,7 +9,7 @@ at least the baseline's. The test split is touched here and nowhere else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
@@ -22,7 +22,7 @@ from llmevo.evolve.genome import Genome
 from llmevo.experiments.arm_data import ArmData
 from llmevo.experiments.plans import Arm
 from llmevo.experiments.presets import Preset
-from llmevo.experiments.reproduce import run_arm
+from llmevo.experiments.reproduce import Execution, run_arm_seeds
 from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import Progress
 
@@ -69,6 +69,9 @@ class FinalEvaluation:
 
     seeds: list[int]
     runs: dict[str, dict[int, dict[str, dict[str, float]]]]  # arm -> seed -> split -> metrics
+    # arm -> seed -> sha256 of the training windows it consumed (equal across arms per seed)
+    token_streams: dict[str, dict[int, str]] | None = None
+    training_path: dict[str, dict[int, str]] = field(default_factory=dict)  # arm -> seed -> path
 
     def values(self, arm: str, split: str, metric: str) -> list[float]:
         return [self.runs[arm][seed][split][metric] for seed in self.seeds]
@@ -96,11 +99,19 @@ class FinalEvaluation:
                            method_name="the champion")
             for split in ("validation", "test")
         }
+        if self.token_streams is not None:
+            block["token_stream_sha256"] = {
+                arm: {str(s): self.token_streams[arm][s] for s in self.seeds}
+                for arm in ("baseline", "champion")
+            }
         block["per_seed"] = [
             {"seed": s, **{arm: {split: self.runs[arm][s][split] for split in ("validation", "test")}
                            for arm in ("baseline", "champion")}}
             for s in self.seeds
         ]
+        if self.training_path:
+            block["training_path"] = {arm: {str(s): path for s, path in paths.items()}
+                                      for arm, paths in self.training_path.items()}
         return block
 
 
@@ -112,30 +123,42 @@ def final_evaluation(
     seeds: list[int],
     device: torch.device,
     progress: Progress | None = None,
+    execution: Execution = Execution(),
     logs: RunLogs | None = None,
     post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData when a genome post-trains
 ) -> FinalEvaluation:
-    """Train both genomes under each seed; validation and test metrics per run.
+    """Train both genomes under every seed (all seeds of a genome at once, ``train_many``);
+    validation and test metrics per run.
 
-    When the champion is the baseline genome, its runs are the baseline's (same seeds)."""
+    When the champion is the baseline genome, its runs are the baseline's (same seeds).
+    Both arms of a seed must consume the same token stream (the trainer's hash); a
+    mismatch is an error, so the comparison's equal budget is checked, not declared."""
     runs: dict[str, dict[int, dict[str, dict[str, float]]]] = {"baseline": {}, "champion": {}}
+    paths: dict[str, dict[int, str]] = {"baseline": {}, "champion": {}}
+    streams: dict[str, dict[int, str]] = {"baseline": {}, "champion": {}}
     genomes = {"baseline": baseline, "champion": champion}
-    for seed in seeds:
-        for label, genome in genomes.items():
-            if label == "champion" and genome.hash() == baseline.hash():
-                runs[label][seed] = runs["baseline"][seed]
-                continue
-            arm = Arm(label, genome.hash(), genome.model, genome.optimizer,
-                      post_training=genome.post_training)
-            logger = logs.run(f"final-{label}-seed{seed}") if logs is not None else None
-            try:
-                run = run_arm(arm, data, genome.apply_to(preset), seed, device, progress,
-                              logger=logger, post_data=post_data)
-            finally:
-                if logger is not None:
-                    logger.close()
+    for label, genome in genomes.items():
+        if label == "champion" and genome.hash() == baseline.hash():
+            runs[label] = dict(runs["baseline"])
+            paths[label] = dict(paths["baseline"])
+            streams[label] = dict(streams["baseline"])
+            continue
+        arm = Arm(label, genome.hash(), genome.model, genome.optimizer,
+                  post_training=genome.post_training)
+        trained = run_arm_seeds(arm, data, genome.apply_to(preset), list(seeds), device, progress,
+                                execution=execution, logs=logs, log_prefix="final-",
+                                post_data=post_data)
+        for seed in seeds:
+            run = trained[seed]
             clean = {split: {k: float(v) for k, v in metrics.items() if v is not None}
                      for split, metrics in (("validation", run.validation), ("test", run.test))}
             clean["validation"]["parameters"] = float(run.parameters)
             runs[label][seed] = clean
-    return FinalEvaluation(seeds=list(seeds), runs=runs)
+            paths[label][seed] = run.path
+            streams[label][seed] = run.train.token_stream_sha256
+    for seed in seeds:
+        if streams["baseline"][seed] != streams["champion"][seed]:
+            raise ConfigError(f"final evaluation, seed {seed}: champion and baseline consumed "
+                              "different token streams")
+    return FinalEvaluation(seeds=list(seeds), runs=runs, token_streams=streams,
+                           training_path=paths)

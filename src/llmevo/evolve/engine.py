@@ -53,6 +53,7 @@ from llmevo.experiments.presets import Preset
 SPACE_ATTR = "llmevo:search_space"
 PRESET_ATTR = "llmevo:preset"
 SAMPLER_ATTR = "llmevo:sampler"
+LR_FACTORS_ATTR = "llmevo:trial_lr_factors"
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,9 @@ class EvolveSettings:
     max_attempts_factor: int = 3
     extra: dict[str, Any] = field(default_factory=dict)
     promoted: tuple[str, ...] | None = None  # components in the space; None: manifest flags
+    execution_path: str = "auto"  # how multi-seed training runs (llmevo.train.many paths)
+    replicas_max: int | None = None
+    lr_factors: tuple[float, ...] = ()  # fair trials (evolve.fair): each trial at lr x factor, best counts
     tensorboard_dir: Path | None = None  # TensorBoard runs: one per trial and seed, plus "trials"
 
 
@@ -163,7 +167,8 @@ def open_study(settings: EvolveSettings, space: SearchSpace, storage: RDBStorage
                                 sampler=sampler, pruner=pruner, direction="maximize",
                                 load_if_exists=True)
     attrs = study.user_attrs
-    expected = {SPACE_ATTR: space.describe(), PRESET_ATTR: preset_description(settings.preset)}
+    expected = {SPACE_ATTR: space.describe(), PRESET_ATTR: preset_description(settings.preset),
+                LR_FACTORS_ATTR: list(settings.lr_factors)}
     if SPACE_ATTR not in attrs:
         for key, value in expected.items():
             study.set_user_attr(key, value)
@@ -172,9 +177,10 @@ def open_study(settings: EvolveSettings, space: SearchSpace, storage: RDBStorage
             study.enqueue_trial(space.to_params(space.baseline),
                                 user_attrs={"parent": None, "role": "baseline"})
         return study
-    what = {SPACE_ATTR: "search space", PRESET_ATTR: "preset"}
+    what = {SPACE_ATTR: "search space", PRESET_ATTR: "preset",
+            LR_FACTORS_ATTR: "trial learning-rate grid"}
     for key, value in expected.items():
-        if attrs[key] != value:
+        if attrs.get(key, [] if key == LR_FACTORS_ATTR else None) != value:
             raise ConfigError(
                 f"study '{settings.study_name}' was created with a different {what[key]} "
                 f"({_mismatch(attrs[key], value)[:160]}); use another --study or the original settings"
@@ -268,8 +274,9 @@ def prepare_context(settings: EvolveSettings, space: SearchSpace,
     from llmevo.experiments.arm_data import prepare_bpe_data
     from llmevo.train.device import resolve_device
 
-    preset = settings.preset
-    corpus = load_lm_corpus(settings.data_dir, preset.variant, preset.budgets, settings.cache_dir)
+    corpus = load_lm_corpus(settings.data_dir, settings.preset.variant, settings.preset.budgets,
+                            settings.cache_dir)
+    preset = settings.preset.resolved(int(corpus.tokens["train"].numel()))  # one-epoch -> steps
     data = prepare_bpe_data(corpus, preset, settings.data_dir, preset.train.seq_len)
     post_data = None
     if set(space.components.get("post_training", ("none",))) != {"none"}:
@@ -289,6 +296,9 @@ def prepare_context(settings: EvolveSettings, space: SearchSpace,
         search_seed=settings.search_seed, rescore_seeds=settings.rescore_seeds,
         score_k=settings.score_k, hurdle_fractions=settings.hurdle_fractions,
         hurdle_windows=settings.hurdle_windows, worker=worker, logs=logs, post_data=post_data,
+        execution_path=settings.execution_path, replicas_max=settings.replicas_max,
+        execution_workers=max(1, settings.threads_per_worker),
+        lr_factors=settings.lr_factors,
     )
 
 

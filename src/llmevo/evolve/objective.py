@@ -33,6 +33,7 @@ from llmevo.experiments.arm_data import ArmData
 from llmevo.experiments.presets import Preset
 from llmevo.experiments.reproduce import evaluate_arm
 from llmevo.train.logging import RunLogs
+from llmevo.train.many import Execution, RunSpec, train_many
 from llmevo.train.trainer import train
 
 FINAL_STATES = ("complete", "pruned", "diverged", "failed", "invalid", "duplicate")
@@ -54,6 +55,10 @@ class TrialContext:
     hurdle_fractions: tuple[float, ...] = (0.5,)
     hurdle_windows: int = 16
     worker: int | None = None  # recorded on each trial
+    execution_path: str = "auto"  # how rescoring seeds train (llmevo.train.many paths)
+    replicas_max: int | None = None
+    execution_workers: int | None = None  # worker processes for a parallel path (its core share)
+    lr_factors: tuple[float, ...] = ()  # fair trials: train at lr x each factor, score the best (evolve.fair)
     logs: RunLogs | None = None  # per-step curves of each trial and seed; fitness and genome
     post_data: Any = None  # llmevo.posttrain.tasks.PostTrainData, when post-training genes exist
 
@@ -157,6 +162,85 @@ def train_and_validate(
     return "complete", record
 
 
+def train_and_validate_many(
+    genome: Genome, context: TrialContext, seeds: list[int]
+) -> list[tuple[str, dict[str, Any]]]:
+    """Train the genome under every seed at once (``train_many``); validation only.
+
+    Returns (status, record) per seed, as ``train_and_validate`` does (no hurdles here)."""
+    preset = genome.apply_to(context.preset)
+    outcomes = train_many(
+        lambda: build_model(genome.model), context.data.stream,
+        [RunSpec(seed, preset.train) for seed in seeds], context.device,
+        description="rescore", path=context.execution_path,
+        replicas_max=context.replicas_max, workers=context.execution_workers,
+    )
+    results = []
+    for outcome in outcomes:
+        result = outcome.result
+        record: dict[str, Any] = {
+            "steps_done": result.steps_done,
+            "wall_seconds": result.wall_seconds,
+            "token_stream_sha256": result.token_stream_sha256,
+            "initial_loss": result.initial_loss,
+            "final_loss": result.final_loss,
+            "training_path": outcome.path,
+        }
+        if result.status != "complete":
+            record["message"] = result.message
+            results.append((result.status, record))
+            continue
+        model = outcome.model.to(context.device)
+        if genome.post_training.name != "none":
+            from llmevo.posttrain.presets import post_train_genome_model
+
+            stage = post_train_genome_model(model, genome.post_training, context.post_data,
+                                            context.preset.name, outcome.spec.seed,
+                                            context.device, result.steps_done)
+            record["post_training_loss"] = stage.post_training_loss
+            record["reward_bearing_group_rate"] = stage.reward_bearing_group_rate
+        metrics = evaluate_arm(model, context.data, preset, "validation", context.device)
+        record.update({k: v for k, v in metrics.items() if v is not None})
+        results.append(("complete", record))
+    return results
+
+
+def _best_of_grid(trial: optuna.Trial, genome: Genome, context: TrialContext) -> tuple[str, dict, Genome]:
+    """Train the genome at every lr of its trial grid under the search seed; the best
+    complete run's record and the genome at that lr (recorded as ``tuned_genome``)."""
+    from llmevo.evolve.fair import train_genome, trial_lr_grid, with_lr
+
+    grid = trial_lr_grid(genome.train.lr, context.lr_factors)
+    runs = train_genome(genome, context.data, context.preset,
+                        [(lr, context.search_seed) for lr in grid], context.device,
+                        execution=Execution(context.execution_path, context.replicas_max),
+                        post_data=context.post_data)
+    trial.set_user_attr("lr_grid", [{"lr": r["lr"], "status": status,
+                                     "fitness": r.get("validation", {}).get("fitness")}
+                                    for status, r in runs])
+    complete = [r for status, r in runs if status == "complete"]
+    if not complete:
+        return "diverged", runs[0][1], genome
+    best = max(complete, key=lambda r: r["validation"]["fitness"])
+    tuned = with_lr(genome, best["lr"])
+    trial.set_user_attr("tuned_genome", tuned.model_dump(mode="json"))
+    trial.set_user_attr("tuned_lr", best["lr"])
+    record = {k: v for k, v in best.items() if k != "validation"} | best["validation"]
+    return "complete", record, tuned
+
+
+def _rescore(genome: Genome, context: TrialContext, seeds: list[int]) -> list[tuple[str, dict]]:
+    """The (tuned) genome under each rescoring seed, all at once; validation only."""
+    from llmevo.evolve.fair import train_genome
+
+    runs = train_genome(genome, context.data, context.preset, [(genome.train.lr, s) for s in seeds],
+                        context.device,
+                        execution=Execution(context.execution_path, context.replicas_max),
+                        post_data=context.post_data)
+    return [(status, {k: v for k, v in record.items() if k != "validation"} | record["validation"]
+             if status == "complete" else record) for status, record in runs]
+
+
 def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
     """The Optuna objective (direction: maximize validation fitness)."""
 
@@ -222,7 +306,10 @@ def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
 
         seeds = [context.search_seed]
         run_name = f"trial-{trial.number:04d}"
-        status, record = train_and_validate(genome, context, seeds[0], make_hook, run_name)
+        if context.lr_factors:  # every lr of the grid at once (no hurdles), scored by its best
+            status, record, genome = _best_of_grid(trial, genome, context)
+        else:
+            status, record = train_and_validate(genome, context, seeds[0], make_hook, run_name)
         per_seed = {str(seeds[0]): record}
         trial.set_user_attr("seeds", seeds)
         trial.set_user_attr("metrics", per_seed)
@@ -235,9 +322,14 @@ def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
         fitness = [record["fitness"]]
         best = best_score(study)
         if context.rescore_seeds > 0 and (best is None or fitness[0] > best):
-            for offset in range(1, context.rescore_seeds + 1):
-                seed = context.search_seed + offset
-                status, record = train_and_validate(genome, context, seed, run_name=run_name)
+            extra = [context.search_seed + offset for offset in range(1, context.rescore_seeds + 1)]
+            if context.lr_factors:  # fair trials: the genome at its tuned lr (evolve.fair)
+                rescored = _rescore(genome, context, extra)
+            elif context.logs is not None:  # per-step curves are written by the sequential trainer
+                rescored = [train_and_validate(genome, context, seed, run_name=run_name) for seed in extra]
+            else:
+                rescored = train_and_validate_many(genome, context, extra)
+            for seed, (status, record) in zip(extra, rescored, strict=True):
                 if status == "diverged":
                     trial.set_user_attr("state", "diverged")
                     raise TrialDiverged(

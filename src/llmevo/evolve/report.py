@@ -19,6 +19,7 @@ from optuna.trial import FrozenTrial, TrialState  # noqa: E402
 
 from llmevo.artifacts.io import write_json_atomic, write_text_atomic  # noqa: E402
 from llmevo.evolve.champion import FinalEvaluation, lineage  # noqa: E402
+from llmevo.evolve.fair import knockout_lines  # noqa: E402
 from llmevo.evolve.sampler import LOST_STATES  # noqa: E402
 
 SCHEMA_VERSION = 2
@@ -157,6 +158,21 @@ def _fmt(value: Any, digits: int = 4) -> str:
     return "—" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
+def _tuning_lines(summary: dict[str, Any]) -> list[str]:
+    factors = summary["settings"].get("trial_lr_factors")
+    lines = [f"Trials were scored at their best of lr x {factors}." if factors else
+             "Trials were trained at one learning rate each (untuned)."]
+    tuning = summary.get("final_tuning")
+    if tuning:
+        chosen = ", ".join(f"{arm} {block['chosen']['lr']:.3g}" + (" (on the grid's edge)" if block["chosen_on_edge"] else "")
+                           for arm, block in tuning["arms"].items())
+        lines.append(f"The final comparison tuned both arms on the grid {[f'{v:.3g}' for v in tuning['grid']]} "
+                     f"(tuning seeds {tuning['seeds']}); chosen lr: {chosen}.")
+    else:
+        lines.append("The final comparison was not tuned: each genome ran at its own learning rate.")
+    return [" ".join(lines), ""]
+
+
 def readme_text(summary: dict[str, Any], study: optuna.Study) -> str:
     champion = summary["champion"]
     final = summary["final_evaluation"]
@@ -189,6 +205,8 @@ def readme_text(summary: dict[str, Any], study: optuna.Study) -> str:
     lines += ["", f"Seeds: {final['seeds']}. {final['claim_policy']}.", "",
               f"**Verdict (test fitness):** {final['verdict']['test']['summary']}", "",
               f"Verdict (validation fitness): {final['verdict']['validation']['summary']}", "",
+              *_tuning_lines(summary),
+              *(knockout_lines(summary["knockouts"]) if summary.get("knockouts") else []),
               "## Lineage of the champion", "",
               "| trial | mutated gene | fitness | score | genome |", "|---|---|---|---|---|"]
     for number in champion["lineage"]:

@@ -5,7 +5,10 @@ WikiText-2, 120,000 / 8,000 / 8,000 tokens (narrative 120,000), 12 steps of batc
 AdamW lr 6e-4 with PyTorch defaults otherwise, clip 1.0, ``lm_loss`` over the first 32
 windows, the ``core`` suite. ``quick`` trains about 1M tokens with warmup + cosine and
 evaluates whole splits; ``standard`` makes one pass over the full WikiText-2 train split.
-Any field can be overridden (``Preset.override``).
+Any field can be overridden (``Preset.override``); an explicit step count always wins over
+``one_epoch``. A preset is resolved in one place, ``Preset.resolved(train_tokens)``, once the
+training stream is known: every pipeline (reproduction, evolution trials, the evolution's
+final comparison) trains on the resolved preset, whose ``steps`` are concrete.
 """
 
 from __future__ import annotations
@@ -46,16 +49,24 @@ class Preset(StrictModel):
             narrative=self.narrative_tokens,
         )
 
-    def with_steps_for(self, stream_tokens: int) -> Preset:
-        """For one-epoch presets: the steps that consume ``stream_tokens`` once."""
+    def resolved(self, stream_tokens: int) -> Preset:
+        """The preset to train with: a one-epoch preset gets the steps that consume
+        ``stream_tokens`` once (and ``one_epoch=False``, since its steps are now concrete);
+        any other preset is returned unchanged."""
         if not self.one_epoch:
             return self
         steps = math.ceil(stream_tokens / self.train.tokens_per_step)
-        return self.model_copy(update={"train": self.train.model_copy(update={"steps": steps})})
+        train = self.train.model_copy(update={"steps": steps})
+        return self.model_copy(update={"train": train, "one_epoch": False})
 
     def override(self, values: dict[str, Any]) -> Preset:
-        """A copy with top-level or ``train.<field>`` values replaced, validated."""
+        """A copy with top-level or ``train.<field>`` values replaced, validated.
+
+        An explicit ``steps`` (or ``train.steps``) turns ``one_epoch`` off: the caller's step
+        count wins over the preset's one-pass rule."""
         data = self.model_dump()
+        if values.get("steps") is not None or values.get("train.steps") is not None:
+            data["one_epoch"] = False
         for key, value in values.items():
             if value is None:
                 continue

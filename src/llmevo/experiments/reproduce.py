@@ -8,7 +8,8 @@ consumed is hashed and the hashes must agree, so "equal budget" is verified. Sel
 and verdicts use the validation split; the test split is evaluated once, at the end of
 each arm's run, and only reported.
 
-Public API: ``ReproductionRequest``, ``run_reproduction``, ``run_arm``, ``evaluate_arm``;
+Public API: ``ReproductionRequest``, ``Execution``, ``run_reproduction``, ``run_arm``,
+``run_arm_seeds``, ``finish_arm``, ``evaluate_arm``;
 the arms come from ``llmevo.experiments.plans`` and their data from
 ``llmevo.experiments.arm_data``.
 """
@@ -25,12 +26,20 @@ from typing import Any
 import torch
 from torch import nn
 
+from llmevo.artifacts.schema import ReproductionArtifact, validate_artifact
 from llmevo.catalog import build_model, ensure_registered
 from llmevo.data.lm import LMCorpus, load_lm_corpus
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.metrics import LOWER_IS_BETTER, derive_arm_metrics
-from llmevo.eval.stats import build_statistics, claim_policy, mean, verdict
+from llmevo.eval.stats import (
+    DEFAULT_MARGIN_PERCENT,
+    build_statistics,
+    claim_policy,
+    classified_verdict,
+    mean,
+    verdict,
+)
 from llmevo.eval.suites import evaluate_suite
 from llmevo.experiments.arm_data import (  # noqa: F401  (re-exported for callers)
     DATA_VIEWS,
@@ -46,9 +55,11 @@ from llmevo.experiments.plans import (  # noqa: F401  (re-exported for callers)
     plan_comparison,
 )
 from llmevo.experiments.presets import Preset
+from llmevo.experiments.tuning import TuningPlan, tune_comparison
 from llmevo.model.config import MODEL_SLOTS, ModelConfig
 from llmevo.registry import ComponentSpec
 from llmevo.train.logging import RunLogger, RunLogs
+from llmevo.train.many import Execution, RunSpec, check_path, train_many
 from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
 
 STAT_METRICS = (
@@ -74,6 +85,7 @@ class ArmRun:
     architecture_stats: dict[str, Any]
     model: nn.Module
     train_config: dict[str, Any]  # the resolved training settings of this run
+    path: str = "sequential"  # how it was trained (llmevo.train.many paths)
 
 
 def evaluate_arm(
@@ -95,31 +107,35 @@ def evaluate_arm(
     return derive_arm_metrics(raw, objective)
 
 
-def run_arm(
+def arm_train_config(arm: Arm, data: ArmData, preset: Preset) -> TrainConfig:
+    """The resolved training settings of one arm: the preset's, with the arm's optimizer."""
+    return preset.train.model_copy(
+        update={"optimizer": arm.optimizer, "seq_len": data.seq_len or preset.train.seq_len})
+
+
+def finish_arm(
     arm: Arm,
     data: ArmData,
     preset: Preset,
     seed: int,
+    model: nn.Module,
+    result: TrainResult,
+    train_config: TrainConfig,
     device: torch.device,
-    progress: Progress | None = None,
     objective: str = "public_composite",
+    path: str = "sequential",
     logger: RunLogger | None = None,
     post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData, for arms with a stage
 ) -> ArmRun:
-    """Train one arm under one seed, evaluate validation then test once.
+    """Evaluate a trained arm on validation and (reported only) test; refuse a diverged run.
 
-    ``logger`` receives every training step and, at the end, the evaluation metrics
-    (``validation/...``, ``test/...`` at the last step)."""
-    torch.manual_seed(seed)
-    model = build_model(arm.model)
-    train_config: TrainConfig = preset.train.model_copy(
-        update={"optimizer": arm.optimizer, "seq_len": data.seq_len or preset.train.seq_len})
-    result = train(
-        model, data.stream, train_config, seed, device, progress,
-        description=f"{arm.label} {arm.name} seed {seed}", logger=logger,
-    )
+    An arm with a post-training stage (``arm.post_training``, an evolution gene) runs it on
+    the trained model first, with ``post_data`` (or a function that loads it).
+    ``logger`` receives, at the end, the evaluation metrics (``validation/...``,
+    ``test/...`` at the last step)."""
     if result.status == "diverged":
         raise DivergedError(f"{arm.label} arm '{arm.name}' seed {seed}: {result.message}", result.steps_done)
+    model = model.to(device)
     if arm.post_training is not None and arm.post_training.name != "none":
         from llmevo.posttrain.presets import post_train_genome_model
 
@@ -142,7 +158,74 @@ def run_arm(
         architecture_stats=stats,
         model=model,
         train_config=train_config.model_dump(mode="json"),
+        path=path,
     )
+
+
+def run_arm(
+    arm: Arm,
+    data: ArmData,
+    preset: Preset,
+    seed: int,
+    device: torch.device,
+    progress: Progress | None = None,
+    objective: str = "public_composite",
+    logger: RunLogger | None = None,
+    post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData, for arms with a stage
+) -> ArmRun:
+    """One arm under one seed, trained by the sequential ``train()``; ``logger`` receives
+    every training step and the final metrics."""
+    torch.manual_seed(seed)
+    model = build_model(arm.model)
+    train_config = arm_train_config(arm, data, preset)
+    result = train(
+        model, data.stream, train_config, seed, device, progress,
+        description=f"{arm.label} {arm.name} seed {seed}", logger=logger,
+    )
+    return finish_arm(arm, data, preset, seed, model, result, train_config, device, objective,
+                      logger=logger, post_data=post_data)
+
+
+def run_arm_seeds(
+    arm: Arm,
+    data: ArmData,
+    preset: Preset,
+    seeds: list[int],
+    device: torch.device,
+    progress: Progress | None = None,
+    objective: str = "public_composite",
+    execution: Execution = Execution(),
+    logs: RunLogs | None = None,
+    log_prefix: str = "",
+    post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData, for arms with a stage
+) -> dict[int, ArmRun]:
+    """One arm under every seed: all seeds trained through ``train_many``, then evaluated.
+
+    With ``logs`` (per-step curves, ``<arm>-seed<seed>``) the seeds train one after another:
+    the step loggers live in this process."""
+    if logs is not None:
+        runs = {}
+        for seed in seeds:
+            logger = logs.run(f"{log_prefix}{arm.label}-seed{seed}")
+            try:
+                runs[seed] = run_arm(arm, data, preset, seed, device, progress, objective, logger,
+                                     post_data)
+            finally:
+                logger.close()
+        return runs
+    train_config = arm_train_config(arm, data, preset)
+    outcomes = train_many(
+        lambda: build_model(arm.model), data.stream,
+        [RunSpec(seed, train_config) for seed in seeds], device, progress,
+        description=f"{arm.label} {arm.name}", path=execution.path,
+        replicas_max=execution.replicas_max,
+    )
+    return {
+        outcome.spec.seed: finish_arm(arm, data, preset, outcome.spec.seed, outcome.model,
+                                      outcome.result, train_config, device, objective, outcome.path,
+                                      post_data=post_data)
+        for outcome in outcomes
+    }
 
 
 @dataclass
@@ -154,16 +237,25 @@ class ReproductionRequest:
     cache_dir: Path
     device: torch.device
     base_model: ModelConfig = field(default_factory=ModelConfig)
+    execution: Execution = field(default_factory=Execution)
+    tuning: TuningPlan | None = None  # tune each arm's learning rate first (experiments.tuning)
+    margin_percent: float = DEFAULT_MARGIN_PERCENT  # non-inferiority margin of the verdict class
     post_training: Any = None  # llmevo.posttrain.reproduce.PostTrainRequest (post-training slot)
 
 
 @dataclass
 class ReproductionOutcome:
     comparison: Comparison
-    artifact: dict[str, Any]
+    body: dict[str, Any]  # every artifact block but provenance (known only to the caller)
     runs: dict[str, dict[int, ArmRun]]
     implementation_objects: list[object]
     tokenizer_json: str  # the BPE tokenizer, for checkpoints of BPE arms
+
+    def artifact(self, provenance: dict[str, Any], source: str = "artifact") -> ReproductionArtifact:
+        """The typed, validated artifact: the body with ``provenance`` (``collect_provenance``)."""
+        artifact = validate_artifact({**self.body, "provenance": provenance}, source)
+        assert isinstance(artifact, ReproductionArtifact)
+        return artifact
 
 
 def validate_seeds(seeds: list[int]) -> list[int]:
@@ -181,7 +273,8 @@ def run_reproduction(
     on_arm_done: Callable[[str, int, ArmRun], None] | None = None,
     logs: RunLogs | None = None,
 ) -> ReproductionOutcome:
-    """Train and evaluate both arms under every seed; return the artifact body.
+    """Train and evaluate both arms under every seed; return the artifact body (typed and
+    validated once the caller adds provenance: ``outcome.artifact(provenance)``).
 
     ``logs`` (e.g. ``TensorBoardLogs``) gets one run per arm and seed, ``<arm>-seed<seed>``."""
     seeds = validate_seeds(request.seeds)
@@ -191,7 +284,7 @@ def run_reproduction(
                           "llmevo.posttrain.reproduce.run_post_training_reproduction")
     preset = request.preset
     corpus = load_lm_corpus(request.data_dir, preset.variant, preset.budgets, request.cache_dir)
-    preset = preset.with_steps_for(int(corpus.tokens["train"].numel()))
+    preset = preset.resolved(int(corpus.tokens["train"].numel()))
     views = {
         kind: DATA_VIEWS[kind](corpus, preset, request.data_dir, preset.train.seq_len)
         for kind in dict.fromkeys(arm.data for arm in comparison.arms)
@@ -204,34 +297,52 @@ def run_reproduction(
         build_model(arm.model)
         arms.append(arm)
     resolved = Comparison(comparison.spec, arms[0], arms[1], comparison.metric, comparison.objective)
+    check_path(request.execution.path, request.execution.replicas_max)
+    arm_presets = {arm.label: preset for arm in resolved.arms}
+    tuning = None
+    if request.tuning is not None:  # each arm at its best learning rate of the shared grid
+        arm_presets, tuning = tune_comparison(resolved, views, preset, request.tuning,
+                                              request.device, progress, execution=request.execution)
     runs: dict[str, dict[int, ArmRun]] = {"baseline": {}, "method": {}}
-    for seed in seeds:
-        for arm in resolved.arms:
-            logger = logs.run(f"{arm.label}-seed{seed}") if logs is not None else None
-            try:
-                run = run_arm(arm, views[arm.data], preset, seed, request.device, progress,
-                              objective=resolved.objective, logger=logger)
-            finally:
-                if logger is not None:
-                    logger.close()
+    for arm in resolved.arms:  # all seeds of an arm at once
+        arm_runs = run_arm_seeds(arm, views[arm.data], arm_presets[arm.label], seeds, request.device,
+                                 progress, resolved.objective, request.execution, logs)
+        for seed in seeds:
+            run = arm_runs[seed]
             runs[arm.label][seed] = run
             if on_arm_done:
                 on_arm_done(arm.label, seed, run)
             run.model = run.model.cpu()
+    for seed in seeds:
         if resolved.baseline.data == resolved.method.data:
             hashes = {runs[label][seed].train.token_stream_sha256 for label in runs}
             if len(hashes) != 1:
                 raise ConfigError(f"seed {seed}: the arms consumed different token streams")
-    artifact = assemble_artifact(resolved, preset, seeds, corpus, views, runs, request.device)
-    objects: list[object] = [resolved.spec.cls]
-    objects += [spec.cls for arm in resolved.arms for spec in _arm_specs(arm)]
-    return ReproductionOutcome(resolved, artifact, runs, objects, corpus.tokenizer.tokenizer.to_str())
+    body = assemble_artifact(resolved, preset, seeds, corpus, views, runs, request.device)
+    change = body["statistics"].get(resolved.metric, {}).get("paired_relative_change_percent")
+    if change is not None:
+        body["verdict"] = classified_verdict(body["verdict"], change, request.margin_percent)
+    if tuning is not None:
+        for arm in resolved.arms:
+            body[arm.label]["learning_rate"] = arm_presets[arm.label].train.lr
+        body["tuning"] = tuning
+    return ReproductionOutcome(resolved, body, runs, implementation_objects(resolved),
+                               corpus.tokenizer.tokenizer.to_str())
+
+
+def implementation_objects(comparison: Comparison) -> list[object]:
+    """The component classes both arms are built from (for provenance file hashes)."""
+    objects: list[object] = [comparison.spec.cls]
+    return objects + [spec.cls for arm in comparison.arms for spec in _arm_specs(arm)]
 
 
 def _arm_specs(arm: Arm) -> list[ComponentSpec]:
     registry = ensure_registered()
     specs = [registry.get(slot, getattr(arm.model, slot).name) for slot in MODEL_SLOTS]
-    return specs + [registry.get("optimizer", arm.optimizer.name)]
+    specs.append(registry.get("optimizer", arm.optimizer.name))
+    if arm.post_training is not None:
+        specs.append(registry.get("post_training", arm.post_training.name))
+    return specs
 
 
 def _curve(losses_by_seed: dict[int, list[float]]) -> dict[str, Any]:
@@ -404,8 +515,15 @@ def assemble_artifact(
             "token_stream_sha256": _combined_stream_hash(runs, seeds),
             "token_stream_sha256_per_seed": {
                 str(s): runs["method"][s].train.token_stream_sha256 for s in seeds},
+            "token_stream_sha256_by_arm": {
+                label: {str(s): runs[label][s].train.token_stream_sha256 for s in seeds}
+                for label in ("baseline", "method")
+            },
             "wall_seconds": {
                 label: sum(runs[label][s].train.wall_seconds for s in seeds) for label in runs
+            },
+            "training_path": {
+                label: {str(s): runs[label][s].path for s in seeds} for label in runs
             },
         },
         "baseline": baseline,
@@ -423,7 +541,6 @@ def assemble_artifact(
             "interval": "paired Student t-interval, 95%, on per-seed relative change",
             "selection_split": "validation",
         },
-        "provenance": {},
         "per_seed": per_seed,
         "statistics": build_statistics(per_seed, metrics),
         "verdict": decision,

@@ -22,11 +22,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from llmevo.catalog import build_model, ensure_registered
+from llmevo.catalog import build_model
 from llmevo.data.lm import load_lm_corpus
 from llmevo.errors import ConfigError, DivergedError
+from llmevo.eval.stats import classified_verdict
 from llmevo.posttrain.evaluate import evaluate_post_training
 from llmevo.posttrain.presets import post_training_settings
 from llmevo.posttrain.stage import (
@@ -36,7 +35,13 @@ from llmevo.posttrain.stage import (
     run_post_training,
 )
 from llmevo.posttrain.tasks import load_post_train_data, read_preference_file
-from llmevo.train.trainer import Progress, train
+from llmevo.train.logging import RunLogs
+from llmevo.train.many import RunSpec, train_many
+from llmevo.train.trainer import Progress
+
+TUNING_REFUSAL = ("--tune is not available for post-training method '{name}': tuning picks each "
+                  "arm's pretraining learning rate, and both arms share one pretrained model here; "
+                  "drop --tune (set the stage's rate with --post-lr)")
 
 
 @dataclass(frozen=True)
@@ -91,18 +96,29 @@ def run_post_training_reproduction(
     comparison: Any,  # llmevo.experiments.plans.Comparison with post_training arms
     progress: Progress | None = None,
     on_arm_done: Callable[[str, int, Any], None] | None = None,
+    logs: RunLogs | None = None,
 ) -> Any:
-    """Pretrain once per seed, post-train each arm from that checkpoint, evaluate, assemble."""
+    """Pretrain once per seed, post-train each arm from that checkpoint, evaluate, assemble.
+
+    All seeds' pretraining runs go through ``train_many`` (``request.execution``); the
+    stages run one after another. Returns a ``ReproductionOutcome`` whose body validates
+    through the artifact schema once provenance is added. ``logs`` gets the pretraining
+    steps (``pretrain-seed<seed>``) and each arm's final metrics (``<arm>-seed<seed>``).
+    Learning-rate tuning (``request.tuning``) is refused: it tunes the pretraining rate,
+    which both arms share here."""
     from llmevo.experiments.reproduce import (  # the shared reproduction machinery
         DATA_VIEWS,
         ArmRun,
         ReproductionOutcome,
         assemble_artifact,
         evaluate_arm,
+        implementation_objects,
         validate_seeds,
     )
 
     seeds = validate_seeds(request.seeds)
+    if request.tuning is not None:
+        raise ConfigError(TUNING_REFUSAL.format(name=comparison.spec.name))
     post: PostTrainRequest = request.post_training or PostTrainRequest(
         post_training_settings(request.preset.name, {}))
     settings = post.settings
@@ -110,23 +126,25 @@ def run_post_training_reproduction(
     task = comparison.spec.cls.task or "instruction"
     preset = request.preset
     corpus = load_lm_corpus(request.data_dir, preset.variant, preset.budgets, request.cache_dir)
-    preset = preset.with_steps_for(int(corpus.tokens["train"].numel()))
+    preset = preset.resolved(int(corpus.tokens["train"].numel()))
     data = DATA_VIEWS["bpe"](corpus, preset, request.data_dir, preset.train.seq_len)
     post_data = load_post_train_data(
         request.data_dir, data.codec, preset.train.seq_len, settings.arithmetic,
         post.preference_file, settings.held_out_pairs)
     base_model = comparison.method.model
+    train_config = preset.train.model_copy(update={"optimizer": comparison.method.optimizer})
+    pretrained = train_many(  # every seed's pretraining at once; both arms start from it
+        lambda: build_model(base_model), data.stream,
+        [RunSpec(seed, train_config, label=f"pretrain-seed{seed}") for seed in seeds],
+        request.device, progress, description="pretrain llama_modern", logs=logs,
+        path=request.execution.path, replicas_max=request.execution.replicas_max)
     runs: dict[str, dict[int, ArmRun]] = {"baseline": {}, "method": {}}
     stages: dict[str, dict[int, StageResult]] = {"baseline": {}, "method": {}}
-    for seed in seeds:
-        torch.manual_seed(seed)
-        model = build_model(base_model)
-        train_config = preset.train.model_copy(update={"optimizer": comparison.method.optimizer})
-        pretrain = train(model, data.stream, train_config, seed, request.device, progress,
-                         description=f"pretrain llama_modern seed {seed}")
+    for outcome in pretrained:
+        seed, pretrain = outcome.spec.seed, outcome.result
         if pretrain.status == "diverged":
             raise DivergedError(f"pretraining seed {seed}: {pretrain.message}", pretrain.steps_done)
-        checkpoint = copy.deepcopy(model).cpu()
+        checkpoint = copy.deepcopy(outcome.model).cpu()
         for arm in comparison.arms:
             arm_model = copy.deepcopy(checkpoint)
             stage = run_post_training(
@@ -143,6 +161,13 @@ def run_post_training_reproduction(
             test = evaluate_arm(arm_model, data, preset, "test", request.device)
             test.update(evaluate_post_training(
                 arm_model, post_data, "test", request.device, settings.max_new_tokens))
+            if logs is not None:
+                logger = logs.run(f"{arm.label}-seed{seed}")
+                try:
+                    logger.log_metrics("validation", validation, pretrain.steps_done)
+                    logger.log_metrics("test", test, pretrain.steps_done)
+                finally:
+                    logger.close()
             run = ArmRun(
                 validation=validation, test=test, train=pretrain,
                 parameters=sum(p.numel() for p in arm_model.parameters()),
@@ -152,6 +177,7 @@ def run_post_training_reproduction(
                 train_config={"pretrain": train_config.model_dump(mode="json"),
                               "post_training": settings.model_dump(mode="json"),
                               "method": arm.post_training.model_dump(mode="json")},
+                path=outcome.path,
             )
             runs[arm.label][seed] = run
             stages[arm.label][seed] = stage
@@ -161,18 +187,14 @@ def run_post_training_reproduction(
         if len(examples) != 1 and comparison.baseline.post_training.name != "none":
             raise ConfigError(f"seed {seed}: the arms post-trained on different numbers of "
                               f"examples {sorted(examples)}")
-    artifact = assemble_artifact(comparison, preset, seeds, corpus, {"bpe": data}, runs,
-                                 request.device)
-    _add_post_training(artifact, comparison, stages, settings, task, post_data, seeds)
-    objects: list[object] = [comparison.spec.cls]
-    objects += [spec.cls for spec in _post_specs(comparison)]
-    return ReproductionOutcome(comparison, artifact, runs, objects,
+    body = assemble_artifact(comparison, preset, seeds, corpus, {"bpe": data}, runs,
+                             request.device)
+    change = body["statistics"].get(comparison.metric, {}).get("paired_relative_change_percent")
+    if change is not None:
+        body["verdict"] = classified_verdict(body["verdict"], change, request.margin_percent)
+    _add_post_training(body, comparison, stages, settings, task, post_data, seeds)
+    return ReproductionOutcome(comparison, body, runs, implementation_objects(comparison),
                                corpus.tokenizer.tokenizer.to_str())
-
-
-def _post_specs(comparison: Any) -> list[Any]:
-    registry = ensure_registered()
-    return [registry.get("post_training", arm.post_training.name) for arm in comparison.arms]
 
 
 def _add_post_training(

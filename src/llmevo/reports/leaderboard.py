@@ -1,7 +1,9 @@
 """The leaderboard: one row per reproduction artifact, one per component diagnostic.
 
-Reads plain JSON artifacts (docs/ARTIFACTS.md). Files that are not schema-v2 reproduction or
-diagnostic artifacts are skipped and counted, never guessed at.
+Every artifact is loaded through the validated schema (``llmevo.artifacts.schema``). JSON
+files that do not claim to be artifacts (no ``schema_version`` and ``method``, e.g. an
+evolution summary or the leaderboard itself) are skipped and counted; a file that claims to
+be an artifact but does not validate is an error, never guessed at.
 """
 
 from __future__ import annotations
@@ -12,14 +14,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from llmevo.artifacts.io import write_text_atomic
+from llmevo.artifacts.schema import (
+    Artifact,
+    DiagnosticArtifact,
+    ReproductionArtifact,
+    claims_to_be_artifact,
+    read_json,
+    validate_artifact,
+)
 from llmevo.errors import ArtifactError, ConfigError
 from llmevo.eval.stats import claim_policy, relative_changes_percent
-from llmevo.reports.report import artifact_kind, artifact_name, arxiv_id
 
 
-def scan_artifacts(roots: Iterable[Path]) -> tuple[list[tuple[Path, dict]], list[Path]]:
+def scan_artifacts(roots: Iterable[Path]) -> tuple[list[tuple[Path, Artifact]], list[Path]]:
     """``(artifacts, skipped)``: every ``*.json`` under the roots, sorted by path."""
-    found: list[tuple[Path, dict]] = []
+    found: list[tuple[Path, Artifact]] = []
     skipped: list[Path] = []
     for root in roots:
         root = Path(root)
@@ -30,14 +39,14 @@ def scan_artifacts(roots: Iterable[Path]) -> tuple[list[tuple[Path, dict]], list
         paths = [root] if root.is_file() else sorted(root.rglob("*.json"))
         for path in paths:
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                data = read_json(path)
+            except ArtifactError:
                 skipped.append(path)
                 continue
-            if artifact_kind(data) is None:
-                skipped.append(path)
+            if claims_to_be_artifact(data):
+                found.append((path, validate_artifact(data, str(path))))
             else:
-                found.append((path, data))
+                skipped.append(path)
     return found, skipped
 
 
@@ -64,7 +73,18 @@ def _headline_change(artifact: Mapping) -> tuple[str, float | None, float | None
     return metric, None, None, None
 
 
-def _reproduction_row(path: Path, artifact: Mapping) -> dict:
+def _class(artifact: Mapping) -> str | None:
+    """The four-class verdict: recorded, or computed from the interval at the default margin."""
+    from llmevo.promotion import verdict_class
+
+    try:
+        return verdict_class(dict(artifact))
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def _reproduction_row(path: Path, typed: Artifact) -> dict:
+    artifact = typed.to_json_dict()
     seeds = _seeds(artifact)
     protocol = artifact.get("evaluation_protocol") or {}
     formal_default, policy_default = claim_policy(len(seeds))
@@ -72,9 +92,9 @@ def _reproduction_row(path: Path, artifact: Mapping) -> dict:
     metric, delta, ci_low, ci_high = _headline_change(artifact)
     return {
         "kind": "reproduction",
-        "name": artifact_name(artifact),
+        "name": typed.name,
         "paper": (artifact.get("paper") or {}).get("title"),
-        "arxiv": arxiv_id(artifact),
+        "arxiv": typed.arxiv,
         "suite": (artifact.get("dataset") or {}).get("benchmark_suite"),
         "tier": protocol.get("tier"),
         "seeds": len(seeds),
@@ -87,21 +107,24 @@ def _reproduction_row(path: Path, artifact: Mapping) -> dict:
         "ci_low": ci_low,
         "ci_high": ci_high,
         "significant": verdict.get("significant"),
+        "tuned": isinstance(artifact.get("tuning"), Mapping),
+        "classification": _class(artifact) if protocol.get("formal_comparison", formal_default) else None,
         "claim": verdict.get("summary") or protocol.get("claim_policy") or policy_default,
         "status": None,
         "source": str(path),
     }
 
 
-def _diagnostic_row(path: Path, artifact: Mapping) -> dict:
+def _diagnostic_row(path: Path, typed: Artifact) -> dict:
+    artifact = typed.to_json_dict()
     protocol = artifact.get("evaluation_protocol") or {}
     full = artifact.get("full_experiment") or {}
     status = f"{artifact.get('implementation_status', '?')}; full experiment {full.get('status', 'not recorded')}"
     return {
         "kind": "diagnostic",
-        "name": artifact_name(artifact),
+        "name": typed.name,
         "paper": None,
-        "arxiv": arxiv_id(artifact),
+        "arxiv": typed.arxiv,
         "suite": None,
         "tier": artifact.get("evaluation_tier") or protocol.get("tier"),
         "seeds": len(_seeds(artifact)),
@@ -123,17 +146,13 @@ def _diagnostic_row(path: Path, artifact: Mapping) -> dict:
 ROW_BUILDERS = {"reproduction": _reproduction_row, "diagnostic": _diagnostic_row}
 
 
-def build_leaderboard(entries: Sequence[tuple[Path, Mapping]]) -> list[dict]:
+def build_leaderboard(entries: Sequence[tuple[Path, Artifact]]) -> list[dict]:
     """Rows for the leaderboard: reproductions first (by arXiv id, name), then diagnostics."""
     rows = []
     for path, artifact in entries:
-        kind = artifact_kind(artifact)
-        if kind is None:
-            raise ArtifactError(f"{path}: not a schema-v2 reproduction or diagnostic artifact")
-        try:
-            rows.append(ROW_BUILDERS[kind](path, artifact))
-        except (KeyError, TypeError) as error:
-            raise ArtifactError(f"{path}: malformed {kind} artifact ({error!r})") from error
+        if not isinstance(artifact, ReproductionArtifact | DiagnosticArtifact):
+            raise ArtifactError(f"{path}: not a validated artifact (load it with load_artifact)")
+        rows.append(ROW_BUILDERS[artifact.kind](path, artifact))
     order = {"reproduction": 0, "diagnostic": 1}
     return sorted(
         rows, key=lambda row: (order[row["kind"]], row["arxiv"] or "", row["name"], row["source"])
@@ -173,23 +192,26 @@ def render_markdown(rows: Sequence[Mapping], md_path: Path) -> str:
         "Δ% is the method's relative change in the verdict's validation metric (lm_loss; bits "
         "per byte where the arms tokenize differently) against the baseline arm (negative is "
         "better), with its 95% paired t-interval where at least 2 seeds exist. "
-        "Fewer than 3 seeds is a smoke result, not a claim.",
+        "Fewer than 3 seeds is a smoke result, not a claim. *Untuned*: both arms trained at "
+        "one learning rate chosen for the baseline (no `tuning` block), so a method that "
+        "needs another learning rate may lose for that reason; only tuned reproductions "
+        "promote a component into the search space.",
         "",
         "## Reproductions (L2)",
         "",
-        "| method | arXiv | suite | seeds | formal | metric | baseline | method | Δ% [95% CI] | claim | artifact |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| method | arXiv | suite | seeds | formal | tuned | metric | baseline | method | Δ% [95% CI] | class | claim | artifact |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in reproductions:
         lines.append(
             f"| {_escape(row['name'])} | {_escape(row['arxiv'])} | {_escape(row['suite'])} | "
             f"{row['seeds']} | {'yes' if row['formal'] else 'no'} | "
-            f"{_escape(row['metric'])} | "
+            f"{'yes' if row.get('tuned') else '*untuned*'} | {_escape(row['metric'])} | "
             f"{_number(row['baseline_value'])} | {_number(row['method_value'])} | "
-            f"{_change(row)} | {_escape(row['claim'])} | {link(row)} |"
+            f"{_change(row)} | {_escape(row.get('classification'))} | {_escape(row['claim'])} | {link(row)} |"
         )
     if not reproductions:
-        lines.append("| — | | | | | | | | | no reproduction artifacts found | |")
+        lines.append("| — | | | | | | | | | | | no reproduction artifacts found | |")
     lines += [
         "",
         "## Component diagnostics",

@@ -170,3 +170,45 @@ def plot_full_experiment(table: Sequence[Mapping], path: Path, metric: str = "lm
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize="small")
     return _save_png(figure, path)
+
+
+def plot_tuning(
+    tuning: Mapping,
+    path: Path,
+    labels: Mapping[str, str] | None = None,
+) -> Path:
+    """Validation loss against learning rate (log axis) for each tuned arm, chosen marked.
+
+    A diverged setting (mean null) is left out of the line and marked on the top edge.
+    """
+    metric = str(tuning.get("metric", "lm_loss"))
+    arms = tuning.get("arms") or {}
+    if not arms:
+        raise ArtifactError("tuning.arms is empty; nothing to plot")
+    figure = Figure(figsize=(7.0, 4.2))
+    axes = figure.add_subplot()
+    for arm in ("baseline", "method"):
+        if arm not in arms:
+            continue
+        settings = sorted(arms[arm].get("settings") or [], key=lambda s: s["lr"])
+        finite = [s for s in settings if s.get("mean") is not None]
+        colour = ARM_COLOURS[arm]
+        name = (labels or {}).get(arm, arm)
+        axes.plot([s["lr"] for s in finite], [s["mean"] for s in finite], marker="o",
+                  color=colour, linewidth=1.6, label=name)
+        chosen = (arms[arm].get("chosen") or {}).get("lr")
+        best = [s for s in finite if s["lr"] == chosen]
+        if best:
+            axes.plot([chosen], [best[0]["mean"]], marker="*", markersize=15, color=colour,
+                      linestyle="none", label=f"{name}: chosen lr {chosen:.3g}")
+        for s in settings:
+            if s.get("mean") is None:
+                axes.axvline(s["lr"], color=colour, linestyle=":", linewidth=1.0)
+    axes.set_xscale("log")
+    axes.set_xlabel("learning rate")
+    seeds = tuning.get("seeds") or []
+    axes.set_ylabel(f"validation {metric} (mean of {len(seeds)} tuning seed(s))")
+    axes.set_title("Tuning: validation loss vs learning rate (dotted: diverged)")
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=8)
+    return _save_png(figure, path)

@@ -1,8 +1,8 @@
 """Human-readable reports (``README.md`` + plots) from schema-v2 artifacts.
 
-Works on plain JSON dicts (docs/ARTIFACTS.md), so that a report can be written for any
-artifact, including historical ones that lack the newer blocks: a missing block is said to
-be missing, never invented. Two kinds are rendered: reproduction artifacts (baseline arm vs
+Takes a validated, typed artifact (``llmevo.artifacts.load_artifact``; an unvalidated dict
+is refused) and reads its JSON form, so that historical artifacts that lack the newer
+optional blocks still get a report: a missing block is said to be missing, never invented. Two kinds are rendered: reproduction artifacts (baseline arm vs
 method arm) and component-diagnostic artifacts.
 """
 
@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from llmevo.artifacts.io import write_text_atomic
+from llmevo.artifacts.schema import Artifact, DiagnosticArtifact, ReproductionArtifact
 from llmevo.errors import ArtifactError, ConfigError
 from llmevo.eval.metrics import LOWER_IS_BETTER
 from llmevo.eval.stats import claim_policy, relative_changes_percent, verdict
-from llmevo.reports.plots import plot_full_experiment, plot_paired_differences, plot_training_curves
+from llmevo.reports.plots import (
+    plot_full_experiment,
+    plot_paired_differences,
+    plot_training_curves,
+    plot_tuning,
+)
 
 # Validation metrics shown in the results table, in this order, where the artifact has them.
 TABLE_METRICS = (
@@ -46,52 +51,15 @@ TABLE_METRICS = (
     "reward_bearing_group_rate",
 )
 TRAINING_PLOT = "plots/training_loss.png"
+TUNING_PLOT = "plots/tuning_loss_vs_lr.png"
 
 
-def artifact_kind(artifact: Mapping) -> str | None:
-    """``"reproduction"``, ``"diagnostic"`` or ``None`` for a schema-v2 artifact dict."""
-    if not isinstance(artifact, Mapping) or artifact.get("schema_version") != 2:
-        return None
-    if isinstance(artifact.get("baseline"), Mapping) and isinstance(
-        artifact.get("method"), Mapping
-    ):
-        return "reproduction"
-    if isinstance(artifact.get("method"), str) and isinstance(artifact.get("metrics"), Mapping):
-        return "diagnostic"
-    return None
-
-
-def artifact_name(artifact: Mapping) -> str:
-    """The short name of the reproduced method (``rope`` from ``reproduction:rope``)."""
-    reference = artifact.get("manifest_ref")
-    if isinstance(reference, str) and ":" in reference:
-        return reference.split(":", 1)[1]
-    method = artifact.get("method")
-    if isinstance(method, Mapping):
-        return str(method.get("name", "method"))
-    return str(method or "method")
-
-
-def arxiv_id(artifact: Mapping) -> str | None:
-    """The paper's arXiv id, from ``paper`` or else from the ``<arxiv>-<name>`` folder."""
-    paper = artifact.get("paper")
-    if isinstance(paper, Mapping) and paper.get("arxiv_id"):
-        return str(paper["arxiv_id"])
-    path = str((artifact.get("provenance") or {}).get("artifact_path", ""))
-    match = re.search(r"/(\d{4}\.\d{4,5})-[^/]+/metrics/", path)
-    return match.group(1) if match else None
-
-
-def default_report_dir(artifact: Mapping) -> Path:
+def default_report_dir(artifact: Artifact) -> Path:
     """``docs/reproductions/<arxiv>-<name>/`` (or ``docs/foundation-models/...``)."""
-    kind = artifact_kind(artifact)
-    if kind is None:
-        raise ArtifactError("not a schema-v2 reproduction or diagnostic artifact")
-    arxiv = arxiv_id(artifact)
-    if arxiv is None:
+    if artifact.arxiv is None:
         raise ArtifactError("artifact names no arXiv id (paper.arxiv_id); pass --out DIR")
-    parent = "reproductions" if kind == "reproduction" else "foundation-models"
-    return Path("docs") / parent / f"{arxiv}-{artifact_name(artifact)}"
+    parent = "reproductions" if artifact.kind == "reproduction" else "foundation-models"
+    return Path("docs") / parent / f"{artifact.arxiv}-{artifact.name}"
 
 
 def _fmt(value: object) -> str:
@@ -134,10 +102,8 @@ def _seeds(artifact: Mapping) -> list:
     return list(seeds)
 
 
-def _title(artifact: Mapping) -> list[str]:
+def _title(artifact: Mapping, name: str, arxiv: str | None) -> list[str]:
     paper = artifact.get("paper") or {}
-    name = artifact_name(artifact)
-    arxiv = arxiv_id(artifact)
     lines = [f"# {name}" + (f" (arXiv {arxiv})" if arxiv else ""), ""]
     if paper:
         title = paper.get("title", "untitled")
@@ -411,8 +377,38 @@ def _post_training_plots(artifact: Mapping, out_dir: Path, labels: Mapping[str, 
     return lines
 
 
-def _render_reproduction(artifact: Mapping, artifact_path: Path, out_dir: Path) -> list[str]:
-    lines = _title(artifact)
+def _tuning(artifact: Mapping, out_dir: Path) -> list[str]:
+    """Each arm's tuning grid, chosen learning rate, and the loss-vs-lr plot."""
+    tuning = artifact.get("tuning")
+    post = (artifact.get("setup") or {}).get("post_training")
+    if not isinstance(tuning, Mapping) and isinstance(post, Mapping):
+        return ["## Tuning", "", "**Untuned:** both arms post-trained at one learning rate "
+                f"({_fmt(post.get('lr'))}) from the same pretrained model; learning-rate tuning "
+                "is not run for post-training comparisons.", ""]
+    if not isinstance(tuning, Mapping):
+        return ["## Tuning", "", "**Untuned:** both arms trained at the preset's one learning "
+                "rate; a method that needs another learning rate may lose for that reason.", ""]
+    seeds = ", ".join(str(s) for s in tuning.get("seeds") or [])
+    lines = ["## Tuning", "",
+             f"Each arm trained at every learning rate of one grid under tuning seed(s) {seeds} "
+             f"(disjoint from the report seeds); chosen by {tuning.get('selection', 'validation')}.",
+             ""]
+    rows = []
+    for arm, block in (tuning.get("arms") or {}).items():
+        cells = ", ".join(f"{s['lr']:.3g}: {_fmt(s.get('mean'))}" for s in block.get("settings", []))
+        edge = ("extended " + block["extended"]) if block.get("extended") else "not extended"
+        if block.get("chosen_on_edge"):
+            edge += "; **best still on the edge**"
+        rows.append([_arm_label(artifact, arm), cells, f"{block['chosen']['lr']:.3g}", edge])
+    lines += _table(["arm", f"lr: validation {tuning.get('metric', 'lm_loss')}", "chosen", "grid"], rows)
+    labels = {arm: _arm_label(artifact, arm) for arm in ("baseline", "method")}
+    plot_tuning(tuning, out_dir / TUNING_PLOT, labels)
+    return lines + ["", f"![Validation loss against learning rate, both arms]({TUNING_PLOT})", ""]
+
+
+def _render_reproduction(typed: Artifact, artifact_path: Path, out_dir: Path) -> list[str]:
+    artifact = typed.to_json_dict()
+    lines = _title(artifact, typed.name, typed.arxiv)
     verdict_block = _verdict_for(artifact)
     lines += ["## Verdict", ""]
     if verdict_block:
@@ -430,6 +426,7 @@ def _render_reproduction(artifact: Mapping, artifact_path: Path, out_dir: Path) 
     lines += _validation_table(artifact)
     lines += _test_table(artifact)
     lines += _arms(artifact)
+    lines += _tuning(artifact, out_dir)
     metric = (verdict_block or {}).get("metric", "lm_loss")
     lines += _plots(artifact, out_dir, metric)
     paper_results = artifact.get("paper_results")
@@ -447,8 +444,9 @@ def _metric_cell(value: object) -> str:
     return _fmt(value)
 
 
-def _render_diagnostic(artifact: Mapping, artifact_path: Path, out_dir: Path) -> list[str]:
-    lines = _title(artifact)
+def _render_diagnostic(typed: Artifact, artifact_path: Path, out_dir: Path) -> list[str]:
+    artifact = typed.to_json_dict()
+    lines = _title(artifact, typed.name, typed.arxiv)
     protocol = artifact.get("evaluation_protocol") or {}
     full = artifact.get("full_experiment") or {}
     seeds = _seeds(artifact)
@@ -498,19 +496,20 @@ def _full_experiment(full: Mapping, out_dir: Path) -> list[str]:
     return lines
 
 
-RENDERERS: dict[str, Callable[[Mapping, Path, Path], list[str]]] = {
+RENDERERS: dict[str, Callable[[Artifact, Path, Path], list[str]]] = {
     "reproduction": _render_reproduction,
     "diagnostic": _render_diagnostic,
 }
 
 
-def write_report(artifact: Mapping, artifact_path: Path, out_dir: Path) -> Path:
-    """Write ``out_dir/README.md`` (and ``out_dir/plots/*.png``) for one artifact."""
-    kind = artifact_kind(artifact)
-    if kind is None:
+def write_report(artifact: Artifact, artifact_path: Path, out_dir: Path) -> Path:
+    """Write ``out_dir/README.md`` (and ``out_dir/plots/*.png``) for one validated artifact."""
+    if not isinstance(artifact, ReproductionArtifact | DiagnosticArtifact):
         raise ArtifactError(
-            f"{artifact_path}: not a schema-v2 reproduction or component-diagnostic artifact"
+            f"{artifact_path}: write_report takes a validated artifact (load_artifact), "
+            f"not a {type(artifact).__name__}"
         )
+    kind = artifact.kind
     out_dir = Path(out_dir)
     try:
         lines = RENDERERS[kind](artifact, Path(artifact_path), out_dir)

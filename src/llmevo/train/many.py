@@ -3,28 +3,48 @@
 A reproduction trains each arm under several seeds, a tuned comparison trains each arm
 under several learning rates, evolution rescoring trains a genome under several seeds.
 All of them describe their runs as ``RunSpec`` values (a seed and the resolved
-``TrainConfig`` of that run) and call ``train_many``; how the runs are executed
-(one after another, or batched as replicas) is decided here and nowhere else.
+``TrainConfig`` of that run) and call ``train_many``; how the runs are executed is decided
+here and nowhere else:
+
+- ``sequential``: one ``train()`` call after another, in this process;
+- ``batched``: runs with compatible settings (``replica_group_key``) trained together as
+  replicas (``llmevo.train.replicas``), at most ``replicas_max`` at once;
+- ``parallel``: ``train()`` calls spread over single-thread worker processes (forked, CPU);
+- ``parallel-batched``: batched replica groups spread over single-thread workers.
+
+``path="auto"`` picks ``default_path(device)``: the fastest measured on that kind of
+device (docs/LOG.md, 2026-12-01). A model with a part that cannot run batched
+(``replica_refusals``) falls back to ``sequential`` (or ``parallel``), and the outcome's
+``note`` names the part; an optimizer without a batched implementation does the same.
 
 Each run starts from ``torch.manual_seed(spec.seed)`` before its model is built, and
 draws its training windows from a generator seeded by ``spec.seed``, exactly as a lone
 ``train()`` call does, so a run's token-stream hash and losses do not depend on which
-other runs it was trained with.
+other runs it was trained with or on the path (within float tolerance for batched ones).
 
-Public API: ``RunSpec``, ``RunOutcome``, ``train_many``.
+Public API: ``RunSpec``, ``RunOutcome``, ``train_many``, ``PATHS``, ``default_path``,
+``check_path``.
 """
 
 from __future__ import annotations
 
+import io
+import multiprocessing
+import os
+import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
-from llmevo.errors import ConfigError
+from llmevo.errors import ConfigError, LlmevoError
 from llmevo.train.logging import RunLogs
+from llmevo.train.replicas import replica_group_key, replica_refusals, train_replicas
 from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
+
+PATHS = ("auto", "sequential", "batched", "parallel", "parallel-batched")
 
 
 @dataclass(frozen=True)
@@ -36,12 +56,99 @@ class RunSpec:
     label: str = ""
 
 
+@dataclass(frozen=True)
+class Execution:
+    """How the runs of one arm are executed: a ``train_many`` path and a replica cap."""
+
+    path: str = "auto"
+    replicas_max: int | None = None
+
+
 @dataclass
 class RunOutcome:
     spec: RunSpec
     model: nn.Module
     result: TrainResult
-    path: str  # how it ran: "sequential" (or "batched" once the replica trainer lands)
+    path: str  # how it ran: sequential, batched, parallel or parallel-batched
+    note: str = ""  # why a requested batched path fell back, if it did
+
+
+def default_path(device: torch.device) -> str:
+    """The fastest path measured on this kind of device (docs/LOG.md, 2026-12-01)."""
+    if device.type == "cpu":  # batching does not pay on a CPU; both cores do
+        return "parallel" if (os.cpu_count() or 1) > 1 else "sequential"
+    return "batched"
+
+
+def check_path(path: str, replicas_max: int | None = None, workers: int | None = None) -> None:
+    """Validate the execution options (a one-line ConfigError), before any work."""
+    if path not in PATHS:
+        raise ConfigError(f"unknown training path '{path}'; expected one of: {', '.join(PATHS)}")
+    if replicas_max is not None and replicas_max < 1:
+        raise ConfigError(f"--replicas-max must be at least 1, got {replicas_max}")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"workers must be at least 1, got {workers}")
+
+
+def _validate(runs: Sequence[RunSpec], path: str, replicas_max: int | None,
+              workers: int | None, device: torch.device) -> None:
+    if not runs:
+        raise ConfigError("train_many needs at least one run")
+    check_path(path, replicas_max, workers)
+    if path.startswith("parallel") and device.type != "cpu":
+        raise ConfigError(f"the {path} path runs CPU worker processes; device is {device.type}")
+
+
+@dataclass
+class _Job:
+    indices: list[int]
+    batched: bool
+
+
+def _plan(runs: Sequence[RunSpec], batched: bool, replicas_max: int | None, workers: int) -> list[_Job]:
+    """Jobs in run order: compatible runs grouped (batched) and cut to fit replicas_max/workers."""
+    if not batched:
+        return [_Job([i], False) for i in range(len(runs))]
+    groups: dict[object, list[int]] = {}
+    singles = []
+    for index, spec in enumerate(runs):
+        key = replica_group_key(spec.config)
+        if key is None:
+            singles.append(index)
+        else:
+            groups.setdefault(key, []).append(index)
+    jobs = [_Job([i], False) for i in singles]
+    for members in groups.values():
+        size = replicas_max or len(members)
+        if workers > 1:  # every worker gets a share
+            size = min(size, -(-len(members) // workers))
+        for start in range(0, len(members), size):
+            chunk = members[start:start + size]
+            jobs.append(_Job(chunk, len(chunk) > 1))  # a lone run is a plain train() call
+    return sorted(jobs, key=lambda job: job.indices[0])
+
+
+def _run_job(build: Callable[[], nn.Module], stream: Tensor, runs: Sequence[RunSpec], job: _Job,
+             device: torch.device, progress: Progress | None,
+             description: str, logs: RunLogs | None = None) -> list[tuple[int, nn.Module, TrainResult]]:
+    if job.batched:
+        specs = [runs[i] for i in job.indices]
+        trained = train_replicas(build, stream, [s.seed for s in specs], [s.config for s in specs],
+                                 device, progress, description)
+        return [(i, model, result) for i, (model, result) in zip(job.indices, trained, strict=True)]
+    (index,) = job.indices
+    spec = runs[index]
+    torch.manual_seed(spec.seed)
+    model = build()
+    label = spec.label or f"seed {spec.seed}"
+    logger = logs.run(spec.label or f"seed{spec.seed}") if logs is not None else None
+    try:
+        result = train(model, stream, spec.config, spec.seed, device, progress,
+                       description=f"{description} {label}", logger=logger)
+    finally:
+        if logger is not None:
+            logger.close()
+    return [(index, model, result)]
 
 
 def train_many(
@@ -52,26 +159,125 @@ def train_many(
     progress: Progress | None = None,
     description: str = "train",
     logs: RunLogs | None = None,
+    *,
+    path: str = "auto",
+    replicas_max: int | None = None,
+    workers: int | None = None,
 ) -> list[RunOutcome]:
     """Train one freshly built model per ``RunSpec`` on ``stream``; outcomes in run order.
 
     ``build`` constructs the architecture; it is called after the run's seed is set, so
-    the initialisation is the seed's. ``logs`` gets one run per spec (named by its label,
-    else ``seed<seed>``) receiving that run's per-step records, however the runs execute.
+    the initialisation is the seed's. ``replicas_max`` caps how many replicas one batched
+    run holds (memory); ``workers`` caps worker processes (default: the CPU count).
+    ``logs`` gets one run per spec (named by its label, else ``seed<seed>``) receiving that
+    run's per-step records; with ``logs`` the runs train sequentially in this process (the
+    batched and worker paths do not write per-step logs yet; ``note`` says so).
     """
-    if not runs:
-        raise ConfigError("train_many needs at least one run")
+    _validate(runs, path, replicas_max, workers, device)
+    chosen = default_path(device) if path == "auto" else path
+    note = ""
+    if logs is not None and chosen != "sequential":
+        note = f"per-step logs are written by the sequential trainer; ran sequential, not {chosen}"
+        chosen = "sequential"
+    batched = chosen.endswith("batched")
+    if batched:
+        torch.manual_seed(runs[0].seed)
+        refused = replica_refusals(build())
+        if refused:
+            batched = False
+            chosen = "parallel" if chosen.startswith("parallel") else "sequential"
+            note = f"cannot run batched: {', '.join(refused)}; ran {chosen}"
+    count = min(workers or os.cpu_count() or 1, len(runs)) if chosen.startswith("parallel") else 1
+    jobs = _plan(runs, batched, replicas_max, count)
+    parallel = count > 1 and len(jobs) > 1
+    if parallel:
+        trained = _run_parallel(build, stream, runs, jobs, min(count, len(jobs)), progress, description)
+    else:
+        trained = {}
+        for job in jobs:
+            for index, model, result in _run_job(build, stream, runs, job, device, progress, description,
+                                                 logs):
+                trained[index] = (model, result, job.batched)
     outcomes = []
-    for spec in runs:
-        torch.manual_seed(spec.seed)
-        model = build()
-        label = spec.label or f"seed {spec.seed}"
-        logger = logs.run(spec.label or f"seed{spec.seed}") if logs is not None else None
-        try:
-            result = train(model, stream, spec.config, spec.seed, device, progress,
-                           description=f"{description} {label}", logger=logger)
-        finally:
-            if logger is not None:
-                logger.close()
-        outcomes.append(RunOutcome(spec, model, result, "sequential"))
+    for index, spec in enumerate(runs):
+        model, result, was_batched = trained[index]
+        kind = ("parallel-" if parallel else "") + ("batched" if was_batched else "")
+        kind = kind.strip("-") or "sequential"
+        if batched and replica_group_key(spec.config) is None and not note:
+            note = f"optimizer '{spec.config.optimizer.name}' has no batched implementation"
+        outcomes.append(RunOutcome(spec, model, result, kind, note))
     return outcomes
+
+
+def _worker(build: Callable[[], nn.Module], stream: Tensor, runs: Sequence[RunSpec],
+            jobs: list[_Job], tasks: multiprocessing.Queue, results: multiprocessing.Queue,
+            description: str) -> None:
+    torch.set_num_threads(1)
+    while True:
+        job_index = tasks.get()
+        if job_index is None:
+            return
+        try:
+            trained = _run_job(build, stream, runs, jobs[job_index], torch.device("cpu"), None, description)
+            payload = []
+            for index, model, result in trained:
+                buffer = io.BytesIO()
+                torch.save(model.state_dict(), buffer)
+                payload.append((index, buffer.getvalue(), result))
+            results.put(("ok", job_index, payload))
+        except LlmevoError as error:
+            results.put(("config", job_index, str(error)))
+        except BaseException:  # noqa: BLE001  (reported to the parent, which raises)
+            results.put(("crash", job_index, traceback.format_exc()))
+
+
+def _run_parallel(build: Callable[[], nn.Module], stream: Tensor, runs: Sequence[RunSpec],
+                  jobs: list[_Job], count: int, progress: Progress | None,
+                  description: str) -> dict[int, tuple[nn.Module, TrainResult, bool]]:
+    """Run ``jobs`` on ``count`` forked single-thread CPU workers; rebuild models here."""
+    context = multiprocessing.get_context("fork")
+    tasks, results = context.Queue(), context.Queue()
+    # larger jobs first, so the last worker to finish is not the one holding the biggest
+    for job_index in sorted(range(len(jobs)), key=lambda j: -len(jobs[j].indices)):
+        tasks.put(job_index)
+    for _ in range(count):
+        tasks.put(None)
+    processes = [context.Process(target=_worker, args=(build, stream, runs, jobs, tasks, results, description),
+                                 daemon=True) for _ in range(count)]
+    for process in processes:
+        process.start()
+    trained: dict[int, tuple[nn.Module, TrainResult, bool]] = {}
+    if progress:
+        progress.start(len(runs), f"{description} ({len(runs)} runs on {count} workers)")
+    started = time.perf_counter()
+    try:
+        for _ in jobs:
+            while True:
+                try:
+                    kind, job_index, payload = results.get(timeout=5)
+                    break
+                except Exception:  # queue.Empty: check that the workers are alive
+                    if not any(p.is_alive() for p in processes):
+                        raise RuntimeError("every training worker exited before finishing its runs") from None
+            if kind == "config":
+                raise ConfigError(payload)
+            if kind == "crash":
+                raise RuntimeError(f"a training worker failed:\n{payload}")
+            for index, state, result in payload:
+                spec = runs[index]
+                torch.manual_seed(spec.seed)
+                model = build()
+                model.load_state_dict(torch.load(io.BytesIO(state), weights_only=True))
+                trained[index] = (model, result, jobs[job_index].batched)
+                if progress:
+                    tokens = sum(r.tokens_seen for _, r, _ in trained.values())
+                    progress.update(len(trained), result.final_loss, tokens / (time.perf_counter() - started))
+    finally:
+        if progress:
+            progress.stop()
+        for process in processes:
+            process.join(timeout=1)
+            if process.is_alive():
+                process.terminate()
+                process.join()
+    return trained

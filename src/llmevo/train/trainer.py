@@ -5,8 +5,18 @@ every arm of a comparison consumes exactly the same windows; the trainer hashes 
 consumed (``token_stream_sha256``) so "equal budget" can be verified rather than declared.
 A non-finite loss stops the run and marks it ``diverged``.
 
+The learning-rate rule (the replica trainer follows it too): each optimizer param group
+keeps its own *base* learning rate, set by the optimizer component when it builds the
+optimizer (Lion's ``lr * lr_multiplier``, Muon's per-role groups, AdamW's ``lr``). The
+schedule only multiplies every base rate by the same factor ``lr_at(step, config) /
+config.lr`` (warmup, then constant or cosine), through ``torch.optim.lr_scheduler.LambdaLR``.
+So during step ``s`` a group whose base rate is ``b`` runs at ``b * lr_at(s) / config.lr``;
+for AdamW (base ``config.lr``) that is exactly ``lr_at(s)``. ``schedule_factor`` is that
+factor; ``lr_at`` stays the public formula.
+
 Public API: ``TrainConfig``, ``train(model, stream, config, seed, device, ...)``,
-``TrainResult``, ``WindowSampler``, ``lr_at``.
+``TrainResult``, ``WindowSampler``, ``lr_at``, ``schedule_factor``,
+``build_schedule``.
 """
 
 from __future__ import annotations
@@ -61,6 +71,24 @@ def lr_at(step: int, config: TrainConfig) -> float:
     progress = min(1.0, (step - config.warmup_steps) / span)
     floor = config.lr * config.min_lr_ratio
     return floor + (config.lr - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def schedule_factor(step: int, config: TrainConfig) -> float:
+    """The multiplier applied to every param group's base learning rate during ``step``."""
+    return lr_at(step, config) / config.lr
+
+
+def build_schedule(
+    optimizer: torch.optim.Optimizer, config: TrainConfig
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """A ``LambdaLR`` scaling each group's own base lr by ``schedule_factor``.
+
+    Call ``scheduler.step()`` once after each ``optimizer.step()``; the factor for step 0 is
+    applied on construction.
+    """
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lr_lambda=lambda step: schedule_factor(step, config)
+    )
 
 
 class WindowSampler:
@@ -141,6 +169,7 @@ def train(
     """
     model.to(device).train()
     component, optimizer = build_optimizer(config.optimizer, model, config.lr, config.weight_decay)
+    scheduler = build_schedule(optimizer, config)
     sampler = WindowSampler(stream, config.batch_size, config.seq_len, seed)
     digest = hashlib.sha256()
     losses: list[float] = []
@@ -155,9 +184,6 @@ def train(
             digest.update(window.numpy().tobytes())
             window = window.to(device)
             inputs, targets = window[:, :-1], window[:, 1:]
-            lr = lr_at(step, config)
-            for group in optimizer.param_groups:
-                group["lr"] = lr * group.get("lr_scale", 1.0)
             with autocast(device, config.precision):
                 logits = model(inputs)  # (B, T, V)
             loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
@@ -174,6 +200,7 @@ def train(
                     [p.grad for p in model.parameters() if p.grad is not None])
             applied_lr = optimizer.param_groups[0]["lr"]
             optimizer.step()
+            scheduler.step()
             losses.append(loss_value)
             if logger is not None:
                 logger.log_step(StepRecord(step, loss_value, applied_lr, float(grad_norm),

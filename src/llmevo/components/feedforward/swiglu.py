@@ -1,7 +1,8 @@
 """SwiGLU feed-forward: ``W2 (SiLU(W1 x) * W3 x)``.
 
 Shazeer, "GLU Variants Improve Transformer", arXiv 2002.05202. Reference test: the formula
-written out with torch.sigmoid on explicit weight matrices.
+written out with torch.sigmoid on explicit weight matrices, and a hand-computed case
+(tests/reference/test_feedforward_reference.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Root-mean-square layer normalisation: ``x / sqrt(mean(x^2) + eps) * g``.
 
 Zhang and Sennrich, "Root Mean Square Layer Normalization", arXiv 1910.07467. Reference
-test: the formula against torch.nn.functional.rms_norm and a hand computation.
+test: the formula against torch.nn.functional.rms_norm and a hand computation
+(tests/reference/test_norm_reference.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 The position encoding of GPT-2 (Radford et al., 2019) and of BERT; the non-rotary
 ablation that RoPE is compared against. Reference test: the output equals the input
-plus the embedding table's row for each position.
+plus the embedding table's row for each position, computed as a one-hot matrix product
+(tests/reference/test_position_reference.py).
 """
 
 from __future__ import annotations

@@ -114,6 +114,7 @@ class BLTSettings(StrictModel):
     ablation="transformer",
     implementation_status="full",
     supports_kv_cache=False,
+    supports_replicas=False,
     scope=(
         "Byte-level BLT at small scale: a frozen 35k-parameter causal byte LM gives next-byte "
         "entropies; patches start where entropy crosses a global threshold calibrated to the BPE "

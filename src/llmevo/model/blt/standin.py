@@ -71,6 +71,7 @@ def previous_token_entropies(tokens: Tensor, row_entropies: Tensor) -> Tensor:
     ablation="transformer",
     implementation_status="component_only",
     supports_kv_cache=False,
+    supports_replicas=False,
     scope=(
         "PROXY, not BLT: the reference artifact's token-level stand-in. A bigram surprisal over "
         "BPE tokens decides patch boundaries, low-surprisal neighbours share a latent patch, and "

@@ -1,0 +1,227 @@
+"""Tuning-fair comparisons: every arm gets the same learning-rate grid before it is compared.
+
+A comparison at one learning rate chosen for the baseline favours the baseline: a method
+that wants another learning rate loses for the wrong reason. Here each arm is trained at
+every learning rate of one shared grid (default: 5 values log-spaced from lr/3 to 3·lr)
+under *tuning seeds* that are disjoint from the report seeds, all runs of an arm in one
+``train_many`` call; the arm's best setting by mean validation loss over the tuning seeds
+is the one trained under the report seeds for the paired comparison. A best value on the
+grid's edge is not a tuned arm, so the grid of that arm is extended once, one step further
+in that direction (the artifact records it, and whether the best is still on the edge).
+The test split is never looked at here.
+
+Public API: ``TuningPlan``, ``default_grid``, ``check_plan``, ``tune_arm``, ``ArmTuning``,
+``SettingResult``, ``tune_comparison``, ``tuning_block``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+from llmevo.catalog import build_model
+from llmevo.errors import ConfigError, DivergedError
+from llmevo.eval.lm import evaluate_lm
+from llmevo.experiments.arm_data import ArmData
+from llmevo.experiments.plans import Comparison
+from llmevo.experiments.presets import Preset
+from llmevo.train.many import Execution, RunSpec, train_many
+from llmevo.train.trainer import Progress, TrainConfig
+
+DEFAULT_POINTS = 5
+DEFAULT_SPAN = 3.0  # the default grid runs from lr / span to lr * span
+DEFAULT_TUNING_SEEDS = (1000,)
+DEFAULT_REPORT_SEEDS = (42, 43, 44, 45, 46)
+SELECTION = "lowest mean validation {metric} over the tuning seeds (a diverged run counts as worst)"
+
+
+def default_grid(lr: float, points: int = DEFAULT_POINTS, span: float = DEFAULT_SPAN) -> list[float]:
+    """``points`` learning rates log-spaced from ``lr / span`` to ``lr * span`` (inclusive)."""
+    if not (lr > 0 and math.isfinite(lr)):
+        raise ConfigError(f"learning rate must be positive and finite, got {lr}")
+    if points < 2 or span <= 1.0:
+        raise ConfigError(f"a tuning grid needs at least 2 points and a span > 1; got {points}, {span}")
+    return [lr * span ** (-1.0 + 2.0 * i / (points - 1)) for i in range(points)]
+
+
+@dataclass(frozen=True)
+class TuningPlan:
+    """The grid (ascending learning rates) and the tuning seeds, the same for every arm."""
+
+    grid: tuple[float, ...]
+    seeds: tuple[int, ...] = DEFAULT_TUNING_SEEDS
+    extend_edges: bool = True
+
+
+def check_plan(
+    grid: Sequence[float], seeds: Sequence[int], report_seeds: Sequence[int], extend_edges: bool = True
+) -> TuningPlan:
+    """A validated plan; every problem is one ``ConfigError`` line, before any training."""
+    values = list(grid)
+    bad = [v for v in values if not (isinstance(v, int | float) and math.isfinite(v) and v > 0)]
+    if bad:
+        raise ConfigError(f"tuning grid: learning rates must be positive and finite, got {bad[0]}")
+    distinct = sorted(set(float(v) for v in values))
+    if len(distinct) < 2:
+        raise ConfigError(
+            f"tuning grid {values} has {len(distinct)} distinct value(s); tuning needs at least 2 "
+            "(e.g. --tune-grid 1e-3,3e-3,1e-2)")
+    if not seeds:
+        raise ConfigError("no tuning seeds given; e.g. --tune-seeds 1000")
+    duplicates = sorted({s for s in seeds if list(seeds).count(s) > 1})
+    if duplicates:
+        raise ConfigError(f"duplicate tuning seeds {duplicates}; each seed must appear once")
+    overlap = sorted(set(seeds) & set(report_seeds))
+    if overlap:
+        raise ConfigError(
+            f"tuning seeds {overlap} are also report seeds; tuning and reporting must use "
+            "disjoint seeds (e.g. --tune-seeds 1000)")
+    return TuningPlan(tuple(distinct), tuple(seeds), extend_edges)
+
+
+@dataclass
+class SettingResult:
+    """One learning rate of one arm: validation metric per tuning seed (None: diverged)."""
+
+    lr: float
+    values: dict[int, float | None]
+    extension: bool = False  # added when the grid was extended
+
+    @property
+    def mean(self) -> float | None:
+        if any(v is None or not math.isfinite(v) for v in self.values.values()):
+            return None
+        return math.fsum(self.values.values()) / len(self.values)  # type: ignore[arg-type]
+
+
+@dataclass
+class ArmTuning:
+    label: str
+    settings: list[SettingResult] = field(default_factory=list)
+    extended: Literal["up", "down"] | None = None
+
+    @property
+    def grid(self) -> list[float]:
+        return sorted(s.lr for s in self.settings)
+
+    def best(self) -> SettingResult:
+        finite = [s for s in self.settings if s.mean is not None]
+        if not finite:
+            raise DivergedError(f"{self.label} arm: every tuning run diverged "
+                                f"(learning rates {self.grid}); lower the grid", 0)
+        return min(finite, key=lambda s: (s.mean, s.lr))
+
+    def edge(self) -> Literal["up", "down"] | None:
+        """Which edge of the grid the best setting lies on, if any."""
+        lr, grid = self.best().lr, self.grid
+        return "down" if lr == grid[0] else "up" if lr == grid[-1] else None
+
+
+def extension_value(grid: Sequence[float], direction: Literal["up", "down"]) -> float:
+    """One more grid step beyond the edge, at the ratio of the edge's neighbours."""
+    values = sorted(grid)
+    if direction == "up":
+        return values[-1] * values[-1] / values[-2]
+    return values[0] * values[0] / values[1]
+
+
+def tune_arm(
+    label: str,
+    build: Callable[[], nn.Module],
+    stream: Tensor,
+    config: TrainConfig,
+    plan: TuningPlan,
+    evaluate: Callable[[nn.Module], float],
+    device: torch.device,
+    progress: Progress | None = None,
+    execution: Execution = Execution(),
+) -> ArmTuning:
+    """Train ``build()`` at every grid learning rate under every tuning seed (one
+    ``train_many`` call), score each run with ``evaluate`` (validation, lower is better),
+    and extend the grid once if the best lies on its edge."""
+    tuning = ArmTuning(label)
+
+    def run(lrs: Sequence[float], extension: bool) -> None:
+        specs = [RunSpec(seed, config.model_copy(update={"lr": lr}), label=f"lr {lr:.3g} seed {seed}")
+                 for lr in lrs for seed in plan.seeds]
+        outcomes = train_many(build, stream, specs, device, progress, description=f"tune {label}",
+                              path=execution.path, replicas_max=execution.replicas_max)
+        results = {lr: SettingResult(lr, {}, extension) for lr in lrs}
+        for outcome in outcomes:
+            value = None if outcome.result.status == "diverged" else float(evaluate(outcome.model))
+            results[outcome.spec.config.lr].values[outcome.spec.seed] = value
+            outcome.model.cpu()
+        tuning.settings.extend(results.values())
+
+    run(plan.grid, extension=False)
+    edge = tuning.edge()
+    if plan.extend_edges and edge is not None:
+        run([extension_value(tuning.grid, edge)], extension=True)
+        tuning.extended = edge
+    return tuning
+
+
+def tuning_block(plan: TuningPlan, metric: str, arms: dict[str, ArmTuning]) -> dict[str, Any]:
+    """The artifact's top-level ``tuning`` block (docs/ARTIFACTS.md)."""
+    block: dict[str, Any] = {
+        "parameter": "lr",
+        "grid": list(plan.grid),
+        "seeds": list(plan.seeds),
+        "metric": metric,
+        "split": "validation",
+        "selection": SELECTION.format(metric=metric),
+        "extend_edges": plan.extend_edges,
+        "arms": {},
+    }
+    for label, tuning in arms.items():
+        best = tuning.best()
+        block["arms"][label] = {
+            "settings": [
+                {"lr": s.lr, "validation": {str(k): v for k, v in s.values.items()},
+                 "mean": s.mean, "status": "complete" if s.mean is not None else "diverged",
+                 "extension": s.extension}
+                for s in sorted(tuning.settings, key=lambda s: s.lr)
+            ],
+            "chosen": {"lr": best.lr},
+            "extended": tuning.extended,
+            "chosen_on_edge": tuning.edge() is not None,
+        }
+    return block
+
+
+def tune_comparison(
+    comparison: Comparison,
+    views: dict[str, ArmData],
+    preset: Preset,
+    plan: TuningPlan,
+    device: torch.device,
+    progress: Progress | None = None,
+    execution: Execution = Execution(),
+) -> tuple[dict[str, Preset], dict[str, Any]]:
+    """Tune both arms of a comparison on the same plan; returns each arm's preset at its
+    chosen learning rate and the ``tuning`` block."""
+    metric = comparison.metric
+    results: dict[str, ArmTuning] = {}
+    presets: dict[str, Preset] = {}
+    for arm in comparison.arms:
+        data = views[arm.data]
+        seq_len = data.seq_len or preset.train.seq_len
+        config = preset.train.model_copy(update={"optimizer": arm.optimizer, "seq_len": seq_len})
+
+        def evaluate(model: nn.Module, data: ArmData = data, seq_len: int = seq_len) -> float:
+            scores = evaluate_lm(model, data.validation, seq_len, device, data.token_bytes,
+                                 batch_size=preset.eval_batch_size, max_windows=preset.eval_max_windows)
+            return scores[metric]
+
+        results[arm.label] = tune_arm(
+            arm.label, lambda arm=arm: build_model(arm.model), data.stream, config, plan,
+            evaluate, device, progress, execution)
+        chosen = results[arm.label].best().lr
+        presets[arm.label] = preset.model_copy(
+            update={"train": preset.train.model_copy(update={"lr": chosen})})
+    return presets, tuning_block(plan, metric, results)

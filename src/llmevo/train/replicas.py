@@ -1,0 +1,350 @@
+"""R replicas of one architecture trained together, each with its own seed and settings.
+
+The replicas' parameters are stacked along a leading replica dimension
+(``torch.func.stack_module_state``); one forward runs every replica at once
+(``torch.vmap`` over ``torch.func.functional_call``), one backward of the summed losses
+gives each replica exactly its own gradient (replicas share no computation), and the
+optimizers below update the stacked tensors with per-replica hyperparameters held as
+(R,)-tensors. Nothing in the step reads a value back to the host, so on CUDA the step
+never synchronises with the device (losses stay on the device until the end).
+
+Each replica reproduces the sequential ``train()`` run with the same seed and settings:
+
+- its model is built after ``torch.manual_seed(seed)`` and its windows come from its own
+  ``WindowSampler(stream, B, T, seed)``, so its ``token_stream_sha256`` is identical;
+- learning rate at step s: the replica's optimizer group base lr (AdamW: lr; Lion:
+  lr x lr_multiplier; Muon: lr for both roles) x ``lr_at(s, config) / config.lr`` — the
+  ``LambdaLR`` semantics of the sequential trainer;
+- gradient clipping by the norm over that replica's parameters only
+  (``torch.nn.utils.clip_grad_norm_``'s formula: coefficient min(1, c / (norm + 1e-6)));
+- a replica whose loss is non-finite is frozen from that step (its gradient is replaced by
+  zeros and its learning rate by 0, so ``p * (1 - 0) + 0`` leaves it bit-for-bit
+  unchanged) and reported ``diverged`` with the step's window included in its hash, as the
+  sequential trainer reports it; the others continue.
+
+What must be equal across replicas (``replica_group_key``): steps, batch size, sequence
+length, precision, loss window, the optimizer component and its structural settings
+(Muon's ``nesterov`` and ``ns_steps``). Numeric settings (lr, warmup, schedule, minimum
+lr ratio, weight decay, clipping, betas, momentum, eps, multipliers) may differ.
+
+Components whose manifest says ``supports_replicas=False`` (and models that are not the
+component ``Transformer``, e.g. BLT) are refused by name: ``replica_refusals``.
+
+Public API: ``train_replicas``, ``replica_group_key``, ``replica_refusals``,
+``ReplicaRefused``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.func import functional_call, stack_module_state
+
+from llmevo.catalog import ensure_registered
+from llmevo.components.optim.base import parameter_roles
+from llmevo.components.optim.muon import newton_schulz, orthogonality_error
+from llmevo.errors import ConfigError
+from llmevo.train.trainer import (
+    Progress,
+    TrainConfig,
+    TrainResult,
+    WindowSampler,
+    autocast,
+    build_optimizer,
+    lr_at,
+)
+
+BATCHED_OPTIMIZERS = ("adamw", "lion", "muon")
+STRUCTURAL = {"muon": ("nesterov", "ns_steps")}  # optimizer settings shared by a batch
+
+
+class ReplicaRefused(ConfigError):
+    """The model or its settings cannot be trained as batched replicas."""
+
+
+def replica_refusals(model: nn.Module) -> list[str]:
+    """Names of the model's parts that cannot run batched (empty: it can)."""
+    specs = getattr(model, "specs", None)
+    if specs is None:
+        return [f"model {type(model).__name__}"]
+    return [
+        f"{spec.manifest.slot} component '{spec.manifest.name}'"
+        for spec in specs.values()
+        if not spec.manifest.supports_replicas
+    ]
+
+
+def _optimizer_config(config: TrainConfig) -> Any:
+    spec = ensure_registered().get("optimizer", config.optimizer.name)
+    return spec.make_config(config.optimizer.config)
+
+
+def replica_group_key(config: TrainConfig) -> tuple[Any, ...] | None:
+    """Runs with equal keys can share one batched run; None: this optimizer cannot batch."""
+    name = config.optimizer.name
+    if name not in BATCHED_OPTIMIZERS:
+        return None
+    optimizer = _optimizer_config(config)
+    structural = tuple(getattr(optimizer, field) for field in STRUCTURAL.get(name, ()))
+    return (config.steps, config.batch_size, config.seq_len, config.precision,
+            config.loss_window, name, structural)
+
+
+def _column(values: Sequence[float], device: torch.device) -> Tensor:
+    return torch.tensor(values, dtype=torch.float32, device=device)  # (R,)
+
+
+def _expand(values: Tensor, like: Tensor) -> Tensor:
+    """(R,) -> (R, 1, ..., 1) broadcasting against a stacked (R, ...) tensor."""
+    return values.view(-1, *([1] * (like.dim() - 1)))
+
+
+class _BatchedOptimizer:
+    """Functional, per-replica-hyperparameter versions of the registered optimizers."""
+
+    def __init__(self, name: str, configs: Sequence[TrainConfig], names: list[str],
+                 roles: dict[str, str], device: torch.device, steps: int):
+        self.name = name
+        self.names = names
+        options = [_optimizer_config(c) for c in configs]
+        column = lambda values: _column(values, device)  # noqa: E731
+        lr = [c.lr for c in configs]
+        wd = [c.weight_decay for c in configs]
+        self.step_count = 0
+        self.state: dict[str, dict[str, Tensor]] = {n: {} for n in names}
+        self.muon_names = [n for n in names if name == "muon" and roles.get(n) == "hidden_matrix"]
+        self.last_errors: Tensor | None = None  # (R,) mean orthogonality error of the last step
+        if name == "lion":
+            self.base_lr = column([rate * o.lr_multiplier for rate, o in zip(lr, options, strict=True)])
+            self.weight_decay = column([w * o.weight_decay_multiplier for w, o in zip(wd, options, strict=True)])
+        else:
+            self.base_lr = column(lr)
+            self.weight_decay = column(wd)
+        self.beta1 = [o.beta1 for o in options]
+        self.beta2 = [o.beta2 for o in options]
+        self.beta1_t, self.beta2_t = column(self.beta1), column(self.beta2)
+        # Adam bias corrections per (step, replica), on the device once: no per-step copies
+        self.bias1 = _column([0.0], device).new_tensor(
+            [[1 - b**t for b in self.beta1] for t in range(1, steps + 1)])  # (S, R)
+        self.bias2_sqrt = _column([0.0], device).new_tensor(
+            [[math.sqrt(1 - b**t) for b in self.beta2] for t in range(1, steps + 1)])  # (S, R)
+        if name in ("adamw", "muon"):
+            self.eps = column([o.eps for o in options])
+        if name == "muon":
+            self.momentum = column([o.momentum for o in options])
+            self.rms_scale = column([o.rms_scale for o in options])
+            self.nesterov = options[0].nesterov
+            self.ns_steps = options[0].ns_steps
+
+    @torch.no_grad()
+    def step(self, params: dict[str, Tensor], grads: dict[str, Tensor], lr: Tensor) -> None:
+        """One update; ``lr`` (R,) is this step's multiplier x alive (0 freezes a replica)."""
+        self.step_count += 1
+        lr = self.base_lr * lr  # (R,)
+        decay = 1 - lr * self.weight_decay  # (R,)
+        muon = set(self.muon_names)
+        errors = []
+        for name in self.names:
+            p, g = params[name], grads[name]
+            state = self.state[name]
+            p.mul_(_expand(decay, p))
+            if self.name == "lion":
+                self._lion(p, g, state, lr)
+            elif name in muon:
+                errors.append(self._muon(p, g, state, lr))
+            else:
+                self._adamw(p, g, state, lr)
+        if errors:
+            self.last_errors = torch.stack(errors).mean(0)  # (R,)
+
+    def _adamw(self, p: Tensor, g: Tensor, state: dict[str, Tensor], lr: Tensor) -> None:
+        if not state:
+            state["exp_avg"] = torch.zeros_like(p)
+            state["exp_avg_sq"] = torch.zeros_like(p)
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        exp_avg.lerp_(g, _expand(1 - self.beta1_t, p))
+        exp_avg_sq.mul_(_expand(self.beta2_t, p)).addcmul_(g * _expand(1 - self.beta2_t, p), g)
+        bias1 = self.bias1[self.step_count - 1]  # (R,)
+        bias2_sqrt = self.bias2_sqrt[self.step_count - 1]
+        denom = (exp_avg_sq.sqrt() / _expand(bias2_sqrt, p)).add_(_expand(self.eps, p))
+        p.addcdiv_(exp_avg * _expand(-lr / bias1, p), denom)
+
+    def _lion(self, p: Tensor, g: Tensor, state: dict[str, Tensor], lr: Tensor) -> None:
+        if not state:
+            state["exp_avg"] = torch.zeros_like(p)
+        momentum = state["exp_avg"]
+        direction = momentum.lerp(g, _expand(1 - self.beta1_t, p)).sign_()  # sign(c)
+        p.sub_(direction * _expand(lr, p))
+        momentum.lerp_(g, _expand(1 - self.beta2_t, p))
+
+    def _muon(self, p: Tensor, g: Tensor, state: dict[str, Tensor], lr: Tensor) -> Tensor:
+        if not state:
+            state["momentum_buffer"] = torch.zeros_like(p)
+        buffer = state["momentum_buffer"]
+        mu = _expand(self.momentum, p)
+        buffer.lerp_(g, 1 - mu)
+        momentum = g.lerp(buffer, mu) if self.nesterov else buffer
+        update = newton_schulz(momentum, self.ns_steps)  # (R, rows, cols)
+        scale = self.rms_scale * math.sqrt(max(p.shape[-2], p.shape[-1]))  # (R,)
+        p.sub_(update * _expand(lr * scale, p))
+        return orthogonality_error(update)  # (R,)
+
+
+def _clip_coefficients(grads: list[Tensor], clip: Tensor, enabled: Tensor) -> Tensor:
+    """Per-replica ``clip_grad_norm_`` coefficient (R,): min(1, c / (||g_r|| + 1e-6))."""
+    norms = torch.stack([g.flatten(1).norm(dim=1) for g in grads])  # (P, R)
+    total = torch.linalg.vector_norm(norms, dim=0)  # (R,)
+    coefficient = torch.clamp(clip / (total + 1e-6), max=1.0)
+    return torch.where(enabled, coefficient, torch.ones_like(coefficient))
+
+
+def _check(configs: Sequence[TrainConfig], seeds: Sequence[int]) -> None:
+    if not configs:
+        raise ConfigError("train_replicas needs at least one replica")
+    if len(configs) != len(seeds):
+        raise ConfigError(f"{len(seeds)} seeds for {len(configs)} replica settings; the counts must match")
+    keys = {replica_group_key(c) for c in configs}
+    if None in keys:
+        raise ReplicaRefused(
+            f"optimizer '{configs[0].optimizer.name}' has no batched implementation "
+            f"(batched: {', '.join(BATCHED_OPTIMIZERS)})")
+    if len(keys) != 1:
+        raise ConfigError(
+            "replicas of one batched run must share steps, batch size, sequence length, precision, "
+            "loss window and optimizer (with Muon's nesterov/ns_steps)")
+
+
+def train_replicas(
+    build: Callable[[], nn.Module],
+    stream: Tensor,
+    seeds: Sequence[int],
+    configs: Sequence[TrainConfig],
+    device: torch.device,
+    progress: Progress | None = None,
+    description: str = "train",
+) -> list[tuple[nn.Module, TrainResult]]:
+    """Train one replica per (seed, config); each equals ``train(build(), ...)`` under its seed."""
+    _check(configs, seeds)
+    models = []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        models.append(build())
+    refused = replica_refusals(models[0])
+    if refused:
+        raise ReplicaRefused(f"cannot train batched replicas of: {', '.join(refused)}")
+    first = configs[0]
+    count = len(models)
+    for model in models:
+        model.to(device).train()
+    template = models[0]
+    params, buffers = stack_module_state(models)  # name -> (R, ...); detached leaves
+    params = {n: p.requires_grad_() for n, p in params.items()}
+    names = list(params)
+    roles = parameter_roles(template)
+    optimizer = _BatchedOptimizer(first.optimizer.name, configs, names, roles, device, first.steps)
+    clip = _column([c.grad_clip for c in configs], device)
+    clip_enabled = clip > 0
+    schedule = _column([0.0] * count, device).new_tensor(
+        [[lr_at(step, c) / c.lr for c in configs] for step in range(first.steps)])  # (S, R)
+    samplers = [WindowSampler(stream, first.batch_size, first.seq_len, s) for s in seeds]
+    digests = [hashlib.sha256() for _ in seeds]
+    snapshots: list[list[Any]] = [[] for _ in seeds]  # hash state after each step's window
+    loss_table = torch.zeros(first.steps, count, device=device)  # (S, R)
+    alive = torch.ones(count, dtype=torch.bool, device=device)
+    diverged_at = torch.full((count,), first.steps, dtype=torch.long, device=device)
+    last_errors = torch.zeros(count, device=device)
+
+    def replica_loss(p: dict[str, Tensor], b: dict[str, Tensor], inputs: Tensor, targets: Tensor) -> Tensor:
+        logits = functional_call(template, (p, b), (inputs,))  # (B, T, V)
+        return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+
+    batched_loss = torch.vmap(replica_loss, in_dims=(0, 0, 0, 0))
+    sync_progress = progress is not None and device.type == "cpu"
+    if progress:
+        progress.start(first.steps, f"{description} ({count} replicas)")
+    started = time.perf_counter()
+    try:
+        for step in range(first.steps):
+            windows = []
+            for index, sampler in enumerate(samplers):
+                window = sampler.next()  # (B, T + 1)
+                digests[index].update(window.numpy().tobytes())
+                snapshots[index].append(digests[index].copy())
+                windows.append(window)
+            window = torch.stack(windows)  # (R, B, T + 1)
+            if device.type == "cuda":  # an asynchronous copy: the host runs ahead of the device
+                window = window.pin_memory().to(device, non_blocking=True)
+            else:
+                window = window.to(device)
+            with autocast(device, first.precision):
+                losses = batched_loss(params, buffers, window[..., :-1], window[..., 1:])  # (R,)
+            losses = losses.float()
+            finite = torch.isfinite(losses)
+            newly = alive & ~finite
+            diverged_at = torch.where(newly, step, diverged_at)
+            alive = alive & finite
+            loss_table[step] = losses.detach()
+            for p in params.values():
+                p.grad = None
+            losses.sum().backward()
+            grads = {n: p.grad.masked_fill(~_expand(alive, p.grad), 0.0) for n, p in params.items()}
+            coefficient = _clip_coefficients(list(grads.values()), clip, clip_enabled)
+            for g in grads.values():
+                g.mul_(_expand(coefficient, g))
+            optimizer.step(params, grads, schedule[step] * alive)
+            if optimizer.last_errors is not None:
+                last_errors = torch.where(alive, optimizer.last_errors, last_errors)
+            if sync_progress:
+                elapsed = time.perf_counter() - started
+                mean = float(losses[alive].mean()) if bool(alive.any()) else float("nan")
+                progress.update(step + 1, mean, (step + 1) * count * first.tokens_per_step / elapsed)
+            elif progress and (step + 1) % 25 == 0:
+                progress.update(step + 1, float("nan"), 0.0)
+    finally:
+        if progress:
+            progress.stop()
+    wall = time.perf_counter() - started
+    table = loss_table.cpu()
+    stops = diverged_at.cpu().tolist()
+    errors = last_errors.cpu().tolist()
+    outcomes = []
+    with torch.no_grad():
+        for index, (model, config) in enumerate(zip(models, configs, strict=True)):
+            for name, stacked in params.items():
+                model.get_parameter(name).copy_(stacked[index])
+            done = stops[index]
+            losses = table[:done, index].tolist()
+            status, message, digest = "complete", "", digests[index]
+            if done < first.steps:
+                value = float(table[done, index])
+                status, message = "diverged", f"non-finite loss {value} at step {done}"
+                digest = snapshots[index][done]
+            component, _ = build_optimizer(config.optimizer, model, config.lr, config.weight_decay)
+            window_size = config.loss_window
+            tokens_seen = len(losses) * config.tokens_per_step
+            outcomes.append((model, TrainResult(
+                status=status,
+                losses=losses,
+                initial_loss=_mean(losses[:window_size]),
+                final_loss=_mean(losses[-window_size:]),
+                steps_done=len(losses),
+                tokens_seen=tokens_seen,
+                token_stream_sha256=digest.hexdigest(),
+                wall_seconds=wall,
+                tokens_per_second=tokens_seen / wall if wall > 0 else 0.0,
+                optimizer_statistics=component.statistics(),
+                orthogonality_error=errors[index] if optimizer.muon_names else 0.0,
+                message=message,
+            )))
+    return outcomes
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")

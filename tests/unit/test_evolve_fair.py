@@ -1,0 +1,100 @@
+"""Fair evolution: trial lr grids, the genes a champion differs in, knockout variants."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from llmevo.catalog import ensure_registered
+from llmevo.errors import ConfigError
+from llmevo.evolve.fair import differing_genes, knockout_variants, trial_lr_grid, with_lr
+from llmevo.evolve.space import build_search_space
+from llmevo.experiments.presets import get_preset
+
+PROMOTED = frozenset({"rope", "mha", "relu2", "swiglu", "layernorm", "rmsnorm", "pre_norm", "adamw"})
+
+
+@pytest.fixture(scope="module")
+def space():
+    return build_search_space(ensure_registered(), get_preset("quick"), promoted=PROMOTED)
+
+
+@pytest.fixture(scope="module")
+def champion(space):
+    params = space.to_params(space.baseline)
+    params.pop("feedforward.swiglu.hidden")
+    params.update({"feedforward": "relu2", "feedforward.relu2.hidden": 384, "norm": "layernorm",
+                   "position.rope.theta": 1e5, "optimizer.adamw.beta2": 0.95, "train.lr": 1.1e-2})
+    return space.to_genome(params)
+
+
+def test_trial_grid_is_the_lr_times_each_factor():
+    assert trial_lr_grid(3e-3, (0.5, 1.0, 2.0)) == pytest.approx([1.5e-3, 3e-3, 6e-3])
+    for bad in ((1.0,), (1.0, 1.0), (0.0, 1.0), (-1.0, 2.0), (1.0, math.inf)):
+        with pytest.raises(ConfigError, match="factors"):
+            trial_lr_grid(3e-3, bad)
+
+
+def test_differing_genes_name_components_hyperparameters_and_training(space, champion):
+    assert differing_genes(space.baseline, space.baseline, space) == []
+    assert differing_genes(champion, space.baseline, space) == [
+        "position.rope.theta", "feedforward", "norm", "optimizer.adamw.beta2", "train.lr"]
+
+
+def test_each_knockout_reverts_one_gene_alone(space, champion):
+    variants = knockout_variants(champion, space.baseline, space)
+    base = space.to_params(space.baseline)
+    for gene in differing_genes(champion, space.baseline, space):
+        reverted = space.to_params(variants[f"revert {gene}"])
+        assert differing_genes(variants[f"revert {gene}"], space.baseline, space) == [
+            g for g in differing_genes(champion, space.baseline, space) if g != gene]
+        key = gene if gene != "feedforward" else "feedforward.swiglu.hidden"
+        assert reverted[key] == base[key]
+    ffn = variants["revert feedforward"].model.feedforward
+    assert ffn.name == "swiglu" and ffn.config == {"hidden": 192}  # the component with its own genes
+    arch = variants["champion architecture, baseline training"]
+    assert arch.model == champion.model and arch.train == space.baseline.train
+    assert arch.optimizer == space.baseline.optimizer
+    training = variants["baseline architecture, champion training"]
+    assert training.model == space.baseline.model and training.train == champion.train
+    assert training.optimizer == champion.optimizer
+
+
+def test_only_named_genes_and_unknown_genes_are_refused(space, champion):
+    variants = knockout_variants(champion, space.baseline, space, ["norm"])
+    assert "revert norm" in variants and "revert feedforward" not in variants
+    for bad in (["attention"], ["no_such_gene"]):
+        with pytest.raises(ConfigError, match="not a gene where the champion differs"):
+            knockout_variants(champion, space.baseline, space, bad)
+
+
+def test_with_lr_changes_only_the_lr(space):
+    other = with_lr(space.baseline, 1e-2)
+    assert other.train.lr == 1e-2 and other.model == space.baseline.model
+    assert other.train.warmup_steps == space.baseline.train.warmup_steps
+
+
+def test_knockout_readings():
+    from llmevo.evolve.fair import knockout_lines
+
+    def row(name, change):
+        block = {"summary": {"mean": -6.0, "std": 0.0, "n": 3}, "per_seed": [],
+                 "vs_champion_percent": change, "vs_baseline_percent": None}
+        return {"variant": name, "fitness": {"validation": block, "test": block}}
+
+    def change(mean, low, high, significant):
+        return {"mean": mean, "ci_low": low, "ci_high": high, "n": 3, "significant": significant}
+
+    knockouts = {"seeds": [42, 43, 44], "claim_policy": "formal", "variants": [
+        row("champion", None),
+        row("revert a", change(-5.0, -7.0, -3.0, True)),
+        row("revert b", change(-0.01, -0.02, -0.001, True)),
+        row("revert c", change(0.5, -2.0, 3.0, False)),
+        row("revert d", change(4.0, 2.0, 6.0, True)),
+    ]}
+    lines = "\n".join(knockout_lines(knockouts))
+    assert "| revert a |" in lines and "carries gain" in lines.split("| revert a |")[1].split("\n")[0]
+    assert "negligible" in lines.split("| revert b |")[1].split("\n")[0]
+    assert "noise" in lines.split("| revert c |")[1].split("\n")[0]
+    assert "reverting helps" in lines.split("| revert d |")[1].split("\n")[0]

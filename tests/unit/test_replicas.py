@@ -1,0 +1,201 @@
+"""Batched replicas: each replica equals the sequential train() run of its seed and settings.
+
+References: the sequential trainer itself (``train``), a hand-written LambdaLR loop for the
+schedule semantics, and ``torch.nn.utils.clip_grad_norm_`` for per-replica clipping.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from llmevo.catalog import build_model
+from llmevo.errors import ConfigError
+from llmevo.model.config import ComponentChoice, ModelConfig
+from llmevo.train.many import RunSpec, train_many
+from llmevo.train.replicas import ReplicaRefused, _clip_coefficients, train_replicas
+from llmevo.train.trainer import TrainConfig, WindowSampler, build_optimizer, lr_at, train
+
+CPU = torch.device("cpu")
+STREAM = torch.randint(0, 512, (4000,), generator=torch.Generator().manual_seed(0))
+TINY = ModelConfig(d_model=32, n_layers=1)
+
+
+def _build() -> torch.nn.Module:
+    return build_model(TINY)
+
+
+def _settings(optimizer: ComponentChoice) -> list[TrainConfig]:
+    """Two replicas that differ in every per-replica setting."""
+    first = TrainConfig(steps=20, batch_size=2, seq_len=16, lr=3e-3, warmup_steps=4,
+                        schedule="cosine", weight_decay=0.1, grad_clip=0.05, optimizer=optimizer)
+    second = first.model_copy(update={
+        "lr": 1e-3, "warmup_steps": 0, "schedule": "constant", "weight_decay": 0.0, "grad_clip": 0.0,
+        "optimizer": ComponentChoice(name=optimizer.name, config={**optimizer.config, "beta2": 0.95}),
+    })
+    return [first, second]
+
+
+def _sequential(seed: int, config: TrainConfig):
+    torch.manual_seed(seed)
+    model = _build()
+    return model, train(model, STREAM, config, seed, CPU)
+
+
+def _relative(a: list[float], b: list[float]) -> float:
+    assert len(a) == len(b)
+    return max(abs(x - y) / abs(y) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("optimizer", [
+    ComponentChoice(name="adamw"),
+    ComponentChoice(name="muon"),
+    ComponentChoice(name="lion"),
+], ids=["adamw", "muon", "lion"])
+def test_each_replica_reproduces_the_sequential_run(optimizer: ComponentChoice) -> None:
+    configs = _settings(optimizer)
+    seeds = [5, 6]
+    trained = train_replicas(_build, STREAM, seeds, configs, CPU)
+    for (model, result), seed, config in zip(trained, seeds, configs, strict=True):
+        alone_model, alone = _sequential(seed, config)
+        assert result.token_stream_sha256 == alone.token_stream_sha256
+        assert _relative(result.losses, alone.losses) < 1e-5
+        assert result.status == alone.status == "complete"
+        assert result.orthogonality_error == pytest.approx(alone.orthogonality_error, rel=1e-4)
+        assert result.optimizer_statistics == alone.optimizer_statistics
+        for (name, p), q in zip(model.named_parameters(), alone_model.parameters(), strict=True):
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=name)
+    assert trained[0][1].losses != trained[1][1].losses
+
+
+def test_group_learning_rates_follow_lambda_lr() -> None:
+    """Lion's own base lr (lr x lr_multiplier) scaled by lr_at(step)/lr, as LambdaLR does."""
+    config = _settings(ComponentChoice(name="lion"))[0]
+    torch.manual_seed(5)
+    model = _build()
+    _, optimizer = build_optimizer(config.optimizer, model, config.lr, config.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_at(step, config) / config.lr)
+    sampler = WindowSampler(STREAM, config.batch_size, config.seq_len, 5)
+    losses = []
+    for _ in range(config.steps):
+        window = sampler.next()
+        loss = F.cross_entropy(model(window[:, :-1]).flatten(0, 1), window[:, 1:].flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        scheduler.step()
+        losses.append(loss.item())
+    (_, result), = train_replicas(_build, STREAM, [5], [config], CPU)
+    assert _relative(result.losses, losses) < 1e-5
+
+
+def test_clip_coefficients_match_clip_grad_norm_per_replica() -> None:
+    generator = torch.Generator().manual_seed(3)
+    grads = [torch.randn(3, 4, 5, generator=generator), torch.randn(3, 7, generator=generator)]
+    grads[0][1] *= 100  # replica 1 has a large norm, replica 2 a tiny one
+    grads[1][2] *= 1e-3
+    grads[0][2] *= 1e-3
+    clip = torch.tensor([1.0, 0.5, 0.0])
+    coefficient = _clip_coefficients(grads, clip, clip > 0)
+    for replica in range(2):
+        pieces = [g[replica].clone().requires_grad_() for g in grads]
+        for piece in pieces:
+            piece.grad = piece.detach().clone()
+        torch.nn.utils.clip_grad_norm_(pieces, float(clip[replica]))
+        for piece, g in zip(pieces, grads, strict=True):
+            torch.testing.assert_close(g[replica] * coefficient[replica], piece.grad)
+    assert coefficient[2] == 1.0  # clipping disabled
+
+
+def test_a_diverging_replica_is_frozen_and_the_others_continue() -> None:
+    base = TrainConfig(steps=20, batch_size=2, seq_len=16, lr=1e-3, weight_decay=0.01)
+    absurd = base.model_copy(update={"lr": 1e6})
+    trained = train_replicas(_build, STREAM, [5, 6], [base, absurd], CPU)
+    (good_model, good), (bad_model, bad) = trained
+    alone_good_model, alone_good = _sequential(5, base)
+    alone_bad_model, alone_bad = _sequential(6, absurd)
+    assert alone_bad.status == "diverged" and bad.status == "diverged"
+    assert bad.steps_done == alone_bad.steps_done < base.steps
+    assert bad.message == alone_bad.message
+    assert bad.token_stream_sha256 == alone_bad.token_stream_sha256
+    assert good.status == "complete" and good.steps_done == base.steps
+    assert _relative(good.losses, alone_good.losses) < 1e-5
+    # frozen at the diverging step: the parameters are those the sequential run stopped with
+    for p, q in zip(bad_model.parameters(), alone_bad_model.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=0.0, equal_nan=True)
+    assert all(math.isfinite(x) for x in bad.losses)
+
+
+def test_mismatched_settings_are_refused_before_training() -> None:
+    config = TrainConfig(steps=2, batch_size=2, seq_len=16, lr=1e-3)
+    with pytest.raises(ConfigError, match="counts must match"):
+        train_replicas(_build, STREAM, [1, 2, 3], [config, config], CPU)
+    with pytest.raises(ConfigError, match="must share steps"):
+        train_replicas(_build, STREAM, [1, 2], [config, config.model_copy(update={"steps": 3})], CPU)
+
+
+def test_a_model_that_cannot_batch_is_refused_by_name_and_train_many_falls_back() -> None:
+    class Plain(torch.nn.Module):  # not the component Transformer
+        def __init__(self) -> None:
+            super().__init__()
+            self.embedding = torch.nn.Embedding(512, 8)
+            self.head = torch.nn.Linear(8, 512)
+
+        def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+            return self.head(self.embedding(tokens))
+
+    config = TrainConfig(steps=2, batch_size=2, seq_len=16, lr=1e-3)
+    with pytest.raises(ReplicaRefused, match="model Plain"):
+        train_replicas(Plain, STREAM, [1, 2], [config, config], CPU)
+    outcomes = train_many(Plain, STREAM, [RunSpec(1, config), RunSpec(2, config)], CPU, path="batched")
+    assert [o.path for o in outcomes] == ["sequential", "sequential"]
+    assert "model Plain" in outcomes[0].note
+
+
+@pytest.mark.parametrize("path", ["batched", "parallel", "parallel-batched"])
+def test_train_many_paths_agree_with_sequential(path: str) -> None:
+    config = TrainConfig(steps=4, batch_size=2, seq_len=16, lr=3e-3)
+    runs = [RunSpec(seed, config.model_copy(update={"lr": lr}))
+            for seed, lr in ((1, 3e-3), (2, 1e-3), (3, 2e-3))]
+    reference = train_many(_build, STREAM, runs, CPU, path="sequential")
+    outcomes = train_many(_build, STREAM, runs, CPU, path=path, replicas_max=2, workers=2)
+    for outcome, expected in zip(outcomes, reference, strict=True):
+        assert outcome.result.token_stream_sha256 == expected.result.token_stream_sha256
+        assert _relative(outcome.result.losses, expected.result.losses) < 1e-5
+        for p, q in zip(outcome.model.parameters(), expected.model.parameters(), strict=True):
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+    kinds = [o.path for o in outcomes]
+    if path == "batched":  # replicas_max 2: seeds 1, 2 together, seed 3 alone
+        assert kinds == ["batched", "batched", "sequential"]
+    elif path == "parallel":
+        assert kinds == ["parallel"] * 3
+    else:  # two workers: a pair and a lone run
+        assert set(kinds) <= {"parallel-batched", "parallel"} and "parallel-batched" in kinds
+
+
+def test_bad_execution_options_are_refused() -> None:
+    config = TrainConfig(steps=2, batch_size=2, seq_len=16, lr=1e-3)
+    with pytest.raises(ConfigError, match="replicas-max"):
+        train_many(_build, STREAM, [RunSpec(1, config)], CPU, replicas_max=0)
+    with pytest.raises(ConfigError, match="unknown training path"):
+        train_many(_build, STREAM, [RunSpec(1, config)], CPU, path="warp")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--replicas", "0"], "must be at least 1"),
+    (["--replicas", "1,8", "--replicas-max", "4"], "exceed --replicas-max 4"),
+    (["--replicas", "1,two"], "'two' is not an integer"),
+    (["--replicas", "2", "--path", "warp"], "unknown training path 'warp'"),
+])
+def test_bench_bad_replica_input_is_one_line_exit_2_before_training(args, message, capsys) -> None:
+    from llmevo.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "--threads", "1", *args])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert message in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,185 @@
+"""Tuning-fair comparisons: grids, plans, arm tuning with edge extension, verdict classes."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+from llmevo.errors import ConfigError, DivergedError
+from llmevo.eval.stats import classified_verdict, classify_change, paired_relative_change, verdict
+from llmevo.experiments import tuning
+from llmevo.train.many import RunOutcome
+from llmevo.train.trainer import TrainConfig
+
+CONFIG = TrainConfig(steps=2, batch_size=2, seq_len=8, lr=1e-3)
+
+
+def test_default_grid_is_log_spaced_from_lr_over_3_to_3_lr():
+    grid = tuning.default_grid(3e-3)
+    expected = [1e-3, 3e-3 / math.sqrt(3), 3e-3, 3e-3 * math.sqrt(3), 9e-3]
+    assert grid == pytest.approx(expected, rel=1e-12)
+    ratios = [b / a for a, b in zip(grid, grid[1:], strict=False)]
+    assert ratios == pytest.approx([math.sqrt(3)] * 4)
+
+
+@pytest.mark.parametrize("grid, seeds, report, message", [
+    ([3e-3], [1000], [42], "at least 2"),
+    ([3e-3, 3e-3], [1000], [42], "at least 2"),
+    ([1e-3, 0.0], [1000], [42], "positive"),
+    ([-1e-3, 1e-3], [1000], [42], "positive"),
+    ([1e-3, float("nan")], [1000], [42], "positive"),
+    ([1e-3, 3e-3], [42, 1000], [42, 43], "disjoint"),
+    ([1e-3, 3e-3], [], [42], "no tuning seeds"),
+    ([1e-3, 3e-3], [7, 7], [42], "duplicate"),
+])
+def test_bad_plans_are_refused(grid, seeds, report, message):
+    with pytest.raises(ConfigError, match=message):
+        tuning.check_plan(grid, seeds, report)
+
+
+def test_plan_sorts_the_grid():
+    plan = tuning.check_plan([1e-2, 1e-3, 3e-3], [1000, 1001], [42])
+    assert plan.grid == (1e-3, 3e-3, 1e-2) and plan.seeds == (1000, 1001)
+
+
+class _Tagged(nn.Module):
+    def __init__(self, lr: float, seed: int):
+        super().__init__()
+        self.lr, self.seed = lr, seed
+
+
+def _fake_train_many(diverge_above: float = math.inf, calls: list | None = None):
+    """Stands in for train_many: a 'model' that remembers its lr; a run above the given lr
+    diverges."""
+
+    def fake(build, stream, runs, device, progress=None, description="train", **execution):
+        if calls is not None:
+            calls.append([spec.config.lr for spec in runs])
+        return [RunOutcome(spec, _Tagged(spec.config.lr, spec.seed),
+                           SimpleNamespace(status="diverged" if spec.config.lr > diverge_above else "complete"),
+                           "sequential") for spec in runs]
+
+    return fake
+
+
+def _bowl(target: float):
+    """Validation loss as a function of lr: a parabola in log lr with its minimum at target,
+    plus a seed offset (so means over seeds are checked too)."""
+    return lambda model: (math.log(model.lr) - math.log(target)) ** 2 + 0.01 * (model.seed - 1000)
+
+
+def test_best_inside_the_grid_is_chosen_without_extension(monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(tuning, "train_many", _fake_train_many(calls=calls))
+    plan = tuning.check_plan([1e-3, 3e-3, 1e-2], [1000, 1001], [42])
+    result = tuning.tune_arm("method", lambda: None, torch.zeros(1), CONFIG, plan, _bowl(2.5e-3),
+                             torch.device("cpu"))
+    assert calls == [[1e-3, 1e-3, 3e-3, 3e-3, 1e-2, 1e-2]]  # one call, every lr x seed
+    assert result.best().lr == 3e-3 and result.extended is None and result.edge() is None
+    setting = next(s for s in result.settings if s.lr == 3e-3)
+    assert setting.values == {1000: pytest.approx(math.log(1.2) ** 2),
+                              1001: pytest.approx(math.log(1.2) ** 2 + 0.01)}
+    assert setting.mean == pytest.approx(math.log(1.2) ** 2 + 0.005)
+
+
+def test_best_on_the_edge_extends_the_grid_once_in_that_direction(monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(tuning, "train_many", _fake_train_many(calls=calls))
+    plan = tuning.check_plan([1e-3, 2e-3, 4e-3], [1000], [42])
+    up = tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, plan, _bowl(1.0),
+                         torch.device("cpu"))
+    assert calls[1] == [pytest.approx(8e-3)]  # one more step at the edge's ratio (x2)
+    assert up.extended == "up" and up.best().lr == pytest.approx(8e-3)
+    assert up.edge() == "up"  # still on the (extended) edge: recorded, not extended again
+    assert len(calls) == 2
+    calls.clear()
+    down = tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, plan, _bowl(1.1e-3),
+                           torch.device("cpu"))
+    assert calls[1] == [pytest.approx(5e-4)]
+    assert down.extended == "down" and down.best().lr == 1e-3 and down.edge() is None
+    block = tuning.tuning_block(plan, "lm_loss", {"baseline": up, "method": down})
+    assert block["grid"] == [1e-3, 2e-3, 4e-3] and block["seeds"] == [1000]
+    assert block["arms"]["method"]["chosen"] == {"lr": 1e-3}
+    assert block["arms"]["method"]["chosen_on_edge"] is False
+    assert block["arms"]["baseline"]["chosen_on_edge"] is True
+    assert [s["extension"] for s in block["arms"]["method"]["settings"]] == [True, False, False, False]
+
+
+def test_diverged_settings_are_never_chosen(monkeypatch):
+    monkeypatch.setattr(tuning, "train_many", _fake_train_many(diverge_above=3e-3))
+    plan = tuning.check_plan([1e-3, 3e-3, 1e-2, 3e-2], [1000], [42])
+    result = tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, plan, _bowl(1e-2),
+                             torch.device("cpu"))
+    assert result.best().lr == 3e-3  # 1e-2 would be best but diverged
+    block = tuning.tuning_block(plan, "lm_loss", {"method": result})
+    statuses = {s["lr"]: s["status"] for s in block["arms"]["method"]["settings"]}
+    assert statuses[1e-2] == "diverged" and statuses[3e-3] == "complete"
+    monkeypatch.setattr(tuning, "train_many", _fake_train_many(diverge_above=0.0))
+    with pytest.raises(DivergedError, match="every tuning run diverged"):
+        tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, plan, _bowl(1e-2), torch.device("cpu"))
+
+
+def test_tune_arm_trains_real_models_through_train_many():
+    """Without fakes: a tiny bigram model at two learning rates; the lower validation loss
+    (computed here independently) wins."""
+    torch.manual_seed(0)
+    stream = torch.randint(0, 16, (400,))
+
+    def build() -> nn.Module:
+        return nn.Sequential(nn.Embedding(16, 8), nn.Linear(8, 16))
+
+    def evaluate(model: nn.Module) -> float:
+        with torch.no_grad():
+            logits = model(stream[:-1][None])  # (1, N, V)
+            return float(nn.functional.cross_entropy(logits[0], stream[1:]))
+
+    plan = tuning.check_plan([1e-4, 1e-1], [1000], [42])
+    config = TrainConfig(steps=20, batch_size=4, seq_len=8, lr=1e-3)
+    result = tuning.tune_arm("m", build, stream, config, plan, evaluate, torch.device("cpu"))
+    by_lr = {s.lr: s.mean for s in result.settings}
+    assert result.best().lr == min(by_lr, key=by_lr.get)
+
+
+# --- four verdict classes, hand-computed ---------------------------------------------------
+
+@pytest.mark.parametrize("low, high, expected", [
+    (-3.0, -0.5, "better"),        # upper < 0
+    (-2.0, 0.6, "non-inferior"),   # 0 <= upper < δ = 1
+    (-2.0, 1.5, "inconclusive"),   # interval reaches δ, not worse
+    (0.2, 0.8, "worse"),           # lower > 0 (significantly worse even inside the margin)
+    (0.5, 3.0, "worse"),
+    (-1.0, 1.0, "inconclusive"),   # upper == δ is not below δ
+])
+def test_classes_on_hand_made_intervals(low, high, expected):
+    assert classify_change(low, high, 1.0) == expected
+
+
+def test_classes_flip_when_higher_is_better_and_need_an_interval():
+    assert classify_change(0.5, 3.0, 1.0, lower_is_better=False) == "better"
+    assert classify_change(-0.6, 2.0, 1.0, lower_is_better=False) == "non-inferior"
+    assert classify_change(-3.0, -0.2, 1.0, lower_is_better=False) == "worse"
+    assert classify_change(None, None, 1.0) is None
+    with pytest.raises(ConfigError, match="margin"):
+        classify_change(-1.0, 1.0, 0.0)
+
+
+def test_classified_verdict_from_seed_values():
+    """Three seeds whose relative changes are -1%, 0%, +0.5%: mean -1/6 %, sample std
+    0.7638 %, t(0.975, 2) = 4.3027, half-width 1.8974 %: CI [-2.064, +1.731] -> with δ = 1%
+    inconclusive; with δ = 2% non-inferior."""
+    baseline = [4.0, 4.0, 4.0]
+    method = [3.96, 4.0, 4.02]
+    change = paired_relative_change(baseline, method)
+    assert change["ci_low"] == pytest.approx(-1 / 6 - 4.302653 * 0.763763 / math.sqrt(3), abs=1e-4)
+    assert change["ci_high"] == pytest.approx(-1 / 6 + 4.302653 * 0.763763 / math.sqrt(3), abs=1e-4)
+    block = verdict("lm_loss", baseline, method)
+    assert classified_verdict(block, change, 1.0)["classification"] == "inconclusive"
+    wide = classified_verdict(block, change, 2.0)
+    assert wide["classification"] == "non-inferior" and wide["margin_percent"] == 2.0
+    assert "non-inferior" in wide["summary"]
+    few = paired_relative_change(baseline[:2], method[:2])
+    assert classified_verdict(verdict("lm_loss", baseline[:2], method[:2]), few, 1.0)["classification"] is None
