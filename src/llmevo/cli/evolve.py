@@ -267,10 +267,12 @@ def evolve(
     if plan is not None:
         final, final_tuning, _ = tuned_final_evaluation(champion_genome, space.baseline, context.data,
                                                         context.preset, seed_list, plan, torch_device,
-                                                        logs=logs, execution=execution)
+                                                        logs=logs, execution=execution,
+                                                        post_data=context.post_data)
     else:
         final = final_evaluation(champion_genome, space.baseline, context.data, context.preset,
-                                 seed_list, torch_device, logs=logs, execution=execution)
+                                 seed_list, torch_device, logs=logs, execution=execution,
+                                 post_data=context.post_data)
     folder = out
     command = " ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]])
     provenance = collect_provenance(
@@ -330,7 +332,7 @@ def _explain(settings: engine.EvolveSettings, space: SearchSpace, final_preset, 
     console.print(f"explaining trial {champion.number}: {len(variants)} variant(s) x {len(seed_list)} seed(s)")
     context = engine.prepare_context(engine.EvolveSettings(**{**settings.__dict__, "preset": final_preset}), space)
     knockouts = explain_genes(genome, space.baseline, space, context.data, final_preset, seed_list,
-                              torch_device, wanted)
+                              torch_device, wanted, post_data=context.post_data)
     knockouts["champion_trial"] = champion.number
     folder.mkdir(parents=True, exist_ok=True)
     from llmevo.artifacts.io import write_json_atomic

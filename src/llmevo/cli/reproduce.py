@@ -41,7 +41,11 @@ IMPLEMENTATION_MODULES = (
     "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.arm_data",
     "llmevo.experiments.tuning", "llmevo.train.many",
 )
-TUNED_BY_DEFAULT = ("quick", "standard")
+POST_TRAINING_MODULES = (
+    "llmevo.posttrain.stage", "llmevo.posttrain.objectives", "llmevo.posttrain.tasks",
+    "llmevo.posttrain.evaluate", "llmevo.posttrain.presets", "llmevo.posttrain.reproduce",
+)
+TUNED_BY_DEFAULT = ("quick", "standard")  # never for post-training methods (one shared pretraining)
 
 
 def artifact_filename(preset: str, seeds: list[int], tuned: bool = False) -> str:
@@ -63,7 +67,9 @@ def summary_table(artifact: ReproductionArtifact) -> Table:
     table.add_column("Δ% (95% CI)", justify="right")
     stats = artifact.statistics or {}
     for metric in ("lm_loss", "bits_per_byte", "instruction_loss", "preference_loss",
-                   "reasoning_nll", "primary", "fitness", "final_loss"):
+                   "reasoning_nll", "primary", "fitness", "final_loss",
+                   "heldout_preference_accuracy", "arithmetic_exact_match",
+                   "post_training_loss", "reward_bearing_group_rate"):
         baseline, method = getattr(artifact.baseline, metric), getattr(artifact.method, metric)
         if baseline is None or method is None:
             continue
@@ -110,11 +116,23 @@ def reproduce(
         help="How an arm's seeds train.")] = "auto",
     tune: Annotated[bool | None, typer.Option(
         help="Tune each arm's learning rate on the same grid first (default: on for quick and "
-             "standard, off for smoke); report seeds default to 42..46.")] = None,
+             "standard, off for smoke; refused for post-training methods); report seeds default "
+             "to 42..46.")] = None,
     tune_grid: Annotated[str | None, typer.Option(
         help="Learning rates to tune over, e.g. 1e-3,3e-3,1e-2 (default: 5 from lr/3 to 3*lr).")] = None,
     tune_seeds: Annotated[str, typer.Option(help="Tuning seeds, disjoint from the report seeds.")] = "1000",
     margin: Annotated[float, typer.Option(help="Non-inferiority margin of the verdict class, percent.")] = 1.0,
+    post_steps: Annotated[int | None, typer.Option(help="Post-training methods: the stage's steps.")] = None,
+    post_batch_size: Annotated[int | None, typer.Option(help="Post-training: examples per step.")] = None,
+    post_lr: Annotated[float | None, typer.Option(help="Post-training: learning rate.")] = None,
+    post_seed_offset: Annotated[int | None, typer.Option(
+        help="Post-training: the stage's seed is the run seed plus this.")] = None,
+    method_config: Annotated[str | None, typer.Option(
+        help="Post-training: the method's settings, e.g. 'beta=0.1' or 'group_size=8,kl_beta=0.04'.")] = None,
+    preference_file: Annotated[Path | None, typer.Option(
+        help="DPO: a JSONL file of {\"chosen\", \"rejected\"} dialogues instead of HH-RLHF helpful-base.")] = None,
+    arithmetic_max_operand: Annotated[int | None, typer.Option(
+        help="GRPO: the arithmetic difficulty (operands 0..N).")] = None,
     tensorboard: Annotated[Path | None, typer.Option(metavar="DIR",
         help="Write TensorBoard event files here: per-step loss, lr, grad norm and final metrics, one run per arm and seed.")] = None,
 ) -> None:
@@ -125,6 +143,9 @@ def reproduce(
     check_real("--lr", lr, strict=True)
     check_count("--replicas-max", replicas_max)
     check_real("--margin", margin, strict=True)
+    check_count("--post-steps", post_steps)
+    check_count("--post-batch-size", post_batch_size)
+    check_real("--post-lr", post_lr, strict=True)
     apply_threads(threads)
     from llmevo.artifacts import module_files
     from llmevo.artifacts.provenance import capture_code_state, check_publishable
@@ -140,9 +161,16 @@ def reproduce(
         "steps": steps, "batch_size": batch_size, "lr": lr, "warmup_steps": warmup_steps,
         "schedule": schedule, "suite": suite,
     })
+    comparison = plan_comparison(name)  # refuses unknown names and identical arms early
+    post_training = comparison.spec.slot == "post_training"
     if tune is False and tune_grid is not None:
         raise ConfigError("--tune-grid needs tuning; drop --no-tune")
-    tuned = tune if tune is not None else (chosen.name in TUNED_BY_DEFAULT or tune_grid is not None)
+    if post_training and (tune or tune_grid is not None):  # both arms share one pretraining
+        from llmevo.posttrain.reproduce import TUNING_REFUSAL
+
+        raise ConfigError(TUNING_REFUSAL.format(name=name))
+    tuned = not post_training and (
+        tune if tune is not None else (chosen.name in TUNED_BY_DEFAULT or tune_grid is not None))
     if tuned and seed is None and seeds is None:
         seeds = ",".join(str(s) for s in tuning.DEFAULT_REPORT_SEEDS)
     seed_list = parse_seeds(seed, seeds)
@@ -155,7 +183,16 @@ def reproduce(
     check_margin(margin)
     torch_device = resolve_device(device)
     data = resolve_data_dir(data_dir)
-    comparison = plan_comparison(name)  # refuses unknown names and identical arms early
+    post_request = None
+    if post_training:
+        from llmevo.model.config import ComponentChoice
+        from llmevo.posttrain.reproduce import post_training_request
+
+        post_request = post_training_request(
+            comparison, chosen.name,
+            {"steps": post_steps, "batch_size": post_batch_size, "lr": post_lr,
+             "seed_offset": post_seed_offset, "arithmetic.max_operand": arithmetic_max_operand},
+            ComponentChoice.parse(f"{name}:{method_config or ''}").config, preference_file)
     if publish:
         check_publishable(REPO_ROOT, allow_dirty)  # before any work
     paper = comparison.spec.manifest.paper
@@ -175,14 +212,15 @@ def reproduce(
         check_output_dir(report_dir, "report folder")
     check_output_dir(tensorboard, "--tensorboard")
     # the code that runs, read now: a commit or an edit during training must not reach provenance
+    modules = IMPLEMENTATION_MODULES + (POST_TRAINING_MODULES if post_training else ())
     code = capture_code_state(
         module_files(runner.implementation_objects(comparison)
-                     + [importlib.import_module(module) for module in IMPLEMENTATION_MODULES]),
+                     + [importlib.import_module(module) for module in modules]),
         Path(runner.__file__), REPO_ROOT)
     request = runner.ReproductionRequest(
         name=name, preset=chosen, seeds=seed_list, data_dir=data,
         cache_dir=resolve_cache_dir(), device=torch_device, execution=execution,
-        tuning=plan, margin_percent=margin,
+        tuning=plan, margin_percent=margin, post_training=post_request,
     )
     logs = None
     if tensorboard is not None:
@@ -190,11 +228,12 @@ def reproduce(
 
         logs = TensorBoardLogs(tensorboard)
     run_and_write(request, code, out, save_checkpoints, report_dir if report else None, logs,
-                  allow_dirty if publish else None)
+                  allow_dirty if publish else None, comparison)
 
 
 def run_and_write(request, code, out: Path, save_checkpoints: Path | None,
-                  report_dir: Path | None, logs=None, allow_dirty: bool | None = None) -> None:
+                  report_dir: Path | None, logs=None, allow_dirty: bool | None = None,
+                  comparison=None) -> None:
     """Run the comparison, then write artifact, checkpoints and report; when a later write
     fails, what this command wrote is removed again (no artifact without its checkpoints)."""
     from llmevo.artifacts import collect_provenance, save_artifact
@@ -204,7 +243,13 @@ def run_and_write(request, code, out: Path, save_checkpoints: Path | None,
     from llmevo.inference.checkpoint import save_checkpoint
     from llmevo.train.device import accelerator_name
 
-    outcome = runner.run_reproduction(request, progress=RichTrainingProgress(console), logs=logs)
+    if request.post_training is not None:  # a post-training method: its own pipeline
+        from llmevo.posttrain.reproduce import run_post_training_reproduction
+
+        outcome = run_post_training_reproduction(request, comparison,
+                                                 progress=RichTrainingProgress(console), logs=logs)
+    else:
+        outcome = runner.run_reproduction(request, progress=RichTrainingProgress(console), logs=logs)
     provenance = collect_provenance(
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
         code=code,
