@@ -29,6 +29,7 @@ SLOTS = (
     "optimizer",
     "kv_cache",
     "architecture",
+    "post_training",
 )
 
 ImplementationStatus = Literal["component_only", "integrated", "full"]

@@ -10,6 +10,7 @@ import time
 
 import optuna
 import pytest
+import sqlalchemy.exc
 from evolve_support import tiny_settings
 from optuna.trial import TrialState
 
@@ -62,16 +63,29 @@ def test_sigkilled_worker_loses_only_its_trial_which_is_retried(tmp_path, data_d
     # running. The worker is frozen (SIGSTOP) before the state is read again, so the trial
     # seen running is still running when the SIGKILL lands, however loaded the machine.
     safety = time.monotonic() + 1800  # only against a hang; never reached on a working engine
+    def running_started(trials) -> bool:  # a trial whose objective has recorded its start
+        return any(t.state == TrialState.RUNNING and t.user_attrs.get("state") == "running"
+                   for t in trials)
+
+    # A read may find the database locked by the worker (frozen inside a write, or just busy on
+    # a loaded machine); that is not a failure of the engine: thaw it and look again.
+    busy = (optuna.exceptions.StorageInternalError, sqlalchemy.exc.OperationalError)
     while True:
         assert worker.is_alive(), "the worker ended before a trial could be killed"
         assert time.monotonic() < safety, "no trial ever ran"
-        trials = study.get_trials(deepcopy=False)
-        if len(engine.finished_trials(study)) >= 2 and any(
-                t.state == TrialState.RUNNING for t in trials):
+        try:
+            trials = study.get_trials(deepcopy=False)
+            ready = len(engine.finished_trials(study)) >= 2 and running_started(trials)
+        except busy:
+            ready = False
+        if ready:
             os.kill(worker.pid, signal.SIGSTOP)
-            if any(t.state == TrialState.RUNNING for t in study.get_trials(deepcopy=False)):
-                break
-            os.kill(worker.pid, signal.SIGCONT)  # it finished in between: wait for the next
+            try:
+                if running_started(study.get_trials(deepcopy=False)):
+                    break
+            except busy:
+                pass
+            os.kill(worker.pid, signal.SIGCONT)  # finished in between, or locked: look again
         time.sleep(0.05)
     os.kill(worker.pid, signal.SIGKILL)
     worker.join()

@@ -203,3 +203,33 @@ def test_bad_tuning_blocks_are_one_line_errors(reproduction: dict[str, Any], cha
     change(data["tuning"])
     with pytest.raises(ArtifactError, match=message):
         validate_artifact(data)
+
+
+def test_post_training_fields_are_typed(reproduction: dict[str, Any]) -> None:
+    """A post-training reproduction's arm metrics and stage curves are checked like any
+    metric: NaN or a string is refused, naming the field; valid ones round-trip."""
+    data = copy.deepcopy(reproduction)
+    data["method"]["arithmetic_exact_match"] = 0.25
+    data["method"]["post_training_examples"] = 16
+    def curve() -> dict[str, Any]:
+        return {"steps": [1, 2], "per_seed": {"42": [0.5, 0.25]}}
+
+    data["pretraining_curve"] = curve()
+    data["post_training_curves"] = {"baseline": {"losses": curve()}, "method": {"rewards": curve()}}
+    artifact = validate_artifact(data, "r.json")
+    assert isinstance(artifact, ReproductionArtifact)
+    assert artifact.method.arithmetic_exact_match == 0.25
+    assert artifact.to_json_dict() == data
+    for mutate, field_path in (
+        (lambda d: d["method"].__setitem__("heldout_preference_accuracy", float("nan")),
+         "method.heldout_preference_accuracy"),
+        (lambda d: d["method"].__setitem__("post_training_examples", "16"),
+         "method.post_training_examples"),
+        (lambda d: d["post_training_curves"]["method"]["rewards"]["per_seed"].__setitem__(
+            "42", [float("inf")]), "post_training_curves.method.rewards.per_seed.42.0"),
+    ):
+        bad = copy.deepcopy(data)
+        mutate(bad)
+        with pytest.raises(ArtifactError) as error:
+            validate_artifact(bad, "r.json")
+        assert str(error.value).startswith(f"r.json: {field_path}: ")

@@ -19,8 +19,8 @@ def space():
 
 def test_only_baseline_components_enter_without_evidence(space):
     registry = ensure_registered()
-    baseline_names = {space.baseline.optimizer.name} | {
-        getattr(space.baseline.model, slot).name for slot in GENOME_SLOTS[:-1]}
+    baseline_names = {space.baseline.optimizer.name, space.baseline.post_training.name} | {
+        getattr(space.baseline.model, slot).name for slot in GENOME_SLOTS[:5]}
     for slot in GENOME_SLOTS:
         for name in space.components[slot]:
             assert registry.get(slot, name).manifest.baseline or name in baseline_names

@@ -20,12 +20,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("llmevo.artifacts",),
     ("llmevo.data",),
     ("llmevo.eval",),
-    ("llmevo.components",),
+    ("llmevo.components", "llmevo.posttrain"),  # post-training math, data and stage
     ("llmevo.model",),
     ("llmevo.catalog",),  # imports every component and architecture module
     ("llmevo.train", "llmevo.inference"),
     ("llmevo.promotion", "llmevo.reports", "llmevo.diagnostics", "llmevo.export"),
-    ("llmevo.experiments",),
+    ("llmevo.experiments", "llmevo.posttrain.reproduce"),
     ("llmevo.evolve", "llmevo.bench"),
     ("llmevo.cli",),
     ("llmevo.__main__",),

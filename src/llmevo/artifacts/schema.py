@@ -154,6 +154,7 @@ class Setup(_Block):
     token_stream_sha256_by_arm: dict[Literal["baseline", "method"], dict[str, str]] | None = None
     baseline_genome: dict[str, Any] | None = None
     method_genome: dict[str, Any] | None = None
+    post_training: dict[str, Any] | None = None  # the stage's settings (post-training reproductions)
 
 
 class ArmResult(_Block):
@@ -186,6 +187,16 @@ class ArmResult(_Block):
     reasoning_nll: float | None = None
     reasoning_accuracy: float | None = None
     composite_bpb: float | None = None
+    # post-training reproductions (llmevo.posttrain): what shows whether the stage worked
+    heldout_preference_accuracy: float | None = None
+    heldout_preference_margin: float | None = None
+    arithmetic_exact_match: float | None = None
+    arithmetic_error_rate: float | None = None
+    dpo_reward_margin: float | None = None
+    dpo_reward_accuracy: float | None = None
+    grpo_mean_kl: float | None = None
+    grpo_mean_reward: float | None = None
+    post_training_examples: int | None = None
     status: Literal["complete", "diverged"] | None = None
     genome: dict[str, Any] | None = None
 
@@ -307,6 +318,10 @@ class ReproductionArtifact(_Block):
     test: HeldOutTest | None = None
     training_curves: TrainingCurves | None = None
     tuning: Tuning | None = None
+    # post-training reproductions: the shared pretraining's loss curve, and per arm the
+    # stage's per-step series (losses; GRPO's rewards and reward_bearing_rates)
+    pretraining_curve: ArmCurve | None = None
+    post_training_curves: dict[Literal["baseline", "method"], dict[str, ArmCurve]] | None = None
 
     @model_validator(mode="after")
     def _tuning_seeds_disjoint(self) -> ReproductionArtifact:

@@ -47,7 +47,9 @@ def summary_table(artifact: ReproductionArtifact) -> Table:
     table.add_column("Δ% (95% CI)", justify="right")
     stats = artifact.statistics or {}
     for metric in ("lm_loss", "bits_per_byte", "instruction_loss", "preference_loss",
-                   "reasoning_nll", "primary", "fitness", "final_loss"):
+                   "reasoning_nll", "primary", "fitness", "final_loss",
+                   "heldout_preference_accuracy", "arithmetic_exact_match",
+                   "post_training_loss", "reward_bearing_group_rate"):
         baseline, method = getattr(artifact.baseline, metric), getattr(artifact.method, metric)
         if baseline is None or method is None:
             continue
@@ -94,11 +96,23 @@ def reproduce(
         help="How an arm's seeds train.")] = "auto",
     tune: Annotated[bool | None, typer.Option(
         help="Tune each arm's learning rate on the same grid first (default: on for quick and "
-             "standard, off for smoke); report seeds default to 42..46.")] = None,
+             "standard, off for smoke; refused for post-training methods); report seeds default "
+             "to 42..46.")] = None,
     tune_grid: Annotated[str | None, typer.Option(
         help="Learning rates to tune over, e.g. 1e-3,3e-3,1e-2 (default: 5 from lr/3 to 3*lr).")] = None,
     tune_seeds: Annotated[str, typer.Option(help="Tuning seeds, disjoint from the report seeds.")] = "1000",
     margin: Annotated[float, typer.Option(help="Non-inferiority margin of the verdict class, percent.")] = 1.0,
+    post_steps: Annotated[int | None, typer.Option(help="Post-training methods: the stage's steps.")] = None,
+    post_batch_size: Annotated[int | None, typer.Option(help="Post-training: examples per step.")] = None,
+    post_lr: Annotated[float | None, typer.Option(help="Post-training: learning rate.")] = None,
+    post_seed_offset: Annotated[int | None, typer.Option(
+        help="Post-training: the stage's seed is the run seed plus this.")] = None,
+    method_config: Annotated[str | None, typer.Option(
+        help="Post-training: the method's settings, e.g. 'beta=0.1' or 'group_size=8,kl_beta=0.04'.")] = None,
+    preference_file: Annotated[Path | None, typer.Option(
+        help="DPO: a JSONL file of {\"chosen\", \"rejected\"} dialogues instead of HH-RLHF helpful-base.")] = None,
+    arithmetic_max_operand: Annotated[int | None, typer.Option(
+        help="GRPO: the arithmetic difficulty (operands 0..N).")] = None,
     tensorboard: Annotated[Path | None, typer.Option(metavar="DIR",
         help="Write TensorBoard event files here: per-step loss, lr, grad norm and final metrics, one run per arm and seed.")] = None,
 ) -> None:
@@ -109,6 +123,9 @@ def reproduce(
     check_real("--lr", lr, strict=True)
     check_count("--replicas-max", replicas_max)
     check_real("--margin", margin, strict=True)
+    check_count("--post-steps", post_steps)
+    check_count("--post-batch-size", post_batch_size)
+    check_real("--post-lr", post_lr, strict=True)
     apply_threads(threads)
     from llmevo.cli.progress import RichTrainingProgress
     from llmevo.experiments import ReproductionRequest
@@ -124,6 +141,9 @@ def reproduce(
         path="sequential" if sequential else path, replicas_max=replicas_max,
         tune=tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None,
         tune_seeds=parse_seeds(None, tune_seeds), margin=margin,
+        post_steps=post_steps, post_batch_size=post_batch_size, post_lr=post_lr,
+        post_seed_offset=post_seed_offset, method_config=method_config,
+        preference_file=preference_file, arithmetic_max_operand=arithmetic_max_operand,
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
     )
     outputs = request.outputs()

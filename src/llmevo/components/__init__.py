@@ -10,3 +10,4 @@ from llmevo.components.kvcache import rope_relay  # noqa: F401
 from llmevo.components.norm import layernorm, rmsnorm  # noqa: F401
 from llmevo.components.optim import adamw, lion, muon  # noqa: F401
 from llmevo.components.position import alibi, learned, nope, rope, sinusoidal  # noqa: F401
+from llmevo.components.post_training import dpo, grpo, neftune, none, sft  # noqa: F401

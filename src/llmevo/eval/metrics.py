@@ -149,4 +149,10 @@ LOWER_IS_BETTER: dict[str, bool] = {
     "preference_accuracy": False,
     "hh_preference_accuracy": False,
     "reasoning_accuracy": False,
+    "heldout_preference_accuracy": False,
+    "heldout_preference_margin": False,
+    "arithmetic_exact_match": False,
+    "arithmetic_error_rate": True,
+    "post_training_loss": True,
+    "reward_bearing_group_rate": False,
 }

@@ -125,6 +125,7 @@ def final_evaluation(
     progress: Progress | None = None,
     execution: Execution = Execution(),
     logs: RunLogs | None = None,
+    post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData when a genome post-trains
 ) -> FinalEvaluation:
     """Train both genomes under every seed (all seeds of a genome at once, ``train_many``);
     validation and test metrics per run.
@@ -142,9 +143,11 @@ def final_evaluation(
             paths[label] = dict(paths["baseline"])
             streams[label] = dict(streams["baseline"])
             continue
-        arm = Arm(label, genome.hash(), genome.model, genome.optimizer)
+        arm = Arm(label, genome.hash(), genome.model, genome.optimizer,
+                  post_training=genome.post_training)
         trained = run_arm_seeds(arm, data, genome.apply_to(preset), list(seeds), device, progress,
-                                execution=execution, logs=logs, log_prefix="final-")
+                                execution=execution, logs=logs, log_prefix="final-",
+                                post_data=post_data)
         for seed in seeds:
             run = trained[seed]
             clean = {split: {k: float(v) for k, v in metrics.items() if v is not None}

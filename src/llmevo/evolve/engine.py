@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import logging
 import multiprocessing
 import signal
@@ -343,6 +344,14 @@ def prepare_context(settings: EvolveSettings, space: SearchSpace,
                             settings.cache_dir)
     preset = settings.preset.resolved(int(corpus.tokens["train"].numel()))  # one-epoch -> steps
     data = prepare_bpe_data(corpus, preset, settings.data_dir, preset.train.seq_len)
+    post_data = None
+    if set(space.components.get("post_training", ("none",))) != {"none"}:
+        from llmevo.posttrain.tasks import ArithmeticConfig, load_post_train_data
+
+        @functools.cache
+        def post_data() -> Any:  # loaded by the first trial whose genome post-trains
+            return load_post_train_data(settings.data_dir, data.codec, preset.train.seq_len,
+                                        ArithmeticConfig())
     logs = None
     if settings.tensorboard_dir is not None:
         from llmevo.train.logging import TensorBoardLogs
@@ -352,7 +361,7 @@ def prepare_context(settings: EvolveSettings, space: SearchSpace,
         space=space, preset=preset, data=data, device=resolve_device(settings.device),
         search_seed=settings.search_seed, rescore_seeds=settings.rescore_seeds,
         score_k=settings.score_k, hurdle_fractions=settings.hurdle_fractions,
-        hurdle_windows=settings.hurdle_windows, worker=worker, logs=logs,
+        hurdle_windows=settings.hurdle_windows, worker=worker, logs=logs, post_data=post_data,
         execution_path=settings.execution_path, replicas_max=settings.replicas_max,
         execution_workers=max(1, settings.threads_per_worker),
         lr_factors=settings.lr_factors,

@@ -37,6 +37,7 @@ from llmevo.experiments.arm_data import ArmData
 from llmevo.experiments.presets import Preset
 from llmevo.experiments.runner import evaluate_arm
 from llmevo.experiments.tuning import TuningPlan, tune_arm, tuning_block
+from llmevo.posttrain.presets import post_train_genome_model
 from llmevo.train.logging import RunLogs
 from llmevo.train.many import Execution, RunSpec, train_many
 from llmevo.train.trainer import Progress
@@ -64,9 +65,13 @@ def train_genome(
     splits: tuple[str, ...] = ("validation",),
     progress: Progress | None = None,
     execution: Execution = Execution(),
+    post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData (or its loader)
 ) -> list[tuple[str, dict[str, Any]]]:
     """Train ``genome`` once per ``(lr, seed)`` in one ``train_many`` call; per run its status
-    and a record with the training summary and the metrics of each split in ``splits``."""
+    and a record with the training summary and the metrics of each split in ``splits``.
+    A genome with a post-training gene runs its stage on each trained model first (the
+    stage seed follows the run's seed), and the record gets the stage's loss and
+    reward-bearing rate."""
     train = genome.apply_to(preset).train
     specs = [RunSpec(seed, train.model_copy(update={"lr": lr}), label=f"lr {lr:.3g} seed {seed}")
              for lr, seed in runs]
@@ -85,6 +90,12 @@ def train_genome(
             record["message"] = result.message
             results.append((result.status, record))
             continue
+        if genome.post_training.name != "none":
+            stage = post_train_genome_model(outcome.model.to(device), genome.post_training,
+                                            post_data, preset.name, outcome.spec.seed, device,
+                                            result.steps_done)
+            record["post_training_loss"] = stage.post_training_loss
+            record["reward_bearing_group_rate"] = stage.reward_bearing_group_rate
         for split in splits:
             metrics = evaluate_arm(outcome.model, data, preset, split, device)
             record[split] = {k: float(v) for k, v in metrics.items() if v is not None}
@@ -104,22 +115,31 @@ def tuned_final_evaluation(
     progress: Progress | None = None,
     logs: RunLogs | None = None,
     execution: Execution = Execution(),
+    post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData (or its loader)
 ) -> tuple[FinalEvaluation, dict[str, Any], dict[str, Genome]]:
     """Tune champion and baseline on ``plan`` (validation fitness), then train both at their
-    chosen lr under ``seeds`` and evaluate each once on test."""
+    chosen lr under ``seeds`` and evaluate each once on test.
+
+    A genome with a post-training gene is scored after its stage, during tuning too; the
+    tuning runs' stages use the first tuning seed's stage seed (the score callback does
+    not see the run's seed)."""
     tunings = {}
     tuned: dict[str, Genome] = {}
     for label, genome in (("baseline", baseline), ("champion", champion)):
         train = genome.apply_to(preset).train
 
-        def negative_fitness(model: torch.nn.Module) -> float:
+        def negative_fitness(model: torch.nn.Module, genome: Genome = genome,
+                             steps: int = train.steps) -> float:
+            if genome.post_training.name != "none":
+                post_train_genome_model(model.to(device), genome.post_training, post_data,
+                                        preset.name, plan.seeds[0], device, steps)
             return -evaluate_arm(model, data, preset, "validation", device)["fitness"]
 
         tunings[label] = tune_arm(label, lambda genome=genome: build_model(genome.model), data.stream,
                                   train, plan, negative_fitness, device, progress, execution)
         tuned[label] = with_lr(genome, tunings[label].best().lr)
     final = final_evaluation(tuned["champion"], tuned["baseline"], data, preset, seeds, device,
-                             progress, execution=execution, logs=logs)
+                             progress, execution=execution, logs=logs, post_data=post_data)
     block = tuning_block(plan, "negative validation fitness", tunings)
     return final, block, tuned
 
@@ -201,6 +221,7 @@ def explain(
     device: torch.device,
     genes: Sequence[str] | None = None,
     progress: Progress | None = None,
+    post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData (or its loader)
 ) -> dict[str, Any]:
     """Train champion, baseline and every knockout variant under ``seeds``; per variant the
     paired relative change of validation and test fitness against the champion (negative:
@@ -210,7 +231,7 @@ def explain(
     fitness: dict[str, dict[str, list[float]]] = {}
     for name, genome in genomes.items():
         runs = train_genome(genome, data, preset, [(genome.train.lr, s) for s in seeds], device,
-                            splits=("validation", "test"), progress=progress)
+                            splits=("validation", "test"), progress=progress, post_data=post_data)
         diverged = [r["seed"] for status, r in runs if status != "complete"]
         if diverged:
             raise ConfigError(f"knockout '{name}' diverged under seed(s) {diverged}")

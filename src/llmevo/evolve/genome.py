@@ -21,13 +21,21 @@ class TrainGenes(StrictModel):
     weight_decay: NonNegativeFloat
 
 
+NO_POST_TRAINING = ComponentChoice(name="none")
+
+
 class Genome(StrictModel):
     model: ModelConfig
     optimizer: ComponentChoice
     train: TrainGenes
+    post_training: ComponentChoice = NO_POST_TRAINING  # a stage after pretraining (llmevo.posttrain)
 
     def canonical_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """Without a post-training stage the JSON (and hash) is what it was before the gene."""
+        data = self.model_dump(mode="json")
+        if self.post_training == NO_POST_TRAINING:
+            del data["post_training"]
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     def hash(self) -> str:
         """Stable 16-hex-digit identity of the genome."""
@@ -36,6 +44,8 @@ class Genome(StrictModel):
     def label(self) -> str:
         slots = [getattr(self.model, s).label() for s in ("position", "attention", "feedforward",
                                                           "norm", "block")]
+        if self.post_training != NO_POST_TRAINING:
+            slots.append("post:" + self.post_training.label())
         return (" / ".join([*slots, self.optimizer.label()])
                 + f" / lr={self.train.lr:.2e},warmup={self.train.warmup_steps},"
                   f"wd={self.train.weight_decay:g}")

@@ -60,6 +60,7 @@ class TrialContext:
     execution_workers: int | None = None  # worker processes for a parallel path (its core share)
     lr_factors: tuple[float, ...] = ()  # fair trials: train at lr x each factor, score the best (evolve.fair)
     logs: RunLogs | None = None  # per-step curves of each trial and seed; fitness and genome
+    post_data: Any = None  # llmevo.posttrain.tasks.PostTrainData, when post-training genes exist
 
 
 def lower_bound_score(values: list[float], k: float) -> float:
@@ -130,6 +131,13 @@ def train_and_validate(
             on_step=on_step,
             logger=logger,
         )
+        stage = None
+        if result.status == "complete" and genome.post_training.name != "none":
+            from llmevo.posttrain.presets import post_train_genome_model
+
+            stage = post_train_genome_model(model, genome.post_training, context.post_data,
+                                            context.preset.name, seed, context.device,
+                                            result.steps_done)
         if result.status == "complete":
             metrics = evaluate_arm(model, context.data, preset, "validation", context.device)
             if logger is not None:
@@ -147,6 +155,9 @@ def train_and_validate(
     if result.status != "complete":
         record["message"] = result.message
         return result.status, record
+    if stage is not None:
+        record["post_training_loss"] = stage.post_training_loss
+        record["reward_bearing_group_rate"] = stage.reward_bearing_group_rate
     record.update({k: v for k, v in metrics.items() if v is not None})
     return "complete", record
 
@@ -180,6 +191,14 @@ def train_and_validate_many(
             results.append((result.status, record))
             continue
         model = outcome.model.to(context.device)
+        if genome.post_training.name != "none":
+            from llmevo.posttrain.presets import post_train_genome_model
+
+            stage = post_train_genome_model(model, genome.post_training, context.post_data,
+                                            context.preset.name, outcome.spec.seed,
+                                            context.device, result.steps_done)
+            record["post_training_loss"] = stage.post_training_loss
+            record["reward_bearing_group_rate"] = stage.reward_bearing_group_rate
         metrics = evaluate_arm(model, context.data, preset, "validation", context.device)
         record.update({k: v for k, v in metrics.items() if v is not None})
         results.append(("complete", record))
@@ -194,7 +213,8 @@ def _best_of_grid(trial: optuna.Trial, genome: Genome, context: TrialContext) ->
     grid = trial_lr_grid(genome.train.lr, context.lr_factors)
     runs = train_genome(genome, context.data, context.preset,
                         [(lr, context.search_seed) for lr in grid], context.device,
-                        execution=Execution(context.execution_path, context.replicas_max))
+                        execution=Execution(context.execution_path, context.replicas_max),
+                        post_data=context.post_data)
     trial.set_user_attr("lr_grid", [{"lr": r["lr"], "status": status,
                                      "fitness": r.get("validation", {}).get("fitness")}
                                     for status, r in runs])
@@ -215,7 +235,8 @@ def _rescore(genome: Genome, context: TrialContext, seeds: list[int]) -> list[tu
 
     runs = train_genome(genome, context.data, context.preset, [(genome.train.lr, s) for s in seeds],
                         context.device,
-                        execution=Execution(context.execution_path, context.replicas_max))
+                        execution=Execution(context.execution_path, context.replicas_max),
+                        post_data=context.post_data)
     return [(status, {k: v for k, v in record.items() if k != "validation"} | record["validation"]
              if status == "complete" else record) for status, record in runs]
 

@@ -268,10 +268,12 @@ def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) ->
     if prepared.plan is not None:
         final, final_tuning, _ = tuned_final_evaluation(
             _champion_genome(champion), space.baseline, context.data, context.preset, seeds,
-            prepared.plan, device, logs=logs, execution=prepared.execution)
+            prepared.plan, device, logs=logs, execution=prepared.execution,
+            post_data=context.post_data)
     else:
         final = final_evaluation(_champion_genome(champion), space.baseline, context.data,
-                                 context.preset, seeds, device, logs=logs, execution=prepared.execution)
+                                 context.preset, seeds, device, logs=logs, execution=prepared.execution,
+                                 post_data=context.post_data)
     folder = settings.report_folder()
     provenance = collect_provenance(
         command=settings.command or f"python: llmevo.evolve.run(study={study_name!r})",
@@ -334,7 +336,7 @@ def explain(settings: EvolutionSettings, genes: list[str] | None = None,
     context = engine.prepare_context(
         engine.EvolveSettings(**{**engine_settings.__dict__, "preset": prepared.final_preset}), space)
     knockouts = explain_genes(genome, space.baseline, space, context.data, prepared.final_preset,
-                              seeds, resolve_device(settings.device), genes)
+                              seeds, resolve_device(settings.device), genes, post_data=context.post_data)
     knockouts["champion_trial"] = champion.number
     folder = settings.report_folder()
     folder.mkdir(parents=True, exist_ok=True)

@@ -74,7 +74,10 @@ def mutable_genes(space: SearchSpace, params: dict[str, Any]) -> list[str]:
 
 
 def random_params(space: SearchSpace, rng: random.Random) -> dict[str, Any]:
-    params = {slot: rng.choice(space.components[slot]) for slot in GENOME_SLOTS}
+    # a slot with one component draws nothing, so a new single-valued slot (post_training
+    # with only "none") leaves the random stream, and so every sampled genome, unchanged
+    params = {slot: space.components[slot][0] if len(space.components[slot]) == 1
+              else rng.choice(space.components[slot]) for slot in GENOME_SLOTS}
     for name in space.active_genes(params)[len(GENOME_SLOTS):]:
         params[name] = random_value(space.genes[name], rng)
     return params

@@ -3,8 +3,8 @@
 Genes are flat, named Optuna distributions:
 
 - ``<slot>`` (``position``, ``attention``, ``feedforward``, ``norm``, ``block``,
-  ``optimizer``): the registered component for the slot, among those whose manifest says
-  ``baseline``;
+  ``optimizer``, ``post_training``): the registered component for the slot, among those
+  whose manifest says ``baseline`` (the baseline has no post-training stage);
 - ``<slot>.<component>.<key>``: a hyperparameter from that component's manifest
   ``search_space`` (active only when the component is chosen);
 - ``train.lr``, ``train.warmup_steps``, ``train.weight_decay``: training genes around the
@@ -33,13 +33,13 @@ from optuna.distributions import (
 
 from llmevo.catalog import build_model
 from llmevo.errors import ConfigError
-from llmevo.evolve.genome import Genome, TrainGenes
+from llmevo.evolve.genome import NO_POST_TRAINING, Genome, TrainGenes
 from llmevo.evolve.optuna_private import suggest
 from llmevo.experiments.presets import Preset
 from llmevo.model.config import MODEL_SLOTS, ComponentChoice, ModelConfig
 from llmevo.registry import Registry, SearchDimension
 
-GENOME_SLOTS = (*MODEL_SLOTS, "optimizer")
+GENOME_SLOTS = (*MODEL_SLOTS, "optimizer", "post_training")
 TRAIN_GENES = ("train.lr", "train.warmup_steps", "train.weight_decay")
 DEFAULT_BUDGET_RATIO = 0.25
 
@@ -112,12 +112,14 @@ class SearchSpace:
             warmup_steps=int(params["train.warmup_steps"]),
             weight_decay=float(params["train.weight_decay"]),
         )
-        return Genome(model=model, optimizer=choices["optimizer"], train=train)
+        return Genome(model=model, optimizer=choices["optimizer"], train=train,
+                      post_training=choices["post_training"])
 
     def to_params(self, genome: Genome) -> dict[str, Any]:
         params: dict[str, Any] = {}
         for slot in GENOME_SLOTS:
-            choice = genome.optimizer if slot == "optimizer" else getattr(genome.model, slot)
+            choice = (genome.optimizer if slot == "optimizer" else genome.post_training
+                      if slot == "post_training" else getattr(genome.model, slot))
             params[slot] = choice.name
             for gene in self.component_genes.get((slot, choice.name), ()):
                 params[gene] = choice.config[gene.rsplit(".", 1)[1]]
@@ -190,6 +192,7 @@ def build_search_space(
     base_optimizer = base_optimizer or ComponentChoice(name="adamw")
     base_choices = {slot: getattr(base_model, slot) for slot in MODEL_SLOTS}
     base_choices["optimizer"] = base_optimizer
+    base_choices["post_training"] = NO_POST_TRAINING
     genes: dict[str, BaseDistribution] = {}
     components: dict[str, tuple[str, ...]] = {}
     component_genes: dict[tuple[str, str], tuple[str, ...]] = {}

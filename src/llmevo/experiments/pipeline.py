@@ -59,7 +59,13 @@ IMPLEMENTATION_MODULES = (
     "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.arm_data",
     "llmevo.experiments.tuning", "llmevo.train.many",
 )
-TUNED_BY_DEFAULT = ("quick", "standard")  # presets whose reproductions tune each arm's lr first
+POST_TRAINING_MODULES = (
+    "llmevo.posttrain.stage", "llmevo.posttrain.objectives", "llmevo.posttrain.tasks",
+    "llmevo.posttrain.evaluate", "llmevo.posttrain.presets", "llmevo.posttrain.reproduce",
+)
+# presets whose reproductions tune each arm's lr first; never post-training methods (one
+# shared pretraining)
+TUNED_BY_DEFAULT = ("quick", "standard")
 
 
 def artifact_filename(preset: str, seeds: list[int], tuned: bool = False) -> str:
@@ -115,6 +121,13 @@ class ReproductionRequest(RequestModel):
     tune_grid: list[float] | None = None
     tune_seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_TUNING_SEEDS))
     margin: float = 1.0
+    post_steps: int | None = Field(default=None, ge=1)  # post-training methods: the stage's steps
+    post_batch_size: int | None = Field(default=None, ge=1)
+    post_lr: float | None = Field(default=None, gt=0)
+    post_seed_offset: int | None = None  # the stage's seed is the run seed plus this
+    method_config: str | None = None  # e.g. 'beta=0.1' or 'group_size=8,kl_beta=0.04'
+    preference_file: Path | None = None  # DPO: JSONL {"chosen", "rejected"} instead of HH-RLHF
+    arithmetic_max_operand: int | None = None  # GRPO: operands 0..N
     path: str = "auto"  # how an arm's seeds train: auto, sequential, batched, parallel, parallel-batched
     replicas_max: int | None = None  # (checked by check_path) at most this many seeds of an arm at once
     base_model: ModelConfig = Field(default_factory=ModelConfig)
@@ -132,7 +145,16 @@ class ReproductionRequest(RequestModel):
             raise ConfigError("--tune-grid needs tuning; drop --no-tune (tune=False with a tune_grid)")
         return self
 
+    def post_training(self) -> bool:
+        return plan_comparison(self.name, self.base_model).spec.slot == "post_training"
+
     def tuned(self) -> bool:
+        if self.post_training():
+            if self.tune or self.tune_grid is not None:  # both arms share one pretraining
+                from llmevo.posttrain.reproduce import TUNING_REFUSAL
+
+                raise ConfigError(TUNING_REFUSAL.format(name=self.name))
+            return False
         if self.tune is not None:
             return self.tune
         return self.resolved_preset().name in TUNED_BY_DEFAULT or self.tune_grid is not None
@@ -218,18 +240,37 @@ def reproduce(request: ReproductionRequest, progress: Progress | None = None) ->
         from llmevo.train.logging import TensorBoardLogs
 
         logs = TensorBoardLogs(request.tensorboard)  # checks that tensorboard is installed
+    post_training = comparison.spec.slot == "post_training"
+    post_request = None
+    if post_training:
+        from llmevo.model.config import ComponentChoice
+        from llmevo.posttrain.reproduce import post_training_request
+
+        post_request = post_training_request(
+            comparison, preset.name,
+            {"steps": request.post_steps, "batch_size": request.post_batch_size,
+             "lr": request.post_lr, "seed_offset": request.post_seed_offset,
+             "arithmetic.max_operand": request.arithmetic_max_operand},
+            ComponentChoice.parse(f"{request.name}:{request.method_config or ''}").config,
+            request.preference_file)
     # the code that runs, read now: a commit or an edit during training must not reach provenance
+    modules = IMPLEMENTATION_MODULES + (POST_TRAINING_MODULES if post_training else ())
     code = capture_code_state(
         module_files(runner.implementation_objects(comparison)
-                     + [importlib.import_module(module) for module in IMPLEMENTATION_MODULES]),
+                     + [importlib.import_module(module) for module in modules]),
         Path(runner.__file__), request.repo_root)
     run_request = runner.RunRequest(
         name=request.name, preset=preset, seeds=seeds, data_dir=Path(request.data_dir),
         cache_dir=Path(request.cache_dir), device=device, base_model=request.base_model,
         execution=Execution(request.path, request.replicas_max),
-        tuning=plan, margin_percent=request.margin,
+        tuning=plan, margin_percent=request.margin, post_training=post_request,
     )
-    outcome = runner.run_reproduction(run_request, progress=progress, logs=logs)
+    if post_request is not None:  # a post-training method: its own pipeline
+        from llmevo.posttrain.reproduce import run_post_training_reproduction
+
+        outcome = run_post_training_reproduction(run_request, comparison, progress=progress, logs=logs)
+    else:
+        outcome = runner.run_reproduction(run_request, progress=progress, logs=logs)
     provenance = collect_provenance(
         command=request.provenance_command(),
         code=code,

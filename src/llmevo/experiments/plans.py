@@ -33,6 +33,7 @@ class Arm:
     optimizer: ComponentChoice
     data: str = "bpe"  # the data view: "bpe" tokens or UTF-8 "bytes" (DATA_VIEWS)
     prepare: str | None = None  # a step that resolves the model from the data (PREPARATIONS)
+    post_training: ComponentChoice | None = None  # a post-training stage after pretraining
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ def plan_comparison(
             f"component '{name}' declares no ablation, so there is nothing to compare it with; "
             f"components with one: {', '.join(s.name for s in registry.all() if s.manifest.ablation)}"
         )
-    reproducible = spec.slot in MODEL_SLOTS or spec.slot == "optimizer" or spec.name in ARCHITECTURE_PLANS
+    reproducible = (spec.slot in MODEL_SLOTS or spec.slot in ("optimizer", "post_training")
+                    or spec.name in ARCHITECTURE_PLANS)
     if not reproducible:
         raise ConfigError(
             f"component '{name}' fills the {spec.slot} slot, which has no L2 reproduction here; "
@@ -79,6 +81,15 @@ def plan_comparison(
     elif spec.slot == "optimizer":
         baseline = Arm("baseline", f"llama_modern[optimizer={ablation_choice.name}]", model, ablation_choice)
         method = Arm("method", spec.name, model, method_choice)
+    elif spec.slot == "post_training":  # same pretrained model; the stage differs
+        baseline = Arm("baseline", f"llama_modern+{ablation_choice.name}", model, optimizer,
+                       post_training=ablation_choice)
+        method = Arm("method", f"llama_modern+{spec.name}", model, optimizer,
+                     post_training=method_choice)
+        comparison = Comparison(spec=spec, baseline=baseline, method=method,
+                                metric=spec.cls.verdict_metric)
+        check_distinct(comparison)
+        return comparison
     else:
         comparison = ARCHITECTURE_PLANS[spec.name](spec, model, optimizer)
         check_distinct(comparison)
@@ -91,7 +102,8 @@ def plan_comparison(
 def check_distinct(comparison: Comparison) -> None:
     """Refuse a comparison whose two arms build and train the same model."""
     baseline, method = comparison.arms
-    if baseline.model == method.model and baseline.optimizer == method.optimizer:
+    if (baseline.model == method.model and baseline.optimizer == method.optimizer
+            and baseline.post_training == method.post_training):
         raise ConfigError(
             f"the baseline and method arms of '{comparison.spec.name}' build the same model "
             f"({baseline.model.position.label()} / {baseline.optimizer.label()}); "

@@ -31,7 +31,7 @@ from llmevo.catalog import build_model, ensure_registered
 from llmevo.data.lm import LMCorpus, load_lm_corpus
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.lm import evaluate_lm
-from llmevo.eval.metrics import derive_arm_metrics
+from llmevo.eval.metrics import LOWER_IS_BETTER, derive_arm_metrics
 from llmevo.eval.stats import (
     DEFAULT_MARGIN_PERCENT,
     build_statistics,
@@ -67,7 +67,10 @@ STAT_METRICS = (
     "preference_loss", "preference_accuracy", "hh_preference_loss", "hh_preference_accuracy",
     "reasoning_nll", "reasoning_accuracy", "primary", "public_composite", "composite_loss",
     "composite_bpb", "fitness", "initial_loss", "final_loss",
-)
+    # post-training reproductions (llmevo.posttrain)
+    "heldout_preference_accuracy", "heldout_preference_margin", "arithmetic_exact_match",
+    "arithmetic_error_rate",
+)  # post_training_loss is per arm only: the two arms' stage objectives differ
 CURVE_POINTS = 200
 
 
@@ -122,14 +125,22 @@ def finish_arm(
     objective: str = "public_composite",
     path: str = "sequential",
     logger: RunLogger | None = None,
+    post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData, for arms with a stage
 ) -> ArmRun:
     """Evaluate a trained arm on validation and (reported only) test; refuse a diverged run.
 
+    An arm with a post-training stage (``arm.post_training``, an evolution gene) runs it on
+    the trained model first, with ``post_data`` (or a function that loads it).
     ``logger`` receives, at the end, the evaluation metrics (``validation/...``,
     ``test/...`` at the last step)."""
     if result.status == "diverged":
         raise DivergedError(f"{arm.label} arm '{arm.name}' seed {seed}: {result.message}", result.steps_done)
     model = model.to(device)
+    if arm.post_training is not None and arm.post_training.name != "none":
+        from llmevo.posttrain.presets import post_train_genome_model
+
+        post_train_genome_model(model, arm.post_training, post_data, preset.name, seed, device,
+                                result.steps_done)
     validation = evaluate_arm(model, data, preset, "validation", device, objective)
     validation["initial_loss"] = result.initial_loss
     validation["final_loss"] = result.final_loss
@@ -160,6 +171,7 @@ def run_arm(
     progress: Progress | None = None,
     objective: str = "public_composite",
     logger: RunLogger | None = None,
+    post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData, for arms with a stage
 ) -> ArmRun:
     """One arm under one seed, trained by the sequential ``train()``; ``logger`` receives
     every training step and the final metrics."""
@@ -171,7 +183,7 @@ def run_arm(
         description=f"{arm.label} {arm.name} seed {seed}", logger=logger,
     )
     return finish_arm(arm, data, preset, seed, model, result, train_config, device, objective,
-                      logger=logger)
+                      logger=logger, post_data=post_data)
 
 
 def run_arm_seeds(
@@ -185,6 +197,7 @@ def run_arm_seeds(
     execution: Execution = Execution(),
     logs: RunLogs | None = None,
     log_prefix: str = "",
+    post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData, for arms with a stage
 ) -> dict[int, ArmRun]:
     """One arm under every seed: all seeds trained through ``train_many``, then evaluated.
 
@@ -195,7 +208,8 @@ def run_arm_seeds(
         for seed in seeds:
             logger = logs.run(f"{log_prefix}{arm.label}-seed{seed}")
             try:
-                runs[seed] = run_arm(arm, data, preset, seed, device, progress, objective, logger)
+                runs[seed] = run_arm(arm, data, preset, seed, device, progress, objective, logger,
+                                     post_data)
             finally:
                 logger.close()
         return runs
@@ -208,7 +222,8 @@ def run_arm_seeds(
     )
     return {
         outcome.spec.seed: finish_arm(arm, data, preset, outcome.spec.seed, outcome.model,
-                                      outcome.result, train_config, device, objective, outcome.path)
+                                      outcome.result, train_config, device, objective, outcome.path,
+                                      post_data=post_data)
         for outcome in outcomes
     }
 
@@ -225,6 +240,7 @@ class RunRequest:
     execution: Execution = field(default_factory=Execution)
     tuning: TuningPlan | None = None  # tune each arm's learning rate first (experiments.tuning)
     margin_percent: float = DEFAULT_MARGIN_PERCENT  # non-inferiority margin of the verdict class
+    post_training: Any = None  # llmevo.posttrain.reproduce.PostTrainRequest (post-training slot)
 
 
 @dataclass
@@ -263,6 +279,9 @@ def run_reproduction(
     ``logs`` (e.g. ``TensorBoardLogs``) gets one run per arm and seed, ``<arm>-seed<seed>``."""
     seeds = validate_seeds(request.seeds)
     comparison = plan_comparison(request.name, request.base_model)
+    if comparison.spec.slot == "post_training":
+        raise ConfigError(f"'{request.name}' is a post-training method: use "
+                          "llmevo.posttrain.reproduce.run_post_training_reproduction")
     preset = request.preset
     corpus = load_lm_corpus(request.data_dir, preset.variant, preset.budgets, request.cache_dir)
     preset = preset.resolved(int(corpus.tokens["train"].numel()))
@@ -320,7 +339,10 @@ def implementation_objects(comparison: Comparison) -> list[object]:
 def _arm_specs(arm: Arm) -> list[ComponentSpec]:
     registry = ensure_registered()
     specs = [registry.get(slot, getattr(arm.model, slot).name) for slot in MODEL_SLOTS]
-    return specs + [registry.get("optimizer", arm.optimizer.name)]
+    specs.append(registry.get("optimizer", arm.optimizer.name))
+    if arm.post_training is not None:
+        specs.append(registry.get("post_training", arm.post_training.name))
+    return specs
 
 
 def _curve(losses_by_seed: dict[int, list[float]]) -> dict[str, Any]:
@@ -407,13 +429,14 @@ def assemble_artifact(
         }
         for seed in seeds
     ]
-    metrics = [m for m in STAT_METRICS if all(m in row["baseline"] and m in row["method"] for row in per_seed)]
+    metrics = [m for m in STAT_METRICS if all(
+        m in row["baseline"] and m in row["method"] and row["baseline"][m] != 0 for row in per_seed)]
     formal, policy = claim_policy(len(seeds))
     decision = verdict(
         comparison.metric,
         [row["baseline"][comparison.metric] for row in per_seed],
         [row["method"][comparison.metric] for row in per_seed],
-        lower_is_better=True,
+        lower_is_better=LOWER_IS_BETTER.get(comparison.metric, True),
         method_name=spec.name,
     )
     suite_counts = data.suite_validation.counts

@@ -51,6 +51,7 @@ def plot_training_curves(
     path: Path,
     labels: Mapping[str, str] | None = None,
     title: str = "Training loss",
+    ylabel: str = "training loss (nats per token or byte)",
 ) -> Path:
     """Loss against step for each arm: mean over seeds with a min-max band."""
     figure = Figure(figsize=(7.0, 4.2))
@@ -82,7 +83,7 @@ def plot_training_curves(
             )
     axes.set_title(title)
     axes.set_xlabel("training step")
-    axes.set_ylabel("training loss (nats per token or byte)")
+    axes.set_ylabel(ylabel)
     axes.grid(True, alpha=0.3)
     axes.legend(loc="upper right", fontsize="small")
     return _save_png(figure, path)

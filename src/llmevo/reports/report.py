@@ -44,6 +44,11 @@ TABLE_METRICS = (
     "fitness",
     "initial_loss",
     "final_loss",
+    "heldout_preference_accuracy",
+    "arithmetic_exact_match",
+    "arithmetic_error_rate",
+    "post_training_loss",
+    "reward_bearing_group_rate",
 )
 TRAINING_PLOT = "plots/training_loss.png"
 TUNING_PLOT = "plots/tuning_loss_vs_lr.png"
@@ -326,6 +331,7 @@ def _plots(artifact: Mapping, out_dir: Path, metric: str) -> list[str]:
         ]
     else:
         lines += ["No training curves are recorded in this artifact.", ""]
+    lines += _post_training_plots(artifact, out_dir, labels)
     rows = artifact.get("per_seed") or []
     if rows and all(
         metric in row.get("baseline", {}) and metric in row.get("method", {}) for row in rows
@@ -344,9 +350,41 @@ def _plots(artifact: Mapping, out_dir: Path, metric: str) -> list[str]:
     return lines
 
 
+POST_TRAINING_SERIES = {  # post_training_curves.<arm>.<series>: (file, title, y label)
+    "losses": ("plots/post_training_loss.png", "Post-training loss per step",
+               "stage loss (SFT nats/token, DPO or GRPO objective)"),
+    "rewards": ("plots/post_training_reward.png", "GRPO mean reward per step",
+                "mean exact-match reward of sampled answers"),
+    "reward_bearing_rates": ("plots/reward_bearing_rate.png",
+                             "Reward-bearing groups per step (rewards not all equal)",
+                             "share of groups"),
+}
+
+
+def _post_training_plots(artifact: Mapping, out_dir: Path, labels: Mapping[str, str]) -> list[str]:
+    """Per-step curves of a post-training stage (``post_training_curves``), where recorded."""
+    curves = artifact.get("post_training_curves")
+    if not isinstance(curves, Mapping):
+        return []
+    lines: list[str] = []
+    for series, (relative, title, ylabel) in POST_TRAINING_SERIES.items():
+        arms = {arm: curves[arm][series] for arm in ("baseline", "method")
+                if isinstance(curves.get(arm), Mapping) and series in curves[arm]}
+        if not arms:
+            continue
+        plot_training_curves(arms, out_dir / relative, labels, title=title, ylabel=ylabel)
+        lines += [f"![{title}]({relative})", ""]
+    return lines
+
+
 def _tuning(artifact: Mapping, out_dir: Path) -> list[str]:
     """Each arm's tuning grid, chosen learning rate, and the loss-vs-lr plot."""
     tuning = artifact.get("tuning")
+    post = (artifact.get("setup") or {}).get("post_training")
+    if not isinstance(tuning, Mapping) and isinstance(post, Mapping):
+        return ["## Tuning", "", "**Untuned:** both arms post-trained at one learning rate "
+                f"({_fmt(post.get('lr'))}) from the same pretrained model; learning-rate tuning "
+                "is not run for post-training comparisons.", ""]
     if not isinstance(tuning, Mapping):
         return ["## Tuning", "", "**Untuned:** both arms trained at the preset's one learning "
                 "rate; a method that needs another learning rate may lose for that reason.", ""]

@@ -1,0 +1,1 @@
+"""Post-training methods, one paper per module (slot ``post_training``)."""

@@ -1,0 +1,31 @@
+"""`llmevo reproduce grpo --preset smoke` end to end: the artifact carries the stage's fields."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from llmevo.artifacts import load_artifact
+from llmevo.cli import main
+
+
+def test_grpo_smoke_records_its_stage(tmp_path, data_dir):
+    out = tmp_path / "grpo.json"
+    try:
+        main(["reproduce", "grpo", "--preset", "smoke", "--seed", "42",
+              "--device", "cpu", "--data-dir", str(data_dir), "--out", str(out), "--no-report",
+              "--method-config", "group_size=4"])
+    except SystemExit as exit_:
+        assert not exit_.code
+    load_artifact(out)  # valid against the schema
+    artifact = json.loads(out.read_text())
+    method, baseline = artifact["method"], artifact["baseline"]
+    assert method["genome"]["post_training"]["name"] == "grpo"
+    assert method["genome"]["post_training"]["config"]["group_size"] == 4
+    assert baseline["genome"]["post_training"]["name"] == "sft"
+    assert 0.0 <= method["reward_bearing_group_rate"] <= 1.0
+    assert baseline["reward_bearing_group_rate"] == 0.0
+    assert math.isfinite(method["post_training_loss"]) and baseline["post_training_loss"] > 0
+    assert method["post_training_examples"] == baseline["post_training_examples"] == 16
+    assert 0.0 <= method["arithmetic_exact_match"] <= 1.0
+    assert len(artifact["post_training_curves"]["method"]["rewards"]["per_seed"]["42"]) == 2
