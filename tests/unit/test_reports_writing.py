@@ -338,3 +338,29 @@ def test_diagnostic_report_draws_the_full_experiment(tmp_path, data_dir):
     assert "## Full experiment (L2)" in text and "| relay | 0.5000 | 32 | 3.9000 |" in text
     png = tmp_path / "out" / "plots" / "full_experiment.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_tuning_block(tmp_path):
+    """Each arm's grid with its validation means, the chosen lr, and an edge warning."""
+    artifact = synthetic_artifact()
+
+    def arm(means, chosen, on_edge):
+        settings = [
+            {"lr": lr, "validation": {"1000": mean}, "mean": mean, "status": "complete"}
+            for lr, mean in zip((1e-3, 3e-3, 1e-2), means, strict=True)
+        ]
+        return {"settings": settings, "chosen": {"lr": chosen}, "chosen_on_edge": on_edge}
+
+    artifact["tuning"] = {
+        "parameter": "lr",
+        "grid": [1e-3, 3e-3, 1e-2],
+        "seeds": [1000],
+        "metric": "lm_loss",
+        "arms": {"baseline": arm([5.3, 5.1, 5.2], 3e-3, False), "method": arm([5.2, 5.0, 4.9], 1e-2, True)},
+    }
+    text = write_report(validate_artifact(artifact), tmp_path / "a.json", tmp_path / "out").read_text()
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if "0.001: " in line}
+    assert "0.001: 5.3000, 0.003: 5.1000, 0.01: 5.2000 | 0.003 | not extended |" in rows["learned_absolute"]
+    assert "| 0.01 | not extended; best still on the edge |" in rows["rope"]
+    assert "tuning seed(s) 1000" in text and "untuned" not in text
+    assert _png_size(tmp_path / "out" / "plots" / "tuning_loss_vs_lr.png")[0] > 400
