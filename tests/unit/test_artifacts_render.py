@@ -101,7 +101,7 @@ def test_sections_carry_statistics_verdict_and_provenance(reference_dir: Path) -
     assert provenance["code commit"] == data["provenance"]["original_code_commit"]
     assert provenance["command"] == "not recorded"  # historical provenance said plainly
     assert "historical migration" in provenance and "allow dirty" not in provenance
-    assert sections["tuning"].warnings[0].startswith("untuned:")
+    assert sections["tuning"].warnings[0].startswith("untuned, both arms")
 
 
 def test_terminal_and_markdown_say_the_same(reference_dir: Path, tmp_path: Path) -> None:

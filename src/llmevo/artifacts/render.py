@@ -341,8 +341,8 @@ def _tuning_section(artifact: ReproductionArtifact) -> Section:
             "tuning",
             "Tuning",
             warnings=(
-                "untuned: both arms trained at the preset's one learning rate; a method that "
-                "needs another learning rate may lose for that reason.",
+                "untuned, both arms trained at the preset's one learning rate; a method "
+                "that needs another learning rate may lose for that reason.",
             ),
         )
     selection = (tuning.model_extra or {}).get("selection", "validation")
@@ -448,7 +448,18 @@ def _diagnostic_sections(artifact: DiagnosticArtifact, artifact_link: str | None
         ]
     )
     sections = [
-        Section("header", title, sentences=(f"Manifest: {artifact.manifest_ref}.",)),
+        Section(
+            "header",
+            title,
+            sentences=(
+                *(
+                    (f"Paper: arXiv {artifact.arxiv} (https://arxiv.org/abs/{artifact.arxiv}).",)
+                    if artifact.arxiv
+                    else ()
+                ),
+                f"Manifest: {artifact.manifest_ref}.",
+            ),
+        ),
         Section("status", "Status", sentences=(status,), rows=rows),
         Section(
             "metrics",
