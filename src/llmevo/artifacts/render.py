@@ -514,14 +514,14 @@ def _section_view(section: Section, first: bool) -> list[RenderableType]:
         if section.columns:
             table = Table()
             for column in section.columns:
-                table.add_column(column, overflow="fold")
+                table.add_column(Text(column), overflow="fold")
         else:
             table = Table(show_header=False, box=None, pad_edge=False)
             table.add_column(style="bold")
             table.add_column(overflow="fold")
         for row in section.rows:
             style = "yellow" if NOT_RECORDED in row[-1] else ""
-            table.add_row(*row, style=style)
+            table.add_row(*(Text(cell) for cell in row), style=style)
         views.append(table)
     return views
 
@@ -542,7 +542,7 @@ def _header(title: str, rows: list[tuple[str, str]]) -> RenderableType:
     table.add_column(style="bold")
     table.add_column(overflow="fold")
     for key, value in rows:
-        table.add_row(key, value)
+        table.add_row(key, Text(value))
     return table
 
 
@@ -573,7 +573,7 @@ def _compare_reproductions(
     for metric in _ordered_union(*arms.values()):
         values = [arms[column].get(metric) for column in arms]
         table.add_row(
-            metric,
+            Text(metric),
             *(format_number(value) for value in values),
             format_percent(relative_change_percent(values[0], values[2])),
             format_percent(relative_change_percent(values[1], values[3])),
@@ -604,7 +604,7 @@ def _compare_diagnostics(
             change = "—"
         else:
             change = "same" if value_a == value_b else "changed"
-        table.add_row(metric, format_metric(value_a), format_metric(value_b), change)
+        table.add_row(Text(metric), format_metric(value_a), format_metric(value_b), change)
     return [header, table]
 
 
