@@ -109,7 +109,10 @@ def test_terminal_and_markdown_say_the_same(reference_dir: Path, tmp_path: Path)
     data = _with_statistics(reference_dir)
     data["baseline"]["name"] = "llama_modern[position=learned]"  # not rich markup
     artifact = validate_artifact(data)
-    terminal = " ".join(_text(render_artifact(artifact)).split())
+    lines = _text(render_artifact(artifact)).splitlines()
+    terminal = " ".join(" ".join(lines).split())
+    table_rows = [line for line in lines if line.startswith("│")]
+    assert any("│ llama_modern[position=learned] │" in line for line in table_rows)
     markdown = write_report(artifact, tmp_path / "a.json", tmp_path / "out").read_text()
     for section in artifact_sections(artifact):
         for text in (*section.sentences, *section.warnings, *(c for r in section.rows for c in r)):
