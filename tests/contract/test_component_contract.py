@@ -132,7 +132,7 @@ def test_batched_replicas_match_sequential_training(slot: str, name: str) -> Non
             train_replicas(build, stream, [0, 1], configs, torch.device("cpu"))
         return
     trained = train_replicas(build, stream, [0, 1], configs, torch.device("cpu"))
-    for seed, cfg, (_, result) in zip((0, 1), configs, trained):
+    for seed, cfg, (_, result) in zip((0, 1), configs, trained, strict=True):
         torch.manual_seed(seed)
         alone = train(build(), stream, cfg, seed, torch.device("cpu"))
         assert result.token_stream_sha256 == alone.token_stream_sha256

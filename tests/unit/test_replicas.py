@@ -47,7 +47,7 @@ def _sequential(seed: int, config: TrainConfig):
 
 def _relative(a: list[float], b: list[float]) -> float:
     assert len(a) == len(b)
-    return max(abs(x - y) / abs(y) for x, y in zip(a, b))
+    return max(abs(x - y) / abs(y) for x, y in zip(a, b, strict=True))
 
 
 @pytest.mark.parametrize("optimizer", [
@@ -59,14 +59,14 @@ def test_each_replica_reproduces_the_sequential_run(optimizer: ComponentChoice) 
     configs = _settings(optimizer)
     seeds = [5, 6]
     trained = train_replicas(_build, STREAM, seeds, configs, CPU)
-    for (model, result), seed, config in zip(trained, seeds, configs):
+    for (model, result), seed, config in zip(trained, seeds, configs, strict=True):
         alone_model, alone = _sequential(seed, config)
         assert result.token_stream_sha256 == alone.token_stream_sha256
         assert _relative(result.losses, alone.losses) < 1e-5
         assert result.status == alone.status == "complete"
         assert result.orthogonality_error == pytest.approx(alone.orthogonality_error, rel=1e-4)
         assert result.optimizer_statistics == alone.optimizer_statistics
-        for (name, p), q in zip(model.named_parameters(), alone_model.parameters()):
+        for (name, p), q in zip(model.named_parameters(), alone_model.parameters(), strict=True):
             torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=name)
     assert trained[0][1].losses != trained[1][1].losses
 
@@ -106,7 +106,7 @@ def test_clip_coefficients_match_clip_grad_norm_per_replica() -> None:
         for piece in pieces:
             piece.grad = piece.detach().clone()
         torch.nn.utils.clip_grad_norm_(pieces, float(clip[replica]))
-        for piece, g in zip(pieces, grads):
+        for piece, g in zip(pieces, grads, strict=True):
             torch.testing.assert_close(g[replica] * coefficient[replica], piece.grad)
     assert coefficient[2] == 1.0  # clipping disabled
 
@@ -125,7 +125,7 @@ def test_a_diverging_replica_is_frozen_and_the_others_continue() -> None:
     assert good.status == "complete" and good.steps_done == base.steps
     assert _relative(good.losses, alone_good.losses) < 1e-5
     # frozen at the diverging step: the parameters are those the sequential run stopped with
-    for p, q in zip(bad_model.parameters(), alone_bad_model.parameters()):
+    for p, q in zip(bad_model.parameters(), alone_bad_model.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=0.0, equal_nan=True)
     assert all(math.isfinite(x) for x in bad.losses)
 
@@ -163,10 +163,10 @@ def test_train_many_paths_agree_with_sequential(path: str) -> None:
             for seed, lr in ((1, 3e-3), (2, 1e-3), (3, 2e-3))]
     reference = train_many(_build, STREAM, runs, CPU, path="sequential")
     outcomes = train_many(_build, STREAM, runs, CPU, path=path, replicas_max=2, workers=2)
-    for outcome, expected in zip(outcomes, reference):
+    for outcome, expected in zip(outcomes, reference, strict=True):
         assert outcome.result.token_stream_sha256 == expected.result.token_stream_sha256
         assert _relative(outcome.result.losses, expected.result.losses) < 1e-5
-        for p, q in zip(outcome.model.parameters(), expected.model.parameters()):
+        for p, q in zip(outcome.model.parameters(), expected.model.parameters(), strict=True):
             torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
     kinds = [o.path for o in outcomes]
     if path == "batched":  # replicas_max 2: seeds 1, 2 together, seed 3 alone

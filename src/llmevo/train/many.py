@@ -135,7 +135,7 @@ def _run_job(build: Callable[[], nn.Module], stream: Tensor, runs: Sequence[RunS
         specs = [runs[i] for i in job.indices]
         trained = train_replicas(build, stream, [s.seed for s in specs], [s.config for s in specs],
                                  device, progress, description)
-        return [(i, model, result) for i, (model, result) in zip(job.indices, trained)]
+        return [(i, model, result) for i, (model, result) in zip(job.indices, trained, strict=True)]
     (index,) = job.indices
     spec = runs[index]
     torch.manual_seed(spec.seed)

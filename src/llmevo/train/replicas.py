@@ -122,8 +122,8 @@ class _BatchedOptimizer:
         self.muon_names = [n for n in names if name == "muon" and roles.get(n) == "hidden_matrix"]
         self.last_errors: Tensor | None = None  # (R,) mean orthogonality error of the last step
         if name == "lion":
-            self.base_lr = column([l * o.lr_multiplier for l, o in zip(lr, options)])
-            self.weight_decay = column([w * o.weight_decay_multiplier for w, o in zip(wd, options)])
+            self.base_lr = column([rate * o.lr_multiplier for rate, o in zip(lr, options, strict=True)])
+            self.weight_decay = column([w * o.weight_decay_multiplier for w, o in zip(wd, options, strict=True)])
         else:
             self.base_lr = column(lr)
             self.weight_decay = column(wd)
@@ -316,7 +316,7 @@ def train_replicas(
     errors = last_errors.cpu().tolist()
     outcomes = []
     with torch.no_grad():
-        for index, (model, config) in enumerate(zip(models, configs)):
+        for index, (model, config) in enumerate(zip(models, configs, strict=True)):
             for name, stacked in params.items():
                 model.get_parameter(name).copy_(stacked[index])
             done = stops[index]
