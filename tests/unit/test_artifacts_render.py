@@ -11,7 +11,9 @@ import pytest
 from rich.console import Console
 
 from llmevo.artifacts import validate_artifact
-from llmevo.artifacts.render import (
+from llmevo.artifacts.schema import MeanStd
+from llmevo.cli import main
+from llmevo.reports.render import (
     artifact_sections,
     format_mean_std,
     format_number,
@@ -21,8 +23,6 @@ from llmevo.artifacts.render import (
     render_comparison,
     verdict_sentence,
 )
-from llmevo.artifacts.schema import MeanStd
-from llmevo.cli import main
 from llmevo.reports.report import write_report
 
 BLT = "2412.09871-blt.public-seed42.json"

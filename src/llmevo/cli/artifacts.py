@@ -6,9 +6,9 @@ from pathlib import Path
 
 import typer
 
-from llmevo.artifacts.render import render_artifact, render_comparison
 from llmevo.artifacts.schema import load_artifact
 from llmevo.cli.common import app, console
+from llmevo.reports.render import render_artifact, render_comparison
 
 
 @app.command()

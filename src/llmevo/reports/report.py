@@ -1,7 +1,7 @@
 """Human-readable reports (``README.md`` + plots) from schema-v2 artifacts.
 
 Takes a validated, typed artifact (``llmevo.artifacts.load_artifact``; an unvalidated dict
-is refused). What the report says is worded once, in ``llmevo.artifacts.render``
+is refused). What the report says is worded once, in ``llmevo.reports.render``
 (``artifact_sections``); this module lays those sections out as Markdown and draws the plots
 that go with them. Historical artifacts that lack the newer optional blocks still get a
 report: a missing block is said to be missing, never invented.
@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 
 from llmevo.artifacts.io import write_text_atomic
-from llmevo.artifacts.render import TABLE_METRICS, Section, artifact_sections, verdict_sentence
 from llmevo.artifacts.schema import Artifact, DiagnosticArtifact, ReproductionArtifact
 from llmevo.errors import ArtifactError
 from llmevo.eval.metrics import LOWER_IS_BETTER
@@ -23,6 +22,7 @@ from llmevo.reports.plots import (
     plot_training_curves,
     plot_tuning,
 )
+from llmevo.reports.render import TABLE_METRICS, Section, artifact_sections, verdict_sentence
 
 __all__ = ["TABLE_METRICS", "default_report_dir", "markdown_section", "write_report"]
 
