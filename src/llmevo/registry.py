@@ -37,7 +37,7 @@ ImplementationStatus = Literal["component_only", "integrated", "full"]
 class StrictModel(BaseModel):
     """Base for typed configs: unknown keys are rejected, values are validated."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Paper(StrictModel):

@@ -58,13 +58,21 @@ def test_sigkilled_worker_loses_only_its_trial_which_is_retried(tmp_path, data_d
     study = _study(settings)
     worker = multiprocessing.get_context("spawn").Process(target=engine._spawned, args=(settings, 0))
     worker.start()
-    deadline = time.time() + 90
-    while time.time() < deadline:
+    # Wait on the study's state, never on elapsed time: at least two finished trials and one
+    # running. The worker is frozen (SIGSTOP) before the state is read again, so the trial
+    # seen running is still running when the SIGKILL lands, however loaded the machine.
+    safety = time.monotonic() + 1800  # only against a hang; never reached on a working engine
+    while True:
+        assert worker.is_alive(), "the worker ended before a trial could be killed"
+        assert time.monotonic() < safety, "no trial ever ran"
         trials = study.get_trials(deepcopy=False)
         if len(engine.finished_trials(study)) >= 2 and any(
                 t.state == TrialState.RUNNING for t in trials):
-            break
-        time.sleep(0.1)
+            os.kill(worker.pid, signal.SIGSTOP)
+            if any(t.state == TrialState.RUNNING for t in study.get_trials(deepcopy=False)):
+                break
+            os.kill(worker.pid, signal.SIGCONT)  # it finished in between: wait for the next
+        time.sleep(0.05)
     os.kill(worker.pid, signal.SIGKILL)
     worker.join()
     before = {t.number: t.value for t in engine.finished_trials(study)}

@@ -74,7 +74,9 @@ def test_score_and_hurdle_steps():
 
 @pytest.mark.filterwarnings("ignore:Heartbeat of storage")
 def test_a_trial_killed_before_its_first_heartbeat_is_failed_and_retried(tmp_path):
-    import time
+    """Judged against the trial's own start time (``now`` passed in), never a sleep: the
+    outcome cannot depend on how busy the machine is."""
+    from datetime import timedelta
 
     import optuna
     from optuna.trial import TrialState
@@ -86,11 +88,15 @@ def test_a_trial_killed_before_its_first_heartbeat_is_failed_and_retried(tmp_pat
                               preset=get_preset("smoke"), heartbeat_interval=1, grace_period=1)
     study = optuna.create_study(study_name="silent", storage=open_storage(settings))
     dead = study.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)})  # RUNNING, no heartbeat
-    assert fail_silent_trials(study, grace_period=0) == []  # too young to judge
-    time.sleep(1.2)
-    assert fail_silent_trials(study, grace_period=0) == [dead.number]
+    started = study.get_trials()[dead.number].datetime_start
+    young = started + timedelta(seconds=1.9)  # within grace (1 s) + heartbeat interval (1 s)
+    assert fail_silent_trials(study, grace_period=1, now=young) == []  # too young to judge
+    assert study.get_trials()[dead.number].state == TrialState.RUNNING
+    old = started + timedelta(seconds=2.1)
+    assert fail_silent_trials(study, grace_period=1, now=old) == [dead.number]
     trials = study.get_trials()
     assert trials[dead.number].state == TrialState.FAIL
     retried = [t for t in trials if t.system_attrs.get("failed_trial") == dead.number]
     assert len(retried) == 1 and retried[0].state == TrialState.WAITING
     assert retried[0].params == trials[dead.number].params
+    assert fail_silent_trials(study, grace_period=1, now=old) == []  # judged once

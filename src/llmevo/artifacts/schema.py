@@ -485,12 +485,17 @@ def read_json(path: Path | str) -> Any:
         raise ArtifactError(
             f"{source}: not valid JSON ({error.msg} at line {error.lineno}, column {error.colno})"
         ) from None
+    except RecursionError:
+        raise ArtifactError(f"{source}: JSON nested too deeply to be an artifact") from None
     return data
 
 
 def load_artifact(path: Path | str) -> Artifact:
     """Read and validate an artifact file; any problem is one ``ArtifactError`` line."""
-    return validate_artifact(read_json(path), str(path))
+    try:
+        return validate_artifact(read_json(path), str(path))
+    except RecursionError:
+        raise ArtifactError(f"{path}: JSON nested too deeply to be an artifact") from None
 
 
 def dump_artifact(artifact: Artifact) -> dict[str, Any]:

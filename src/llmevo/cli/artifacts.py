@@ -6,9 +6,7 @@ from pathlib import Path
 
 import typer
 
-from llmevo.artifacts.schema import load_artifact
 from llmevo.cli.common import app, console
-from llmevo.reports.render import render_artifact, render_comparison
 
 
 @app.command()
@@ -16,6 +14,9 @@ def show(
     file: Path = typer.Argument(..., help="An artifact JSON file (reproduction or diagnostic)."),
 ) -> None:
     """Validate an artifact and print its header, metrics, verdict and provenance."""
+    from llmevo.artifacts.schema import load_artifact
+    from llmevo.reports.render import render_artifact
+
     for renderable in render_artifact(load_artifact(file)):
         console.print(renderable)
 
@@ -26,6 +27,9 @@ def compare(
     b: Path = typer.Argument(..., help="Artifact B (changes are B relative to A)."),
 ) -> None:
     """Print two artifacts of the same kind side by side with B's relative change."""
+    from llmevo.artifacts.schema import load_artifact
+    from llmevo.reports.render import render_comparison
+
     for renderable in render_comparison(
         load_artifact(a), load_artifact(b), labels=(str(a), str(b))
     ):

@@ -6,15 +6,18 @@ import json
 import platform
 from typing import Annotated
 
-import torch
 import typer
-from rich.table import Table
 
-from llmevo.bench import benchmark, benchmark_replicas, check_replica_counts
-from llmevo.cli.common import app, console, parse_int_list
-from llmevo.model.config import ModelConfig
-from llmevo.train.device import accelerator_name, resolve_device
-from llmevo.train.many import check_path
+from llmevo.cli.common import (
+    DeviceOption,
+    PrecisionName,
+    ThreadsOption,
+    app,
+    apply_threads,
+    check_count,
+    console,
+    parse_int_list,
+)
 
 
 @app.command()
@@ -23,9 +26,9 @@ def bench(
     seq_len: Annotated[int, typer.Option(help="Tokens per sequence.")] = 64,
     steps: Annotated[int, typer.Option(help="Timed steps.")] = 30,
     warmup: Annotated[int, typer.Option(help="Untimed warm-up steps.")] = 5,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
-    precision: Annotated[str, typer.Option(help="fp32 or bf16 (autocast).")] = "fp32",
-    threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
+    device: DeviceOption = "auto",
+    precision: Annotated[PrecisionName, typer.Option(help="Matmul precision (bf16: autocast).")] = "fp32",
+    threads: ThreadsOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     replicas: Annotated[str | None, typer.Option(
         help="Replica counts, e.g. 1,2,4,8,16: aggregate tokens/s of R runs through train_many.")] = None,
@@ -37,13 +40,27 @@ def bench(
     workers: Annotated[int | None, typer.Option(help="Worker processes for parallel paths.")] = None,
 ) -> None:
     """Measure llama_modern's training and evaluation tokens/s and peak memory."""
-    counts = check_replica_counts(parse_int_list(replicas, "--replicas"), replicas_max) if replicas else None
+    check_count("--batch-size", batch_size)
+    check_count("--seq-len", seq_len, minimum=2)
+    check_count("--steps", steps)
+    check_count("--warmup", warmup, minimum=0)
+    check_count("--replicas-max", replicas_max)
+    check_count("--workers", workers)
+    counts = parse_int_list(replicas, "--replicas") if replicas else None
+    apply_threads(threads)
+    import torch
+    from rich.table import Table
+
+    from llmevo.bench import benchmark, benchmark_replicas, check_replica_counts
+    from llmevo.model.config import ModelConfig
+    from llmevo.train.device import accelerator_name, resolve_device
+    from llmevo.train.many import check_path
+
     paths = ["sequential"] if sequential else [p.strip() for p in path.split(",")]
     if counts is not None:
+        counts = check_replica_counts(counts, replicas_max)
         for chosen in paths:
             check_path(chosen, replicas_max, workers)
-    if threads:
-        torch.set_num_threads(threads)
     torch_device = resolve_device(device)
     result = benchmark(ModelConfig(), torch_device, batch_size, seq_len, steps, warmup, precision).as_dict()
     if counts is not None:

@@ -1,10 +1,23 @@
-"""What every command shares: the ``app`` they register on, the consoles, and options such
-as where the data lives and which device to use."""
+"""Options shared by several commands, and the checks every command runs before work starts.
+
+Policies, the same on every command:
+- ``--device auto|cpu|cuda|mps`` (default ``auto``) and ``--threads N`` (default: torch's)
+  on every command that trains or runs a model.
+- Seeds: ``--seed N`` or ``--seeds A,B,C``; a single run defaults to seed 42, a command
+  whose claim needs several seeds defaults to 42,43,44.
+- ``--out``: an artifact or table is a FILE, a report is a DIR; both are checked (and the
+  destination proven writable) before any training.
+
+This module imports neither torch nor the model code: ``llmevo --help`` must answer at once.
+"""
 
 from __future__ import annotations
 
+import math
 import os
+import tempfile
 from pathlib import Path
+from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
@@ -23,6 +36,19 @@ err_console = Console(stderr=True)
 
 DATA_ENV = "LLMEVO_DATA"
 CACHE_ENV = "LLMEVO_CACHE"
+DEFAULT_SEED = 42
+DEFAULT_SEEDS = "42,43,44"
+
+# Choice lists shown in --help (typer checks them); tests/unit/test_cli_options.py checks
+# that they equal the library's own tables (presets, samplers, devices).
+PresetName = Literal["smoke", "quick", "standard"]
+DeviceName = Literal["auto", "cpu", "cuda", "mps"]
+SamplerName = Literal["regularized", "nsga2", "tpe", "random"]
+PrecisionName = Literal["fp32", "bf16"]
+
+DeviceOption = Annotated[DeviceName, typer.Option(help="Where to run the model.")]
+ThreadsOption = Annotated[int | None, typer.Option(
+    help="CPU threads for torch (default: torch's choice; pass 1 on a shared machine).")]
 
 
 def resolve_data_dir(option: Path | None) -> Path:
@@ -46,23 +72,97 @@ def resolve_cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV, ".cache/llmevo")).resolve()
 
 
-def parse_seeds(seed: int | None, seeds: str | None) -> list[int]:
-    """``--seed 42`` or ``--seeds 42,43,44``; duplicates and non-integers are errors."""
+def parse_seeds(seed: int | None, seeds: str | None, default: str | None = None) -> list[int]:
+    """``--seed 42`` or ``--seeds 42,43,44``; duplicates, negatives and non-integers are
+    errors. Neither given: ``default`` (e.g. ``DEFAULT_SEEDS``), else ``DEFAULT_SEED``."""
     if seed is not None and seeds is not None:
         raise ConfigError("give either --seed or --seeds, not both")
+    if seeds is None and seed is None and default is not None:
+        seeds = default
     if seeds is None:
-        return [42 if seed is None else seed]
-    values = []
-    for item in seeds.split(","):
-        item = item.strip()
-        try:
-            values.append(int(item))
-        except ValueError:
-            raise ConfigError(f"--seeds: '{item}' is not an integer (expected e.g. 42,43,44)") from None
+        values = [DEFAULT_SEED if seed is None else seed]
+    else:
+        values = []
+        for item in seeds.split(","):
+            item = item.strip()
+            try:
+                values.append(int(item))
+            except ValueError:
+                raise ConfigError(
+                    f"--seeds: '{item}' is not an integer (expected e.g. 42,43,44)") from None
+    negative = [s for s in values if s < 0 or s >= 2**63]
+    if negative:
+        raise ConfigError(f"seed {negative[0]} is out of range; seeds are integers 0 .. 2**63-1")
     duplicates = sorted({s for s in values if values.count(s) > 1})
     if duplicates:
         raise ConfigError(f"duplicate seeds {duplicates}; each seed must appear once")
     return values
+
+
+def require(condition: bool, option: str, value: object, expected: str) -> None:
+    if not condition:
+        raise ConfigError(f"{option} {value}: expected {expected}")
+
+
+def check_count(option: str, value: int | None, minimum: int = 1) -> None:
+    """An integer option that counts something (steps, threads, tokens): at least ``minimum``."""
+    if value is not None:
+        require(value >= minimum, option, value, f"an integer >= {minimum}")
+
+
+def check_real(option: str, value: float | None, minimum: float = 0.0,
+               strict: bool = False) -> None:
+    """A real option: finite, and above (``strict``) or at least ``minimum``."""
+    if value is None:
+        return
+    bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
+    require(math.isfinite(value) and (value > minimum if strict else value >= minimum),
+            option, value, f"a finite number {bound}")
+
+
+def _first_existing(path: Path) -> Path:
+    current = path.absolute()
+    while not current.exists() and current != current.parent:
+        current = current.parent
+    return current
+
+
+def _check_writable_folder(folder: Path, option: str, target: Path) -> None:
+    if not folder.is_dir():
+        raise ConfigError(f"{option} {target}: {folder} is a file, not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise ConfigError(
+            f"{option} {target}: cannot write in {folder} ({error.strerror or error})") from None
+
+
+def check_output_file(path: Path | None, option: str = "--out") -> None:
+    """A file to be written: not an existing folder, and its folder creatable and writable."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise ConfigError(f"{option} {path} is a folder; expected a file path")
+    _check_writable_folder(_first_existing(path.parent), option, path)
+
+
+def check_output_dir(path: Path | None, option: str = "--out") -> None:
+    """A folder to be written into: not an existing file, creatable and writable."""
+    if path is None:
+        return
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{option} {path} is a file; expected a folder")
+    _check_writable_folder(_first_existing(path), option, path)
+
+
+def apply_threads(threads: int | None) -> None:
+    """Validate ``--threads`` and hand it to torch (imported here, never at module level)."""
+    check_count("--threads", threads)
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 def parse_int_list(text: str, option: str) -> list[int]:

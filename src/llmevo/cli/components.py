@@ -4,22 +4,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
-from llmevo.catalog import ensure_registered
 from llmevo.cli.common import app, console
-from llmevo.promotion import promotion, published_artifacts, tier_reached
-from llmevo.registry import SLOTS, ComponentSpec
-from llmevo.train.replicas import BATCHED_OPTIMIZERS
+
+if TYPE_CHECKING:
+    from llmevo.registry import ComponentSpec
 
 
 def component_records(docs: Path) -> list[dict[str, Any]]:
     """One JSON-ready manifest per registered component (by slot, then name), plus
     the evidence-based ``tier_reached``, ``has_artifact`` (a published reproduction) and
     ``promoted`` flag with its reason."""
+    from llmevo.catalog import ensure_registered
+    from llmevo.promotion import promotion, published_artifacts, tier_reached
+    from llmevo.registry import SLOTS
+
     specs = sorted(ensure_registered().all(), key=lambda spec: (SLOTS.index(spec.slot), spec.name))
     records = []
     for spec in specs:
@@ -37,6 +39,8 @@ def component_records(docs: Path) -> list[dict[str, Any]]:
 
 def batched_replicas(spec: ComponentSpec) -> bool | None:
     """Whether ``llmevo.train.replicas`` can train it batched (None: not a training part)."""
+    from llmevo.train.replicas import BATCHED_OPTIMIZERS
+
     if spec.slot == "optimizer":
         return spec.name in BATCHED_OPTIMIZERS
     if spec.slot == "kv_cache":
@@ -65,6 +69,8 @@ def components(
     ] = Path("docs"),
 ) -> None:
     """List every registered component: slot, paper, ablation, status, tier, artifact."""
+    from rich.table import Table
+
     records = component_records(docs)
     if as_json:
         typer.echo(json.dumps(records, indent=2))

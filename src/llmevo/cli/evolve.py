@@ -10,16 +10,19 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
-import torch
 import typer
-from rich.table import Table
 
-from llmevo.artifacts import collect_provenance, module_files
-from llmevo.catalog import ensure_registered
 from llmevo.cli.common import (
+    DeviceOption,
+    PresetName,
+    SamplerName,
     app,
+    apply_threads,
+    check_count,
+    check_output_dir,
+    check_real,
     console,
     parse_floats,
     parse_seeds,
@@ -27,20 +30,14 @@ from llmevo.cli.common import (
     resolve_data_dir,
 )
 from llmevo.errors import ConfigError
-from llmevo.evolve import engine
-from llmevo.evolve.champion import baseline_trial, final_evaluation, select_champion
-from llmevo.evolve.fair import explain as explain_genes
-from llmevo.evolve.fair import knockout_variants, trial_lr_grid, tuned_final_evaluation
-from llmevo.evolve.genome import Genome
-from llmevo.evolve.report import build_summary, write_report
-from llmevo.evolve.space import SearchSpace, build_search_space
-from llmevo.experiments import presets as presets_module
-from llmevo.experiments import tuning
-from llmevo.experiments.presets import get_preset
-from llmevo.experiments.reproduce import Execution
-from llmevo.promotion import Promotion, promotions
-from llmevo.train.device import accelerator_name, resolve_device
-from llmevo.train.many import check_path
+
+if TYPE_CHECKING:
+    import torch
+    from rich.table import Table
+
+    from llmevo.evolve import engine
+    from llmevo.evolve.space import SearchSpace
+    from llmevo.promotion import Promotion
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 IMPLEMENTATION_MODULES = (
@@ -51,6 +48,16 @@ IMPLEMENTATION_MODULES = (
     "llmevo.eval.stats", "llmevo.experiments.presets", "llmevo.experiments.reproduce",
     "llmevo.experiments.arm_data",
 )
+
+
+STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def check_study_name(name: str) -> None:
+    """A study name is a name (it becomes a file name), never a path."""
+    if not STUDY_NAME.fullmatch(name) or ".." in name:
+        raise ConfigError(f"--study '{name[:60]}': expected a name of letters, digits, '.', '_' "
+                          "or '-' (at most 100, no path separators)")
 
 
 def masked(url: str) -> str:
@@ -66,6 +73,8 @@ PROMOTION_RULES: dict[str, Callable[[dict[str, Promotion]], frozenset[str]]] = {
 
 
 def promotion_table(decisions: dict[str, Promotion]) -> Table:
+    from rich.table import Table
+
     table = Table(title="promotion into the search space (model slots and optimizers)")
     for column in ("slot", "component", "promoted", "why"):
         table.add_column(column)
@@ -77,6 +86,8 @@ def promotion_table(decisions: dict[str, Promotion]) -> Table:
 
 
 def space_table(space: SearchSpace) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"search space (promotion-eligible components; parameter budget "
                   f"{space.min_parameters:,}..{space.max_parameters:,}, baseline "
                   f"{space.baseline_parameters:,})")
@@ -95,29 +106,30 @@ def space_table(space: SearchSpace) -> Table:
 
 @app.command()
 def evolve(
-    preset: Annotated[str, typer.Option(help=f"Preset: {', '.join(presets_module.PRESETS)}.")] = "quick",
+    preset: Annotated[PresetName, typer.Option(help="Data, training and evaluation settings.")] = "quick",
     trials: Annotated[int, typer.Option(help="Finished trials the study should reach (resumes count).")] = 24,
     workers: Annotated[int, typer.Option(help="Local worker processes (CPU threads are shared out).")] = 1,
     storage: Annotated[str | None, typer.Option(help="SQLAlchemy URL (default sqlite:///runs/evolve/<study>.db).")] = None,
     study: Annotated[str | None, typer.Option(help="Study name (default evolve-<preset>[-s<steps>]).")] = None,
-    sampler: Annotated[str, typer.Option(help=f"Sampler: {', '.join(engine.SAMPLERS)}.")] = "regularized",
-    seeds: Annotated[str, typer.Option(help="Report seeds of the final champion/baseline evaluation and of --explain.")] = "42,43,44,45,46",
+    sampler: Annotated[SamplerName, typer.Option(help="How new genomes are proposed.")] = "regularized",
+    seeds: Annotated[str, typer.Option(
+        help="Report seeds of the final champion/baseline evaluation and of --explain.")] = "42,43,44,45,46",
     population: Annotated[int, typer.Option(help="Alive population (regularized evolution).")] = 8,
     tournament: Annotated[int, typer.Option(help="Tournament size.")] = 3,
     rescore_seeds: Annotated[int, typer.Option(help="Extra seeds for a would-be champion.")] = 2,
     score_k: Annotated[float, typer.Option(help="Score = mean - k * standard error.")] = 1.0,
     list_space: Annotated[bool, typer.Option("--list-space", help="Print the search space and exit.")] = False,
     data_dir: Annotated[Path | None, typer.Option(help="Data directory (else $LLMEVO_DATA).")] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "cpu",
+    device: DeviceOption = "auto",
     trial_steps: Annotated[int | None, typer.Option(help="Training steps per trial (default: the preset's).")] = None,
     eval_windows: Annotated[int | None, typer.Option(help="Validation LM windows per trial (default: whole split).")] = None,
     heartbeat: Annotated[int, typer.Option(help="Heartbeat interval of running trials, seconds.")] = 5,
     grace_period: Annotated[int, typer.Option(help="A trial silent this long is failed and retried.")] = 20,
     sampler_seed: Annotated[int | None, typer.Option(help="Seed of the sampler's random choices.")] = None,
-    out: Annotated[Path | None, typer.Option(help="Report folder (default docs/evolution/<study>).")] = None,
+    out: Annotated[Path | None, typer.Option(metavar="DIR", help="Report folder (default docs/evolution/<study>).")] = None,
     report: Annotated[bool, typer.Option(help="Evaluate the champion on test and write the report.")] = True,
     threads: Annotated[int | None, typer.Option(help="CPU threads per worker (default: CPU cores / workers).")] = None,
-    promotion: Annotated[str, typer.Option(
+    promotion: Annotated[Literal["evidence", "manifest"], typer.Option(
         help="Which components enter the space: 'evidence' (declared, or a published formal "
              "reproduction that was not significantly worse) or 'manifest' (declared only).")] = "evidence",
     docs: Annotated[Path, typer.Option(help="Where published reproductions are found.")] = Path("docs"),
@@ -141,34 +153,62 @@ def evolve(
         help="Write TensorBoard event files here: per-step curves of every trial and seed, each trial's fitness and genome, the final runs.")] = None,
 ) -> None:
     """Evolve genomes (a component per slot, optimizer, training genes) on an Optuna study."""
-    engine.check_sampler(sampler)
+    check_count("--trials", trials)
+    check_count("--workers", workers)
+    check_count("--population", population, minimum=2)
+    check_count("--tournament", tournament)
+    if tournament > population:
+        raise ConfigError(f"--tournament {tournament} exceeds --population {population}")
+    check_count("--rescore-seeds", rescore_seeds, minimum=0)
+    check_real("--score-k", score_k)
+    check_count("--trial-steps", trial_steps)
+    check_count("--eval-windows", eval_windows)
+    check_count("--heartbeat", heartbeat)
+    check_count("--grace-period", grace_period)
+    check_count("--threads", threads)
+    check_count("--sampler-seed", sampler_seed, minimum=0)
+    check_count("--replicas-max", replicas_max)
+    study_name = study if study is not None else f"evolve-{preset}" + (f"-s{trial_steps}" if trial_steps else "")
+    check_study_name(study_name)
+    if out is None:
+        out = Path("docs/evolution") / study_name
+    if report and not list_space:
+        check_output_dir(out)
+    check_output_dir(tensorboard, "--tensorboard")
+    seed_list = parse_seeds(None, seeds)
+    from llmevo.catalog import ensure_registered
+    from llmevo.evolve import engine
+    from llmevo.evolve.fair import trial_lr_grid
+    from llmevo.experiments import tuning
+    from llmevo.experiments.presets import get_preset
+    from llmevo.promotion import promotions
+    from llmevo.train.device import resolve_device
+    from llmevo.train.many import Execution, check_path
+
     execution = Execution("sequential" if sequential else "auto", replicas_max)
     check_path(execution.path, execution.replicas_max)
-    if trials < 1 or workers < 1:
-        raise ConfigError(f"--trials {trials} and --workers {workers} must both be at least 1")
     base = get_preset(preset)
     trial_preset = base.override({"steps": trial_steps, "eval_max_windows": eval_windows})
     final_preset = base.override({"steps": trial_steps})
     registry = ensure_registered()
-    if promotion not in PROMOTION_RULES:
-        raise ConfigError(f"unknown promotion rule '{promotion}'; expected one of: {', '.join(PROMOTION_RULES)}")
     decisions = promotions(registry, docs)
     promoted = PROMOTION_RULES[promotion](decisions)
+    from llmevo.evolve.space import build_search_space
+
     space = build_search_space(registry, trial_preset, promoted=promoted)
     if list_space:
         console.print(space_table(space))
         console.print(promotion_table(decisions))
         return
-    seed_list = parse_seeds(None, seeds)
     factors = () if trial_lr_factors.strip().lower() == "none" else tuple(parse_floats(trial_lr_factors, "--trial-lr-factors"))
     if factors:
         trial_lr_grid(1.0, factors)  # refuses a bad grid before any work
     plan = tuning.check_plan(parse_floats(tune_grid, "--tune-grid") if tune_grid else tuning.default_grid(
         final_preset.train.lr), parse_seeds(None, tune_seeds), seed_list) if final_tune else None
-    study_name = study or f"evolve-{preset}" + (f"-s{trial_steps}" if trial_steps else "")
     storage_url = storage or f"sqlite:///runs/evolve/{study_name}.db"
     data = resolve_data_dir(data_dir)
     torch_device = resolve_device(device)
+    engine.check_storage_url(storage_url)
     settings = engine.EvolveSettings(
         study_name=study_name, storage_url=storage_url, preset=trial_preset, sampler=sampler,
         trials=trials, workers=workers, population=population, tournament=tournament,
@@ -187,8 +227,9 @@ def evolve(
         logs = TensorBoardLogs(tensorboard)  # checks that tensorboard is installed, before any work
     engine.quiet_optuna()
     if explain:
-        _explain(settings, space, final_preset, seed_list, genes, torch_device, out or Path("docs/evolution") / study_name)
+        _explain(settings, space, final_preset, seed_list, genes, torch_device, out)
         return
+    engine.prepare_context(settings, space)  # data files verified before the study file exists
     opened = engine.open_study(settings, space, engine.open_storage(settings))  # errors before training
     already = len(engine.finished_trials(opened))
     console.print(f"study {study_name} at {masked(storage_url)}: {already} of {trials} trials "
@@ -205,11 +246,20 @@ def evolve(
     console.print(f"search: {len(finished)} finished trials, {search_seconds:.0f} s")
     if not report:
         return
+    from llmevo.evolve.champion import baseline_trial, select_champion
+
     champion = select_champion(opened)
     baseline = baseline_trial(opened)
     console.print(f"champion: trial {champion.number} score {champion.user_attrs['score']:.4f}"
                   f" ({champion.user_attrs.get('label')})")
-    torch.set_num_threads(threads or os.cpu_count() or 1)
+    apply_threads(threads or os.cpu_count() or 1)
+    from llmevo.artifacts import collect_provenance, module_files
+    from llmevo.evolve.champion import final_evaluation
+    from llmevo.evolve.fair import tuned_final_evaluation
+    from llmevo.evolve.genome import Genome
+    from llmevo.evolve.report import build_summary, write_report
+    from llmevo.train.device import accelerator_name
+
     context_settings = engine.EvolveSettings(**{**settings.__dict__, "preset": final_preset})
     context = engine.prepare_context(context_settings, space)
     champion_genome = Genome.from_json(champion.user_attrs.get("tuned_genome") or champion.user_attrs["genome"])
@@ -221,7 +271,7 @@ def evolve(
     else:
         final = final_evaluation(champion_genome, space.baseline, context.data, context.preset,
                                  seed_list, torch_device, logs=logs, execution=execution)
-    folder = out or Path("docs/evolution") / study_name
+    folder = out
     command = " ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]])
     provenance = collect_provenance(
         command=command,
@@ -260,6 +310,13 @@ def _explain(settings: engine.EvolveSettings, space: SearchSpace, final_preset, 
     import json
 
     import optuna
+
+    from llmevo.evolve import engine
+    from llmevo.evolve.champion import select_champion
+    from llmevo.evolve.fair import explain as explain_genes
+    from llmevo.evolve.fair import knockout_variants
+    from llmevo.evolve.genome import Genome
+    from llmevo.evolve.report import write_report
 
     storage = engine.open_storage(settings, heartbeat=False)
     if settings.study_name not in optuna.get_all_study_names(storage=storage):

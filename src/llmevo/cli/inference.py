@@ -5,12 +5,28 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
 
-from llmevo.cli.common import app, console, parse_seeds, resolve_data_dir
+from llmevo.cli.common import (
+    DEFAULT_SEED,
+    DEFAULT_SEEDS,
+    DeviceOption,
+    ThreadsOption,
+    app,
+    apply_threads,
+    check_count,
+    check_output_file,
+    check_real,
+    console,
+    parse_seeds,
+    resolve_data_dir,
+)
 from llmevo.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -24,18 +40,32 @@ def generate(
     temperature: float = typer.Option(0.8, help="Sampling temperature; 0 is greedy."),
     top_k: int = typer.Option(40, help="Sample among the k most likely tokens; 0: all."),
     max_tokens: int = typer.Option(64, help="Number of tokens to generate."),
-    seed: int = typer.Option(42, help="Seed of the sampling generator."),
+    seed: int = typer.Option(DEFAULT_SEED, help="Seed of the sampling generator."),
+    device: DeviceOption = "auto",
+    threads: ThreadsOption = None,
 ) -> None:
     """Print the prompt and a sampled continuation from a saved checkpoint."""
+    check_real("--temperature", temperature)
+    check_count("--top-k", top_k, minimum=0)
+    check_count("--max-tokens", max_tokens)
+    parse_seeds(seed, None)
+    if not prompt:
+        raise ConfigError("--prompt is empty; give some text to continue")
+    if not checkpoint.is_dir():
+        raise ConfigError(f"--checkpoint {checkpoint}: not a checkpoint folder")
+    apply_threads(threads)
     from tokenizers import Tokenizer
 
     from llmevo.inference.checkpoint import load_checkpoint
     from llmevo.inference.generate import SamplingConfig
     from llmevo.inference.generate import generate as run_generation
+    from llmevo.train.device import resolve_device
 
+    torch_device = resolve_device(device)
     loaded = load_checkpoint(checkpoint)
     if loaded.tokenizer_json is None:
         raise ConfigError(f"checkpoint {checkpoint} has no tokenizer.json; cannot encode a prompt")
+    loaded.model.to(torch_device)
     tokenizer = Tokenizer.from_str(loaded.tokenizer_json)
     sampling = SamplingConfig(
         temperature=temperature, top_k=top_k, max_tokens=max_tokens, seed=seed
@@ -49,6 +79,8 @@ def generate(
 
 
 def _metrics_table(name: str, metrics: dict[str, object]) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"{name}: L1 diagnostics")
     for column in ("metric", "mean", "std", "n"):
         table.add_column(column, justify="left" if column == "metric" else "right")
@@ -61,6 +93,8 @@ def _metrics_table(name: str, metrics: dict[str, object]) -> Table:
 
 
 def _experiment_table(result: dict[str, object]) -> Table:
+    from rich.table import Table
+
     table = Table(title="L2 streaming evaluation (lm_loss, mean over seeds)")
     rows = result["table"]
     assert isinstance(rows, list)
@@ -74,9 +108,10 @@ def _experiment_table(result: dict[str, object]) -> Table:
 @app.command()
 def diagnose(
     name: str = typer.Argument(..., help="A registered diagnostic (rope-relay, rope, muon)."),
-    seeds: str = typer.Option("42,43,44", help="Comma-separated seeds."),
+    seed: int | None = typer.Option(None, help="One seed (default: the three seeds 42,43,44)."),
+    seeds: str | None = typer.Option(None, help="Comma-separated seeds (default 42,43,44)."),
     out: Path | None = typer.Option(
-        None, help="Artifact path (default: docs/foundation-models/...)."
+        None, metavar="FILE", help="Artifact file (default: docs/foundation-models/...)."
     ),
     full_experiment: bool = typer.Option(
         False, help="Also run the L2 experiment (rope-relay: streaming WikiText-2 evaluation)."
@@ -84,6 +119,7 @@ def diagnose(
     checkpoint: Path | None = typer.Option(None, help="Trained checkpoint for --full-experiment."),
     data_dir: Path | None = typer.Option(None, help="Shared data folder (else $LLMEVO_DATA)."),
     eval_tokens: int = typer.Option(1024, help="--full-experiment: validation tokens streamed."),
+    threads: ThreadsOption = None,
 ) -> None:
     """Run an L1 mechanism diagnostic over seeds and write its component-diagnostic artifact."""
     from llmevo.diagnostics.harness import (
@@ -93,7 +129,10 @@ def diagnose(
         write_artifact,
     )
 
-    seed_list = parse_seeds(None, seeds)
+    seed_list = parse_seeds(seed, seeds, default=DEFAULT_SEEDS)
+    check_count("--eval-tokens", eval_tokens)
+    check_output_file(out)
+    apply_threads(threads)
     path = out or default_artifact_path(name, seed_list)
     if full_experiment and name != "rope-relay":
         raise ConfigError(f"--full-experiment exists for rope-relay only, not '{name}'")

@@ -6,12 +6,8 @@ import os
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
-from llmevo.artifacts.schema import load_artifact
-from llmevo.cli.common import DATA_ENV, app, console
-from llmevo.reports.leaderboard import build_leaderboard, scan_artifacts, write_leaderboard
-from llmevo.reports.report import default_report_dir, write_report
+from llmevo.cli.common import DATA_ENV, app, check_output_dir, check_output_file, console
 
 
 @app.command()
@@ -20,12 +16,18 @@ def report(
     out: Path | None = typer.Option(
         None,
         "--out",
+        metavar="DIR",
         help="Folder for README.md and plots/ (default: docs/reproductions/<arxiv>-<name>/).",
     ),
 ) -> None:
     """Write a README.md with tables, verdict, plots and provenance for one artifact."""
+    from llmevo.artifacts.schema import load_artifact
+    from llmevo.reports.report import default_report_dir, write_report
+
+    check_output_dir(out)
     typed = load_artifact(artifact)  # validated: refuses what `llmevo show` refuses
     out_dir = out if out is not None else default_report_dir(typed)
+    check_output_dir(out_dir)
     readme = write_report(typed, artifact, out_dir)
     console.print(f"wrote {readme}")
 
@@ -50,10 +52,16 @@ def leaderboard(
              "else the reference-artifacts folder beside the data directory, when it exists).",
     ),
     out: Path = typer.Option(
-        Path("docs/LEADERBOARD.md"), "--out", help="Markdown output; the JSON goes beside it."
+        Path("docs/LEADERBOARD.md"), "--out", metavar="FILE", help="Markdown output; the JSON goes beside it."
     ),
 ) -> None:
     """Collect all artifacts into docs/LEADERBOARD.md (+ .json) and print the table."""
+    from rich.table import Table
+
+    from llmevo.reports.leaderboard import build_leaderboard, scan_artifacts, write_leaderboard
+
+    check_output_file(out)
+    check_output_file(out.with_suffix(".json"))
     if reference is None:
         reference = default_reference_dir()
     roots = [*root, *([reference] if reference is not None else [])]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,19 +114,41 @@ def encode_prefix(info: TokenizerInfo, text: str, budget: int | None) -> tuple[l
     return ids, end_char
 
 
+def _read_token_cache(path: Path, claim: str, text_length: int, vocab_size: int,
+                      budget: int | None) -> tuple[Tensor, int] | None:
+    """A cached token array, or None when the entry is corrupted, altered or not the one it
+    claims to be: it must name the same (file, tokenizer, budget), its ids must hash to the
+    recorded digest and lie in the vocabulary, its end within the text."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            ids, end = stored["ids"], int(stored["end"])
+            recorded_claim, digest = str(stored["claim"]), str(stored["ids_sha256"])
+    except Exception:  # noqa: BLE001 - any unreadable entry is rebuilt, whatever numpy raises
+        return None
+    if (recorded_claim != claim or ids.dtype != np.uint16 or ids.ndim != 1
+            or hashlib.sha256(ids.tobytes()).hexdigest() != digest
+            or not 0 <= end <= text_length or (budget is not None and len(ids) != budget)
+            or (len(ids) and int(ids.max()) >= vocab_size)):
+        return None
+    return torch.from_numpy(ids.astype(np.int64)), end
+
+
 def _cached_encode(
     info: TokenizerInfo, text: str, file_sha: str, budget: int | None, cache_dir: Path
 ) -> tuple[Tensor, int]:
-    key = hashlib.sha256(f"{file_sha}:{info.sha256}:{budget}".encode()).hexdigest()[:20]
+    claim = f"{file_sha}:{info.sha256}:{budget}"
+    key = hashlib.sha256(claim.encode()).hexdigest()[:20]
     path = cache_dir / "tokens" / f"{key}.npz"
     if path.is_file():
-        stored = np.load(path)
-        return torch.from_numpy(stored["ids"].astype(np.int64)), int(stored["end"])
+        cached = _read_token_cache(path, claim, len(text), info.tokenizer.get_vocab_size(), budget)
+        if cached is not None:
+            return cached
     ids, end = encode_prefix(info, text, budget)
     array = np.asarray(ids, dtype=np.uint16)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp.npz")
-    np.savez(temporary, ids=array, end=np.int64(end))
+    temporary = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
+    np.savez(temporary, ids=array, end=np.int64(end), claim=np.str_(claim),
+             ids_sha256=np.str_(hashlib.sha256(array.tobytes()).hexdigest()))
     temporary.replace(path)
     return torch.from_numpy(array.astype(np.int64)), end
 

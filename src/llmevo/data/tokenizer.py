@@ -61,17 +61,38 @@ def load_or_train_bpe(
     )
     key = hashlib.sha256(key_source.encode()).hexdigest()[:16]
     path = cache_dir / "tokenizers" / key / TOKENIZER_NAME
-    if not path.is_file():
-        from llmevo.artifacts.io import write_text_atomic
+    digest_path = path.with_name(TOKENIZER_NAME + ".sha256")
+    cached = _read_cached_tokenizer(path, digest_path, vocab_size)
+    if cached is not None:
+        return cached
+    from llmevo.artifacts.io import write_text_atomic
 
-        tokenizer = train_bpe(texts, vocab_size, min_frequency)
-        write_text_atomic(path, tokenizer.to_str(pretty=True))
-    text = path.read_text(encoding="utf-8")
-    return TokenizerInfo(
-        tokenizer=Tokenizer.from_str(text),
-        path=path,
-        sha256=hashlib.sha256(text.encode()).hexdigest(),
-    )
+    tokenizer = train_bpe(texts, vocab_size, min_frequency)
+    text = tokenizer.to_str(pretty=True)
+    write_text_atomic(path, text)
+    write_text_atomic(digest_path, hashlib.sha256(text.encode()).hexdigest() + "\n")
+    return TokenizerInfo(tokenizer=Tokenizer.from_str(text), path=path,
+                         sha256=hashlib.sha256(text.encode()).hexdigest())
+
+
+def _read_cached_tokenizer(path: Path, digest_path: Path, vocab_size: int) -> TokenizerInfo | None:
+    """The cached tokenizer, or None (rebuild) when it is missing, unreadable, altered (its
+    sha256 differs from the one written beside it) or of another vocabulary size."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        recorded = digest_path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    if digest != recorded:
+        return None
+    try:
+        tokenizer = Tokenizer.from_str(text)
+    except Exception:  # noqa: BLE001 - the tokenizers library raises plain Exception
+        return None
+    if tokenizer.get_vocab_size() > vocab_size:
+        return None
+    return TokenizerInfo(tokenizer=tokenizer, path=path, sha256=digest)
 
 
 def token_byte_lengths(tokenizer: Tokenizer) -> list[int]:

@@ -109,6 +109,38 @@ def sqlite_path(url: str) -> Path | None:
     return Path(url[len(prefix):]) if url.startswith(prefix) else None
 
 
+def check_storage_url(url: str) -> None:
+    """Refuse, before anything is created, a SQLite study file that cannot be one: a folder,
+    a file under a file, or an unwritable folder. Other URLs are checked on connection."""
+    path = sqlite_path(url)
+    if path is None:
+        if "://" not in url:
+            raise ConfigError(f"--storage '{url[:80]}' is not a SQLAlchemy URL "
+                              "(expected e.g. sqlite:///runs/evolve/study.db)")
+        return
+    if path.is_dir():
+        raise ConfigError(f"study storage {path} is a folder; expected a SQLite file path")
+    folder = path.absolute().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ConfigError(f"study storage {path}: {folder} is a file, not a folder")
+    if path.exists():
+        with open(path, "rb") as handle:
+            header = handle.read(16)
+        if header and header != b"SQLite format 3\x00":
+            raise ConfigError(f"study storage {path} exists and is not a SQLite database")
+        return
+    import tempfile
+
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise ConfigError(f"study storage {path}: cannot write in {folder} "
+                          f"({error.strerror or error})") from None
+
+
 def open_storage(settings: EvolveSettings, heartbeat: bool = True) -> RDBStorage:
     """The RDB storage, with heartbeats and retry of stale trials; unreachable: ConfigError."""
     url = settings.storage_url
@@ -134,7 +166,14 @@ def open_storage(settings: EvolveSettings, heartbeat: bool = True) -> RDBStorage
             if options:
                 options["heartbeat_stale_trial_callback"] = RetryHeartbeatStaleTrialCallback(
                     max_retry=settings.max_retry)
-            return RDBStorage(url, engine_kwargs=engine_kwargs, **options)
+            for attempt in range(10):
+                try:
+                    return RDBStorage(url, engine_kwargs=engine_kwargs, **options)
+                except Exception as error:  # two commands creating the tables at once
+                    racing = ("already exists", "UNIQUE constraint", "duplicate key", "locked")
+                    if not any(text in str(error) for text in racing) or attempt == 9:
+                        raise
+                    time.sleep(0.2 * (attempt + 1))  # the other one finishes creating them
     except Exception as error:  # sqlalchemy errors: bad URL, unreachable server, no driver
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         shown = url.split("@")[-1] if "@" in url else url
@@ -168,23 +207,49 @@ def open_study(settings: EvolveSettings, space: SearchSpace, storage: RDBStorage
     attrs = study.user_attrs
     expected = {SPACE_ATTR: space.describe(), PRESET_ATTR: preset_description(settings.preset),
                 LR_FACTORS_ATTR: list(settings.lr_factors)}
-    if SPACE_ATTR not in attrs:
+    if any(key not in attrs for key in (SPACE_ATTR, PRESET_ATTR)):  # new (or being created by another command)
         for key, value in expected.items():
+            if key in attrs and attrs[key] != value:
+                break  # the other command stored different settings: refused below
             study.set_user_attr(key, value)
-        study.set_user_attr(SAMPLER_ATTR, settings.sampler)
-        if not study.get_trials(deepcopy=False):
-            study.enqueue_trial(space.to_params(space.baseline),
-                                user_attrs={"parent": None, "role": "baseline"})
-        return study
+        else:
+            study.set_user_attr(SAMPLER_ATTR, settings.sampler)
+            if not study.get_trials(deepcopy=False):
+                study.enqueue_trial(space.to_params(space.baseline),
+                                    user_attrs={"parent": None, "role": "baseline"})
+            keep_one_baseline(study)
+            return study
+        attrs = study.user_attrs
     what = {SPACE_ATTR: "search space", PRESET_ATTR: "preset",
             LR_FACTORS_ATTR: "trial learning-rate grid"}
     for key, value in expected.items():
         if attrs.get(key, [] if key == LR_FACTORS_ATTR else None) != value:
             raise ConfigError(
                 f"study '{settings.study_name}' was created with a different {what[key]} "
-                f"({_mismatch(attrs[key], value)[:160]}); use another --study or the original settings"
+                f"({_mismatch(attrs.get(key), value)[:160]}); use another --study or the original settings"
             )
     return study
+
+
+def keep_one_baseline(study: optuna.Study) -> None:
+    """Two commands creating the same study at once may both enqueue the baseline; the
+    lowest-numbered one stays, later waiting copies are failed (they never count)."""
+    baselines = [t for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+                 if t.user_attrs.get("role") == "baseline"]
+    for duplicate in sorted(baselines, key=lambda t: t.number)[1:]:
+        with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError, RuntimeError):
+            study_storage(study).set_trial_state_values(trial_id(duplicate), state=TrialState.FAIL)
+
+
+def check_workers_outcome(exit_codes: dict[str, int | None], finished: int, target: int) -> None:
+    """After the workers end: a worker that died (killed, crashed) matters only when the
+    study has not reached its target; otherwise the others finished its work, and the
+    command goes on to the report."""
+    failed = [name for name, code in exit_codes.items() if code not in (0, None)]
+    if failed and finished < target:
+        raise ConfigError(f"worker process(es) {', '.join(failed)} exited with an error and the "
+                          f"study has {finished} of {target} trials; see their output above, then "
+                          "rerun the same command to resume")
 
 
 def is_finished(trial: FrozenTrial) -> bool:
@@ -206,20 +271,21 @@ def quiet_optuna() -> None:
     logging.getLogger("optuna").setLevel(logging.WARNING)
 
 
-def fail_silent_trials(study: optuna.Study, grace_period: float) -> list[int]:
+def fail_silent_trials(study: optuna.Study, grace_period: float,
+                       now: datetime | None = None) -> list[int]:
     """Fail (and retry) RUNNING trials that never recorded a heartbeat within the grace period.
 
     Optuna's ``fail_stale_trials`` skips trials without any heartbeat, so a worker killed
     between creating a trial and its first heartbeat would leave that trial RUNNING forever
     and the other workers waiting for it. A live trial records its first heartbeat at once,
     so one that is older than the grace period and has none is dead. Returns the trial
-    numbers failed here.
+    numbers failed here. ``now`` (default: the clock) lets tests judge without waiting.
     """
     storage = rdb_storage(study)
     if storage is None or storage.heartbeat_interval is None:
         return []
 
-    cutoff = datetime.now() - timedelta(seconds=grace_period + storage.heartbeat_interval)
+    cutoff = (now or datetime.now()) - timedelta(seconds=grace_period + storage.heartbeat_interval)
     running = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
                if t.datetime_start is not None and t.datetime_start < cutoff]
     failed = []
@@ -354,7 +420,7 @@ def run_workers(settings: EvolveSettings) -> None:
                 process.terminate()
                 process.join(timeout=5)
         raise
-    failed = [p.name for p in processes if p.exitcode not in (0, None)]
-    if failed:
-        raise ConfigError(f"worker process(es) {', '.join(failed)} exited with an error; "
-                          "see their output above, then rerun the same command to resume")
+    study = optuna.load_study(study_name=settings.study_name,
+                              storage=open_storage(settings, heartbeat=False))
+    check_workers_outcome({p.name: p.exitcode for p in processes},
+                          finished=len(finished_trials(study)), target=settings.trials)

@@ -30,6 +30,8 @@ from llmevo.artifacts.schema import (
     MetricStatistics,
     Provenance,
     ReproductionArtifact,
+    dump_artifact,
+    validate_artifact,
 )
 from llmevo.errors import ArtifactError
 from llmevo.eval.metrics import LOWER_IS_BETTER
@@ -526,8 +528,29 @@ def _section_view(section: Section, first: bool) -> list[RenderableType]:
     return views
 
 
+MAX_SHOWN_CHARACTERS = 400
+
+
+def _clip(value: Any, limit: int) -> Any:
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]}… ({len(value):,} characters)"
+    if isinstance(value, dict):
+        return {_clip(k, limit): _clip(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clip(item, limit) for item in value]
+    return value
+
+
+def bounded(artifact: Artifact, limit: int = MAX_SHOWN_CHARACTERS) -> Artifact:
+    """The artifact with every text longer than ``limit`` cut (its length noted), so that
+    printing an artifact with huge fields stays short."""
+    return validate_artifact(_clip(dump_artifact(artifact), limit), "artifact")
+
+
 def render_artifact(artifact: Artifact) -> list[RenderableType]:
-    """Every section of one artifact (``artifact_sections``), as rich renderables."""
+    """Every section of one artifact (``artifact_sections``), as rich renderables; long
+    texts are cut (``bounded``)."""
+    artifact = bounded(artifact)
     views: list[RenderableType] = []
     for index, section in enumerate(artifact_sections(artifact)):
         views += _section_view(section, first=index == 0)
@@ -618,6 +641,7 @@ def render_comparison(
     a: Artifact, b: Artifact, labels: tuple[str, str] = ("A", "B")
 ) -> list[RenderableType]:
     """Two artifacts of the same kind side by side, with B's change relative to A."""
+    a, b = bounded(a), bounded(b)
     if type(a) is not type(b):
         raise ArtifactError(
             f"cannot compare a {_KIND_NAMES[type(a)]} artifact ({labels[0]}) with a "
