@@ -11,8 +11,19 @@ import pytest
 from rich.console import Console
 
 from llmevo.artifacts import validate_artifact
-from llmevo.artifacts.render import relative_change_percent, render_artifact, render_comparison
+from llmevo.artifacts.schema import MeanStd
 from llmevo.cli import main
+from llmevo.reports.render import (
+    artifact_sections,
+    format_mean_std,
+    format_number,
+    format_percent,
+    relative_change_percent,
+    render_artifact,
+    render_comparison,
+    verdict_sentence,
+)
+from llmevo.reports.report import write_report
 
 BLT = "2412.09871-blt.public-seed42.json"
 RELAY = "2610.21126-rope-relay.component-cpu-seeds42-44.json"
@@ -36,7 +47,16 @@ def test_relative_change_percent() -> None:
     assert relative_change_percent(None, 1.0) is None
 
 
-def test_statistics_and_verdict_are_shown(reference_dir: Path) -> None:
+def test_cell_formatters() -> None:
+    assert [format_number(v) for v in (True, False, None, 1727, 0.0)] == [
+        "yes", "no", "—", "1,727", "0"
+    ]
+    assert format_number(6.04349) == "6.0435" and format_number(3.974e-07) == "3.974e-07"
+    assert format_percent(-0.356) == "-0.36%" and format_percent(None) == "—"
+    assert format_mean_std(MeanStd(mean=6.043, std=0.012, n=3)) == "6.0430 ± 0.0120 (n=3)"
+
+
+def _with_statistics(reference_dir: Path) -> dict[str, Any]:
     data = _load(reference_dir, BLT)
     data["statistics"] = {
         "lm_loss": {
@@ -59,11 +79,65 @@ def test_statistics_and_verdict_are_shown(reference_dir: Path) -> None:
         "noise_floor_percent": 0.2,
         "summary": "BLT lowers lm_loss by 0.36% (95% CI -0.61% to -0.10%)",
     }
-    text = _text(render_artifact(validate_artifact(data)))
-    assert "6.043 ± 0.012 (n=3)" in text
-    assert "-0.356% [-0.610%, -0.100%] *" in text
-    assert "BLT lowers lm_loss by 0.36%" in text
-    assert "not recorded" in text  # historical provenance fields shown plainly
+    return data
+
+
+def test_sections_carry_statistics_verdict_and_provenance(reference_dir: Path) -> None:
+    data = _with_statistics(reference_dir)
+    sections = {s.key: s for s in artifact_sections(validate_artifact(data))}
+    assert sections["verdict"].sentences == (data["verdict"]["summary"],)
+    assert sections["verdict"].warnings == ()  # BLT's arms differ
+    rows = {row[0]: row for row in sections["validation"].rows}
+    # lm_loss has statistics: mean ± std (n) per arm, the paired change and its interval
+    assert rows["lm_loss ↓"][1:] == (
+        "6.0430 ± 0.0120 (n=3)", "6.0215 ± 0.0110 (n=3)", "-0.36% [-0.61%, -0.10%]", "yes"
+    )
+    # perplexity has none: the arms' means and their relative change, computed here
+    base, method = data["baseline"]["perplexity"], data["method"]["perplexity"]
+    expected = 100.0 * (method - base) / base
+    assert rows["perplexity ↓"][3] == f"{expected:+.2f}% (means; no CI)"
+    assert rows["primary ↑"][0] == "primary ↑"  # higher is better
+    provenance = dict(sections["provenance"].rows)
+    assert provenance["code commit"] == data["provenance"]["original_code_commit"]
+    assert provenance["command"] == "not recorded"  # historical provenance said plainly
+    assert "historical migration" in provenance and "allow dirty" not in provenance
+    assert sections["tuning"].warnings[0].startswith("untuned, both arms")
+
+
+def test_terminal_and_markdown_say_the_same(reference_dir: Path, tmp_path: Path) -> None:
+    """Both writers lay out the same sections: every sentence and cell appears in each."""
+    data = _with_statistics(reference_dir)
+    data["baseline"]["name"] = "llama_modern[position=learned]"  # not rich markup
+    artifact = validate_artifact(data)
+    lines = _text(render_artifact(artifact)).splitlines()
+    terminal = " ".join(" ".join(lines).split())
+    table_rows = [line for line in lines if line.startswith("│")]
+    assert any("│ llama_modern[position=learned] │" in line for line in table_rows)
+    markdown = write_report(artifact, tmp_path / "a.json", tmp_path / "out").read_text()
+    for section in artifact_sections(artifact):
+        for text in (*section.sentences, *section.warnings, *(c for r in section.rows for c in r)):
+            if "`" in text:  # the Markdown writer's artifact link
+                continue
+            assert " ".join(text.split()) in terminal, text
+            assert text.replace("|", "\\|") in markdown, text
+
+
+def test_recomputed_verdict_says_so(reference_dir: Path) -> None:
+    """An artifact without a verdict block gets one from eval.stats.verdict, marked as such."""
+    data = _load(reference_dir, BLT)
+    data.pop("verdict", None)
+    metric, sentence = verdict_sentence(validate_artifact(data))
+    assert metric == "lm_loss"
+    assert sentence.endswith("(recomputed by the report: the artifact has no verdict block)")
+    change = relative_change_percent(data["baseline"]["lm_loss"], data["method"]["lm_loss"])
+    assert f"{abs(change):.2f}%" in sentence
+
+
+def test_identical_arms_warn(reference_dir: Path) -> None:
+    data = _load(reference_dir, BLT)
+    data["method"] = {**data["baseline"], "name": data["method"]["name"]}
+    verdict_section = artifact_sections(validate_artifact(data))[1]
+    assert verdict_section.key == "verdict" and "vacuous" in verdict_section.warnings[0]
 
 
 def test_diagnostic_comparison(reference_dir: Path) -> None:
@@ -73,7 +147,7 @@ def test_diagnostic_comparison(reference_dir: Path) -> None:
     b["metrics"]["values_unchanged"] = False
     text = _text(render_comparison(validate_artifact(a), validate_artifact(b)))
     rows = {line.split()[1]: line for line in text.splitlines() if line.startswith("│")}
-    assert "+50.000%" in rows["gradient_norm_keys"]
+    assert "+50.00%" in rows["gradient_norm_keys"]
     assert "changed" in rows["values_unchanged"]
     assert "same" in rows["nonrotary_tail_unchanged"]
 

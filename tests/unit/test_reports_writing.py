@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import struct
 from pathlib import Path
 
@@ -164,11 +165,24 @@ def test_report_on_three_seed_artifact(tmp_path):
     readme = write_report(load_artifact(artifact_path), artifact_path, out_dir)
     text = readme.read_text()
     assert text.startswith("# rope (arXiv 2104.09864)")
-    assert "[RoFormer](https://arxiv.org/abs/2104.09864)" in text
+    assert "RoFormer" in text and "https://arxiv.org/abs/2104.09864" in text
     assert artifact["verdict"]["summary"] in text
     assert "| metric (validation) | baseline: learned_absolute | method: rope |" in text
     lm_row = next(line for line in text.splitlines() if line.startswith("| lm_loss"))
-    assert "± " in lm_row and "(n=3)" in lm_row and "| yes |" in lm_row
+    cells = [cell.strip() for cell in lm_row.strip("|").split("|")]
+    lm = artifact["statistics"]["lm_loss"]
+    change = lm["paired_relative_change_percent"]
+    assert cells[0] == "lm_loss ↓" and cells[4] == "yes"
+    for cell, arm in zip(cells[1:3], ("baseline", "method"), strict=True):
+        mean, std, n = re.fullmatch(r"(\S+) ± (\S+) \(n=(\d+)\)", cell).groups()
+        assert float(mean) == pytest.approx(lm[arm]["mean"], abs=1e-4)
+        assert float(std) == pytest.approx(lm[arm]["std"], rel=1e-3, abs=1e-4) and n == "3"
+    numbers = [float(x) for x in re.findall(r"[-+]\d+\.\d+", cells[3])]
+    assert numbers == pytest.approx(
+        [change["mean"], change["ci_low"], change["ci_high"]], abs=0.005
+    )
+    test_row = next(line for line in text.splitlines() if line.startswith("| lm_loss | 5.1"))
+    assert f"{100 * (4.99 - 5.1) / 5.1:+.2f}%" in test_row
     assert "test split, evaluated once" in text.lower() and "not used for selection" in text
     assert (
         "![" in text
@@ -176,7 +190,8 @@ def test_report_on_three_seed_artifact(tmp_path):
         and "(plots/paired_lm_loss.png)" in text
     )
     assert "[`metrics/core-seed42-44.json`](metrics/core-seed42-44.json)" in text
-    assert "`0123abc` (working tree dirty: no)" in text
+    assert "| code commit | 0123abc (working tree dirty: no) |" in text
+    assert "| command | llmevo reproduce rope |" in text
     for name in ("training_loss.png", "paired_lm_loss.png"):
         width, height = _png_size(out_dir / "plots" / name)
         assert width > 400 and height > 300
@@ -323,3 +338,29 @@ def test_diagnostic_report_draws_the_full_experiment(tmp_path, data_dir):
     assert "## Full experiment (L2)" in text and "| relay | 0.5000 | 32 | 3.9000 |" in text
     png = tmp_path / "out" / "plots" / "full_experiment.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_tuning_block(tmp_path):
+    """Each arm's grid with its validation means, the chosen lr, and an edge warning."""
+    artifact = synthetic_artifact()
+
+    def arm(means, chosen, on_edge):
+        settings = [
+            {"lr": lr, "validation": {"1000": mean}, "mean": mean, "status": "complete"}
+            for lr, mean in zip((1e-3, 3e-3, 1e-2), means, strict=True)
+        ]
+        return {"settings": settings, "chosen": {"lr": chosen}, "chosen_on_edge": on_edge}
+
+    artifact["tuning"] = {
+        "parameter": "lr",
+        "grid": [1e-3, 3e-3, 1e-2],
+        "seeds": [1000],
+        "metric": "lm_loss",
+        "arms": {"baseline": arm([5.3, 5.1, 5.2], 3e-3, False), "method": arm([5.2, 5.0, 4.9], 1e-2, True)},
+    }
+    text = write_report(validate_artifact(artifact), tmp_path / "a.json", tmp_path / "out").read_text()
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if "0.001: " in line}
+    assert "0.001: 5.3000, 0.003: 5.1000, 0.01: 5.2000 | 0.003 | not extended |" in rows["learned_absolute"]
+    assert "| 0.01 | not extended; best still on the edge |" in rows["rope"]
+    assert "tuning seed(s) 1000" in text and "untuned" not in text
+    assert _png_size(tmp_path / "out" / "plots" / "tuning_loss_vs_lr.png")[0] > 400

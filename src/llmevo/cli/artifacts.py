@@ -14,8 +14,8 @@ def show(
     file: Path = typer.Argument(..., help="An artifact JSON file (reproduction or diagnostic)."),
 ) -> None:
     """Validate an artifact and print its header, metrics, verdict and provenance."""
-    from llmevo.artifacts.render import render_artifact
     from llmevo.artifacts.schema import load_artifact
+    from llmevo.reports.render import render_artifact
 
     for renderable in render_artifact(load_artifact(file)):
         console.print(renderable)
@@ -27,8 +27,8 @@ def compare(
     b: Path = typer.Argument(..., help="Artifact B (changes are B relative to A)."),
 ) -> None:
     """Print two artifacts of the same kind side by side with B's relative change."""
-    from llmevo.artifacts.render import render_comparison
     from llmevo.artifacts.schema import load_artifact
+    from llmevo.reports.render import render_comparison
 
     for renderable in render_comparison(
         load_artifact(a), load_artifact(b), labels=(str(a), str(b))

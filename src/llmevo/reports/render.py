@@ -1,0 +1,666 @@
+"""The one place an artifact's content is worded: plain-data sections, and a terminal view.
+
+``artifact_sections`` turns a validated, typed artifact into ``Section`` s (sentences and
+tables of plain strings): the verdict, the protocol, the metric tables with their relative
+changes, the test split, the arms, the tuning block, provenance. Two writers lay those
+sections out and add nothing of their own: ``render_artifact`` (rich renderables, for
+``llmevo show``) and ``llmevo.reports.report.write_report`` (Markdown, plus plots). So a metric
+cell, a relative change or a verdict sentence is formatted by exactly one function here.
+``render_comparison`` (``llmevo compare``) uses the same cell formatters.
+
+A block that an historical artifact lacks is said to be missing, never invented.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from llmevo.artifacts.schema import (
+    ArmResult,
+    Artifact,
+    DiagnosticArtifact,
+    MeanStd,
+    MetricStatistics,
+    Provenance,
+    ReproductionArtifact,
+    dump_artifact,
+    validate_artifact,
+)
+from llmevo.errors import ArtifactError
+from llmevo.eval.metrics import LOWER_IS_BETTER
+
+NOT_RECORDED = "not recorded"
+_KIND_NAMES = {ReproductionArtifact: "reproduction", DiagnosticArtifact: "component-diagnostic"}
+
+# Validation metrics shown in the results table, in this order, where the artifact has them.
+TABLE_METRICS = (
+    "lm_loss",
+    "perplexity",
+    "bits_per_byte",
+    "instruction_loss",
+    "instruction_bpb",
+    "preference_loss",
+    "preference_accuracy",
+    "hh_preference_loss",
+    "hh_preference_accuracy",
+    "reasoning_nll",
+    "reasoning_accuracy",
+    "primary",
+    "public_composite",
+    "composite_bpb",
+    "fitness",
+    "initial_loss",
+    "final_loss",
+    "heldout_preference_accuracy",
+    "arithmetic_exact_match",
+    "arithmetic_error_rate",
+    "post_training_loss",
+    "reward_bearing_group_rate",
+)
+
+
+@dataclass(frozen=True)
+class Section:
+    """One titled part of an artifact's report, as plain text.
+
+    ``sentences`` come first, then ``warnings``, then a table: ``columns`` names its columns,
+    or is empty for a two-column key/value table (``rows`` of ``(key, value)``).
+    """
+
+    key: str
+    title: str
+    sentences: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
+    rows: tuple[tuple[str, ...], ...] = ()
+
+
+# --- cell formatters -------------------------------------------------------------------------
+
+
+def format_number(value: Any) -> str:
+    """Booleans yes/no, integers with thousands separators, floats to 4 decimals (or 4
+    significant digits in scientific notation below 1e-3), None as a dash."""
+    if isinstance(value, bool) or value is None:
+        return {True: "yes", False: "no", None: "—"}[value]
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        if value == 0.0:
+            return "0"
+        if abs(value) < 1e-3:
+            return f"{value:.3e}"
+        if abs(value) < 1000:
+            return f"{value:.4f}"
+        return f"{value:,.1f}"
+    return str(value)
+
+
+def format_percent(value: float | None) -> str:
+    """A signed percentage to 2 decimals; a dash when undefined."""
+    return "—" if value is None else f"{value:+.2f}%"
+
+
+def relative_change_percent(before: float | None, after: float | None) -> float | None:
+    """``100 * (after - before) / |before|``; None when undefined (missing or zero base)."""
+    if before is None or after is None or isinstance(before, bool) or isinstance(after, bool):
+        return None
+    if before == 0 or not (math.isfinite(before) and math.isfinite(after)):
+        return None
+    return 100.0 * (after - before) / abs(before)
+
+
+def format_mean_std(stats: MeanStd) -> str:
+    return f"{format_number(stats.mean)} ± {format_number(stats.std)} (n={stats.n})"
+
+
+def format_metric(value: MeanStd | bool | float | int | None) -> str:
+    """A diagnostic metric: mean ± std (n) over seeds, or a yes/no check."""
+    return format_mean_std(value) if isinstance(value, MeanStd) else format_number(value)
+
+
+def format_paired_change(stats: MetricStatistics) -> str:
+    """``-3.23% [-3.76%, -2.70%]``, or the mean alone when there is no interval."""
+    change = stats.paired_relative_change_percent
+    if change.ci_low is None or change.ci_high is None:
+        return f"{format_percent(change.mean)} (no CI, n={change.n})"
+    return (
+        f"{format_percent(change.mean)} "
+        f"[{format_percent(change.ci_low)}, {format_percent(change.ci_high)}]"
+    )
+
+
+def _arm_values(arm: ArmResult | Mapping[str, Any] | None) -> dict[str, float]:
+    """The numeric (non-boolean) values an arm records, by metric name."""
+    if arm is None:
+        return {}
+    values = arm.model_dump(mode="python", exclude_unset=True) if isinstance(arm, ArmResult) else arm
+    return {
+        key: value
+        for key, value in values.items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    }
+
+
+def _ordered_union(*key_lists: Iterable[str]) -> list[str]:
+    keys: list[str] = []
+    for key_list in key_lists:
+        keys.extend(key for key in key_list if key not in keys)
+    return keys
+
+
+def _pairs(rows: Iterable[tuple[str, Any]]) -> tuple[tuple[str, ...], ...]:
+    return tuple((key, value if isinstance(value, str) else format_number(value)) for key, value in rows)
+
+
+# --- reproduction content --------------------------------------------------------------------
+
+
+def verdict_sentence(artifact: ReproductionArtifact) -> tuple[str, str] | None:
+    """``(metric, summary)``: the artifact's verdict, or one recomputed from what it records
+    (said so in the sentence); None when it records no lm_loss for both arms."""
+    if artifact.verdict is not None:
+        return artifact.verdict.metric, artifact.verdict.summary
+    from llmevo.eval.stats import verdict
+
+    metric = "lm_loss"
+    rows = artifact.per_seed or []
+    baseline = [row.baseline.get(metric) for row in rows] or [artifact.baseline.lm_loss]
+    method = [row.method.get(metric) for row in rows] or [artifact.method.lm_loss]
+    if any(value is None for value in (*baseline, *method)):
+        return None
+    result = verdict(metric, baseline, method, LOWER_IS_BETTER[metric], artifact.method.name)
+    return metric, (
+        f"{result['summary']} (recomputed by the report: the artifact has no verdict block)"
+    )
+
+
+def identical_arms(artifact: ReproductionArtifact) -> bool:
+    """Both arms report the same value for every table metric they share."""
+    baseline, method = _arm_values(artifact.baseline), _arm_values(artifact.method)
+    shared = [metric for metric in TABLE_METRICS if metric in baseline and metric in method]
+    return bool(shared) and all(baseline[metric] == method[metric] for metric in shared)
+
+
+def _reproduction_header(artifact: ReproductionArtifact) -> Section:
+    paper = artifact.paper
+    title = artifact.name + (f" (arXiv {artifact.arxiv})" if artifact.arxiv else "")
+    organization = f", {paper.organization}" if paper.organization else ""
+    return Section(
+        "header",
+        title,
+        sentences=(
+            f"Paper: {paper.title}{organization} ({paper.url}).",
+            f"Manifest: {artifact.manifest_ref}.",
+            f"Arms: baseline {artifact.baseline.name} vs method {artifact.method.name}.",
+        ),
+    )
+
+
+def _verdict_section(artifact: ReproductionArtifact) -> Section:
+    found = verdict_sentence(artifact)
+    sentence = found[1] if found else "No verdict: the artifact records no lm_loss for both arms."
+    warnings = (
+        (
+            "both arms report identical validation metrics, so this comparison is vacuous "
+            "(the baseline probably already contains the method).",
+        )
+        if identical_arms(artifact)
+        else ()
+    )
+    return Section("verdict", "Verdict", sentences=(sentence,), warnings=warnings)
+
+
+def _protocol_section(artifact: ReproductionArtifact) -> Section:
+    setup, dataset, protocol = artifact.setup, artifact.dataset, artifact.evaluation_protocol
+    seeds = artifact.seed_list
+    tokens = (
+        f"train {dataset.train_tokens:,}, validation {dataset.validation_tokens:,}, "
+        f"test {dataset.test_tokens:,}"
+    )
+    stream = setup.token_stream_sha256
+    budget = format_number(setup.same_tokens_optimizer_and_budget) + (
+        f" (token stream sha256 {stream[:16]}…)" if stream else " (token stream hash not recorded)"
+    )
+    rows = [
+        ("tier", protocol.tier),
+        ("preset", setup.preset or NOT_RECORDED),
+        ("suite", dataset.benchmark_suite),
+        ("data", f"{dataset.name} ({tokens})"),
+        ("seeds", f"{len(seeds)}: {', '.join(str(seed) for seed in seeds)}" if seeds else "none"),
+        ("steps per arm", setup.steps_per_variant),
+        (
+            "batch size / learning rate",
+            f"{format_number(setup.batch_size)} / {format_number(setup.learning_rate)}",
+        ),
+        (
+            "model",
+            f"d_model {format_number(setup.dimensions)}, {format_number(setup.layers)} layers, "
+            f"sequence length {format_number(setup.sequence_length)}",
+        ),
+        ("equal budget", budget),
+        ("formal comparison", protocol.formal_comparison),
+        ("claim policy", protocol.claim_policy),
+        ("interval", protocol.interval or NOT_RECORDED),
+        ("selection split", protocol.selection_split or NOT_RECORDED),
+    ]
+    return Section("protocol", "Protocol", rows=_pairs(rows))
+
+
+def _validation_section(artifact: ReproductionArtifact) -> Section:
+    statistics = artifact.statistics or {}
+    baseline, method = _arm_values(artifact.baseline), _arm_values(artifact.method)
+    rows = []
+    for metric in TABLE_METRICS:
+        stats = statistics.get(metric)
+        if stats is not None:
+            cells = [format_mean_std(stats.baseline), format_mean_std(stats.method)]
+            delta, significant = format_paired_change(stats), format_number(stats.significant)
+        elif metric in baseline and metric in method:
+            cells = [format_number(float(baseline[metric])), format_number(float(method[metric]))]
+            change = relative_change_percent(baseline[metric], method[metric])
+            delta = "—" if change is None else f"{format_percent(change)} (means; no CI)"
+            significant = "—"
+        else:
+            continue
+        direction = "↓" if LOWER_IS_BETTER.get(metric, True) else "↑"
+        rows.append((f"{metric} {direction}", *cells, delta, significant))
+    return Section(
+        "validation",
+        "Validation results",
+        sentences=(
+            "Mean ± sample std over seeds; Δ% is the mean per-seed relative change of the "
+            "method against the baseline; ↓ lower is better, ↑ higher is better.",
+        ),
+        columns=(
+            "metric (validation)",
+            f"baseline: {artifact.baseline.name}",
+            f"method: {artifact.method.name}",
+            "Δ% paired [95% CI]",
+            "significant",
+        ),
+        rows=tuple(rows),
+    )
+
+
+def _test_section(artifact: ReproductionArtifact) -> Section:
+    title = "Test split (evaluated once, not used for selection)"
+    if artifact.test is None:
+        return Section("test", title, sentences=("This artifact records no test-split results.",))
+    baseline, method = _arm_values(artifact.test.baseline), _arm_values(artifact.test.method)
+    rows = tuple(
+        (
+            metric,
+            format_number(float(baseline[metric])),
+            format_number(float(method[metric])),
+            format_percent(relative_change_percent(baseline[metric], method[metric])),
+        )
+        for metric in TABLE_METRICS
+        if metric in baseline and metric in method
+    )
+    return Section(
+        "test",
+        title,
+        sentences=("Test split, evaluated once at the end, not used for selection.",),
+        columns=("metric (test split)", "baseline", "method", "Δ% of means"),
+        rows=rows,
+    )
+
+
+def _arms_section(artifact: ReproductionArtifact) -> Section:
+    rows = []
+    for role, arm in (("baseline", artifact.baseline), ("method", artifact.method)):
+        stats = ", ".join(
+            f"{key}={format_number(value)}" for key, value in arm.architecture_stats.items()
+        )
+        rows.append(
+            (
+                role,
+                arm.name,
+                format_number(arm.parameters),
+                arm.optimizer,
+                arm.device,
+                arm.status or "—",
+                stats or "—",
+            )
+        )
+    return Section(
+        "arms",
+        "Arms",
+        columns=("arm", "name", "parameters", "optimizer", "device", "status", "architecture stats"),
+        rows=tuple(rows),
+    )
+
+
+def _tuning_section(artifact: ReproductionArtifact) -> Section:
+    tuning = artifact.tuning
+    post = artifact.setup.post_training
+    if tuning is None and post:
+        return Section(
+            "tuning",
+            "Tuning",
+            warnings=(
+                f"untuned, both arms post-trained at one learning rate ({format_number(post.get('lr'))}) "
+                "from the same pretrained model; learning-rate tuning is not run for "
+                "post-training comparisons.",
+            ),
+        )
+    if tuning is None:
+        return Section(
+            "tuning",
+            "Tuning",
+            warnings=(
+                "untuned, both arms trained at the preset's one learning rate; a method "
+                "that needs another learning rate may lose for that reason.",
+            ),
+        )
+    selection = (tuning.model_extra or {}).get("selection", "validation")
+    seeds = ", ".join(str(seed) for seed in tuning.seeds)
+    names = {"baseline": artifact.baseline.name, "method": artifact.method.name}
+    rows = []
+    for arm, block in tuning.arms.items():
+        cells = ", ".join(f"{s.lr:.3g}: {format_number(s.mean)}" for s in block.settings)
+        edge = f"extended {block.extended}" if block.extended else "not extended"
+        if block.chosen_on_edge:
+            edge += "; best still on the edge"
+        rows.append((names.get(arm, arm), cells, f"{block.chosen['lr']:.3g}", edge))
+    return Section(
+        "tuning",
+        "Tuning",
+        sentences=(
+            f"Each arm trained at every learning rate of one grid under tuning seed(s) {seeds} "
+            f"(disjoint from the report seeds); chosen by {selection}.",
+        ),
+        columns=("arm", f"lr: validation {tuning.metric}", "chosen", "grid"),
+        rows=tuple(rows),
+    )
+
+
+def _paper_section(artifact: ReproductionArtifact) -> Section | None:
+    if not artifact.paper_results:
+        return None
+    return Section("paper", "What the paper reports", rows=_pairs(artifact.paper_results.items()))
+
+
+_PROVENANCE_SHOWN_ABOVE = frozenset({"code_commit", "code_dirty", "original_code_commit"})
+# Fields only some artifacts carry (historical ones, --publish --allow-dirty): absent is normal.
+_ONLY_WHEN_RECORDED = frozenset({"historical_migration", "allow_dirty"})
+
+
+def _provenance_section(provenance: Provenance, artifact_link: str | None) -> Section:
+    """Every provenance field in schema order; a missing one says so (historical-only fields
+    are left out when absent). ``artifact_link`` is where the writer has the artifact file."""
+    recorded = provenance.model_dump(mode="python", exclude_unset=True)
+    commit = recorded.get("code_commit") or recorded.get("original_code_commit")
+    dirty = recorded.get("code_dirty")
+    rows: list[tuple[str, Any]] = []
+    if artifact_link is not None:
+        rows.append(("artifact", artifact_link))
+    rows.append(
+        (
+            "code commit",
+            (commit or NOT_RECORDED)
+            + (f" (working tree dirty: {format_number(dirty)})" if dirty is not None else ""),
+        )
+    )
+    for key in _ordered_union(type(provenance).model_fields, recorded):
+        if key in _PROVENANCE_SHOWN_ABOVE or (key in _ONLY_WHEN_RECORDED and key not in recorded):
+            continue
+        value = recorded.get(key, NOT_RECORDED)
+        if isinstance(value, Mapping) and key == "implementation_files":
+            value = ", ".join(f"{path} {digest[:12]}" for path, digest in value.items())
+        elif isinstance(value, Mapping):
+            value = ", ".join(f"{name} {version}" for name, version in value.items())
+        rows.append((key.replace("_", " "), NOT_RECORDED if value is None else value))
+    return Section("provenance", "Provenance", rows=_pairs(rows))
+
+
+def _reproduction_sections(
+    artifact: ReproductionArtifact, artifact_link: str | None
+) -> list[Section]:
+    sections = [
+        _reproduction_header(artifact),
+        _verdict_section(artifact),
+        Section("scope", "Scope", sentences=(artifact.scope or NOT_RECORDED,)),
+        _protocol_section(artifact),
+        _validation_section(artifact),
+        _test_section(artifact),
+        _arms_section(artifact),
+        _tuning_section(artifact),
+        _paper_section(artifact),
+        _provenance_section(artifact.provenance, artifact_link),
+    ]
+    return [section for section in sections if section is not None]
+
+
+# --- diagnostic content ----------------------------------------------------------------------
+
+
+def _diagnostic_sections(artifact: DiagnosticArtifact, artifact_link: str | None) -> list[Section]:
+    protocol, dataset = artifact.evaluation_protocol, artifact.dataset
+    full = artifact.full_experiment
+    title = artifact.name + (f" (arXiv {artifact.arxiv})" if artifact.arxiv else "")
+    status = (
+        f"Component diagnostic (tier {artifact.evaluation_tier}), implementation status "
+        f"{artifact.implementation_status}, full experiment {full.status}, "
+        f"promotion eligible: {format_number(artifact.promotion_eligible)}."
+    )
+    rows = _pairs(
+        [
+            ("diagnostic only", artifact.diagnostic_only),
+            ("evolve integrated", artifact.evolve_integrated),
+            ("measured locally", artifact.measured_locally),
+            ("claim policy", protocol.claim_policy),
+            ("formal comparison", protocol.formal_comparison),
+            ("seeds", ", ".join(str(seed) for seed in artifact.seeds) or "none"),
+            ("dataset", f"{dataset.id} @ {dataset.revision}"),
+        ]
+    )
+    sections = [
+        Section(
+            "header",
+            title,
+            sentences=(
+                *(
+                    (f"Paper: arXiv {artifact.arxiv} (https://arxiv.org/abs/{artifact.arxiv}).",)
+                    if artifact.arxiv
+                    else ()
+                ),
+                f"Manifest: {artifact.manifest_ref}.",
+            ),
+        ),
+        Section("status", "Status", sentences=(status,), rows=rows),
+        Section(
+            "metrics",
+            "Metrics",
+            columns=("metric", "mean ± std (n) or check"),
+            rows=tuple((key, format_metric(value)) for key, value in artifact.metrics.items()),
+        ),
+    ]
+    table = (full.model_extra or {}).get("table") or []
+    if table:
+        columns = tuple(
+            key for key in ("arm", "retention_ratio", "budget", "lm_loss") if key in table[0]
+        )
+        sections.append(
+            Section(
+                "full_experiment",
+                "Full experiment (L2)",
+                sentences=(full.status,),
+                columns=columns,
+                rows=tuple(tuple(format_number(row.get(key)) for key in columns) for row in table),
+            )
+        )
+    if artifact.configuration:
+        sections.append(
+            Section("configuration", "Configuration", rows=_pairs(artifact.configuration.items()))
+        )
+    sections.append(_provenance_section(artifact.provenance, artifact_link))
+    return sections
+
+
+_SECTIONS: dict[type, Callable[[Any, str | None], list[Section]]] = {
+    ReproductionArtifact: _reproduction_sections,
+    DiagnosticArtifact: _diagnostic_sections,
+}
+
+
+def artifact_sections(artifact: Artifact, artifact_link: str | None = None) -> list[Section]:
+    """Everything a reader is told about one artifact, as plain-text sections in order."""
+    return _SECTIONS[type(artifact)](artifact, artifact_link)
+
+
+# --- terminal writer -------------------------------------------------------------------------
+
+
+def _section_view(section: Section, first: bool) -> list[RenderableType]:
+    views: list[RenderableType] = [
+        Text(section.title, style="bold underline" if first else "bold")
+    ]
+    views += [Text(sentence) for sentence in section.sentences]
+    views += [Text(f"warning: {warning}", style="bold yellow") for warning in section.warnings]
+    if section.rows:
+        if section.columns:
+            table = Table()
+            for column in section.columns:
+                table.add_column(Text(column), overflow="fold")
+        else:
+            table = Table(show_header=False, box=None, pad_edge=False)
+            table.add_column(style="bold")
+            table.add_column(overflow="fold")
+        for row in section.rows:
+            style = "yellow" if NOT_RECORDED in row[-1] else ""
+            table.add_row(*(Text(cell) for cell in row), style=style)
+        views.append(table)
+    return views
+
+
+MAX_SHOWN_CHARACTERS = 400
+
+
+def _clip(value: Any, limit: int) -> Any:
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]}… ({len(value):,} characters)"
+    if isinstance(value, dict):
+        return {_clip(k, limit): _clip(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clip(item, limit) for item in value]
+    return value
+
+
+def bounded(artifact: Artifact, limit: int = MAX_SHOWN_CHARACTERS) -> Artifact:
+    """The artifact with every text longer than ``limit`` cut (its length noted), so that
+    printing an artifact with huge fields stays short."""
+    return validate_artifact(_clip(dump_artifact(artifact), limit), "artifact")
+
+
+def render_artifact(artifact: Artifact) -> list[RenderableType]:
+    """Every section of one artifact (``artifact_sections``), as rich renderables; long
+    texts are cut (``bounded``)."""
+    artifact = bounded(artifact)
+    views: list[RenderableType] = []
+    for index, section in enumerate(artifact_sections(artifact)):
+        views += _section_view(section, first=index == 0)
+    return views
+
+
+# --- comparison ------------------------------------------------------------------------------
+
+
+def _header(title: str, rows: list[tuple[str, str]]) -> RenderableType:
+    table = Table(title=title, show_header=False, box=None, pad_edge=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for key, value in rows:
+        table.add_row(key, Text(value))
+    return table
+
+
+def _compare_reproductions(
+    a: ReproductionArtifact, b: ReproductionArtifact, labels: tuple[str, str]
+) -> list[RenderableType]:
+    header = _header(
+        "comparison (Δ% is B relative to A, arm by arm)",
+        [
+            (
+                side,
+                f"{label}: {x.manifest_ref}, {x.baseline.name} vs {x.method.name}, "
+                f"{x.evaluation_protocol.tier}, seeds {x.evaluation_protocol.seeds}",
+            )
+            for side, label, x in (("A", labels[0], a), ("B", labels[1], b))
+        ],
+    )
+    arms = {
+        "A.baseline": _arm_values(a.baseline),
+        "A.method": _arm_values(a.method),
+        "B.baseline": _arm_values(b.baseline),
+        "B.method": _arm_values(b.method),
+    }
+    table = Table(title="validation metrics", title_justify="left")
+    table.add_column("metric", style="bold", no_wrap=True)
+    for column in (*arms, "Δ% baseline", "Δ% method"):
+        table.add_column(column, justify="right")
+    for metric in _ordered_union(*arms.values()):
+        values = [arms[column].get(metric) for column in arms]
+        table.add_row(
+            Text(metric),
+            *(format_number(value) for value in values),
+            format_percent(relative_change_percent(values[0], values[2])),
+            format_percent(relative_change_percent(values[1], values[3])),
+        )
+    return [header, table]
+
+
+def _compare_diagnostics(
+    a: DiagnosticArtifact, b: DiagnosticArtifact, labels: tuple[str, str]
+) -> list[RenderableType]:
+    la, lb = labels
+    header = _header(
+        "comparison (Δ% is B relative to A, of the means)",
+        [
+            ("A", f"{la}: {a.manifest_ref}, seeds {a.seeds}"),
+            ("B", f"{lb}: {b.manifest_ref}, seeds {b.seeds}"),
+        ],
+    )
+    table = Table(title="metrics", title_justify="left")
+    table.add_column("metric", style="bold")
+    for column in ("A", "B", "Δ% of mean"):
+        table.add_column(column, justify="right")
+    for metric in _ordered_union(a.metrics, b.metrics):
+        value_a, value_b = a.metrics.get(metric), b.metrics.get(metric)
+        if isinstance(value_a, MeanStd) and isinstance(value_b, MeanStd):
+            change = format_percent(relative_change_percent(value_a.mean, value_b.mean))
+        elif value_a is None or value_b is None:
+            change = "—"
+        else:
+            change = "same" if value_a == value_b else "changed"
+        table.add_row(Text(metric), format_metric(value_a), format_metric(value_b), change)
+    return [header, table]
+
+
+_COMPARISONS: dict[type, Callable[[Any, Any, tuple[str, str]], list[RenderableType]]] = {
+    ReproductionArtifact: _compare_reproductions,
+    DiagnosticArtifact: _compare_diagnostics,
+}
+
+
+def render_comparison(
+    a: Artifact, b: Artifact, labels: tuple[str, str] = ("A", "B")
+) -> list[RenderableType]:
+    """Two artifacts of the same kind side by side, with B's change relative to A."""
+    a, b = bounded(a), bounded(b)
+    if type(a) is not type(b):
+        raise ArtifactError(
+            f"cannot compare a {_KIND_NAMES[type(a)]} artifact ({labels[0]}) with a "
+            f"{_KIND_NAMES[type(b)]} artifact ({labels[1]}); compare artifacts of one kind"
+        )
+    return _COMPARISONS[type(a)](a, b, labels)
