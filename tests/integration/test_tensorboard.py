@@ -131,3 +131,20 @@ def test_train_many_gives_every_replica_its_own_log():
         records = logs.runs[name].records
         assert [r.loss for r in records] == outcome.result.losses
         assert {r.lr for r in records} == {outcome.spec.config.lr}
+
+
+def test_post_training_logs_the_stage_per_step_after_pretraining(tmp_path, data_dir, cache_dir,
+                                                                 monkeypatch):
+    monkeypatch.setenv("LLMEVO_CACHE", str(cache_dir))
+    board = tmp_path / "tb"
+    code = main_code(["reproduce", "sft", "--preset", "smoke", "--seed", "42", "--steps", "2",
+                      "--post-steps", "3", "--post-batch-size", "2", "--post-lr", "0.002",
+                      "--device", "cpu", "--threads", "1", "--no-report", "--data-dir", str(data_dir),
+                      "--out", str(tmp_path / "a.json"), "--tensorboard", str(board)])
+    assert code == 0
+    method = _scalars(board / "method-seed42")
+    assert [step for step, _ in method["post_train/loss"]] == [3, 4, 5]  # after 2 pretraining steps
+    assert all(value == pytest.approx(0.002) for _, value in method["post_train/lr"])
+    artifact = json.loads((tmp_path / "a.json").read_text())
+    mean = sum(value for _, value in method["post_train/loss"]) / 3
+    assert mean == pytest.approx(artifact["method"]["post_training_loss"], rel=1e-6)

@@ -164,6 +164,14 @@ def run_post_training_reproduction(
             if logs is not None:
                 logger = logs.run(f"{arm.label}-seed{seed}")
                 try:
+                    # the stage's per-step record, after the pretraining steps on the same axis
+                    for step, loss in enumerate(stage.losses):
+                        logger.log_metrics("post_train", {"loss": loss, "lr": settings.lr},
+                                           pretrain.steps_done + step + 1)
+                    for step, (reward, rate) in enumerate(
+                            zip(stage.rewards, stage.reward_bearing_rates, strict=True)):
+                        logger.log_metrics("post_train", {"reward": reward, "reward_bearing_rate": rate},
+                                           pretrain.steps_done + step + 1)
                     logger.log_metrics("validation", validation, pretrain.steps_done)
                     logger.log_metrics("test", test, pretrain.steps_done)
                 finally:
