@@ -13,7 +13,8 @@ bit-identical to it; ``AdamWOptimizer`` runs it on the dynamo-free ``Optimizer``
 Reference test: 20 steps on a small model (several parameter shapes, weight decay) equal to
 ``torch.optim.AdamW`` with ``torch.equal`` (tests/reference/test_optim_reference.py).
 
-Deviations: none.
+Deviations: none from the paper. On a GPU ``torch.optim.AdamW`` defaults to its ``foreach``
+path (same math, other rounding); this stays the single-tensor path on every device.
 """
 
 from __future__ import annotations
