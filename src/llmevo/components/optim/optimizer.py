@@ -122,10 +122,13 @@ class Optimizer:
 
 
 def _to_param(value: Any, param: Tensor, key: str) -> Any:
-    """A copy of a saved state value on ``param``'s device (float buffers in its dtype)."""
+    """A copy of a saved state value: buffers on ``param``'s device (floats in its dtype); the
+    ``step`` count stays a CPU scalar where it was, as ``torch.optim`` keeps it."""
     if not isinstance(value, Tensor):
         return copy.deepcopy(value)
-    if key != "step" and value.is_floating_point() and param.is_floating_point():
+    if key == "step":
+        return value.clone()
+    if value.is_floating_point() and param.is_floating_point():
         return value.to(device=param.device, dtype=param.dtype, copy=True)
     return value.to(device=param.device, copy=True)
 
