@@ -13,7 +13,12 @@ import os
 from pathlib import Path
 
 from llmevo.artifacts.io import write_text_atomic
-from llmevo.artifacts.schema import Artifact, DiagnosticArtifact, ReproductionArtifact
+from llmevo.artifacts.schema import (
+    Artifact,
+    DiagnosticArtifact,
+    ReproductionArtifact,
+    against_slug,
+)
 from llmevo.errors import ArtifactError
 from llmevo.eval.metrics import LOWER_IS_BETTER
 from llmevo.reports.plots import (
@@ -32,11 +37,16 @@ FULL_EXPERIMENT_PLOT = "plots/full_experiment.png"
 
 
 def default_report_dir(artifact: Artifact) -> Path:
-    """``docs/reproductions/<arxiv>-<name>/`` (or ``docs/foundation-models/...``)."""
+    """``docs/reproductions/<arxiv>-<name>/`` (or ``docs/foundation-models/...``); a
+    baseline chosen by ``--against OTHER`` reports in the ``vs-<other>/`` subfolder, beside
+    the declared ablation's report (where ``reproduce --publish`` writes it too)."""
     if artifact.arxiv is None:
         raise ArtifactError("artifact names no arXiv id (paper.arxiv_id); pass --out DIR")
     parent = "reproductions" if artifact.kind == "reproduction" else "foundation-models"
-    return Path("docs") / parent / f"{artifact.arxiv}-{artifact.name}"
+    folder = Path("docs") / parent / f"{artifact.arxiv}-{artifact.name}"
+    if isinstance(artifact, ReproductionArtifact) and artifact.against is not None:
+        return folder / f"vs-{against_slug(artifact.against)}"
+    return folder
 
 
 def _cell(text: str) -> str:
