@@ -78,7 +78,18 @@ def _reproduction_plots(artifact: ReproductionArtifact, out_dir: Path) -> list[s
     lines = ["## Plots", ""]
     labels = {"baseline": artifact.baseline.name, "method": artifact.method.name}
     curves = artifact.training_curves
-    if curves is not None:
+    if artifact.post_training_curves and artifact.pretraining_curve is not None:
+        # post-training: one shared pretraining per seed (its curve), then each arm's stage
+        # (the per-step post-training plots below; training_curves holds the same losses)
+        plot_training_curves(
+            {"method": artifact.pretraining_curve.model_dump(mode="python", exclude_unset=True)},
+            out_dir / TRAINING_PLOT,
+            {"method": "llama_modern pretraining, shared by both arms"},
+            title="Pretraining loss (one checkpoint per seed, both arms start from it)",
+        )
+        lines += _image("Pretraining loss per step, mean over seeds with min-max band",
+                        TRAINING_PLOT)
+    elif curves is not None:
         plot_training_curves(
             curves.model_dump(mode="python", exclude_unset=True),
             out_dir / TRAINING_PLOT,
