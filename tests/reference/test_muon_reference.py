@@ -105,3 +105,26 @@ def test_muon_only_touches_hidden_matrices_and_adamw_the_rest() -> None:
     # AdamW state only on AdamW parameters, momentum buffers only on Muon parameters
     assert "exp_avg" in optimizer.state[model.embedding.weight]
     assert set(optimizer.state[muon_group["params"][0]]) == {"momentum_buffer"}
+
+
+def test_muon_adamw_groups_are_bit_identical_to_torch_adamw() -> None:
+    """Embeddings and gains: the AdamW half of MuonAdamW is torch.optim.AdamW, exactly
+    (hidden matrices left out of both, so both models see the same gradients)."""
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(n_layers=1, max_seq_len=16))
+    reference = build_model(ModelConfig(n_layers=1, max_seq_len=16))
+    reference.load_state_dict(model.state_dict())
+    roles, reference_roles = parameters_by_role(model), parameters_by_role(reference)
+    ours = MuonAdamW([], roles["embedding"] + roles["gain_or_bias"],
+                     lr=2e-3, weight_decay=0.1, betas=(0.9, 0.95))
+    theirs = torch.optim.AdamW(reference_roles["embedding"] + reference_roles["gain_or_bias"],
+                               lr=2e-3, betas=(0.9, 0.95), weight_decay=0.1)
+    tokens = torch.randint(0, 512, (2, 9), generator=torch.Generator().manual_seed(3))
+    for _ in range(10):
+        for net, opt in ((model, ours), (reference, theirs)):
+            opt.zero_grad()
+            net(tokens).logsumexp(-1).mean().backward()
+            opt.step()
+    for role in ("embedding", "gain_or_bias"):
+        for a, b in zip(roles[role], reference_roles[role], strict=True):
+            assert torch.equal(a, b), role

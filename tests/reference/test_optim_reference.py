@@ -1,12 +1,19 @@
-"""AdamW (1711.05101) vs torch.optim.AdamW; Lion (2302.06675) vs its Algorithm 2 by hand."""
+"""AdamW (1711.05101) vs torch.optim.AdamW; Lion (2302.06675) vs its Algorithm 2 by hand;
+the dynamo-free optimizer base and LambdaSchedule vs torch.optim and LambdaLR."""
 
 from __future__ import annotations
 
+import copy
+import math
+
 import pytest
 import torch
+import torch.nn.functional as F
 
 from llmevo.catalog import build_model, ensure_registered
+from llmevo.components.optim.adamw import AdamWOptimizer
 from llmevo.components.optim.lion import Lion, LionConfig, LionOptimizer
+from llmevo.components.optim.optimizer import LambdaSchedule
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
 
@@ -20,22 +27,139 @@ def _one_thread():
     torch.set_num_threads(threads)
 
 
-def test_adamw_component_is_torch_adamw() -> None:
+class _Shapes(torch.nn.Module):
+    """Parameters of several shapes: an embedding, a biased Linear, a 3-D tensor, a scalar."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedding = torch.nn.Embedding(40, 12)
+        self.project = torch.nn.Linear(12, 20)
+        self.mix = torch.nn.Parameter(torch.randn(2, 10, 12) * 0.1)
+        self.gain = torch.nn.Parameter(torch.ones(12))
+        self.temperature = torch.nn.Parameter(torch.tensor(1.5))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embedding(tokens) * self.gain  # (B, T, 12)
+        h = torch.tanh(self.project(x)).unflatten(-1, (2, 10))  # (B, T, 2, 10)
+        return torch.einsum("btgk,gkd->btd", h, self.mix) @ self.embedding.weight.T / self.temperature
+
+
+def _twin_runs(make_model, ours_from, theirs_from, tokens, steps, schedule=None):
+    """Train two copies of one model side by side; ``schedule(step)`` scales both lrs."""
     torch.manual_seed(0)
-    model = build_model(ModelConfig(n_layers=1))
-    reference = build_model(ModelConfig(n_layers=1))
-    reference.load_state_dict(model.state_dict())
-    spec = ensure_registered().get("optimizer", "adamw")
-    ours = spec.cls(spec.make_config({"beta2": 0.95})).build(model, lr=1e-3, weight_decay=0.1)
-    theirs = torch.optim.AdamW(reference.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
-    tokens = torch.randint(0, 512, (2, 9))
-    for _ in range(3):
+    model = make_model()
+    reference = copy.deepcopy(model)
+    ours, theirs = ours_from(model), theirs_from(reference)
+    if schedule is not None:
+        ours_schedule = LambdaSchedule(ours, schedule)
+        theirs_schedule = torch.optim.lr_scheduler.LambdaLR(theirs, schedule)
+    for _ in range(steps):
         for net, opt in ((model, ours), (reference, theirs)):
-            opt.zero_grad()
-            net(tokens).logsumexp(-1).mean().backward()
+            opt.zero_grad(set_to_none=True)
+            logits = net(tokens[:, :-1])
+            F.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten()).backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
             opt.step()
+        if schedule is not None:
+            ours_schedule.step()
+            theirs_schedule.step()
+            assert [g["lr"] for g in ours.param_groups] == [g["lr"] for g in theirs.param_groups]
+    return model, reference, ours, theirs
+
+
+def _initial_parameters(make_model) -> dict[str, torch.Tensor]:
+    """The parameters ``_twin_runs`` starts from."""
+    torch.manual_seed(0)
+    return dict(make_model().named_parameters())
+
+
+def test_adamw_is_bit_identical_to_torch_adamw_on_several_shapes() -> None:
+    tokens = torch.randint(0, 40, (3, 9), generator=torch.Generator().manual_seed(1))
+    initial = _initial_parameters(_Shapes)
+    model, reference, ours, theirs = _twin_runs(
+        _Shapes,
+        lambda m: AdamWOptimizer(m.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.1),
+        lambda m: torch.optim.AdamW(m.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.1),
+        tokens, steps=20,
+    )
+    for (name, a), b in zip(model.named_parameters(), reference.parameters(), strict=True):
+        assert not torch.equal(a, initial[name]), f"{name} never moved"
+        assert torch.equal(a, b), name
     for a, b in zip(model.parameters(), reference.parameters(), strict=True):
-        assert torch.equal(a, b)
+        assert torch.equal(ours.state[a]["exp_avg"], theirs.state[b]["exp_avg"])
+        assert torch.equal(ours.state[a]["exp_avg_sq"], theirs.state[b]["exp_avg_sq"])
+        assert torch.equal(ours.state[a]["step"], theirs.state[b]["step"])
+
+
+def test_adamw_component_is_torch_adamw_under_a_schedule() -> None:
+    """The trainer's path: the component's optimizer, warmup + cosine, clipping, 20 steps."""
+    spec = ensure_registered().get("optimizer", "adamw")
+    component = spec.cls(spec.make_config({"beta2": 0.95}))
+    tokens = torch.randint(0, 512, (2, 17), generator=torch.Generator().manual_seed(2))
+
+    def factor(step: int) -> float:
+        return min(1.0, (step + 1) / 4) * 0.5 * (1 + math.cos(math.pi * step / 20))
+
+    model, reference, _, _ = _twin_runs(
+        lambda: build_model(ModelConfig(n_layers=1, max_seq_len=16)),
+        lambda m: component.build(m, lr=1e-3, weight_decay=0.1),
+        lambda m: torch.optim.AdamW(m.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1),
+        tokens, steps=20, schedule=factor,
+    )
+    for (name, a), b in zip(model.named_parameters(), reference.parameters(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_lambda_schedule_is_lambda_lr_on_every_group() -> None:
+    """Two groups with their own base lrs: each follows base * factor(step), as LambdaLR."""
+    def factor(step: int) -> float:
+        return 0.1 * (step + 1) if step < 3 else 0.7 ** step
+
+    def groups(make):
+        torch.manual_seed(0)
+        first, second = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+        return make([{"params": first.parameters(), "lr": 0.3},
+                     {"params": second.parameters(), "lr": 0.02}])
+
+    ours = groups(lambda g: AdamWOptimizer(g, lr=1.0))
+    theirs = groups(lambda g: torch.optim.SGD(g, lr=1.0))
+    ours_schedule = LambdaSchedule(ours, factor)
+    theirs_schedule = torch.optim.lr_scheduler.LambdaLR(theirs, factor)
+    for step in range(8):
+        lrs = [g["lr"] for g in ours.param_groups]
+        assert lrs == [g["lr"] for g in theirs.param_groups]
+        assert lrs == [0.3 * factor(step), 0.02 * factor(step)]
+        theirs.step()  # LambdaLR warns unless the optimizer stepped first
+        ours_schedule.step()
+        theirs_schedule.step()
+
+
+def test_zero_grad_and_state_dict_round_trip() -> None:
+    param = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
+    other = torch.nn.Parameter(torch.tensor([[0.5]]))
+    optimizer = AdamWOptimizer([{"params": [param]}, {"params": [other], "lr": 0.5}], lr=0.1)
+    assert optimizer.param_groups[0]["lr"] == 0.1 and optimizer.param_groups[1]["lr"] == 0.5
+    assert optimizer.param_groups[1]["betas"] == (0.9, 0.999)  # defaults filled in
+    (param.sum() * 3 + other.sum()).backward()
+    optimizer.zero_grad(set_to_none=False)
+    assert param.grad.tolist() == [0.0, 0.0] and other.grad.tolist() == [[0.0]]
+    param.grad, other.grad = torch.tensor([0.3, -0.1]), torch.tensor([[2.0]])
+    optimizer.step()
+    optimizer.zero_grad()
+    assert param.grad is None and other.grad is None
+
+    saved = copy.deepcopy(optimizer.state_dict())
+    assert saved["param_groups"][0]["params"] == [0] and saved["param_groups"][1]["params"] == [1]
+    assert set(saved["state"]) == {0, 1} and float(saved["state"][1]["step"]) == 1.0
+    fresh = AdamWOptimizer([{"params": [param]}, {"params": [other], "lr": 0.9}], lr=0.1)
+    fresh.load_state_dict(saved)
+    assert fresh.param_groups[1]["lr"] == 0.5  # the saved hyperparameters come back
+    assert torch.equal(fresh.state[other]["exp_avg_sq"], optimizer.state[other]["exp_avg_sq"])
+    assert fresh.state[other]["exp_avg_sq"] is not optimizer.state[other]["exp_avg_sq"]
+    with pytest.raises(ValueError, match="param groups do not match"):
+        AdamWOptimizer([param, other], lr=0.1).load_state_dict(saved)
+    with pytest.raises(ValueError, match="more than once"):
+        AdamWOptimizer([{"params": [param]}, {"params": [param]}], lr=0.1)
 
 
 def test_lion_matches_algorithm_by_hand() -> None:

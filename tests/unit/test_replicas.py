@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from llmevo.catalog import build_model
+from llmevo.components.optim.optimizer import LambdaSchedule
 from llmevo.errors import ConfigError
 from llmevo.model.config import ComponentChoice, ModelConfig
 from llmevo.train.many import RunSpec, train_many
@@ -72,12 +73,13 @@ def test_each_replica_reproduces_the_sequential_run(optimizer: ComponentChoice) 
 
 
 def test_group_learning_rates_follow_lambda_lr() -> None:
-    """Lion's own base lr (lr x lr_multiplier) scaled by lr_at(step)/lr, as LambdaLR does."""
+    """Lion's own base lr (lr x lr_multiplier) scaled by lr_at(step)/lr, as LambdaLR does
+    (``LambdaSchedule``, checked against ``LambdaLR`` in tests/reference/test_optim_reference.py)."""
     config = _settings(ComponentChoice(name="lion"))[0]
     torch.manual_seed(5)
     model = _build()
     _, optimizer = build_optimizer(config.optimizer, model, config.lr, config.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_at(step, config) / config.lr)
+    scheduler = LambdaSchedule(optimizer, lambda step: lr_at(step, config) / config.lr)
     sampler = WindowSampler(STREAM, config.batch_size, config.seq_len, 5)
     losses = []
     for _ in range(config.steps):

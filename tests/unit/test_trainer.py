@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
-from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from llmevo.catalog import ensure_registered
 from llmevo.train.trainer import TrainConfig, WindowSampler, lr_at, train
@@ -83,48 +82,59 @@ def test_golden_per_step_losses():
     assert losses == pytest.approx(expected["losses"], abs=2e-5)
 
 
-def _effective_lrs_during_training(config: TrainConfig) -> tuple[list[list[float]], list[float]]:
+def _effective_lrs_during_training(
+    config: TrainConfig, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[list[float]], list[float]]:
     """Each param group's lr at every ``optimizer.step()`` of ``train()``, and the base lrs
     the optimizer component itself sets on a freshly built optimizer."""
     from llmevo.catalog import build_model
     from llmevo.model.config import ModelConfig
-    from llmevo.train.trainer import build_optimizer
+    from llmevo.train import trainer
 
     seen: list[list[float]] = []
-    handle = register_optimizer_step_pre_hook(
-        lambda optimizer, args, kwargs: seen.append([g["lr"] for g in optimizer.param_groups])
-    )
-    try:
+    build = trainer.build_optimizer
+
+    def recording_build(*args, **kwargs):
+        component, optimizer = build(*args, **kwargs)
+        step = optimizer.step
+
+        def record_then_step() -> None:
+            seen.append([g["lr"] for g in optimizer.param_groups])
+            step()
+
+        optimizer.step = record_then_step
+        return component, optimizer
+
+    with monkeypatch.context() as patch:
+        patch.setattr(trainer, "build_optimizer", recording_build)
         torch.manual_seed(0)
         model = build_model(ModelConfig())
         train(model, torch.arange(2000) % 512, config, seed=0, device=torch.device("cpu"))
-    finally:
-        handle.remove()
     torch.manual_seed(0)
-    _, fresh = build_optimizer(config.optimizer, build_model(ModelConfig()), config.lr, config.weight_decay)
+    _, fresh = build(config.optimizer, build_model(ModelConfig()), config.lr, config.weight_decay)
     return seen, [group["lr"] for group in fresh.param_groups]
 
 
 @pytest.mark.parametrize("name", sorted(ensure_registered().names("optimizer")))
-def test_every_optimizer_keeps_each_groups_base_lr_under_the_schedule(name):
+def test_every_optimizer_keeps_each_groups_base_lr_under_the_schedule(name, monkeypatch):
     """lr of group g at step s == base_g * lr_at(s) / config.lr (base_g set by the component)."""
     from llmevo.model.config import ComponentChoice
 
     config = TrainConfig(steps=6, batch_size=2, seq_len=8, lr=2e-3, schedule="cosine", warmup_steps=2,
                          optimizer=ComponentChoice(name=name))
-    seen, bases = _effective_lrs_during_training(config)
+    seen, bases = _effective_lrs_during_training(config, monkeypatch)
     assert len(seen) == config.steps
     for step, lrs in enumerate(seen):
         factor = lr_at(step, config) / config.lr
         assert lrs == pytest.approx([base * factor for base in bases], rel=1e-12), (name, step)
 
 
-def test_lion_runs_at_its_multiplied_learning_rate():
+def test_lion_runs_at_its_multiplied_learning_rate(monkeypatch):
     """Lion's base lr is lr * lr_multiplier; changing the gene changes the lr it trains at."""
     from llmevo.model.config import ComponentChoice
 
     for multiplier in (0.3, 0.5):
         config = TrainConfig(steps=4, batch_size=2, seq_len=8, lr=1e-3,
                              optimizer=ComponentChoice(name="lion", config={"lr_multiplier": multiplier}))
-        seen, _ = _effective_lrs_during_training(config)
+        seen, _ = _effective_lrs_during_training(config, monkeypatch)
         assert seen == [[pytest.approx(1e-3 * multiplier, rel=1e-12)]] * 4

@@ -22,6 +22,7 @@ import torch
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
+from llmevo.components.optim.optimizer import Optimizer
 from llmevo.data.codec import TextCodec
 from llmevo.data.suites import ScoredSequence
 from llmevo.errors import ConfigError
@@ -103,7 +104,7 @@ class StageContext:
     def __post_init__(self) -> None:
         self.generator = torch.Generator().manual_seed(self.seed)
 
-    def optimizer(self) -> torch.optim.Optimizer:
+    def optimizer(self) -> Optimizer:
         spec = REGISTRY.get("optimizer", "adamw")
         component = spec.cls(spec.make_config({}))
         return component.build(self.model, lr=self.settings.lr,
@@ -116,7 +117,7 @@ class StageContext:
         return torch.randint(0, pool_size, (self.settings.batch_size,),
                              generator=self.generator).tolist()
 
-    def step(self, optimizer: torch.optim.Optimizer, loss: Tensor) -> None:
+    def step(self, optimizer: Optimizer, loss: Tensor) -> None:
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.settings.grad_clip > 0:
@@ -151,7 +152,7 @@ def batch_sequences(
     return SequenceBatch(tokens[:, :-1], tokens[:, 1:], mask.to(device), lengths.to(device))
 
 
-def sft_step(context: StageContext, optimizer: torch.optim.Optimizer,
+def sft_step(context: StageContext, optimizer: Optimizer,
              demonstrations: Sequence[ScoredSequence]) -> float:
     """One SFT step on a seeded batch of demonstrations; returns the loss."""
     batch = batch_sequences([demonstrations[i] for i in context.draw(len(demonstrations))],

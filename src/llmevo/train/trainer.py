@@ -9,7 +9,8 @@ The learning-rate rule (the replica trainer follows it too): each optimizer para
 keeps its own *base* learning rate, set by the optimizer component when it builds the
 optimizer (Lion's ``lr * lr_multiplier``, Muon's per-role groups, AdamW's ``lr``). The
 schedule only multiplies every base rate by the same factor ``lr_at(step, config) /
-config.lr`` (warmup, then constant or cosine), through ``torch.optim.lr_scheduler.LambdaLR``.
+config.lr`` (warmup, then constant or cosine), through ``LambdaSchedule`` (``LambdaLR``'s rule;
+the optimizers and the schedule avoid ``torch.optim``, whose first use imports ``torch._dynamo``).
 So during step ``s`` a group whose base rate is ``b`` runs at ``b * lr_at(s) / config.lr``;
 for AdamW (base ``config.lr``) that is exactly ``lr_at(s)``. ``schedule_factor`` is that
 factor; ``lr_at`` stays the public formula.
@@ -35,6 +36,7 @@ from torch import Tensor, nn
 
 from llmevo.catalog import ensure_registered
 from llmevo.components.optim.base import OptimizerComponent
+from llmevo.components.optim.optimizer import LambdaSchedule, Optimizer
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import mean
 from llmevo.model.config import ComponentChoice
@@ -47,7 +49,7 @@ class TrainConfig(StrictModel):
     batch_size: PositiveInt
     seq_len: PositiveInt
     lr: PositiveFloat
-    weight_decay: NonNegativeFloat = 0.01  # torch.optim.AdamW's default
+    weight_decay: NonNegativeFloat = 0.01  # AdamW's default in torch.optim
     grad_clip: NonNegativeFloat = 1.0  # 0 disables clipping
     schedule: Literal["constant", "cosine"] = "constant"
     warmup_steps: NonNegativeInt = 0
@@ -78,17 +80,13 @@ def schedule_factor(step: int, config: TrainConfig) -> float:
     return lr_at(step, config) / config.lr
 
 
-def build_schedule(
-    optimizer: torch.optim.Optimizer, config: TrainConfig
-) -> torch.optim.lr_scheduler.LambdaLR:
-    """A ``LambdaLR`` scaling each group's own base lr by ``schedule_factor``.
+def build_schedule(optimizer: Optimizer, config: TrainConfig) -> LambdaSchedule:
+    """A schedule scaling each group's own base lr by ``schedule_factor`` (as ``LambdaLR``).
 
     Call ``scheduler.step()`` once after each ``optimizer.step()``; the factor for step 0 is
     applied on construction.
     """
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lr_lambda=lambda step: schedule_factor(step, config)
-    )
+    return LambdaSchedule(optimizer, lambda step: schedule_factor(step, config))
 
 
 class WindowSampler:
@@ -139,7 +137,7 @@ class TrainResult:
 
 def build_optimizer(
     choice: ComponentChoice, model: nn.Module, lr: float, weight_decay: float
-) -> tuple[OptimizerComponent, torch.optim.Optimizer]:
+) -> tuple[OptimizerComponent, Optimizer]:
     spec = ensure_registered().get("optimizer", choice.name)
     component = spec.cls(spec.make_config(choice.config))
     return component, component.build(model, lr=lr, weight_decay=weight_decay)

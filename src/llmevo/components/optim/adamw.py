@@ -1,17 +1,85 @@
 """AdamW: Adam with decoupled weight decay.
 
-Loshchilov and Hutter, "Decoupled Weight Decay Regularization", arXiv 1711.05101. This is
-``torch.optim.AdamW`` itself (the reference); the component only fixes its configuration.
+Loshchilov and Hutter, "Decoupled Weight Decay Regularization", arXiv 1711.05101.
+``adamw_update`` is ``torch.optim.AdamW``'s CPU default (the single-tensor path; ``foreach``
+and ``fused`` are off on CPU; ``amsgrad`` off) written op for op, so on CPU float32 it is
+bit-identical to it; ``AdamWOptimizer`` runs it on the dynamo-free ``Optimizer``
+(``optim/optimizer.py``). Per parameter, at step ``t``:
+
+    W <- W (1 - lr wd)
+    m <- lerp(m, g, 1 - beta1);   v <- beta2 v + (1 - beta2) g^2
+    W <- W - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+
+Reference test: 20 steps on a small model (several parameter shapes, weight decay) equal to
+``torch.optim.AdamW`` with ``torch.equal`` (tests/reference/test_optim_reference.py).
+
+Deviations: none from the paper. On a GPU ``torch.optim.AdamW`` defaults to its ``foreach``
+path (same math, other rounding); this stays the single-tensor path on every device.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from pydantic import PositiveFloat
-from torch import nn
+from torch import Tensor, nn
 
 from llmevo.components.optim.base import OptimizerComponent
+from llmevo.components.optim.optimizer import Optimizer
 from llmevo.registry import Paper, SearchDimension, StrictModel, register
+
+
+def adamw_update(
+    param: Tensor,
+    grad: Tensor,
+    state: dict[str, Any],
+    *,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+) -> None:
+    """One AdamW step of ``param`` in place; ``state`` (``step``, ``exp_avg``, ``exp_avg_sq``)
+    is created on the first call. Call under ``torch.no_grad()``."""
+    if not state:
+        state["step"] = torch.tensor(0.0, dtype=torch.float32)  # as torch's, a 0-d float32 count
+        state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+        state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+    exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+    state["step"] += 1
+    if weight_decay != 0:
+        param.mul_(1 - lr * weight_decay)
+    exp_avg.lerp_(grad, 1 - beta1)
+    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    step = state["step"].item()
+    bias_correction1 = 1 - beta1**step
+    bias_correction2 = 1 - beta2**step
+    step_size = lr / bias_correction1
+    denom = (exp_avg_sq.sqrt() / bias_correction2**0.5).add_(eps)
+    param.addcdiv_(exp_avg, denom, value=-step_size)
+
+
+class AdamWOptimizer(Optimizer):
+    def __init__(
+        self,
+        params: Any,
+        *,
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.01,
+    ):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+
+    def update_group(self, group: dict[str, Any]) -> None:
+        beta1, beta2 = group["betas"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            adamw_update(p, p.grad, self.state.setdefault(p, {}), lr=group["lr"], beta1=beta1,
+                         beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"])
 
 
 class AdamWConfig(StrictModel):
@@ -33,13 +101,13 @@ class AdamWConfig(StrictModel):
     implementation_status="full",
     baseline=True,
     evolve_integrated=True,
-    scope="torch.optim.AdamW over all parameters in one group.",
+    scope="AdamW (bit-identical to torch.optim.AdamW on CPU) over all parameters in one group.",
     search_space={"beta2": SearchDimension(choices=(0.95, 0.99, 0.999))},
 )
 class AdamW(OptimizerComponent):
-    def build(self, model: nn.Module, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+    def build(self, model: nn.Module, lr: float, weight_decay: float) -> AdamWOptimizer:
         config = self.config
-        return torch.optim.AdamW(
+        return AdamWOptimizer(
             model.parameters(),
             lr=lr,
             betas=(config.beta1, config.beta2),

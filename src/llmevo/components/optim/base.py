@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from torch import nn
 
+from llmevo.components.optim.optimizer import Optimizer
 from llmevo.registry import StrictModel
 
 Role = Literal["embedding", "hidden_matrix", "gain_or_bias"]
@@ -47,12 +48,13 @@ def parameters_by_role(model: nn.Module) -> dict[Role, list[nn.Parameter]]:
 
 
 class OptimizerComponent:
-    """Builds a ``torch.optim.Optimizer`` for a model and reports optimizer statistics."""
+    """Builds an ``Optimizer`` (``optim/optimizer.py``, not ``torch.optim``: no dynamo import)
+    for a model and reports optimizer statistics."""
 
     def __init__(self, config: StrictModel):
         self.config = config
 
-    def build(self, model: nn.Module, lr: float, weight_decay: float):  # pragma: no cover
+    def build(self, model: nn.Module, lr: float, weight_decay: float) -> Optimizer:  # pragma: no cover
         raise NotImplementedError
 
     def statistics(self) -> dict[str, Any]:

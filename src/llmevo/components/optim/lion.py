@@ -19,7 +19,6 @@ learning rate to every optimizer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -27,10 +26,11 @@ from pydantic import Field, PositiveFloat
 from torch import nn
 
 from llmevo.components.optim.base import OptimizerComponent
+from llmevo.components.optim.optimizer import Optimizer
 from llmevo.registry import Paper, SearchDimension, StrictModel, register
 
 
-class LionOptimizer(torch.optim.Optimizer):
+class LionOptimizer(Optimizer):
     def __init__(
         self,
         params: Any,
@@ -41,26 +41,19 @@ class LionOptimizer(torch.optim.Optimizer):
     ):
         super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay))
 
-    @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if "exp_avg" not in state:
-                    state["exp_avg"] = torch.zeros_like(p)
-                momentum = state["exp_avg"]
-                direction = momentum.lerp(p.grad, 1 - beta1).sign_()  # sign(c)
-                p.mul_(1 - group["lr"] * group["weight_decay"])
-                p.add_(direction, alpha=-group["lr"])
-                momentum.lerp_(p.grad, 1 - beta2)
-        return loss
+    def update_group(self, group: dict[str, Any]) -> None:
+        beta1, beta2 = group["betas"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            state = self.state.setdefault(p, {})
+            if "exp_avg" not in state:
+                state["exp_avg"] = torch.zeros_like(p)
+            momentum = state["exp_avg"]
+            direction = momentum.lerp(p.grad, 1 - beta1).sign_()  # sign(c)
+            p.mul_(1 - group["lr"] * group["weight_decay"])
+            p.add_(direction, alpha=-group["lr"])
+            momentum.lerp_(p.grad, 1 - beta2)
 
 
 class LionConfig(StrictModel):

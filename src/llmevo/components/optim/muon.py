@@ -23,7 +23,8 @@ land in roughly [0.7, 1.2]), so it is non-zero in practice.
 Reference tests (tests/reference/test_muon_reference.py): ``newton_schulz`` singular values
 in a band around 1 and close to the exact polar factor ``U V^T`` from ``torch.linalg.svd``;
 one step on a matrix against ``torch.optim.Muon(adjust_lr_fn="match_rms_adamw")``; the
-AdamW groups against ``torch.optim.AdamW``.
+AdamW groups (``adamw_update`` of the ``adamw`` component) bit-identical to
+``torch.optim.AdamW``. ``MuonAdamW`` runs on the dynamo-free ``optim/optimizer.py`` base.
 
 Deviations: the iteration runs in float32 (Keller Jordan's and torch's run it in
 bfloat16); weight decay applies to every group, as in the ``adamw`` component.
@@ -32,14 +33,15 @@ bfloat16); weight decay applies to every group, as in the ``adamw`` component.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import torch
 from pydantic import Field, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
+from llmevo.components.optim.adamw import adamw_update
 from llmevo.components.optim.base import OptimizerComponent, count, parameters_by_role
+from llmevo.components.optim.optimizer import Optimizer
 from llmevo.registry import Paper, SearchDimension, StrictModel, register
 
 NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
@@ -76,7 +78,7 @@ def orthogonality_error(update: Tensor) -> Tensor:
     return torch.linalg.matrix_norm(oriented @ oriented.mT - eye) / math.sqrt(rows)
 
 
-class MuonAdamW(torch.optim.Optimizer):
+class MuonAdamW(Optimizer):
     """One optimizer: Muon for groups with ``use_muon=True``, AdamW for the others."""
 
     def __init__(
@@ -110,22 +112,19 @@ class MuonAdamW(torch.optim.Optimizer):
         ]
         super().__init__(groups, defaults)
         self._last_errors: Tensor | None = None
+        self._step_errors: list[Tensor] = []
 
-    @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        errors: list[Tensor] = []
-        for group in self.param_groups:
-            if group["use_muon"]:
-                errors += self._muon_step(group)
-            else:
-                self._adamw_step(group)
-        if errors:
-            self._last_errors = torch.stack(errors)
-        return loss
+    def step(self) -> None:
+        self._step_errors = []
+        super().step()
+        if self._step_errors:
+            self._last_errors = torch.stack(self._step_errors)
+
+    def update_group(self, group: dict[str, Any]) -> None:
+        if group["use_muon"]:
+            self._step_errors += self._muon_step(group)
+        else:
+            self._adamw_step(group)
 
     def _muon_step(self, group: dict[str, Any]) -> list[Tensor]:
         errors = []
@@ -133,7 +132,7 @@ class MuonAdamW(torch.optim.Optimizer):
             if p.grad is None:
                 continue
             grad = p.grad
-            state = self.state[p]
+            state = self.state.setdefault(p, {})
             if "momentum_buffer" not in state:
                 state["momentum_buffer"] = torch.zeros_like(p)
             buffer = state["momentum_buffer"]
@@ -151,22 +150,8 @@ class MuonAdamW(torch.optim.Optimizer):
         for p in group["params"]:
             if p.grad is None:
                 continue
-            grad = p.grad
-            state = self.state[p]
-            if not state:
-                state["step"] = torch.zeros((), dtype=torch.float32)
-                state["exp_avg"] = torch.zeros_like(p)
-                state["exp_avg_sq"] = torch.zeros_like(p)
-            state["step"] += 1
-            step = float(state["step"])
-            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-            p.mul_(1 - group["lr"] * group["weight_decay"])
-            exp_avg.lerp_(grad, 1 - beta1)
-            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            bias_correction1 = 1 - beta1**step
-            bias_correction2 = 1 - beta2**step
-            denom = (exp_avg_sq.sqrt() / math.sqrt(bias_correction2)).add_(group["eps"])
-            p.addcdiv_(exp_avg, denom, value=-group["lr"] / bias_correction1)
+            adamw_update(p, p.grad, self.state.setdefault(p, {}), lr=group["lr"], beta1=beta1,
+                         beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"])
 
     def orthogonality_error(self) -> float:
         """Mean ``muon_orthogonality_error`` over the hidden matrices of the last step (0 before)."""

@@ -12,7 +12,9 @@ H(x_t | <bos>, x_<t) in nats (entry T is the entropy of the byte after the windo
 still uses bytes inside the window only).
 
 Deviations from the paper: 35k parameters and a 256-byte context instead of 100M
-parameters and 512 bytes; trained on the run's own training split.
+parameters and 512 bytes; trained on the run's own training split. Its optimizer is the
+``adamw`` component's ``AdamWOptimizer`` (bit-identical to ``torch.optim.AdamW`` on CPU,
+without importing ``torch._dynamo``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pydantic import PositiveFloat, PositiveInt
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
+from llmevo.components.optim.adamw import AdamWOptimizer
 from llmevo.data.bytes import BOS_ID, BYTE_VOCAB_SIZE, bytes_fingerprint
 from llmevo.errors import DataError
 from llmevo.model.config import ComponentChoice, ModelConfig
@@ -143,7 +146,7 @@ def train_entropy_model(
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     model = Transformer(settings.transformer_config())
-    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=0.0)
+    optimizer = AdamWOptimizer(model.parameters(), lr=settings.learning_rate, weight_decay=0.0)
     span = settings.context
     if train_bytes.numel() <= span + 1:
         raise DataError(

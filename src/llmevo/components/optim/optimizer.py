@@ -1,0 +1,157 @@
+"""A small optimizer base and a per-group learning-rate schedule, without ``torch._dynamo``.
+
+Every ``torch.optim.Optimizer`` imports ``torch._dynamo`` (and sympy) on first use: its
+``add_param_group``, ``zero_grad`` and ``state_dict`` are wrapped in
+``torch._disable_dynamo`` and its ``step`` in ``_use_grad_for_differentiable``. That import
+alone costs more than a smoke reproduction's training (issue 11, docs/LOG.md). The classes
+here keep the parts of that interface this platform uses and import nothing from
+``torch.optim``:
+
+- ``Optimizer``: ``param_groups`` (dicts with ``params`` and the hyperparameters, defaults
+  filled in), ``state`` (per parameter), ``zero_grad(set_to_none=True)``, ``step()`` under
+  ``torch.no_grad()`` calling the subclass's ``update_group`` once per group in order, and
+  ``state_dict()`` / ``load_state_dict()`` in ``torch.optim``'s layout (parameters numbered
+  in group order).
+- ``LambdaSchedule``: ``torch.optim.lr_scheduler.LambdaLR``'s rule: each group's lr is its
+  own base lr (its lr when the schedule was built) times ``factor(step)``; the factor for
+  step 0 is applied on construction, ``step()`` moves to the next step.
+
+Not kept: closures, hooks, sparse or complex parameters, ``foreach``/``fused`` paths.
+Reference tests (tests/reference/test_optim_reference.py): AdamW bit-identical to
+``torch.optim.AdamW`` on CPU; ``LambdaSchedule`` equal to ``LambdaLR`` on two groups;
+``zero_grad`` and the state-dict round trip.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+class Optimizer:
+    """Param groups, per-parameter state, ``zero_grad`` and a no-grad ``step``.
+
+    Subclasses implement ``update_group(group)``: one update of every parameter of
+    ``group`` that has a gradient.
+    """
+
+    def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], defaults: dict[str, Any]):
+        self.defaults = dict(defaults)
+        self.state: dict[Tensor, dict[str, Any]] = {}
+        self.param_groups: list[dict[str, Any]] = []
+        groups = list(params)
+        if not groups:
+            raise ValueError("an optimizer needs at least one parameter")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    def add_param_group(self, group: dict[str, Any]) -> None:
+        params = group["params"]
+        params = [params] if isinstance(params, Tensor) else list(params)
+        seen = {id(p) for existing in self.param_groups for p in existing["params"]}
+        if len({id(p) for p in params}) != len(params) or seen & {id(p) for p in params}:
+            raise ValueError("a parameter appears more than once in the optimizer's groups")
+        # the group's own keys win over the defaults; group-only keys (Muon's ``use_muon``) stay
+        self.param_groups.append({**self.defaults, **group, "params": params})
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    if p.grad.grad_fn is not None:
+                        p.grad.detach_()
+                    else:
+                        p.grad.requires_grad_(False)
+                    p.grad.zero_()
+
+    def step(self) -> None:
+        with torch.no_grad():
+            for group in self.param_groups:
+                self.update_group(group)
+
+    def update_group(self, group: dict[str, Any]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"state": {index: state}, "param_groups": [{..., "params": [index]}]}``.
+
+        Parameters are numbered in group order, as ``torch.optim`` does; the state tensors
+        are the optimizer's own (copy them to keep a snapshot).
+        """
+        index: dict[int, int] = {}
+        groups = []
+        for group in self.param_groups:
+            for p in group["params"]:
+                index.setdefault(id(p), len(index))
+            groups.append({**group, "params": [index[id(p)] for p in group["params"]]})
+        state = {index[id(p)]: values for p, values in self.state.items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore a ``state_dict()`` of an optimizer built the same way (copies its tensors)."""
+        saved_groups = state_dict["param_groups"]
+        if len(saved_groups) != len(self.param_groups) or any(
+            len(saved["params"]) != len(group["params"])
+            for saved, group in zip(saved_groups, self.param_groups, strict=True)
+        ):
+            raise ValueError("the state dict's param groups do not match this optimizer's")
+        by_index = {
+            index: p
+            for saved, group in zip(saved_groups, self.param_groups, strict=True)
+            for index, p in zip(saved["params"], group["params"], strict=True)
+        }
+        self.state = {
+            by_index[index]: {
+                key: _to_param(value, by_index[index], key) for key, value in values.items()
+            }
+            for index, values in state_dict["state"].items()
+        }
+        for group, saved in zip(self.param_groups, saved_groups, strict=True):
+            options = {k: copy.deepcopy(v) for k, v in saved.items() if k != "params"}
+            group.update(options)
+
+
+def _to_param(value: Any, param: Tensor, key: str) -> Any:
+    """A copy of a saved state value: buffers on ``param``'s device (floats in its dtype); the
+    ``step`` count stays a CPU scalar where it was, as ``torch.optim`` keeps it."""
+    if not isinstance(value, Tensor):
+        return copy.deepcopy(value)
+    if key == "step":
+        return value.clone()
+    if value.is_floating_point() and param.is_floating_point():
+        return value.to(device=param.device, dtype=param.dtype, copy=True)
+    return value.to(device=param.device, copy=True)
+
+
+class LambdaSchedule:
+    """Each group's lr = its base lr (the lr when built) * ``factor(step)``, like ``LambdaLR``.
+
+    Call ``step()`` once after each ``optimizer.step()``; the factor for step 0 is applied
+    on construction.
+    """
+
+    def __init__(self, optimizer: Optimizer, factor: Callable[[int], float]):
+        self.optimizer = optimizer
+        self.factor = factor
+        self.base_lrs = [group["lr"] for group in optimizer.param_groups]
+        self.last_step = 0
+        self._apply()
+
+    def step(self) -> None:
+        self.last_step += 1
+        self._apply()
+
+    def _apply(self) -> None:
+        factor = self.factor(self.last_step)
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
+            group["lr"] = base * factor
