@@ -4,14 +4,21 @@ Training tokens/s counts input tokens through forward, backward, clipping and th
 optimizer step; evaluation tokens/s counts tokens through a no-grad forward. Both are
 timed after warm-up steps, on random tokens (throughput does not depend on the data).
 Peak memory is the process's peak resident set on CPU and the allocator's peak on CUDA.
+
+``benchmark``: the single-model figures. ``profile_step``: where one training step's time
+goes, op by op (``torch.profiler``, grouped by op, sorted by self CPU time).
+``benchmark_replicas``: R runs through ``train_many`` per execution path, with set-up and
+steady state separated and each path's ratio to the same R runs executed sequentially.
 """
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -54,15 +61,9 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def benchmark(
-    config: ModelConfig,
-    device: torch.device,
-    batch_size: int = 48,
-    seq_len: int = 64,
-    steps: int = 30,
-    warmup: int = 5,
-    precision: str = "fp32",
-) -> BenchResult:
+def _training_step(config: ModelConfig, device: torch.device, batch_size: int, seq_len: int,
+                   precision: str) -> tuple[torch.nn.Module, torch.Tensor, Callable[[], None]]:
+    """A seeded model, its (B, T) inputs and one AdamW training step on random tokens."""
     if precision not in PRECISIONS:
         raise ConfigError(f"unknown precision '{precision}'; expected one of: {', '.join(PRECISIONS)}")
     torch.manual_seed(0)
@@ -80,6 +81,19 @@ def benchmark(
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
 
+    return model, inputs, train_step
+
+
+def benchmark(
+    config: ModelConfig,
+    device: torch.device,
+    batch_size: int = 48,
+    seq_len: int = 64,
+    steps: int = 30,
+    warmup: int = 5,
+    precision: str = "fp32",
+) -> BenchResult:
+    model, inputs, train_step = _training_step(config, device, batch_size, seq_len, precision)
     for _ in range(warmup):
         train_step()
     _sync(device)
@@ -118,18 +132,93 @@ def benchmark(
 
 
 @dataclass(frozen=True)
+class ProfiledOp:
+    """One op's share of a training step (self time: excluding the ops it calls)."""
+
+    op: str
+    self_ms_per_step: float
+    share_of_step: float  # self time / summed self time of every op, in [0, 1]
+    calls_per_step: float
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    step_ms: float  # timed without the profiler attached
+    profiled_step_ms: float  # summed self CPU time per step under the profiler
+    threads: int
+    ops: list[ProfiledOp]
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def profile_step(
+    config: ModelConfig,
+    device: torch.device,
+    batch_size: int = 48,
+    seq_len: int = 64,
+    steps: int = 10,
+    warmup: int = 5,
+    precision: str = "fp32",
+    top: int = 15,
+) -> StepProfile:
+    """Where one training step's CPU time goes: ``torch.profiler`` over ``steps`` steps,
+    ops grouped by name, the ``top`` largest by self CPU time (the rest summed as
+    ``(other ops)``). The step is ``benchmark``'s: forward, cross-entropy, backward,
+    clipping and AdamW on random tokens."""
+    from torch.profiler import ProfilerActivity, profile
+
+    _, _, train_step = _training_step(config, device, batch_size, seq_len, precision)
+    for _ in range(warmup):
+        train_step()
+    _sync(device)
+    started = time.perf_counter()
+    for _ in range(steps):
+        train_step()
+    _sync(device)
+    step_ms = 1000 * (time.perf_counter() - started) / steps
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        for _ in range(steps):
+            train_step()
+        _sync(device)
+    # self times in microseconds; autograd/optimizer wrapper events have ~0 self time
+    events = [(e.key, e.self_cpu_time_total, e.count) for e in profiler.key_averages()]
+    events = [e for e in events if e[1] > 0]
+    total = sum(e[1] for e in events)
+    events.sort(key=lambda e: -e[1])
+    shown, rest = events[:top], events[top:]
+    if rest:
+        shown.append(("(other ops)", sum(e[1] for e in rest), sum(e[2] for e in rest)))
+    ops = [ProfiledOp(op=name, self_ms_per_step=micros / 1000 / steps, share_of_step=micros / total,
+                      calls_per_step=count / steps) for name, micros, count in shown]
+    return StepProfile(step_ms=step_ms, profiled_step_ms=total / 1000 / steps,
+                       threads=torch.get_num_threads(), ops=ops)
+
+
+@dataclass(frozen=True)
 class ReplicaBenchResult:
-    """R training runs of llama_modern executed as ``train_many`` executes them."""
+    """R training runs of llama_modern executed as ``train_many`` executes them.
+
+    Each (R, path) is measured twice, with ``steps`` steps and with one step, so that the
+    wall time splits as ``wall(s) = setup_seconds + s * step_seconds``: ``setup_seconds``
+    is what R runs pay before their first step (model building, optimizer construction,
+    worker start-up), ``steady_tokens_per_second`` the aggregate rate once they run.
+    """
 
     replicas: int
-    path: str
+    path: str  # how the runs executed (train_many's outcome paths)
+    requested_path: str  # the --path values resolved to this path; "" for the added baseline
     batch_size: int
     seq_len: int
     steps: int
     train_tokens_per_second: float  # aggregate over the R runs, wall clock incl. set-up
-    peak_memory_mib: float
+    steady_tokens_per_second: float  # aggregate, set-up excluded (NaN if noise hid it)
+    setup_seconds: float
     wall_seconds: float
-    speedup: float  # over the single-model figure measured in the same bench run
+    peak_memory_mib: float
+    speedup: float  # train_tokens_per_second over the single-model figure of the same bench run
+    vs_sequential: float  # train_tokens_per_second over the sequential row of the same R
+    steady_vs_sequential: float  # the same ratio of the steady-state figures
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -141,6 +230,8 @@ def check_replica_counts(replicas: list[int], replicas_max: int | None) -> list[
         raise ConfigError("--replicas needs at least one count, e.g. --replicas 1,2,4")
     if any(r < 1 for r in replicas):
         raise ConfigError(f"replica counts must be at least 1, got {replicas}")
+    if len(set(replicas)) != len(replicas):
+        raise ConfigError(f"replica counts must not repeat, got {replicas}")
     if replicas_max is not None:
         if replicas_max < 1:
             raise ConfigError(f"--replicas-max must be at least 1, got {replicas_max}")
@@ -154,6 +245,8 @@ def check_paths(paths: list[str], replicas_max: int | None, workers: int | None)
     """Validate each execution path to measure (``llmevo.train.many.check_path``)."""
     from llmevo.train.many import check_path
 
+    if not paths:
+        raise ConfigError("--path needs at least one execution path")
     for path in paths:
         check_path(path, replicas_max, workers)
 
@@ -193,8 +286,9 @@ def _measure_spawned(queue: Any, threads: int, args: tuple) -> None:
 
 
 def _measure_in_child(*args: object) -> tuple[float, float, str]:
-    """On CPU: measure in a fresh (spawned) process, so its peak resident set is this R's
-    alone; spawned, not forked, because OpenMP threads do not survive a fork."""
+    """On CPU: measure in a fresh (spawned) process, so its peak resident set and its
+    one-off imports are this measurement's alone, as in a fresh ``reproduce``; spawned,
+    not forked, because OpenMP threads do not survive a fork."""
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     process = context.Process(target=_measure_spawned, args=(queue, torch.get_num_threads(), args))
@@ -206,38 +300,91 @@ def _measure_in_child(*args: object) -> tuple[float, float, str]:
     return value
 
 
+def _plan_paths(replicas: int, paths: list[str], device: torch.device) -> list[tuple[str, str]]:
+    """(path to run, requested names) per measurement of R runs, sequential first.
+
+    ``auto`` resolves to ``default_path(device)`` and duplicates merge. One run is a plain
+    ``train()`` call on every path, so R = 1 is measured once. For R > 1 the sequential
+    path is always measured (the ratio's denominator), added with no requested name if
+    it was not asked for."""
+    from llmevo.train.many import default_path
+
+    resolved: dict[str, list[str]] = {}
+    for name in paths:
+        concrete = default_path(device) if name == "auto" else name
+        if replicas == 1:
+            concrete = "sequential"
+        resolved.setdefault(concrete, []).append(name)
+    if device.type != "cpu":  # worker processes are CPU-only
+        resolved = {p: names for p, names in resolved.items() if not p.startswith("parallel")} or {
+            "sequential": []}
+    resolved.setdefault("sequential", [])
+    order = ["sequential"] + [p for p in resolved if p != "sequential"]
+    return [(p, ",".join(resolved[p])) for p in order]
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    return numerator / denominator if denominator and math.isfinite(denominator) else float("nan")
+
+
 def benchmark_replicas(
     config: ModelConfig,
     device: torch.device,
     replicas: list[int],
     batch_size: int = 48,
     seq_len: int = 64,
-    steps: int = 20,
+    steps: int = 60,
     path: str | list[str] = "auto",
     replicas_max: int | None = None,
     workers: int | None = None,
     single_model_tokens_per_second: float | None = None,
+    isolate: bool = True,
 ) -> list[ReplicaBenchResult]:
     """Aggregate training tokens/s and peak memory of R runs, for each R in ``replicas``.
 
-    Each R trains R seeds of ``config`` for ``steps`` steps through ``train_many`` (model
-    building, window sampling, worker start-up included: the way reproduce runs them).
-    ``speedup`` divides by ``single_model_tokens_per_second`` (today's single-model
-    ``benchmark`` figure, measured by the caller in the same run). Several ``path`` values
-    measure each R under each path, side by side in one run.
+    Each R trains R seeds of ``config`` through ``train_many`` (model building, window
+    sampling, worker start-up included: the way reproduce runs them), once with ``steps``
+    steps and once with one step, to separate set-up from the steady state. ``path`` names
+    the execution paths to measure side by side (``auto``: the default for the device);
+    the sequential path is always measured too, and every row carries its ratio to it
+    (``vs_sequential``: the issue's "R runs the default way vs the same R runs one after
+    another"). ``speedup`` divides by ``single_model_tokens_per_second`` (the caller's
+    ``benchmark`` figure from the same run). ``isolate`` (CPU): each measurement in a
+    fresh spawned process (peak memory and one-off imports its own); False measures in
+    this process.
     """
     check_replica_counts(replicas, replicas_max)
-    train = TrainConfig(steps=steps, batch_size=batch_size, seq_len=seq_len, lr=1e-3)
-    results = []
     paths = [path] if isinstance(path, str) else list(path)
-    for count, chosen in ((c, p) for c in replicas for p in paths):
-        args = (config, device, count, train, chosen, workers)
-        wall, peak, ran = _measure_in_child(*args) if device.type == "cpu" else _measure_runs(*args)
-        tokens_per_second = count * steps * batch_size * seq_len / wall
-        results.append(ReplicaBenchResult(
-            replicas=count, path=ran, batch_size=batch_size, seq_len=seq_len, steps=steps,
-            train_tokens_per_second=tokens_per_second, peak_memory_mib=peak, wall_seconds=wall,
-            speedup=tokens_per_second / single_model_tokens_per_second
-            if single_model_tokens_per_second else float("nan"),
-        ))
+    check_paths(paths, replicas_max, workers)
+    if steps < 2:
+        raise ConfigError(f"the replica benchmark needs at least 2 steps per run, got {steps}")
+    measure = _measure_in_child if isolate and device.type == "cpu" else _measure_runs
+    results = []
+    for count in replicas:
+        rows = []
+        for chosen, requested in _plan_paths(count, paths, device):
+            walls = {}
+            for n_steps in (steps, 1):
+                train = TrainConfig(steps=n_steps, batch_size=batch_size, seq_len=seq_len, lr=1e-3)
+                walls[n_steps] = measure(config, device, count, train, chosen, workers)
+            wall, peak, ran = walls[steps]
+            step_seconds = (wall - walls[1][0]) / (steps - 1)
+            tokens = count * batch_size * seq_len
+            steady = tokens / step_seconds if step_seconds > 0 else float("nan")
+            rows.append(dict(
+                replicas=count, path=ran, requested_path=requested, batch_size=batch_size,
+                seq_len=seq_len, steps=steps, train_tokens_per_second=tokens * steps / wall,
+                steady_tokens_per_second=steady,
+                setup_seconds=wall - steps * step_seconds if step_seconds > 0 else float("nan"),
+                wall_seconds=wall, peak_memory_mib=peak,
+                speedup=_ratio(tokens * steps / wall, single_model_tokens_per_second or float("nan")),
+            ))
+        sequential = rows[0]  # _plan_paths puts it first
+        for row in rows:
+            results.append(ReplicaBenchResult(
+                **row,
+                vs_sequential=_ratio(row["train_tokens_per_second"], sequential["train_tokens_per_second"]),
+                steady_vs_sequential=_ratio(row["steady_tokens_per_second"],
+                                            sequential["steady_tokens_per_second"]),
+            ))
     return results

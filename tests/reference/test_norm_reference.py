@@ -72,6 +72,17 @@ def test_rms_norm_matches_torch_and_hand_computation() -> None:
     x = torch.randn(3, 5, 8)
     weight = torch.randn(8)
     torch.testing.assert_close(rms_norm(x, weight, 1e-6), F.rms_norm(x, (8,), weight, 1e-6))
+    for dtype in (torch.float32, torch.float64):  # vs the formula written out element by element
+        xd, wd = x.to(dtype), weight.to(dtype)
+        rms = torch.tensor([[(sum(v * v for v in xd[i, j].tolist()) / 8 + 1e-6) ** 0.5
+                             for j in range(5)] for i in range(3)], dtype=dtype)
+        torch.testing.assert_close(rms_norm(xd, wd, 1e-6), xd / rms[..., None] * wd,
+                                   rtol=1e-14 if dtype == torch.float64 else 1e-6, atol=0)
+    # a bf16 input against a float32 gain (autocast) promotes to float32, as the formula does
+    mixed = rms_norm(x.bfloat16(), weight, 1e-6)
+    assert mixed.dtype == torch.float32
+    xb = x.bfloat16()
+    torch.testing.assert_close(mixed, xb * torch.rsqrt(xb.pow(2).mean(-1, keepdim=True) + 1e-6) * weight)
     row = [3.0, 4.0, 0.0, 0.0]  # mean of squares 25/4, rms 2.5; no mean is subtracted
     got = rms_norm(torch.tensor(row), torch.tensor([1.0, 2.0, 1.0, 1.0]), 1e-6)
     scale = 1.0 / (6.25 + 1e-6) ** 0.5

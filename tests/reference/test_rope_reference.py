@@ -79,3 +79,32 @@ def test_rotary_dim_larger_than_head_dim_is_rejected() -> None:
 def test_odd_rotary_dim_is_rejected() -> None:
     with pytest.raises(ConfigError, match="rotary_dim must be even"):
         build_model(ModelConfig().with_slot("position", "rope:rotary_dim=7"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "odd_offset", "odd_head_dim"])
+def test_complex_and_real_paths_equal_the_pair_formula(dtype, layout):
+    """The complex-multiply path (fp32/fp64) and the real path (bf16) both equal the
+    rotation written out pair by pair, whatever the input's strides and offset."""
+    generator = torch.Generator().manual_seed(3)
+    head_dim, rotary_dim = (9, 8) if layout == "odd_head_dim" else (16, 16)
+    base = torch.randn(2, 7, 3, head_dim + 1, generator=generator, dtype=torch.float64)
+    x = {"contiguous": base[..., :head_dim].contiguous().transpose(1, 2).contiguous(),
+         "transposed": base[..., :head_dim].transpose(1, 2),  # (B, H, T, Dh) view, as in attention
+         "odd_offset": base.transpose(1, 2)[..., 1:],  # storage offset 1: cannot view as complex
+         "odd_head_dim": base[..., :head_dim].transpose(1, 2)}[layout].to(dtype)
+    if layout == "odd_offset":
+        head_dim = rotary_dim = head_dim  # 16 channels starting at an odd offset
+    inv_freq = rotary_frequencies(rotary_dim, 10_000.0)
+    positions = torch.arange(-2, 5)
+    got = apply_rotary(x, positions, inv_freq)
+    angles = positions.double()[:, None] * inv_freq.double()  # (T, rotary_dim / 2)
+    cos, sin = angles.float().double().cos(), angles.float().double().sin()
+    reference = x.double().clone()
+    for i in range(rotary_dim // 2):
+        even, odd = x[..., 2 * i].double(), x[..., 2 * i + 1].double()
+        reference[..., 2 * i] = even * cos[:, i] - odd * sin[:, i]
+        reference[..., 2 * i + 1] = even * sin[:, i] + odd * cos[:, i]
+    tolerance = {torch.float32: 1e-5, torch.float64: 1e-6, torch.bfloat16: 5e-2}[dtype]
+    assert got.dtype == dtype and got.shape == x.shape
+    torch.testing.assert_close(got.double(), reference, rtol=0, atol=tolerance)

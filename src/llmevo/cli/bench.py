@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import platform
 from typing import Annotated
 
@@ -18,13 +19,16 @@ from llmevo.cli.common import (
     console,
     parse_int_list,
 )
+from llmevo.errors import ConfigError
 
 
 @app.command()
 def bench(
     batch_size: Annotated[int, typer.Option(help="Sequences per step.")] = 48,
     seq_len: Annotated[int, typer.Option(help="Tokens per sequence.")] = 64,
-    steps: Annotated[int, typer.Option(help="Timed steps.")] = 30,
+    steps: Annotated[int | None, typer.Option(
+        help="Timed steps (default 30 for the single-model figure; with --replicas, steps per run, "
+             "default 60, so that set-up does not dominate).")] = None,
     warmup: Annotated[int, typer.Option(help="Untimed warm-up steps.")] = 5,
     device: DeviceOption = "auto",
     precision: Annotated[PrecisionName, typer.Option(help="Matmul precision (bf16: autocast).")] = "fp32",
@@ -38,11 +42,17 @@ def bench(
              "(comma-separated: each measured side by side).")] = "auto",
     sequential: Annotated[bool, typer.Option("--sequential", help="Same as --path sequential.")] = False,
     workers: Annotated[int | None, typer.Option(help="Worker processes for parallel paths.")] = None,
+    profile: Annotated[bool, typer.Option(
+        "--profile", help="Profile one training step with torch.profiler: top ops by self CPU time.")] = False,
+    profile_top: Annotated[int, typer.Option(help="Ops listed by --profile (the rest are summed).")] = 15,
 ) -> None:
     """Measure llama_modern's training and evaluation tokens/s and peak memory."""
     check_count("--batch-size", batch_size)
     check_count("--seq-len", seq_len, minimum=2)
     check_count("--steps", steps)
+    check_count("--profile-top", profile_top)
+    if profile and replicas:
+        raise ConfigError("--profile measures one model's step; it does not combine with --replicas")
     check_count("--warmup", warmup, minimum=0)
     check_count("--replicas-max", replicas_max)
     check_count("--workers", workers)
@@ -51,7 +61,13 @@ def bench(
     import torch
     from rich.table import Table
 
-    from llmevo.bench import benchmark, benchmark_replicas, check_paths, check_replica_counts
+    from llmevo.bench import (
+        benchmark,
+        benchmark_replicas,
+        check_paths,
+        check_replica_counts,
+        profile_step,
+    )
     from llmevo.model.config import ModelConfig
     from llmevo.train.device import accelerator_name, resolve_device
 
@@ -59,26 +75,28 @@ def bench(
     if counts is not None:
         counts = check_replica_counts(counts, replicas_max)
         check_paths(paths, replicas_max, workers)
+        if steps is not None:
+            check_count("--steps", steps, minimum=2)
     torch_device = resolve_device(device)
-    result = benchmark(ModelConfig(), torch_device, batch_size, seq_len, steps, warmup, precision).as_dict()
+    if profile:
+        _print_profile(profile_step(ModelConfig(), torch_device, batch_size, seq_len, steps or 10, warmup,
+                                    precision, profile_top).as_dict(), batch_size, seq_len, as_json)
+        return
+    result = benchmark(ModelConfig(), torch_device, batch_size, seq_len, 30 if counts else steps or 30,
+                       warmup, precision).as_dict()
     if counts is not None:
         rows = [row.as_dict() | {"single_model_tokens_per_second": result["train_tokens_per_second"],
                                   "single_model_peak_memory_mib": result["peak_memory_mib"],
                                   "threads": torch.get_num_threads()}
                 for row in benchmark_replicas(
-                    ModelConfig(), torch_device, counts, batch_size, seq_len, steps,
+                    ModelConfig(), torch_device, counts, batch_size, seq_len, steps or 60,
                     paths, replicas_max, workers,
                     result["train_tokens_per_second"])]
-        if as_json:
-            console.print_json(json.dumps(rows))
+        if as_json:  # NaN (a ratio with no denominator, a steady state hidden by noise) -> null
+            console.print_json(json.dumps([{k: None if isinstance(v, float) and math.isnan(v) else v
+                                            for k, v in row.items()} for row in rows]))
             return
-        table = Table(title=f"llama_modern, R runs at once, batch {batch_size} x {seq_len}, {steps} steps each")
-        for column in ("replicas", "path", "train tok/s (aggregate)", "speedup vs 1 model", "peak MiB"):
-            table.add_column(column, justify="right")
-        for row in rows:
-            table.add_row(str(row["replicas"]), row["path"], f"{row['train_tokens_per_second']:,.0f}",
-                          f"{row['speedup']:.2f}x", f"{row['peak_memory_mib']:,.0f}")
-        console.print(table)
+        _print_replica_table(rows, result, batch_size, seq_len)
         return
     result["accelerator"] = accelerator_name(torch_device)
     result["machine"] = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
@@ -91,4 +109,47 @@ def bench(
     table.add_column("value", justify="right")
     for key, value in result.items():
         table.add_row(key, f"{value:,.1f}" if isinstance(value, float) else str(value))
+    console.print(table)
+
+
+def _print_replica_table(rows: list[dict], single: dict, batch_size: int, seq_len: int) -> None:
+    from rich.table import Table
+
+    table = Table(title=(
+        f"llama_modern, R runs at once, batch {batch_size} x {seq_len}, {rows[0]['steps']} steps each; "
+        f"one model: {single['train_tokens_per_second']:,.0f} tok/s ({single['threads']} threads)"))
+    for column in ("R", "path (requested)", "tok/s", "steady tok/s", "set-up s",
+                   "x seq", "steady x seq", "x 1 model", "peak MiB"):
+        table.add_column(column, justify="right")
+    for row in rows:
+        requested = row["requested_path"]
+        if row["replicas"] == 1:
+            label = "one run (same on every path)"
+        elif not requested:
+            label = f"{row['path']} (baseline)"
+        else:
+            label = row["path"] if requested == row["path"] else f"{row['path']} ({requested})"
+        table.add_row(str(row["replicas"]), label, f"{row['train_tokens_per_second']:,.0f}",
+                      f"{row['steady_tokens_per_second']:,.0f}", f"{row['setup_seconds']:.2f}",
+                      f"{row['vs_sequential']:.2f}x", f"{row['steady_vs_sequential']:.2f}x",
+                      f"{row['speedup']:.2f}x", f"{row['peak_memory_mib']:,.0f}")
+    console.print("tok/s: aggregate, wall clock incl. set-up; steady: set-up excluded (each R also "
+                  "measured with 1 step); x seq: over the same R runs one after another in one process")
+    console.print(table)
+
+
+def _print_profile(profile: dict, batch_size: int, seq_len: int, as_json: bool) -> None:
+    if as_json:
+        console.print_json(json.dumps(profile))
+        return
+    from rich.table import Table
+
+    table = Table(title=(
+        f"llama_modern training step, batch {batch_size} x {seq_len}, {profile['threads']} threads: "
+        f"{profile['step_ms']:.1f} ms (profiled: {profile['profiled_step_ms']:.1f} ms of self CPU time)"))
+    for column in ("op", "self ms/step", "% of step", "calls/step"):
+        table.add_column(column, justify="right" if column != "op" else "left")
+    for op in profile["ops"]:
+        table.add_row(op["op"], f"{op['self_ms_per_step']:.2f}", f"{100 * op['share_of_step']:.1f}",
+                      f"{op['calls_per_step']:g}")
     console.print(table)

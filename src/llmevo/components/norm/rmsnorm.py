@@ -1,13 +1,20 @@
 """Root-mean-square layer normalisation: ``x / sqrt(mean(x^2) + eps) * g``.
 
 Zhang and Sennrich, "Root Mean Square Layer Normalization", arXiv 1910.07467. Reference
-test: the formula against torch.nn.functional.rms_norm and a hand computation
-(tests/reference/test_norm_reference.py).
+test: the formula written out element by element and a hand computation, in float32 and
+float64 (tests/reference/test_norm_reference.py).
+
+Speed: where input and gain share a dtype, ``rms_norm`` calls torch's fused
+``F.rms_norm`` (one kernel forward and backward instead of five element-wise ones; equal
+to the formula in float32 on the llama_modern step, docs/LOG.md 2026-12-01 "A cheaper
+single-model step"). Mixed dtypes (a bf16 input under autocast against a float32 gain)
+keep the written-out formula, whose type promotion returns float32 as before.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from pydantic import PositiveFloat
 from torch import Tensor, nn
 
@@ -19,7 +26,9 @@ class RMSNormConfig(StrictModel):
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
-    """x / sqrt(mean(x^2, last dim) + eps) * weight."""
+    """x / sqrt(mean(x^2, last dim) + eps) * weight; x (..., D), weight (D,)."""
+    if x.dtype == weight.dtype:
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 
 

