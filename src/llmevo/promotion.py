@@ -14,6 +14,10 @@ ablation on validation (the four-class verdict with margin δ,
 ``llmevo.eval.stats.classify_change``): evidence of non-inferiority, not absence of
 evidence. An untuned reproduction never promotes; neither does an ``inconclusive`` or
 ``worse`` one. The newest tuned formal artifact decides (by its ``provenance.created_at``).
+Only comparisons against the declared ablation count: an artifact whose baseline was chosen
+with ``llmevo reproduce NAME --against OTHER`` (``setup.against``) is extra evidence about
+llama_modern's own choice, shown by ``show``/``report``/``leaderboard``, never a claim
+(SPEC: the ablation is "the component it is compared against in the baseline arm").
 
 Artifacts are read through the validated schema (``load_artifact``): a file in a metrics
 folder that does not validate (malformed, or NaN/infinity in a statistic) is an error, not
@@ -77,11 +81,13 @@ def tier_reached(spec: ComponentSpec, docs: Path) -> EvaluationTier:
 
 
 def formal_artifacts(spec: ComponentSpec, docs: Path) -> list[tuple[Path, ReproductionArtifact]]:
-    """Formal reproduction artifacts of ``spec`` under ``docs``, newest first."""
+    """Formal reproduction artifacts of ``spec`` against its declared ablation under ``docs``,
+    newest first (``--against`` artifacts are left out)."""
     found = [
         (path, artifact)
         for path, artifact in published_artifacts(spec, docs, "reproductions")
         if isinstance(artifact, ReproductionArtifact) and artifact.evaluation_protocol.formal_comparison
+        and artifact.against is None
     ]
     found.sort(key=lambda item: item[1].provenance.created_at or "", reverse=True)
     return found

@@ -79,6 +79,17 @@ USAGE = [
     (["evolve", "--promotion", "vibes"], "--promotion"),
     (["bench", "--precision", "fp8"], "--precision"),
     (["reproduce", "rope", "extra-argument"], "unexpected extra argument"),
+    # --against OTHER: unknown, another slot, the method itself, its declared ablation, bad
+    # config, where it makes no sense (post-training, whole architectures)
+    (["reproduce", "alibi", "--against", "nosuch"], "--against nosuch: unknown position component"),
+    (["reproduce", "alibi", "--against", "swiglu"], "it fills the feedforward slot"),
+    (["reproduce", "alibi", "--against", "alibi"], "that is the method itself"),
+    (["reproduce", "alibi", "--against", "sinusoidal"], "already the declared ablation"),
+    (["reproduce", "relu2", "--against", "swiglu:hiden=192"], "hiden: Extra inputs are not permitted"),
+    (["reproduce", "muon", "--against", "rope"], "it fills the position slot"),
+    (["reproduce", "grpo", "--against", "dpo"], "'grpo' is a post-training method"),
+    (["reproduce", "blt-bytes", "--against", "rope"], "is a whole architecture"),
+    (["reproduce", "alibi", "--against"], "requires an argument"),
 ]
 
 

@@ -186,3 +186,25 @@ def test_batched_seeds_equal_sequential_seeds(tmp_path, data_dir):
         for arm in ("baseline", "method"):
             assert one[arm]["lm_loss"] == pytest.approx(other[arm]["lm_loss"], rel=1e-4)
     assert batched["setup"]["token_stream_sha256"] == sequential["setup"]["token_stream_sha256"]
+
+
+def test_against_llama_moderns_choice_end_to_end(smoke_artifacts, tmp_path, data_dir):
+    """`reproduce alibi --against rope`: the baseline arm is llama_modern itself, so it
+    trains exactly like the method arm of `reproduce rope` under the same seed."""
+    out = tmp_path / "run" / "alibi.json"
+    code = run_cli(["reproduce", "alibi", "--against", "rope", "--preset", "smoke", "--seed", "42",
+                    "--threads", "1", "--device", "cpu", "--data-dir", str(data_dir),
+                    "--out", str(out)])
+    assert code == 0
+    artifact = load_artifact(out).to_json_dict()
+    assert artifact["setup"]["against"] == "rope"
+    assert artifact["baseline"]["name"] == "llama_modern[position=rope]"
+    assert artifact["baseline"]["genome"]["model"] == ModelConfig().model_dump(mode="json")
+    assert artifact["method"]["genome"]["model"]["position"]["name"] == "alibi"
+    assert "(vs rope)" in artifact["verdict"]["summary"]
+    (rope, _), _ = smoke_artifacts
+    assert artifact["baseline"]["lm_loss"] == rope["method"]["lm_loss"]
+    assert artifact["per_seed"][0]["baseline"] == rope["per_seed"][0]["method"]
+    readme = tmp_path / "run" / "report-vs-rope" / "README.md"
+    assert "Baseline chosen with --against rope" in readme.read_text()
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["alibi.json", "report-vs-rope"]

@@ -7,6 +7,7 @@ import math
 
 from llmevo.artifacts import load_artifact
 from llmevo.cli import main
+from llmevo.reports.report import write_report
 
 
 def test_grpo_smoke_records_its_stage(tmp_path, data_dir):
@@ -29,3 +30,14 @@ def test_grpo_smoke_records_its_stage(tmp_path, data_dir):
     assert method["post_training_examples"] == baseline["post_training_examples"] == 16
     assert 0.0 <= method["arithmetic_exact_match"] <= 1.0
     assert len(artifact["post_training_curves"]["method"]["rewards"]["per_seed"]["42"]) == 2
+    # the report draws what issue 14 asks of GRPO: reward and reward-bearing rate per step,
+    # besides the shared pretraining curve and each arm's stage loss
+    readme = write_report(load_artifact(out), out, tmp_path / "report").read_text()
+    for title, plot in (("Pretraining loss per step", "training_loss.png"),
+                        ("Post-training loss per step", "post_training_loss.png"),
+                        ("GRPO mean reward per step", "post_training_reward.png"),
+                        ("Reward-bearing groups per step", "reward_bearing_rate.png")):
+        assert f"![{title}" in readme and f"(plots/{plot})" in readme
+        assert (tmp_path / "report" / "plots" / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    pretraining = (tmp_path / "report" / "plots" / "training_loss.png").read_bytes()
+    assert pretraining != (tmp_path / "report" / "plots" / "post_training_loss.png").read_bytes()

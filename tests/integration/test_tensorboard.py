@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 
 import pytest
 import torch
@@ -145,6 +146,10 @@ def test_post_training_logs_the_stage_per_step_after_pretraining(tmp_path, data_
     method = _scalars(board / "method-seed42")
     assert [step for step, _ in method["post_train/loss"]] == [3, 4, 5]  # after 2 pretraining steps
     assert all(value == pytest.approx(0.002) for _, value in method["post_train/lr"])
+    for run in ("baseline-seed42", "method-seed42"):  # none (the ablation) records no stage steps
+        norms = _scalars(board / run).get("post_train/grad_norm", [])
+        assert [step for step, _ in norms] == ([3, 4, 5] if run.startswith("method") else [])
+        assert all(math.isfinite(value) and value > 0 for _, value in norms)
     artifact = json.loads((tmp_path / "a.json").read_text())
     mean = sum(value for _, value in method["post_train/loss"]) / 3
     assert mean == pytest.approx(artifact["method"]["post_training_loss"], rel=1e-6)

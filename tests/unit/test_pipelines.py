@@ -76,3 +76,35 @@ def test_an_artifact_path_that_is_a_folder_is_refused_before_any_work(tmp_path):
     with pytest.raises(ConfigError, match="is a directory"):
         reproduce(request)
     assert [p.name for p in tmp_path.iterdir()] == ["taken"]
+
+
+def test_against_outputs_never_collide_with_the_declared_ablations(tmp_path):
+    default = ReproductionRequest(name="alibi", data_dir=tmp_path, preset="quick")
+    against = default.model_copy(update={"against": "rope"})
+    assert default.outputs().artifact == Path(
+        "runs/2108.12409-alibi/public-quick-tuned-seeds42-46.json")
+    assert against.outputs().artifact == Path(
+        "runs/2108.12409-alibi/public-quick-tuned-vs-rope-seeds42-46.json")
+    assert (default.outputs().report, against.outputs().report) == (
+        Path("runs/2108.12409-alibi/report"), Path("runs/2108.12409-alibi/report-vs-rope"))
+    published = [r.model_copy(update={"publish": True}).outputs() for r in (default, against)]
+    assert published[0].artifact == Path(
+        "docs/reproductions/2108.12409-alibi/metrics/public-quick-tuned-seeds42-46.json")
+    assert published[1].artifact == Path(
+        "docs/reproductions/2108.12409-alibi/metrics/public-quick-tuned-vs-rope-seeds42-46.json")
+    assert (published[0].report, published[1].report) == (
+        Path("docs/reproductions/2108.12409-alibi"), Path("docs/reproductions/2108.12409-alibi/vs-rope"))
+    assert artifact_filename("smoke", [42], against="swiglu:hidden=128") == \
+        "public-vs-swiglu-hidden-128-seed42.json"
+    assert artifact_filename("quick", [42, 43, 44], tuned=False, against="rope") == \
+        "public-quick-vs-rope-seeds42-44.json"
+    command = against.model_copy(update={"command": None}).provenance_command()
+    assert "against='rope'" in command
+
+
+def test_a_bad_against_is_refused_before_any_work(tmp_path):
+    request = ReproductionRequest(name="alibi", against="swiglu", data_dir=tmp_path, device="cpu",
+                                  out=tmp_path / "a.json")
+    with pytest.raises(ConfigError, match="it fills the feedforward slot"):
+        reproduce(request)
+    assert list(tmp_path.iterdir()) == []

@@ -108,6 +108,13 @@ def test_every_method_runs_deterministically_at_its_budget(name):
     assert changed == (name != "none")
     assert first.examples == (0 if name == "none" else settings.examples)
     assert all(math.isfinite(loss) for loss in first.losses)
+    # one gradient norm per recorded step (GRPO: its first update), positive and reproducible
+    assert len(first.grad_norms) == len(first.losses) and first.grad_norms == second.grad_norms
+    assert all(math.isfinite(norm) and norm >= 0 for norm in first.grad_norms)
+    # SFT steps always carry a gradient; a GRPO step whose groups all tie (and sit on the
+    # reference) has none, so its norm may be exactly 0
+    assert all(norm > 0 for norm, phase in zip(first.grad_norms, first.phases, strict=True)
+               if phase in ("sft", "neftune", "dpo"))
     assert 0.0 <= first.reward_bearing_group_rate <= 1.0
     if name == "grpo":
         assert len(first.rewards) == len(first.reward_bearing_rates) == 2  # half SFT warm-up
@@ -225,3 +232,29 @@ def test_a_genome_post_training_gene_runs_the_stage():
     stage = post_train_genome_model(pretrained.model, ComponentChoice(name="sft"), _tiny_data(),
                                     "smoke", 42, CPU, pretrain_steps=1)
     assert stage.examples == 16 and stage.post_training_loss > 0
+
+
+@pytest.mark.parametrize("grad_clip", [0.0, 0.05])
+def test_recorded_grad_norm_is_the_first_steps_norm_before_clipping(grad_clip):
+    """The stage's first SFT step, recomputed by hand on the same seeded batch."""
+    import copy
+
+    from llmevo.posttrain.objectives import masked_mean_nll
+    from llmevo.posttrain.stage import StageContext, batch_sequences
+
+    settings = PostTrainSettings(steps=2, batch_size=3, lr=1e-2, grad_clip=grad_clip)
+    data = _tiny_data()
+    pretrained = _pretrained()
+    reference = copy.deepcopy(pretrained.model).train()
+    result = run_post_training(pretrained, ComponentChoice(name="sft"), data, "instruction",
+                               settings, 7, CPU)
+    context = StageContext(reference, data, "instruction", settings, 7, CPU)  # same generator seed
+    demonstrations = data.demonstrations("instruction")
+    batch = batch_sequences([demonstrations[i] for i in context.draw(len(demonstrations))],
+                            data.codec.pad_id, CPU)
+    masked_mean_nll(reference(batch.inputs), batch.targets, batch.mask).backward()
+    norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in reference.parameters()
+                          if p.grad is not None))
+    assert result.grad_norms[0] == pytest.approx(float(norm), rel=1e-5)
+    if grad_clip:
+        assert result.grad_norms[0] > grad_clip  # recorded before clipping, not after

@@ -16,7 +16,7 @@ from llmevo.promotion import promotion, tier_reached
 def _publish(docs: Path, folder: str, manifest_ref: str, change: float, significant: bool | None,
              formal: bool = True, created: str = "2026-11-30T08:00:00+00:00",
              ci: tuple[float, float] | None = None, tuned: bool = True,
-             margin: float | None = None) -> Path:
+             margin: float | None = None, against: str | None = None) -> Path:
     path = docs / "reproductions" / folder / "metrics" / f"{created[:19].replace(':', '')}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     artifact = synthetic_artifact()
@@ -29,6 +29,8 @@ def _publish(docs: Path, folder: str, manifest_ref: str, change: float, signific
     artifact["provenance"]["created_at"] = created
     if margin is not None:
         artifact["verdict"]["margin_percent"] = margin
+    if against is not None:  # `reproduce NAME --against OTHER`
+        artifact["setup"]["against"] = against
     if tuned:
         settings = [{"lr": lr, "validation": {"1000": 4.0}, "mean": 4.0, "status": "complete"}
                     for lr in (1e-3, 3e-3, 1e-2)]
@@ -134,3 +136,19 @@ def test_untuned_reproductions_do_not_promote(tmp_path):
              created="2026-11-29T00:00:00+00:00")  # older, but tuned: it decides
     result = promotion(spec, tmp_path)
     assert result.promoted and result.reason.startswith("better (tuned)")
+
+
+def test_only_comparisons_against_the_declared_ablation_decide(tmp_path):
+    """`reproduce alibi --against rope` is extra evidence: a newer, better, tuned formal
+    artifact against llama_modern's RoPE neither promotes alibi nor outranks its ablation's."""
+    spec = ensure_registered().get("position", "alibi")
+    _publish(tmp_path, "2108.12409-alibi", "reproduction:alibi", -4.0, True,
+             created="2026-11-30T00:00:00+00:00", against="rope")
+    alone = promotion(spec, tmp_path)
+    assert not alone.promoted and "no formal" in alone.reason
+    ablation = _publish(tmp_path, "2108.12409-alibi", "reproduction:alibi", +5.0, True,
+                        created="2026-11-29T00:00:00+00:00")
+    result = promotion(spec, tmp_path)
+    assert not result.promoted and result.reason.startswith("worse (tuned)")
+    assert result.artifact == ablation
+    assert tier_reached(spec, tmp_path) == "l2_public_dataset"  # still public-data evidence

@@ -364,3 +364,33 @@ def test_report_tuning_block(tmp_path):
     assert "| 0.01 | not extended; best still on the edge |" in rows["rope"]
     assert "tuning seed(s) 1000" in text and "untuned" not in text
     assert _png_size(tmp_path / "out" / "plots" / "tuning_loss_vs_lr.png")[0] > 400
+
+
+def test_an_against_artifact_says_its_baseline_everywhere(tmp_path, capsys):
+    """`reproduce alibi --against rope`: leaderboard row, report, show and default report
+    folder all say which baseline, apart from the declared ablation's artifact."""
+    declared = synthetic_artifact()
+    against = synthetic_artifact()
+    against["setup"]["against"] = "rope:theta=500000"
+    against["baseline"]["name"] = "llama_modern[position=rope:theta=500000]"
+    root = tmp_path / "docs" / "reproductions" / "2104.09864-rope" / "metrics"
+    root.mkdir(parents=True)
+    (root / "public-quick-seeds42-44.json").write_text(json.dumps(declared))
+    against_path = root / "public-quick-vs-rope-theta-500000-seeds42-44.json"
+    against_path.write_text(json.dumps(against))
+    rows = build_leaderboard(scan_artifacts([tmp_path / "docs"])[0])
+    assert [row["against"] for row in rows] == [None, "rope:theta=500000"]
+    write_leaderboard(rows, tmp_path / "LB.md", tmp_path / "LB.json")
+    markdown = (tmp_path / "LB.md").read_text()
+    assert "| lm_loss | learned_absolute | 5.0100 |" in markdown
+    assert ("| lm_loss | llama_modern[position=rope:theta=500000] *(--against rope:theta=500000)* "
+            "| 5.0100 |") in markdown
+    typed = load_artifact(against_path)
+    assert default_report_dir(typed) == Path("docs/reproductions/2104.09864-rope/vs-rope-theta-500000")
+    assert default_report_dir(load_artifact(root / "public-quick-seeds42-44.json")) == Path(
+        "docs/reproductions/2104.09864-rope")
+    readme = write_report(typed, against_path, tmp_path / "report").read_text()
+    assert "Arms: baseline llama_modern[position=rope:theta=500000] vs method rope." in readme
+    assert "Baseline chosen with --against rope:theta=500000, not the declared ablation" in readme
+    main(["show", str(against_path)])
+    assert "Baseline chosen with --against rope:theta=500000" in " ".join(capsys.readouterr().out.split())

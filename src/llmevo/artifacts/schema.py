@@ -155,6 +155,8 @@ class Setup(_Block):
     baseline_genome: dict[str, Any] | None = None
     method_genome: dict[str, Any] | None = None
     post_training: dict[str, Any] | None = None  # the stage's settings (post-training reproductions)
+    # the baseline's slot choice when it is not the declared ablation (`reproduce --against`)
+    against: str | None = None
 
 
 class ArmResult(_Block):
@@ -345,11 +347,22 @@ class ReproductionArtifact(_Block):
         return self.paper.arxiv_id if self.paper.arxiv_id not in ("", "none") else None
 
     @property
+    def against(self) -> str | None:
+        """The baseline's slot choice when it is not the declared ablation (``--against``)."""
+        return self.setup.against
+
+    @property
     def seed_list(self) -> list[int]:
         return list(self.evaluation_protocol.seeds or self.setup.seeds or [])
 
     def to_json_dict(self) -> dict[str, Any]:
         return dump_artifact(self)
+
+
+def against_slug(against: str) -> str:
+    """A ``--against`` choice in file names: ``rope`` stays ``rope``, ``rope:theta=5e5``
+    becomes ``rope-theta-5e5``."""
+    return re.sub(r"[^A-Za-z0-9.]+", "-", against).strip("-")
 
 
 def _short_name(manifest_ref: str, fallback: str) -> str:

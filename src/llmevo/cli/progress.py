@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -32,7 +33,9 @@ class RichTrainingProgress:
             transient=False,
         )
         self._progress.start()
-        self._task = self._progress.add_task(description, total=total, loss=float("nan"), rate=0.0)
+        # escaped: arm names such as llama_modern[position=rope] are not rich markup
+        self._task = self._progress.add_task(escape(description), total=total, loss=float("nan"),
+                                             rate=0.0)
 
     def update(self, step: int, loss: float, tokens_per_second: float) -> None:
         if self._progress is not None:

@@ -37,10 +37,12 @@ if TYPE_CHECKING:
 
 
 def summary_table(artifact: ReproductionArtifact) -> Table:
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"{artifact.method.name} vs {artifact.baseline.name} "
-                  f"(validation, {len(artifact.evaluation_protocol.seeds)} seed(s))")
+    # escaped: arm names such as llama_modern[position=rope] are not rich markup
+    table = Table(title=escape(f"{artifact.method.name} vs {artifact.baseline.name} "
+                               f"(validation, {len(artifact.evaluation_protocol.seeds)} seed(s))"))
     table.add_column("metric")
     table.add_column("baseline", justify="right")
     table.add_column("method", justify="right")
@@ -67,6 +69,10 @@ def summary_table(artifact: ReproductionArtifact) -> Table:
 @app.command()
 def reproduce(
     name: Annotated[str, typer.Argument(help="Component to reproduce against its ablation, e.g. rope, muon.")] = "rope",
+    against: Annotated[str | None, typer.Option(metavar="OTHER",
+        help="Baseline arm: llama_modern with NAME's slot set to OTHER (a registered component of "
+             "that slot, e.g. rope or 'swiglu:hidden=192') instead of NAME's declared ablation; "
+             "extra evidence that never promotes.")] = None,
     preset: Annotated[PresetName, typer.Option(help="Data, training and evaluation settings.")] = "smoke",
     seed: Annotated[int | None, typer.Option(help="One seed (default 42).")] = None,
     seeds: Annotated[str | None, typer.Option(help="Comma-separated seeds, e.g. 42,43,44.")] = None,
@@ -132,7 +138,7 @@ def reproduce(
     from llmevo.experiments import reproduce as run_reproduction
 
     request = ReproductionRequest(
-        name=name, preset=preset, device=device,
+        name=name, against=against, preset=preset, device=device,
         seeds=None if seed is None and seeds is None else parse_seeds(seed, seeds),
         data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), threads=threads,
         steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps,
@@ -156,7 +162,9 @@ def reproduce(
     check_output_dir(tensorboard, "--tensorboard")
     artifact = run_reproduction(request, progress=RichTrainingProgress(console))
     console.print(summary_table(artifact))
-    console.print(f"[bold]verdict:[/] {artifact.verdict.summary if artifact.verdict else '—'}")
+    from rich.markup import escape
+
+    console.print(f"[bold]verdict:[/] {escape(artifact.verdict.summary) if artifact.verdict else '—'}")
     console.print(f"artifact: {outputs.artifact}")
     if outputs.checkpoints is not None:
         for label in ("baseline", "method"):

@@ -32,7 +32,7 @@ from llmevo.artifacts.provenance import (
     collect_provenance,
     module_files,
 )
-from llmevo.artifacts.schema import ReproductionArtifact
+from llmevo.artifacts.schema import ReproductionArtifact, against_slug
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import check_margin
 from llmevo.experiments import runner
@@ -68,10 +68,12 @@ POST_TRAINING_MODULES = (
 TUNED_BY_DEFAULT = ("quick", "standard")
 
 
-def artifact_filename(preset: str, seeds: list[int], tuned: bool = False) -> str:
-    """``public[-<preset>][-tuned]-seed42.json``, ``...-seeds42-44.json`` (a range) or
-    ``...-seeds42-47-50.json``."""
-    prefix = ("public" if preset == "smoke" else f"public-{preset}") + ("-tuned" if tuned else "")
+def artifact_filename(preset: str, seeds: list[int], tuned: bool = False,
+                      against: str | None = None) -> str:
+    """``public[-<preset>][-tuned][-vs-<other>]-seed42.json``, ``...-seeds42-44.json`` (a
+    range) or ``...-seeds42-47-50.json``; ``-vs-<other>``: a baseline chosen by ``--against``."""
+    prefix = (("public" if preset == "smoke" else f"public-{preset}") + ("-tuned" if tuned else "")
+              + (f"-vs-{against_slug(against)}" if against is not None else ""))
     if len(seeds) == 1:
         return f"{prefix}-seed{seeds[0]}.json"
     return f"{prefix}-seeds{seeds[0]}-{seeds[-1]}.json" if seeds == list(
@@ -87,7 +89,7 @@ class ReproductionOutputs(StrictModel):
 
 
 class ReproductionRequest(RequestModel):
-    """One reproduction: a component against its ablation, paired over seeds.
+    """One reproduction: a component against its ablation (or ``against``), paired over seeds.
 
     ``preset`` is a preset name or a ``Preset``; ``steps`` .. ``suite`` override it.
     ``tune`` (default: on for the quick and standard presets, or when ``tune_grid`` is given)
@@ -96,9 +98,14 @@ class ReproductionRequest(RequestModel):
     non-inferiority margin (percent) of the verdict class.
     ``out`` defaults to ``runs/<paper>-<name>/<artifact_filename>`` (``--publish``:
     ``docs/reproductions/<paper>-<name>/metrics/...``, refused from a dirty checkout unless
-    ``allow_dirty``). ``command`` is what provenance records as the command that ran."""
+    ``allow_dirty``). ``against`` (e.g. ``"rope"``, ``"swiglu:hidden=192"``) fills the
+    baseline's slot with another registered component of that slot instead of the declared
+    ablation; its files say ``-vs-<other>`` (report folder ``vs-<other>``) so they never
+    replace the declared ablation's. ``command`` is what provenance records as the command
+    that ran."""
 
     name: str = "rope"
+    against: str | None = None  # baseline slot choice instead of the declared ablation, e.g. "rope"
     preset: str | Preset = "smoke"
     seeds: list[int] | None = None  # None: 42, or 42..46 when tuned
     data_dir: Path
@@ -146,7 +153,7 @@ class ReproductionRequest(RequestModel):
         return self
 
     def post_training(self) -> bool:
-        return plan_comparison(self.name, self.base_model).spec.slot == "post_training"
+        return plan_comparison(self.name, self.base_model, against=self.against).spec.slot == "post_training"
 
     def tuned(self) -> bool:
         if self.post_training():
@@ -180,21 +187,29 @@ class ReproductionRequest(RequestModel):
 
     def outputs(self, comparison: Comparison | None = None) -> ReproductionOutputs:
         """The paths this request writes (before any work; plans the comparison if not given)."""
-        comparison = comparison or plan_comparison(self.name, self.base_model)
+        comparison = comparison or plan_comparison(self.name, self.base_model, against=self.against)
         paper = comparison.spec.manifest.paper
         folder = f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name
         out = self.out
+        against = comparison.against
         if out is None:
             base = Path("docs/reproductions") / folder / "metrics" if self.publish else Path("runs") / folder
-            out = base / artifact_filename(self.resolved_preset().name, self.report_seeds(), self.tuned())
-        report = ((Path("docs/reproductions") / folder) if self.publish else out.parent / "report")
+            out = base / artifact_filename(self.resolved_preset().name, self.report_seeds(), self.tuned(),
+                                           against)
+        # a baseline chosen by --against gets its own report folder beside the declared ablation's
+        suffix = f"vs-{against_slug(against)}" if against is not None else None
+        if self.publish:
+            report = Path("docs/reproductions") / folder / (suffix or "")
+        else:
+            report = out.parent / (f"report-{suffix}" if suffix else "report")
         return ReproductionOutputs(artifact=out, report=report if self.report else None,
                                    checkpoints=self.save_checkpoints)
 
     def provenance_command(self) -> str:
         if self.command is not None:
             return self.command
-        return (f"python: llmevo.experiments.reproduce({self.name!r}, preset="
+        against = f", against={self.against!r}" if self.against is not None else ""
+        return (f"python: llmevo.experiments.reproduce({self.name!r}{against}, preset="
                 f"{self.resolved_preset().name!r}, seeds={self.report_seeds()})")
 
 
@@ -227,7 +242,8 @@ def reproduce(request: ReproductionRequest, progress: Progress | None = None) ->
         raise ConfigError(f"data directory {request.data_dir} does not exist")
     if request.threads:
         torch.set_num_threads(request.threads)
-    comparison = plan_comparison(request.name, request.base_model)  # unknown names, identical arms
+    # unknown names, a bad --against, identical arms
+    comparison = plan_comparison(request.name, request.base_model, against=request.against)
     if request.publish:
         check_publishable(request.repo_root, request.allow_dirty)  # before any work
     outputs = request.outputs(comparison)
@@ -264,6 +280,7 @@ def reproduce(request: ReproductionRequest, progress: Progress | None = None) ->
         cache_dir=Path(request.cache_dir), device=device, base_model=request.base_model,
         execution=Execution(request.path, request.replicas_max),
         tuning=plan, margin_percent=request.margin, post_training=post_request,
+        against=request.against,
     )
     if post_request is not None:  # a post-training method: its own pipeline
         from llmevo.posttrain.reproduce import run_post_training_reproduction

@@ -2,9 +2,14 @@
 
 For a component in a model slot or the optimizer slot, the baseline arm is
 ``llama_modern`` with that slot set to the component's declared ablation and the method
-arm is ``llama_modern`` with the component — nothing else differs. Whole architectures
-(``blt-bytes``, ``blt``) have their own plans. A plan whose two arms build the same model is
-refused.
+arm is ``llama_modern`` with the component — nothing else differs. ``against=OTHER``
+replaces the declared ablation with another registered component of the same slot (with
+optional config, ``"rope:theta=500000"``), for the comparisons a paper makes against
+llama_modern's own choice (ALiBi against RoPE, ReLU² against SwiGLU); naming llama_modern's
+choice without config makes the baseline arm llama_modern itself. Such a comparison is
+extra evidence, never the component's claim (``llmevo.promotion`` ignores it). Whole
+architectures (``blt-bytes``, ``blt``) and post-training methods have no ``against``. A plan
+whose two arms build the same model is refused.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from llmevo.errors import ConfigError
 from llmevo.experiments.arm_data import ArmData
 from llmevo.model.blt import blt_model_config, blt_standin_config, prepare_blt
 from llmevo.model.config import MODEL_SLOTS, ComponentChoice, ModelConfig
-from llmevo.registry import ComponentSpec
+from llmevo.registry import SLOTS, ComponentSpec
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,7 @@ class Comparison:
     method: Arm
     metric: str = "lm_loss"  # what the verdict is about (bits_per_byte across tokenizations)
     objective: str = "public_composite"  # composite_bpb when the arms tokenize differently
+    against: str | None = None  # the baseline's choice when it is not the declared ablation
 
     @property
     def arms(self) -> tuple[Arm, Arm]:
@@ -53,8 +59,12 @@ def plan_comparison(
     name: str,
     base_model: ModelConfig | None = None,
     base_optimizer: ComponentChoice | None = None,
+    against: str | None = None,
 ) -> Comparison:
-    """Baseline vs method arms for a registered component, differing in its slot only."""
+    """Baseline vs method arms for a registered component, differing in its slot only.
+
+    The baseline fills the slot with the declared ablation, or with ``against`` (a
+    registered component of the same slot, optionally ``name:key=value,...``)."""
     registry = ensure_registered()
     spec = registry.find(name)
     if spec.manifest.ablation is None:
@@ -69,17 +79,27 @@ def plan_comparison(
             f"component '{name}' fills the {spec.slot} slot, which has no L2 reproduction here; "
             f"use `llmevo diagnose {name}`"
         )
+    if against is not None and (spec.slot not in MODEL_SLOTS and spec.slot != "optimizer"):
+        raise ConfigError(
+            f"--against is for components of a model slot or the optimizer; '{name}' "
+            + ("is a post-training method, compared with its ablation on one shared pretraining"
+               if spec.slot == "post_training" else "is a whole architecture with its own plan"))
     model = base_model or ModelConfig()
     optimizer = base_optimizer or ComponentChoice(name="adamw")
     method_choice = ComponentChoice(name=spec.name)
     ablation_choice = ComponentChoice.parse(spec.manifest.ablation)
     registry.get(spec.slot, ablation_choice.name)  # the ablation must exist in the same slot
+    ablation_label = ablation_choice.name
+    if against is not None:
+        current = getattr(model, spec.slot) if spec.slot in MODEL_SLOTS else optimizer
+        ablation_choice = against_choice(spec, against, current)
+        ablation_label = ComponentChoice.parse(against).label()  # as given: "rope", not its config
     if spec.slot in MODEL_SLOTS:
-        baseline = Arm("baseline", f"llama_modern[{spec.slot}={ablation_choice.name}]",
+        baseline = Arm("baseline", f"llama_modern[{spec.slot}={ablation_label}]",
                        model.with_slot(spec.slot, ablation_choice), optimizer)
         method = Arm("method", spec.name, model.with_slot(spec.slot, method_choice), optimizer)
     elif spec.slot == "optimizer":
-        baseline = Arm("baseline", f"llama_modern[optimizer={ablation_choice.name}]", model, ablation_choice)
+        baseline = Arm("baseline", f"llama_modern[optimizer={ablation_label}]", model, ablation_choice)
         method = Arm("method", spec.name, model, method_choice)
     elif spec.slot == "post_training":  # same pretrained model; the stage differs
         baseline = Arm("baseline", f"llama_modern+{ablation_choice.name}", model, optimizer,
@@ -94,9 +114,39 @@ def plan_comparison(
         comparison = ARCHITECTURE_PLANS[spec.name](spec, model, optimizer)
         check_distinct(comparison)
         return comparison
-    comparison = Comparison(spec=spec, baseline=baseline, method=method)
+    comparison = Comparison(spec=spec, baseline=baseline, method=method,
+                            against=ablation_label if against is not None else None)
     check_distinct(comparison)
     return comparison
+
+
+def against_choice(spec: ComponentSpec, against: str, current: ComponentChoice) -> ComponentChoice:
+    """The baseline's choice for ``--against OTHER``: a registered component of ``spec``'s
+    slot other than ``spec`` and its declared ablation, its config validated. OTHER without
+    config that names llama_modern's ``current`` choice is that choice, config and all."""
+    registry = ensure_registered()
+    choice = ComponentChoice.parse(against)
+    if not choice.name:
+        raise ConfigError("--against needs a component name, e.g. --against rope")
+    if choice.name not in registry.names(spec.slot):
+        other_slots = [slot for slot in SLOTS if choice.name in registry.names(slot)]
+        if other_slots:
+            raise ConfigError(
+                f"--against {choice.name}: it fills the {other_slots[0]} slot, but '{spec.name}' "
+                f"fills {spec.slot}; choose one of: {', '.join(registry.names(spec.slot))}")
+        raise ConfigError(f"--against {choice.name}: unknown {spec.slot} component; "
+                          f"known: {', '.join(registry.names(spec.slot))}")
+    if choice.name == spec.name:
+        raise ConfigError(f"--against {choice.name}: that is the method itself; "
+                          "name another component of its slot")
+    ablation = ComponentChoice.parse(spec.manifest.ablation or "")
+    if choice.name == ablation.name and choice.config == ablation.config:
+        raise ConfigError(f"--against {choice.name}: that is already the declared ablation of "
+                          f"'{spec.name}'; drop --against")
+    if not choice.config and choice.name == current.name:
+        return current  # llama_modern's own choice, exactly as the baseline model has it
+    registry.get(spec.slot, choice.name).make_config(choice.config)  # unknown keys, bad values
+    return choice
 
 
 def check_distinct(comparison: Comparison) -> None:

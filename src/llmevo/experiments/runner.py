@@ -241,6 +241,7 @@ class RunRequest:
     tuning: TuningPlan | None = None  # tune each arm's learning rate first (experiments.tuning)
     margin_percent: float = DEFAULT_MARGIN_PERCENT  # non-inferiority margin of the verdict class
     post_training: Any = None  # llmevo.posttrain.reproduce.PostTrainRequest (post-training slot)
+    against: str | None = None  # the baseline's slot choice instead of the declared ablation
 
 
 @dataclass
@@ -278,7 +279,7 @@ def run_reproduction(
 
     ``logs`` (e.g. ``TensorBoardLogs``) gets one run per arm and seed, ``<arm>-seed<seed>``."""
     seeds = validate_seeds(request.seeds)
-    comparison = plan_comparison(request.name, request.base_model)
+    comparison = plan_comparison(request.name, request.base_model, against=request.against)
     if comparison.spec.slot == "post_training":
         raise ConfigError(f"'{request.name}' is a post-training method: use "
                           "llmevo.posttrain.reproduce.run_post_training_reproduction")
@@ -296,7 +297,7 @@ def run_reproduction(
             arm = replace(arm, model=model)
         build_model(arm.model)
         arms.append(arm)
-    resolved = Comparison(comparison.spec, arms[0], arms[1], comparison.metric, comparison.objective)
+    resolved = replace(comparison, baseline=arms[0], method=arms[1])
     check_path(request.execution.path, request.execution.replicas_max)
     arm_presets = {arm.label: preset for arm in resolved.arms}
     tuning = None
@@ -437,7 +438,7 @@ def assemble_artifact(
         [row["baseline"][comparison.metric] for row in per_seed],
         [row["method"][comparison.metric] for row in per_seed],
         lower_is_better=LOWER_IS_BETTER.get(comparison.metric, True),
-        method_name=spec.name,
+        method_name=spec.name if comparison.against is None else f"{spec.name} (vs {comparison.against})",
     )
     suite_counts = data.suite_validation.counts
     tokens_per_run = runs["method"][seeds[0]].train.tokens_seen
@@ -511,6 +512,7 @@ def assemble_artifact(
                 for label, arm in (("baseline", comparison.baseline), ("method", comparison.method))
             },
             "verdict_metric": comparison.metric,
+            **({"against": comparison.against} if comparison.against is not None else {}),
             "objective": comparison.objective,
             "token_stream_sha256": _combined_stream_hash(runs, seeds),
             "token_stream_sha256_per_seed": {
@@ -530,7 +532,10 @@ def assemble_artifact(
         "method": method,
         "relative": relative,
         "paper_results": {"note": "the paper's own numbers are at a scale not reproduced here"},
-        "scope": spec.manifest.scope,
+        "scope": spec.manifest.scope if comparison.against is None else (
+            f"{spec.manifest.scope} Here the baseline arm is {comparison.baseline.name} "
+            f"(--against {comparison.against}) instead of the declared ablation "
+            f"'{spec.manifest.ablation}'."),
         "schema_version": 2,
         "manifest_ref": spec.manifest.manifest_ref,
         "evaluation_protocol": {

@@ -165,8 +165,10 @@ def run_post_training_reproduction(
                 logger = logs.run(f"{arm.label}-seed{seed}")
                 try:
                     # the stage's per-step record, after the pretraining steps on the same axis
-                    for step, loss in enumerate(stage.losses):
-                        logger.log_metrics("post_train", {"loss": loss, "lr": settings.lr},
+                    for step, (loss, norm) in enumerate(
+                            zip(stage.losses, stage.grad_norms, strict=True)):
+                        logger.log_metrics("post_train", {"loss": loss, "lr": settings.lr,
+                                                          "grad_norm": norm},
                                            pretrain.steps_done + step + 1)
                     for step, (reward, rate) in enumerate(
                             zip(stage.rewards, stage.reward_bearing_rates, strict=True)):

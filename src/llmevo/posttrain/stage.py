@@ -12,6 +12,7 @@ Public API: ``PostTrainSettings``, ``PretrainedModel``, ``StageContext``, ``Stag
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -69,6 +70,7 @@ class StageResult:
     examples: int = 0  # records, pairs or prompts consumed
     rewards: list[float] = field(default_factory=list)  # GRPO: mean reward per step
     reward_bearing_rates: list[float] = field(default_factory=list)  # GRPO: per step
+    grad_norms: list[float] = field(default_factory=list)  # per step, total norm before clipping
     extra: dict[str, float] = field(default_factory=dict)
     wall_seconds: float = 0.0
 
@@ -97,6 +99,7 @@ class StageContext:
     seed: int
     device: torch.device
     generator: torch.Generator = field(init=False)
+    last_grad_norm: float = field(init=False, default=math.nan)  # of the latest ``step``
 
     def __post_init__(self) -> None:
         self.generator = torch.Generator().manual_seed(self.seed)
@@ -118,7 +121,11 @@ class StageContext:
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.settings.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.settings.grad_clip)
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.settings.grad_clip)
+        else:
+            norm = torch.nn.utils.get_total_norm(
+                [p.grad for p in self.model.parameters() if p.grad is not None])
+        self.last_grad_norm = float(norm)  # before clipping, as the trainer logs train/grad_norm
         optimizer.step()
 
 

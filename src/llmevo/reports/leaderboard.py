@@ -100,6 +100,7 @@ def _reproduction_row(path: Path, typed: Artifact) -> dict:
         "seeds": len(seeds),
         "formal": bool(protocol.get("formal_comparison", formal_default)),
         "baseline": artifact["baseline"].get("name"),
+        "against": typed.against,  # the baseline's slot choice when not the declared ablation
         "metric": metric,
         "baseline_value": artifact["baseline"].get(metric),
         "method_value": artifact["method"].get(metric),
@@ -130,6 +131,7 @@ def _diagnostic_row(path: Path, typed: Artifact) -> dict:
         "seeds": len(_seeds(artifact)),
         "formal": bool(protocol.get("formal_comparison", False)),
         "baseline": None,
+        "against": None,
         "metric": None,
         "baseline_value": None,
         "method_value": None,
@@ -172,6 +174,12 @@ def _change(row: Mapping) -> str:
     return text
 
 
+def _baseline_arm(row: Mapping) -> str:
+    """The baseline arm's name, marked when ``--against`` chose it instead of the ablation."""
+    name = _escape(row.get("baseline"))
+    return f"{name} *(--against {_escape(row['against'])})*" if row.get("against") else name
+
+
 def _escape(text: object) -> str:
     return str(text if text is not None else "—").replace("|", "\\|").replace("\n", " ")
 
@@ -195,23 +203,25 @@ def render_markdown(rows: Sequence[Mapping], md_path: Path) -> str:
         "Fewer than 3 seeds is a smoke result, not a claim. *Untuned*: both arms trained at "
         "one learning rate chosen for the baseline (no `tuning` block), so a method that "
         "needs another learning rate may lose for that reason; only tuned reproductions "
-        "promote a component into the search space.",
+        "promote a component into the search space. *Baseline arm* is what the method was "
+        "compared with: its declared ablation, or, marked *(--against)*, another choice "
+        "for the same slot (llama_modern's own), which is extra evidence and never promotes.",
         "",
         "## Reproductions (L2)",
         "",
-        "| method | arXiv | suite | seeds | formal | tuned | metric | baseline | method | Δ% [95% CI] | class | claim | artifact |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| method | arXiv | suite | seeds | formal | tuned | metric | baseline arm | baseline | method | Δ% [95% CI] | class | claim | artifact |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in reproductions:
         lines.append(
             f"| {_escape(row['name'])} | {_escape(row['arxiv'])} | {_escape(row['suite'])} | "
             f"{row['seeds']} | {'yes' if row['formal'] else 'no'} | "
             f"{'yes' if row.get('tuned') else '*untuned*'} | {_escape(row['metric'])} | "
-            f"{_number(row['baseline_value'])} | {_number(row['method_value'])} | "
+            f"{_baseline_arm(row)} | {_number(row['baseline_value'])} | {_number(row['method_value'])} | "
             f"{_change(row)} | {_escape(row.get('classification'))} | {_escape(row['claim'])} | {link(row)} |"
         )
     if not reproductions:
-        lines.append("| — | | | | | | | | | | | no reproduction artifacts found | |")
+        lines.append("| — | | | | | | | | | | | | no reproduction artifacts found | |")
     lines += [
         "",
         "## Component diagnostics",

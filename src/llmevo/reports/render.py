@@ -202,6 +202,9 @@ def _reproduction_header(artifact: ReproductionArtifact) -> Section:
             f"Paper: {paper.title}{organization} ({paper.url}).",
             f"Manifest: {artifact.manifest_ref}.",
             f"Arms: baseline {artifact.baseline.name} vs method {artifact.method.name}.",
+            *((f"Baseline chosen with --against {artifact.against}, not the declared ablation: "
+               "extra evidence about that choice, which never promotes the component.",)
+              if artifact.against is not None else ()),
         ),
     )
 

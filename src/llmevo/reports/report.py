@@ -13,7 +13,12 @@ import os
 from pathlib import Path
 
 from llmevo.artifacts.io import write_text_atomic
-from llmevo.artifacts.schema import Artifact, DiagnosticArtifact, ReproductionArtifact
+from llmevo.artifacts.schema import (
+    Artifact,
+    DiagnosticArtifact,
+    ReproductionArtifact,
+    against_slug,
+)
 from llmevo.errors import ArtifactError
 from llmevo.eval.metrics import LOWER_IS_BETTER
 from llmevo.reports.plots import (
@@ -32,11 +37,16 @@ FULL_EXPERIMENT_PLOT = "plots/full_experiment.png"
 
 
 def default_report_dir(artifact: Artifact) -> Path:
-    """``docs/reproductions/<arxiv>-<name>/`` (or ``docs/foundation-models/...``)."""
+    """``docs/reproductions/<arxiv>-<name>/`` (or ``docs/foundation-models/...``); a
+    baseline chosen by ``--against OTHER`` reports in the ``vs-<other>/`` subfolder, beside
+    the declared ablation's report (where ``reproduce --publish`` writes it too)."""
     if artifact.arxiv is None:
         raise ArtifactError("artifact names no arXiv id (paper.arxiv_id); pass --out DIR")
     parent = "reproductions" if artifact.kind == "reproduction" else "foundation-models"
-    return Path("docs") / parent / f"{artifact.arxiv}-{artifact.name}"
+    folder = Path("docs") / parent / f"{artifact.arxiv}-{artifact.name}"
+    if isinstance(artifact, ReproductionArtifact) and artifact.against is not None:
+        return folder / f"vs-{against_slug(artifact.against)}"
+    return folder
 
 
 def _cell(text: str) -> str:
@@ -68,7 +78,18 @@ def _reproduction_plots(artifact: ReproductionArtifact, out_dir: Path) -> list[s
     lines = ["## Plots", ""]
     labels = {"baseline": artifact.baseline.name, "method": artifact.method.name}
     curves = artifact.training_curves
-    if curves is not None:
+    if artifact.post_training_curves and artifact.pretraining_curve is not None:
+        # post-training: one shared pretraining per seed (its curve), then each arm's stage
+        # (the per-step post-training plots below; training_curves holds the same losses)
+        plot_training_curves(
+            {"method": artifact.pretraining_curve.model_dump(mode="python", exclude_unset=True)},
+            out_dir / TRAINING_PLOT,
+            {"method": "llama_modern pretraining, shared by both arms"},
+            title="Pretraining loss (one checkpoint per seed, both arms start from it)",
+        )
+        lines += _image("Pretraining loss per step, mean over seeds with min-max band",
+                        TRAINING_PLOT)
+    elif curves is not None:
         plot_training_curves(
             curves.model_dump(mode="python", exclude_unset=True),
             out_dir / TRAINING_PLOT,

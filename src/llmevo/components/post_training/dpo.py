@@ -85,6 +85,7 @@ class DPO(PostTrainingMethod):
                                               self.config.beta)
             context.step(optimizer, loss.mean())
             result.losses.append(loss.mean().item())
+            result.grad_norms.append(context.last_grad_norm)
             result.phases.append("dpo")
             result.examples += n
             margins.append((chosen - rejected).mean().item())

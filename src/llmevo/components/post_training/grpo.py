@@ -126,9 +126,10 @@ class GRPO(PostTrainingMethod):
                 loss, kl = grpo_loss(policy, old, ref, advantages, mask,
                                      config.clip_epsilon, config.kl_beta)
                 context.step(optimizer, loss)
-                if first_loss is None:
+                if first_loss is None:  # the step's record: its first update
                     first_loss = loss.item()
                     kls.append(kl.item())
+                    result.grad_norms.append(context.last_grad_norm)
             result.losses.append(first_loss)
             result.phases.append("grpo")
             result.examples += len(picked)

@@ -78,6 +78,7 @@ class NEFTune(PostTrainingMethod):
                 loss = masked_mean_nll(logits, batch.targets, batch.mask)
                 context.step(optimizer, loss)
                 result.losses.append(loss.item())
+                result.grad_norms.append(context.last_grad_norm)
                 result.phases.append("neftune")
                 result.examples += context.settings.batch_size
         finally:

@@ -33,6 +33,7 @@ def run_sft(context: StageContext, steps: int, phase: str, result: StageResult) 
     optimizer = context.optimizer()
     for _ in range(steps):
         result.losses.append(sft_step(context, optimizer, demonstrations))
+        result.grad_norms.append(context.last_grad_norm)
         result.phases.append(phase)
         result.examples += context.settings.batch_size
 
