@@ -318,7 +318,7 @@ def train_replicas(
                 last_errors = torch.where(alive, optimizer.last_errors, last_errors)
             if sync_progress:
                 elapsed = time.perf_counter() - started
-                mean = float(losses[alive].mean()) if bool(alive.any()) else float("nan")
+                mean = float(losses[alive].detach().mean()) if bool(alive.any()) else float("nan")
                 progress.update(step + 1, mean, (step + 1) * count * first.tokens_per_step / elapsed)
             elif progress and (step + 1) % 25 == 0:
                 progress.update(step + 1, float("nan"), 0.0)
