@@ -61,6 +61,17 @@ def adamw_update(
     param.addcdiv_(exp_avg, denom, value=-step_size)
 
 
+def adamw_group_update(group: dict[str, Any], state: dict[Tensor, dict[str, Any]]) -> None:
+    """``adamw_update`` for every parameter of ``group`` that has a gradient (its lr, betas,
+    eps and weight decay); ``state`` maps each parameter to its AdamW state."""
+    beta1, beta2 = group["betas"]
+    for p in group["params"]:
+        if p.grad is None:
+            continue
+        adamw_update(p, p.grad, state.setdefault(p, {}), lr=group["lr"], beta1=beta1,
+                     beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"])
+
+
 class AdamWOptimizer(Optimizer):
     def __init__(
         self,
@@ -74,12 +85,7 @@ class AdamWOptimizer(Optimizer):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
     def update_group(self, group: dict[str, Any]) -> None:
-        beta1, beta2 = group["betas"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            adamw_update(p, p.grad, self.state.setdefault(p, {}), lr=group["lr"], beta1=beta1,
-                         beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"])
+        adamw_group_update(group, self.state)
 
 
 class AdamWConfig(StrictModel):

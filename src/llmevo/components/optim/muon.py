@@ -39,7 +39,7 @@ import torch
 from pydantic import Field, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
-from llmevo.components.optim.adamw import adamw_update
+from llmevo.components.optim.adamw import adamw_group_update
 from llmevo.components.optim.base import OptimizerComponent, count, parameters_by_role
 from llmevo.components.optim.optimizer import Optimizer
 from llmevo.registry import Paper, SearchDimension, StrictModel, register
@@ -146,12 +146,7 @@ class MuonAdamW(Optimizer):
         return errors
 
     def _adamw_step(self, group: dict[str, Any]) -> None:
-        beta1, beta2 = group["betas"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            adamw_update(p, p.grad, self.state.setdefault(p, {}), lr=group["lr"], beta1=beta1,
-                         beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"])
+        adamw_group_update(group, self.state)
 
     def orthogonality_error(self) -> float:
         """Mean ``muon_orthogonality_error`` over the hidden matrices of the last step (0 before)."""
