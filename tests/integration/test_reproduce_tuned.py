@@ -33,7 +33,9 @@ def test_tuned_smoke_reproduction_writes_tuning_block_class_and_plot(tmp_path, d
         block = tuning["arms"][label]
         means = {s["lr"]: s["mean"] for s in block["settings"]}
         assert len(means) >= 3
-        assert block["chosen"]["lr"] == min(means, key=means.get)  # best by validation
+        # best by validation; after a confirmation at the stability edge, among the confirmed
+        candidates = block.get("confirmed") or list(means)
+        assert block["chosen"]["lr"] == min(candidates, key=means.get)
         assert artifact[label]["learning_rate"] == block["chosen"]["lr"]
         assert (block["extended"] is not None) == (len(means) == 4)
     assert artifact["verdict"]["classification"] in ("better", "non-inferior", "inconclusive", "worse")
@@ -49,6 +51,7 @@ def test_tuned_smoke_reproduction_writes_tuning_block_class_and_plot(tmp_path, d
     (["--tune", "--tune-grid", "1e-3,abc"], "not a number"),
     (["--tune", "--seeds", "42,1000"], "disjoint"),
     (["--tune", "--tune-seeds", "42", "--seeds", "42,43,44"], "disjoint"),
+    (["--tune", "--tune-confirm", "-1"], "--tune-confirm"),
     (["--margin", "0"], "margin"),
     (["--margin", "nan"], "margin"),
     (["--no-tune", "--tune-grid", "1e-3,3e-3"], "--tune-grid needs tuning"),

@@ -195,6 +195,7 @@ def test_tuning_block_validates_and_round_trips(reproduction: dict[str, Any]) ->
     (lambda t: t["arms"]["method"].update(chosen={"lr": 5e-3}), "not one of the settings"),
     (lambda t: t["arms"]["method"].update(settings=t["arms"]["method"]["settings"][:1]), "at least 2"),
     (lambda t: t.update(seeds=[42]), "overlap evaluation_protocol.seeds"),
+    (lambda t: t.update(confirm_seeds=[1001, 42]), r"seeds \[42\] overlap evaluation_protocol.seeds"),
     (lambda t: t["arms"]["baseline"]["settings"][0].update(mean="4.1"), "tuning.arms.baseline.settings.0.mean"),
 ])
 def test_bad_tuning_blocks_are_one_line_errors(reproduction: dict[str, Any], change, message) -> None:

@@ -364,6 +364,14 @@ def test_report_tuning_block(tmp_path):
     assert "| 0.01 | not extended; best still on the edge |" in rows["rope"]
     assert "tuning seed(s) 1000" in text and "untuned" not in text
     assert _png_size(tmp_path / "out" / "plots" / "tuning_loss_vs_lr.png")[0] > 400
+    # a best at the stability edge confirmed on two more seeds: the row says which lrs and seeds
+    method = artifact["tuning"]["arms"]["method"]
+    method["settings"][2].update(validation={"1000": 4.9, "1001": 5.6, "1002": 5.7}, mean=5.4)
+    method["settings"][1].update(validation={"1000": 5.0, "1001": 5.0, "1002": 5.0})
+    method.update(chosen={"lr": 3e-3}, chosen_on_edge=False, confirmed=[3e-3, 1e-2])
+    artifact["tuning"]["confirm_seeds"] = [1001, 1002]
+    text = write_report(validate_artifact(artifact), tmp_path / "a.json", tmp_path / "out2").read_text()
+    assert "| 0.003 | not extended; 0.003 and 0.01 confirmed on seeds 1001, 1002 |" in text
 
 
 def test_an_against_artifact_says_its_baseline_everywhere(tmp_path, capsys):

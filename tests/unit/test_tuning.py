@@ -123,6 +123,79 @@ def test_diverged_settings_are_never_chosen(monkeypatch):
         tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, plan, _bowl(1e-2), torch.device("cpu"))
 
 
+def test_confirmation_seeds_follow_the_tuning_seeds_and_skip_report_seeds():
+    assert tuning.confirmation_seeds(2, [1000], [42]) == (1001, 1002)
+    assert tuning.confirmation_seeds(3, [41], [42, 43]) == (44, 45, 46)
+    assert tuning.confirmation_seeds(0, [1000], [42]) == ()
+    assert tuning.check_plan([1e-3, 3e-3], [1000], [42], confirm=2).confirm_seeds == (1001, 1002)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ConfigError, match="count >= 0"):
+            tuning.check_plan([1e-3, 3e-3], [1000], [42], confirm=bad)
+
+
+def _seed_dependent(good_seeds: set[int], edge_lr: float):
+    """The post_norm picture: every lr below ``edge_lr`` follows a bowl around 2e-3 (loss ~
+    1.0 at 1e-3 down to ~0.98 at 3e-3); at ``edge_lr`` a run trains to 0.5 (better than all)
+    on the seeds in ``good_seeds`` and stalls at 5.0 on the others."""
+
+    def evaluate(model):
+        if model.lr >= edge_lr:
+            return 0.5 if model.seed in good_seeds else 5.0
+        return 1.0 - 0.02 * (model.lr >= 3e-3)
+    return evaluate
+
+
+def test_a_lucky_best_at_the_stability_edge_is_confirmed_and_replaced(monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(tuning, "train_many", _fake_train_many(calls=calls))
+    plan = tuning.check_plan([1e-3, 3e-3, 1e-2], [1000], [42], extend_edges=False, confirm=2)
+    result = tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, plan,
+                             _seed_dependent({1000}, 1e-2), torch.device("cpu"))
+    # tuning seed 1000 is lucky at 1e-2 (0.5 < 0.98); 1e-2 is the highest lr tried, so it and
+    # its lower neighbour 3e-3 are retrained on seeds 1001, 1002, where 1e-2 stalls
+    assert calls[1] == [3e-3, 3e-3, 1e-2, 1e-2]
+    assert result.confirmed == (3e-3, 1e-2)
+    means = {s.lr: s.mean for s in result.settings}
+    assert means[1e-2] == pytest.approx((0.5 + 5.0 + 5.0) / 3)
+    assert means[3e-3] == pytest.approx(0.98)
+    assert means[1e-3] == pytest.approx(1.0)  # not retrained
+    assert result.best().lr == 3e-3 and not result.at_stability_edge()
+    block = tuning.tuning_block(plan, "lm_loss", {"method": result})
+    assert block["confirm_seeds"] == [1001, 1002] and block["arms"]["method"]["confirmed"] == [3e-3, 1e-2]
+    assert "stability edge" in block["selection"]
+    validations = {s["lr"]: s["validation"] for s in block["arms"]["method"]["settings"]}
+    assert validations[1e-2] == {"1000": 0.5, "1001": 5.0, "1002": 5.0}
+    assert validations[1e-3] == {"1000": 1.0}
+
+
+def test_a_best_that_holds_on_the_confirmation_seeds_is_kept(monkeypatch):
+    monkeypatch.setattr(tuning, "train_many", _fake_train_many())
+    plan = tuning.check_plan([1e-3, 3e-3, 1e-2], [1000], [42], extend_edges=False, confirm=2)
+    result = tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, plan,
+                             _seed_dependent({1000, 1001, 1002}, 1e-2), torch.device("cpu"))
+    assert result.confirmed == (3e-3, 1e-2) and result.best().lr == 1e-2
+
+
+def test_a_best_just_below_a_divergence_is_at_the_stability_edge(monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(tuning, "train_many", _fake_train_many(diverge_above=3e-3, calls=calls))
+    plan = tuning.check_plan([1e-3, 3e-3, 1e-2], [1000], [42], confirm=1)
+    result = tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, plan, _bowl(1e-2),
+                             torch.device("cpu"))
+    assert result.at_stability_edge() and calls[-1] == [1e-3, 3e-3]  # seed 1001
+    assert result.confirmed == (1e-3, 3e-3) and result.best().lr == 3e-3
+
+
+def test_an_interior_best_is_not_confirmed(monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(tuning, "train_many", _fake_train_many(calls=calls))
+    plan = tuning.check_plan([1e-3, 3e-3, 1e-2], [1000], [42], confirm=2)
+    result = tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, plan, _bowl(3e-3),
+                             torch.device("cpu"))
+    assert len(calls) == 1 and result.confirmed == () and not result.at_stability_edge()
+    assert tuning.tuning_block(plan, "lm_loss", {"m": result})["arms"]["m"]["confirmed"] == []
+
+
 def test_tune_arm_trains_real_models_through_train_many():
     """Without fakes: a tiny bigram model at two learning rates; the lower validation loss
     (computed here independently) wins."""

@@ -25,6 +25,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Discriminator,
+    Field,
     PrivateAttr,
     Tag,
     ValidationError,
@@ -279,6 +280,7 @@ class ArmTuning(_Block):
     chosen: dict[str, float]
     extended: Literal["up", "down"] | None = None
     chosen_on_edge: bool
+    confirmed: list[float] = Field(default_factory=list)  # lrs retrained on the confirmation seeds
 
     @model_validator(mode="after")
     def _chosen_is_a_setting(self) -> ArmTuning:
@@ -297,6 +299,7 @@ class Tuning(_Block):
     seeds: list[int]
     metric: str
     arms: dict[str, ArmTuning]
+    confirm_seeds: list[int] = Field(default_factory=list)  # for a best at the stability edge
 
 
 class ReproductionArtifact(_Block):
@@ -328,9 +331,10 @@ class ReproductionArtifact(_Block):
     @model_validator(mode="after")
     def _tuning_seeds_disjoint(self) -> ReproductionArtifact:
         if self.tuning is not None:
-            overlap = sorted(set(self.tuning.seeds) & set(self.evaluation_protocol.seeds))
+            tuning_seeds = set(self.tuning.seeds) | set(self.tuning.confirm_seeds)
+            overlap = sorted(tuning_seeds & set(self.evaluation_protocol.seeds))
             if overlap:
-                raise ValueError(f"tuning.seeds {overlap} overlap evaluation_protocol.seeds")
+                raise ValueError(f"tuning seeds {overlap} overlap evaluation_protocol.seeds")
         return self
 
     @property

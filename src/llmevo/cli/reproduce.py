@@ -107,6 +107,9 @@ def reproduce(
     tune_grid: Annotated[str | None, typer.Option(
         help="Learning rates to tune over, e.g. 1e-3,3e-3,1e-2 (default: 5 from lr/3 to 3*lr).")] = None,
     tune_seeds: Annotated[str, typer.Option(help="Tuning seeds, disjoint from the report seeds.")] = "1000",
+    tune_confirm: Annotated[int, typer.Option(
+        help="Extra tuning seeds that confirm a best lr at the stability edge (the highest that "
+             "trained) against its lower neighbour; 0 turns this off.")] = 2,
     margin: Annotated[float, typer.Option(help="Non-inferiority margin of the verdict class, percent.")] = 1.0,
     post_steps: Annotated[int | None, typer.Option(help="Post-training methods: the stage's steps.")] = None,
     post_batch_size: Annotated[int | None, typer.Option(help="Post-training: examples per step.")] = None,
@@ -129,6 +132,7 @@ def reproduce(
     check_real("--lr", lr, strict=True)
     check_count("--replicas-max", replicas_max)
     check_real("--margin", margin, strict=True)
+    check_count("--tune-confirm", tune_confirm, minimum=0)
     check_count("--post-steps", post_steps)
     check_count("--post-batch-size", post_batch_size)
     check_real("--post-lr", post_lr, strict=True)
@@ -146,7 +150,7 @@ def reproduce(
         report=report, out=out, save_checkpoints=save_checkpoints, tensorboard=tensorboard,
         path="sequential" if sequential else path, replicas_max=replicas_max,
         tune=tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None,
-        tune_seeds=parse_seeds(None, tune_seeds), margin=margin,
+        tune_seeds=parse_seeds(None, tune_seeds), tune_confirm=tune_confirm, margin=margin,
         post_steps=post_steps, post_batch_size=post_batch_size, post_lr=post_lr,
         post_seed_offset=post_seed_offset, method_config=method_config,
         preference_file=preference_file, arithmetic_max_operand=arithmetic_max_operand,

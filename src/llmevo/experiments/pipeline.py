@@ -39,6 +39,7 @@ from llmevo.experiments import runner
 from llmevo.experiments.plans import Comparison, plan_comparison
 from llmevo.experiments.presets import Preset, get_preset
 from llmevo.experiments.tuning import (
+    DEFAULT_CONFIRM,
     DEFAULT_REPORT_SEEDS,
     DEFAULT_TUNING_SEEDS,
     TuningPlan,
@@ -94,7 +95,8 @@ class ReproductionRequest(RequestModel):
     ``preset`` is a preset name or a ``Preset``; ``steps`` .. ``suite`` override it.
     ``tune`` (default: on for the quick and standard presets, or when ``tune_grid`` is given)
     tunes each arm's learning rate on ``tune_grid`` (default: 5 from lr/3 to 3*lr) under
-    ``tune_seeds`` first; ``seeds`` then defaults to 42..46 (else 42). ``margin`` is the
+    ``tune_seeds`` first (a best at the stability edge is confirmed on ``tune_confirm``
+    further seeds); ``seeds`` then defaults to 42..46 (else 42). ``margin`` is the
     non-inferiority margin (percent) of the verdict class.
     ``out`` defaults to ``runs/<paper>-<name>/<artifact_filename>`` (``--publish``:
     ``docs/reproductions/<paper>-<name>/metrics/...``, refused from a dirty checkout unless
@@ -127,6 +129,7 @@ class ReproductionRequest(RequestModel):
     tune: bool | None = None
     tune_grid: list[float] | None = None
     tune_seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_TUNING_SEEDS))
+    tune_confirm: int = DEFAULT_CONFIRM  # extra tuning seeds for a best at the stability edge; 0: off
     margin: float = 1.0
     post_steps: int | None = Field(default=None, ge=1)  # post-training methods: the stage's steps
     post_batch_size: int | None = Field(default=None, ge=1)
@@ -176,7 +179,7 @@ class ReproductionRequest(RequestModel):
         if not self.tuned():
             return None
         grid = self.tune_grid or default_grid(self.resolved_preset().train.lr)
-        return check_plan(grid, self.tune_seeds, self.report_seeds())
+        return check_plan(grid, self.tune_seeds, self.report_seeds(), confirm=self.tune_confirm)
 
     def resolved_preset(self) -> Preset:
         base = get_preset(self.preset) if isinstance(self.preset, str) else self.preset

@@ -8,6 +8,11 @@ under *tuning seeds* that are disjoint from the report seeds, all runs of an arm
 is the one trained under the report seeds for the paired comparison. A best value on the
 grid's edge is not a tuned arm, so the grid of that arm is extended once, one step further
 in that direction (the artifact records it, and whether the best is still on the edge).
+A best setting at the *stability edge* (the highest learning rate that trained: either the
+highest one tried, or the one just below a setting that diverged) is where one lucky tuning
+seed misleads most: a run there may train well or stall depending on the seed. Such a best
+and its lower neighbour are therefore *confirmed* on ``confirm`` further tuning seeds, and
+the arm takes the better of the two by the mean over all its tuning seeds.
 The test split is never looked at here.
 
 Public API: ``TuningPlan``, ``default_grid``, ``check_plan``, ``tune_arm``, ``ArmTuning``,
@@ -37,7 +42,10 @@ DEFAULT_POINTS = 5
 DEFAULT_SPAN = 3.0  # the default grid runs from lr / span to lr * span
 DEFAULT_TUNING_SEEDS = (1000,)
 DEFAULT_REPORT_SEEDS = (42, 43, 44, 45, 46)
+DEFAULT_CONFIRM = 2  # extra tuning seeds for a best setting at the stability edge
 SELECTION = "lowest mean validation {metric} over the tuning seeds (a diverged run counts as worst)"
+CONFIRMATION = ("; a best at the stability edge (highest lr that trained) and its lower neighbour "
+                "are retrained on the confirmation seeds and the lower mean over all seeds wins")
 
 
 def default_grid(lr: float, points: int = DEFAULT_POINTS, span: float = DEFAULT_SPAN) -> list[float]:
@@ -56,10 +64,22 @@ class TuningPlan:
     grid: tuple[float, ...]
     seeds: tuple[int, ...] = DEFAULT_TUNING_SEEDS
     extend_edges: bool = True
+    confirm_seeds: tuple[int, ...] = ()  # used only for a best at the stability edge
+
+
+def confirmation_seeds(count: int, seeds: Sequence[int], report_seeds: Sequence[int]) -> tuple[int, ...]:
+    """The ``count`` integers after the largest tuning seed that are neither tuning nor report seeds."""
+    taken, chosen, candidate = set(seeds) | set(report_seeds), [], max(seeds)
+    while len(chosen) < count:
+        candidate += 1
+        if candidate not in taken:
+            chosen.append(candidate)
+    return tuple(chosen)
 
 
 def check_plan(
-    grid: Sequence[float], seeds: Sequence[int], report_seeds: Sequence[int], extend_edges: bool = True
+    grid: Sequence[float], seeds: Sequence[int], report_seeds: Sequence[int], extend_edges: bool = True,
+    confirm: int = 0,
 ) -> TuningPlan:
     """A validated plan; every problem is one ``ConfigError`` line, before any training."""
     values = list(grid)
@@ -81,7 +101,10 @@ def check_plan(
         raise ConfigError(
             f"tuning seeds {overlap} are also report seeds; tuning and reporting must use "
             "disjoint seeds (e.g. --tune-seeds 1000)")
-    return TuningPlan(tuple(distinct), tuple(seeds), extend_edges)
+    if isinstance(confirm, bool) or not isinstance(confirm, int) or confirm < 0:
+        raise ConfigError(f"confirmation seeds: need a count >= 0 (0 turns confirmation off), got {confirm!r}")
+    return TuningPlan(tuple(distinct), tuple(seeds), extend_edges,
+                      confirmation_seeds(confirm, seeds, report_seeds))
 
 
 @dataclass
@@ -104,17 +127,28 @@ class ArmTuning:
     label: str
     settings: list[SettingResult] = field(default_factory=list)
     extended: Literal["up", "down"] | None = None
+    confirmed: tuple[float, ...] = ()  # learning rates retrained on the confirmation seeds
 
     @property
     def grid(self) -> list[float]:
         return sorted(s.lr for s in self.settings)
 
     def best(self) -> SettingResult:
+        """Lowest mean; after a confirmation, among the confirmed settings (their means cover
+        more seeds than the others'), unless every one of them diverged there."""
         finite = [s for s in self.settings if s.mean is not None]
         if not finite:
             raise DivergedError(f"{self.label} arm: every tuning run diverged "
                                 f"(learning rates {self.grid}); lower the grid", 0)
-        return min(finite, key=lambda s: (s.mean, s.lr))
+        confirmed = [s for s in finite if s.lr in self.confirmed]
+        unconfirmed = [s for s in finite if s.lr not in self.confirmed]
+        return min(confirmed or unconfirmed or finite, key=lambda s: (s.mean, s.lr))
+
+    def at_stability_edge(self) -> bool:
+        """The best is the highest lr that trained: the highest tried, or just below a divergence."""
+        ordered = sorted(self.settings, key=lambda s: s.lr)
+        index = ordered.index(self.best())
+        return index == len(ordered) - 1 or ordered[index + 1].mean is None
 
     def edge(self) -> Literal["up", "down"] | None:
         """Which edge of the grid the best setting lies on, if any."""
@@ -143,26 +177,33 @@ def tune_arm(
 ) -> ArmTuning:
     """Train ``build()`` at every grid learning rate under every tuning seed (one
     ``train_many`` call), score each run with ``evaluate`` (validation, lower is better),
-    and extend the grid once if the best lies on its edge."""
+    extend the grid once if the best lies on its edge, and confirm a best at the stability
+    edge (with its lower neighbour) on ``plan.confirm_seeds``."""
     tuning = ArmTuning(label)
 
-    def run(lrs: Sequence[float], extension: bool) -> None:
+    def run(lrs: Sequence[float], seeds: Sequence[int], extension: bool = False) -> None:
         specs = [RunSpec(seed, config.model_copy(update={"lr": lr}), label=f"lr {lr:.3g} seed {seed}")
-                 for lr in lrs for seed in plan.seeds]
+                 for lr in lrs for seed in seeds]
         outcomes = train_many(build, stream, specs, device, progress, description=f"tune {label}",
                               path=execution.path, replicas_max=execution.replicas_max)
-        results = {lr: SettingResult(lr, {}, extension) for lr in lrs}
+        known = {s.lr: s for s in tuning.settings}
+        results = {lr: known.get(lr) or SettingResult(lr, {}, extension) for lr in lrs}
         for outcome in outcomes:
             value = None if outcome.result.status == "diverged" else float(evaluate(outcome.model))
             results[outcome.spec.config.lr].values[outcome.spec.seed] = value
             outcome.model.cpu()
-        tuning.settings.extend(results.values())
+        tuning.settings.extend(r for lr, r in results.items() if lr not in known)
 
-    run(plan.grid, extension=False)
+    run(plan.grid, plan.seeds)
     edge = tuning.edge()
     if plan.extend_edges and edge is not None:
-        run([extension_value(tuning.grid, edge)], extension=True)
+        run([extension_value(tuning.grid, edge)], plan.seeds, extension=True)
         tuning.extended = edge
+    if plan.confirm_seeds and tuning.at_stability_edge():
+        best, below = tuning.best(), [s for s in tuning.settings if s.lr < tuning.best().lr]
+        lrs = [max(below, key=lambda s: s.lr).lr, best.lr] if below else [best.lr]
+        run(lrs, plan.confirm_seeds)
+        tuning.confirmed = tuple(lrs)
     return tuning
 
 
@@ -174,8 +215,9 @@ def tuning_block(plan: TuningPlan, metric: str, arms: dict[str, ArmTuning]) -> d
         "seeds": list(plan.seeds),
         "metric": metric,
         "split": "validation",
-        "selection": SELECTION.format(metric=metric),
+        "selection": SELECTION.format(metric=metric) + (CONFIRMATION if plan.confirm_seeds else ""),
         "extend_edges": plan.extend_edges,
+        "confirm_seeds": list(plan.confirm_seeds),
         "arms": {},
     }
     for label, tuning in arms.items():
@@ -190,6 +232,7 @@ def tuning_block(plan: TuningPlan, metric: str, arms: dict[str, ArmTuning]) -> d
             "chosen": {"lr": best.lr},
             "extended": tuning.extended,
             "chosen_on_edge": tuning.edge() is not None,
+            "confirmed": list(tuning.confirmed),
         }
     return block
 

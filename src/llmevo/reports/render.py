@@ -375,6 +375,9 @@ def _tuning_section(artifact: ReproductionArtifact) -> Section:
         edge = f"extended {block.extended}" if block.extended else "not extended"
         if block.chosen_on_edge:
             edge += "; best still on the edge"
+        if block.confirmed:
+            confirmed = " and ".join(f"{lr:.3g}" for lr in block.confirmed)
+            edge += f"; {confirmed} confirmed on seeds {', '.join(map(str, tuning.confirm_seeds))}"
         rows.append((names.get(arm, arm), cells, f"{block.chosen['lr']:.3g}", edge))
     return Section(
         "tuning",
