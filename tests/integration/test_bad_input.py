@@ -115,6 +115,7 @@ def _numeric_cases() -> list[list[str]]:
     cases += [["evolve", "--population", v] for v in ("0", "1", "-1")]
     cases += [["evolve", "--population", "3", "--tournament", "4"],
               ["evolve", "--rescore-seeds", "-1"], ["evolve", "--sampler-seed", "-1"],
+              ["evolve", "--tune-confirm", "-1"], ["reproduce", "rope", "--tune-confirm", "-1"],
               ["evolve", "--seeds", "42,x"], ["evolve", "--seeds", "42,42"]]
     cases += [["evolve", "--score-k", v] for v in bad_real]
     generate = ["generate", "--checkpoint", "nowhere", "--prompt", "x"]

@@ -124,6 +124,8 @@ def evolve(
     tune_grid: Annotated[str | None, typer.Option(
         help="The final comparison's lr grid (default: 5 from lr/3 to 3*lr of the preset).")] = None,
     tune_seeds: Annotated[str, typer.Option(help="Tuning seeds of the final comparison.")] = "2000",
+    tune_confirm: Annotated[int, typer.Option(
+        help="Final comparison: extra tuning seeds that confirm a best lr at the stability edge; 0: off.")] = 2,
     explain: Annotated[bool, typer.Option(
         "--explain", help="Knock out each gene where the study's champion differs from llama_modern, "
                           "train under --seeds and add the table to the study report.")] = False,
@@ -142,6 +144,7 @@ def evolve(
     check_real("--score-k", score_k)
     check_count("--trial-steps", trial_steps)
     check_count("--eval-windows", eval_windows)
+    check_count("--tune-confirm", tune_confirm, minimum=0)
     check_count("--heartbeat", heartbeat)
     check_count("--grace-period", grace_period)
     check_count("--threads", threads)
@@ -161,7 +164,7 @@ def evolve(
         docs=docs, tensorboard=tensorboard, cache_dir=resolve_cache_dir(),
         path="sequential" if sequential else "auto", replicas_max=replicas_max,
         final_tune=final_tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None,
-        tune_seeds=parse_seeds(None, tune_seeds),
+        tune_seeds=parse_seeds(None, tune_seeds), tune_confirm=tune_confirm,
         trial_lr_factors=[] if trial_lr_factors.strip().lower() == "none" else parse_floats(
             trial_lr_factors, "--trial-lr-factors"),
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),

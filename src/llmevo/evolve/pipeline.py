@@ -97,7 +97,8 @@ class EvolutionSettings(RequestModel):
     ``explain``'s) report seeds. Each trial trains at its lr times each of
     ``trial_lr_factors`` and is scored by the best (empty: one lr, with hurdles);
     ``final_tune`` tunes champion and baseline on ``tune_grid`` (default: 5 from lr/3 to
-    3*lr) under ``tune_seeds`` before the final comparison."""
+    3*lr) under ``tune_seeds`` before the final comparison (a best at the stability edge is
+    confirmed on ``tune_confirm`` more seeds, as in ``llmevo.experiments.tuning``)."""
 
     preset: str = "quick"
     trials: int = Field(default=24, ge=1)
@@ -128,6 +129,7 @@ class EvolutionSettings(RequestModel):
     final_tune: bool = True
     tune_grid: list[float] | None = None
     tune_seeds: list[int] = Field(default_factory=lambda: [2000])
+    tune_confirm: int = tuning.DEFAULT_CONFIRM
     path: str = "auto"  # how rescoring and final seeds train: auto or sequential (llmevo.train.many)
     replicas_max: int | None = None  # (checked by check_path) at most this many seeds of a genome at once
     publish: bool = False
@@ -218,7 +220,7 @@ def _prepare(settings: EvolutionSettings) -> _Prepared:
         trial_lr_grid(1.0, factors)  # refuses a bad grid before any work
     plan = tuning.check_plan(
         settings.tune_grid or tuning.default_grid(final_preset.train.lr), settings.tune_seeds,
-        settings.seeds) if settings.final_tune else None
+        settings.seeds, confirm=settings.tune_confirm) if settings.final_tune else None
     if not Path(settings.data_dir).is_dir():
         raise ConfigError(f"data directory {settings.data_dir} does not exist")
     resolve_device(settings.device)  # refuses an unavailable device before any work
