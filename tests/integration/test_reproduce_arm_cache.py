@@ -10,12 +10,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from llmevo.artifacts import load_artifact
 from llmevo.cli import main
 from llmevo.errors import ConfigError
 from llmevo.experiments import ReproductionRequest, reproduce, runner, tuning
 from llmevo.experiments.arm_cache import _Entries
+from llmevo.inference.checkpoint import load_checkpoint
 from llmevo.reports.render import cache_sentence
 from llmevo.train import many
 
@@ -157,9 +159,19 @@ def test_a_lost_or_damaged_entry_is_recomputed_alone(cold, data_dir, warm_cache,
 def test_no_arm_cache_retrains_everything_and_gives_the_same_numbers(
         cold, data_dir, warm_cache, tmp_path, monkeypatch):
     recorder = Recorder(monkeypatch)
-    retrained = _reproduce("relu2", data_dir, warm_cache, tmp_path / "retrained.json", arm_cache=False)
+    retrained = _reproduce("relu2", data_dir, warm_cache, tmp_path / "retrained.json", arm_cache=False,
+                           save_checkpoints=tmp_path / "trained")
     assert recorder.trained == cold.trained and "cache" not in retrained
     assert _comparable(retrained, "wall_seconds") == _comparable(cold.artifact, "wall_seconds")
+    # --save-checkpoints from cache hits: the same weights as the models trained just now
+    recorder.trained.clear()
+    _reproduce("relu2", data_dir, warm_cache, tmp_path / "loaded.json", save_checkpoints=tmp_path / "loaded")
+    assert recorder.trained == Counter()
+    for label in ("baseline", "method"):
+        trained = load_checkpoint(tmp_path / "trained" / label).model.state_dict()
+        loaded = load_checkpoint(tmp_path / "loaded" / label).model.state_dict()
+        assert trained.keys() == loaded.keys()
+        assert all(torch.equal(trained[name], loaded[name]) for name in trained)
 
 
 def test_tensorboard_bypasses_the_arm_cache(data_dir, fresh_cache, tmp_path):
