@@ -1,6 +1,6 @@
 # Two entry points for a fresh machine. Both create .venv on first use.
 #   make reproduce   — the main job: RoPE vs its non-rotary ablation on the smoke preset
-#   make test        — the test suite
+#   make test        — the lint (ruff), then the test suite
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -20,10 +20,11 @@ venv: $(BIN)/llmevo
 reproduce: $(BIN)/llmevo
 	LLMEVO_DATA=$(DATA) $(BIN)/llmevo reproduce $(ARGS)
 
-test: $(BIN)/llmevo
+# CI (.ci/run) calls `make test`: the lint runs first and a lint error fails the build.
+test: lint
 	LLMEVO_DATA=$(DATA) $(BIN)/python -m pytest
 
 lint: $(BIN)/llmevo
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff check src tests scripts
 
 .PHONY: venv reproduce test lint

@@ -3,11 +3,12 @@ any work, and the default output paths follow the documented layout."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from llmevo.errors import ConfigError
+from llmevo.errors import ConfigError, LlmevoError
 from llmevo.evolve import EvolutionSettings
 from llmevo.experiments import ReproductionRequest, reproduce
 from llmevo.experiments.pipeline import artifact_filename
@@ -58,7 +59,10 @@ def test_default_outputs(tmp_path):
     settings = EvolutionSettings(data_dir=tmp_path, preset="smoke", trial_steps=8)
     assert settings.study_name() == "evolve-smoke-s8"
     assert settings.storage_url() == "sqlite:///runs/evolve/evolve-smoke-s8.db"
-    assert settings.report_folder() == Path("docs/evolution/evolve-smoke-s8")
+    assert settings.report_folder() == Path("runs/evolve/evolve-smoke-s8")  # beside its study file
+    published = settings.model_copy(update={"publish": True})
+    assert published.report_folder() == Path("docs/evolution/evolve-smoke-s8")
+    assert published.model_copy(update={"out": tmp_path / "r"}).report_folder() == tmp_path / "r"
 
 
 def test_publish_outside_a_checkout_is_refused_before_any_work(tmp_path):
@@ -68,6 +72,40 @@ def test_publish_outside_a_checkout_is_refused_before_any_work(tmp_path):
     with pytest.raises(ConfigError, match="cannot publish"):
         reproduce(request)
     assert list(tmp_path.iterdir()) == []
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-C", str(repo),
+                    *args], check=True, capture_output=True)
+
+
+def test_evolve_publish_refuses_a_dirty_or_unknown_tree_before_any_work(tmp_path):
+    from llmevo.evolve import explain, run
+
+    repo, data = tmp_path / "repo", tmp_path / "data"
+    repo.mkdir()
+    data.mkdir()
+    storage = tmp_path / "study.db"
+    settings = EvolutionSettings(data_dir=data, preset="smoke", device="cpu", publish=True,
+                                 repo_root=repo, storage=f"sqlite:///{storage}", study="s")
+    for entry in (run, explain):
+        with pytest.raises(ConfigError, match="cannot publish: .*not a git checkout"):
+            entry(settings)
+    (repo / "a.py").write_text("A = 1\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "init")
+    (repo / "a.py").write_text("A = 2\n")  # an uncommitted change
+    for entry in (run, explain):
+        with pytest.raises(ConfigError, match="cannot publish: .* uncommitted changes"):
+            entry(settings)
+    assert not storage.exists() and list(data.iterdir()) == []
+    # allowed, or not publishing: past the check (refused next for the empty data folder)
+    for allowed in (settings.model_copy(update={"allow_dirty": True}),
+                    settings.model_copy(update={"publish": False})):
+        with pytest.raises(LlmevoError) as error:
+            run(allowed)
+        assert "cannot publish" not in str(error.value)
 
 
 def test_an_artifact_path_that_is_a_folder_is_refused_before_any_work(tmp_path):

@@ -100,7 +100,12 @@ def evolve(
     heartbeat: Annotated[int, typer.Option(help="Heartbeat interval of running trials, seconds.")] = 5,
     grace_period: Annotated[int, typer.Option(help="A trial silent this long is failed and retried.")] = 20,
     sampler_seed: Annotated[int | None, typer.Option(help="Seed of the sampler's random choices.")] = None,
-    out: Annotated[Path | None, typer.Option(metavar="DIR", help="Report folder (default docs/evolution/<study>).")] = None,
+    out: Annotated[Path | None, typer.Option(metavar="DIR", help="Report folder (default runs/evolve/<study>; with --publish docs/evolution/<study>).")] = None,
+    publish: Annotated[bool, typer.Option(
+        help="Write the report (and --explain's knockouts) under docs/evolution/ instead of runs/evolve/; "
+             "refuses a dirty git tree.")] = False,
+    allow_dirty: Annotated[bool, typer.Option(
+        help="With --publish: publish from a tree with uncommitted changes (recorded in provenance).")] = False,
     report: Annotated[bool, typer.Option(help="Evaluate the champion on test and write the report.")] = True,
     threads: Annotated[int | None, typer.Option(help="CPU threads per worker (default: CPU cores / workers).")] = None,
     promotion: Annotated[Literal["evidence", "manifest"], typer.Option(
@@ -151,7 +156,8 @@ def evolve(
         sampler=sampler, population=population, tournament=tournament,
         rescore_seeds=rescore_seeds, score_k=score_k, device=device, trial_steps=trial_steps,
         eval_windows=eval_windows, heartbeat=heartbeat, grace_period=grace_period,
-        sampler_seed=sampler_seed, out=out, report=report, threads=threads, promotion=promotion,
+        sampler_seed=sampler_seed, out=out, report=report, publish=publish, allow_dirty=allow_dirty,
+        threads=threads, promotion=promotion,
         docs=docs, tensorboard=tensorboard, cache_dir=resolve_cache_dir(),
         path="sequential" if sequential else "auto", replicas_max=replicas_max,
         final_tune=final_tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None,

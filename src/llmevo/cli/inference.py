@@ -28,8 +28,6 @@ from llmevo.errors import ConfigError
 if TYPE_CHECKING:
     from rich.table import Table
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-
 
 @app.command()
 def generate(
@@ -111,7 +109,8 @@ def diagnose(
     seed: int | None = typer.Option(None, help="One seed (default: the three seeds 42,43,44)."),
     seeds: str | None = typer.Option(None, help="Comma-separated seeds (default 42,43,44)."),
     out: Path | None = typer.Option(
-        None, metavar="FILE", help="Artifact file (default: docs/foundation-models/...)."
+        None, metavar="FILE",
+        help="Artifact file (default: docs/foundation-models/.../component-<device>-seeds....json)."
     ),
     full_experiment: bool = typer.Option(
         False, help="Also run the L2 experiment (rope-relay: streaming WikiText-2 evaluation)."
@@ -119,49 +118,23 @@ def diagnose(
     checkpoint: Path | None = typer.Option(None, help="Trained checkpoint for --full-experiment."),
     data_dir: Path | None = typer.Option(None, help="Shared data folder (else $LLMEVO_DATA)."),
     eval_tokens: int = typer.Option(1024, help="--full-experiment: validation tokens streamed."),
+    device: DeviceOption = "auto",
     threads: ThreadsOption = None,
 ) -> None:
     """Run an L1 mechanism diagnostic over seeds and write its component-diagnostic artifact."""
-    from llmevo.diagnostics.harness import (
-        build_artifact,
-        default_artifact_path,
-        run_diagnostic,
-        write_artifact,
-    )
-
     seed_list = parse_seeds(seed, seeds, default=DEFAULT_SEEDS)
     check_count("--eval-tokens", eval_tokens)
     check_output_file(out)
     apply_threads(threads)
-    path = out or default_artifact_path(name, seed_list)
-    if full_experiment and name != "rope-relay":
-        raise ConfigError(f"--full-experiment exists for rope-relay only, not '{name}'")
-    if full_experiment and checkpoint is None:
-        raise ConfigError("--full-experiment needs --checkpoint DIR (a trained llama_modern)")
-    run = run_diagnostic(name, seed_list)
-    extra_modules: list[object] = []
-    if full_experiment:
-        from llmevo.diagnostics import relay_experiment
+    from llmevo.diagnostics.pipeline import DiagnoseRequest
+    from llmevo.diagnostics.pipeline import diagnose as run_diagnose
 
-        assert checkpoint is not None
-        run.full_experiment = relay_experiment.run_relay_experiment(
-            checkpoint,
-            resolve_data_dir(data_dir),
-            seed_list,
-            relay_experiment.RelayExperimentConfig(eval_tokens=eval_tokens),
-        )
-        extra_modules.append(relay_experiment)
-    artifact = build_artifact(
-        run,
-        command=shlex.join(["llmevo", *sys.argv[1:]]),
-        artifact_path=path,
-        repo_root=REPO_ROOT,
-        runner_file=Path(__file__),
-        checkpoint=str(checkpoint) if full_experiment else None,
-        extra_modules=extra_modules,
-    )
-    write_artifact(artifact, path)
-    console.print(_metrics_table(name, run.metrics))
+    outcome = run_diagnose(DiagnoseRequest(
+        name=name, seeds=seed_list, device=device, out=out, full_experiment=full_experiment,
+        checkpoint=checkpoint, data_dir=resolve_data_dir(data_dir) if full_experiment else None,
+        eval_tokens=eval_tokens, command=shlex.join(["llmevo", *sys.argv[1:]]),
+    ))
+    console.print(_metrics_table(name, outcome.run.metrics))
     if full_experiment:
-        console.print(_experiment_table(run.full_experiment))
-    console.print(f"wrote {path}")
+        console.print(_experiment_table(outcome.run.full_experiment))
+    console.print(f"wrote {outcome.path}")

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from llmevo.catalog import ensure_registered
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import summarize
@@ -33,14 +35,17 @@ DIAGNOSTIC_DATASET_REVISION = "llmevo-l1-synthetic-v1"
 class Diagnostic:
     """A registered L1 diagnostic of one component.
 
-    ``run_seed(config, seed)`` returns the metrics of one seed, in reporting order.
+    ``run_seed(config, seed, device)`` returns the metrics of one seed, in reporting order.
+    It draws its random tensors on the CPU from a generator seeded with ``seed`` and moves
+    them to ``device``, so every device starts from the same numbers; exact references in
+    float64 are computed on the CPU (MPS has no float64).
     ``modules`` are the implementation files measured (for provenance).
     """
 
     name: str
     component: str  # the registered component name whose manifest describes the method
     config_cls: type[StrictModel]
-    run_seed: Callable[[Any, int], SeedRow]
+    run_seed: Callable[[Any, int, torch.device], SeedRow]
     claim_policy: str
     modules: tuple[object, ...]
     dataset_id: str = "synthetic-formula-tensors"
@@ -91,9 +96,12 @@ class DiagnosticRun:
 
 
 def run_diagnostic(
-    name: str, seeds: Sequence[int], overrides: dict[str, Any] | None = None
+    name: str,
+    seeds: Sequence[int],
+    overrides: dict[str, Any] | None = None,
+    device: torch.device = torch.device("cpu"),
 ) -> DiagnosticRun:
-    """Run diagnostic ``name`` once per seed and aggregate."""
+    """Run diagnostic ``name`` once per seed on ``device`` and aggregate."""
     if not seeds:
         raise ConfigError("diagnose: expected at least one seed")
     diagnostic = get_diagnostic(name)
@@ -103,7 +111,7 @@ def run_diagnostic(
         config = diagnostic.config_cls.model_validate(overrides or {})
     except Exception as error:  # pydantic ValidationError -> one line
         raise ConfigError(f"diagnostic '{name}': {error}".splitlines()[0]) from None
-    rows = [diagnostic.run_seed(config, seed) for seed in seeds]
+    rows = [diagnostic.run_seed(config, seed, device) for seed in seeds]
     per_seed = [
         {"seed": seed, **{k: float(v) for k, v in row.items() if not isinstance(v, bool)}}
         for seed, row in zip(seeds, rows, strict=True)

@@ -37,20 +37,22 @@ def polar_factor(matrix: Tensor) -> Tensor:
     return u @ vh
 
 
-def run_seed(config: MuonDiagnosticConfig, seed: int) -> SeedRow:
-    generator = torch.Generator().manual_seed(seed)
+def run_seed(config: MuonDiagnosticConfig, seed: int, device: torch.device) -> SeedRow:
+    generator = torch.Generator().manual_seed(seed)  # draws on the CPU, for every device
     errors, raw_errors, polar_errors, lows, highs, singulars = [], [], [], [], [], []
     for rows, cols in config.shapes:
-        momentum = torch.randn(rows, cols, generator=generator)  # (r, c)
-        update = newton_schulz(momentum, steps=config.steps)
-        singular = torch.linalg.svdvals(update.to(torch.float64))
+        momentum = torch.randn(rows, cols, generator=generator)  # (r, c) on the CPU
+        update = newton_schulz(momentum.to(device), steps=config.steps)  # (r, c) on device
+        errors.append(float(orthogonality_error(update)))
+        # the references in float64 on the CPU (MPS has no float64)
+        update64 = update.cpu().to(torch.float64)
+        singular = torch.linalg.svdvals(update64)
         singulars.append(singular)
         lows.append(float(singular.min()))
         highs.append(float(singular.max()))
-        errors.append(float(orthogonality_error(update)))
         raw_errors.append(float(orthogonality_error(momentum / momentum.norm())))
         exact = polar_factor(momentum)
-        polar_errors.append(float((update.to(torch.float64) - exact).norm() / exact.norm()))
+        polar_errors.append(float((update64 - exact).norm() / exact.norm()))
     low, high = min(lows), max(highs)
     every = torch.cat(singulars)
     in_band = ((every >= config.band_low) & (every <= config.band_high)).double().mean()

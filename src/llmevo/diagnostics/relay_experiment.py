@@ -59,15 +59,20 @@ def _stretch(tokens: torch.Tensor, length: int, seed: int) -> torch.Tensor:
 
 
 def run_relay_experiment(
-    checkpoint: Path, data_dir: Path, seeds: list[int], config: RelayExperimentConfig
+    checkpoint: Path,
+    data_dir: Path,
+    seeds: list[int],
+    config: RelayExperimentConfig,
+    device: torch.device = torch.device("cpu"),
 ) -> dict[str, Any]:
-    """Run every arm for every seed; returns the artifact's ``full_experiment`` block."""
+    """Run every arm for every seed on ``device``; returns the artifact's ``full_experiment``
+    block."""
     from tokenizers import Tokenizer
 
     loaded = load_checkpoint(checkpoint)
     if loaded.tokenizer_json is None:
         raise ConfigError(f"checkpoint {checkpoint} has no tokenizer; the experiment needs one")
-    model = loaded.model
+    model = loaded.model.to(device)
     tokenizer = Tokenizer.from_str(loaded.tokenizer_json)
     path = verified_path(data_dir, VALIDATION_FILE)
     # The first eval stretch plus room for seeded offsets: ~8 x eval_tokens x 5 bytes.
@@ -88,7 +93,7 @@ def run_relay_experiment(
     started = time.time()
     per_seed: dict[str, dict[str, float]] = {}
     for seed in seeds:
-        stretch = _stretch(tokens, config.eval_tokens, seed)
+        stretch = _stretch(tokens, config.eval_tokens, seed).to(device)
         per_seed[str(seed)] = {
             _label(arm, ratio): stream_nll(model, stretch, policy) for arm, ratio, policy in arms
         }

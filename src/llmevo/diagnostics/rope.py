@@ -45,32 +45,38 @@ def rotation_matrix(position: float, inv_freq: Tensor, dim: int) -> Tensor:
     return matrix
 
 
-def run_seed(config: RopeDiagnosticConfig, seed: int) -> SeedRow:
-    generator = torch.Generator().manual_seed(seed)
-    inv_freq = rotary_frequencies(config.rotary_dimension, config.theta)
+def run_seed(config: RopeDiagnosticConfig, seed: int, device: torch.device) -> SeedRow:
+    generator = torch.Generator().manual_seed(seed)  # draws on the CPU, for every device
+    inv_freq = rotary_frequencies(config.rotary_dimension, config.theta)  # (D/2,) on the CPU
     shape = (config.heads, config.tokens, config.head_dimension)
-    queries = (config.amplitude * torch.randn(*shape, generator=generator)).requires_grad_(True)
-    keys = (config.amplitude * torch.randn(*shape, generator=generator)).requires_grad_(True)
-    positions = torch.randperm(4 * config.tokens, generator=generator)[: config.tokens]
+
+    def randn(*size: int) -> Tensor:
+        return torch.randn(*size, generator=generator).to(device)
+
+    queries = (config.amplitude * randn(*shape)).requires_grad_(True)  # (H, T, D)
+    keys = (config.amplitude * randn(*shape)).requires_grad_(True)
+    positions = torch.randperm(4 * config.tokens, generator=generator)[: config.tokens]  # (T,)
     shift = int(torch.randint(1, config.max_shift + 1, (1,), generator=generator))
+    device_freq, device_positions = inv_freq.to(device), positions.to(device)
 
     def scores(offset: int) -> Tensor:
-        q = apply_rotary(queries, positions + offset, inv_freq)
-        k = apply_rotary(keys, positions + offset, inv_freq)
+        q = apply_rotary(queries, device_positions + offset, device_freq)
+        k = apply_rotary(keys, device_positions + offset, device_freq)
         return q @ k.transpose(-1, -2)  # (H, T, T)
 
     base, shifted = scores(0), scores(shift)
     invariance_error = float((base - shifted).abs().max().detach())
-    rotated = apply_rotary(queries, positions, inv_freq)
+    rotated = apply_rotary(queries, device_positions, device_freq)  # (H, T, D)
     norm_error = float((rotated.norm(dim=-1) - queries.norm(dim=-1)).abs().max().detach())
 
+    # the reference: the paper's explicit matrices, in float64 on the CPU
     matrices = torch.stack(
         [rotation_matrix(float(p), inv_freq, config.head_dimension) for p in positions]
     )  # (T, D, D)
-    explicit = torch.einsum("tij,htj->hti", matrices, queries.detach().to(torch.float64))
-    matrix_error = float((rotated.detach().to(torch.float64) - explicit).abs().max())
+    explicit = torch.einsum("tij,htj->hti", matrices, queries.detach().cpu().to(torch.float64))
+    matrix_error = float((rotated.detach().cpu().to(torch.float64) - explicit).abs().max())
 
-    (base * torch.randn(base.shape, generator=generator)).sum().backward()
+    (base * randn(*base.shape)).sum().backward()
     tail = slice(config.rotary_dimension, None)
     tail_unchanged = torch.equal(rotated[..., tail], queries[..., tail])
     return {

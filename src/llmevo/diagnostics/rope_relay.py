@@ -60,9 +60,10 @@ def head_attention(
     """
     n_queries, n_keys = queries.shape[0], keys.shape[0]
     logits = queries @ keys.T / math.sqrt(queries.shape[-1])  # (Q+1, N)
-    question = torch.arange(n_keys - n_cache)
-    allowed = torch.ones(n_queries, n_keys, dtype=torch.bool)
-    allowed[: n_queries - 1, n_cache:] = question[None, :] <= torch.arange(n_queries - 1)[:, None]
+    question = torch.arange(n_keys - n_cache, device=queries.device)
+    allowed = torch.ones(n_queries, n_keys, dtype=torch.bool, device=queries.device)
+    answered = torch.arange(n_queries - 1, device=queries.device)
+    allowed[: n_queries - 1, n_cache:] = question[None, :] <= answered[:, None]
     masked = logits.masked_fill(~allowed, -math.inf)
     return masked, masked.softmax(-1) @ values
 
@@ -90,14 +91,14 @@ def _increasing_positions(slots: int, generator: torch.Generator) -> Tensor:
     return torch.randperm(4 * slots, generator=generator)[:slots].sort().values
 
 
-def run_seed(config: RelayDiagnosticConfig, seed: int) -> SeedRow:
+def run_seed(config: RelayDiagnosticConfig, seed: int, device: torch.device) -> SeedRow:
     check_rotary_dim(config.rotary_dimension, config.key_dimension)
     if max(config.retained_counts) > config.slots:
         raise ConfigError(
             f"rope-relay: retained_counts {config.retained_counts} exceed the {config.slots} slots"
         )
-    generator = torch.Generator().manual_seed(seed)
-    inv_freq = rotary_frequencies(config.rotary_dimension, config.theta)
+    generator = torch.Generator().manual_seed(seed)  # draws on the CPU, for every device
+    inv_freq = rotary_frequencies(config.rotary_dimension, config.theta).to(device)
     select = selection_rule(config.selection)
     heads, slots, dim, n_q = (
         config.physical_kv_heads,
@@ -114,15 +115,15 @@ def run_seed(config: RelayDiagnosticConfig, seed: int) -> SeedRow:
     for layer in range(config.layers):
 
         def randn(*shape: int) -> Tensor:
-            return config.amplitude * torch.randn(*shape, generator=generator)
+            return (config.amplitude * torch.randn(*shape, generator=generator)).to(device)
 
         raw_keys = randn(1, heads, slots, dim)  # (B, Hk, S, Dk) pre-RoPE
         values = randn(1, heads, slots, dim)
-        positions = _increasing_positions(slots, generator)  # (S,)
+        positions = _increasing_positions(slots, generator).to(device)  # (S,)
         raw_queries = randn(heads, n_q + 1, dim)  # question + answer, pre-RoPE
         raw_question_keys = randn(heads, n_q, dim)
         question_values = randn(heads, n_q, dim)
-        readout = torch.randn(heads, n_q + 1, dim, generator=generator)
+        readout = torch.randn(heads, n_q + 1, dim, generator=generator).to(device)
 
         cache_keys = apply_rotary(raw_keys, positions, inv_freq).requires_grad_(True)
         values.requires_grad_(True)
@@ -137,7 +138,7 @@ def run_seed(config: RelayDiagnosticConfig, seed: int) -> SeedRow:
             generator=generator,
         )
         query_positions = compacted.query_positions(n_q + 1)  # (Hk, Q+1)
-        loss = torch.zeros(())
+        loss = torch.zeros((), device=device)
         for head in range(heads):
             count = int(compacted.lengths[head])
             kept = compacted.slots[head, :count]
@@ -167,16 +168,16 @@ def run_seed(config: RelayDiagnosticConfig, seed: int) -> SeedRow:
                 cache_keys[0, head, kept, config.rotary_dimension :],
             )
             endpoints &= bool(
-                torch.equal(new_positions, torch.arange(count))
+                torch.equal(new_positions, torch.arange(count, device=device))
                 and int(question_positions[0]) == count
                 and bool((compacted.original_positions[head, :count].diff() > 0).all())
             )
             synchronized &= bool(
-                torch.equal(question_positions, count + torch.arange(n_q + 1))
+                torch.equal(question_positions, count + torch.arange(n_q + 1, device=device))
                 and torch.allclose(relay_logits[finite], ref_logits[finite], atol=1e-5, rtol=0)
             )
             # negative control: the question keeps its uncompacted positions
-            unsynchronized = int(positions[-1]) + 1 + torch.arange(n_q + 1)
+            unsynchronized = int(positions[-1]) + 1 + torch.arange(n_q + 1, device=device)
             control_logits, _ = attention(compacted.keys[0, head, :count], unsynchronized)
             control_errors.append(
                 (control_logits[:, :count] - ref_logits[:, :count]).abs().flatten()

@@ -4,7 +4,9 @@
 population, ...) and the final evaluation (seeds, report folder); ``run`` builds the search
 space from the promoted components, runs the Optuna study (resumable: finished trials
 count), picks the champion on validation, evaluates champion and baseline once on test,
-collects provenance and writes ``summary.json``, the README and the plots.
+collects provenance and writes ``summary.json``, the README and the plots under
+``runs/evolve/<study>/`` (``publish``: ``docs/evolution/<study>/``, refused from a checkout
+with uncommitted changes unless ``allow_dirty``, the same policy as ``llmevo reproduce``).
 
 The command line (``llmevo evolve``) only turns its options into settings and prints what
 ``run`` reports through ``notify``; from Python::
@@ -28,12 +30,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import optuna
 import torch
 from optuna.trial import FrozenTrial
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmevo.artifacts.io import write_json_atomic
-from llmevo.artifacts.provenance import collect_provenance, module_files
+from llmevo.artifacts.provenance import (
+    CodeState,
+    capture_code_state,
+    check_publishable,
+    collect_provenance,
+    module_files,
+)
 from llmevo.catalog import ensure_registered
 from llmevo.errors import ConfigError
 from llmevo.evolve import engine
@@ -81,8 +90,10 @@ def masked(url: str) -> str:
 
 class EvolutionSettings(RequestModel):
     """One evolution run. ``study`` defaults to ``evolve-<preset>[-s<trial_steps>]``,
-    ``storage`` to ``sqlite:///runs/evolve/<study>.db``, ``out`` to ``docs/evolution/<study>``,
-    ``threads`` to CPU cores / workers; ``seeds`` are the final evaluation's (and
+    ``storage`` to ``sqlite:///runs/evolve/<study>.db``, ``out`` to ``runs/evolve/<study>``
+    (``publish``: ``docs/evolution/<study>``, refused from a dirty checkout of ``repo_root``
+    unless ``allow_dirty``, which provenance records), ``threads`` to CPU cores / workers;
+    ``seeds`` are the final evaluation's (and
     ``explain``'s) report seeds. Each trial trains at its lr times each of
     ``trial_lr_factors`` and is scored by the best (empty: one lr, with hurdles);
     ``final_tune`` tunes champion and baseline on ``tune_grid`` (default: 5 from lr/3 to
@@ -119,6 +130,8 @@ class EvolutionSettings(RequestModel):
     tune_seeds: list[int] = Field(default_factory=lambda: [2000])
     path: str = "auto"  # how rescoring and final seeds train: auto or sequential (llmevo.train.many)
     replicas_max: int | None = None  # (checked by check_path) at most this many seeds of a genome at once
+    publish: bool = False
+    allow_dirty: bool = False
     command: str | None = None
     repo_root: Path = REPO_ROOT
 
@@ -131,7 +144,9 @@ class EvolutionSettings(RequestModel):
         return self.storage if self.storage is not None else f"sqlite:///runs/evolve/{self.study_name()}.db"
 
     def report_folder(self) -> Path:
-        return self.out if self.out is not None else Path("docs/evolution") / self.study_name()
+        if self.out is not None:
+            return self.out
+        return Path("docs/evolution" if self.publish else "runs/evolve") / self.study_name()
 
     def presets(self) -> tuple[Preset, Preset]:
         """(trial preset, final-evaluation preset): ``trial_steps`` applies to both,
@@ -207,6 +222,8 @@ def _prepare(settings: EvolutionSettings) -> _Prepared:
     if not Path(settings.data_dir).is_dir():
         raise ConfigError(f"data directory {settings.data_dir} does not exist")
     resolve_device(settings.device)  # refuses an unavailable device before any work
+    if settings.publish:
+        check_publishable(settings.repo_root, settings.allow_dirty)  # before any work
     engine.check_storage_url(settings.storage_url())
     engine_settings = engine.EvolveSettings(
         study_name=settings.study_name(), storage_url=settings.storage_url(), preset=trial_preset,
@@ -228,6 +245,14 @@ def _champion_genome(champion: FrozenTrial) -> Genome:
     return Genome.from_json(champion.user_attrs.get("tuned_genome") or champion.user_attrs["genome"])
 
 
+def _code_state(settings: EvolutionSettings) -> CodeState:
+    """The code this invocation runs, read before any training (a commit or an edit made
+    while the study trains must not reach the report's provenance)."""
+    return capture_code_state(
+        module_files([importlib.import_module(m) for m in IMPLEMENTATION_MODULES]),
+        Path(engine.__file__), settings.repo_root)
+
+
 def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) -> EvolutionSummary | None:
     """Run (or resume) the study, then evaluate the champion and write the report.
 
@@ -235,7 +260,7 @@ def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) ->
     receives one line per stage (study state, search done, champion, report path).
     Interrupting (KeyboardInterrupt) leaves the study resumable: run the same settings again."""
     prepared = _prepare(settings)
-    space, engine_settings, final_preset = prepared.space, prepared.engine, prepared.final_preset
+    engine_settings = prepared.engine
     study_name, storage_url = engine_settings.study_name, engine_settings.storage_url
     logs = None
     if settings.tensorboard is not None:
@@ -243,8 +268,9 @@ def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) ->
 
         logs = TensorBoardLogs(settings.tensorboard)  # checks that tensorboard is installed, before any work
     engine.quiet_optuna()
-    engine.prepare_context(engine_settings, space)  # data files verified before the study file exists
-    opened = engine.open_study(engine_settings, space, engine.open_storage(engine_settings))  # errors before training
+    engine.prepare_context(engine_settings, prepared.space)  # data files verified before the study file exists
+    opened = engine.open_study(engine_settings, prepared.space, engine.open_storage(engine_settings))  # errors before training
+    code = _code_state(settings)
     already = len(engine.finished_trials(opened))
     notify(f"study {study_name} at {masked(storage_url)}: {already} of {settings.trials} trials "
            f"finished; {settings.workers} worker(s), {engine_settings.threads_per_worker} thread(s) each")
@@ -255,6 +281,22 @@ def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) ->
     notify(f"search: {len(finished)} finished trials, {search_seconds:.0f} s")
     if not settings.report:
         return None
+    summary = _final_report(settings, prepared, opened, code, search_seconds, notify, logs)
+    try:
+        return EvolutionSummary.model_validate(summary)
+    except ValidationError as error:  # a bug in build_summary, not user input
+        raise AssertionError(f"evolution summary does not match its schema: {error}") from error
+
+
+def _final_report(settings: EvolutionSettings, prepared: _Prepared, opened: optuna.Study, code: CodeState,
+                  search_seconds: float, notify: Callable[[str], None],
+                  logs: Any = None) -> dict[str, Any]:
+    """Pick the study's champion, train it and llama_modern again under ``settings.seeds``,
+    evaluate both once on test and write the report (``summary.json``, README, plots) into
+    ``settings.report_folder()``; returns the summary. Same study, seeds and data: the same
+    numbers, so a removed report is rebuilt as it was (provenance aside)."""
+    space, engine_settings, final_preset = prepared.space, prepared.engine, prepared.final_preset
+    study_name, storage_url = engine_settings.study_name, engine_settings.storage_url
     champion = select_champion(opened)
     baseline = baseline_trial(opened)
     notify(f"champion: trial {champion.number} score {champion.user_attrs['score']:.4f}"
@@ -277,10 +319,9 @@ def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) ->
     folder = settings.report_folder()
     provenance = collect_provenance(
         command=settings.command or f"python: llmevo.evolve.run(study={study_name!r})",
-        implementation_files=module_files([importlib.import_module(m) for m in IMPLEMENTATION_MODULES]),
-        runner_file=Path(engine.__file__), dataset_fingerprint=context.data.fingerprint,
+        code=code, dataset_fingerprint=context.data.fingerprint,
         accelerator=accelerator_name(device), artifact_path=str(folder / "summary.json"),
-        repo_root=settings.repo_root,
+        allow_dirty=settings.allow_dirty if settings.publish else None,
     )
     summary = build_summary(
         opened,
@@ -304,21 +345,20 @@ def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) ->
         summary["final_tuning"] = final_tuning
     paths = write_report(summary, opened, folder)
     notify(f"report: {paths['readme']}")
-    try:
-        return EvolutionSummary.model_validate(summary)
-    except ValidationError as error:  # a bug in build_summary, not user input
-        raise AssertionError(f"evolution summary does not match its schema: {error}") from error
+    return summary
 
 
 def explain(settings: EvolutionSettings, genes: list[str] | None = None,
             notify: Callable[[str], None] = _ignore) -> dict[str, Any]:
     """Knock out each gene (or only ``genes``) where the study's champion differs from
-    llama_modern, train each variant under ``settings.seeds`` and write ``knockouts.json``
-    into the report folder (and the knockout table into an existing study report).
+    llama_modern, train each variant under ``settings.seeds``, write ``knockouts.json`` into
+    the report folder and merge the knockouts into the study report (``summary.json`` and
+    its README). A missing report (a removed folder, a fresh clone) is rebuilt first as
+    ``run`` writes it: the final evaluation is not kept in the study, so champion and
+    llama_modern are trained and tested again (same seeds and data: the same numbers);
+    with ``settings.report`` off only ``knockouts.json`` is written.
 
     Returns the knockouts block; ``notify`` receives its table, one line at a time."""
-    import optuna
-
     prepared = _prepare(settings)
     engine_settings, space = prepared.engine, prepared.space
     engine.quiet_optuna()
@@ -331,19 +371,29 @@ def explain(settings: EvolutionSettings, genes: list[str] | None = None,
     champion = select_champion(opened)
     genome = _champion_genome(champion)
     variants = knockout_variants(genome, space.baseline, space, genes)  # an unknown gene: ConfigError now
+    folder = settings.report_folder()
+    summary_path = folder / "summary.json"
+    rebuild = settings.report and not summary_path.exists()
+    code = _code_state(settings) if rebuild else None
     seeds = list(settings.seeds)
     notify(f"explaining trial {champion.number}: {len(variants)} variant(s) x {len(seeds)} seed(s)")
+    torch.set_num_threads(settings.threads or os.cpu_count() or 1)
     context = engine.prepare_context(
         engine.EvolveSettings(**{**engine_settings.__dict__, "preset": prepared.final_preset}), space)
     knockouts = explain_genes(genome, space.baseline, space, context.data, prepared.final_preset,
                               seeds, resolve_device(settings.device), genes, post_data=context.post_data)
     knockouts["champion_trial"] = champion.number
-    folder = settings.report_folder()
     folder.mkdir(parents=True, exist_ok=True)
     write_json_atomic(folder / "knockouts.json", knockouts)
-    summary_path = folder / "summary.json"
-    if summary_path.exists():
+    if code is not None:
+        notify(f"no study report in {folder}: evaluating the champion and llama_modern on test "
+               "to rebuild it")
+        summary: dict[str, Any] | None = _final_report(settings, prepared, opened, code, 0.0, notify)
+    elif summary_path.exists():
         summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    else:
+        summary = None
+    if summary is not None:
         summary["knockouts"] = knockouts
         write_report(summary, opened, folder)
     for line in knockout_lines(knockouts):

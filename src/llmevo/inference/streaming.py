@@ -46,7 +46,7 @@ def entry_attention_mass(queries: Tensor, keys: Tensor, n_heads: int, scale: flo
     n_new = queries.shape[2]
     expanded = keys.repeat_interleave(n_heads // kv_heads, dim=1)  # (1, H, S, Dh)
     scores = queries @ expanded.transpose(-1, -2) * scale  # (1, H, T, S)
-    allowed = torch.ones(n_new, slots, dtype=torch.bool).tril(diagonal=slots - n_new)
+    allowed = torch.ones(n_new, slots, dtype=torch.bool, device=scores.device).tril(diagonal=slots - n_new)
     probabilities = scores.masked_fill(~allowed, -math.inf).softmax(-1)
     grouped = probabilities[0].sum(dim=1).view(kv_heads, n_heads // kv_heads, slots)
     return grouped.sum(dim=1)  # (Hk, S)
@@ -54,7 +54,8 @@ def entry_attention_mass(queries: Tensor, keys: Tensor, n_heads: int, scale: flo
 
 @torch.no_grad()
 def stream_nll(model: Transformer, tokens: Tensor, policy: RopeRelayConfig | None) -> float:
-    """Mean next-token NLL (nats) of ``tokens`` (N,), fed one at a time through the cache."""
+    """Mean next-token NLL (nats) of ``tokens`` (N,), fed one at a time through the cache
+    (on the device of ``tokens``, which must be the model's)."""
     require_cache_support(model)
     if tokens.numel() < 2:
         raise ConfigError("streaming evaluation needs at least 2 tokens")
@@ -85,7 +86,7 @@ def stream_nll(model: Transformer, tokens: Tensor, policy: RopeRelayConfig | Non
     try:
         for step in range(tokens.numel() - 1):
             rephased = relay is not None and relay.config.rephase
-            positions = torch.tensor([len(caches[0]) if rephased else step])
+            positions = torch.tensor([len(caches[0]) if rephased else step], device=tokens.device)
             logits = model(tokens[step].view(1, 1), positions=positions, caches=caches)
             total += float(F.cross_entropy(logits[0, -1:], tokens[step + 1 : step + 2]))
             if track_mass:

@@ -1,0 +1,89 @@
+"""Where ``llmevo evolve`` writes its report (``runs/evolve/<study>``; ``--publish``:
+``docs/evolution/<study>``, refused from a dirty tree unless ``--allow-dirty``), and
+``--explain`` rebuilding a removed report before merging its knockouts into it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import optuna
+import pytest
+
+from llmevo.artifacts.provenance import git_state
+from llmevo.cli import main
+from llmevo.evolve.pipeline import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def run_cli(args: list[str]) -> int:
+    try:
+        main(args)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    return 0
+
+
+def tiny(storage: str, data_dir: Path, *extra: str) -> list[str]:
+    """One trial (llama_modern), one seed, no tuning: the smallest study with a report."""
+    return ["evolve", "--preset", "smoke", "--trial-steps", "8", "--eval-windows", "4",
+            "--trials", "1", "--workers", "1", "--threads", "1", "--population", "2",
+            "--tournament", "2", "--rescore-seeds", "1", "--trial-lr-factors", "none",
+            "--no-final-tune", "--seeds", "42", "--device", "cpu", "--storage", storage,
+            "--study", "tiny", "--data-dir", str(data_dir), *extra]
+
+
+def test_publish_then_explain_rebuilds_a_removed_report_with_its_knockouts(
+        tmp_path, data_dir, cache_dir, monkeypatch, capsys):
+    monkeypatch.setenv("LLMEVO_CACHE", str(cache_dir))
+    monkeypatch.chdir(tmp_path)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = f"sqlite:///{tmp_path}/tiny.db"
+    published = Path("docs/evolution/tiny")
+
+    assert run_cli(tiny(storage, data_dir, "--publish", "--allow-dirty")) == 0
+    summary = json.loads((published / "summary.json").read_text())
+    assert not Path("runs").exists()  # --publish: the report under docs/ only
+    provenance = summary["provenance"]
+    assert provenance["allow_dirty"] is True
+    assert provenance["code_dirty"] == git_state(REPO_ROOT)[1]
+    assert provenance["artifact_path"] == str(published / "summary.json")
+    assert "knockouts" not in summary
+
+    shutil.rmtree("docs")  # e.g. `git clean` in a fresh clone: the study is all that is left
+    capsys.readouterr()
+    assert run_cli(tiny(storage, data_dir, "--publish", "--allow-dirty", "--explain")) == 0
+    assert "rebuild" in capsys.readouterr().out
+    rebuilt = json.loads((published / "summary.json").read_text())
+    knockouts = json.loads((published / "knockouts.json").read_text())
+    assert rebuilt["knockouts"] == knockouts and knockouts["champion_trial"] == 0
+    assert [v["variant"] for v in knockouts["variants"]] == ["champion", "baseline"]
+    # the same study, seeds and data: the rebuilt report has the same numbers
+    assert rebuilt["final_evaluation"] == summary["final_evaluation"]
+    assert rebuilt["champion"] == summary["champion"] and rebuilt["trials"] == summary["trials"]
+    assert rebuilt["provenance"]["allow_dirty"] is True
+    readme = (published / "README.md").read_text()
+    assert "Which genes carry the gain" in readme and "Verdict (test fitness)" in readme
+    for plot in ("fitness.png", "fitness_vs_parameters.png"):
+        assert (published / plot).stat().st_size > 0
+
+    # unpublished, and asked for no report: knockouts.json alone, under runs/evolve/<study>
+    assert run_cli(tiny(storage, data_dir, "--explain", "--no-report")) == 0
+    assert sorted(p.name for p in Path("runs/evolve/tiny").iterdir()) == ["knockouts.json"]
+
+
+def test_publish_refuses_a_dirty_tree_before_any_work(tmp_path, data_dir, monkeypatch, capsys):
+    """The same helper as ``reproduce --publish`` (``check_publishable``), told the tree is dirty."""
+    import llmevo.artifacts.provenance as provenance
+
+    monkeypatch.setattr(provenance, "git_state", lambda root: ("0" * 40, True))
+    monkeypatch.chdir(tmp_path)
+    storage = f"sqlite:///{tmp_path}/never.db"
+    for extra in ((), ("--explain",)):
+        assert run_cli(tiny(storage, data_dir, "--publish", *extra)) == 2
+        err = capsys.readouterr().err
+        assert "cannot publish" in err and "uncommitted changes" in err, err
+        assert len(err.strip().splitlines()) == 1
+        assert list(tmp_path.iterdir()) == []  # no study file, no report
