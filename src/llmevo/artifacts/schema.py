@@ -302,6 +302,18 @@ class Tuning(_Block):
     confirm_seeds: list[int] = Field(default_factory=list)  # for a best at the stability edge
 
 
+class CachedTuningRun(_Block):
+    lr: float
+    seed: int
+
+
+class CachedRuns(_Block):
+    """The runs of one arm loaded from the arm cache (``experiments.arm_cache``), not trained."""
+
+    report_seeds: list[int] = Field(default_factory=list)
+    tuning: list[CachedTuningRun] = Field(default_factory=list)
+
+
 class ReproductionArtifact(_Block):
     """Baseline arm vs method arm on public data at an equal budget."""
 
@@ -323,6 +335,7 @@ class ReproductionArtifact(_Block):
     test: HeldOutTest | None = None
     training_curves: TrainingCurves | None = None
     tuning: Tuning | None = None
+    cache: dict[Literal["baseline", "method"], CachedRuns] | None = None  # absent: cache not read
     # post-training reproductions: the shared pretraining's loss curve, and per arm the
     # stage's per-step series (losses; GRPO's rewards and reward_bearing_rates)
     pretraining_curve: ArmCurve | None = None

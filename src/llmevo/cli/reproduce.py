@@ -124,6 +124,11 @@ def reproduce(
         help="GRPO: the arithmetic difficulty (operands 0..N).")] = None,
     tensorboard: Annotated[Path | None, typer.Option(metavar="DIR",
         help="Write TensorBoard event files here: per-step loss, lr, grad norm and final metrics, one run per arm and seed.")] = None,
+    arm_cache: Annotated[bool, typer.Option(
+        "--arm-cache/--no-arm-cache",
+        help="Load tuning and report runs trained before with identical settings, code and data "
+             "from the cache instead of retraining them (the artifact lists them); --no-arm-cache "
+             "retrains everything. Not used with --tensorboard.")] = True,
 ) -> None:
     """Train a baseline arm and a method arm on the same tokens and compare them."""
     check_count("--steps", steps)
@@ -148,7 +153,7 @@ def reproduce(
         steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps,
         schedule=schedule, suite=suite, publish=publish, allow_dirty=allow_dirty,
         report=report, out=out, save_checkpoints=save_checkpoints, tensorboard=tensorboard,
-        path="sequential" if sequential else path, replicas_max=replicas_max,
+        arm_cache=arm_cache, path="sequential" if sequential else path, replicas_max=replicas_max,
         tune=tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None,
         tune_seeds=parse_seeds(None, tune_seeds), tune_confirm=tune_confirm, margin=margin,
         post_steps=post_steps, post_batch_size=post_batch_size, post_lr=post_lr,

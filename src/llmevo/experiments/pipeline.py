@@ -58,7 +58,7 @@ IMPLEMENTATION_MODULES = (
     "llmevo.model.transformer", "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites",
     "llmevo.eval.metrics", "llmevo.eval.stats", "llmevo.data.lm", "llmevo.data.suites",
     "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.arm_data",
-    "llmevo.experiments.tuning", "llmevo.train.many",
+    "llmevo.experiments.tuning", "llmevo.experiments.arm_cache", "llmevo.train.many",
 )
 POST_TRAINING_MODULES = (
     "llmevo.posttrain.stage", "llmevo.posttrain.objectives", "llmevo.posttrain.tasks",
@@ -103,8 +103,12 @@ class ReproductionRequest(RequestModel):
     ``allow_dirty``). ``against`` (e.g. ``"rope"``, ``"swiglu:hidden=192"``) fills the
     baseline's slot with another registered component of that slot instead of the declared
     ablation; its files say ``-vs-<other>`` (report folder ``vs-<other>``) so they never
-    replace the declared ablation's. ``command`` is what provenance records as the command
-    that ran."""
+    replace the declared ablation's. ``arm_cache`` (default on) loads every run, tuning or
+    report, that was trained before under identical settings, code and data from
+    ``<cache_dir>/arms`` instead of training it again (``experiments.arm_cache``; the
+    artifact's ``cache`` block lists them); False retrains everything (and stores it). It is
+    not used with ``tensorboard`` or for post-training methods. ``command`` is what
+    provenance records as the command that ran."""
 
     name: str = "rope"
     against: str | None = None  # baseline slot choice instead of the declared ablation, e.g. "rope"
@@ -126,6 +130,7 @@ class ReproductionRequest(RequestModel):
     out: Path | None = None
     save_checkpoints: Path | None = None
     tensorboard: Path | None = None
+    arm_cache: bool = True  # load runs trained before identically (experiments.arm_cache); False: retrain
     tune: bool | None = None
     tune_grid: list[float] | None = None
     tune_seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_TUNING_SEEDS))
@@ -283,7 +288,7 @@ def reproduce(request: ReproductionRequest, progress: Progress | None = None) ->
         cache_dir=Path(request.cache_dir), device=device, base_model=request.base_model,
         execution=Execution(request.path, request.replicas_max),
         tuning=plan, margin_percent=request.margin, post_training=post_request,
-        against=request.against,
+        against=request.against, arm_cache="use" if request.arm_cache else "refresh",
     )
     if post_request is not None:  # a post-training method: its own pipeline
         from llmevo.posttrain.reproduce import run_post_training_reproduction

@@ -41,6 +41,7 @@ from llmevo.eval.stats import (
     verdict,
 )
 from llmevo.eval.suites import evaluate_suite
+from llmevo.experiments.arm_cache import ArmCache, CacheUse, ReportEntries
 from llmevo.experiments.arm_data import (  # noqa: F401  (re-exported for callers)
     DATA_VIEWS,
     ArmData,
@@ -86,6 +87,7 @@ class ArmRun:
     model: nn.Module
     train_config: dict[str, Any]  # the resolved training settings of this run
     path: str = "sequential"  # how it was trained (llmevo.train.many paths)
+    cached: bool = False  # loaded from the arm cache (experiments.arm_cache), not trained now
 
 
 def evaluate_arm(
@@ -198,11 +200,14 @@ def run_arm_seeds(
     logs: RunLogs | None = None,
     log_prefix: str = "",
     post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData, for arms with a stage
+    cache: ReportEntries | None = None,
 ) -> dict[int, ArmRun]:
     """One arm under every seed: all seeds trained through ``train_many``, then evaluated.
 
     With ``logs`` (per-step curves, ``<arm>-seed<seed>``) the seeds train one after another:
-    the step loggers live in this process."""
+    the step loggers live in this process, and ``cache`` is not used. With ``cache`` (this
+    arm's report entries, ``experiments.arm_cache``) a seed found there is loaded
+    (``ArmRun.cached``) instead of trained, and every seed trained is stored."""
     if logs is not None:
         runs = {}
         for seed in seeds:
@@ -214,18 +219,28 @@ def run_arm_seeds(
                 logger.close()
         return runs
     train_config = arm_train_config(arm, data, preset)
+    specs = [RunSpec(seed, train_config) for seed in seeds]
+
+    def build() -> nn.Module:
+        return build_model(arm.model)
+
+    hits = {} if cache is None else {
+        spec.seed: hit for spec in specs if (hit := cache.load(spec, specs, build)) is not None}
+    if cache is not None and len(hits) < len(specs) and not cache.partial_hits_exact:
+        hits = {}  # its runs' numbers depend on their call-mates: train the whole call
+    runs = {seed: ArmRun(**vars(hit), cached=True) for seed, hit in hits.items()}
+    missing = [spec for spec in specs if spec.seed not in hits]
     outcomes = train_many(
-        lambda: build_model(arm.model), data.stream,
-        [RunSpec(seed, train_config) for seed in seeds], device, progress,
-        description=f"{arm.label} {arm.name}", path=execution.path,
-        replicas_max=execution.replicas_max,
-    )
-    return {
-        outcome.spec.seed: finish_arm(arm, data, preset, outcome.spec.seed, outcome.model,
-                                      outcome.result, train_config, device, objective, outcome.path,
-                                      post_data=post_data)
-        for outcome in outcomes
-    }
+        build, data.stream, missing, device, progress, description=f"{arm.label} {arm.name}",
+        path=execution.path, replicas_max=execution.replicas_max,
+    ) if missing else []
+    for outcome in outcomes:
+        run = finish_arm(arm, data, preset, outcome.spec.seed, outcome.model, outcome.result,
+                         train_config, device, objective, outcome.path, post_data=post_data)
+        if cache is not None:
+            cache.store(outcome.spec, specs, run)
+        runs[outcome.spec.seed] = run
+    return {seed: runs[seed] for seed in seeds}
 
 
 @dataclass
@@ -242,6 +257,7 @@ class RunRequest:
     margin_percent: float = DEFAULT_MARGIN_PERCENT  # non-inferiority margin of the verdict class
     post_training: Any = None  # llmevo.posttrain.reproduce.PostTrainRequest (post-training slot)
     against: str | None = None  # the baseline's slot choice instead of the declared ablation
+    arm_cache: CacheUse = "off"  # use / refresh / off the arm cache under cache_dir (arm_cache)
 
 
 @dataclass
@@ -277,7 +293,10 @@ def run_reproduction(
     """Train and evaluate both arms under every seed; return the artifact body (typed and
     validated once the caller adds provenance: ``outcome.artifact(provenance)``).
 
-    ``logs`` (e.g. ``TensorBoardLogs``) gets one run per arm and seed, ``<arm>-seed<seed>``."""
+    ``logs`` (e.g. ``TensorBoardLogs``) gets one run per arm and seed, ``<arm>-seed<seed>``;
+    it turns the arm cache off (its step loggers need the training). ``request.arm_cache``
+    ``use`` loads runs trained before under identical settings (``experiments.arm_cache``)
+    and the body's ``cache`` block lists them; ``refresh`` trains everything and stores it."""
     seeds = validate_seeds(request.seeds)
     comparison = plan_comparison(request.name, request.base_model, against=request.against)
     if comparison.spec.slot == "post_training":
@@ -300,14 +319,20 @@ def run_reproduction(
     resolved = replace(comparison, baseline=arms[0], method=arms[1])
     check_path(request.execution.path, request.execution.replicas_max)
     arm_presets = {arm.label: preset for arm in resolved.arms}
+    cache = ArmCache.open(request.cache_dir, request.device, request.execution,
+                          "off" if logs is not None else request.arm_cache)
     tuning = None
+    cached_tuning: dict[str, list[tuple[float, int]]] = {}
     if request.tuning is not None:  # each arm at its best learning rate of the shared grid
-        arm_presets, tuning = tune_comparison(resolved, views, preset, request.tuning,
-                                              request.device, progress, execution=request.execution)
+        arm_presets, tuning, cached_tuning = tune_comparison(
+            resolved, views, preset, request.tuning, request.device, progress,
+            execution=request.execution, cache=cache)
     runs: dict[str, dict[int, ArmRun]] = {"baseline": {}, "method": {}}
     for arm in resolved.arms:  # all seeds of an arm at once
+        entries = None if cache is None else cache.report(
+            arm, views[arm.data], arm_presets[arm.label], resolved.metric, resolved.objective)
         arm_runs = run_arm_seeds(arm, views[arm.data], arm_presets[arm.label], seeds, request.device,
-                                 progress, resolved.objective, request.execution, logs)
+                                 progress, resolved.objective, request.execution, logs, cache=entries)
         for seed in seeds:
             run = arm_runs[seed]
             runs[arm.label][seed] = run
@@ -327,6 +352,14 @@ def run_reproduction(
         for arm in resolved.arms:
             body[arm.label]["learning_rate"] = arm_presets[arm.label].train.lr
         body["tuning"] = tuning
+    if cache is not None and cache.read:  # which runs were loaded, not trained
+        body["cache"] = {
+            arm.label: {
+                "report_seeds": [seed for seed in seeds if runs[arm.label][seed].cached],
+                "tuning": [{"lr": lr, "seed": seed} for lr, seed in cached_tuning.get(arm.label, [])],
+            }
+            for arm in resolved.arms
+        }
     return ReproductionOutcome(resolved, body, runs, implementation_objects(resolved),
                                corpus.tokenizer.tokenizer.to_str())
 

@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from llmevo.catalog import build_model
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.lm import evaluate_lm
+from llmevo.experiments.arm_cache import ArmCache, TuningEntries
 from llmevo.experiments.arm_data import ArmData
 from llmevo.experiments.plans import Comparison
 from llmevo.experiments.presets import Preset
@@ -128,6 +129,7 @@ class ArmTuning:
     settings: list[SettingResult] = field(default_factory=list)
     extended: Literal["up", "down"] | None = None
     confirmed: tuple[float, ...] = ()  # learning rates retrained on the confirmation seeds
+    cached: list[tuple[float, int]] = field(default_factory=list)  # (lr, seed) from the arm cache
 
     @property
     def grid(self) -> list[float]:
@@ -174,24 +176,40 @@ def tune_arm(
     device: torch.device,
     progress: Progress | None = None,
     execution: Execution = Execution(),
+    cache: TuningEntries | None = None,
 ) -> ArmTuning:
     """Train ``build()`` at every grid learning rate under every tuning seed (one
     ``train_many`` call), score each run with ``evaluate`` (validation, lower is better),
     extend the grid once if the best lies on its edge, and confirm a best at the stability
-    edge (with its lower neighbour) on ``plan.confirm_seeds``."""
+    edge (with its lower neighbour) on ``plan.confirm_seeds``. With ``cache`` (this arm's
+    entries in ``experiments.arm_cache``) a run found there is not trained (its (lr, seed) is
+    listed in ``cached``) and every run trained is stored."""
     tuning = ArmTuning(label)
 
     def run(lrs: Sequence[float], seeds: Sequence[int], extension: bool = False) -> None:
         specs = [RunSpec(seed, config.model_copy(update={"lr": lr}), label=f"lr {lr:.3g} seed {seed}")
                  for lr in lrs for seed in seeds]
-        outcomes = train_many(build, stream, specs, device, progress, description=f"tune {label}",
-                              path=execution.path, replicas_max=execution.replicas_max)
         known = {s.lr: s for s in tuning.settings}
         results = {lr: known.get(lr) or SettingResult(lr, {}, extension) for lr in lrs}
-        for outcome in outcomes:
-            value = None if outcome.result.status == "diverged" else float(evaluate(outcome.model))
-            results[outcome.spec.config.lr].values[outcome.spec.seed] = value
+        hits = {} if cache is None else {
+            index: hit for index, spec in enumerate(specs)
+            if (hit := cache.load(spec, specs)) is not None}
+        if cache is not None and len(hits) < len(specs) and not cache.partial_hits_exact:
+            hits = {}  # its runs' numbers depend on their call-mates: train the whole call
+        values: dict[int, float | None] = {index: hit.value for index, hit in hits.items()}
+        missing = [index for index in range(len(specs)) if index not in hits]
+        outcomes = train_many(build, stream, [specs[i] for i in missing], device, progress,
+                              description=f"tune {label}", path=execution.path,
+                              replicas_max=execution.replicas_max) if missing else []
+        for index, outcome in zip(missing, outcomes, strict=True):
+            values[index] = None if outcome.result.status == "diverged" else float(evaluate(outcome.model))
             outcome.model.cpu()
+            if cache is not None:
+                cache.store(outcome.spec, specs, values[index])
+        for index, spec in enumerate(specs):  # in run order, whichever came from the cache
+            results[spec.config.lr].values[spec.seed] = values[index]
+            if index in hits:
+                tuning.cached.append((spec.config.lr, spec.seed))
         tuning.settings.extend(r for lr, r in results.items() if lr not in known)
 
     run(plan.grid, plan.seeds)
@@ -245,9 +263,11 @@ def tune_comparison(
     device: torch.device,
     progress: Progress | None = None,
     execution: Execution = Execution(),
-) -> tuple[dict[str, Preset], dict[str, Any]]:
+    cache: ArmCache | None = None,
+) -> tuple[dict[str, Preset], dict[str, Any], dict[str, list[tuple[float, int]]]]:
     """Tune both arms of a comparison on the same plan; returns each arm's preset at its
-    chosen learning rate and the ``tuning`` block."""
+    chosen learning rate, the ``tuning`` block, and per arm the (lr, seed) runs that came
+    from ``cache`` (``experiments.arm_cache``) instead of training."""
     metric = comparison.metric
     results: dict[str, ArmTuning] = {}
     presets: dict[str, Preset] = {}
@@ -261,10 +281,12 @@ def tune_comparison(
                                  batch_size=preset.eval_batch_size, max_windows=preset.eval_max_windows)
             return scores[metric]
 
+        entries = None if cache is None else cache.tuning(arm, data, preset, metric, comparison.objective)
         results[arm.label] = tune_arm(
             arm.label, lambda arm=arm: build_model(arm.model), data.stream, config, plan,
-            evaluate, device, progress, execution)
+            evaluate, device, progress, execution, entries)
         chosen = results[arm.label].best().lr
         presets[arm.label] = preset.model_copy(
             update={"train": preset.train.model_copy(update={"lr": chosen})})
-    return presets, tuning_block(plan, metric, results)
+    cached = {label: list(tuning.cached) for label, tuning in results.items()}
+    return presets, tuning_block(plan, metric, results), cached

@@ -344,8 +344,30 @@ def _arms_section(artifact: ReproductionArtifact) -> Section:
     )
 
 
+def cache_sentence(artifact: ReproductionArtifact) -> str | None:
+    """Which runs the arm cache gave instead of training (None: the cache was not read)."""
+    if artifact.cache is None:
+        return None
+    names = {"baseline": artifact.baseline.name, "method": artifact.method.name}
+    parts = []
+    for label, runs in artifact.cache.items():
+        loaded = []
+        if runs.report_seeds:
+            loaded.append(f"report seed(s) {', '.join(map(str, runs.report_seeds))}")
+        if runs.tuning:
+            loaded.append(f"{len(runs.tuning)} tuning run(s)")
+        if loaded:
+            parts.append(f"{label} ({names.get(label, label)}): {' and '.join(loaded)}")
+    if not parts:
+        return "Arm cache: no run was found in it; every run was trained for this artifact."
+    return ("Loaded from the arm cache instead of retrained (trained before with identical "
+            "settings, code and data; their wall times are the original runs'): "
+            + "; ".join(parts) + ".")
+
+
 def _tuning_section(artifact: ReproductionArtifact) -> Section:
     tuning = artifact.tuning
+    cached = tuple(sentence for sentence in (cache_sentence(artifact),) if sentence)
     post = artifact.setup.post_training
     if tuning is None and post:
         return Section(
@@ -361,6 +383,7 @@ def _tuning_section(artifact: ReproductionArtifact) -> Section:
         return Section(
             "tuning",
             "Tuning",
+            sentences=cached,
             warnings=(
                 "untuned, both arms trained at the preset's one learning rate; a method "
                 "that needs another learning rate may lose for that reason.",
@@ -385,6 +408,7 @@ def _tuning_section(artifact: ReproductionArtifact) -> Section:
         sentences=(
             f"Each arm trained at every learning rate of one grid under tuning seed(s) {seeds} "
             f"(disjoint from the report seeds); chosen by {selection}.",
+            *cached,
         ),
         columns=("arm", f"lr: validation {tuning.metric}", "chosen", "grid"),
         rows=tuple(rows),

@@ -1,0 +1,379 @@
+"""A cache of arm results: a run trained before under identical settings is loaded, not retrained.
+
+Many reproductions share an arm exactly: muon, lion, post_norm, sandwich, layernorm and every
+``--against`` run of alibi, relu2 and geglu compare with ``llama_modern`` itself; relu2 and
+geglu share the GELU baseline. A tuned reproduction trains each arm over a learning-rate grid
+under tuning seeds and then under the report seeds, so half of such a run would recompute
+numbers that already exist. This module stores two kinds of entry and gives them back:
+
+- a *tuning run* (arm, lr, tuning seed) -> its validation metric, or "diverged";
+- a *report run* (arm, report seed) -> everything ``runner.ArmRun`` holds (validation and
+  test metrics, the ``TrainResult``, parameter count, architecture stats, resolved training
+  settings, execution path) plus the trained model's ``state_dict``, so a hit rebuilds the
+  model with ``build_model`` and loads it (``--save-checkpoints`` works from a hit).
+
+**The key** is a sha256 over a canonical JSON (sorted keys, exact float reprs) of everything
+that can change a number: the arm (its model config, optimizer choice, post-training gene and
+data view), the run's resolved ``TrainConfig`` (lr, steps, batch, seq_len, warmup, schedule,
+weight decay, clipping, precision, optimizer), the seed, the preset's evaluation settings
+(every preset field but ``train``: suite, eval batch size, max windows, data budgets, …) with
+the comparison's objective and metric, a digest of the data itself (the training stream,
+validation, test and token-byte tensors, and the fingerprints of both suites), and the
+machine context: torch version, device and accelerator name, the CPU's kernel capability
+and architecture, the intra-op thread count, float32 matmul precision, the resolved
+execution path and ``replicas_max``, and a sha256 over the source of every ``.py`` file of
+the llmevo package (any code change invalidates every entry: simple and safe).
+
+**Why a hit is the number recomputation would give.** On a CPU, training and evaluation are
+deterministic given all of the above (same command, same seed, same numbers). A run's
+numbers must also not depend on the runs it is trained *with*: that holds on the sequential
+path and on the parallel path at one thread (each run is a fresh ``train()`` call, in a
+single-thread worker or, when it is alone, in this process), so there a partial hit trains
+only the missing runs. On the other paths it does not hold exactly: batched replicas share
+one vmapped step (last-bit differences with the group), and a parallel path with several
+intra-op threads trains a lone run in this process with those threads. There the key also
+names every run of the ``train_many`` call (and the CPU count, which sizes the groups), and
+one missing run sends the whole call back to training (``ArmCache.independent``). On a GPU,
+recomputation itself is not bit-reproducible; a hit is the number one computation gave.
+
+**Storage**: ``<cache_dir>/arms/<key[:2]>/<key>.json`` (and ``<key>.pt``, the state_dict of
+a report run). Each file is written atomically (temporary file, then ``os.replace``); the
+``.pt`` first, then the ``.json``, which records the ``.pt``'s sha256 and a sha256 of its
+own payload. An entry that is missing, unreadable, truncated, altered or does not fit the
+model is a miss: the run is recomputed and the entry overwritten, never an error and never a
+wrong number. A write that fails (disk full, read-only cache) is skipped. State dicts load
+with ``weights_only=True``.
+
+A hit's wall time and tokens/s are those of the original run. Tests that monkeypatch
+training must turn the cache off or give it their own ``cache_dir``: the key sees the
+source files, not patched functions.
+
+Public API: ``CacheUse``, ``CacheContext``, ``ArmCache``, ``TuningEntries``,
+``ReportEntries``, ``CachedRun``, ``RunFields``, ``CachedMetric``, ``run_key``, ``source_sha256``,
+``data_sha256``, ``canonical_json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import platform
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import torch
+from torch import nn
+
+from llmevo.artifacts.io import write_bytes_atomic
+from llmevo.experiments.arm_data import ArmData
+from llmevo.experiments.plans import Arm
+from llmevo.experiments.presets import Preset
+from llmevo.train.device import accelerator_name
+from llmevo.train.many import Execution, RunSpec, default_path
+from llmevo.train.trainer import TrainConfig, TrainResult
+
+ENTRY_VERSION = 1
+ARMS_FOLDER = "arms"
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # src/llmevo
+# "use": read and write; "refresh": recompute everything, write what it trained; "off": neither
+CacheUse = Literal["use", "refresh", "off"]
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no spaces; floats as their exact shortest repr."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def source_sha256(root: Path = PACKAGE_ROOT) -> str:
+    """One sha256 over every ``.py`` file under ``root`` (relative path and content)."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py"), key=lambda p: p.relative_to(root).as_posix()):
+        digest.update(path.relative_to(root).as_posix().encode("utf-8") + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _tensor_digest(digest: Any, tensor: torch.Tensor) -> None:
+    array = tensor.detach().contiguous().cpu()
+    digest.update(f"{array.dtype}:{tuple(array.shape)}:".encode())
+    digest.update(array.numpy().tobytes())
+
+
+def data_sha256(data: ArmData) -> str:
+    """A sha256 of what an arm trains and is evaluated on: its tensors and suite fingerprints."""
+    digest = hashlib.sha256()
+    digest.update(canonical_json({
+        "kind": data.kind, "seq_len": data.seq_len, "fingerprint": data.fingerprint,
+        "suite_validation": data.suite_validation.fingerprint,
+        "suite_test": data.suite_test.fingerprint,
+    }).encode())
+    for tensor in (data.stream, data.validation, data.test, data.token_bytes):
+        _tensor_digest(digest, tensor)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class CacheContext:
+    """What every key of one reproduction shares: the code and the machine's numerics."""
+
+    code_sha256: str
+    torch_version: str
+    device: str  # the device type
+    accelerator: str  # e.g. "CPU", "CUDA (NVIDIA H200)"
+    cpu_capability: str  # the CPU kernels torch dispatches to (e.g. AVX2, AVX512)
+    machine: str  # x86_64, arm64, ...
+    threads: int  # intra-op threads of this process (evaluation, lone in-process runs)
+    float32_matmul_precision: str
+    path: str  # the resolved train_many path
+    replicas_max: int | None
+
+    @classmethod
+    def capture(cls, device: torch.device, execution: Execution) -> CacheContext:
+        """The context of this process now (call after ``torch.set_num_threads``)."""
+        return cls(
+            code_sha256=source_sha256(),
+            torch_version=torch.__version__,
+            device=device.type,
+            accelerator=accelerator_name(device),
+            cpu_capability=str(torch.backends.cpu.get_cpu_capability()),
+            machine=platform.machine(),
+            threads=torch.get_num_threads(),
+            float32_matmul_precision=torch.get_float32_matmul_precision(),
+            path=default_path(device) if execution.path == "auto" else execution.path,
+            replicas_max=execution.replicas_max,
+        )
+
+    @property
+    def independent(self) -> bool:
+        """Whether a run's numbers do not depend on the other runs of its ``train_many`` call."""
+        return self.path == "sequential" or (self.path == "parallel" and self.threads == 1)
+
+
+def arm_parts(arm: Arm) -> dict[str, Any]:
+    """What is built and how it is fed: model config, optimizer, post-training gene, data view."""
+    return {
+        "model": arm.model.model_dump(mode="json"),
+        "optimizer": arm.optimizer.model_dump(mode="json"),
+        "post_training": None if arm.post_training is None else arm.post_training.model_dump(mode="json"),
+        "data_view": arm.data,
+    }
+
+
+def evaluation_parts(preset: Preset, metric: str, objective: str) -> dict[str, Any]:
+    """The preset's settings other than ``train`` (evaluation, suite, budgets) and the
+    comparison's metric and objective."""
+    return {"preset": preset.model_dump(mode="json", exclude={"train"}), "metric": metric,
+            "objective": objective}
+
+
+def run_key(
+    kind: Literal["tuning", "report"],
+    context: CacheContext,
+    arm: Mapping[str, Any],
+    data: str,
+    evaluation: Mapping[str, Any],
+    config: TrainConfig,
+    seed: int,
+    trained_with: Sequence[RunSpec] | None = None,
+) -> str:
+    """The sha256 key of one run. ``arm`` is ``arm_parts(arm)``, ``data`` is ``data_sha256``,
+    ``evaluation`` is ``evaluation_parts``; ``trained_with``: every run of the ``train_many``
+    call, named when the context is not ``independent``."""
+    parts: dict[str, Any] = {
+        "version": ENTRY_VERSION, "kind": kind, "context": dataclasses.asdict(context),
+        "arm": dict(arm), "data_sha256": data, "evaluation": dict(evaluation),
+        "train": config.model_dump(mode="json"), "seed": seed,
+    }
+    if not context.independent:
+        parts["trained_with"] = {
+            "cpu_count": os.cpu_count(),
+            "runs": [[spec.seed, spec.config.model_dump(mode="json")] for spec in trained_with or ()],
+        }
+    return hashlib.sha256(canonical_json(parts).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class CachedMetric:
+    """A tuning run's validation metric; ``value`` None: the run diverged."""
+
+    value: float | None
+
+
+class RunFields(Protocol):
+    """What a report run entry stores (``runner.ArmRun`` has these fields)."""
+
+    validation: dict[str, float]
+    test: dict[str, float]
+    train: TrainResult
+    parameters: int
+    architecture_stats: dict[str, Any]
+    model: nn.Module
+    train_config: dict[str, Any]
+    path: str
+
+
+@dataclass
+class CachedRun:
+    """A report run as ``runner.ArmRun`` holds it, its model rebuilt and loaded."""
+
+    validation: dict[str, float]
+    test: dict[str, float]
+    train: TrainResult
+    parameters: int
+    architecture_stats: dict[str, Any]
+    model: nn.Module
+    train_config: dict[str, Any]
+    path: str
+
+
+class ArmCache:
+    """One reproduction's handle on the cache: where entries live, whether hits are read
+    (``use``) or only written (``refresh``), and the context every key includes."""
+
+    def __init__(self, root: Path, context: CacheContext, read: bool = True):
+        self.root = Path(root)
+        self.context = context
+        self.read = read
+
+    @classmethod
+    def open(cls, cache_dir: Path, device: torch.device, execution: Execution,
+             use: CacheUse = "use") -> ArmCache | None:
+        """The cache under ``cache_dir/arms`` (None for ``off``)."""
+        if use == "off":
+            return None
+        return cls(Path(cache_dir) / ARMS_FOLDER, CacheContext.capture(device, execution),
+                   read=use == "use")
+
+    @property
+    def independent(self) -> bool:
+        return self.context.independent
+
+    def tuning(self, arm: Arm, data: ArmData, preset: Preset, metric: str,
+               objective: str) -> TuningEntries:
+        return TuningEntries(self, "tuning", arm_parts(arm), data_sha256(data),
+                             evaluation_parts(preset, metric, objective))
+
+    def report(self, arm: Arm, data: ArmData, preset: Preset, metric: str,
+               objective: str) -> ReportEntries:
+        return ReportEntries(self, "report", arm_parts(arm), data_sha256(data),
+                             evaluation_parts(preset, metric, objective))
+
+    # --- files ---------------------------------------------------------------------------
+
+    def _paths(self, key: str) -> tuple[Path, Path]:
+        folder = self.root / key[:2]
+        return folder / f"{key}.json", folder / f"{key}.pt"
+
+    def _load(self, key: str, kind: str) -> tuple[dict[str, Any], Path] | None:
+        """The payload of a well-formed entry (None: absent, unreadable, altered or not read)."""
+        if not self.read:
+            return None
+        entry_path, state_path = self._paths(key)
+        try:
+            entry = json.loads(entry_path.read_text(encoding="utf-8"))
+            payload = entry["payload"]
+            intact = (entry["version"] == ENTRY_VERSION and entry["key"] == key
+                      and entry["kind"] == kind and entry["payload_sha256"] == _sha256_text(
+                          canonical_json(payload)))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return (payload, state_path) if intact and isinstance(payload, dict) else None
+
+    def _store(self, key: str, kind: str, payload: dict[str, Any], state: bytes | None = None) -> None:
+        """Write an entry (the state first; the JSON last, naming it); a failed write is skipped."""
+        entry_path, state_path = self._paths(key)
+        try:
+            if state is not None:
+                write_bytes_atomic(state_path, state)
+                payload = {**payload, "state_sha256": hashlib.sha256(state).hexdigest()}
+            text = canonical_json(payload)
+            entry = {"version": ENTRY_VERSION, "key": key, "kind": kind,
+                     "payload_sha256": _sha256_text(text), "payload": json.loads(text)}
+            write_bytes_atomic(entry_path, (canonical_json(entry) + "\n").encode("utf-8"))
+        except (OSError, TypeError, ValueError):  # unwritable cache, unserialisable stats
+            return
+
+
+def _sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class _Entries:
+    cache: ArmCache
+    kind: Literal["tuning", "report"]
+    arm: dict[str, Any]
+    data: str
+    evaluation: dict[str, Any]
+
+    @property
+    def partial_hits_exact(self) -> bool:
+        """Whether training only the missing runs of a call gives the numbers of the whole call."""
+        return self.cache.independent
+
+    def key(self, spec: RunSpec, call: Sequence[RunSpec]) -> str:
+        return run_key(self.kind, self.cache.context, self.arm, self.data, self.evaluation,
+                       spec.config, spec.seed, call)
+
+
+class TuningEntries(_Entries):
+    """Tuning runs of one arm: (lr, seed) -> validation metric or diverged."""
+
+    def load(self, spec: RunSpec, call: Sequence[RunSpec]) -> CachedMetric | None:
+        found = self.cache._load(self.key(spec, call), self.kind)
+        if found is None:
+            return None
+        value = found[0].get("value")
+        return CachedMetric(value) if value is None or isinstance(value, float) else None
+
+    def store(self, spec: RunSpec, call: Sequence[RunSpec], value: float | None) -> None:
+        self.cache._store(self.key(spec, call), self.kind, {"value": value})
+
+
+class ReportEntries(_Entries):
+    """Report runs of one arm: seed -> everything ``ArmRun`` holds, and the model's state."""
+
+    def load(self, spec: RunSpec, call: Sequence[RunSpec],
+             build: Callable[[], nn.Module]) -> CachedRun | None:
+        """The cached run with ``build()`` (called after ``torch.manual_seed(spec.seed)``)
+        loaded from its state_dict; None when the entry is missing or does not fit."""
+        found = self.cache._load(self.key(spec, call), self.kind)
+        if found is None:
+            return None
+        payload, state_path = found
+        try:
+            state_bytes = state_path.read_bytes()
+            if hashlib.sha256(state_bytes).hexdigest() != payload["state_sha256"]:
+                return None
+            state = torch.load(io.BytesIO(state_bytes), weights_only=True, map_location="cpu")
+            torch.manual_seed(spec.seed)
+            model = build()
+            model.load_state_dict(state)
+            train = TrainResult(**payload["train"])
+            run = CachedRun(
+                validation=dict(payload["validation"]), test=dict(payload["test"]), train=train,
+                parameters=int(payload["parameters"]),
+                architecture_stats=dict(payload["architecture_stats"]), model=model,
+                train_config=dict(payload["train_config"]), path=str(payload["path"]),
+            )
+        except Exception:  # noqa: BLE001  (any unreadable or unfitting entry is a miss)
+            return None
+        if run.parameters != sum(p.numel() for p in model.parameters()) or train.status != "complete":
+            return None
+        return run
+
+    def store(self, spec: RunSpec, call: Sequence[RunSpec], run: RunFields) -> None:
+        buffer = io.BytesIO()
+        torch.save({name: value.detach().cpu() if isinstance(value, torch.Tensor) else value
+                    for name, value in run.model.state_dict().items()}, buffer)
+        payload = {
+            "validation": run.validation, "test": run.test, "train": dataclasses.asdict(run.train),
+            "parameters": run.parameters, "architecture_stats": run.architecture_stats,
+            "train_config": run.train_config, "path": run.path,
+        }
+        self.cache._store(self.key(spec, call), self.kind, payload, buffer.getvalue())
