@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,21 @@ def cache_dir() -> Path:
     folder = REPO_ROOT / ".cache" / "llmevo-test"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tests_never_touch_the_user_cache(cache_dir: Path):
+    """CLI runs in tests use the test cache, never ``.cache/llmevo``: a test that patches
+    training must not leave arm-cache entries a real run would read. The arm entries of
+    earlier sessions are dropped, so every session starts from trained numbers."""
+    shutil.rmtree(cache_dir / "arms", ignore_errors=True)
+    previous = os.environ.get("LLMEVO_CACHE")
+    os.environ["LLMEVO_CACHE"] = str(cache_dir)
+    yield
+    if previous is None:
+        os.environ.pop("LLMEVO_CACHE", None)
+    else:
+        os.environ["LLMEVO_CACHE"] = previous
 
 
 @pytest.fixture(scope="session")
