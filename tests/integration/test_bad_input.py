@@ -115,7 +115,7 @@ def _numeric_cases() -> list[list[str]]:
     cases += [["evolve", "--population", v] for v in ("0", "1", "-1")]
     cases += [["evolve", "--population", "3", "--tournament", "4"],
               ["evolve", "--rescore-seeds", "-1"], ["evolve", "--sampler-seed", "-1"],
-              ["evolve", "--tune-confirm", "-1"], ["reproduce", "rope", "--tune-confirm", "-1"],
+              ["evolve", "--tune-confirm", "-1"], ["evolve", "--tune-confirm", "10000000000000"], ["reproduce", "rope", "--tune-confirm", "-1"],
               ["evolve", "--seeds", "42,x"], ["evolve", "--seeds", "42,42"]]
     cases += [["evolve", "--score-k", v] for v in bad_real]
     generate = ["generate", "--checkpoint", "nowhere", "--prompt", "x"]
@@ -511,3 +511,10 @@ def test_cli_choice_lists_match_the_library():
     assert set(get_args(common.PresetName)) == set(PRESETS)
     assert set(get_args(common.SamplerName)) == set(SAMPLERS)
     assert set(get_args(common.DeviceName)) == set(DEVICES)
+
+
+def test_a_cache_path_that_is_a_file_is_refused_by_name(workdir, capsys, monkeypatch):
+    (workdir / "cachefile").write_text("not a folder")
+    monkeypatch.setenv("LLMEVO_CACHE", str(workdir / "cachefile"))
+    assert_refused(["reproduce", "rope", "--steps", "2", "--out", "x.json"], capsys, workdir,
+                   message="point LLMEVO_CACHE at a folder")

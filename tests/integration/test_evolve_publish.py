@@ -87,3 +87,22 @@ def test_publish_refuses_a_dirty_tree_before_any_work(tmp_path, data_dir, monkey
         assert "cannot publish" in err and "uncommitted changes" in err, err
         assert len(err.strip().splitlines()) == 1
         assert list(tmp_path.iterdir()) == []  # no study file, no report
+
+
+def test_explain_of_a_missing_study_creates_no_database(tmp_path, data_dir, monkeypatch, capsys):
+    """`--explain --study NAME` on the default sqlite storage: one line, exit 2, and no empty
+    ``runs/evolve/NAME.db`` left behind (opening the storage would create it)."""
+    monkeypatch.chdir(tmp_path)
+    code = run_cli(["evolve", "--explain", "--study", "nosuch", "--threads", "1", "--device", "cpu",
+                    "--data-dir", str(data_dir)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "no study 'nosuch'" in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_tune_confirm_without_the_final_tuning_is_refused(tmp_path, data_dir, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code = run_cli(tiny(f"sqlite:///{tmp_path}/t.db", data_dir, "--tune-confirm", "3"))
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "--tune-confirm needs the final tuning" in err and len(err.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []

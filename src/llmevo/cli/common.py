@@ -68,13 +68,20 @@ def resolve_data_dir(option: Path | None) -> Path:
 
 
 def resolve_cache_dir() -> Path:
-    """Where tokenizers, token arrays and entropy models are cached (``$LLMEVO_CACHE``)."""
-    return Path(os.environ.get(CACHE_ENV, ".cache/llmevo")).resolve()
+    """Where tokenizers, token arrays, entropy models and arm results are cached
+    (``$LLMEVO_CACHE``); a path that exists and is not a folder is a ``ConfigError``."""
+    folder = Path(os.environ.get(CACHE_ENV, ".cache/llmevo")).resolve()
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"cache folder {folder} is not a folder; point {CACHE_ENV} at a folder "
+                          "(or unset it for .cache/llmevo)")
+    return folder
 
 
-def parse_seeds(seed: int | None, seeds: str | None, default: str | None = None) -> list[int]:
+def parse_seeds(seed: int | None, seeds: str | None, default: str | None = None,
+                option: str = "--seeds") -> list[int]:
     """``--seed 42`` or ``--seeds 42,43,44``; duplicates, negatives and non-integers are
-    errors. Neither given: ``default`` (e.g. ``DEFAULT_SEEDS``), else ``DEFAULT_SEED``."""
+    errors, named by ``option``. Neither given: ``default`` (e.g. ``DEFAULT_SEEDS``), else
+    ``DEFAULT_SEED``."""
     if seed is not None and seeds is not None:
         raise ConfigError("give either --seed or --seeds, not both")
     if seeds is None and seed is None and default is not None:
@@ -89,13 +96,13 @@ def parse_seeds(seed: int | None, seeds: str | None, default: str | None = None)
                 values.append(int(item))
             except ValueError:
                 raise ConfigError(
-                    f"--seeds: '{item}' is not an integer (expected e.g. 42,43,44)") from None
+                    f"{option}: '{item}' is not an integer (expected e.g. 42,43,44)") from None
     negative = [s for s in values if s < 0 or s >= 2**63]
     if negative:
-        raise ConfigError(f"seed {negative[0]} is out of range; seeds are integers 0 .. 2**63-1")
+        raise ConfigError(f"{option}: seed {negative[0]} is out of range; seeds are integers 0 .. 2**63-1")
     duplicates = sorted({s for s in values if values.count(s) > 1})
     if duplicates:
-        raise ConfigError(f"duplicate seeds {duplicates}; each seed must appear once")
+        raise ConfigError(f"{option}: duplicate seeds {duplicates}; each seed must appear once")
     return values
 
 

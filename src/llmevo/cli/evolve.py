@@ -103,7 +103,7 @@ def evolve(
     out: Annotated[Path | None, typer.Option(metavar="DIR", help="Report folder (default runs/evolve/<study>; with --publish docs/evolution/<study>).")] = None,
     publish: Annotated[bool, typer.Option(
         help="Write the report (and --explain's knockouts) under docs/evolution/ instead of runs/evolve/; "
-             "refuses a dirty git tree.")] = False,
+             "refuses when llmevo's own git checkout has uncommitted changes.")] = False,
     allow_dirty: Annotated[bool, typer.Option(
         help="With --publish: publish from a tree with uncommitted changes (recorded in provenance).")] = False,
     report: Annotated[bool, typer.Option(help="Evaluate the champion on test and write the report.")] = True,
@@ -124,8 +124,9 @@ def evolve(
     tune_grid: Annotated[str | None, typer.Option(
         help="The final comparison's lr grid (default: 5 from lr/3 to 3*lr of the preset).")] = None,
     tune_seeds: Annotated[str, typer.Option(help="Tuning seeds of the final comparison.")] = "2000",
-    tune_confirm: Annotated[int, typer.Option(
-        help="Final comparison: extra tuning seeds that confirm a best lr at the stability edge; 0: off.")] = 2,
+    tune_confirm: Annotated[int | None, typer.Option(
+        help="Final comparison: extra tuning seeds (default 2, at most 16) that confirm a best lr at "
+             "the stability edge; 0: off.")] = None,
     explain: Annotated[bool, typer.Option(
         "--explain", help="Knock out each gene where the study's champion differs from llama_modern, "
                           "train under --seeds and add the table to the study report.")] = False,
@@ -164,7 +165,7 @@ def evolve(
         docs=docs, tensorboard=tensorboard, cache_dir=resolve_cache_dir(),
         path="sequential" if sequential else "auto", replicas_max=replicas_max,
         final_tune=final_tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None,
-        tune_seeds=parse_seeds(None, tune_seeds), tune_confirm=tune_confirm,
+        tune_seeds=parse_seeds(None, tune_seeds, option="--tune-seeds"), tune_confirm=tune_confirm,
         trial_lr_factors=[] if trial_lr_factors.strip().lower() == "none" else parse_floats(
             trial_lr_factors, "--trial-lr-factors"),
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),

@@ -86,7 +86,8 @@ def reproduce(
         help="Override the learning-rate schedule.")] = None,
     suite: Annotated[Literal["core", "public"] | None, typer.Option(help="Override the benchmark suite.")] = None,
     publish: Annotated[bool, typer.Option(
-        help="Write under docs/reproductions/ instead of runs/; refuses a dirty git tree.")] = False,
+        help="Write under docs/reproductions/ instead of runs/; refuses when llmevo's own git "
+             "checkout (the code that runs, recorded in provenance) has uncommitted changes.")] = False,
     allow_dirty: Annotated[bool, typer.Option(
         help="With --publish: publish from a tree with uncommitted changes (recorded in provenance).")] = False,
     report: Annotated[bool, typer.Option(help="Write the README report and plots.")] = True,
@@ -107,9 +108,9 @@ def reproduce(
     tune_grid: Annotated[str | None, typer.Option(
         help="Learning rates to tune over, e.g. 1e-3,3e-3,1e-2 (default: 5 from lr/3 to 3*lr).")] = None,
     tune_seeds: Annotated[str, typer.Option(help="Tuning seeds, disjoint from the report seeds.")] = "1000",
-    tune_confirm: Annotated[int, typer.Option(
-        help="Extra tuning seeds that confirm a best lr at the stability edge (the highest that "
-             "trained) against its lower neighbour; 0 turns this off.")] = 2,
+    tune_confirm: Annotated[int | None, typer.Option(
+        help="With tuning: extra tuning seeds (default 2, at most 16) that confirm a best lr at the "
+             "stability edge (the highest that trained) against its lower neighbour; 0 turns this off.")] = None,
     margin: Annotated[float, typer.Option(help="Non-inferiority margin of the verdict class, percent.")] = 1.0,
     post_steps: Annotated[int | None, typer.Option(help="Post-training methods: the stage's steps.")] = None,
     post_batch_size: Annotated[int | None, typer.Option(help="Post-training: examples per step.")] = None,
@@ -127,7 +128,7 @@ def reproduce(
     arm_cache: Annotated[bool, typer.Option(
         "--arm-cache/--no-arm-cache",
         help="Load tuning and report runs trained before with identical settings, code and data "
-             "from the cache instead of retraining them (the artifact lists them); --no-arm-cache "
+             "from $LLMEVO_CACHE/arms (default .cache/llmevo/arms) instead of retraining them (the artifact lists them); --no-arm-cache "
              "retrains everything. Not used with --tensorboard.")] = True,
 ) -> None:
     """Train a baseline arm and a method arm on the same tokens and compare them."""
@@ -155,7 +156,7 @@ def reproduce(
         report=report, out=out, save_checkpoints=save_checkpoints, tensorboard=tensorboard,
         arm_cache=arm_cache, path="sequential" if sequential else path, replicas_max=replicas_max,
         tune=tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None,
-        tune_seeds=parse_seeds(None, tune_seeds), tune_confirm=tune_confirm, margin=margin,
+        tune_seeds=parse_seeds(None, tune_seeds, option="--tune-seeds"), tune_confirm=tune_confirm, margin=margin,
         post_steps=post_steps, post_batch_size=post_batch_size, post_lr=post_lr,
         post_seed_offset=post_seed_offset, method_config=method_config,
         preference_file=preference_file, arithmetic_max_operand=arithmetic_max_operand,

@@ -129,7 +129,7 @@ class EvolutionSettings(RequestModel):
     final_tune: bool = True
     tune_grid: list[float] | None = None
     tune_seeds: list[int] = Field(default_factory=lambda: [2000])
-    tune_confirm: int = tuning.DEFAULT_CONFIRM
+    tune_confirm: int | None = None  # None: tuning.DEFAULT_CONFIRM
     path: str = "auto"  # how rescoring and final seeds train: auto or sequential (llmevo.train.many)
     replicas_max: int | None = None  # (checked by check_path) at most this many seeds of a genome at once
     publish: bool = False
@@ -220,7 +220,10 @@ def _prepare(settings: EvolutionSettings) -> _Prepared:
         trial_lr_grid(1.0, factors)  # refuses a bad grid before any work
     plan = tuning.check_plan(
         settings.tune_grid or tuning.default_grid(final_preset.train.lr), settings.tune_seeds,
-        settings.seeds, confirm=settings.tune_confirm) if settings.final_tune else None
+        settings.seeds, confirm=tuning.DEFAULT_CONFIRM if settings.tune_confirm is None
+        else settings.tune_confirm) if settings.final_tune else None
+    if not settings.final_tune and settings.tune_confirm is not None:
+        raise ConfigError("--tune-confirm needs the final tuning: drop --no-final-tune")
     if not Path(settings.data_dir).is_dir():
         raise ConfigError(f"data directory {settings.data_dir} does not exist")
     resolve_device(settings.device)  # refuses an unavailable device before any work
@@ -364,6 +367,10 @@ def explain(settings: EvolutionSettings, genes: list[str] | None = None,
     prepared = _prepare(settings)
     engine_settings, space = prepared.engine, prepared.space
     engine.quiet_optuna()
+    database = engine.sqlite_path(engine_settings.storage_url)
+    if database is not None and not database.exists():  # opening would create an empty one
+        raise ConfigError(f"no study '{engine_settings.study_name}': {database} does not exist; "
+                          "run `llmevo evolve --study NAME` first, or pass --storage")
     storage = engine.open_storage(engine_settings, heartbeat=False)
     if engine_settings.study_name not in optuna.get_all_study_names(storage=storage):
         raise ConfigError(f"no study '{engine_settings.study_name}' in "

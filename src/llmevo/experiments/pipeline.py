@@ -134,7 +134,7 @@ class ReproductionRequest(RequestModel):
     tune: bool | None = None
     tune_grid: list[float] | None = None
     tune_seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_TUNING_SEEDS))
-    tune_confirm: int = DEFAULT_CONFIRM  # extra tuning seeds for a best at the stability edge; 0: off
+    tune_confirm: int | None = None  # extra tuning seeds for a best at the stability edge (None: 2); 0: off
     margin: float = 1.0
     post_steps: int | None = Field(default=None, ge=1)  # post-training methods: the stage's steps
     post_batch_size: int | None = Field(default=None, ge=1)
@@ -182,9 +182,12 @@ class ReproductionRequest(RequestModel):
     def tuning_plan(self) -> TuningPlan | None:
         """The validated tuning plan (None: untuned); a bad grid or seeds are a ConfigError."""
         if not self.tuned():
+            if self.tune_confirm is not None:
+                raise ConfigError("--tune-confirm needs tuning: add --tune (this run is untuned)")
             return None
         grid = self.tune_grid or default_grid(self.resolved_preset().train.lr)
-        return check_plan(grid, self.tune_seeds, self.report_seeds(), confirm=self.tune_confirm)
+        confirm = DEFAULT_CONFIRM if self.tune_confirm is None else self.tune_confirm
+        return check_plan(grid, self.tune_seeds, self.report_seeds(), confirm=confirm)
 
     def resolved_preset(self) -> Preset:
         base = get_preset(self.preset) if isinstance(self.preset, str) else self.preset

@@ -44,6 +44,7 @@ DEFAULT_SPAN = 3.0  # the default grid runs from lr / span to lr * span
 DEFAULT_TUNING_SEEDS = (1000,)
 DEFAULT_REPORT_SEEDS = (42, 43, 44, 45, 46)
 DEFAULT_CONFIRM = 2  # extra tuning seeds for a best setting at the stability edge
+MAX_CONFIRM = 16  # each costs two runs of the arm; more is a typo, not a protocol
 SELECTION = "lowest mean validation {metric} over the tuning seeds (a diverged run counts as worst)"
 CONFIRMATION = ("; a best at the stability edge (highest lr that trained) and its lower neighbour "
                 "are retrained on the confirmation seeds and the lower mean over all seeds wins")
@@ -99,11 +100,13 @@ def check_plan(
         raise ConfigError(f"duplicate tuning seeds {duplicates}; each seed must appear once")
     overlap = sorted(set(seeds) & set(report_seeds))
     if overlap:
+        suggestion = max([*seeds, *report_seeds]) + 1000
         raise ConfigError(
             f"tuning seeds {overlap} are also report seeds; tuning and reporting must use "
-            "disjoint seeds (e.g. --tune-seeds 1000)")
-    if isinstance(confirm, bool) or not isinstance(confirm, int) or confirm < 0:
-        raise ConfigError(f"confirmation seeds: need a count >= 0 (0 turns confirmation off), got {confirm!r}")
+            f"disjoint seeds (e.g. --tune-seeds {suggestion})")
+    if isinstance(confirm, bool) or not isinstance(confirm, int) or not 0 <= confirm <= MAX_CONFIRM:
+        raise ConfigError(f"confirmation seeds: need a count 0 .. {MAX_CONFIRM} (0 turns confirmation "
+                          f"off), got {confirm!r}")
     return TuningPlan(tuple(distinct), tuple(seeds), extend_edges,
                       confirmation_seeds(confirm, seeds, report_seeds))
 
