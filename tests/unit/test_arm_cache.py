@@ -68,6 +68,19 @@ def test_changing_any_one_input_changes_the_key():
     assert all(len(key) == 64 and int(key, 16) >= 0 for key in keys.values())
 
 
+def test_a_component_written_with_its_defaults_is_the_same_arm():
+    """nope's baseline writes ``rope`` bare, layernorm's ``rope:theta=10000.0`` (the default):
+    one network, one key; a different theta is another arm."""
+    bare = plan_comparison("nope").baseline
+    explicit = plan_comparison("layernorm").baseline
+    assert bare.model.position.config != explicit.model.position.config  # written differently
+    assert arm_cache.arm_parts(bare) == arm_cache.arm_parts(explicit)
+    assert _key(arm=arm_cache.arm_parts(bare)) == _key(arm=arm_cache.arm_parts(explicit))
+    other = dataclasses.replace(explicit, model=explicit.model.model_copy(update={
+        "position": ComponentChoice(name="rope", config={"theta": 500000.0})}))
+    assert arm_cache.arm_parts(other) != arm_cache.arm_parts(explicit)
+
+
 def test_call_mates_enter_the_key_only_where_they_can_change_the_numbers():
     alone, together = [RunSpec(42, CONFIG)], [RunSpec(42, CONFIG), RunSpec(43, CONFIG)]
     # parallel at one thread: each run is a fresh single-thread train() call

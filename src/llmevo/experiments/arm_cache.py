@@ -70,9 +70,11 @@ import torch
 from torch import nn
 
 from llmevo.artifacts.io import write_bytes_atomic
+from llmevo.catalog import ensure_registered
 from llmevo.experiments.arm_data import ArmData
 from llmevo.experiments.plans import Arm
 from llmevo.experiments.presets import Preset
+from llmevo.model.config import MODEL_SLOTS, ComponentChoice
 from llmevo.train.device import accelerator_name
 from llmevo.train.many import Execution, RunSpec, default_path
 from llmevo.train.trainer import TrainConfig, TrainResult
@@ -154,11 +156,23 @@ class CacheContext:
         return self.path == "sequential" or (self.path == "parallel" and self.threads == 1)
 
 
+def resolved_choice(slot: str, choice: ComponentChoice) -> dict[str, Any]:
+    """A component choice with every hyperparameter its typed config fills in, so that
+    ``rope`` and ``rope:theta=10000.0`` (its default) are one network and one key."""
+    config = ensure_registered().get(slot, choice.name).make_config(choice.config)
+    return {"name": choice.name, "config": config.model_dump(mode="json")}
+
+
 def arm_parts(arm: Arm) -> dict[str, Any]:
-    """What is built and how it is fed: model config, optimizer, post-training gene, data view."""
+    """What is built and how it is fed: model config (components resolved to their full typed
+    configs), optimizer, post-training gene, data view."""
+    model = arm.model.model_dump(mode="json")
+    if model.get("architecture") == "transformer":  # other architectures: as written
+        for slot in MODEL_SLOTS:
+            model[slot] = resolved_choice(slot, getattr(arm.model, slot))
     return {
-        "model": arm.model.model_dump(mode="json"),
-        "optimizer": arm.optimizer.model_dump(mode="json"),
+        "model": model,
+        "optimizer": resolved_choice("optimizer", arm.optimizer),
         "post_training": None if arm.post_training is None else arm.post_training.model_dump(mode="json"),
         "data_view": arm.data,
     }
