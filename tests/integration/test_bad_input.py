@@ -15,19 +15,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from llmevo.cli import main
+from cli_runner import run_cli
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 READ_ONLY = "/proc/llmevo-cannot-write-here"  # read-only for every user, root included
-
-
-def run_cli(args: list[str]) -> int:
-    try:
-        main(args)
-    except SystemExit as exit_:
-        return int(exit_.code or 0) if not isinstance(exit_.code, str) else 1
-    return 0
 
 
 def files_under(folder: Path) -> set[Path]:

@@ -10,20 +10,12 @@ from pathlib import Path
 
 import optuna
 import pytest
+from cli_runner import run_cli
 
 from llmevo.artifacts.provenance import git_state
-from llmevo.cli import main
 from llmevo.evolve.pipeline import REPO_ROOT
 
 pytestmark = pytest.mark.slow
-
-
-def run_cli(args: list[str]) -> int:
-    try:
-        main(args)
-    except SystemExit as exit_:
-        return int(exit_.code or 0)
-    return 0
 
 
 def tiny(storage: str, data_dir: Path, *extra: str) -> list[str]:

@@ -6,20 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 
 from llmevo.artifacts import load_artifact
-from llmevo.cli import main
 from llmevo.errors import ConfigError
 from llmevo.experiments.plans import Arm, Comparison, check_distinct, plan_comparison
 from llmevo.model.config import ComponentChoice, ModelConfig
-
-
-def run_cli(args: list[str]) -> int:
-    try:
-        main(args)
-    except SystemExit as exit_:
-        return int(exit_.code or 0)
-    return 0
 
 
 @pytest.fixture(scope="module")

@@ -5,17 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from cli_runner import run_cli
 
 from llmevo.artifacts import load_artifact
-from llmevo.cli import main
-
-
-def run_cli(args: list[str]) -> int:
-    try:
-        main(args)
-    except SystemExit as exit_:
-        return int(exit_.code or 0)
-    return 0
 
 
 def test_tuned_smoke_reproduction_writes_tuning_block_class_and_plot(tmp_path, data_dir):

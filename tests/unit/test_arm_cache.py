@@ -16,11 +16,11 @@ from llmevo.experiments import arm_cache, tuning
 from llmevo.experiments.arm_cache import (
     ArmCache,
     CacheContext,
-    CachedRun,
     ReportEntries,
     TuningEntries,
     run_key,
 )
+from llmevo.experiments.arm_run import ArmRun
 from llmevo.experiments.plans import plan_comparison
 from llmevo.experiments.presets import get_preset
 from llmevo.model.config import ComponentChoice
@@ -124,11 +124,11 @@ def _build() -> nn.Module:
     return nn.Linear(4, 3)
 
 
-def _run(model: nn.Module) -> CachedRun:
+def _run(model: nn.Module) -> ArmRun:
     result = TrainResult(status="complete", losses=[2.5, 2.25, 2.0], initial_loss=2.25,
                          final_loss=2.25, steps_done=3, tokens_seen=48, token_stream_sha256="t" * 64,
                          wall_seconds=0.5, tokens_per_second=96.0)
-    return CachedRun(validation={"lm_loss": 2.0 / 3.0, "bits_per_byte": None}, test={"lm_loss": 0.7},
+    return ArmRun(validation={"lm_loss": 2.0 / 3.0, "bits_per_byte": None}, test={"lm_loss": 0.7},
                      train=result, parameters=15, architecture_stats={"split": "a"}, model=model,
                      train_config=CONFIG.model_dump(mode="json"), path="parallel")
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_runner import run_cli
 
-from llmevo.cli import main
 from llmevo.diagnostics import harness, pipeline
 from llmevo.diagnostics.pipeline import DiagnoseRequest, diagnose
 from llmevo.errors import ConfigError
@@ -20,14 +20,6 @@ PUBLISHED_ROPE = Path("docs/foundation-models/2104.09864-rope/metrics/component-
 UNAVAILABLE = [name for name, available in (("cuda", torch.cuda.is_available()),
                                             ("mps", torch.backends.mps.is_available()))
                if not available]
-
-
-def run_cli(args: list[str]) -> int:
-    try:
-        main(args)
-    except SystemExit as exit_:
-        return int(exit_.code or 0)
-    return 0
 
 
 @pytest.fixture

@@ -49,7 +49,7 @@ training must turn the cache off or give it their own ``cache_dir``: the key see
 source files, not patched functions.
 
 Public API: ``CacheUse``, ``CacheContext``, ``ArmCache``, ``TuningEntries``,
-``ReportEntries``, ``CachedRun``, ``RunFields``, ``CachedMetric``, ``run_key``, ``source_sha256``,
+``ReportEntries``, ``CachedMetric``, ``run_key``, ``source_sha256``,
 ``data_sha256``, ``canonical_json``.
 """
 
@@ -64,7 +64,7 @@ import platform
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -72,6 +72,7 @@ from torch import nn
 from llmevo.artifacts.io import write_bytes_atomic
 from llmevo.catalog import ensure_registered
 from llmevo.experiments.arm_data import ArmData
+from llmevo.experiments.arm_run import ArmRun
 from llmevo.experiments.plans import Arm
 from llmevo.experiments.presets import Preset
 from llmevo.model.config import MODEL_SLOTS, ComponentChoice
@@ -218,33 +219,6 @@ class CachedMetric:
     value: float | None
 
 
-class RunFields(Protocol):
-    """What a report run entry stores (``runner.ArmRun`` has these fields)."""
-
-    validation: dict[str, float]
-    test: dict[str, float]
-    train: TrainResult
-    parameters: int
-    architecture_stats: dict[str, Any]
-    model: nn.Module
-    train_config: dict[str, Any]
-    path: str
-
-
-@dataclass
-class CachedRun:
-    """A report run as ``runner.ArmRun`` holds it, its model rebuilt and loaded."""
-
-    validation: dict[str, float]
-    test: dict[str, float]
-    train: TrainResult
-    parameters: int
-    architecture_stats: dict[str, Any]
-    model: nn.Module
-    train_config: dict[str, Any]
-    path: str
-
-
 class ArmCache:
     """One reproduction's handle on the cache: where entries live, whether hits are read
     (``use``) or only written (``refresh``), and the context every key includes."""
@@ -353,7 +327,7 @@ class ReportEntries(_Entries):
     """Report runs of one arm: seed -> everything ``ArmRun`` holds, and the model's state."""
 
     def load(self, spec: RunSpec, call: Sequence[RunSpec],
-             build: Callable[[], nn.Module]) -> CachedRun | None:
+             build: Callable[[], nn.Module]) -> ArmRun | None:
         """The cached run with ``build()`` (called after ``torch.manual_seed(spec.seed)``)
         loaded from its state_dict; None when the entry is missing or does not fit."""
         found = self.cache._load(self.key(spec, call), self.kind)
@@ -369,11 +343,11 @@ class ReportEntries(_Entries):
             model = build()
             model.load_state_dict(state)
             train = TrainResult(**payload["train"])
-            run = CachedRun(
+            run = ArmRun(
                 validation=dict(payload["validation"]), test=dict(payload["test"]), train=train,
                 parameters=int(payload["parameters"]),
                 architecture_stats=dict(payload["architecture_stats"]), model=model,
-                train_config=dict(payload["train_config"]), path=str(payload["path"]),
+                train_config=dict(payload["train_config"]), path=str(payload["path"]), cached=True,
             )
         except Exception:  # noqa: BLE001  (any unreadable or unfitting entry is a miss)
             return None
@@ -381,7 +355,7 @@ class ReportEntries(_Entries):
             return None
         return run
 
-    def store(self, spec: RunSpec, call: Sequence[RunSpec], run: RunFields) -> None:
+    def store(self, spec: RunSpec, call: Sequence[RunSpec], run: ArmRun) -> None:
         buffer = io.BytesIO()
         torch.save({name: value.detach().cpu() if isinstance(value, torch.Tensor) else value
                     for name, value in run.model.state_dict().items()}, buffer)

@@ -48,6 +48,7 @@ from llmevo.experiments.arm_data import (  # noqa: F401  (re-exported for caller
     prepare_bpe_data,
     prepare_byte_data,
 )
+from llmevo.experiments.arm_run import ArmRun  # noqa: F401  (re-exported for callers)
 from llmevo.experiments.plans import (  # noqa: F401  (re-exported for callers)
     PREPARATIONS,
     Arm,
@@ -73,21 +74,6 @@ STAT_METRICS = (
     "arithmetic_error_rate",
 )  # post_training_loss is per arm only: the two arms' stage objectives differ
 CURVE_POINTS = 200
-
-
-@dataclass
-class ArmRun:
-    """One arm trained and evaluated under one seed."""
-
-    validation: dict[str, float]
-    test: dict[str, float]
-    train: TrainResult
-    parameters: int
-    architecture_stats: dict[str, Any]
-    model: nn.Module
-    train_config: dict[str, Any]  # the resolved training settings of this run
-    path: str = "sequential"  # how it was trained (llmevo.train.many paths)
-    cached: bool = False  # loaded from the arm cache (experiments.arm_cache), not trained now
 
 
 def evaluate_arm(
@@ -228,7 +214,7 @@ def run_arm_seeds(
         spec.seed: hit for spec in specs if (hit := cache.load(spec, specs, build)) is not None}
     if cache is not None and len(hits) < len(specs) and not cache.partial_hits_exact:
         hits = {}  # its runs' numbers depend on their call-mates: train the whole call
-    runs = {seed: ArmRun(**vars(hit), cached=True) for seed, hit in hits.items()}
+    runs = dict(hits)
     missing = [spec for spec in specs if spec.seed not in hits]
     outcomes = train_many(
         build, data.stream, missing, device, progress, description=f"{arm.label} {arm.name}",

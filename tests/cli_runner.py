@@ -1,0 +1,14 @@
+"""Run the ``llmevo`` command in this process, as tests do: the exit status, never SystemExit."""
+
+from __future__ import annotations
+
+from llmevo.cli import main
+
+
+def run_cli(args: list[str]) -> int:
+    """``llmevo ARGS``: 0 on success, else the exit status (1 for a message-only exit)."""
+    try:
+        main(args)
+    except SystemExit as exit_:
+        return int(exit_.code or 0) if not isinstance(exit_.code, str) else 1
+    return 0
