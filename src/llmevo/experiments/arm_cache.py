@@ -64,7 +64,7 @@ import platform
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import torch
 from torch import nn
@@ -85,6 +85,7 @@ ARMS_FOLDER = "arms"
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # src/llmevo
 # "use": read and write; "refresh": recompute everything, write what it trained; "off": neither
 CacheUse = Literal["use", "refresh", "off"]
+_Hit = TypeVar("_Hit")
 
 
 def canonical_json(value: Any) -> str:
@@ -307,6 +308,12 @@ class _Entries:
     def key(self, spec: RunSpec, call: Sequence[RunSpec]) -> str:
         return run_key(self.kind, self.cache.context, self.arm, self.data, self.evaluation,
                        spec.config, spec.seed, call)
+
+    def hits(self, call: Sequence[RunSpec], load: Callable[[RunSpec], _Hit | None]) -> dict[int, _Hit]:
+        """The cached runs of one ``train_many`` call, by position in ``call``. Where a run's
+        numbers depend on its call-mates, a call with any run missing gets none: it trains whole."""
+        found = {index: hit for index, spec in enumerate(call) if (hit := load(spec)) is not None}
+        return found if len(found) == len(call) or self.partial_hits_exact else {}
 
 
 class TuningEntries(_Entries):

@@ -210,12 +210,9 @@ def run_arm_seeds(
     def build() -> nn.Module:
         return build_model(arm.model)
 
-    hits = {} if cache is None else {
-        spec.seed: hit for spec in specs if (hit := cache.load(spec, specs, build)) is not None}
-    if cache is not None and len(hits) < len(specs) and not cache.partial_hits_exact:
-        hits = {}  # its runs' numbers depend on their call-mates: train the whole call
-    runs = dict(hits)
-    missing = [spec for spec in specs if spec.seed not in hits]
+    found = {} if cache is None else cache.hits(specs, lambda spec: cache.load(spec, specs, build))
+    runs = {specs[index].seed: run for index, run in found.items()}
+    missing = [spec for spec in specs if spec.seed not in runs]
     outcomes = train_many(
         build, data.stream, missing, device, progress, description=f"{arm.label} {arm.name}",
         path=execution.path, replicas_max=execution.replicas_max,

@@ -194,11 +194,7 @@ def tune_arm(
                  for lr in lrs for seed in seeds]
         known = {s.lr: s for s in tuning.settings}
         results = {lr: known.get(lr) or SettingResult(lr, {}, extension) for lr in lrs}
-        hits = {} if cache is None else {
-            index: hit for index, spec in enumerate(specs)
-            if (hit := cache.load(spec, specs)) is not None}
-        if cache is not None and len(hits) < len(specs) and not cache.partial_hits_exact:
-            hits = {}  # its runs' numbers depend on their call-mates: train the whole call
+        hits = {} if cache is None else cache.hits(specs, lambda spec: cache.load(spec, specs))
         values: dict[int, float | None] = {index: hit.value for index, hit in hits.items()}
         missing = [index for index in range(len(specs)) if index not in hits]
         outcomes = train_many(build, stream, [specs[i] for i in missing], device, progress,
