@@ -55,7 +55,7 @@ def _tests_never_touch_the_user_cache(cache_dir: Path):
 def smoke_corpus(data_dir: Path, cache_dir: Path):
     """The reference protocol's corpus (tokenized WikiText-2, 120k/8k/8k, narrative 120k)."""
     from llmevo.data.lm import load_lm_corpus
-    from llmevo.experiments.presets import get_preset
+    from llmevo.runner.presets import get_preset
 
     return load_lm_corpus(data_dir, "tokens", get_preset("smoke").budgets, cache_dir)
 

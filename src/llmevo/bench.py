@@ -27,7 +27,8 @@ import torch.nn.functional as F
 
 from llmevo.catalog import build_model
 from llmevo.errors import ConfigError
-from llmevo.model.config import ComponentChoice, ModelConfig
+from llmevo.model.config import ModelConfig
+from llmevo.registry import ComponentChoice
 from llmevo.train.trainer import TrainConfig, autocast, build_optimizer
 
 PRECISIONS = ("fp32", "bf16")

@@ -11,6 +11,7 @@ error. This module imports no component, so every layer may import it.
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,35 @@ class StrictModel(BaseModel):
     """Base for typed configs: unknown keys are rejected, values are validated."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class ComponentChoice(StrictModel):
+    """A component by registered name, with its hyperparameters."""
+
+    name: str
+    config: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str) -> ComponentChoice:
+        """``"rope"`` or ``"rope:theta=500000,rotary_dim=8"`` (values parsed as JSON)."""
+        name, _, rest = text.partition(":")
+        config: dict[str, Any] = {}
+        for item in filter(None, rest.split(",")):
+            key, _, raw = item.partition("=")
+            try:
+                config[key.strip()] = json.loads(raw)
+            except json.JSONDecodeError:
+                config[key.strip()] = raw
+        return cls(name=name.strip(), config=config)
+
+    def label(self) -> str:
+        if not self.config:
+            return self.name
+        return self.name + ":" + ",".join(f"{k}={v}" for k, v in sorted(self.config.items()))
+
+
+MODEL_SLOTS = ("position", "attention", "feedforward", "norm", "block")
+"""The slots of a transformer model config (``ModelConfig``); the others are whole-run choices."""
 
 
 class RequestModel(StrictModel):

@@ -18,7 +18,8 @@ import torch.nn.functional as F
 from llmevo.catalog import build_model, ensure_registered
 from llmevo.components.optim.base import OptimizerComponent
 from llmevo.components.optim.optimizer import LambdaSchedule, Optimizer
-from llmevo.model.config import MODEL_SLOTS, ModelConfig
+from llmevo.model.config import ModelConfig
+from llmevo.registry import MODEL_SLOTS
 from llmevo.train.replicas import ReplicaRefused, train_replicas
 from llmevo.train.trainer import TrainConfig, train
 

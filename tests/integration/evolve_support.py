@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmevo.evolve.engine import EvolveSettings
-from llmevo.experiments.presets import get_preset
+from llmevo.runner.presets import get_preset
 
 
 def tiny_settings(storage_url: str, data_dir: Path, cache_dir: Path, **values) -> EvolveSettings:

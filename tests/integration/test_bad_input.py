@@ -132,7 +132,7 @@ def test_numeric_options_are_checked_before_work(args, capsys, workdir):
 
 def test_library_configs_refuse_non_finite_numbers():
     from llmevo.errors import ConfigError
-    from llmevo.experiments.presets import get_preset
+    from llmevo.runner.presets import get_preset
 
     for value in (math.inf, math.nan, -1.0, 0.0):
         with pytest.raises(ConfigError):
@@ -330,7 +330,7 @@ def test_a_good_checkpoint_still_generates(checkpoint, capsys, workdir):
 def _token_cache_setup(tmp_path, data_dir, cache_dir):
     """A private copy of the test cache's tokenizer, and a fresh token-array cache."""
     from llmevo.data.lm import load_lm_corpus
-    from llmevo.experiments.presets import get_preset
+    from llmevo.runner.presets import get_preset
 
     load_lm_corpus(data_dir, "tokens", get_preset("smoke").budgets, cache_dir)  # trained once
     private = tmp_path / "cache"
@@ -496,7 +496,7 @@ def test_cli_choice_lists_match_the_library():
 
     from llmevo.cli import common
     from llmevo.evolve.engine import SAMPLERS
-    from llmevo.experiments.presets import PRESETS
+    from llmevo.runner.presets import PRESETS
     from llmevo.train.device import DEVICES
 
     assert set(get_args(common.PresetName)) == set(PRESETS)

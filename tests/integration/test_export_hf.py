@@ -21,7 +21,8 @@ from llmevo.errors import ConfigError
 from llmevo.export.hf import export_hf, hf_refusals, interleaved_to_half_permutation
 from llmevo.inference.checkpoint import save_checkpoint
 from llmevo.inference.generate import SamplingConfig, generate
-from llmevo.model.config import ComponentChoice, ModelConfig
+from llmevo.model.config import ModelConfig
+from llmevo.registry import ComponentChoice
 
 transformers = pytest.importorskip("transformers")
 

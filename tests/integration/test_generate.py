@@ -16,7 +16,8 @@ from llmevo.cli import app
 from llmevo.errors import ArtifactError, ConfigError
 from llmevo.inference.checkpoint import load_checkpoint, save_checkpoint
 from llmevo.inference.generate import SamplingConfig, cached_logits, generate
-from llmevo.model.config import ComponentChoice, ModelConfig
+from llmevo.model.config import ModelConfig
+from llmevo.registry import ComponentChoice
 
 REGISTRY = ensure_registered()
 SMALL = {"vocab_size": 64, "d_model": 32, "n_layers": 2, "n_heads": 4, "max_seq_len": 32}

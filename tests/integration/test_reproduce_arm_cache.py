@@ -15,10 +15,11 @@ import torch
 from llmevo.artifacts import load_artifact
 from llmevo.cli import main
 from llmevo.errors import ConfigError
-from llmevo.experiments import ReproductionRequest, reproduce, runner, tuning
-from llmevo.experiments.arm_cache import _Entries
+from llmevo.experiments import ReproductionRequest, reproduce, runner
 from llmevo.inference.checkpoint import load_checkpoint
 from llmevo.reports.render import cache_sentence
+from llmevo.runner import tuning
+from llmevo.runner.cache import _Entries
 from llmevo.train import many
 
 SEEDS = [42, 43, 44]

@@ -10,8 +10,10 @@ from cli_runner import run_cli
 
 from llmevo.artifacts import load_artifact
 from llmevo.errors import ConfigError
-from llmevo.experiments.plans import Arm, Comparison, check_distinct, plan_comparison
-from llmevo.model.config import ComponentChoice, ModelConfig
+from llmevo.experiments.plans import Comparison, check_distinct, plan_comparison
+from llmevo.model.config import ModelConfig
+from llmevo.registry import ComponentChoice
+from llmevo.runner.arm import Arm
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from llmevo.data.codec import ByteCodec
-from llmevo.data.suites import build_sequence
-from llmevo.posttrain.objectives import (
+from llmevo.components.post_training.objectives import (
     dpo_loss,
     group_advantages,
     grpo_loss,
@@ -29,7 +27,9 @@ from llmevo.posttrain.objectives import (
     response_target_mask,
     reward_bearing,
 )
-from llmevo.posttrain.stage import batch_sequences
+from llmevo.components.post_training.stage import batch_sequences
+from llmevo.data.codec import ByteCodec
+from llmevo.data.suites import build_sequence
 
 
 def test_dpo_loss_hand_computed_pair():

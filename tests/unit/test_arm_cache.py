@@ -1,4 +1,4 @@
-"""The arm cache (``experiments.arm_cache``): its key, its files, and a bad entry as a miss."""
+"""The arm cache (``runner.cache``): its key, its files, and a bad entry as a miss."""
 
 from __future__ import annotations
 
@@ -12,18 +12,13 @@ import pytest
 import torch
 from torch import nn
 
-from llmevo.experiments import arm_cache, tuning
-from llmevo.experiments.arm_cache import (
-    ArmCache,
-    CacheContext,
-    ReportEntries,
-    TuningEntries,
-    run_key,
-)
-from llmevo.experiments.arm_run import ArmRun
 from llmevo.experiments.plans import plan_comparison
-from llmevo.experiments.presets import get_preset
-from llmevo.model.config import ComponentChoice
+from llmevo.registry import ComponentChoice
+from llmevo.runner import cache as arm_cache
+from llmevo.runner import tuning
+from llmevo.runner.arm_run import ArmRun
+from llmevo.runner.cache import ArmCache, CacheContext, ReportEntries, TuningEntries, run_key
+from llmevo.runner.presets import get_preset
 from llmevo.train.many import RunOutcome, RunSpec
 from llmevo.train.trainer import TrainConfig, TrainResult
 

@@ -12,7 +12,7 @@ from llmevo.errors import ConfigError
 from llmevo.evolve import engine
 from llmevo.evolve.objective import hurdle_steps, lower_bound_score
 from llmevo.evolve.space import build_search_space
-from llmevo.experiments.presets import get_preset
+from llmevo.runner.presets import get_preset
 
 
 def _settings(tmp_path: Path, preset=None, **values) -> engine.EvolveSettings:
@@ -82,7 +82,7 @@ def test_a_trial_killed_before_its_first_heartbeat_is_failed_and_retried(tmp_pat
     from optuna.trial import TrialState
 
     from llmevo.evolve.engine import EvolveSettings, fail_silent_trials, open_storage
-    from llmevo.experiments.presets import get_preset
+    from llmevo.runner.presets import get_preset
 
     settings = EvolveSettings(study_name="silent", storage_url=f"sqlite:///{tmp_path}/s.db",
                               preset=get_preset("smoke"), heartbeat_interval=1, grace_period=1)

@@ -10,7 +10,7 @@ from llmevo.catalog import ensure_registered
 from llmevo.errors import ConfigError
 from llmevo.evolve.fair import differing_genes, knockout_variants, trial_lr_grid, with_lr
 from llmevo.evolve.space import build_search_space
-from llmevo.experiments.presets import get_preset
+from llmevo.runner.presets import get_preset
 
 PROMOTED = frozenset({"rope", "mha", "relu2", "swiglu", "layernorm", "rmsnorm", "pre_norm", "adamw"})
 

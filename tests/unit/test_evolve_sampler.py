@@ -12,7 +12,7 @@ from llmevo.catalog import ensure_registered
 from llmevo.evolve.pruner import HurdlePruner, quantile
 from llmevo.evolve.sampler import RegularizedEvolutionSampler, mutate, random_params
 from llmevo.evolve.space import build_search_space
-from llmevo.experiments.presets import get_preset
+from llmevo.runner.presets import get_preset
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

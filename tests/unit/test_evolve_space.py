@@ -8,8 +8,8 @@ from llmevo.catalog import ensure_registered
 from llmevo.errors import ConfigError
 from llmevo.evolve.genome import Genome
 from llmevo.evolve.space import GENOME_SLOTS, build_search_space
-from llmevo.experiments.presets import get_preset
-from llmevo.model.config import ComponentChoice
+from llmevo.registry import ComponentChoice
+from llmevo.runner.presets import get_preset
 
 
 @pytest.fixture(scope="module")

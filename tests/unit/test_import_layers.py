@@ -20,12 +20,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("llmevo.artifacts",),
     ("llmevo.data",),
     ("llmevo.eval",),
-    ("llmevo.components", "llmevo.posttrain"),  # post-training math, data and stage
+    ("llmevo.components",),
     ("llmevo.model",),
     ("llmevo.catalog",),  # imports every component and architecture module
     ("llmevo.train", "llmevo.inference"),
     ("llmevo.promotion", "llmevo.reports", "llmevo.diagnostics", "llmevo.export"),
-    ("llmevo.experiments", "llmevo.posttrain.reproduce"),
+    ("llmevo.runner",),  # the shared arm runner: presets, data views, tuning, cache
+    ("llmevo.experiments",),
     ("llmevo.evolve", "llmevo.bench"),
     ("llmevo.cli",),
     ("llmevo.__main__",),
@@ -153,14 +154,15 @@ def test_registry_imports_no_component():
 CLI_FORBIDDEN = (
     "llmevo.train",  # training (llmevo.train.device, which only names devices, is allowed)
     "llmevo.artifacts.provenance",  # provenance capture
-    "llmevo.experiments",  # reproduction internals: runner, plans, data views, ...
+    "llmevo.runner",  # the shared arm runner: training, data views, tuning, cache
+    "llmevo.experiments",  # reproduction internals: plans, assembly, ...
     "llmevo.evolve",  # search internals: engine, sampler, objective, champion, report, ...
 )
 CLI_ALLOWED = (
     "llmevo.train.device",
     "llmevo.experiments",  # the package: reproduce, ReproductionRequest
     "llmevo.experiments.pipeline",
-    "llmevo.experiments.presets",
+    "llmevo.runner.presets",
     "llmevo.evolve",  # the package: run, EvolutionSettings, search_space
     "llmevo.evolve.pipeline",
     "llmevo.evolve.space",  # the SearchSpace type, for printing it
@@ -285,7 +287,7 @@ def test_checker_resolves_relative_imports_and_finds_no_cycle_in_a_chain(tmp_pat
         ("llmevo.registry", 1),
         ("llmevo.model.blt.core", 6),
         ("llmevo.catalog", 7),
-        ("llmevo.cli.reproduce", 12),
+        ("llmevo.cli.reproduce", 13),
     ],
 )
 def test_layer_of_uses_the_longest_prefix(module, layer):

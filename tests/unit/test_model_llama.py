@@ -7,7 +7,8 @@ import torch
 
 from llmevo.catalog import build_model
 from llmevo.errors import ConfigError
-from llmevo.model.config import ComponentChoice, ModelConfig
+from llmevo.model.config import ModelConfig
+from llmevo.registry import ComponentChoice
 
 
 def test_llama_modern_has_exactly_139584_parameters():

@@ -26,8 +26,8 @@ from llmevo.data.codec import ByteCodec
 from llmevo.data.suites import build_sequence
 from llmevo.model.blt.entropy import EntropyModelSettings, train_entropy_model
 from llmevo.model.config import ComponentChoice, ModelConfig
-from llmevo.posttrain.stage import PostTrainSettings, PretrainedModel, run_post_training
-from llmevo.posttrain.tasks import ArithmeticConfig, PostTrainData, TokenPair, arithmetic_problems
+from llmevo.components.post_training.stage import PostTrainSettings, PretrainedModel, run_post_training
+from llmevo.components.post_training.tasks import ArithmeticConfig, PostTrainData, TokenPair, arithmetic_problems
 from llmevo.train.replicas import train_replicas
 from llmevo.train.trainer import TrainConfig, train
 

@@ -10,16 +10,13 @@ import torch
 
 from llmevo.catalog import build_model, ensure_registered
 from llmevo.cli import main
-from llmevo.data.codec import ByteCodec
-from llmevo.data.hh_rlhf import PreferencePair
-from llmevo.data.suites import build_sequence
-from llmevo.errors import ConfigError, DataError
-from llmevo.experiments.plans import plan_comparison
-from llmevo.model.config import ComponentChoice, ModelConfig
-from llmevo.posttrain.evaluate import evaluate_post_training
-from llmevo.posttrain.reproduce import post_training_request
-from llmevo.posttrain.stage import PostTrainSettings, PretrainedModel, run_post_training
-from llmevo.posttrain.tasks import (
+from llmevo.components.post_training.evaluate import evaluate_post_training
+from llmevo.components.post_training.stage import (
+    PostTrainSettings,
+    PretrainedModel,
+    run_post_training,
+)
+from llmevo.components.post_training.tasks import (
     ArithmeticConfig,
     PostTrainData,
     TokenPair,
@@ -27,6 +24,14 @@ from llmevo.posttrain.tasks import (
     hh_pairs_by_split,
     read_preference_file,
 )
+from llmevo.data.codec import ByteCodec
+from llmevo.data.hh_rlhf import PreferencePair
+from llmevo.data.suites import build_sequence
+from llmevo.errors import ConfigError, DataError
+from llmevo.experiments.plans import plan_comparison
+from llmevo.experiments.post_training import post_training_request
+from llmevo.model.config import ModelConfig
+from llmevo.registry import ComponentChoice
 
 CPU = torch.device("cpu")
 METHODS = ensure_registered().names("post_training")
@@ -200,7 +205,7 @@ def test_cli_bad_input_is_one_line_and_exit_2(extra, message, tmp_path, capsys, 
 def test_post_training_is_an_evolution_gene():
     from llmevo.evolve.genome import Genome
     from llmevo.evolve.space import build_search_space
-    from llmevo.experiments.presets import get_preset
+    from llmevo.runner.presets import get_preset
 
     registry = ensure_registered()
     preset = get_preset("smoke")
@@ -226,7 +231,7 @@ def test_post_training_is_an_evolution_gene():
 
 
 def test_a_genome_post_training_gene_runs_the_stage():
-    from llmevo.posttrain.presets import post_train_genome_model
+    from llmevo.components.post_training.presets import post_train_genome_model
 
     pretrained = _pretrained()
     stage = post_train_genome_model(pretrained.model, ComponentChoice(name="sft"), _tiny_data(),
@@ -239,8 +244,8 @@ def test_recorded_grad_norm_is_the_first_steps_norm_before_clipping(grad_clip):
     """The stage's first SFT step, recomputed by hand on the same seeded batch."""
     import copy
 
-    from llmevo.posttrain.objectives import masked_mean_nll
-    from llmevo.posttrain.stage import StageContext, batch_sequences
+    from llmevo.components.post_training.objectives import masked_mean_nll
+    from llmevo.components.post_training.stage import StageContext, batch_sequences
 
     settings = PostTrainSettings(steps=2, batch_size=3, lr=1e-2, grad_clip=grad_clip)
     data = _tiny_data()

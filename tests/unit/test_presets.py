@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from llmevo.experiments.presets import get_preset
+from llmevo.runner.presets import get_preset
 
 
 def test_standard_resolves_to_one_pass_over_the_stream():

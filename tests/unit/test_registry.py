@@ -9,8 +9,10 @@ import pytest
 
 from llmevo.catalog import build_model, ensure_registered
 from llmevo.errors import ConfigError
-from llmevo.model.config import MODEL_SLOTS, ComponentChoice, ModelConfig
+from llmevo.model.config import ModelConfig
 from llmevo.registry import (
+    MODEL_SLOTS,
+    ComponentChoice,
     ComponentSpec,
     EmptyConfig,
     Manifest,

@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from llmevo.catalog import build_model
 from llmevo.components.optim.optimizer import LambdaSchedule
 from llmevo.errors import ConfigError
-from llmevo.model.config import ComponentChoice, ModelConfig
+from llmevo.model.config import ModelConfig
+from llmevo.registry import ComponentChoice
 from llmevo.train.many import RunSpec, train_many
 from llmevo.train.replicas import ReplicaRefused, _clip_coefficients, train_replicas
 from llmevo.train.trainer import TrainConfig, WindowSampler, build_optimizer, lr_at, train

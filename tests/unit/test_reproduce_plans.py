@@ -7,10 +7,11 @@ import re
 import pytest
 
 from llmevo.errors import ConfigError
-from llmevo.experiments.arm_data import prepare_bpe_data, prepare_byte_data
 from llmevo.experiments.plans import plan_comparison
-from llmevo.experiments.presets import get_preset
-from llmevo.model.config import MODEL_SLOTS, ComponentChoice, ModelConfig
+from llmevo.model.config import ModelConfig
+from llmevo.registry import MODEL_SLOTS, ComponentChoice
+from llmevo.runner.data import prepare_bpe_data, prepare_byte_data
+from llmevo.runner.presets import get_preset
 
 
 @pytest.mark.parametrize("name", ["rope", "alibi", "qk_norm", "geglu", "layernorm", "sandwich"])

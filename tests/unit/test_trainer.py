@@ -118,7 +118,7 @@ def _effective_lrs_during_training(
 @pytest.mark.parametrize("name", sorted(ensure_registered().names("optimizer")))
 def test_every_optimizer_keeps_each_groups_base_lr_under_the_schedule(name, monkeypatch):
     """lr of group g at step s == base_g * lr_at(s) / config.lr (base_g set by the component)."""
-    from llmevo.model.config import ComponentChoice
+    from llmevo.registry import ComponentChoice
 
     config = TrainConfig(steps=6, batch_size=2, seq_len=8, lr=2e-3, schedule="cosine", warmup_steps=2,
                          optimizer=ComponentChoice(name=name))
@@ -131,7 +131,7 @@ def test_every_optimizer_keeps_each_groups_base_lr_under_the_schedule(name, monk
 
 def test_lion_runs_at_its_multiplied_learning_rate(monkeypatch):
     """Lion's base lr is lr * lr_multiplier; changing the gene changes the lr it trains at."""
-    from llmevo.model.config import ComponentChoice
+    from llmevo.registry import ComponentChoice
 
     for multiplier in (0.3, 0.5):
         config = TrainConfig(steps=4, batch_size=2, seq_len=8, lr=1e-3,

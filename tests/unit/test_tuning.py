@@ -11,7 +11,7 @@ from torch import nn
 
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.stats import classified_verdict, classify_change, paired_relative_change, verdict
-from llmevo.experiments import tuning
+from llmevo.runner import tuning
 from llmevo.train.many import RunOutcome
 from llmevo.train.trainer import TrainConfig
 

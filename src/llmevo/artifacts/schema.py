@@ -190,7 +190,7 @@ class ArmResult(_Block):
     reasoning_nll: float | None = None
     reasoning_accuracy: float | None = None
     composite_bpb: float | None = None
-    # post-training reproductions (llmevo.posttrain): what shows whether the stage worked
+    # post-training reproductions (experiments.post_training): what shows whether the stage worked
     heldout_preference_accuracy: float | None = None
     heldout_preference_margin: float | None = None
     arithmetic_exact_match: float | None = None
@@ -292,7 +292,7 @@ class ArmTuning(_Block):
 
 
 class Tuning(_Block):
-    """Both arms tuned on one learning-rate grid under tuning seeds (``experiments.tuning``)."""
+    """Both arms tuned on one learning-rate grid under tuning seeds (``runner.tuning``)."""
 
     parameter: str
     grid: list[float]
@@ -308,7 +308,7 @@ class CachedTuningRun(_Block):
 
 
 class CachedRuns(_Block):
-    """The runs of one arm loaded from the arm cache (``experiments.arm_cache``), not trained."""
+    """The runs of one arm loaded from the arm cache (``runner.cache``), not trained."""
 
     report_seeds: list[int] = Field(default_factory=list)
     tuning: list[CachedTuningRun] = Field(default_factory=list)

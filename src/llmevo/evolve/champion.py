@@ -19,10 +19,10 @@ from optuna.trial import FrozenTrial, TrialState
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import claim_policy, paired_relative_change, summarize, verdict
 from llmevo.evolve.genome import Genome
-from llmevo.experiments.arm_data import ArmData
-from llmevo.experiments.plans import Arm
-from llmevo.experiments.presets import Preset
 from llmevo.experiments.runner import Execution, run_arm_seeds
+from llmevo.runner.arm import Arm
+from llmevo.runner.data import ArmData
+from llmevo.runner.presets import Preset
 from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import Progress
 
@@ -125,7 +125,7 @@ def final_evaluation(
     progress: Progress | None = None,
     execution: Execution = Execution(),
     logs: RunLogs | None = None,
-    post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData when a genome post-trains
+    post_data: Any = None,  # llmevo.components.post_training.tasks.PostTrainData when a genome post-trains
 ) -> FinalEvaluation:
     """Train both genomes under every seed (all seeds of a genome at once, ``train_many``);
     validation and test metrics per run.

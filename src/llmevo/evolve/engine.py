@@ -48,7 +48,7 @@ from llmevo.evolve.optuna_private import has_heartbeat, rdb_storage, study_stora
 from llmevo.evolve.pruner import HurdlePruner
 from llmevo.evolve.sampler import RegularizedEvolutionSampler
 from llmevo.evolve.space import SearchSpace, build_search_space
-from llmevo.experiments.presets import Preset
+from llmevo.runner.presets import Preset
 
 SPACE_ATTR = "llmevo:search_space"
 PRESET_ATTR = "llmevo:preset"
@@ -337,7 +337,7 @@ def worker_loop(settings: EvolveSettings, study: optuna.Study,
 def prepare_context(settings: EvolveSettings, space: SearchSpace,
                     worker: int | None = None) -> TrialContext:
     from llmevo.data.lm import load_lm_corpus
-    from llmevo.experiments.arm_data import prepare_bpe_data
+    from llmevo.runner.data import prepare_bpe_data
     from llmevo.train.device import resolve_device
 
     corpus = load_lm_corpus(settings.data_dir, settings.preset.variant, settings.preset.budgets,
@@ -346,7 +346,7 @@ def prepare_context(settings: EvolveSettings, space: SearchSpace,
     data = prepare_bpe_data(corpus, preset, settings.data_dir, preset.train.seq_len)
     post_data = None
     if set(space.components.get("post_training", ("none",))) != {"none"}:
-        from llmevo.posttrain.tasks import ArithmeticConfig, load_post_train_data
+        from llmevo.components.post_training.tasks import ArithmeticConfig, load_post_train_data
 
         @functools.cache
         def post_data() -> Any:  # loaded by the first trial whose genome post-trains

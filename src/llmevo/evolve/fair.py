@@ -6,7 +6,7 @@ gene knockouts that say which of the champion's genes carry its gain.
   setting; trial 0 (``llama_modern``) is treated the same way, so the baseline's learning
   rate is searched as much as any candidate's.
 - The final champion-versus-baseline comparison tunes both arms on one shared grid
-  (``llmevo.experiments.tuning``, tuning seeds disjoint from the report seeds) and then
+  (``llmevo.runner.tuning``, tuning seeds disjoint from the report seeds) and then
   trains each at its chosen lr under the report seeds (default 5 fresh seeds).
 - Knockouts: for every gene where the champion differs from the baseline, the champion with
   that gene alone reverted (a component gene reverts the component with its
@@ -28,16 +28,16 @@ from typing import Any
 import torch
 
 from llmevo.catalog import build_model
+from llmevo.components.post_training.presets import post_train_genome_model
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import claim_policy, paired_relative_change, summarize
 from llmevo.evolve.champion import FinalEvaluation, final_evaluation
 from llmevo.evolve.genome import Genome
 from llmevo.evolve.space import GENOME_SLOTS, TRAIN_GENES, SearchSpace
-from llmevo.experiments.arm_data import ArmData
-from llmevo.experiments.presets import Preset
 from llmevo.experiments.runner import evaluate_arm
-from llmevo.experiments.tuning import TuningPlan, tune_arm, tuning_block
-from llmevo.posttrain.presets import post_train_genome_model
+from llmevo.runner.data import ArmData
+from llmevo.runner.presets import Preset
+from llmevo.runner.tuning import TuningPlan, tune_arm, tuning_block
 from llmevo.train.logging import RunLogs
 from llmevo.train.many import Execution, RunSpec, train_many
 from llmevo.train.trainer import Progress
@@ -65,7 +65,7 @@ def train_genome(
     splits: tuple[str, ...] = ("validation",),
     progress: Progress | None = None,
     execution: Execution = Execution(),
-    post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData (or its loader)
+    post_data: Any = None,  # llmevo.components.post_training.tasks.PostTrainData (or its loader)
 ) -> list[tuple[str, dict[str, Any]]]:
     """Train ``genome`` once per ``(lr, seed)`` in one ``train_many`` call; per run its status
     and a record with the training summary and the metrics of each split in ``splits``.
@@ -115,7 +115,7 @@ def tuned_final_evaluation(
     progress: Progress | None = None,
     logs: RunLogs | None = None,
     execution: Execution = Execution(),
-    post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData (or its loader)
+    post_data: Any = None,  # llmevo.components.post_training.tasks.PostTrainData (or its loader)
 ) -> tuple[FinalEvaluation, dict[str, Any], dict[str, Genome]]:
     """Tune champion and baseline on ``plan`` (validation fitness), then train both at their
     chosen lr under ``seeds`` and evaluate each once on test.
@@ -221,7 +221,7 @@ def explain(
     device: torch.device,
     genes: Sequence[str] | None = None,
     progress: Progress | None = None,
-    post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData (or its loader)
+    post_data: Any = None,  # llmevo.components.post_training.tasks.PostTrainData (or its loader)
 ) -> dict[str, Any]:
     """Train champion, baseline and every knockout variant under ``seeds``; per variant the
     paired relative change of validation and test fitness against the champion (negative:

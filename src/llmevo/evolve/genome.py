@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import NonNegativeFloat, NonNegativeInt, PositiveFloat
 
-from llmevo.experiments.presets import Preset
-from llmevo.model.config import ComponentChoice, ModelConfig
-from llmevo.registry import StrictModel
+from llmevo.model.config import ModelConfig
+from llmevo.registry import ComponentChoice, StrictModel
+from llmevo.runner.presets import Preset
 
 
 class TrainGenes(StrictModel):
@@ -28,7 +28,7 @@ class Genome(StrictModel):
     model: ModelConfig
     optimizer: ComponentChoice
     train: TrainGenes
-    post_training: ComponentChoice = NO_POST_TRAINING  # a stage after pretraining (llmevo.posttrain)
+    post_training: ComponentChoice = NO_POST_TRAINING  # a stage after pretraining (experiments.post_training)
 
     def canonical_json(self) -> str:
         """Without a post-training stage the JSON (and hash) is what it was before the gene."""

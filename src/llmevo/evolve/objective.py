@@ -29,9 +29,9 @@ from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.stats import summarize
 from llmevo.evolve.genome import Genome
 from llmevo.evolve.space import SearchSpace
-from llmevo.experiments.arm_data import ArmData
-from llmevo.experiments.presets import Preset
 from llmevo.experiments.runner import evaluate_arm
+from llmevo.runner.data import ArmData
+from llmevo.runner.presets import Preset
 from llmevo.train.logging import RunLogs
 from llmevo.train.many import Execution, RunSpec, train_many
 from llmevo.train.trainer import train
@@ -60,7 +60,7 @@ class TrialContext:
     execution_workers: int | None = None  # worker processes for a parallel path (its core share)
     lr_factors: tuple[float, ...] = ()  # fair trials: train at lr x each factor, score the best (evolve.fair)
     logs: RunLogs | None = None  # per-step curves of each trial and seed; fitness and genome
-    post_data: Any = None  # llmevo.posttrain.tasks.PostTrainData, when post-training genes exist
+    post_data: Any = None  # llmevo.components.post_training.tasks.PostTrainData, when post-training genes exist
 
 
 def lower_bound_score(values: list[float], k: float) -> float:
@@ -133,7 +133,7 @@ def train_and_validate(
         )
         stage = None
         if result.status == "complete" and genome.post_training.name != "none":
-            from llmevo.posttrain.presets import post_train_genome_model
+            from llmevo.components.post_training.presets import post_train_genome_model
 
             stage = post_train_genome_model(model, genome.post_training, context.post_data,
                                             context.preset.name, seed, context.device,
@@ -192,7 +192,7 @@ def train_and_validate_many(
             continue
         model = outcome.model.to(context.device)
         if genome.post_training.name != "none":
-            from llmevo.posttrain.presets import post_train_genome_model
+            from llmevo.components.post_training.presets import post_train_genome_model
 
             stage = post_train_genome_model(model, genome.post_training, context.post_data,
                                             context.preset.name, outcome.spec.seed,

@@ -58,11 +58,11 @@ from llmevo.evolve.fair import explain as explain_genes
 from llmevo.evolve.genome import Genome
 from llmevo.evolve.report import build_summary, write_report
 from llmevo.evolve.space import SearchSpace, build_search_space
-from llmevo.experiments import tuning
-from llmevo.experiments.presets import Preset, get_preset
-from llmevo.experiments.tuning import TuningPlan
 from llmevo.promotion import Promotion, promotions
 from llmevo.registry import RequestModel
+from llmevo.runner import tuning
+from llmevo.runner.presets import Preset, get_preset
+from llmevo.runner.tuning import TuningPlan
 from llmevo.train.device import accelerator_name, resolve_device
 from llmevo.train.many import Execution, check_path
 
@@ -72,8 +72,8 @@ IMPLEMENTATION_MODULES = (
     "llmevo.evolve.pruner", "llmevo.evolve.objective", "llmevo.evolve.engine",
     "llmevo.evolve.champion", "llmevo.evolve.report", "llmevo.model.transformer",
     "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites", "llmevo.eval.metrics",
-    "llmevo.eval.stats", "llmevo.experiments.presets", "llmevo.experiments.runner",
-    "llmevo.experiments.arm_data", "llmevo.evolve.fair", "llmevo.experiments.tuning",
+    "llmevo.eval.stats", "llmevo.runner.presets", "llmevo.experiments.runner",
+    "llmevo.runner.data", "llmevo.evolve.fair", "llmevo.runner.tuning",
 )
 
 PROMOTION_RULES: dict[str, Callable[[dict[str, Promotion]], frozenset[str]]] = {
@@ -98,7 +98,7 @@ class EvolutionSettings(RequestModel):
     ``trial_lr_factors`` and is scored by the best (empty: one lr, with hurdles);
     ``final_tune`` tunes champion and baseline on ``tune_grid`` (default: 5 from lr/3 to
     3*lr) under ``tune_seeds`` before the final comparison (a best at the stability edge is
-    confirmed on ``tune_confirm`` more seeds, as in ``llmevo.experiments.tuning``)."""
+    confirmed on ``tune_confirm`` more seeds, as in ``llmevo.runner.tuning``)."""
 
     preset: str = "quick"
     trials: int = Field(default=24, ge=1)

@@ -35,9 +35,9 @@ from llmevo.catalog import build_model
 from llmevo.errors import ConfigError
 from llmevo.evolve.genome import NO_POST_TRAINING, Genome, TrainGenes
 from llmevo.evolve.optuna_private import suggest
-from llmevo.experiments.presets import Preset
-from llmevo.model.config import MODEL_SLOTS, ComponentChoice, ModelConfig
-from llmevo.registry import Registry, SearchDimension
+from llmevo.model.config import ModelConfig
+from llmevo.registry import MODEL_SLOTS, ComponentChoice, Registry, SearchDimension
+from llmevo.runner.presets import Preset
 
 GENOME_SLOTS = (*MODEL_SLOTS, "optimizer", "post_training")
 TRAIN_GENES = ("train.lr", "train.warmup_steps", "train.weight_decay")

@@ -37,8 +37,10 @@ from llmevo.errors import ConfigError
 from llmevo.eval.stats import check_margin
 from llmevo.experiments import runner
 from llmevo.experiments.plans import Comparison, plan_comparison
-from llmevo.experiments.presets import Preset, get_preset
-from llmevo.experiments.tuning import (
+from llmevo.model.config import ModelConfig
+from llmevo.registry import RequestModel, StrictModel
+from llmevo.runner.presets import Preset, get_preset
+from llmevo.runner.tuning import (
     DEFAULT_CONFIRM,
     DEFAULT_REPORT_SEEDS,
     DEFAULT_TUNING_SEEDS,
@@ -46,8 +48,6 @@ from llmevo.experiments.tuning import (
     check_plan,
     default_grid,
 )
-from llmevo.model.config import ModelConfig
-from llmevo.registry import RequestModel, StrictModel
 from llmevo.train.device import accelerator_name, resolve_device
 from llmevo.train.many import Execution, check_path
 from llmevo.train.trainer import Progress
@@ -57,12 +57,12 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 IMPLEMENTATION_MODULES = (
     "llmevo.model.transformer", "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites",
     "llmevo.eval.metrics", "llmevo.eval.stats", "llmevo.data.lm", "llmevo.data.suites",
-    "llmevo.experiments.presets", "llmevo.experiments.plans", "llmevo.experiments.arm_data",
-    "llmevo.experiments.tuning", "llmevo.experiments.arm_cache", "llmevo.train.many",
+    "llmevo.runner.presets", "llmevo.experiments.plans", "llmevo.runner.data",
+    "llmevo.runner.tuning", "llmevo.runner.cache", "llmevo.train.many",
 )
 POST_TRAINING_MODULES = (
-    "llmevo.posttrain.stage", "llmevo.posttrain.objectives", "llmevo.posttrain.tasks",
-    "llmevo.posttrain.evaluate", "llmevo.posttrain.presets", "llmevo.posttrain.reproduce",
+    "llmevo.components.post_training.stage", "llmevo.components.post_training.objectives", "llmevo.components.post_training.tasks",
+    "llmevo.components.post_training.evaluate", "llmevo.components.post_training.presets", "llmevo.experiments.post_training",
 )
 # presets whose reproductions tune each arm's lr first; never post-training methods (one
 # shared pretraining)
@@ -105,7 +105,7 @@ class ReproductionRequest(RequestModel):
     ablation; its files say ``-vs-<other>`` (report folder ``vs-<other>``) so they never
     replace the declared ablation's. ``arm_cache`` (default on) loads every run, tuning or
     report, that was trained before under identical settings, code and data from
-    ``<cache_dir>/arms`` instead of training it again (``experiments.arm_cache``; the
+    ``<cache_dir>/arms`` instead of training it again (``runner.cache``; the
     artifact's ``cache`` block lists them); False retrains everything (and stores it). It is
     not used with ``tensorboard`` or for post-training methods. ``command`` is what
     provenance records as the command that ran."""
@@ -130,7 +130,7 @@ class ReproductionRequest(RequestModel):
     out: Path | None = None
     save_checkpoints: Path | None = None
     tensorboard: Path | None = None
-    arm_cache: bool = True  # load runs trained before identically (experiments.arm_cache); False: retrain
+    arm_cache: bool = True  # load runs trained before identically (runner.cache); False: retrain
     tune: bool | None = None
     tune_grid: list[float] | None = None
     tune_seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_TUNING_SEEDS))
@@ -166,7 +166,7 @@ class ReproductionRequest(RequestModel):
     def tuned(self) -> bool:
         if self.post_training():
             if self.tune or self.tune_grid is not None:  # both arms share one pretraining
-                from llmevo.posttrain.reproduce import TUNING_REFUSAL
+                from llmevo.experiments.post_training import TUNING_REFUSAL
 
                 raise ConfigError(TUNING_REFUSAL.format(name=self.name))
             return False
@@ -270,8 +270,8 @@ def reproduce(request: ReproductionRequest, progress: Progress | None = None) ->
     post_training = comparison.spec.slot == "post_training"
     post_request = None
     if post_training:
-        from llmevo.model.config import ComponentChoice
-        from llmevo.posttrain.reproduce import post_training_request
+        from llmevo.experiments.post_training import post_training_request
+        from llmevo.registry import ComponentChoice
 
         post_request = post_training_request(
             comparison, preset.name,
@@ -294,7 +294,7 @@ def reproduce(request: ReproductionRequest, progress: Progress | None = None) ->
         against=request.against, arm_cache="use" if request.arm_cache else "refresh",
     )
     if post_request is not None:  # a post-training method: its own pipeline
-        from llmevo.posttrain.reproduce import run_post_training_reproduction
+        from llmevo.experiments.post_training import run_post_training_reproduction
 
         outcome = run_post_training_reproduction(run_request, comparison, progress=progress, logs=logs)
     else:

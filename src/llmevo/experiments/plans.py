@@ -22,23 +22,11 @@ from llmevo.catalog import ensure_registered
 from llmevo.data.bytes import byte_stream
 from llmevo.data.lm import LMCorpus
 from llmevo.errors import ConfigError
-from llmevo.experiments.arm_data import ArmData
 from llmevo.model.blt import blt_model_config, blt_standin_config, prepare_blt
-from llmevo.model.config import MODEL_SLOTS, ComponentChoice, ModelConfig
-from llmevo.registry import SLOTS, ComponentSpec
-
-
-@dataclass(frozen=True)
-class Arm:
-    """One side of a comparison: what is built and how it is trained."""
-
-    label: str  # "baseline" or "method"
-    name: str  # what the artifact calls this arm
-    model: ModelConfig  # a template when ``prepare`` is set, resolved once the data is known
-    optimizer: ComponentChoice
-    data: str = "bpe"  # the data view: "bpe" tokens or UTF-8 "bytes" (DATA_VIEWS)
-    prepare: str | None = None  # a step that resolves the model from the data (PREPARATIONS)
-    post_training: ComponentChoice | None = None  # a post-training stage after pretraining
+from llmevo.model.config import ModelConfig
+from llmevo.registry import MODEL_SLOTS, SLOTS, ComponentChoice, ComponentSpec
+from llmevo.runner.arm import Arm
+from llmevo.runner.data import ArmData
 
 
 @dataclass(frozen=True)

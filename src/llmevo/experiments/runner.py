@@ -11,7 +11,7 @@ each arm's run, and only reported.
 Public API: ``RunRequest``, ``Execution``, ``run_reproduction``, ``run_arm``,
 ``run_arm_seeds``, ``finish_arm``, ``evaluate_arm``;
 the arms come from ``llmevo.experiments.plans`` and their data from
-``llmevo.experiments.arm_data``.
+``llmevo.runner.data``.
 """
 
 from __future__ import annotations
@@ -41,25 +41,25 @@ from llmevo.eval.stats import (
     verdict,
 )
 from llmevo.eval.suites import evaluate_suite
-from llmevo.experiments.arm_cache import ArmCache, CacheUse, ReportEntries
-from llmevo.experiments.arm_data import (  # noqa: F401  (re-exported for callers)
+from llmevo.experiments.plans import (  # noqa: F401  (re-exported for callers)
+    PREPARATIONS,
+    Comparison,
+    check_distinct,
+    plan_comparison,
+)
+from llmevo.model.config import ModelConfig
+from llmevo.registry import MODEL_SLOTS, ComponentSpec
+from llmevo.runner.arm import Arm
+from llmevo.runner.arm_run import ArmRun  # noqa: F401  (re-exported for callers)
+from llmevo.runner.cache import ArmCache, CacheUse, ReportEntries
+from llmevo.runner.data import (  # noqa: F401  (re-exported for callers)
     DATA_VIEWS,
     ArmData,
     prepare_bpe_data,
     prepare_byte_data,
 )
-from llmevo.experiments.arm_run import ArmRun  # noqa: F401  (re-exported for callers)
-from llmevo.experiments.plans import (  # noqa: F401  (re-exported for callers)
-    PREPARATIONS,
-    Arm,
-    Comparison,
-    check_distinct,
-    plan_comparison,
-)
-from llmevo.experiments.presets import Preset
-from llmevo.experiments.tuning import TuningPlan, tune_comparison
-from llmevo.model.config import MODEL_SLOTS, ModelConfig
-from llmevo.registry import ComponentSpec
+from llmevo.runner.presets import Preset
+from llmevo.runner.tuning import ArmTuning, TuningPlan, tune_arm, tuning_block
 from llmevo.train.logging import RunLogger, RunLogs
 from llmevo.train.many import Execution, RunSpec, check_path, train_many
 from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
@@ -69,7 +69,7 @@ STAT_METRICS = (
     "preference_loss", "preference_accuracy", "hh_preference_loss", "hh_preference_accuracy",
     "reasoning_nll", "reasoning_accuracy", "primary", "public_composite", "composite_loss",
     "composite_bpb", "fitness", "initial_loss", "final_loss",
-    # post-training reproductions (llmevo.posttrain)
+    # post-training reproductions (experiments.post_training)
     "heldout_preference_accuracy", "heldout_preference_margin", "arithmetic_exact_match",
     "arithmetic_error_rate",
 )  # post_training_loss is per arm only: the two arms' stage objectives differ
@@ -113,7 +113,7 @@ def finish_arm(
     objective: str = "public_composite",
     path: str = "sequential",
     logger: RunLogger | None = None,
-    post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData, for arms with a stage
+    post_data: Any = None,  # llmevo.components.post_training.tasks.PostTrainData, for arms with a stage
 ) -> ArmRun:
     """Evaluate a trained arm on validation and (reported only) test; refuse a diverged run.
 
@@ -125,7 +125,7 @@ def finish_arm(
         raise DivergedError(f"{arm.label} arm '{arm.name}' seed {seed}: {result.message}", result.steps_done)
     model = model.to(device)
     if arm.post_training is not None and arm.post_training.name != "none":
-        from llmevo.posttrain.presets import post_train_genome_model
+        from llmevo.components.post_training.presets import post_train_genome_model
 
         post_train_genome_model(model, arm.post_training, post_data, preset.name, seed, device,
                                 result.steps_done)
@@ -159,7 +159,7 @@ def run_arm(
     progress: Progress | None = None,
     objective: str = "public_composite",
     logger: RunLogger | None = None,
-    post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData, for arms with a stage
+    post_data: Any = None,  # llmevo.components.post_training.tasks.PostTrainData, for arms with a stage
 ) -> ArmRun:
     """One arm under one seed, trained by the sequential ``train()``; ``logger`` receives
     every training step and the final metrics."""
@@ -185,14 +185,14 @@ def run_arm_seeds(
     execution: Execution = Execution(),
     logs: RunLogs | None = None,
     log_prefix: str = "",
-    post_data: Any = None,  # llmevo.posttrain.tasks.PostTrainData, for arms with a stage
+    post_data: Any = None,  # llmevo.components.post_training.tasks.PostTrainData, for arms with a stage
     cache: ReportEntries | None = None,
 ) -> dict[int, ArmRun]:
     """One arm under every seed: all seeds trained through ``train_many``, then evaluated.
 
     With ``logs`` (per-step curves, ``<arm>-seed<seed>``) the seeds train one after another:
     the step loggers live in this process, and ``cache`` is not used. With ``cache`` (this
-    arm's report entries, ``experiments.arm_cache``) a seed found there is loaded
+    arm's report entries, ``runner.cache``) a seed found there is loaded
     (``ArmRun.cached``) instead of trained, and every seed trained is stored."""
     if logs is not None:
         runs = {}
@@ -236,9 +236,9 @@ class RunRequest:
     device: torch.device
     base_model: ModelConfig = field(default_factory=ModelConfig)
     execution: Execution = field(default_factory=Execution)
-    tuning: TuningPlan | None = None  # tune each arm's learning rate first (experiments.tuning)
+    tuning: TuningPlan | None = None  # tune each arm's learning rate first (runner.tuning)
     margin_percent: float = DEFAULT_MARGIN_PERCENT  # non-inferiority margin of the verdict class
-    post_training: Any = None  # llmevo.posttrain.reproduce.PostTrainRequest (post-training slot)
+    post_training: Any = None  # llmevo.experiments.post_training.PostTrainRequest (post-training slot)
     against: str | None = None  # the baseline's slot choice instead of the declared ablation
     arm_cache: CacheUse = "off"  # use / refresh / off the arm cache under cache_dir (arm_cache)
 
@@ -278,13 +278,13 @@ def run_reproduction(
 
     ``logs`` (e.g. ``TensorBoardLogs``) gets one run per arm and seed, ``<arm>-seed<seed>``;
     it turns the arm cache off (its step loggers need the training). ``request.arm_cache``
-    ``use`` loads runs trained before under identical settings (``experiments.arm_cache``)
+    ``use`` loads runs trained before under identical settings (``runner.cache``)
     and the body's ``cache`` block lists them; ``refresh`` trains everything and stores it."""
     seeds = validate_seeds(request.seeds)
     comparison = plan_comparison(request.name, request.base_model, against=request.against)
     if comparison.spec.slot == "post_training":
         raise ConfigError(f"'{request.name}' is a post-training method: use "
-                          "llmevo.posttrain.reproduce.run_post_training_reproduction")
+                          "llmevo.experiments.post_training.run_post_training_reproduction")
     preset = request.preset
     corpus = load_lm_corpus(request.data_dir, preset.variant, preset.budgets, request.cache_dir)
     preset = preset.resolved(int(corpus.tokens["train"].numel()))
@@ -345,6 +345,43 @@ def run_reproduction(
         }
     return ReproductionOutcome(resolved, body, runs, implementation_objects(resolved),
                                corpus.tokenizer.tokenizer.to_str())
+
+
+def tune_comparison(
+    comparison: Comparison,
+    views: dict[str, ArmData],
+    preset: Preset,
+    plan: TuningPlan,
+    device: torch.device,
+    progress: Progress | None = None,
+    execution: Execution = Execution(),
+    cache: ArmCache | None = None,
+) -> tuple[dict[str, Preset], dict[str, Any], dict[str, list[tuple[float, int]]]]:
+    """Tune both arms of a comparison on the same plan; returns each arm's preset at its
+    chosen learning rate, the ``tuning`` block, and per arm the (lr, seed) runs that came
+    from ``cache`` (``runner.cache``) instead of training."""
+    metric = comparison.metric
+    results: dict[str, ArmTuning] = {}
+    presets: dict[str, Preset] = {}
+    for arm in comparison.arms:
+        data = views[arm.data]
+        seq_len = data.seq_len or preset.train.seq_len
+        config = preset.train.model_copy(update={"optimizer": arm.optimizer, "seq_len": seq_len})
+
+        def evaluate(model: nn.Module, data: ArmData = data, seq_len: int = seq_len) -> float:
+            scores = evaluate_lm(model, data.validation, seq_len, device, data.token_bytes,
+                                 batch_size=preset.eval_batch_size, max_windows=preset.eval_max_windows)
+            return scores[metric]
+
+        entries = None if cache is None else cache.tuning(arm, data, preset, metric, comparison.objective)
+        results[arm.label] = tune_arm(
+            arm.label, lambda arm=arm: build_model(arm.model), data.stream, config, plan,
+            evaluate, device, progress, execution, entries)
+        chosen = results[arm.label].best().lr
+        presets[arm.label] = preset.model_copy(
+            update={"train": preset.train.model_copy(update={"lr": chosen})})
+    cached = {label: list(tuning.cached) for label, tuning in results.items()}
+    return presets, tuning_block(plan, metric, results), cached
 
 
 def implementation_objects(comparison: Comparison) -> list[object]:

@@ -8,32 +8,7 @@ from typing import Any
 
 from pydantic import Field, PositiveInt, field_validator
 
-from llmevo.registry import StrictModel
-
-
-class ComponentChoice(StrictModel):
-    """A component by registered name, with its hyperparameters."""
-
-    name: str
-    config: dict[str, Any] = Field(default_factory=dict)
-
-    @classmethod
-    def parse(cls, text: str) -> ComponentChoice:
-        """``"rope"`` or ``"rope:theta=500000,rotary_dim=8"`` (values parsed as JSON)."""
-        name, _, rest = text.partition(":")
-        config: dict[str, Any] = {}
-        for item in filter(None, rest.split(",")):
-            key, _, raw = item.partition("=")
-            try:
-                config[key.strip()] = json.loads(raw)
-            except json.JSONDecodeError:
-                config[key.strip()] = raw
-        return cls(name=name.strip(), config=config)
-
-    def label(self) -> str:
-        if not self.config:
-            return self.name
-        return self.name + ":" + ",".join(f"{k}={v}" for k, v in sorted(self.config.items()))
+from llmevo.registry import ComponentChoice, StrictModel
 
 
 def _choice(name: str, **config: Any) -> ComponentChoice:
@@ -79,5 +54,3 @@ class ModelConfig(StrictModel):
     def fingerprint(self) -> str:
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
 
-
-MODEL_SLOTS = ("position", "attention", "feedforward", "norm", "block")

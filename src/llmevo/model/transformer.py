@@ -17,8 +17,8 @@ import torch
 from torch import Tensor, nn
 
 from llmevo.components.base import AttentionContext, BlockParts, KVCacheLayer, ModelDims
-from llmevo.model.config import ComponentChoice, ModelConfig
-from llmevo.registry import REGISTRY, ComponentSpec, EmptyConfig, register
+from llmevo.model.config import ModelConfig
+from llmevo.registry import REGISTRY, ComponentChoice, ComponentSpec, EmptyConfig, register
 
 
 def resolve(slot: str, choice: ComponentChoice) -> tuple[ComponentSpec, Any]:

@@ -39,8 +39,7 @@ from llmevo.components.optim.base import OptimizerComponent
 from llmevo.components.optim.optimizer import LambdaSchedule, Optimizer
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import mean
-from llmevo.model.config import ComponentChoice
-from llmevo.registry import StrictModel
+from llmevo.registry import ComponentChoice, StrictModel
 from llmevo.train.logging import StepLogger, StepRecord
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from llmevo.posttrain.stage import StageContext, StageResult
+from llmevo.components.post_training.stage import StageContext, StageResult
 from llmevo.registry import StrictModel
 
 

@@ -22,9 +22,9 @@ import torch
 from pydantic import Field, PositiveFloat
 
 from llmevo.components.post_training.base import PostTrainingMethod
+from llmevo.components.post_training.objectives import dpo_loss, sequence_log_probs
 from llmevo.components.post_training.sft import run_sft
-from llmevo.posttrain.objectives import dpo_loss, sequence_log_probs
-from llmevo.posttrain.stage import StageContext, StageResult, batch_sequences
+from llmevo.components.post_training.stage import StageContext, StageResult, batch_sequences
 from llmevo.registry import Paper, SearchDimension, StrictModel, register
 
 

@@ -24,15 +24,20 @@ import torch
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from llmevo.components.post_training.base import PostTrainingMethod
-from llmevo.components.post_training.sft import run_sft
-from llmevo.posttrain.objectives import (
+from llmevo.components.post_training.objectives import (
     group_advantages,
     grpo_loss,
     response_target_mask,
     reward_bearing,
     token_log_probs,
 )
-from llmevo.posttrain.stage import StageContext, StageResult, completion_text, generate
+from llmevo.components.post_training.sft import run_sft
+from llmevo.components.post_training.stage import (
+    StageContext,
+    StageResult,
+    completion_text,
+    generate,
+)
 from llmevo.registry import Paper, SearchDimension, StrictModel, register
 
 

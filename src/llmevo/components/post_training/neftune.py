@@ -18,9 +18,9 @@ from pydantic import PositiveFloat
 from torch import nn
 
 from llmevo.components.post_training.base import PostTrainingMethod
+from llmevo.components.post_training.objectives import masked_mean_nll, neftune_noise
+from llmevo.components.post_training.stage import StageContext, StageResult, batch_sequences
 from llmevo.errors import ConfigError
-from llmevo.posttrain.objectives import masked_mean_nll, neftune_noise
-from llmevo.posttrain.stage import StageContext, StageResult, batch_sequences
 from llmevo.registry import Paper, SearchDimension, StrictModel, register
 
 

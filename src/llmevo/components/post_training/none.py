@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from llmevo.components.post_training.base import PostTrainingMethod
-from llmevo.posttrain.stage import StageContext, StageResult
+from llmevo.components.post_training.stage import StageContext, StageResult
 from llmevo.registry import register
 
 

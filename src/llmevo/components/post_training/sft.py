@@ -16,7 +16,7 @@ demonstrations; one epoch-free seeded sampling instead of 16 epochs.
 from __future__ import annotations
 
 from llmevo.components.post_training.base import PostTrainingMethod
-from llmevo.posttrain.stage import StageContext, StageResult, sft_step
+from llmevo.components.post_training.stage import StageContext, StageResult, sft_step
 from llmevo.registry import Paper, register
 
 INSTRUCTGPT = Paper(

@@ -35,8 +35,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from llmevo.components.base import AttentionContext, BlockParts, ModelDims, PositionEncoding
-from llmevo.model.config import MODEL_SLOTS, ComponentChoice, ModelConfig
+from llmevo.model.config import ModelConfig
 from llmevo.model.transformer import _init_weights, resolve
+from llmevo.registry import MODEL_SLOTS, ComponentChoice
 
 HASH_PRIME = 1_000_000_007
 HASH_BASE = 263

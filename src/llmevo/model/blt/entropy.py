@@ -35,9 +35,9 @@ from torch import Tensor
 from llmevo.components.optim.adamw import AdamWOptimizer
 from llmevo.data.bytes import BOS_ID, BYTE_VOCAB_SIZE, bytes_fingerprint
 from llmevo.errors import DataError
-from llmevo.model.config import ComponentChoice, ModelConfig
+from llmevo.model.config import ModelConfig
 from llmevo.model.transformer import Transformer
-from llmevo.registry import StrictModel
+from llmevo.registry import ComponentChoice, StrictModel
 
 
 class EntropyModelSettings(StrictModel):

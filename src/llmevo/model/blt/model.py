@@ -28,8 +28,8 @@ from llmevo.errors import ConfigError
 from llmevo.model.blt.core import LatentPatchCore
 from llmevo.model.blt.entropy import EntropyModelSettings, byte_entropies, load_entropy_model
 from llmevo.model.blt.patcher import entropy_patch_starts, patch_ids, patch_rule
-from llmevo.model.config import ComponentChoice, ModelConfig
-from llmevo.registry import Paper, StrictModel, register
+from llmevo.model.config import ModelConfig
+from llmevo.registry import ComponentChoice, Paper, StrictModel, register
 
 BLT_PAPER = Paper(
     arxiv_id="2412.09871",

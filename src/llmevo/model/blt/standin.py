@@ -29,8 +29,8 @@ from llmevo.model.blt.core import LatentPatchCore
 from llmevo.model.blt.entropy import entropy_from_logits
 from llmevo.model.blt.model import BLT_PAPER
 from llmevo.model.blt.patcher import calibrate_threshold, entropy_patch_starts, patch_ids
-from llmevo.model.config import ComponentChoice, ModelConfig
-from llmevo.registry import StrictModel, register
+from llmevo.model.config import ModelConfig
+from llmevo.registry import ComponentChoice, StrictModel, register
 
 
 class StandinSettings(StrictModel):

@@ -18,14 +18,14 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from llmevo.components.post_training.stage import completion_text, generate
+from llmevo.components.post_training.tasks import ArithmeticProblem, PostTrainData, TokenPair
 from llmevo.data.codec import TextCodec
 from llmevo.eval.suites import (
     choice_loss_and_credit,
     response_log_likelihoods,
     response_token_count,
 )
-from llmevo.posttrain.stage import completion_text, generate
-from llmevo.posttrain.tasks import ArithmeticProblem, PostTrainData, TokenPair
 
 
 def preference_metrics(

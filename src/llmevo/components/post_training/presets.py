@@ -11,13 +11,13 @@ from typing import Any
 import torch
 from pydantic import ValidationError
 
-from llmevo.errors import ConfigError
-from llmevo.posttrain.stage import (
+from llmevo.components.post_training.stage import (
     PostTrainSettings,
     PretrainedModel,
     StageResult,
     run_post_training,
 )
+from llmevo.errors import ConfigError
 from llmevo.registry import REGISTRY
 
 POST_TRAINING_PRESETS: dict[str, PostTrainSettings] = {

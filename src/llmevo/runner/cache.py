@@ -71,11 +71,11 @@ from torch import nn
 
 from llmevo.artifacts.io import write_bytes_atomic
 from llmevo.catalog import ensure_registered
-from llmevo.experiments.arm_data import ArmData
-from llmevo.experiments.arm_run import ArmRun
-from llmevo.experiments.plans import Arm
-from llmevo.experiments.presets import Preset
-from llmevo.model.config import MODEL_SLOTS, ComponentChoice
+from llmevo.registry import MODEL_SLOTS, ComponentChoice
+from llmevo.runner.arm import Arm
+from llmevo.runner.arm_run import ArmRun
+from llmevo.runner.data import ArmData
+from llmevo.runner.presets import Preset
 from llmevo.train.device import accelerator_name
 from llmevo.train.many import Execution, RunSpec, default_path
 from llmevo.train.trainer import TrainConfig, TrainResult

@@ -29,13 +29,8 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from llmevo.catalog import build_model
 from llmevo.errors import ConfigError, DivergedError
-from llmevo.eval.lm import evaluate_lm
-from llmevo.experiments.arm_cache import ArmCache, TuningEntries
-from llmevo.experiments.arm_data import ArmData
-from llmevo.experiments.plans import Comparison
-from llmevo.experiments.presets import Preset
+from llmevo.runner.cache import TuningEntries
 from llmevo.train.many import Execution, RunSpec, train_many
 from llmevo.train.trainer import Progress, TrainConfig
 
@@ -185,7 +180,7 @@ def tune_arm(
     ``train_many`` call), score each run with ``evaluate`` (validation, lower is better),
     extend the grid once if the best lies on its edge, and confirm a best at the stability
     edge (with its lower neighbour) on ``plan.confirm_seeds``. With ``cache`` (this arm's
-    entries in ``experiments.arm_cache``) a run found there is not trained (its (lr, seed) is
+    entries in ``runner.cache``) a run found there is not trained (its (lr, seed) is
     listed in ``cached``) and every run trained is stored."""
     tuning = ArmTuning(label)
 
@@ -252,40 +247,3 @@ def tuning_block(plan: TuningPlan, metric: str, arms: dict[str, ArmTuning]) -> d
             "confirmed": list(tuning.confirmed),
         }
     return block
-
-
-def tune_comparison(
-    comparison: Comparison,
-    views: dict[str, ArmData],
-    preset: Preset,
-    plan: TuningPlan,
-    device: torch.device,
-    progress: Progress | None = None,
-    execution: Execution = Execution(),
-    cache: ArmCache | None = None,
-) -> tuple[dict[str, Preset], dict[str, Any], dict[str, list[tuple[float, int]]]]:
-    """Tune both arms of a comparison on the same plan; returns each arm's preset at its
-    chosen learning rate, the ``tuning`` block, and per arm the (lr, seed) runs that came
-    from ``cache`` (``experiments.arm_cache``) instead of training."""
-    metric = comparison.metric
-    results: dict[str, ArmTuning] = {}
-    presets: dict[str, Preset] = {}
-    for arm in comparison.arms:
-        data = views[arm.data]
-        seq_len = data.seq_len or preset.train.seq_len
-        config = preset.train.model_copy(update={"optimizer": arm.optimizer, "seq_len": seq_len})
-
-        def evaluate(model: nn.Module, data: ArmData = data, seq_len: int = seq_len) -> float:
-            scores = evaluate_lm(model, data.validation, seq_len, device, data.token_bytes,
-                                 batch_size=preset.eval_batch_size, max_windows=preset.eval_max_windows)
-            return scores[metric]
-
-        entries = None if cache is None else cache.tuning(arm, data, preset, metric, comparison.objective)
-        results[arm.label] = tune_arm(
-            arm.label, lambda arm=arm: build_model(arm.model), data.stream, config, plan,
-            evaluate, device, progress, execution, entries)
-        chosen = results[arm.label].best().lr
-        presets[arm.label] = preset.model_copy(
-            update={"train": preset.train.model_copy(update={"lr": chosen})})
-    cached = {label: list(tuning.cached) for label, tuning in results.items()}
-    return presets, tuning_block(plan, metric, results), cached

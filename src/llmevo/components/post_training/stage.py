@@ -23,11 +23,11 @@ from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, Pos
 from torch import Tensor, nn
 
 from llmevo.components.optim.optimizer import Optimizer
+from llmevo.components.post_training.objectives import masked_mean_nll, response_target_mask
+from llmevo.components.post_training.tasks import ArithmeticConfig, PostTrainData
 from llmevo.data.codec import TextCodec
 from llmevo.data.suites import ScoredSequence
 from llmevo.errors import ConfigError
-from llmevo.posttrain.objectives import masked_mean_nll, response_target_mask
-from llmevo.posttrain.tasks import ArithmeticConfig, PostTrainData
 from llmevo.registry import REGISTRY, StrictModel
 
 TASKS = ("instruction", "preference", "arithmetic")

@@ -23,18 +23,18 @@ from pathlib import Path
 from typing import Any
 
 from llmevo.catalog import build_model
-from llmevo.data.lm import load_lm_corpus
-from llmevo.errors import ConfigError, DivergedError
-from llmevo.eval.stats import classified_verdict
-from llmevo.posttrain.evaluate import evaluate_post_training
-from llmevo.posttrain.presets import post_training_settings
-from llmevo.posttrain.stage import (
+from llmevo.components.post_training.evaluate import evaluate_post_training
+from llmevo.components.post_training.presets import post_training_settings
+from llmevo.components.post_training.stage import (
     PostTrainSettings,
     PretrainedModel,
     StageResult,
     run_post_training,
 )
-from llmevo.posttrain.tasks import load_post_train_data, read_preference_file
+from llmevo.components.post_training.tasks import load_post_train_data, read_preference_file
+from llmevo.data.lm import load_lm_corpus
+from llmevo.errors import ConfigError, DivergedError
+from llmevo.eval.stats import classified_verdict
 from llmevo.train.logging import RunLogs
 from llmevo.train.many import RunSpec, train_many
 from llmevo.train.trainer import Progress

@@ -17,7 +17,7 @@ from llmevo.data.bytes import byte_stream
 from llmevo.data.codec import BPECodec, ByteCodec, TextCodec
 from llmevo.data.lm import LMCorpus
 from llmevo.data.suites import SuiteData, instruction_train_stream, load_suite
-from llmevo.experiments.presets import Preset
+from llmevo.runner.presets import Preset
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """One arm trained and evaluated under one seed: what the runner produces and the arm cache
-(``experiments.arm_cache``) stores and gives back.
+(``runner.cache``) stores and gives back.
 
 Public API: ``ArmRun``.
 """
@@ -26,4 +26,4 @@ class ArmRun:
     model: nn.Module
     train_config: dict[str, Any]  # the resolved training settings of this run
     path: str = "sequential"  # how it was trained (llmevo.train.many paths)
-    cached: bool = False  # loaded from the arm cache (experiments.arm_cache), not trained now
+    cached: bool = False  # loaded from the arm cache (runner.cache), not trained now

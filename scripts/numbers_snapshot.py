@@ -1,0 +1,104 @@
+"""Every number a refactor must leave as it is, in one JSON file, to compare before and after.
+
+Runs, with the arm cache off and on the CPU with one thread:
+- every registered component's smoke reproduction (seed 42; post-training methods too);
+- one tuned smoke reproduction (relu2, three seeds, a three-point grid);
+- the golden training run (``tests/assets/golden.py``);
+- a tiny evolution (five trials, one worker, fair lr-grid trials, then the tuned final
+  comparison).
+Wall-clock fields, paths and provenance are dropped; everything else is kept exactly.
+
+    .venv/bin/python scripts/numbers_snapshot.py OUT.json [--only rope,relu2]
+    diff <(jq -S . before.json) <(jq -S . after.json)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__import__("os").environ.get("LLMEVO_DATA", ROOT.parent / "shared" / "data"))
+VOLATILE = {"wall_seconds", "provenance", "post_training_seconds", "created_at", "command",
+            "started_at", "finished_at", "datetime_start", "datetime_complete", "duration"}
+
+
+def scrub(value):
+    if isinstance(value, dict):
+        return {k: scrub(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [scrub(v) for v in value]
+    return value
+
+
+def reproducible_names() -> list[str]:
+    listing = subprocess.run([sys.executable, "-m", "llmevo", "components", "--json"],
+                             capture_output=True, text=True, check=True)
+    rows = json.loads(listing.stdout)
+    return sorted(row["name"] for row in rows if row.get("ablation") and row["ablation"] != "none"
+                  or row.get("slot") == "post_training" and row["name"] != "none")
+
+
+def reproduce(name: str, out: Path, *extra: str) -> dict | str:
+    command = [sys.executable, "-m", "llmevo", "reproduce", name, "--preset", "smoke",
+               "--no-arm-cache", "--no-report", "--threads", "1", "--device", "cpu",
+               "--data-dir", str(DATA), "--out", str(out), *extra]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        return f"exit {done.returncode}: {done.stderr.strip()[-300:]}"
+    return scrub(json.loads(out.read_text()))
+
+
+def evolution(folder: Path) -> dict:
+    import optuna
+
+    from llmevo.evolve import EvolutionSettings, run
+
+    storage = f"sqlite:///{folder / 'study.db'}"
+    settings = EvolutionSettings(
+        study="snapshot", storage=storage, preset="smoke", trials=5, workers=1,
+        population=3, tournament=2, rescore_seeds=1, sampler_seed=0, data_dir=DATA,
+        cache_dir=folder / "cache", seeds=[42, 43], tune_grid=[1e-3, 3e-3], threads=1,
+        trial_steps=6, eval_windows=4, device="cpu", out=folder / "report")
+    summary = run(settings)
+    study = optuna.load_study(study_name="snapshot", storage=storage)
+    trials = [{"number": t.number, "state": str(t.state), "value": t.value,
+               "user_attrs": scrub(t.user_attrs)} for t in study.trials]
+    return {"summary": scrub(summary.model_dump(mode="json")) if summary else None, "trials": trials}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--only", default=None)
+    parser.add_argument("--skip-evolve", action="store_true")
+    args = parser.parse_args()
+    names = args.only.split(",") if args.only else reproducible_names()
+    snapshot: dict = {"smoke": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for name in names:
+            print(f"smoke {name}", file=sys.stderr, flush=True)
+            snapshot["smoke"][name] = reproduce(name, folder / f"{name}.json", "--seeds", "42")
+        print("tuned relu2", file=sys.stderr, flush=True)
+        snapshot["tuned"] = reproduce("relu2", folder / "tuned.json", "--tune", "--seeds", "42,43,44",
+                                      "--steps", "3", "--tune-grid", "1e-3,3e-2,1e-2")
+        sys.path.insert(0, str(ROOT / "tests" / "assets"))
+        from golden import golden_run
+
+        snapshot["golden"] = golden_run()
+        if not args.skip_evolve:
+            print("evolve", file=sys.stderr, flush=True)
+            snapshot["evolve"] = evolution(folder / "evolve")
+    args.out.write_text(json.dumps(snapshot, indent=1, sort_keys=True))
+    failed = [n for n, v in snapshot["smoke"].items() if isinstance(v, str)]
+    print(f"wrote {args.out}: {len(names)} smoke reproductions ({len(failed)} failed: {failed})",
+          file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+"""One arm of an experiment: what is built (a model config), how it is trained (the
+optimizer, the data view) and an optional post-training stage. Reproductions compare two,
+evolution turns each genome into one.
+
+Public API: ``Arm``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llmevo.model.config import ModelConfig
+from llmevo.registry import ComponentChoice
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One side of a comparison: what is built and how it is trained."""
+
+    label: str  # "baseline" or "method"
+    name: str  # what the artifact calls this arm
+    model: ModelConfig  # a template when ``prepare`` is set, resolved once the data is known
+    optimizer: ComponentChoice
+    data: str = "bpe"  # the data view: "bpe" tokens or UTF-8 "bytes" (DATA_VIEWS)
+    prepare: str | None = None  # a step that resolves the model from the data (PREPARATIONS)
+    post_training: ComponentChoice | None = None  # a post-training stage after pretraining
