@@ -466,7 +466,7 @@ def test_ctrl_c_prints_no_traceback(capsys, workdir, monkeypatch):
     def interrupted(*_args, **_kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("llmevo.experiments.runner.run_reproduction", interrupted)
+    monkeypatch.setattr("llmevo.experiments.reproduction.run_reproduction", interrupted)
     status = run_cli(["reproduce", "rope", "--preset", "smoke", "--threads", "1", "--device",
                       "cpu", "--out", str(workdir / "a.json")])
     err = capsys.readouterr().err

@@ -15,10 +15,10 @@ import torch
 from llmevo.artifacts import load_artifact
 from llmevo.cli import main
 from llmevo.errors import ConfigError
-from llmevo.experiments import ReproductionRequest, reproduce, runner
+from llmevo.experiments import ReproductionRequest, reproduce
 from llmevo.inference.checkpoint import load_checkpoint
 from llmevo.reports.render import cache_sentence
-from llmevo.runner import tuning
+from llmevo.runner import run, tuning
 from llmevo.runner.cache import _Entries
 from llmevo.train import many
 
@@ -64,7 +64,7 @@ class Recorder:
 
         monkeypatch.setattr(_Entries, "key", key)
         monkeypatch.setattr(tuning, "train_many", train_many)
-        monkeypatch.setattr(runner, "train_many", train_many)
+        monkeypatch.setattr(run, "train_many", train_many)
 
     def arms(self) -> set[str]:
         return {label for label, *_ in self.trained}

@@ -123,7 +123,7 @@ def _run(model: nn.Module) -> ArmRun:
     result = TrainResult(status="complete", losses=[2.5, 2.25, 2.0], initial_loss=2.25,
                          final_loss=2.25, steps_done=3, tokens_seen=48, token_stream_sha256="t" * 64,
                          wall_seconds=0.5, tokens_per_second=96.0)
-    return ArmRun(validation={"lm_loss": 2.0 / 3.0, "bits_per_byte": None}, test={"lm_loss": 0.7},
+    return ArmRun(seed=42, validation={"lm_loss": 2.0 / 3.0, "bits_per_byte": None}, test={"lm_loss": 0.7},
                      train=result, parameters=15, architecture_stats={"split": "a"}, model=model,
                      train_config=CONFIG.model_dump(mode="json"), path="parallel")
 
@@ -144,7 +144,8 @@ def test_a_report_run_round_trips_with_its_model(tmp_path):
     hit = entries.load(spec, [spec], _build)
     assert hit is not None
     expected = _run(trained)
-    for field in ("validation", "test", "train", "parameters", "architecture_stats", "train_config", "path"):
+    for field in ("seed", "validation", "test", "train", "parameters", "architecture_stats",
+                  "train_config", "path"):
         assert getattr(hit, field) == getattr(expected, field), field
     for name, tensor in trained.state_dict().items():
         assert torch.equal(hit.model.state_dict()[name], tensor)

@@ -41,20 +41,20 @@ def test_bad_evolution_settings_are_one_line(tmp_path):
 
 def test_default_outputs(tmp_path):
     request = ReproductionRequest(data_dir=tmp_path, seeds=[42, 43, 44], preset="quick")
-    outputs = request.outputs()
+    outputs = request.plan().outputs
     assert outputs.artifact == Path("runs/2104.09864-rope/public-quick-tuned-seeds42-44.json")
     assert outputs.report == Path("runs/2104.09864-rope/report")
-    published = request.model_copy(update={"publish": True, "report": False}).outputs()
+    published = request.model_copy(update={"publish": True, "report": False}).plan().outputs
     assert published.artifact == Path(
         "docs/reproductions/2104.09864-rope/metrics/public-quick-tuned-seeds42-44.json")
     assert published.report is None
     assert artifact_filename("smoke", [42]) == "public-seed42.json"
     smoke = ReproductionRequest(data_dir=tmp_path)  # smoke: untuned, seed 42
-    assert smoke.report_seeds() == [42] and smoke.tuning_plan() is None
-    assert smoke.outputs().artifact == Path("runs/2104.09864-rope/public-seed42.json")
+    assert smoke.plan().seeds == [42] and smoke.plan().tuning is None
+    assert smoke.plan().outputs.artifact == Path("runs/2104.09864-rope/public-seed42.json")
     quick = ReproductionRequest(data_dir=tmp_path, preset="quick")  # quick: tuned, seeds 42..46
-    assert quick.report_seeds() == [42, 43, 44, 45, 46]
-    assert quick.tuning_plan().seeds == (1000,) and len(quick.tuning_plan().grid) == 5
+    assert quick.plan().seeds == [42, 43, 44, 45, 46]
+    assert quick.plan().tuning.seeds == (1000,) and len(quick.plan().tuning.grid) == 5
     assert artifact_filename("smoke", [42, 47, 50]) == "public-seeds42-47-50.json"
     settings = EvolutionSettings(data_dir=tmp_path, preset="smoke", trial_steps=8)
     assert settings.study_name() == "evolve-smoke-s8"
@@ -111,7 +111,7 @@ def test_evolve_publish_refuses_a_dirty_or_unknown_tree_before_any_work(tmp_path
 def test_an_artifact_path_that_is_a_folder_is_refused_before_any_work(tmp_path):
     (tmp_path / "taken").mkdir()
     request = ReproductionRequest(data_dir=tmp_path, out=tmp_path / "taken", device="cpu")
-    with pytest.raises(ConfigError, match="is a directory"):
+    with pytest.raises(ConfigError, match="is a folder; expected a file path"):
         reproduce(request)
     assert [p.name for p in tmp_path.iterdir()] == ["taken"]
 
@@ -119,13 +119,13 @@ def test_an_artifact_path_that_is_a_folder_is_refused_before_any_work(tmp_path):
 def test_against_outputs_never_collide_with_the_declared_ablations(tmp_path):
     default = ReproductionRequest(name="alibi", data_dir=tmp_path, preset="quick")
     against = default.model_copy(update={"against": "rope"})
-    assert default.outputs().artifact == Path(
+    assert default.plan().outputs.artifact == Path(
         "runs/2108.12409-alibi/public-quick-tuned-seeds42-46.json")
-    assert against.outputs().artifact == Path(
+    assert against.plan().outputs.artifact == Path(
         "runs/2108.12409-alibi/public-quick-tuned-vs-rope-seeds42-46.json")
-    assert (default.outputs().report, against.outputs().report) == (
+    assert (default.plan().outputs.report, against.plan().outputs.report) == (
         Path("runs/2108.12409-alibi/report"), Path("runs/2108.12409-alibi/report-vs-rope"))
-    published = [r.model_copy(update={"publish": True}).outputs() for r in (default, against)]
+    published = [r.model_copy(update={"publish": True}).plan().outputs for r in (default, against)]
     assert published[0].artifact == Path(
         "docs/reproductions/2108.12409-alibi/metrics/public-quick-tuned-seeds42-46.json")
     assert published[1].artifact == Path(
@@ -136,7 +136,7 @@ def test_against_outputs_never_collide_with_the_declared_ablations(tmp_path):
         "public-vs-swiglu-hidden-128-seed42.json"
     assert artifact_filename("quick", [42, 43, 44], tuned=False, against="rope") == \
         "public-quick-vs-rope-seeds42-44.json"
-    command = against.model_copy(update={"command": None}).provenance_command()
+    command = against.model_copy(update={"command": None}).plan().command
     assert "against='rope'" in command
 
 

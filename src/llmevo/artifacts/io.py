@@ -22,6 +22,7 @@ from llmevo.artifacts.schema import (
     dump_artifact,
     validate_artifact,
 )
+from llmevo.errors import ConfigError
 
 _DEFAULT_MODE = 0o644
 
@@ -86,3 +87,42 @@ def save_artifact(
     validated = validate_artifact(data, str(path))
     write_json_atomic(path, dump_artifact(validated))
     return validated
+
+
+# --- output paths, checked before any work -------------------------------------------
+
+
+def _first_existing(path: Path) -> Path:
+    current = path.absolute()
+    while not current.exists() and current != current.parent:
+        current = current.parent
+    return current
+
+
+def _check_writable_folder(folder: Path, option: str, target: Path) -> None:
+    if not folder.is_dir():
+        raise ConfigError(f"{option} {target}: {folder} is a file, not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise ConfigError(
+            f"{option} {target}: cannot write in {folder} ({error.strerror or error})") from None
+
+
+def check_output_file(path: Path | None, option: str = "--out") -> None:
+    """A file to be written: not an existing folder, and its folder creatable and writable."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise ConfigError(f"{option} {path} is a folder; expected a file path")
+    _check_writable_folder(_first_existing(path.parent), option, path)
+
+
+def check_output_dir(path: Path | None, option: str = "--out") -> None:
+    """A folder to be written into: not an existing file, creatable and writable."""
+    if path is None:
+        return
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{option} {path} is a file; expected a folder")
+    _check_writable_folder(_first_existing(path), option, path)

@@ -8,6 +8,7 @@ library versions and the dataset fingerprint.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.metadata
 import inspect
@@ -25,6 +26,53 @@ from llmevo.errors import ArtifactError, ConfigError
 NOT_A_CHECKOUT = "unknown (not a git checkout)"
 NOT_INSTALLED = "not installed"
 TRACKED_LIBRARIES = ("torch", "numpy", "tokenizers", "pydantic", "optuna", "llmevo")
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # src/llmevo
+# every component and architecture: the ones an artifact's arms use are named by the arms
+REGISTERS_EVERYTHING = "llmevo.catalog"
+
+
+def _module_path(name: str, root: Path) -> Path | None:
+    base = root.parent.joinpath(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """The llmevo modules a module's file imports anywhere (lazy imports too)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            origin = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                origin = ".".join(parts + ([node.module] if node.module else []))
+            found.add(origin)
+            found.update(f"{origin}.{alias.name}" for alias in node.names)
+    return {module for module in found if module.split(".")[0] == "llmevo"}
+
+
+def pipeline_modules(*roots: str, package_root: Path = PACKAGE_ROOT) -> list[str]:
+    """Every llmevo module that ``roots`` reach through their imports, sorted: the code a
+    pipeline runs, derived instead of listed by hand. The catalog is included but not
+    followed (it imports every component; an artifact names the ones its arms use)."""
+    seen: dict[str, Path] = {}
+    pending = list(roots)
+    while pending:
+        name = pending.pop()
+        path = _module_path(name, package_root)
+        if name in seen or path is None:
+            continue
+        seen[name] = path
+        if name != REGISTERS_EVERYTHING:
+            pending.extend(_imports(name, path))
+    return sorted(seen)
+
+
 def module_files(objects: Iterable[object]) -> list[Path]:
     """Source files of modules, classes or functions (instances map to their class).
 

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
+from llmevo.artifacts.io import check_output_dir
 from llmevo.cli.common import (
     DeviceOption,
     PresetName,
     SamplerName,
     app,
     check_count,
-    check_output_dir,
     check_real,
     console,
     parse_floats,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from llmevo.artifacts.io import check_output_file
 from llmevo.cli.common import (
     DEFAULT_SEED,
     DEFAULT_SEEDS,
@@ -17,7 +18,6 @@ from llmevo.cli.common import (
     app,
     apply_threads,
     check_count,
-    check_output_file,
     check_real,
     console,
     parse_seeds,

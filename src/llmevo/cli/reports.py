@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from llmevo.cli.common import DATA_ENV, app, check_output_dir, check_output_file, console
+from llmevo.artifacts.io import check_output_dir, check_output_file
+from llmevo.cli.common import DATA_ENV, app, console
 
 
 @app.command()

@@ -20,8 +20,6 @@ from llmevo.cli.common import (
     app,
     apply_threads,
     check_count,
-    check_output_dir,
-    check_output_file,
     check_real,
     console,
     parse_floats,
@@ -162,15 +160,9 @@ def reproduce(
         preference_file=preference_file, arithmetic_max_operand=arithmetic_max_operand,
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
     )
-    outputs = request.outputs()
-    # every destination is checked (proven writable) before any training
-    check_output_file(outputs.artifact)
-    if outputs.checkpoints is not None:
-        for folder in (outputs.checkpoints, outputs.checkpoints / "baseline", outputs.checkpoints / "method"):
-            check_output_dir(folder, "--save-checkpoints")
-    check_output_dir(outputs.report, "report folder")
-    check_output_dir(tensorboard, "--tensorboard")
-    artifact = run_reproduction(request, progress=RichTrainingProgress(console))
+    plan = request.plan()  # every check, output paths included, happens before training
+    outputs = plan.outputs
+    artifact = run_reproduction(plan, progress=RichTrainingProgress(console))
     console.print(summary_table(artifact))
     from rich.markup import escape
 

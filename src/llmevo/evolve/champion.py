@@ -19,11 +19,11 @@ from optuna.trial import FrozenTrial, TrialState
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import claim_policy, paired_relative_change, summarize, verdict
 from llmevo.evolve.genome import Genome
-from llmevo.experiments.runner import Execution, run_arm_seeds
-from llmevo.runner.arm import Arm
 from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
+from llmevo.runner.run import run_arm, seed_runs
 from llmevo.train.logging import RunLogs
+from llmevo.train.many import Execution
 from llmevo.train.trainer import Progress
 
 REPORTED_METRICS = ("fitness", "lm_loss", "bits_per_byte", "instruction_loss",
@@ -143,13 +143,11 @@ def final_evaluation(
             paths[label] = dict(paths["baseline"])
             streams[label] = dict(streams["baseline"])
             continue
-        arm = Arm(label, genome.hash(), genome.model, genome.optimizer,
-                  post_training=genome.post_training)
-        trained = run_arm_seeds(arm, data, genome.apply_to(preset), list(seeds), device, progress,
-                                execution=execution, logs=logs, log_prefix="final-",
-                                post_data=post_data)
-        for seed in seeds:
-            run = trained[seed]
+        arm, arm_preset = genome.arm(label), genome.apply_to(preset)
+        trained = run_arm(arm, data, arm_preset, seed_runs(arm, data, arm_preset, seeds), device,
+                          execution=execution, progress=progress, logs=logs,
+                          log_name=f"final-{label}", post_data=post_data)
+        for seed, run in zip(seeds, trained, strict=True):
             clean = {split: {k: float(v) for k, v in metrics.items() if v is not None}
                      for split, metrics in (("validation", run.validation), ("test", run.test))}
             clean["validation"]["parameters"] = float(run.parameters)

@@ -15,7 +15,7 @@ gene knockouts that say which of the champion's genes carry its gain.
   Each variant is trained under the report seeds and compared, paired by seed, with the
   champion and with the baseline.
 
-Public API: ``DEFAULT_TRIAL_LR_FACTORS``, ``trial_lr_grid``, ``with_lr``, ``train_genome``,
+Public API: ``DEFAULT_TRIAL_LR_FACTORS``, ``trial_lr_grid``, ``with_lr``,
 ``tuned_final_evaluation``, ``differing_genes``, ``knockout_variants``, ``explain``.
 """
 
@@ -28,18 +28,18 @@ from typing import Any
 import torch
 
 from llmevo.catalog import build_model
-from llmevo.components.post_training.presets import post_train_genome_model
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import claim_policy, paired_relative_change, summarize
 from llmevo.evolve.champion import FinalEvaluation, final_evaluation
 from llmevo.evolve.genome import Genome
 from llmevo.evolve.space import GENOME_SLOTS, TRAIN_GENES, SearchSpace
-from llmevo.experiments.runner import evaluate_arm
+from llmevo.runner.arm import Arm
 from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
+from llmevo.runner.run import evaluate_trained, run_arm
 from llmevo.runner.tuning import TuningPlan, tune_arm, tuning_block
 from llmevo.train.logging import RunLogs
-from llmevo.train.many import Execution, RunSpec, train_many
+from llmevo.train.many import Execution
 from llmevo.train.trainer import Progress
 
 DEFAULT_TRIAL_LR_FACTORS = (0.5, 1.0, 2.0)
@@ -54,54 +54,6 @@ def trial_lr_grid(lr: float, factors: Sequence[float]) -> list[float]:
 
 def with_lr(genome: Genome, lr: float) -> Genome:
     return genome.model_copy(update={"train": genome.train.model_copy(update={"lr": lr})})
-
-
-def train_genome(
-    genome: Genome,
-    data: ArmData,
-    preset: Preset,
-    runs: Sequence[tuple[float, int]],
-    device: torch.device,
-    splits: tuple[str, ...] = ("validation",),
-    progress: Progress | None = None,
-    execution: Execution = Execution(),
-    post_data: Any = None,  # llmevo.components.post_training.tasks.PostTrainData (or its loader)
-) -> list[tuple[str, dict[str, Any]]]:
-    """Train ``genome`` once per ``(lr, seed)`` in one ``train_many`` call; per run its status
-    and a record with the training summary and the metrics of each split in ``splits``.
-    A genome with a post-training gene runs its stage on each trained model first (the
-    stage seed follows the run's seed), and the record gets the stage's loss and
-    reward-bearing rate."""
-    train = genome.apply_to(preset).train
-    specs = [RunSpec(seed, train.model_copy(update={"lr": lr}), label=f"lr {lr:.3g} seed {seed}")
-             for lr, seed in runs]
-    outcomes = train_many(lambda: build_model(genome.model), data.stream, specs, device, progress,
-                          description=genome.hash(), path=execution.path,
-                          replicas_max=execution.replicas_max)
-    results = []
-    for outcome in outcomes:
-        result = outcome.result
-        record: dict[str, Any] = {
-            "lr": outcome.spec.config.lr, "seed": outcome.spec.seed, "steps_done": result.steps_done,
-            "wall_seconds": result.wall_seconds, "token_stream_sha256": result.token_stream_sha256,
-            "initial_loss": result.initial_loss, "final_loss": result.final_loss,
-        }
-        if result.status != "complete":
-            record["message"] = result.message
-            results.append((result.status, record))
-            continue
-        if genome.post_training.name != "none":
-            stage = post_train_genome_model(outcome.model.to(device), genome.post_training,
-                                            post_data, preset.name, outcome.spec.seed, device,
-                                            result.steps_done)
-            record["post_training_loss"] = stage.post_training_loss
-            record["reward_bearing_group_rate"] = stage.reward_bearing_group_rate
-        for split in splits:
-            metrics = evaluate_arm(outcome.model, data, preset, split, device)
-            record[split] = {k: float(v) for k, v in metrics.items() if v is not None}
-        outcome.model.cpu()
-        results.append(("complete", record))
-    return results
 
 
 def tuned_final_evaluation(
@@ -128,12 +80,11 @@ def tuned_final_evaluation(
     for label, genome in (("baseline", baseline), ("champion", champion)):
         train = genome.apply_to(preset).train
 
-        def negative_fitness(model: torch.nn.Module, genome: Genome = genome,
+        def negative_fitness(model: torch.nn.Module, arm: Arm = genome.arm(label),
                              steps: int = train.steps) -> float:
-            if genome.post_training.name != "none":
-                post_train_genome_model(model.to(device), genome.post_training, post_data,
-                                        preset.name, plan.seeds[0], device, steps)
-            return -evaluate_arm(model, data, preset, "validation", device)["fitness"]
+            _, metrics = evaluate_trained(model, arm, data, preset, plan.seeds[0], steps, device,
+                                          ("validation",), post_data=post_data)
+            return -metrics["validation"]["fitness"]
 
         tunings[label] = tune_arm(label, lambda genome=genome: build_model(genome.model), data.stream,
                                   train, plan, negative_fitness, device, progress, execution)
@@ -230,12 +181,15 @@ def explain(
     genomes = {"champion": champion, "baseline": baseline, **variants}
     fitness: dict[str, dict[str, list[float]]] = {}
     for name, genome in genomes.items():
-        runs = train_genome(genome, data, preset, [(genome.train.lr, s) for s in seeds], device,
-                            splits=("validation", "test"), progress=progress, post_data=post_data)
-        diverged = [r["seed"] for status, r in runs if status != "complete"]
+        runs = run_arm(genome.arm(name), data, genome.apply_to(preset),
+                       genome.runs(preset, [(genome.train.lr, s) for s in seeds]), device,
+                       on_diverged="record", progress=progress, description=genome.hash(),
+                       post_data=post_data)
+        diverged = [run.seed for run in runs if run.status != "complete"]
         if diverged:
             raise ConfigError(f"knockout '{name}' diverged under seed(s) {diverged}")
-        fitness[name] = {split: [r[split]["fitness"] for _, r in runs] for split in ("validation", "test")}
+        fitness[name] = {"validation": [run.validation["fitness"] for run in runs],
+                         "test": [run.test["fitness"] for run in runs]}
     rows = []
     for name, genome in genomes.items():
         row: dict[str, Any] = {"variant": name, "genome": genome.model_dump(mode="json"),

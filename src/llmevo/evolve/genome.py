@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import NonNegativeFloat, NonNegativeInt, PositiveFloat
 
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice, StrictModel
+from llmevo.runner.arm import Arm
 from llmevo.runner.presets import Preset
+from llmevo.train.many import RunSpec
 
 
 class TrainGenes(StrictModel):
@@ -57,6 +60,17 @@ class Genome(StrictModel):
             "weight_decay": self.train.weight_decay, "optimizer": self.optimizer,
         })
         return preset.model_copy(update={"train": train})
+
+    def arm(self, label: str) -> Arm:
+        """This genome as one arm of the shared runner (``runner.run``), named by its hash."""
+        return Arm(label, self.hash(), self.model, self.optimizer, post_training=self.post_training)
+
+    def runs(self, preset: Preset, runs: Sequence[tuple[float, int]]) -> list[RunSpec]:
+        """One ``RunSpec`` per ``(lr, seed)``: ``preset`` with this genome's training genes,
+        at that learning rate."""
+        train = self.apply_to(preset).train
+        return [RunSpec(seed, train.model_copy(update={"lr": lr}), label=f"lr {lr:.3g} seed {seed}")
+                for lr, seed in runs]
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | str) -> Genome:

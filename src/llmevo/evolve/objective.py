@@ -14,7 +14,7 @@ duplicate, interrupted).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,18 +23,18 @@ import torch
 from optuna.trial import TrialState
 from torch import nn
 
-from llmevo.catalog import build_model
 from llmevo.errors import ConfigError, LlmevoError
 from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.stats import summarize
+from llmevo.evolve.fair import trial_lr_grid, with_lr
 from llmevo.evolve.genome import Genome
 from llmevo.evolve.space import SearchSpace
-from llmevo.experiments.runner import evaluate_arm
+from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
+from llmevo.runner.run import run_arm
 from llmevo.train.logging import RunLogs
-from llmevo.train.many import Execution, RunSpec, train_many
-from llmevo.train.trainer import train
+from llmevo.train.many import Execution
 
 FINAL_STATES = ("complete", "pruned", "diverged", "failed", "invalid", "duplicate")
 
@@ -102,143 +102,66 @@ def _finished_duplicate(study: optuna.Study, trial: optuna.Trial, genome_hash: s
     return None
 
 
-def train_and_validate(
+def trial_record(run: ArmRun) -> dict[str, Any]:
+    """What a trial stores per seed (user attribute ``metrics``): the run's training
+    summary, its post-training stage's loss and reward-bearing rate (a stage gene), and
+    its validation metrics; a run that did not complete has its message instead."""
+    result = run.train
+    record: dict[str, Any] = {
+        "lr": run.lr, "seed": run.seed, "steps_done": result.steps_done,
+        "wall_seconds": result.wall_seconds, "token_stream_sha256": result.token_stream_sha256,
+        "initial_loss": result.initial_loss, "final_loss": result.final_loss,
+        "training_path": run.path,
+    }
+    if run.status != "complete":
+        record["message"] = result.message
+        return record
+    if run.stage is not None:
+        record["post_training_loss"] = run.stage.post_training_loss
+        record["reward_bearing_group_rate"] = run.stage.reward_bearing_group_rate
+    record.update({k: v for k, v in run.validation.items() if v is not None})
+    return record
+
+
+def validate_genome(
     genome: Genome,
     context: TrialContext,
-    seed: int,
+    runs: Sequence[tuple[float, int]],
     make_hook: Callable[[nn.Module], Callable[[int, float], bool]] | None = None,
     run_name: str | None = None,
-) -> tuple[str, dict[str, Any]]:
-    """Train the genome under ``seed`` and evaluate the validation split only.
+    logged: bool = True,
+) -> list[ArmRun]:
+    """Train the genome once per ``(lr, seed)`` and evaluate the validation split only
+    (``runner.run.run_arm``; the test split is never touched during the search).
 
-    ``make_hook(model)`` gives the per-step callback (hurdles). Returns (status, record):
-    status "complete", "stopped" (a hurdle) or "diverged"."""
-    preset = genome.apply_to(context.preset)
-    torch.manual_seed(seed)
-    model = build_model(genome.model)
-    on_step = make_hook(model) if make_hook is not None else None
-    logger = None
-    if context.logs is not None:
-        logger = context.logs.run(f"{run_name or 'trial'}-seed{seed}")
-    try:
-        result = train(
-            model,
-            context.data.stream,
-            preset.train,
-            seed,
-            context.device,
-            description=f"trial seed {seed}",
-            on_step=on_step,
-            logger=logger,
-        )
-        stage = None
-        if result.status == "complete" and genome.post_training.name != "none":
-            from llmevo.components.post_training.presets import post_train_genome_model
-
-            stage = post_train_genome_model(model, genome.post_training, context.post_data,
-                                            context.preset.name, seed, context.device,
-                                            result.steps_done)
-        if result.status == "complete":
-            metrics = evaluate_arm(model, context.data, preset, "validation", context.device)
-            if logger is not None:
-                logger.log_metrics("validation", metrics, result.steps_done)
-    finally:
-        if logger is not None:
-            logger.close()
-    record: dict[str, Any] = {
-        "steps_done": result.steps_done,
-        "wall_seconds": result.wall_seconds,
-        "token_stream_sha256": result.token_stream_sha256,
-        "initial_loss": result.initial_loss,
-        "final_loss": result.final_loss,
-    }
-    if result.status != "complete":
-        record["message"] = result.message
-        return result.status, record
-    if stage is not None:
-        record["post_training_loss"] = stage.post_training_loss
-        record["reward_bearing_group_rate"] = stage.reward_bearing_group_rate
-    record.update({k: v for k, v in metrics.items() if v is not None})
-    return "complete", record
+    ``make_hook(model)`` gives the per-step callback (hurdles); with it, or with the
+    context's per-step logs (``logged``: ``<run_name>-seed<seed>``), the runs train one
+    after another, otherwise all at once through ``train_many``. A diverged or stopped
+    run is returned unevaluated."""
+    return run_arm(
+        genome.arm("trial"), context.data, genome.apply_to(context.preset),
+        genome.runs(context.preset, runs), context.device, splits=("validation",),
+        on_diverged="record", execution=Execution(context.execution_path, context.replicas_max),
+        workers=context.execution_workers, description=f"trial {genome.hash()}",
+        logs=context.logs if logged else None, log_name=run_name or "trial", make_hook=make_hook,
+        post_data=context.post_data)
 
 
-def train_and_validate_many(
-    genome: Genome, context: TrialContext, seeds: list[int]
-) -> list[tuple[str, dict[str, Any]]]:
-    """Train the genome under every seed at once (``train_many``); validation only.
-
-    Returns (status, record) per seed, as ``train_and_validate`` does (no hurdles here)."""
-    preset = genome.apply_to(context.preset)
-    outcomes = train_many(
-        lambda: build_model(genome.model), context.data.stream,
-        [RunSpec(seed, preset.train) for seed in seeds], context.device,
-        description="rescore", path=context.execution_path,
-        replicas_max=context.replicas_max, workers=context.execution_workers,
-    )
-    results = []
-    for outcome in outcomes:
-        result = outcome.result
-        record: dict[str, Any] = {
-            "steps_done": result.steps_done,
-            "wall_seconds": result.wall_seconds,
-            "token_stream_sha256": result.token_stream_sha256,
-            "initial_loss": result.initial_loss,
-            "final_loss": result.final_loss,
-            "training_path": outcome.path,
-        }
-        if result.status != "complete":
-            record["message"] = result.message
-            results.append((result.status, record))
-            continue
-        model = outcome.model.to(context.device)
-        if genome.post_training.name != "none":
-            from llmevo.components.post_training.presets import post_train_genome_model
-
-            stage = post_train_genome_model(model, genome.post_training, context.post_data,
-                                            context.preset.name, outcome.spec.seed,
-                                            context.device, result.steps_done)
-            record["post_training_loss"] = stage.post_training_loss
-            record["reward_bearing_group_rate"] = stage.reward_bearing_group_rate
-        metrics = evaluate_arm(model, context.data, preset, "validation", context.device)
-        record.update({k: v for k, v in metrics.items() if v is not None})
-        results.append(("complete", record))
-    return results
-
-
-def _best_of_grid(trial: optuna.Trial, genome: Genome, context: TrialContext) -> tuple[str, dict, Genome]:
+def _best_of_grid(trial: optuna.Trial, genome: Genome, context: TrialContext) -> tuple[ArmRun, Genome]:
     """Train the genome at every lr of its trial grid under the search seed; the best
-    complete run's record and the genome at that lr (recorded as ``tuned_genome``)."""
-    from llmevo.evolve.fair import train_genome, trial_lr_grid, with_lr
-
+    complete run and the genome at that lr (recorded as ``tuned_genome``)."""
     grid = trial_lr_grid(genome.train.lr, context.lr_factors)
-    runs = train_genome(genome, context.data, context.preset,
-                        [(lr, context.search_seed) for lr in grid], context.device,
-                        execution=Execution(context.execution_path, context.replicas_max),
-                        post_data=context.post_data)
-    trial.set_user_attr("lr_grid", [{"lr": r["lr"], "status": status,
-                                     "fitness": r.get("validation", {}).get("fitness")}
-                                    for status, r in runs])
-    complete = [r for status, r in runs if status == "complete"]
+    runs = validate_genome(genome, context, [(lr, context.search_seed) for lr in grid], logged=False)
+    trial.set_user_attr("lr_grid", [{"lr": run.lr, "status": run.status,
+                                     "fitness": run.validation.get("fitness")} for run in runs])
+    complete = [run for run in runs if run.status == "complete"]
     if not complete:
-        return "diverged", runs[0][1], genome
-    best = max(complete, key=lambda r: r["validation"]["fitness"])
-    tuned = with_lr(genome, best["lr"])
+        return runs[0], genome
+    best = max(complete, key=lambda run: run.validation["fitness"])
+    tuned = with_lr(genome, best.lr)
     trial.set_user_attr("tuned_genome", tuned.model_dump(mode="json"))
-    trial.set_user_attr("tuned_lr", best["lr"])
-    record = {k: v for k, v in best.items() if k != "validation"} | best["validation"]
-    return "complete", record, tuned
-
-
-def _rescore(genome: Genome, context: TrialContext, seeds: list[int]) -> list[tuple[str, dict]]:
-    """The (tuned) genome under each rescoring seed, all at once; validation only."""
-    from llmevo.evolve.fair import train_genome
-
-    runs = train_genome(genome, context.data, context.preset, [(genome.train.lr, s) for s in seeds],
-                        context.device,
-                        execution=Execution(context.execution_path, context.replicas_max),
-                        post_data=context.post_data)
-    return [(status, {k: v for k, v in record.items() if k != "validation"} | record["validation"]
-             if status == "complete" else record) for status, record in runs]
+    trial.set_user_attr("tuned_lr", best.lr)
+    return best, tuned
 
 
 def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
@@ -307,9 +230,10 @@ def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
         seeds = [context.search_seed]
         run_name = f"trial-{trial.number:04d}"
         if context.lr_factors:  # every lr of the grid at once (no hurdles), scored by its best
-            status, record, genome = _best_of_grid(trial, genome, context)
+            run, genome = _best_of_grid(trial, genome, context)
         else:
-            status, record = train_and_validate(genome, context, seeds[0], make_hook, run_name)
+            [run] = validate_genome(genome, context, [(genome.train.lr, seeds[0])], make_hook, run_name)
+        status, record = run.status, trial_record(run)
         per_seed = {str(seeds[0]): record}
         trial.set_user_attr("seeds", seeds)
         trial.set_user_attr("metrics", per_seed)
@@ -323,14 +247,12 @@ def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
         best = best_score(study)
         if context.rescore_seeds > 0 and (best is None or fitness[0] > best):
             extra = [context.search_seed + offset for offset in range(1, context.rescore_seeds + 1)]
-            if context.lr_factors:  # fair trials: the genome at its tuned lr (evolve.fair)
-                rescored = _rescore(genome, context, extra)
-            elif context.logs is not None:  # per-step curves are written by the sequential trainer
-                rescored = [train_and_validate(genome, context, seed, run_name=run_name) for seed in extra]
-            else:
-                rescored = train_and_validate_many(genome, context, extra)
-            for seed, (status, record) in zip(extra, rescored, strict=True):
-                if status == "diverged":
+            # the genome at its tuned lr (fair trials), under every rescoring seed
+            rescored = validate_genome(genome, context, [(genome.train.lr, s) for s in extra],
+                                       run_name=run_name)
+            for seed, run in zip(extra, rescored, strict=True):
+                record = trial_record(run)
+                if run.status == "diverged":
                     trial.set_user_attr("state", "diverged")
                     raise TrialDiverged(
                         f"trial {trial.number} seed {seed}: {record.get('message')}"

@@ -72,7 +72,7 @@ IMPLEMENTATION_MODULES = (
     "llmevo.evolve.pruner", "llmevo.evolve.objective", "llmevo.evolve.engine",
     "llmevo.evolve.champion", "llmevo.evolve.report", "llmevo.model.transformer",
     "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites", "llmevo.eval.metrics",
-    "llmevo.eval.stats", "llmevo.runner.presets", "llmevo.experiments.runner",
+    "llmevo.eval.stats", "llmevo.runner.presets", "llmevo.runner.run",
     "llmevo.runner.data", "llmevo.evolve.fair", "llmevo.runner.tuning",
 )
 

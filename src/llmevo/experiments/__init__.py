@@ -11,9 +11,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from llmevo.experiments.pipeline import ReproductionOutputs, ReproductionRequest, reproduce
+    from llmevo.experiments.pipeline import (
+        ReproductionOutputs,
+        ReproductionPlan,
+        ReproductionRequest,
+        reproduce,
+    )
 
-__all__ = ["ReproductionOutputs", "ReproductionRequest", "reproduce"]
+__all__ = ["ReproductionOutputs", "ReproductionPlan", "ReproductionRequest", "reproduce"]
 
 
 def __getattr__(name: str) -> Any:

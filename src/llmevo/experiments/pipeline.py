@@ -2,7 +2,7 @@
 
 ``ReproductionRequest`` names everything a reproduction needs (component, preset and its
 overrides, seeds, data, device, outputs); ``reproduce`` checks it before any work, captures
-the code state (provenance), trains and evaluates both arms (``runner.run_reproduction``),
+the code state (provenance), trains and evaluates both arms (``reproduction.run_reproduction``),
 writes the validated artifact, then the optional checkpoints and report. When a later write
 fails, what this call wrote is removed again (no artifact without its checkpoints).
 
@@ -12,7 +12,7 @@ the result; from Python::
     from llmevo.experiments import ReproductionRequest, reproduce
     artifact = reproduce(ReproductionRequest(name="rope", data_dir="data", seeds=[42]))
 
-Public API: ``ReproductionRequest``, ``ReproductionOutputs``, ``reproduce``,
+Public API: ``ReproductionRequest``, ``reproduce``,
 ``artifact_filename``.
 """
 
@@ -25,45 +25,54 @@ from pathlib import Path
 import torch
 from pydantic import Field, field_validator, model_validator
 
-from llmevo.artifacts.io import save_artifact
+from llmevo.artifacts.io import check_output_dir, check_output_file, save_artifact
 from llmevo.artifacts.provenance import (
     capture_code_state,
     check_publishable,
     collect_provenance,
     module_files,
+    pipeline_modules,
 )
 from llmevo.artifacts.schema import ReproductionArtifact, against_slug
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import check_margin
-from llmevo.experiments import runner
-from llmevo.experiments.plans import Comparison, plan_comparison
+from llmevo.experiments import reproduction
+from llmevo.experiments.plans import (
+    TUNING_REFUSAL,
+    Comparison,
+    ReproductionOutputs,
+    ReproductionPlan,
+    check_seeds,
+    plan_comparison,
+    post_training_request,
+    resolve_arms,
+)
+from llmevo.experiments.post_training import run_post_training_reproduction
 from llmevo.model.config import ModelConfig
-from llmevo.registry import RequestModel, StrictModel
+from llmevo.registry import ComponentChoice, RequestModel
 from llmevo.runner.presets import Preset, get_preset
 from llmevo.runner.tuning import (
     DEFAULT_CONFIRM,
     DEFAULT_REPORT_SEEDS,
     DEFAULT_TUNING_SEEDS,
-    TuningPlan,
     check_plan,
     default_grid,
 )
 from llmevo.train.device import accelerator_name, resolve_device
+from llmevo.train.logging import TensorBoardLogs
 from llmevo.train.many import Execution, check_path
 from llmevo.train.trainer import Progress
 
 # the llmevo source checkout: where --publish checks for uncommitted changes
 REPO_ROOT = Path(__file__).resolve().parents[3]
-IMPLEMENTATION_MODULES = (
-    "llmevo.model.transformer", "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites",
-    "llmevo.eval.metrics", "llmevo.eval.stats", "llmevo.data.lm", "llmevo.data.suites",
-    "llmevo.runner.presets", "llmevo.experiments.plans", "llmevo.runner.data",
-    "llmevo.runner.tuning", "llmevo.runner.cache", "llmevo.train.many",
-)
-POST_TRAINING_MODULES = (
-    "llmevo.components.post_training.stage", "llmevo.components.post_training.objectives", "llmevo.components.post_training.tasks",
-    "llmevo.components.post_training.evaluate", "llmevo.components.post_training.presets", "llmevo.experiments.post_training",
-)
+
+
+
+def _implementation_modules() -> list[str]:
+    """The modules a reproduction runs (derived from the imports; provenance hashes them)."""
+    return pipeline_modules("llmevo.experiments.pipeline")
+
+
 # presets whose reproductions tune each arm's lr first; never post-training methods (one
 # shared pretraining)
 TUNED_BY_DEFAULT = ("quick", "standard")
@@ -79,14 +88,6 @@ def artifact_filename(preset: str, seeds: list[int], tuned: bool = False,
         return f"{prefix}-seed{seeds[0]}.json"
     return f"{prefix}-seeds{seeds[0]}-{seeds[-1]}.json" if seeds == list(
         range(seeds[0], seeds[-1] + 1)) else f"{prefix}-seeds{'-'.join(map(str, seeds))}.json"
-
-
-class ReproductionOutputs(StrictModel):
-    """Where a request writes: the artifact file, the report folder and the checkpoints."""
-
-    artifact: Path
-    report: Path | None
-    checkpoints: Path | None
 
 
 class ReproductionRequest(RequestModel):
@@ -152,7 +153,7 @@ class ReproductionRequest(RequestModel):
     @field_validator("seeds")
     @classmethod
     def _seeds(cls, seeds: list[int] | None) -> list[int] | None:
-        return None if seeds is None else runner.validate_seeds(seeds)
+        return None if seeds is None else check_seeds(seeds)
 
     @model_validator(mode="after")
     def _tuning_wanted(self) -> ReproductionRequest:
@@ -160,53 +161,71 @@ class ReproductionRequest(RequestModel):
             raise ConfigError("--tune-grid needs tuning; drop --no-tune (tune=False with a tune_grid)")
         return self
 
-    def post_training(self) -> bool:
-        return plan_comparison(self.name, self.base_model, against=self.against).spec.slot == "post_training"
-
-    def tuned(self) -> bool:
-        if self.post_training():
-            if self.tune or self.tune_grid is not None:  # both arms share one pretraining
-                from llmevo.experiments.post_training import TUNING_REFUSAL
-
-                raise ConfigError(TUNING_REFUSAL.format(name=self.name))
-            return False
-        if self.tune is not None:
-            return self.tune
-        return self.resolved_preset().name in TUNED_BY_DEFAULT or self.tune_grid is not None
-
-    def report_seeds(self) -> list[int]:
-        if self.seeds is not None:
-            return list(self.seeds)
-        return list(DEFAULT_REPORT_SEEDS) if self.tuned() else [42]
-
-    def tuning_plan(self) -> TuningPlan | None:
-        """The validated tuning plan (None: untuned); a bad grid or seeds are a ConfigError."""
-        if not self.tuned():
-            if self.tune_confirm is not None:
-                raise ConfigError("--tune-confirm needs tuning: add --tune (this run is untuned)")
-            return None
-        grid = self.tune_grid or default_grid(self.resolved_preset().train.lr)
-        confirm = DEFAULT_CONFIRM if self.tune_confirm is None else self.tune_confirm
-        return check_plan(grid, self.tune_seeds, self.report_seeds(), confirm=confirm)
-
-    def resolved_preset(self) -> Preset:
+    def plan(self) -> ReproductionPlan:
+        """The request resolved once, before any work: the comparison (an unknown name, a bad
+        ``against`` or identical arms fail here), the preset with its overrides, the report
+        seeds, the tuning plan, a post-training method's stage, the device and the outputs."""
+        comparison = plan_comparison(self.name, self.base_model, against=self.against)
         base = get_preset(self.preset) if isinstance(self.preset, str) else self.preset
-        return base.override({
+        preset = base.override({
             "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
             "warmup_steps": self.warmup_steps, "schedule": self.schedule, "suite": self.suite,
         })
+        post_training = None
+        if comparison.spec.slot == "post_training":
+            if self.tune or self.tune_grid is not None:  # both arms share one pretraining
+                raise ConfigError(TUNING_REFUSAL.format(name=self.name))
+            tuned = False
+            post_training = post_training_request(
+                comparison, preset.name,
+                {"steps": self.post_steps, "batch_size": self.post_batch_size, "lr": self.post_lr,
+                 "seed_offset": self.post_seed_offset,
+                 "arithmetic.max_operand": self.arithmetic_max_operand},
+                ComponentChoice.parse(f"{self.name}:{self.method_config or ''}").config,
+                self.preference_file)
+            comparison = resolve_arms(comparison, post_training)
+        elif self.tune is not None:
+            tuned = self.tune
+        else:
+            tuned = preset.name in TUNED_BY_DEFAULT or self.tune_grid is not None
+        if self.seeds is not None:
+            seeds = list(self.seeds)
+        else:
+            seeds = list(DEFAULT_REPORT_SEEDS) if tuned else [42]
+        tuning = None
+        if tuned:
+            confirm = DEFAULT_CONFIRM if self.tune_confirm is None else self.tune_confirm
+            tuning = check_plan(self.tune_grid or default_grid(preset.train.lr), self.tune_seeds,
+                                seeds, confirm=confirm)
+        elif self.tune_confirm is not None:
+            raise ConfigError("--tune-confirm needs tuning: add --tune (this run is untuned)")
+        check_path(self.path, self.replicas_max)
+        check_margin(self.margin)
+        command = self.command
+        if command is None:
+            against = f", against={self.against!r}" if self.against is not None else ""
+            command = (f"python: llmevo.experiments.reproduce({self.name!r}{against}, preset="
+                       f"{preset.name!r}, seeds={seeds})")
+        return ReproductionPlan(
+            comparison=comparison, preset=preset, seeds=seeds, data_dir=Path(self.data_dir),
+            cache_dir=Path(self.cache_dir), device=resolve_device(self.device),
+            execution=Execution(self.path, self.replicas_max), tuning=tuning,
+            margin_percent=self.margin, post_training=post_training,
+            arm_cache="use" if self.arm_cache else "refresh",
+            outputs=self._outputs(comparison, preset, seeds, tuned), tensorboard=self.tensorboard,
+            threads=self.threads, publish=self.publish, allow_dirty=self.allow_dirty,
+            repo_root=self.repo_root, command=command,
+        )
 
-    def outputs(self, comparison: Comparison | None = None) -> ReproductionOutputs:
-        """The paths this request writes (before any work; plans the comparison if not given)."""
-        comparison = comparison or plan_comparison(self.name, self.base_model, against=self.against)
+    def _outputs(self, comparison: Comparison, preset: Preset, seeds: list[int],
+                 tuned: bool) -> ReproductionOutputs:
         paper = comparison.spec.manifest.paper
         folder = f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name
         out = self.out
         against = comparison.against
         if out is None:
             base = Path("docs/reproductions") / folder / "metrics" if self.publish else Path("runs") / folder
-            out = base / artifact_filename(self.resolved_preset().name, self.report_seeds(), self.tuned(),
-                                           against)
+            out = base / artifact_filename(preset.name, seeds, tuned, against)
         # a baseline chosen by --against gets its own report folder beside the declared ablation's
         suffix = f"vs-{against_slug(against)}" if against is not None else None
         if self.publish:
@@ -216,101 +235,54 @@ class ReproductionRequest(RequestModel):
         return ReproductionOutputs(artifact=out, report=report if self.report else None,
                                    checkpoints=self.save_checkpoints)
 
-    def provenance_command(self) -> str:
-        if self.command is not None:
-            return self.command
-        against = f", against={self.against!r}" if self.against is not None else ""
-        return (f"python: llmevo.experiments.reproduce({self.name!r}{against}, preset="
-                f"{self.resolved_preset().name!r}, seeds={self.report_seeds()})")
 
-
-def _check_writable(path: Path | None, what: str, directory: bool) -> None:
-    if path is None:
-        return
-    if directory and path.exists() and not path.is_dir():
-        raise ConfigError(f"{what} {path} exists and is not a directory")
-    if not directory and path.is_dir():
-        raise ConfigError(f"{what} {path} is a directory; expected a file path")
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise ConfigError(f"{what} {path}: {parent} is not a directory")
-            break
-
-
-def reproduce(request: ReproductionRequest, progress: Progress | None = None) -> ReproductionArtifact:
-    """Run the reproduction ``request`` describes and write its outputs; return the artifact.
+def reproduce(request: ReproductionRequest | ReproductionPlan,
+              progress: Progress | None = None) -> ReproductionArtifact:
+    """Run the reproduction ``request`` (or its ``plan()``) describes and write its outputs;
+    return the artifact.
 
     Every check (preset, seeds, component, device, data directory, output paths, a clean
     tree for ``publish``) happens before any training. ``progress`` receives training steps."""
-    preset = request.resolved_preset()
-    seeds = request.report_seeds()
-    check_path(request.path, request.replicas_max)
-    plan = request.tuning_plan()
-    check_margin(request.margin)
-    device = resolve_device(request.device)
-    if not Path(request.data_dir).is_dir():
-        raise ConfigError(f"data directory {request.data_dir} does not exist")
-    if request.threads:
-        torch.set_num_threads(request.threads)
-    # unknown names, a bad --against, identical arms
-    comparison = plan_comparison(request.name, request.base_model, against=request.against)
-    if request.publish:
-        check_publishable(request.repo_root, request.allow_dirty)  # before any work
-    outputs = request.outputs(comparison)
-    _check_writable(outputs.artifact, "artifact", directory=False)
-    _check_writable(outputs.report, "report folder", directory=True)
-    _check_writable(outputs.checkpoints, "checkpoint folder", directory=True)
-    _check_writable(request.tensorboard, "tensorboard folder", directory=True)
+    plan = request.plan() if isinstance(request, ReproductionRequest) else request
+    if not plan.data_dir.is_dir():
+        raise ConfigError(f"data directory {plan.data_dir} does not exist")
+    if plan.threads:
+        torch.set_num_threads(plan.threads)
+    if plan.publish:
+        check_publishable(plan.repo_root, plan.allow_dirty)  # before any work
+    outputs = plan.outputs
+    if outputs is None:
+        raise ConfigError("the plan names no outputs; make it with ReproductionRequest.plan()")
+    check_output_file(outputs.artifact, "--out")
+    check_output_dir(outputs.report, "report folder")
+    if outputs.checkpoints is not None:
+        for folder in (outputs.checkpoints, outputs.checkpoints / "baseline", outputs.checkpoints / "method"):
+            check_output_dir(folder, "--save-checkpoints")
+    check_output_dir(plan.tensorboard, "--tensorboard")
     logs = None
-    if request.tensorboard is not None:
-        from llmevo.train.logging import TensorBoardLogs
-
-        logs = TensorBoardLogs(request.tensorboard)  # checks that tensorboard is installed
-    post_training = comparison.spec.slot == "post_training"
-    post_request = None
-    if post_training:
-        from llmevo.experiments.post_training import post_training_request
-        from llmevo.registry import ComponentChoice
-
-        post_request = post_training_request(
-            comparison, preset.name,
-            {"steps": request.post_steps, "batch_size": request.post_batch_size,
-             "lr": request.post_lr, "seed_offset": request.post_seed_offset,
-             "arithmetic.max_operand": request.arithmetic_max_operand},
-            ComponentChoice.parse(f"{request.name}:{request.method_config or ''}").config,
-            request.preference_file)
+    if plan.tensorboard is not None:
+        logs = TensorBoardLogs(plan.tensorboard)  # checks that tensorboard is installed
     # the code that runs, read now: a commit or an edit during training must not reach provenance
-    modules = IMPLEMENTATION_MODULES + (POST_TRAINING_MODULES if post_training else ())
     code = capture_code_state(
-        module_files(runner.implementation_objects(comparison)
-                     + [importlib.import_module(module) for module in modules]),
-        Path(runner.__file__), request.repo_root)
-    run_request = runner.RunRequest(
-        name=request.name, preset=preset, seeds=seeds, data_dir=Path(request.data_dir),
-        cache_dir=Path(request.cache_dir), device=device, base_model=request.base_model,
-        execution=Execution(request.path, request.replicas_max),
-        tuning=plan, margin_percent=request.margin, post_training=post_request,
-        against=request.against, arm_cache="use" if request.arm_cache else "refresh",
-    )
-    if post_request is not None:  # a post-training method: its own pipeline
-        from llmevo.experiments.post_training import run_post_training_reproduction
-
-        outcome = run_post_training_reproduction(run_request, comparison, progress=progress, logs=logs)
+        module_files(reproduction.implementation_objects(plan.comparison)
+                     + [importlib.import_module(module) for module in _implementation_modules()]),
+        Path(reproduction.__file__), plan.repo_root)
+    if plan.post_training is not None:  # a post-training method: its own pipeline
+        outcome = run_post_training_reproduction(plan, progress=progress, logs=logs)
     else:
-        outcome = runner.run_reproduction(run_request, progress=progress, logs=logs)
+        outcome = reproduction.run_reproduction(plan, progress=progress, logs=logs)
     provenance = collect_provenance(
-        command=request.provenance_command(),
+        command=plan.command,
         code=code,
         dataset_fingerprint=outcome.body["dataset"]["fingerprint"],
-        accelerator=accelerator_name(device),
+        accelerator=accelerator_name(plan.device),
         artifact_path=str(outputs.artifact),
-        allow_dirty=request.allow_dirty if request.publish else None,
+        allow_dirty=plan.allow_dirty if plan.publish else None,
     )
-    return _write_outputs(outcome, provenance, outputs, preset, seeds[0])
+    return _write_outputs(outcome, provenance, outputs, plan.preset, plan.seeds[0])
 
 
-def _write_outputs(outcome: runner.ReproductionOutcome, provenance: dict, outputs: ReproductionOutputs,
+def _write_outputs(outcome: reproduction.ReproductionOutcome, provenance: dict, outputs: ReproductionOutputs,
                    preset: Preset, first_seed: int) -> ReproductionArtifact:
     """Artifact, then checkpoints, then report; on any failure remove what was written."""
     written: list[Path] = []  # the topmost path each write creates

@@ -1,4 +1,4 @@
-"""Comparison plans: which two arms a reproduction trains.
+"""Reproduction plans: which two arms a reproduction trains, and the whole resolved plan.
 
 For a component in a model slot or the optimizer slot, the baseline arm is
 ``llama_modern`` with that slot set to the component's declared ablation and the method
@@ -15,18 +15,29 @@ whose two arms build the same model is refused.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
+
+import torch
 
 from llmevo.catalog import ensure_registered
+from llmevo.components.post_training.presets import post_training_settings
+from llmevo.components.post_training.stage import PostTrainSettings
+from llmevo.components.post_training.tasks import read_preference_file
 from llmevo.data.bytes import byte_stream
 from llmevo.data.lm import LMCorpus
 from llmevo.errors import ConfigError
+from llmevo.eval.stats import DEFAULT_MARGIN_PERCENT
 from llmevo.model.blt import blt_model_config, blt_standin_config, prepare_blt
 from llmevo.model.config import ModelConfig
-from llmevo.registry import MODEL_SLOTS, SLOTS, ComponentChoice, ComponentSpec
+from llmevo.registry import MODEL_SLOTS, SLOTS, ComponentChoice, ComponentSpec, StrictModel
 from llmevo.runner.arm import Arm
+from llmevo.runner.cache import CacheUse
 from llmevo.runner.data import ArmData
+from llmevo.runner.presets import Preset
+from llmevo.runner.tuning import TuningPlan
+from llmevo.train.many import Execution
 
 
 @dataclass(frozen=True)
@@ -186,3 +197,109 @@ ARCHITECTURE_PLANS: dict[str, Callable[[ComponentSpec, ModelConfig, ComponentCho
     "blt-bytes": _plan_blt_bytes,
     "blt": _plan_blt_standin,
 }
+
+
+# --- post-training methods: the stage's settings and the method arm's config ----------
+
+
+@dataclass(frozen=True)
+class PostTrainRequest:
+    """The stage's settings, the method arm's config, and an optional preference file."""
+
+    settings: PostTrainSettings
+    method_config: dict[str, Any] = field(default_factory=dict)
+    preference_file: Path | None = None
+
+
+def post_training_request(
+    comparison: Comparison,
+    preset_name: str,
+    overrides: dict[str, Any],
+    method_config: dict[str, Any] | None = None,
+    preference_file: Path | None = None,
+) -> PostTrainRequest:
+    """A validated request: settings, the method's config and a readable preference file.
+
+    Every bad option fails here, before any work: a non-positive step count, ``beta <= 0``,
+    ``group_size`` 1, an empty or malformed preference file.
+    """
+    request = PostTrainRequest(post_training_settings(preset_name, overrides),
+                               dict(method_config or {}), preference_file)
+    resolve_arms(comparison, request)
+    if preference_file is not None:
+        read_preference_file(Path(preference_file), None)
+    return request
+
+
+def resolve_arms(comparison: Comparison, request: PostTrainRequest) -> Comparison:
+    """The comparison with the method arm's config validated (e.g. beta > 0, group_size >= 2)."""
+    method = comparison.method
+    spec = comparison.spec
+    config = spec.make_config(request.method_config)  # ConfigError names the option
+    choice = method.post_training.model_copy(update={"config": config.model_dump()})
+    return replace(comparison, method=replace(method, post_training=choice))
+
+
+# --- the whole plan of one reproduction ----------------------------------------------------
+
+
+def check_seeds(seeds: list[int]) -> list[int]:
+    """Report seeds: at least one, each once."""
+    if not seeds:
+        raise ConfigError("no seeds given; pass e.g. --seeds 42,43,44")
+    duplicates = sorted({s for s in seeds if seeds.count(s) > 1})
+    if duplicates:
+        raise ConfigError(f"duplicate seeds {duplicates}; each seed must appear once")
+    return seeds
+
+TUNING_REFUSAL = ("--tune is not available for post-training method '{name}': tuning picks each "
+                  "arm's pretraining learning rate, and both arms share one pretrained model here; "
+                  "drop --tune (set the stage's rate with --post-lr)")
+
+
+class ReproductionOutputs(StrictModel):
+    """Where a request writes: the artifact file, the report folder and the checkpoints."""
+
+    artifact: Path
+    report: Path | None
+    checkpoints: Path | None
+
+
+@dataclass(frozen=True)
+class ReproductionPlan:
+    """One reproduction resolved once from its request (``ReproductionRequest.plan()``):
+    the comparison (planned once; a post-training method's config already validated), the
+    preset with its overrides, the report seeds, the tuning plan, where the data, the cache
+    and the outputs are. The runners receive these values and plan nothing again."""
+
+    comparison: Comparison
+    preset: Preset
+    seeds: list[int]
+    data_dir: Path
+    cache_dir: Path
+    device: torch.device
+    execution: Execution = Execution()
+    tuning: TuningPlan | None = None  # tune each arm's learning rate first (runner.tuning)
+    margin_percent: float = DEFAULT_MARGIN_PERCENT  # non-inferiority margin of the verdict class
+    post_training: PostTrainRequest | None = None  # the stage of a post-training method
+    arm_cache: CacheUse = "off"  # use / refresh / off the arm cache under cache_dir
+    outputs: ReproductionOutputs | None = None  # None: the caller writes nothing
+    tensorboard: Path | None = None  # per-step TensorBoard runs (turns the arm cache off)
+    threads: int | None = None  # torch's CPU threads for this process
+    publish: bool = False  # refuse a dirty checkout of repo_root (unless allow_dirty)
+    allow_dirty: bool = False
+    repo_root: Path | None = None  # the llmevo checkout provenance reads
+    command: str = ""  # what provenance records as the command that ran
+
+    def __post_init__(self) -> None:
+        check_seeds(self.seeds)
+        if self.comparison.spec.slot == "post_training":
+            if self.tuning is not None:
+                raise ConfigError(TUNING_REFUSAL.format(name=self.name))
+            if self.post_training is None:
+                raise ConfigError(f"post-training method '{self.name}' needs its stage settings "
+                                  "(plans.post_training_request)")
+
+    @property
+    def name(self) -> str:
+        return self.comparison.spec.name

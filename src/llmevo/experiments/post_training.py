@@ -18,68 +18,34 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
-from llmevo.catalog import build_model
 from llmevo.components.post_training.evaluate import evaluate_post_training
-from llmevo.components.post_training.presets import post_training_settings
 from llmevo.components.post_training.stage import (
     PostTrainSettings,
     PretrainedModel,
     StageResult,
     run_post_training,
 )
-from llmevo.components.post_training.tasks import load_post_train_data, read_preference_file
+from llmevo.components.post_training.tasks import (
+    PostTrainData,
+    load_post_train_data,
+)
 from llmevo.data.lm import load_lm_corpus
-from llmevo.errors import ConfigError, DivergedError
+from llmevo.errors import ConfigError
 from llmevo.eval.stats import classified_verdict
+from llmevo.experiments.plans import Comparison, ReproductionPlan
+from llmevo.experiments.reproduction import (
+    ReproductionOutcome,
+    assemble_artifact,
+    implementation_objects,
+)
+from llmevo.runner.arm import Arm
+from llmevo.runner.arm_run import ArmRun
+from llmevo.runner.data import DATA_VIEWS
+from llmevo.runner.run import evaluate_arm, run_arm, seed_runs
 from llmevo.train.logging import RunLogs
-from llmevo.train.many import RunSpec, train_many
 from llmevo.train.trainer import Progress
-
-TUNING_REFUSAL = ("--tune is not available for post-training method '{name}': tuning picks each "
-                  "arm's pretraining learning rate, and both arms share one pretrained model here; "
-                  "drop --tune (set the stage's rate with --post-lr)")
-
-
-@dataclass(frozen=True)
-class PostTrainRequest:
-    """The stage's settings, the method arm's config, and an optional preference file."""
-
-    settings: PostTrainSettings
-    method_config: dict[str, Any] = field(default_factory=dict)
-    preference_file: Path | None = None
-
-
-def post_training_request(
-    comparison: Any,
-    preset_name: str,
-    overrides: dict[str, Any],
-    method_config: dict[str, Any] | None = None,
-    preference_file: Path | None = None,
-) -> PostTrainRequest:
-    """A validated request: settings, the method's config and a readable preference file.
-
-    Every bad option fails here, before any work: a non-positive step count, ``beta <= 0``,
-    ``group_size`` 1, an empty or malformed preference file.
-    """
-    request = PostTrainRequest(post_training_settings(preset_name, overrides),
-                               dict(method_config or {}), preference_file)
-    resolve_arms(comparison, request)
-    if preference_file is not None:
-        read_preference_file(Path(preference_file), None)
-    return request
-
-
-def resolve_arms(comparison: Any, request: PostTrainRequest) -> Any:
-    """The comparison with the method arm's config validated (e.g. beta > 0, group_size >= 2)."""
-    method = comparison.method
-    spec = comparison.spec
-    config = spec.make_config(request.method_config)  # ConfigError names the option
-    choice = method.post_training.model_copy(update={"config": config.model_dump()})
-    return replace(comparison, method=replace(method, post_training=choice))
 
 
 def _stage_curve(results: dict[int, StageResult], attribute: str) -> dict[str, Any] | None:
@@ -92,75 +58,58 @@ def _stage_curve(results: dict[int, StageResult], attribute: str) -> dict[str, A
 
 
 def run_post_training_reproduction(
-    request: Any,  # llmevo.experiments.runner.RunRequest
-    comparison: Any,  # llmevo.experiments.plans.Comparison with post_training arms
+    plan: ReproductionPlan,
     progress: Progress | None = None,
-    on_arm_done: Callable[[str, int, Any], None] | None = None,
+    on_arm_done: Callable[[str, int, ArmRun], None] | None = None,
     logs: RunLogs | None = None,
-) -> Any:
+) -> ReproductionOutcome:
     """Pretrain once per seed, post-train each arm from that checkpoint, evaluate, assemble.
 
-    All seeds' pretraining runs go through ``train_many`` (``request.execution``); the
+    All seeds' pretraining runs go through ``train_many`` (``plan.execution``); the
     stages run one after another. Returns a ``ReproductionOutcome`` whose body validates
     through the artifact schema once provenance is added. ``logs`` gets the pretraining
     steps (``pretrain-seed<seed>``) and each arm's final metrics (``<arm>-seed<seed>``).
-    Learning-rate tuning (``request.tuning``) is refused: it tunes the pretraining rate,
-    which both arms share here."""
-    from llmevo.experiments.runner import (  # the shared reproduction machinery
-        DATA_VIEWS,
-        ArmRun,
-        ReproductionOutcome,
-        assemble_artifact,
-        evaluate_arm,
-        implementation_objects,
-        validate_seeds,
-    )
-
-    seeds = validate_seeds(request.seeds)
-    if request.tuning is not None:
-        raise ConfigError(TUNING_REFUSAL.format(name=comparison.spec.name))
-    post: PostTrainRequest = request.post_training or PostTrainRequest(
-        post_training_settings(request.preset.name, {}))
+    The plan has no learning-rate tuning (``ReproductionPlan`` refuses it: it would tune the
+    pretraining rate, which both arms share here)."""
+    seeds, comparison = plan.seeds, plan.comparison
+    post = plan.post_training
+    if post is None:
+        raise ConfigError(f"'{plan.name}' is not a post-training method: use "
+                          "llmevo.experiments.reproduction.run_reproduction")
     settings = post.settings
-    comparison = resolve_arms(comparison, post)
     task = comparison.spec.cls.task or "instruction"
-    preset = request.preset
-    corpus = load_lm_corpus(request.data_dir, preset.variant, preset.budgets, request.cache_dir)
-    preset = preset.resolved(int(corpus.tokens["train"].numel()))
-    data = DATA_VIEWS["bpe"](corpus, preset, request.data_dir, preset.train.seq_len)
+    corpus = load_lm_corpus(plan.data_dir, plan.preset.variant, plan.preset.budgets, plan.cache_dir)
+    preset = plan.preset.resolved(int(corpus.tokens["train"].numel()))
+    data = DATA_VIEWS["bpe"](corpus, preset, plan.data_dir, preset.train.seq_len)
     post_data = load_post_train_data(
-        request.data_dir, data.codec, preset.train.seq_len, settings.arithmetic,
+        plan.data_dir, data.codec, preset.train.seq_len, settings.arithmetic,
         post.preference_file, settings.held_out_pairs)
-    base_model = comparison.method.model
-    train_config = preset.train.model_copy(update={"optimizer": comparison.method.optimizer})
-    pretrained = train_many(  # every seed's pretraining at once; both arms start from it
-        lambda: build_model(base_model), data.stream,
-        [RunSpec(seed, train_config, label=f"pretrain-seed{seed}") for seed in seeds],
-        request.device, progress, description="pretrain llama_modern", logs=logs,
-        path=request.execution.path, replicas_max=request.execution.replicas_max)
+    pretrain = Arm("pretrain", "llama_modern", comparison.method.model, comparison.method.optimizer)
+    pretrained = run_arm(  # every seed's pretraining at once; both arms start from it
+        pretrain, data, preset, seed_runs(pretrain, data, preset, seeds), plan.device,
+        splits=(), execution=plan.execution, progress=progress,
+        description="pretrain llama_modern", logs=logs)
     runs: dict[str, dict[int, ArmRun]] = {"baseline": {}, "method": {}}
     stages: dict[str, dict[int, StageResult]] = {"baseline": {}, "method": {}}
-    for outcome in pretrained:
-        seed, pretrain = outcome.spec.seed, outcome.result
-        if pretrain.status == "diverged":
-            raise DivergedError(f"pretraining seed {seed}: {pretrain.message}", pretrain.steps_done)
-        checkpoint = copy.deepcopy(outcome.model).cpu()
+    for pretrained_run in pretrained:
+        seed, pretrain = pretrained_run.seed, pretrained_run.train
+        checkpoint = copy.deepcopy(pretrained_run.model).cpu()
         for arm in comparison.arms:
             arm_model = copy.deepcopy(checkpoint)
             stage = run_post_training(
                 PretrainedModel(arm_model, pretrain.steps_done), arm.post_training, post_data,
-                task, settings, seed + settings.seed_offset, request.device)
-            validation = evaluate_arm(arm_model, data, preset, "validation", request.device)
+                task, settings, seed + settings.seed_offset, plan.device)
+            validation = evaluate_arm(arm_model, data, preset, "validation", plan.device)
             validation.update(evaluate_post_training(
-                arm_model, post_data, "validation", request.device, settings.max_new_tokens))
+                arm_model, post_data, "validation", plan.device, settings.max_new_tokens))
             validation["initial_loss"] = pretrain.initial_loss
             validation["final_loss"] = pretrain.final_loss
             validation["post_training_loss"] = stage.post_training_loss
             validation["reward_bearing_group_rate"] = stage.reward_bearing_group_rate
             validation.update(stage.extra)
-            test = evaluate_arm(arm_model, data, preset, "test", request.device)
+            test = evaluate_arm(arm_model, data, preset, "test", plan.device)
             test.update(evaluate_post_training(
-                arm_model, post_data, "test", request.device, settings.max_new_tokens))
+                arm_model, post_data, "test", plan.device, settings.max_new_tokens))
             if logs is not None:
                 logger = logs.run(f"{arm.label}-seed{seed}")
                 try:
@@ -179,15 +128,15 @@ def run_post_training_reproduction(
                 finally:
                     logger.close()
             run = ArmRun(
-                validation=validation, test=test, train=pretrain,
+                seed=seed, validation=validation, test=test, train=pretrain,
                 parameters=sum(p.numel() for p in arm_model.parameters()),
                 architecture_stats={"post_training_examples": stage.examples,
                                     "post_training_seconds": round(stage.wall_seconds, 3)},
                 model=arm_model.cpu(),
-                train_config={"pretrain": train_config.model_dump(mode="json"),
+                train_config={"pretrain": pretrained_run.train_config,
                               "post_training": settings.model_dump(mode="json"),
                               "method": arm.post_training.model_dump(mode="json")},
-                path=outcome.path,
+                path=pretrained_run.path,
             )
             runs[arm.label][seed] = run
             stages[arm.label][seed] = stage
@@ -198,18 +147,18 @@ def run_post_training_reproduction(
             raise ConfigError(f"seed {seed}: the arms post-trained on different numbers of "
                               f"examples {sorted(examples)}")
     body = assemble_artifact(comparison, preset, seeds, corpus, {"bpe": data}, runs,
-                             request.device)
+                             plan.device)
     change = body["statistics"].get(comparison.metric, {}).get("paired_relative_change_percent")
     if change is not None:
-        body["verdict"] = classified_verdict(body["verdict"], change, request.margin_percent)
+        body["verdict"] = classified_verdict(body["verdict"], change, plan.margin_percent)
     _add_post_training(body, comparison, stages, settings, task, post_data, seeds)
     return ReproductionOutcome(comparison, body, runs, implementation_objects(comparison),
                                corpus.tokenizer.tokenizer.to_str())
 
 
 def _add_post_training(
-    artifact: dict[str, Any], comparison: Any, stages: dict[str, dict[int, StageResult]],
-    settings: PostTrainSettings, task: str, data: Any, seeds: list[int],
+    artifact: dict[str, Any], comparison: Comparison, stages: dict[str, dict[int, StageResult]],
+    settings: PostTrainSettings, task: str, data: PostTrainData, seeds: list[int],
 ) -> None:
     """Fill the arms' post-training fields and record the stage's settings and curves."""
     for label, arm in (("baseline", comparison.baseline), ("method", comparison.method)):

@@ -351,7 +351,7 @@ class ReportEntries(_Entries):
             model.load_state_dict(state)
             train = TrainResult(**payload["train"])
             run = ArmRun(
-                validation=dict(payload["validation"]), test=dict(payload["test"]), train=train,
+                seed=spec.seed, validation=dict(payload["validation"]), test=dict(payload["test"]), train=train,
                 parameters=int(payload["parameters"]),
                 architecture_stats=dict(payload["architecture_stats"]), model=model,
                 train_config=dict(payload["train_config"]), path=str(payload["path"]), cached=True,

@@ -8,10 +8,12 @@ consumed is hashed and the hashes must agree, so "equal budget" is verified. Sel
 and verdicts use the validation split; the test split is evaluated once, at the end of
 each arm's run, and only reported.
 
-Public API: ``RunRequest``, ``Execution``, ``run_reproduction``, ``run_arm``,
-``run_arm_seeds``, ``finish_arm``, ``evaluate_arm``;
-the arms come from ``llmevo.experiments.plans`` and their data from
-``llmevo.runner.data``.
+Every arm runs through the shared runner (``runner.run.run_arm``); the plan comes from
+``llmevo.experiments.plans`` (``ReproductionPlan``, made once by
+``ReproductionRequest.plan()``) and the arms' data from ``llmevo.runner.data``.
+
+Public API: ``run_reproduction``, ``ReproductionOutcome``, ``tune_comparison``,
+``assemble_artifact``, ``implementation_objects``.
 """
 
 from __future__ import annotations
@@ -19,8 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -29,29 +30,21 @@ from torch import nn
 from llmevo.artifacts.schema import ReproductionArtifact, validate_artifact
 from llmevo.catalog import build_model, ensure_registered
 from llmevo.data.lm import LMCorpus, load_lm_corpus
-from llmevo.errors import ConfigError, DivergedError
+from llmevo.errors import ConfigError
 from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.metrics import LOWER_IS_BETTER, derive_arm_metrics
 from llmevo.eval.stats import (
-    DEFAULT_MARGIN_PERCENT,
     build_statistics,
     claim_policy,
     classified_verdict,
     mean,
     verdict,
 )
-from llmevo.eval.suites import evaluate_suite
-from llmevo.experiments.plans import (  # noqa: F401  (re-exported for callers)
-    PREPARATIONS,
-    Comparison,
-    check_distinct,
-    plan_comparison,
-)
-from llmevo.model.config import ModelConfig
+from llmevo.experiments.plans import PREPARATIONS, Comparison, ReproductionPlan
 from llmevo.registry import MODEL_SLOTS, ComponentSpec
 from llmevo.runner.arm import Arm
 from llmevo.runner.arm_run import ArmRun  # noqa: F401  (re-exported for callers)
-from llmevo.runner.cache import ArmCache, CacheUse, ReportEntries
+from llmevo.runner.cache import ArmCache
 from llmevo.runner.data import (  # noqa: F401  (re-exported for callers)
     DATA_VIEWS,
     ArmData,
@@ -59,10 +52,11 @@ from llmevo.runner.data import (  # noqa: F401  (re-exported for callers)
     prepare_byte_data,
 )
 from llmevo.runner.presets import Preset
+from llmevo.runner.run import run_arm, seed_runs
 from llmevo.runner.tuning import ArmTuning, TuningPlan, tune_arm, tuning_block
-from llmevo.train.logging import RunLogger, RunLogs
-from llmevo.train.many import Execution, RunSpec, check_path, train_many
-from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
+from llmevo.train.logging import RunLogs
+from llmevo.train.many import Execution, check_path
+from llmevo.train.trainer import Progress
 
 STAT_METRICS = (
     "lm_loss", "perplexity", "bits_per_byte", "instruction_loss", "instruction_bpb",
@@ -74,173 +68,6 @@ STAT_METRICS = (
     "arithmetic_error_rate",
 )  # post_training_loss is per arm only: the two arms' stage objectives differ
 CURVE_POINTS = 200
-
-
-def evaluate_arm(
-    model: nn.Module,
-    data: ArmData,
-    preset: Preset,
-    split: str,
-    device: torch.device,
-    objective: str = "public_composite",
-) -> dict[str, float]:
-    tokens = data.validation if split == "validation" else data.test
-    suite = data.suite_validation if split == "validation" else data.suite_test
-    lm = evaluate_lm(
-        model, tokens, data.seq_len or preset.train.seq_len, device, data.token_bytes,
-        batch_size=preset.eval_batch_size, max_windows=preset.eval_max_windows,
-    )
-    scores = evaluate_suite(model, suite, batch_size=preset.eval_batch_size, device=device)
-    raw = {"lm_loss": lm["lm_loss"], "bits_per_byte": lm.get("bits_per_byte"), **scores}
-    return derive_arm_metrics(raw, objective)
-
-
-def arm_train_config(arm: Arm, data: ArmData, preset: Preset) -> TrainConfig:
-    """The resolved training settings of one arm: the preset's, with the arm's optimizer."""
-    return preset.train.model_copy(
-        update={"optimizer": arm.optimizer, "seq_len": data.seq_len or preset.train.seq_len})
-
-
-def finish_arm(
-    arm: Arm,
-    data: ArmData,
-    preset: Preset,
-    seed: int,
-    model: nn.Module,
-    result: TrainResult,
-    train_config: TrainConfig,
-    device: torch.device,
-    objective: str = "public_composite",
-    path: str = "sequential",
-    logger: RunLogger | None = None,
-    post_data: Any = None,  # llmevo.components.post_training.tasks.PostTrainData, for arms with a stage
-) -> ArmRun:
-    """Evaluate a trained arm on validation and (reported only) test; refuse a diverged run.
-
-    An arm with a post-training stage (``arm.post_training``, an evolution gene) runs it on
-    the trained model first, with ``post_data`` (or a function that loads it).
-    ``logger`` receives, at the end, the evaluation metrics (``validation/...``,
-    ``test/...`` at the last step)."""
-    if result.status == "diverged":
-        raise DivergedError(f"{arm.label} arm '{arm.name}' seed {seed}: {result.message}", result.steps_done)
-    model = model.to(device)
-    if arm.post_training is not None and arm.post_training.name != "none":
-        from llmevo.components.post_training.presets import post_train_genome_model
-
-        post_train_genome_model(model, arm.post_training, post_data, preset.name, seed, device,
-                                result.steps_done)
-    validation = evaluate_arm(model, data, preset, "validation", device, objective)
-    validation["initial_loss"] = result.initial_loss
-    validation["final_loss"] = result.final_loss
-    test = evaluate_arm(model, data, preset, "test", device, objective)  # reported, never used to choose
-    if logger is not None:
-        logger.log_metrics("validation", validation, result.steps_done)
-        logger.log_metrics("test", test, result.steps_done)
-    stats = dict(getattr(model, "architecture_stats", lambda: {})())
-    stats.update(result.optimizer_statistics)
-    return ArmRun(
-        validation=validation,
-        test=test,
-        train=result,
-        parameters=sum(p.numel() for p in model.parameters()),
-        architecture_stats=stats,
-        model=model,
-        train_config=train_config.model_dump(mode="json"),
-        path=path,
-    )
-
-
-def run_arm(
-    arm: Arm,
-    data: ArmData,
-    preset: Preset,
-    seed: int,
-    device: torch.device,
-    progress: Progress | None = None,
-    objective: str = "public_composite",
-    logger: RunLogger | None = None,
-    post_data: Any = None,  # llmevo.components.post_training.tasks.PostTrainData, for arms with a stage
-) -> ArmRun:
-    """One arm under one seed, trained by the sequential ``train()``; ``logger`` receives
-    every training step and the final metrics."""
-    torch.manual_seed(seed)
-    model = build_model(arm.model)
-    train_config = arm_train_config(arm, data, preset)
-    result = train(
-        model, data.stream, train_config, seed, device, progress,
-        description=f"{arm.label} {arm.name} seed {seed}", logger=logger,
-    )
-    return finish_arm(arm, data, preset, seed, model, result, train_config, device, objective,
-                      logger=logger, post_data=post_data)
-
-
-def run_arm_seeds(
-    arm: Arm,
-    data: ArmData,
-    preset: Preset,
-    seeds: list[int],
-    device: torch.device,
-    progress: Progress | None = None,
-    objective: str = "public_composite",
-    execution: Execution = Execution(),
-    logs: RunLogs | None = None,
-    log_prefix: str = "",
-    post_data: Any = None,  # llmevo.components.post_training.tasks.PostTrainData, for arms with a stage
-    cache: ReportEntries | None = None,
-) -> dict[int, ArmRun]:
-    """One arm under every seed: all seeds trained through ``train_many``, then evaluated.
-
-    With ``logs`` (per-step curves, ``<arm>-seed<seed>``) the seeds train one after another:
-    the step loggers live in this process, and ``cache`` is not used. With ``cache`` (this
-    arm's report entries, ``runner.cache``) a seed found there is loaded
-    (``ArmRun.cached``) instead of trained, and every seed trained is stored."""
-    if logs is not None:
-        runs = {}
-        for seed in seeds:
-            logger = logs.run(f"{log_prefix}{arm.label}-seed{seed}")
-            try:
-                runs[seed] = run_arm(arm, data, preset, seed, device, progress, objective, logger,
-                                     post_data)
-            finally:
-                logger.close()
-        return runs
-    train_config = arm_train_config(arm, data, preset)
-    specs = [RunSpec(seed, train_config) for seed in seeds]
-
-    def build() -> nn.Module:
-        return build_model(arm.model)
-
-    found = {} if cache is None else cache.hits(specs, lambda spec: cache.load(spec, specs, build))
-    runs = {specs[index].seed: run for index, run in found.items()}
-    missing = [spec for spec in specs if spec.seed not in runs]
-    outcomes = train_many(
-        build, data.stream, missing, device, progress, description=f"{arm.label} {arm.name}",
-        path=execution.path, replicas_max=execution.replicas_max,
-    ) if missing else []
-    for outcome in outcomes:
-        run = finish_arm(arm, data, preset, outcome.spec.seed, outcome.model, outcome.result,
-                         train_config, device, objective, outcome.path, post_data=post_data)
-        if cache is not None:
-            cache.store(outcome.spec, specs, run)
-        runs[outcome.spec.seed] = run
-    return {seed: runs[seed] for seed in seeds}
-
-
-@dataclass
-class RunRequest:
-    name: str
-    preset: Preset
-    seeds: list[int]
-    data_dir: Path
-    cache_dir: Path
-    device: torch.device
-    base_model: ModelConfig = field(default_factory=ModelConfig)
-    execution: Execution = field(default_factory=Execution)
-    tuning: TuningPlan | None = None  # tune each arm's learning rate first (runner.tuning)
-    margin_percent: float = DEFAULT_MARGIN_PERCENT  # non-inferiority margin of the verdict class
-    post_training: Any = None  # llmevo.experiments.post_training.PostTrainRequest (post-training slot)
-    against: str | None = None  # the baseline's slot choice instead of the declared ablation
-    arm_cache: CacheUse = "off"  # use / refresh / off the arm cache under cache_dir (arm_cache)
 
 
 @dataclass
@@ -258,17 +85,8 @@ class ReproductionOutcome:
         return artifact
 
 
-def validate_seeds(seeds: list[int]) -> list[int]:
-    if not seeds:
-        raise ConfigError("no seeds given; pass e.g. --seeds 42,43,44")
-    duplicates = sorted({s for s in seeds if seeds.count(s) > 1})
-    if duplicates:
-        raise ConfigError(f"duplicate seeds {duplicates}; each seed must appear once")
-    return seeds
-
-
 def run_reproduction(
-    request: RunRequest,
+    plan: ReproductionPlan,
     progress: Progress | None = None,
     on_arm_done: Callable[[str, int, ArmRun], None] | None = None,
     logs: RunLogs | None = None,
@@ -277,60 +95,60 @@ def run_reproduction(
     validated once the caller adds provenance: ``outcome.artifact(provenance)``).
 
     ``logs`` (e.g. ``TensorBoardLogs``) gets one run per arm and seed, ``<arm>-seed<seed>``;
-    it turns the arm cache off (its step loggers need the training). ``request.arm_cache``
+    it turns the arm cache off (its step loggers need the training). ``plan.arm_cache``
     ``use`` loads runs trained before under identical settings (``runner.cache``)
     and the body's ``cache`` block lists them; ``refresh`` trains everything and stores it."""
-    seeds = validate_seeds(request.seeds)
-    comparison = plan_comparison(request.name, request.base_model, against=request.against)
+    seeds, comparison = plan.seeds, plan.comparison
     if comparison.spec.slot == "post_training":
-        raise ConfigError(f"'{request.name}' is a post-training method: use "
+        raise ConfigError(f"'{plan.name}' is a post-training method: use "
                           "llmevo.experiments.post_training.run_post_training_reproduction")
-    preset = request.preset
-    corpus = load_lm_corpus(request.data_dir, preset.variant, preset.budgets, request.cache_dir)
-    preset = preset.resolved(int(corpus.tokens["train"].numel()))
+    corpus = load_lm_corpus(plan.data_dir, plan.preset.variant, plan.preset.budgets, plan.cache_dir)
+    preset = plan.preset.resolved(int(corpus.tokens["train"].numel()))
     views = {
-        kind: DATA_VIEWS[kind](corpus, preset, request.data_dir, preset.train.seq_len)
+        kind: DATA_VIEWS[kind](corpus, preset, plan.data_dir, preset.train.seq_len)
         for kind in dict.fromkeys(arm.data for arm in comparison.arms)
     }
     arms = []
     for arm in comparison.arms:  # resolve, then build once: invalid genomes fail before training
         if arm.prepare is not None:
-            model = PREPARATIONS[arm.prepare](arm, views[arm.data], corpus, request.cache_dir, seeds[0])
+            model = PREPARATIONS[arm.prepare](arm, views[arm.data], corpus, plan.cache_dir, seeds[0])
             arm = replace(arm, model=model)
         build_model(arm.model)
         arms.append(arm)
     resolved = replace(comparison, baseline=arms[0], method=arms[1])
-    check_path(request.execution.path, request.execution.replicas_max)
+    check_path(plan.execution.path, plan.execution.replicas_max)
     arm_presets = {arm.label: preset for arm in resolved.arms}
-    cache = ArmCache.open(request.cache_dir, request.device, request.execution,
-                          "off" if logs is not None else request.arm_cache)
+    cache = ArmCache.open(plan.cache_dir, plan.device, plan.execution,
+                          "off" if logs is not None else plan.arm_cache)
     tuning = None
     cached_tuning: dict[str, list[tuple[float, int]]] = {}
-    if request.tuning is not None:  # each arm at its best learning rate of the shared grid
+    if plan.tuning is not None:  # each arm at its best learning rate of the shared grid
         arm_presets, tuning, cached_tuning = tune_comparison(
-            resolved, views, preset, request.tuning, request.device, progress,
-            execution=request.execution, cache=cache)
+            resolved, views, preset, plan.tuning, plan.device, progress,
+            execution=plan.execution, cache=cache)
     runs: dict[str, dict[int, ArmRun]] = {"baseline": {}, "method": {}}
     for arm in resolved.arms:  # all seeds of an arm at once
+        data, arm_preset = views[arm.data], arm_presets[arm.label]
         entries = None if cache is None else cache.report(
-            arm, views[arm.data], arm_presets[arm.label], resolved.metric, resolved.objective)
-        arm_runs = run_arm_seeds(arm, views[arm.data], arm_presets[arm.label], seeds, request.device,
-                                 progress, resolved.objective, request.execution, logs, cache=entries)
-        for seed in seeds:
-            run = arm_runs[seed]
-            runs[arm.label][seed] = run
+            arm, data, arm_preset, resolved.metric, resolved.objective)
+        arm_runs = run_arm(arm, data, arm_preset, seed_runs(arm, data, arm_preset, seeds),
+                           plan.device, objective=resolved.objective,
+                           execution=plan.execution, progress=progress, logs=logs,
+                           cache=entries)
+        for run in arm_runs:
+            runs[arm.label][run.seed] = run
             if on_arm_done:
-                on_arm_done(arm.label, seed, run)
+                on_arm_done(arm.label, run.seed, run)
             run.model = run.model.cpu()
     for seed in seeds:
         if resolved.baseline.data == resolved.method.data:
             hashes = {runs[label][seed].train.token_stream_sha256 for label in runs}
             if len(hashes) != 1:
                 raise ConfigError(f"seed {seed}: the arms consumed different token streams")
-    body = assemble_artifact(resolved, preset, seeds, corpus, views, runs, request.device)
+    body = assemble_artifact(resolved, preset, seeds, corpus, views, runs, plan.device)
     change = body["statistics"].get(resolved.metric, {}).get("paired_relative_change_percent")
     if change is not None:
-        body["verdict"] = classified_verdict(body["verdict"], change, request.margin_percent)
+        body["verdict"] = classified_verdict(body["verdict"], change, plan.margin_percent)
     if tuning is not None:
         for arm in resolved.arms:
             body[arm.label]["learning_rate"] = arm_presets[arm.label].train.lr

@@ -1,0 +1,213 @@
+"""The one arm step: train an arm under each of its runs, post-train it when it has a stage,
+evaluate the splits asked for, and record an ``ArmRun``.
+
+Every pipeline calls this: a reproduction's report seeds, the tuning grid's scores, an
+evolution trial (with its hurdles), its rescoring seeds and lr grid, the final
+champion-versus-baseline comparison and the knockouts. What differs between them is
+data: which ``RunSpec``s (seed, training settings), which splits, whether a diverged run
+is an error or a record, and whether runs come from the arm cache.
+
+A run trains sequentially (``train()``, in this process) when it needs a per-step hook or
+per-step logs; otherwise all its runs go through ``train_many`` at once (sequential,
+batched or parallel, ``execution``), and with ``cache`` a run trained before under
+identical settings is loaded instead (``runner.cache``).
+
+Public API: ``SPLITS``, ``evaluate_arm``, ``arm_train_config``, ``seed_runs``,
+``evaluate_trained``, ``run_arm``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import torch
+from torch import nn
+
+from llmevo.catalog import build_model
+from llmevo.components.post_training.presets import post_train_genome_model
+from llmevo.components.post_training.stage import StageResult
+from llmevo.components.post_training.tasks import PostTrainData
+from llmevo.errors import DivergedError
+from llmevo.eval.lm import evaluate_lm
+from llmevo.eval.metrics import derive_arm_metrics
+from llmevo.eval.suites import evaluate_suite
+from llmevo.runner.arm import Arm
+from llmevo.runner.arm_run import ArmRun
+from llmevo.runner.cache import ReportEntries
+from llmevo.runner.data import ArmData
+from llmevo.runner.presets import Preset
+from llmevo.train.logging import RunLogger, RunLogs
+from llmevo.train.many import Execution, RunSpec, train_many
+from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
+
+SPLITS = ("validation", "test")  # validation decides; test is evaluated once and only reported
+PostData = PostTrainData | Callable[[], PostTrainData] | None  # the data, or a loader called once
+StepHook = Callable[[int, float], bool]  # (step, loss) -> keep training
+
+
+def evaluate_arm(
+    model: nn.Module,
+    data: ArmData,
+    preset: Preset,
+    split: str,
+    device: torch.device,
+    objective: str = "public_composite",
+) -> dict[str, float]:
+    """The language-model loss and the preset's suite on one split, with derived metrics."""
+    tokens = data.validation if split == "validation" else data.test
+    suite = data.suite_validation if split == "validation" else data.suite_test
+    lm = evaluate_lm(
+        model, tokens, data.seq_len or preset.train.seq_len, device, data.token_bytes,
+        batch_size=preset.eval_batch_size, max_windows=preset.eval_max_windows,
+    )
+    scores = evaluate_suite(model, suite, batch_size=preset.eval_batch_size, device=device)
+    raw = {"lm_loss": lm["lm_loss"], "bits_per_byte": lm.get("bits_per_byte"), **scores}
+    return derive_arm_metrics(raw, objective)
+
+
+def arm_train_config(arm: Arm, data: ArmData, preset: Preset) -> TrainConfig:
+    """The resolved training settings of one arm: the preset's, with the arm's optimizer."""
+    return preset.train.model_copy(
+        update={"optimizer": arm.optimizer, "seq_len": data.seq_len or preset.train.seq_len})
+
+
+def seed_runs(arm: Arm, data: ArmData, preset: Preset, seeds: Sequence[int]) -> list[RunSpec]:
+    """One run per seed at the arm's resolved training settings (``arm_train_config``)."""
+    config = arm_train_config(arm, data, preset)
+    return [RunSpec(seed, config) for seed in seeds]
+
+
+def evaluate_trained(
+    model: nn.Module,
+    arm: Arm,
+    data: ArmData,
+    preset: Preset,
+    seed: int,
+    steps_done: int,
+    device: torch.device,
+    splits: Sequence[str] = SPLITS,
+    objective: str = "public_composite",
+    post_data: PostData = None,
+) -> tuple[StageResult | None, dict[str, dict[str, float]]]:
+    """Run the arm's post-training stage on a freshly trained ``model`` (if it has one;
+    the stage seed follows ``seed``), then evaluate each split: (stage, {split: metrics})."""
+    model = model.to(device)
+    stage = None
+    if arm.post_training is not None and arm.post_training.name != "none":
+        stage = post_train_genome_model(model, arm.post_training, post_data, preset.name, seed,
+                                        device, steps_done)
+    return stage, {split: evaluate_arm(model, data, preset, split, device, objective)
+                   for split in splits}
+
+
+def _finish(
+    arm: Arm,
+    data: ArmData,
+    preset: Preset,
+    spec: RunSpec,
+    model: nn.Module,
+    result: TrainResult,
+    device: torch.device,
+    path: str,
+    splits: Sequence[str],
+    objective: str,
+    on_diverged: Literal["raise", "record"],
+    logger: RunLogger | None,
+    post_data: PostData,
+) -> ArmRun:
+    """The ``ArmRun`` of one trained model: evaluated when its training completed; a
+    diverged run raises ``DivergedError`` or is recorded unevaluated (``on_diverged``)."""
+    if result.status == "diverged" and on_diverged == "raise":
+        raise DivergedError(f"{arm.label} arm '{arm.name}' seed {spec.seed}: {result.message}",
+                            result.steps_done)
+    run = ArmRun(seed=spec.seed, validation={}, test={}, train=result,
+                 parameters=sum(p.numel() for p in model.parameters()), architecture_stats={},
+                 model=model, train_config=spec.config.model_dump(mode="json"), path=path)
+    if result.status != "complete":
+        return run
+    run.stage, metrics = evaluate_trained(model, arm, data, preset, spec.seed, result.steps_done,
+                                          device, splits, objective, post_data)
+    run.model = model.to(device)
+    if "validation" in metrics:
+        run.validation = metrics["validation"] | {"initial_loss": result.initial_loss,
+                                                  "final_loss": result.final_loss}
+    run.test = metrics.get("test", {})
+    if logger is not None:
+        for split in splits:
+            logger.log_metrics(split, run.validation if split == "validation" else metrics[split],
+                               result.steps_done)
+    stats = dict(getattr(model, "architecture_stats", lambda: {})())
+    stats.update(result.optimizer_statistics)
+    run.architecture_stats = stats
+    return run
+
+
+def run_arm(
+    arm: Arm,
+    data: ArmData,
+    preset: Preset,
+    runs: Sequence[RunSpec],
+    device: torch.device,
+    *,
+    splits: Sequence[str] = SPLITS,
+    objective: str = "public_composite",
+    on_diverged: Literal["raise", "record"] = "raise",
+    execution: Execution = Execution(),
+    workers: int | None = None,
+    progress: Progress | None = None,
+    description: str | None = None,
+    logs: RunLogs | None = None,
+    log_name: str | None = None,
+    make_hook: Callable[[nn.Module], StepHook] | None = None,
+    post_data: PostData = None,
+    cache: ReportEntries | None = None,
+) -> list[ArmRun]:
+    """Train, post-train and evaluate ``arm`` once per ``RunSpec``; the runs in spec order.
+
+    Each model is built after ``torch.manual_seed(spec.seed)``. With ``logs`` (one logger
+    per run, ``<log_name>-seed<seed>``: every training step and the final metrics) or
+    ``make_hook`` (``make_hook(model)`` gives the per-step callback that may stop a run) the
+    runs train one after another in this process and ``cache`` is not used; otherwise they
+    go through one ``train_many`` call (``execution``, ``workers``). With ``cache`` (this
+    arm's report entries) a run found there is loaded (``ArmRun.cached``) instead of
+    trained, and every run trained is stored. ``description`` names the runs on progress
+    bars (default ``"<label> <name>"``)."""
+    description = description or f"{arm.label} {arm.name}"
+
+    def build() -> nn.Module:
+        return build_model(arm.model)
+
+    def finish(spec: RunSpec, model: nn.Module, result: TrainResult, path: str,
+               logger: RunLogger | None = None) -> ArmRun:
+        return _finish(arm, data, preset, spec, model, result, device, path, splits, objective,
+                       on_diverged, logger, post_data)
+
+    if logs is not None or make_hook is not None:
+        finished = []
+        for spec in runs:
+            logger = None if logs is None else logs.run(f"{log_name or arm.label}-seed{spec.seed}")
+            try:
+                torch.manual_seed(spec.seed)
+                model = build()
+                result = train(model, data.stream, spec.config, spec.seed, device, progress,
+                               description=f"{description} seed {spec.seed}",
+                               on_step=None if make_hook is None else make_hook(model),
+                               logger=logger)
+                finished.append(finish(spec, model, result, "sequential", logger))
+            finally:
+                if logger is not None:
+                    logger.close()
+        return finished
+    found = {} if cache is None else cache.hits(runs, lambda spec: cache.load(spec, runs, build))
+    missing = [index for index in range(len(runs)) if index not in found]
+    outcomes = train_many(
+        build, data.stream, [runs[index] for index in missing], device, progress,
+        description=description, path=execution.path, replicas_max=execution.replicas_max,
+        workers=workers,
+    ) if missing else []
+    for index, outcome in zip(missing, outcomes, strict=True):
+        found[index] = finish(outcome.spec, outcome.model, outcome.result, outcome.path)
+        if cache is not None and found[index].status == "complete":
+            cache.store(outcome.spec, runs, found[index])
+    return [found[index] for index in range(len(runs))]
