@@ -28,8 +28,7 @@ from llmevo.data.codec import ByteCodec
 from llmevo.data.hh_rlhf import PreferencePair
 from llmevo.data.suites import build_sequence
 from llmevo.errors import ConfigError, DataError
-from llmevo.experiments.plans import plan_comparison
-from llmevo.experiments.post_training import post_training_request
+from llmevo.experiments.plans import plan_comparison, post_training_request
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice
 

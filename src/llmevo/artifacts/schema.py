@@ -499,7 +499,7 @@ def validate_artifact(data: Any, source: str = "artifact") -> Artifact:
     if not isinstance(data, dict):
         raise ArtifactError(f"{source}: expected a JSON object at the top level")
     method = data.get("method")
-    if isinstance(method, dict):
+    if isinstance(method, dict | ArmResult):  # a reproduction's arm block, as JSON or typed
         model: type[_Block] = ReproductionArtifact
     elif isinstance(method, str):
         model = DiagnosticArtifact

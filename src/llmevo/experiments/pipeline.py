@@ -274,7 +274,7 @@ def reproduce(request: ReproductionRequest | ReproductionPlan,
     provenance = collect_provenance(
         command=plan.command,
         code=code,
-        dataset_fingerprint=outcome.body["dataset"]["fingerprint"],
+        dataset_fingerprint=outcome.body["dataset"].fingerprint,
         accelerator=accelerator_name(plan.device),
         artifact_path=str(outputs.artifact),
         allow_dirty=plan.allow_dirty if plan.publish else None,

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
+from llmevo.artifacts.schema import ArmResult
 from llmevo.components.post_training.evaluate import evaluate_post_training
 from llmevo.components.post_training.stage import (
     PostTrainSettings,
@@ -33,7 +36,6 @@ from llmevo.components.post_training.tasks import (
 )
 from llmevo.data.lm import load_lm_corpus
 from llmevo.errors import ConfigError
-from llmevo.eval.stats import classified_verdict
 from llmevo.experiments.plans import Comparison, ReproductionPlan
 from llmevo.experiments.reproduction import (
     ReproductionOutcome,
@@ -46,6 +48,8 @@ from llmevo.runner.data import DATA_VIEWS
 from llmevo.runner.run import evaluate_arm, run_arm, seed_runs
 from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import Progress
+
+Block = TypeVar("Block", bound=BaseModel)  # an artifact schema block
 
 
 def _stage_curve(results: dict[int, StageResult], attribute: str) -> dict[str, Any] | None:
@@ -147,13 +151,15 @@ def run_post_training_reproduction(
             raise ConfigError(f"seed {seed}: the arms post-trained on different numbers of "
                               f"examples {sorted(examples)}")
     body = assemble_artifact(comparison, preset, seeds, corpus, {"bpe": data}, runs,
-                             plan.device)
-    change = body["statistics"].get(comparison.metric, {}).get("paired_relative_change_percent")
-    if change is not None:
-        body["verdict"] = classified_verdict(body["verdict"], change, plan.margin_percent)
+                             plan.device, plan.margin_percent)
     _add_post_training(body, comparison, stages, settings, task, post_data, seeds)
     return ReproductionOutcome(comparison, body, runs, implementation_objects(comparison),
                                corpus.tokenizer.tokenizer.to_str())
+
+
+def _extended(block: Block, values: dict[str, Any]) -> Block:
+    """``block`` with ``values`` set: a field it has keeps its place, a new one comes last."""
+    return type(block).model_validate({**block.model_dump(exclude_unset=True), **values})
 
 
 def _add_post_training(
@@ -162,33 +168,38 @@ def _add_post_training(
 ) -> None:
     """Fill the arms' post-training fields and record the stage's settings and curves."""
     for label, arm in (("baseline", comparison.baseline), ("method", comparison.method)):
-        block = artifact[label]
+        block: ArmResult = artifact[label]
         results = [stages[label][seed] for seed in seeds]
-        block["post_training_loss"] = sum(r.post_training_loss for r in results) / len(results)
-        block["reward_bearing_group_rate"] = (
-            sum(r.reward_bearing_group_rate for r in results) / len(results))
-        rows = [row[label] for row in artifact["per_seed"]]
+        values: dict[str, Any] = {
+            "post_training_loss": sum(r.post_training_loss for r in results) / len(results),
+            "reward_bearing_group_rate": sum(r.reward_bearing_group_rate for r in results) / len(results),
+        }
+        rows = [row.method if label == "method" else row.baseline for row in artifact["per_seed"]]
         for key in ("heldout_preference_accuracy", "heldout_preference_margin",
                     "arithmetic_exact_match", "arithmetic_error_rate", "dpo_reward_margin", "dpo_reward_accuracy",
                     "grpo_mean_kl", "grpo_mean_reward"):
             if all(key in row for row in rows):
-                block[key] = sum(row[key] for row in rows) / len(rows)
-        block["genome"]["post_training"] = arm.post_training.model_dump(mode="json")
-        block["post_training_examples"] = results[0].examples
-    artifact["setup"]["post_training"] = {
-        **settings.model_dump(mode="json"),
-        "task": task,
-        "examples_per_arm": settings.examples,
-        "seed": f"run seed + {settings.seed_offset}",
-        "same_pretrained_checkpoint_per_seed": True,
-        "preference_source": data.preference_source,
-        "preference_train_pairs": len(data.preference_train),
-        "preference_heldout_pairs": {k: len(v) for k, v in data.preference_held_out.items()},
-        "arithmetic_problems": {k: len(v) for k, v in data.arithmetic.items()},
-    }
-    artifact["setup"]["baseline_genome"] = artifact["baseline"]["genome"]
-    artifact["setup"]["method_genome"] = artifact["method"]["genome"]
-    artifact["pretraining_curve"] = artifact.pop("training_curves")["method"]
+                values[key] = sum(row[key] for row in rows) / len(rows)
+        values["genome"] = {**(block.genome or {}),
+                            "post_training": arm.post_training.model_dump(mode="json")}
+        values["post_training_examples"] = results[0].examples
+        artifact[label] = _extended(block, values)
+    artifact["setup"] = _extended(artifact["setup"], {
+        "post_training": {
+            **settings.model_dump(mode="json"),
+            "task": task,
+            "examples_per_arm": settings.examples,
+            "seed": f"run seed + {settings.seed_offset}",
+            "same_pretrained_checkpoint_per_seed": True,
+            "preference_source": data.preference_source,
+            "preference_train_pairs": len(data.preference_train),
+            "preference_heldout_pairs": {k: len(v) for k, v in data.preference_held_out.items()},
+            "arithmetic_problems": {k: len(v) for k, v in data.arithmetic.items()},
+        },
+        "baseline_genome": artifact["baseline"].genome,
+        "method_genome": artifact["method"].genome,
+    })
+    artifact["pretraining_curve"] = artifact.pop("training_curves").method
     curves: dict[str, Any] = {}
     for label in ("baseline", "method"):
         curves[label] = {name: curve for name in ("losses", "rewards", "reward_bearing_rates")

@@ -27,7 +27,25 @@ from typing import Any
 import torch
 from torch import nn
 
-from llmevo.artifacts.schema import ReproductionArtifact, validate_artifact
+from llmevo.artifacts.schema import (
+    ArmCurve,
+    ArmResult,
+    CachedRuns,
+    CachedTuningRun,
+    DatasetInfo,
+    EvaluationProtocol,
+    HeldOutTest,
+    MetricStatistics,
+    Paper,
+    Relative,
+    ReproductionArtifact,
+    SeedArms,
+    Setup,
+    TrainingCurves,
+    Tuning,
+    Verdict,
+    validate_artifact,
+)
 from llmevo.catalog import build_model, ensure_registered
 from llmevo.data.lm import LMCorpus, load_lm_corpus
 from llmevo.errors import ConfigError
@@ -145,20 +163,19 @@ def run_reproduction(
             hashes = {runs[label][seed].train.token_stream_sha256 for label in runs}
             if len(hashes) != 1:
                 raise ConfigError(f"seed {seed}: the arms consumed different token streams")
-    body = assemble_artifact(resolved, preset, seeds, corpus, views, runs, plan.device)
-    change = body["statistics"].get(resolved.metric, {}).get("paired_relative_change_percent")
-    if change is not None:
-        body["verdict"] = classified_verdict(body["verdict"], change, plan.margin_percent)
+    rates = None if tuning is None else {arm.label: arm_presets[arm.label].train.lr
+                                         for arm in resolved.arms}
+    body = assemble_artifact(resolved, preset, seeds, corpus, views, runs, plan.device,
+                             plan.margin_percent, rates)
     if tuning is not None:
-        for arm in resolved.arms:
-            body[arm.label]["learning_rate"] = arm_presets[arm.label].train.lr
-        body["tuning"] = tuning
+        body["tuning"] = Tuning.model_validate(tuning)
     if cache is not None and cache.read:  # which runs were loaded, not trained
         body["cache"] = {
-            arm.label: {
-                "report_seeds": [seed for seed in seeds if runs[arm.label][seed].cached],
-                "tuning": [{"lr": lr, "seed": seed} for lr, seed in cached_tuning.get(arm.label, [])],
-            }
+            arm.label: CachedRuns(
+                report_seeds=[seed for seed in seeds if runs[arm.label][seed].cached],
+                tuning=[CachedTuningRun(lr=lr, seed=seed)
+                        for lr, seed in cached_tuning.get(arm.label, [])],
+            )
             for arm in resolved.arms
         }
     return ReproductionOutcome(resolved, body, runs, implementation_objects(resolved),
@@ -217,19 +234,21 @@ def _arm_specs(arm: Arm) -> list[ComponentSpec]:
     return specs
 
 
-def _curve(losses_by_seed: dict[int, list[float]]) -> dict[str, Any]:
+def _curve(losses_by_seed: dict[int, list[float]]) -> ArmCurve:
     length = min(len(losses) for losses in losses_by_seed.values())
     stride = max(1, math.ceil(length / CURVE_POINTS))
     steps = list(range(0, length, stride))
-    return {
-        "steps": [step + 1 for step in steps],
-        "per_seed": {str(seed): [losses[i] for i in steps] for seed, losses in losses_by_seed.items()},
-    }
+    return ArmCurve(
+        steps=[step + 1 for step in steps],
+        per_seed={str(seed): [losses[i] for i in steps] for seed, losses in losses_by_seed.items()},
+    )
 
 
 def _arm_block(
-    arm: Arm, runs: dict[int, ArmRun], seeds: list[int], device: torch.device, objective: str
-) -> dict[str, Any]:
+    arm: Arm, runs: dict[int, ArmRun], seeds: list[int], device: torch.device, objective: str,
+    learning_rate: float | None,
+) -> ArmResult:
+    """One arm's validation means over its seeds (``learning_rate``: its tuned lr)."""
     measured = [runs[seed].validation for seed in seeds]
     keys = [k for k in measured[0] if all(k in m and m[k] is not None for m in measured)]
     means = {key: mean([m[key] for m in measured]) for key in keys}
@@ -237,36 +256,37 @@ def _arm_block(
         "lm_loss", "instruction_loss", "preference_loss", "reasoning_nll",
         "bits_per_byte", "instruction_bpb") if means.get(k) is not None}, objective)
     first = runs[seeds[0]]
-    block: dict[str, Any] = {
-        "name": arm.name,
-        "lm_loss": derived["lm_loss"],
-        "perplexity": derived["perplexity"],
-        "instruction_loss": derived["instruction_loss"],
-        "primary": derived["primary"],
-        "public_composite": derived["public_composite"],
-        "composite_loss": derived["composite_loss"],
-        "fitness": derived["fitness"],
-        "initial_loss": means["initial_loss"],
-        "final_loss": means["final_loss"],
-        "post_training_loss": 0.0,
-        "reward_bearing_group_rate": 0.0,
-        "parameters": first.parameters,
-        "device": device.type,
-        "optimizer": arm.optimizer.name,
-        "architecture_stats": first.architecture_stats,
-        "muon_orthogonality_error": mean([runs[s].train.orthogonality_error for s in seeds]),
-        "seeds": list(seeds),
-    }
-    for key in ("bits_per_byte", "instruction_bpb", "composite_bpb"):
-        if key in derived:
-            block[key] = derived[key]
-    for key in ("preference_loss", "preference_accuracy", "hh_preference_loss",
-                "hh_preference_accuracy", "reasoning_nll", "reasoning_accuracy"):
-        if key in means:
-            block[key] = means[key]
-    block["status"] = "complete"
-    block["genome"] = {"model": arm.model.model_dump(mode="json"), "optimizer": arm.optimizer.model_dump(mode="json")}
-    return block
+    optional = {key: derived[key] for key in ("bits_per_byte", "instruction_bpb", "composite_bpb")
+                if key in derived}
+    optional.update({key: means[key] for key in (
+        "preference_loss", "preference_accuracy", "hh_preference_loss", "hh_preference_accuracy",
+        "reasoning_nll", "reasoning_accuracy") if key in means})
+    tuned = {} if learning_rate is None else {"learning_rate": learning_rate}
+    return ArmResult(
+        name=arm.name,
+        lm_loss=derived["lm_loss"],
+        perplexity=derived["perplexity"],
+        instruction_loss=derived["instruction_loss"],
+        primary=derived["primary"],
+        public_composite=derived["public_composite"],
+        composite_loss=derived["composite_loss"],
+        fitness=derived["fitness"],
+        initial_loss=means["initial_loss"],
+        final_loss=means["final_loss"],
+        post_training_loss=0.0,
+        reward_bearing_group_rate=0.0,
+        parameters=first.parameters,
+        device=device.type,
+        optimizer=arm.optimizer.name,
+        architecture_stats=first.architecture_stats,
+        muon_orthogonality_error=mean([runs[s].train.orthogonality_error for s in seeds]),
+        seeds=list(seeds),
+        **optional,
+        status="complete",
+        genome={"model": arm.model.model_dump(mode="json"),
+                "optimizer": arm.optimizer.model_dump(mode="json")},
+        **tuned,
+    )
 
 
 def _combined_stream_hash(runs: dict[str, dict[int, ArmRun]], seeds: list[int]) -> str:
@@ -279,6 +299,116 @@ def _percent(before: float, after: float) -> float:
     return 100.0 * (after - before) / abs(before)
 
 
+def _paper(spec: ComponentSpec) -> Paper:
+    paper = spec.manifest.paper
+    if paper is None:
+        return Paper(arxiv_id="none", title=spec.name, url="", organization="")
+    return Paper(**paper.model_dump())
+
+
+def _dataset(corpus: LMCorpus, data: ArmData, preset: Preset) -> DatasetInfo:
+    suite_counts = data.suite_validation.counts
+    return DatasetInfo(
+        name="WikiText-2",
+        train_tokens=corpus.n_tokens("train"),
+        validation_tokens=int(data.validation.numel()),
+        test_tokens=int(data.test.numel()),
+        narrative_tokens=corpus.n_tokens("narrative"),
+        instruction_train=320 if "instruction" in preset.train_on else 0,
+        instruction_validation=suite_counts.get("instruction_validation", 0),
+        # As the reference protocol records it: the preference set is built from the
+        # instruction validation records (one per record) whether or not the suite
+        # scores it; `scored_parts` says what was scored.
+        preference_validation=suite_counts.get("preference_validation")
+        or suite_counts.get("instruction_validation", 0),
+        reasoning_validation=suite_counts.get("reasoning_validation", 0),
+        benchmark_suite=preset.suite,
+        vocab_size=corpus.tokenizer.vocab_size,
+        tokenizer=str(corpus.tokenizer.path.name),
+        variant=corpus.variant,
+        fingerprint=data.fingerprint,
+        hh_rlhf_validation=suite_counts.get("hh_rlhf_validation", 0),
+        scored_parts=["lm", *data.suite_validation.parts],
+        train_stream_tokens=int(data.stream.numel()),
+        train_on=list(preset.train_on),
+        tokenizer_sha256=corpus.tokenizer.sha256,
+        train_bytes=corpus.n_bytes("train"),
+        bytes_per_token=corpus.bytes_per_token("train"),
+    )
+
+
+def _setup(comparison: Comparison, preset: Preset, seeds: list[int], corpus: LMCorpus,
+           runs: dict[str, dict[int, ArmRun]]) -> Setup:
+    spec = comparison.spec
+    against = {"against": comparison.against} if comparison.against is not None else {}
+    return Setup(
+        seed=seeds[0],
+        steps_per_variant=preset.train.steps,
+        dimensions=comparison.method.model.d_model,
+        layers=comparison.method.model.n_layers,
+        sequence_length=preset.train.seq_len,
+        same_tokens_optimizer_and_budget=True,
+        evolve_architecture=spec.name if spec.slot != "optimizer" else "llama_modern",
+        evolve_optimizer=comparison.method.optimizer.name,
+        preset=preset.name,
+        seeds=list(seeds),
+        batch_size=preset.train.batch_size,
+        learning_rate=preset.train.lr,
+        schedule=preset.train.schedule,
+        warmup_steps=preset.train.warmup_steps,
+        weight_decay=preset.train.weight_decay,
+        grad_clip=preset.train.grad_clip,
+        tokens_per_arm=runs["method"][seeds[0]].train.tokens_seen,
+        units_per_arm={
+            label: {"units": runs[label][seeds[0]].train.tokens_seen, "view": arm.data,
+                    "approx_text_bytes": round(runs[label][seeds[0]].train.tokens_seen * (
+                        1.0 if arm.data == "bytes" else corpus.bytes_per_token("train")))}
+            for label, arm in (("baseline", comparison.baseline), ("method", comparison.method))
+        },
+        verdict_metric=comparison.metric,
+        **against,
+        objective=comparison.objective,
+        token_stream_sha256=_combined_stream_hash(runs, seeds),
+        token_stream_sha256_per_seed={
+            str(s): runs["method"][s].train.token_stream_sha256 for s in seeds},
+        token_stream_sha256_by_arm={
+            label: {str(s): runs[label][s].train.token_stream_sha256 for s in seeds}
+            for label in ("baseline", "method")
+        },
+        wall_seconds={label: sum(runs[label][s].train.wall_seconds for s in seeds) for label in runs},
+        training_path={label: {str(s): runs[label][s].path for s in seeds} for label in runs},
+    )
+
+
+def _relative(baseline: ArmResult, method: ArmResult) -> Relative:
+    both_bpb = baseline.bits_per_byte is not None and method.bits_per_byte is not None
+    return Relative(
+        lm_loss_percent=_percent(baseline.lm_loss, method.lm_loss),
+        perplexity_percent=_percent(baseline.perplexity, method.perplexity),
+        **({"bits_per_byte_percent": _percent(baseline.bits_per_byte, method.bits_per_byte)}
+           if both_bpb else {}),
+        fitness_percent=_percent(baseline.fitness, method.fitness),
+    )
+
+
+def _verdict(comparison: Comparison, per_seed: list[SeedArms],
+             statistics: dict[str, MetricStatistics], margin_percent: float) -> Verdict:
+    """The claim in words on the comparison's metric, with its four-way class (3+ seeds)."""
+    metric = comparison.metric
+    spec = comparison.spec
+    decision = verdict(
+        metric,
+        [row.baseline[metric] for row in per_seed],
+        [row.method[metric] for row in per_seed],
+        lower_is_better=LOWER_IS_BETTER.get(metric, True),
+        method_name=spec.name if comparison.against is None else f"{spec.name} (vs {comparison.against})",
+    )
+    if metric in statistics:
+        change = statistics[metric].paired_relative_change_percent.model_dump()
+        decision = classified_verdict(decision, change, margin_percent)
+    return Verdict(**decision)
+
+
 def assemble_artifact(
     comparison: Comparison,
     preset: Preset,
@@ -287,32 +417,28 @@ def assemble_artifact(
     views: dict[str, ArmData],
     runs: dict[str, dict[int, ArmRun]],
     device: torch.device,
+    margin_percent: float,
+    learning_rates: dict[str, float] | None = None,
 ) -> dict[str, Any]:
+    """Every block of the reproduction artifact but provenance (known only to the caller),
+    each built as its typed schema block, in the artifact's key order (docs/ARTIFACTS.md).
+    ``learning_rates``: each arm's tuned lr, recorded on its block."""
     spec = comparison.spec
-    paper = spec.manifest.paper
     data = views.get("bpe") or next(iter(views.values()))
-    baseline = _arm_block(comparison.baseline, runs["baseline"], seeds, device, comparison.objective)
-    method = _arm_block(comparison.method, runs["method"], seeds, device, comparison.objective)
+    rates = learning_rates or {}
+    arms = {arm.label: _arm_block(arm, runs[arm.label], seeds, device, comparison.objective,
+                                  rates.get(arm.label)) for arm in comparison.arms}
     per_seed = [
-        {
-            "seed": seed,
-            "baseline": {k: v for k, v in runs["baseline"][seed].validation.items() if v is not None},
-            "method": {k: v for k, v in runs["method"][seed].validation.items() if v is not None},
-        }
+        SeedArms(seed=seed, **{
+            label: {k: v for k, v in runs[label][seed].validation.items() if v is not None}
+            for label in ("baseline", "method")})
         for seed in seeds
     ]
     metrics = [m for m in STAT_METRICS if all(
-        m in row["baseline"] and m in row["method"] and row["baseline"][m] != 0 for row in per_seed)]
+        m in row.baseline and m in row.method and row.baseline[m] != 0 for row in per_seed)]
+    statistics = {metric: MetricStatistics.model_validate(block) for metric, block in
+                  build_statistics([row.model_dump() for row in per_seed], metrics).items()}
     formal, policy = claim_policy(len(seeds))
-    decision = verdict(
-        comparison.metric,
-        [row["baseline"][comparison.metric] for row in per_seed],
-        [row["method"][comparison.metric] for row in per_seed],
-        lower_is_better=LOWER_IS_BETTER.get(comparison.metric, True),
-        method_name=spec.name if comparison.against is None else f"{spec.name} (vs {comparison.against})",
-    )
-    suite_counts = data.suite_validation.counts
-    tokens_per_run = runs["method"][seeds[0]].train.tokens_seen
     test_means = {
         label: {
             key: mean([runs[label][s].test[key] for s in seeds])
@@ -321,87 +447,13 @@ def assemble_artifact(
         }
         for label in ("baseline", "method")
     }
-    relative = {
-        "lm_loss_percent": _percent(baseline["lm_loss"], method["lm_loss"]),
-        "perplexity_percent": _percent(baseline["perplexity"], method["perplexity"]),
-    }
-    if "bits_per_byte" in baseline and "bits_per_byte" in method:
-        relative["bits_per_byte_percent"] = _percent(baseline["bits_per_byte"], method["bits_per_byte"])
-    relative["fitness_percent"] = _percent(baseline["fitness"], method["fitness"])
     return {
-        "paper": paper.model_dump() if paper else {
-            "arxiv_id": "none", "title": spec.name, "url": "", "organization": ""},
-        "dataset": {
-            "name": "WikiText-2",
-            "train_tokens": corpus.n_tokens("train"),
-            "validation_tokens": int(data.validation.numel()),
-            "test_tokens": int(data.test.numel()),
-            "narrative_tokens": corpus.n_tokens("narrative"),
-            "instruction_train": 320 if "instruction" in preset.train_on else 0,
-            "instruction_validation": suite_counts.get("instruction_validation", 0),
-            # As the reference protocol records it: the preference set is built from the
-            # instruction validation records (one per record) whether or not the suite
-            # scores it; `scored_parts` says what was scored.
-            "preference_validation": suite_counts.get("preference_validation")
-            or suite_counts.get("instruction_validation", 0),
-            "reasoning_validation": suite_counts.get("reasoning_validation", 0),
-            "benchmark_suite": preset.suite,
-            "vocab_size": corpus.tokenizer.vocab_size,
-            "tokenizer": str(corpus.tokenizer.path.name),
-            "variant": corpus.variant,
-            "fingerprint": data.fingerprint,
-            "hh_rlhf_validation": suite_counts.get("hh_rlhf_validation", 0),
-            "scored_parts": ["lm", *data.suite_validation.parts],
-            "train_stream_tokens": int(data.stream.numel()),
-            "train_on": list(preset.train_on),
-            "tokenizer_sha256": corpus.tokenizer.sha256,
-            "train_bytes": corpus.n_bytes("train"),
-            "bytes_per_token": corpus.bytes_per_token("train"),
-        },
-        "setup": {
-            "seed": seeds[0],
-            "steps_per_variant": preset.train.steps,
-            "dimensions": comparison.method.model.d_model,
-            "layers": comparison.method.model.n_layers,
-            "sequence_length": preset.train.seq_len,
-            "same_tokens_optimizer_and_budget": True,
-            "evolve_architecture": spec.name if spec.slot != "optimizer" else "llama_modern",
-            "evolve_optimizer": comparison.method.optimizer.name,
-            "preset": preset.name,
-            "seeds": list(seeds),
-            "batch_size": preset.train.batch_size,
-            "learning_rate": preset.train.lr,
-            "schedule": preset.train.schedule,
-            "warmup_steps": preset.train.warmup_steps,
-            "weight_decay": preset.train.weight_decay,
-            "grad_clip": preset.train.grad_clip,
-            "tokens_per_arm": tokens_per_run,
-            "units_per_arm": {
-                label: {"units": runs[label][seeds[0]].train.tokens_seen, "view": arm.data,
-                        "approx_text_bytes": round(runs[label][seeds[0]].train.tokens_seen * (
-                            1.0 if arm.data == "bytes" else corpus.bytes_per_token("train")))}
-                for label, arm in (("baseline", comparison.baseline), ("method", comparison.method))
-            },
-            "verdict_metric": comparison.metric,
-            **({"against": comparison.against} if comparison.against is not None else {}),
-            "objective": comparison.objective,
-            "token_stream_sha256": _combined_stream_hash(runs, seeds),
-            "token_stream_sha256_per_seed": {
-                str(s): runs["method"][s].train.token_stream_sha256 for s in seeds},
-            "token_stream_sha256_by_arm": {
-                label: {str(s): runs[label][s].train.token_stream_sha256 for s in seeds}
-                for label in ("baseline", "method")
-            },
-            "wall_seconds": {
-                label: sum(runs[label][s].train.wall_seconds for s in seeds) for label in runs
-            },
-            "training_path": {
-                label: {str(s): runs[label][s].path for s in seeds} for label in runs
-            },
-        },
-        "baseline": baseline,
-        "method": method,
-        "relative": relative,
+        "paper": _paper(spec),
+        "dataset": _dataset(corpus, data, preset),
+        "setup": _setup(comparison, preset, seeds, corpus, runs),
+        "baseline": arms["baseline"],
+        "method": arms["method"],
+        "relative": _relative(arms["baseline"], arms["method"]),
         "paper_results": {"note": "the paper's own numbers are at a scale not reproduced here"},
         "scope": spec.manifest.scope if comparison.against is None else (
             f"{spec.manifest.scope} Here the baseline arm is {comparison.baseline.name} "
@@ -409,19 +461,18 @@ def assemble_artifact(
             f"'{spec.manifest.ablation}'."),
         "schema_version": 2,
         "manifest_ref": spec.manifest.manifest_ref,
-        "evaluation_protocol": {
-            "tier": "l2_public_dataset",
-            "seeds": list(seeds),
-            "formal_comparison": formal,
-            "claim_policy": policy,
-            "interval": "paired Student t-interval, 95%, on per-seed relative change",
-            "selection_split": "validation",
-        },
+        "evaluation_protocol": EvaluationProtocol(
+            tier="l2_public_dataset",
+            seeds=list(seeds),
+            formal_comparison=formal,
+            claim_policy=policy,
+            interval="paired Student t-interval, 95%, on per-seed relative change",
+            selection_split="validation",
+        ),
         "per_seed": per_seed,
-        "statistics": build_statistics(per_seed, metrics),
-        "verdict": decision,
-        "test": test_means,
-        "training_curves": {
-            label: _curve({s: runs[label][s].train.losses for s in seeds}) for label in runs
-        },
+        "statistics": statistics,
+        "verdict": _verdict(comparison, per_seed, statistics, margin_percent),
+        "test": HeldOutTest(**test_means),
+        "training_curves": TrainingCurves(**{
+            label: _curve({s: runs[label][s].train.losses for s in seeds}) for label in runs}),
     }
