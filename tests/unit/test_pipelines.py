@@ -146,3 +146,11 @@ def test_a_bad_against_is_refused_before_any_work(tmp_path):
     with pytest.raises(ConfigError, match="it fills the feedforward slot"):
         reproduce(request)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_preset_override_reaches_the_plan_and_a_bad_one_is_refused(tmp_path):
+    plan = ReproductionRequest(data_dir=tmp_path, weight_decay=0.0, warmup_steps=5).plan()
+    assert (plan.preset.train.weight_decay, plan.preset.train.warmup_steps) == (0.0, 5)
+    assert ReproductionRequest(data_dir=tmp_path, preset="quick").plan().preset.train.weight_decay == 0.1
+    with pytest.raises(ConfigError, match="weight_decay: Input should be greater than or equal to 0"):
+        ReproductionRequest(data_dir=tmp_path, weight_decay=-0.1)

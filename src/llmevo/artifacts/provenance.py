@@ -27,6 +27,8 @@ NOT_A_CHECKOUT = "unknown (not a git checkout)"
 NOT_INSTALLED = "not installed"
 TRACKED_LIBRARIES = ("torch", "numpy", "tokenizers", "pydantic", "optuna", "llmevo")
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # src/llmevo
+# the llmevo source checkout: where --publish checks for uncommitted changes
+REPO_ROOT = PACKAGE_ROOT.parents[1]
 # every component and architecture: the ones an artifact's arms use are named by the arms
 REGISTERS_EVERYTHING = "llmevo.catalog"
 

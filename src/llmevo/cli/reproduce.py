@@ -80,6 +80,7 @@ def reproduce(
     batch_size: Annotated[int | None, typer.Option(help="Override the batch size.")] = None,
     lr: Annotated[float | None, typer.Option(help="Override the learning rate.")] = None,
     warmup_steps: Annotated[int | None, typer.Option(help="Override the warmup steps.")] = None,
+    weight_decay: Annotated[float | None, typer.Option(help="Override the weight decay.")] = None,
     schedule: Annotated[Literal["constant", "cosine"] | None, typer.Option(
         help="Override the learning-rate schedule.")] = None,
     suite: Annotated[Literal["core", "public"] | None, typer.Option(help="Override the benchmark suite.")] = None,
@@ -149,7 +150,7 @@ def reproduce(
         name=name, against=against, preset=preset, device=device,
         seeds=None if seed is None and seeds is None else parse_seeds(seed, seeds),
         data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), threads=threads,
-        steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps,
+        steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps, weight_decay=weight_decay,
         schedule=schedule, suite=suite, publish=publish, allow_dirty=allow_dirty,
         report=report, out=out, save_checkpoints=save_checkpoints, tensorboard=tensorboard,
         arm_cache=arm_cache, path="sequential" if sequential else path, replicas_max=replicas_max,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
+from llmevo.artifacts.provenance import REPO_ROOT
 from llmevo.diagnostics.harness import (
     DiagnosticRun,
     build_artifact,
@@ -34,7 +35,6 @@ from llmevo.train.device import accelerator_name, resolve_device
 if TYPE_CHECKING:
     from llmevo.artifacts.schema import DiagnosticArtifact
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 FULL_EXPERIMENTS = ("rope-relay",)  # diagnostics that have an L2 experiment
 
 

@@ -27,6 +27,7 @@ from pydantic import Field, field_validator, model_validator
 
 from llmevo.artifacts.io import check_output_dir, check_output_file, save_artifact
 from llmevo.artifacts.provenance import (
+    REPO_ROOT,
     capture_code_state,
     check_publishable,
     collect_provenance,
@@ -48,8 +49,10 @@ from llmevo.experiments.plans import (
     resolve_arms,
 )
 from llmevo.experiments.post_training import run_post_training_reproduction
+from llmevo.inference.checkpoint import save_checkpoint
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice, RequestModel
+from llmevo.reports.report import write_report
 from llmevo.runner.presets import Preset, get_preset
 from llmevo.runner.tuning import (
     DEFAULT_CONFIRM,
@@ -62,10 +65,6 @@ from llmevo.train.device import accelerator_name, resolve_device
 from llmevo.train.logging import TensorBoardLogs
 from llmevo.train.many import Execution, check_path
 from llmevo.train.trainer import Progress
-
-# the llmevo source checkout: where --publish checks for uncommitted changes
-REPO_ROOT = Path(__file__).resolve().parents[3]
-
 
 
 def _implementation_modules() -> list[str]:
@@ -123,6 +122,7 @@ class ReproductionRequest(RequestModel):
     batch_size: int | None = Field(default=None, ge=1)
     lr: float | None = Field(default=None, gt=0)
     warmup_steps: int | None = Field(default=None, ge=0)
+    weight_decay: float | None = Field(default=None, ge=0)
     schedule: str | None = None  # constant or cosine (checked by the preset)
     suite: str | None = None  # core or public (checked by the preset)
     publish: bool = False
@@ -169,7 +169,8 @@ class ReproductionRequest(RequestModel):
         base = get_preset(self.preset) if isinstance(self.preset, str) else self.preset
         preset = base.override({
             "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
-            "warmup_steps": self.warmup_steps, "schedule": self.schedule, "suite": self.suite,
+            "warmup_steps": self.warmup_steps, "weight_decay": self.weight_decay,
+            "schedule": self.schedule, "suite": self.suite,
         })
         post_training = None
         if comparison.spec.slot == "post_training":
@@ -301,8 +302,6 @@ def _write_outputs(outcome: reproduction.ReproductionOutcome, provenance: dict, 
         artifact = save_artifact(outcome.artifact(provenance, str(outputs.artifact)), outputs.artifact)
         assert isinstance(artifact, ReproductionArtifact)
         if outputs.checkpoints is not None:
-            from llmevo.inference.checkpoint import save_checkpoint
-
             for arm in outcome.comparison.arms:
                 run = outcome.runs[arm.label][first_seed]
                 track(outputs.checkpoints / arm.label)
@@ -313,8 +312,6 @@ def _write_outputs(outcome: reproduction.ReproductionOutcome, provenance: dict, 
                               "preset": preset.name, "train": run.train_config},
                 )
         if outputs.report is not None:
-            from llmevo.reports.report import write_report
-
             track(outputs.report)
             write_report(artifact, outputs.artifact, outputs.report)
     except BaseException:

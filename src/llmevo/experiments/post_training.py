@@ -34,7 +34,6 @@ from llmevo.components.post_training.tasks import (
     PostTrainData,
     load_post_train_data,
 )
-from llmevo.data.lm import load_lm_corpus
 from llmevo.errors import ConfigError
 from llmevo.experiments.plans import Comparison, ReproductionPlan
 from llmevo.experiments.reproduction import (
@@ -44,7 +43,7 @@ from llmevo.experiments.reproduction import (
 )
 from llmevo.runner.arm import Arm
 from llmevo.runner.arm_run import ArmRun
-from llmevo.runner.data import DATA_VIEWS
+from llmevo.runner.data import load_views
 from llmevo.runner.run import evaluate_arm, run_arm, seed_runs
 from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import Progress
@@ -82,9 +81,8 @@ def run_post_training_reproduction(
                           "llmevo.experiments.reproduction.run_reproduction")
     settings = post.settings
     task = comparison.spec.cls.task or "instruction"
-    corpus = load_lm_corpus(plan.data_dir, plan.preset.variant, plan.preset.budgets, plan.cache_dir)
-    preset = plan.preset.resolved(int(corpus.tokens["train"].numel()))
-    data = DATA_VIEWS["bpe"](corpus, preset, plan.data_dir, preset.train.seq_len)
+    corpus, preset, views = load_views(plan.preset, ["bpe"], plan.data_dir, plan.cache_dir)
+    data = views["bpe"]
     post_data = load_post_train_data(
         plan.data_dir, data.codec, preset.train.seq_len, settings.arithmetic,
         post.preference_file, settings.held_out_pairs)
@@ -150,7 +148,7 @@ def run_post_training_reproduction(
         if len(examples) != 1 and comparison.baseline.post_training.name != "none":
             raise ConfigError(f"seed {seed}: the arms post-trained on different numbers of "
                               f"examples {sorted(examples)}")
-    body = assemble_artifact(comparison, preset, seeds, corpus, {"bpe": data}, runs,
+    body = assemble_artifact(comparison, preset, seeds, corpus, views, runs,
                              plan.device, plan.margin_percent)
     _add_post_training(body, comparison, stages, settings, task, post_data, seeds)
     return ReproductionOutcome(comparison, body, runs, implementation_objects(comparison),

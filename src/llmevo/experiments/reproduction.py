@@ -47,7 +47,7 @@ from llmevo.artifacts.schema import (
     validate_artifact,
 )
 from llmevo.catalog import build_model, ensure_registered
-from llmevo.data.lm import LMCorpus, load_lm_corpus
+from llmevo.data.lm import LMCorpus
 from llmevo.errors import ConfigError
 from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.metrics import LOWER_IS_BETTER, derive_arm_metrics
@@ -61,14 +61,9 @@ from llmevo.eval.stats import (
 from llmevo.experiments.plans import PREPARATIONS, Comparison, ReproductionPlan
 from llmevo.registry import MODEL_SLOTS, ComponentSpec
 from llmevo.runner.arm import Arm
-from llmevo.runner.arm_run import ArmRun  # noqa: F401  (re-exported for callers)
+from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.cache import ArmCache
-from llmevo.runner.data import (  # noqa: F401  (re-exported for callers)
-    DATA_VIEWS,
-    ArmData,
-    prepare_bpe_data,
-    prepare_byte_data,
-)
+from llmevo.runner.data import ArmData, load_views
 from llmevo.runner.presets import Preset
 from llmevo.runner.run import run_arm, seed_runs
 from llmevo.runner.tuning import ArmTuning, TuningPlan, tune_arm, tuning_block
@@ -120,12 +115,8 @@ def run_reproduction(
     if comparison.spec.slot == "post_training":
         raise ConfigError(f"'{plan.name}' is a post-training method: use "
                           "llmevo.experiments.post_training.run_post_training_reproduction")
-    corpus = load_lm_corpus(plan.data_dir, plan.preset.variant, plan.preset.budgets, plan.cache_dir)
-    preset = plan.preset.resolved(int(corpus.tokens["train"].numel()))
-    views = {
-        kind: DATA_VIEWS[kind](corpus, preset, plan.data_dir, preset.train.seq_len)
-        for kind in dict.fromkeys(arm.data for arm in comparison.arms)
-    }
+    corpus, preset, views = load_views(plan.preset, [arm.data for arm in comparison.arms],
+                                       plan.data_dir, plan.cache_dir)
     arms = []
     for arm in comparison.arms:  # resolve, then build once: invalid genomes fail before training
         if arm.prepare is not None:

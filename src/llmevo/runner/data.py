@@ -6,7 +6,7 @@ text spans (for byte-level models such as BLT), with windows of the same text le
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +15,7 @@ from torch import Tensor
 
 from llmevo.data.bytes import byte_stream
 from llmevo.data.codec import BPECodec, ByteCodec, TextCodec
-from llmevo.data.lm import LMCorpus
+from llmevo.data.lm import LMCorpus, load_lm_corpus
 from llmevo.data.suites import SuiteData, instruction_train_stream, load_suite
 from llmevo.runner.presets import Preset
 
@@ -100,3 +100,15 @@ DATA_VIEWS: dict[str, Callable[[LMCorpus, Preset, Path, int], ArmData]] = {
     "bpe": prepare_bpe_data,
     "bytes": prepare_byte_data,
 }
+
+
+def load_views(
+    preset: Preset, kinds: Iterable[str], data_dir: Path, cache_dir: Path
+) -> tuple[LMCorpus, Preset, dict[str, ArmData]]:
+    """The corpus ``preset`` names, the preset resolved on it (a one-epoch preset gets its
+    step count), and one data view per kind in ``kinds`` (``DATA_VIEWS``), each prepared once."""
+    corpus = load_lm_corpus(data_dir, preset.variant, preset.budgets, cache_dir)
+    resolved = preset.resolved(int(corpus.tokens["train"].numel()))
+    views = {kind: DATA_VIEWS[kind](corpus, resolved, data_dir, resolved.train.seq_len)
+             for kind in dict.fromkeys(kinds)}
+    return corpus, resolved, views
