@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from llmevo.catalog import build_model
-from llmevo.components.post_training.presets import post_train_genome_model
+from llmevo.components.post_training.stage import post_train_genome_model
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import claim_policy, paired_relative_change, summarize
 from llmevo.evolve.champion import FinalEvaluation, final_evaluation
@@ -92,7 +92,7 @@ def train_genome(
             continue
         if genome.post_training.name != "none":
             stage = post_train_genome_model(outcome.model.to(device), genome.post_training,
-                                            post_data, preset.name, outcome.spec.seed, device,
+                                            post_data, preset.post_training, outcome.spec.seed, device,
                                             result.steps_done)
             record["post_training_loss"] = stage.post_training_loss
             record["reward_bearing_group_rate"] = stage.reward_bearing_group_rate
@@ -132,7 +132,7 @@ def tuned_final_evaluation(
                              steps: int = train.steps) -> float:
             if genome.post_training.name != "none":
                 post_train_genome_model(model.to(device), genome.post_training, post_data,
-                                        preset.name, plan.seeds[0], device, steps)
+                                        preset.post_training, plan.seeds[0], device, steps)
             return -evaluate_arm(model, data, preset, "validation", device)["fitness"]
 
         tunings[label] = tune_arm(label, lambda genome=genome: build_model(genome.model), data.stream,

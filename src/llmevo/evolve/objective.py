@@ -133,10 +133,10 @@ def train_and_validate(
         )
         stage = None
         if result.status == "complete" and genome.post_training.name != "none":
-            from llmevo.components.post_training.presets import post_train_genome_model
+            from llmevo.components.post_training.stage import post_train_genome_model
 
             stage = post_train_genome_model(model, genome.post_training, context.post_data,
-                                            context.preset.name, seed, context.device,
+                                            context.preset.post_training, seed, context.device,
                                             result.steps_done)
         if result.status == "complete":
             metrics = evaluate_arm(model, context.data, preset, "validation", context.device)
@@ -192,10 +192,10 @@ def train_and_validate_many(
             continue
         model = outcome.model.to(context.device)
         if genome.post_training.name != "none":
-            from llmevo.components.post_training.presets import post_train_genome_model
+            from llmevo.components.post_training.stage import post_train_genome_model
 
             stage = post_train_genome_model(model, genome.post_training, context.post_data,
-                                            context.preset.name, outcome.spec.seed,
+                                            context.preset.post_training, outcome.spec.seed,
                                             context.device, result.steps_done)
             record["post_training_loss"] = stage.post_training_loss
             record["reward_bearing_group_rate"] = stage.reward_bearing_group_rate

@@ -62,7 +62,7 @@ IMPLEMENTATION_MODULES = (
 )
 POST_TRAINING_MODULES = (
     "llmevo.components.post_training.stage", "llmevo.components.post_training.objectives", "llmevo.components.post_training.tasks",
-    "llmevo.components.post_training.evaluate", "llmevo.components.post_training.presets", "llmevo.experiments.post_training",
+    "llmevo.components.post_training.evaluate", "llmevo.experiments.post_training",
 )
 # presets whose reproductions tune each arm's lr first; never post-training methods (one
 # shared pretraining)
@@ -274,7 +274,7 @@ def reproduce(request: ReproductionRequest, progress: Progress | None = None) ->
         from llmevo.registry import ComponentChoice
 
         post_request = post_training_request(
-            comparison, preset.name,
+            comparison, preset.post_training,
             {"steps": request.post_steps, "batch_size": request.post_batch_size,
              "lr": request.post_lr, "seed_offset": request.post_seed_offset,
              "arithmetic.max_operand": request.arithmetic_max_operand},

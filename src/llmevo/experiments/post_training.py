@@ -24,7 +24,6 @@ from typing import Any
 
 from llmevo.catalog import build_model
 from llmevo.components.post_training.evaluate import evaluate_post_training
-from llmevo.components.post_training.presets import post_training_settings
 from llmevo.components.post_training.stage import (
     PostTrainSettings,
     PretrainedModel,
@@ -55,17 +54,18 @@ class PostTrainRequest:
 
 def post_training_request(
     comparison: Any,
-    preset_name: str,
+    settings: PostTrainSettings,
     overrides: dict[str, Any],
     method_config: dict[str, Any] | None = None,
     preference_file: Path | None = None,
 ) -> PostTrainRequest:
-    """A validated request: settings, the method's config and a readable preference file.
+    """A validated request: ``settings`` (the preset's) with ``overrides``, the method's
+    config and a readable preference file.
 
     Every bad option fails here, before any work: a non-positive step count, ``beta <= 0``,
     ``group_size`` 1, an empty or malformed preference file.
     """
-    request = PostTrainRequest(post_training_settings(preset_name, overrides),
+    request = PostTrainRequest(settings.override(overrides),
                                dict(method_config or {}), preference_file)
     resolve_arms(comparison, request)
     if preference_file is not None:
@@ -119,8 +119,7 @@ def run_post_training_reproduction(
     seeds = validate_seeds(request.seeds)
     if request.tuning is not None:
         raise ConfigError(TUNING_REFUSAL.format(name=comparison.spec.name))
-    post: PostTrainRequest = request.post_training or PostTrainRequest(
-        post_training_settings(request.preset.name, {}))
+    post: PostTrainRequest = request.post_training or PostTrainRequest(request.preset.post_training)
     settings = post.settings
     comparison = resolve_arms(comparison, post)
     task = comparison.spec.cls.task or "instruction"

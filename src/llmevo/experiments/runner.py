@@ -125,9 +125,9 @@ def finish_arm(
         raise DivergedError(f"{arm.label} arm '{arm.name}' seed {seed}: {result.message}", result.steps_done)
     model = model.to(device)
     if arm.post_training is not None and arm.post_training.name != "none":
-        from llmevo.components.post_training.presets import post_train_genome_model
+        from llmevo.components.post_training.stage import post_train_genome_model
 
-        post_train_genome_model(model, arm.post_training, post_data, preset.name, seed, device,
+        post_train_genome_model(model, arm.post_training, post_data, preset.post_training, seed, device,
                                 result.steps_done)
     validation = evaluate_arm(model, data, preset, "validation", device, objective)
     validation["initial_loss"] = result.initial_loss
