@@ -23,7 +23,7 @@ from pydantic import Field, PositiveInt, ValidationError
 from llmevo.components.post_training.stage import PostTrainSettings
 from llmevo.data.lm import LMBudgets
 from llmevo.errors import ConfigError
-from llmevo.registry import StrictModel
+from llmevo.registry import StrictModel, one_line_error
 from llmevo.train.trainer import TrainConfig
 
 
@@ -90,9 +90,7 @@ class Preset(StrictModel):
         try:
             return Preset.model_validate(data)
         except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ConfigError(f"preset '{self.name}': {where}: {first['msg']}") from None
+            raise one_line_error(error, f"preset '{self.name}'") from None
 
 
 PRESETS: dict[str, Preset] = {

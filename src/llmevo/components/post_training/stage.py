@@ -36,7 +36,7 @@ from llmevo.components.post_training.tasks import ArithmeticConfig, PostTrainDat
 from llmevo.data.codec import TextCodec
 from llmevo.data.suites import ScoredSequence
 from llmevo.errors import ConfigError
-from llmevo.registry import REGISTRY, ComponentChoice, StrictModel
+from llmevo.registry import REGISTRY, ComponentChoice, StrictModel, one_line_error
 
 TASKS = ("instruction", "preference", "arithmetic")
 
@@ -73,9 +73,7 @@ class PostTrainSettings(StrictModel):
         try:
             return PostTrainSettings.model_validate(data)
         except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ConfigError(f"post-training setting {where}: {first['msg']}") from None
+            raise one_line_error(error, "post-training settings") from None
 
 
 @dataclass
