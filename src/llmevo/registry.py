@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from llmevo.errors import ConfigError
+from llmevo.errors import ConfigError, LlmevoError
 
 SLOTS = (
     "position",
@@ -71,6 +71,24 @@ MODEL_SLOTS = ("position", "attention", "feedforward", "norm", "block")
 """The slots of a transformer model config (``ModelConfig``); the others are whole-run choices."""
 
 
+def one_line_error(
+    error: ValidationError,
+    subject: str,
+    *,
+    within: str = "",
+    kind: type[LlmevoError] = ConfigError,
+) -> LlmevoError:
+    """The first problem of a failed validation as one line, ``<subject>: <field>: <problem>``
+    (``<subject>: <problem>`` when the whole value is at fault), to raise ``from None``.
+
+    ``within`` is the path of the validated value inside a larger document (``model`` for a
+    checkpoint's ``config.json``); ``kind`` is the error type (``ArtifactError`` for a file).
+    """
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in (within, *first["loc"]) if part != "")
+    return kind(f"{subject}: {where}: {first['msg']}" if where else f"{subject}: {first['msg']}")
+
+
 class RequestModel(StrictModel):
     """A typed request to a pipeline: an invalid value is a one-line ``ConfigError``."""
 
@@ -78,9 +96,7 @@ class RequestModel(StrictModel):
         try:
             super().__init__(**values)
         except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or type(self).__name__
-            raise ConfigError(f"{type(self).__name__}: {where}: {first['msg']}") from None
+            raise one_line_error(error, type(self).__name__) from None
 
 
 class Paper(StrictModel):

@@ -185,16 +185,16 @@ def test_tensorboard_bypasses_the_arm_cache(data_dir, fresh_cache, tmp_path):
 def test_the_cli_flag_turns_the_cache_off(monkeypatch, tmp_path, capsys):
     requests = []
 
-    def capture(request, progress=None):
-        requests.append(request)
+    def capture(plan, progress=None):
+        requests.append(plan)
         raise ConfigError("captured")
 
     monkeypatch.setattr("llmevo.experiments.reproduce", capture)
-    for flag, expected in (([], True), (["--no-arm-cache"], False), (["--arm-cache"], True)):
+    for flag, expected in (([], "use"), (["--no-arm-cache"], "refresh"), (["--arm-cache"], "use")):
         with pytest.raises(SystemExit) as exit_:
             main(["reproduce", "relu2", "--out", str(tmp_path / "a.json"), "--data-dir", str(tmp_path),
                   *flag])
-        assert exit_.value.code == 2 and requests[-1].arm_cache is expected
+        assert exit_.value.code == 2 and requests[-1].arm_cache == expected
     assert "captured" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:
         main(["reproduce", "relu2", "--no-arm-cache=yes", "--data-dir", str(tmp_path)])

@@ -51,7 +51,7 @@ def _rope_context() -> tuple[RotaryPosition, AttentionContext]:
 @pytest.mark.parametrize("kv_heads", [4, 2, 1])
 def test_mha_grouped_heads_match_reference(kv_heads: int) -> None:
     torch.manual_seed(kv_heads)
-    attention = MultiHeadAttention(MultiHeadConfig(kv_heads=kv_heads), DIMS)
+    attention = MultiHeadAttention(MultiHeadConfig(kv_heads=kv_heads), DIMS, 0)
     rope, context = _rope_context()
     x = torch.randn(B, T, 64)
     positions = torch.arange(T)
@@ -75,7 +75,7 @@ def _rms(x: torch.Tensor, gain: torch.Tensor, eps: float) -> torch.Tensor:
 @pytest.mark.parametrize("kv_heads", [4, 2])
 def test_qk_norm_matches_reference(kv_heads: int) -> None:
     torch.manual_seed(0)
-    attention = QKNormAttention(QKNormConfig(kv_heads=kv_heads), DIMS)
+    attention = QKNormAttention(QKNormConfig(kv_heads=kv_heads), DIMS, 0)
     with torch.no_grad():  # non-trivial gains
         attention.query_gain.uniform_(0.5, 2.0)
         attention.key_gain.uniform_(0.5, 2.0)
@@ -91,7 +91,7 @@ def test_qk_norm_matches_reference(kv_heads: int) -> None:
 
 def test_qk_norm_bounds_logits_when_inputs_grow() -> None:
     torch.manual_seed(0)
-    attention = QKNormAttention(QKNormConfig(), DIMS)
+    attention = QKNormAttention(QKNormConfig(), DIMS, 0)
     rope, context = _rope_context()
     x = torch.randn(B, T, 64)
     q1, k1, _ = attention.project(x, context)
@@ -102,13 +102,13 @@ def test_qk_norm_bounds_logits_when_inputs_grow() -> None:
 def test_value_residual_second_layer_mixes_first_layer_values() -> None:
     torch.manual_seed(0)
     config = ValueResidualConfig(lambda_current=0.3, lambda_first=0.9)
-    first, second = ValueResidualAttention(config, DIMS), ValueResidualAttention(config, DIMS)
+    first, second = ValueResidualAttention(config, DIMS, 0), ValueResidualAttention(config, DIMS, 1)
     rope = RotaryPosition(RopeConfig(), DIMS)
     shared: dict = {}
     x1, x2 = torch.randn(2, B, T, 64)
     ctx = dict(positions=torch.arange(T), position=rope, shared=shared)
-    out1 = first(x1, AttentionContext(layer_index=0, **ctx))
-    out2 = second(x2, AttentionContext(layer_index=1, **ctx))
+    out1 = first(x1, AttentionContext(**ctx))
+    out2 = second(x2, AttentionContext(**ctx))
 
     positions = torch.arange(T)
     v1 = _heads(first.value, x1, H)
@@ -125,20 +125,19 @@ def test_value_residual_second_layer_mixes_first_layer_values() -> None:
 def test_value_residual_gradient_reaches_first_layer_values_from_later_layers() -> None:
     torch.manual_seed(0)
     config = ValueResidualConfig()
-    first, second = ValueResidualAttention(config, DIMS), ValueResidualAttention(config, DIMS)
+    first, second = ValueResidualAttention(config, DIMS, 0), ValueResidualAttention(config, DIMS, 1)
     rope = RotaryPosition(RopeConfig(), DIMS)
     shared: dict = {}
     ctx = dict(positions=torch.arange(T), position=rope, shared=shared)
     x = torch.randn(B, T, 64)
-    first(x, AttentionContext(layer_index=0, **ctx))  # output unused: only the shared values
-    second(x, AttentionContext(layer_index=1, **ctx)).sum().backward()
+    first(x, AttentionContext(**ctx))  # output unused: only the shared values
+    second(x, AttentionContext(**ctx)).sum().backward()
     assert first.value.weight.grad is not None and first.value.weight.grad.abs().sum() > 0
     assert first.query.weight.grad is None  # only V_1 travels between layers
 
 
 def test_value_residual_without_a_first_layer_is_an_error() -> None:
-    attention = ValueResidualAttention(ValueResidualConfig(), DIMS)
-    rope, _ = _rope_context()
-    context = AttentionContext(positions=torch.arange(T), position=rope, layer_index=1)
+    attention = ValueResidualAttention(ValueResidualConfig(), DIMS, layer_index=1)
+    rope, context = _rope_context()
     with pytest.raises(ConfigError, match="found no first-layer values"):
         attention(torch.randn(B, T, 64), context)

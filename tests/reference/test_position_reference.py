@@ -67,7 +67,7 @@ def test_alibi_bias_is_minus_slope_times_distance() -> None:
 
 def test_attention_with_alibi_matches_explicit_softmax() -> None:
     torch.manual_seed(0)
-    attention = MultiHeadAttention(MultiHeadConfig(), DIMS)
+    attention = MultiHeadAttention(MultiHeadConfig(), DIMS, 0)
     alibi = AlibiPosition(AlibiConfig(), DIMS)
     x = torch.randn(2, 6, 64)
     got = attention(x, AttentionContext(positions=torch.arange(6), position=alibi))

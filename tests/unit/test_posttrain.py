@@ -31,6 +31,7 @@ from llmevo.errors import ConfigError, DataError
 from llmevo.experiments.plans import plan_comparison, post_training_request
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice
+from llmevo.runner.presets import get_preset
 
 CPU = torch.device("cpu")
 METHODS = ensure_registered().names("post_training")
@@ -153,14 +154,15 @@ def test_post_training_without_pretraining_is_refused():
 
 def test_bad_method_options_name_the_option():
     dpo, grpo = plan_comparison("dpo"), plan_comparison("grpo")
+    smoke = get_preset("smoke").post_training
     with pytest.raises(ConfigError, match="beta"):
-        post_training_request(dpo, "smoke", {}, {"beta": 0})
+        post_training_request(dpo, smoke, {}, {"beta": 0})
     with pytest.raises(ConfigError, match="beta"):
-        post_training_request(dpo, "smoke", {}, {"beta": -0.1})
+        post_training_request(dpo, smoke, {}, {"beta": -0.1})
     with pytest.raises(ConfigError, match="group_size"):
-        post_training_request(grpo, "smoke", {}, {"group_size": 1})
+        post_training_request(grpo, smoke, {}, {"group_size": 1})
     with pytest.raises(ConfigError, match="steps"):
-        post_training_request(dpo, "smoke", {"steps": 0})
+        post_training_request(dpo, smoke, {"steps": 0})
 
 
 def test_bad_preference_files(tmp_path: Path):
@@ -204,7 +206,6 @@ def test_cli_bad_input_is_one_line_and_exit_2(extra, message, tmp_path, capsys, 
 def test_post_training_is_an_evolution_gene():
     from llmevo.evolve.genome import Genome
     from llmevo.evolve.space import build_search_space
-    from llmevo.runner.presets import get_preset
 
     registry = ensure_registered()
     preset = get_preset("smoke")
@@ -230,11 +231,11 @@ def test_post_training_is_an_evolution_gene():
 
 
 def test_a_genome_post_training_gene_runs_the_stage():
-    from llmevo.components.post_training.presets import post_train_genome_model
+    from llmevo.components.post_training.stage import post_train_genome_model
 
     pretrained = _pretrained()
     stage = post_train_genome_model(pretrained.model, ComponentChoice(name="sft"), _tiny_data(),
-                                    "smoke", 42, CPU, pretrain_steps=1)
+                                    get_preset("smoke").post_training, 42, CPU, pretrain_steps=1)
     assert stage.examples == 16 and stage.post_training_loss > 0
 
 

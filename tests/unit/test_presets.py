@@ -1,10 +1,16 @@
-"""Presets are resolved in one place; an explicit step count wins over one_epoch."""
+"""Presets are resolved in one place; an explicit step count wins over one_epoch; each preset
+names its post-training stage settings (no fallback)."""
 
 from __future__ import annotations
 
 import math
 
-from llmevo.runner.presets import get_preset
+import pytest
+from pydantic import ValidationError
+
+from llmevo.components.post_training.stage import PostTrainSettings
+from llmevo.errors import ConfigError
+from llmevo.runner.presets import PRESETS, Preset, get_preset
 
 
 def test_standard_resolves_to_one_pass_over_the_stream():
@@ -49,3 +55,41 @@ def test_evolution_trains_one_epoch_presets_for_the_full_epoch(tmp_path, data_di
     settings = tiny_settings(f"sqlite:///{tmp_path}/s.db", data_dir, cache_dir, preset=preset)
     context = prepare_context(settings, build_search_space(ensure_registered(), preset))
     assert context.preset.train.steps == math.ceil(120_000 / (4 * 64)) == 469
+
+
+def test_each_preset_names_its_post_training_stage():
+    stages = {name: preset.post_training for name, preset in PRESETS.items()}
+    assert stages == {
+        "smoke": PostTrainSettings(steps=4, batch_size=4, lr=1e-3, held_out_pairs=64),
+        "quick": PostTrainSettings(steps=120, batch_size=16, lr=1e-3),
+        "standard": PostTrainSettings(steps=240, batch_size=16, lr=1e-3),
+    }
+    quick = get_preset("quick")
+    assert quick.override({"steps": 5}).post_training == quick.post_training  # pretraining only
+    assert get_preset("standard").resolved(10**6).post_training == stages["standard"]
+
+
+def test_a_preset_without_stage_settings_or_an_unknown_name_is_an_error():
+    values = get_preset("smoke").model_dump()
+    del values["post_training"]
+    with pytest.raises(ValidationError, match="post_training"):
+        Preset.model_validate(values)
+    with pytest.raises(ConfigError, match="unknown preset 'fast'; known: smoke, quick, standard"):
+        get_preset("fast")
+
+
+def test_stage_overrides_are_validated_in_one_line():
+    smoke = get_preset("smoke").post_training
+    chosen = smoke.override({"steps": 7, "lr": None, "arithmetic.max_operand": 12})
+    assert (chosen.steps, chosen.lr, chosen.arithmetic.max_operand) == (7, smoke.lr, 12)
+    with pytest.raises(ConfigError, match="steps"):
+        smoke.override({"steps": 0})
+
+
+def test_a_study_stores_the_preset_as_before_the_stage_settings_joined_it():
+    """Studies created before keep resuming: their stored preset has no ``post_training``."""
+    from llmevo.evolve.engine import preset_description
+
+    smoke = get_preset("smoke")
+    assert preset_description(smoke) == {
+        k: v for k, v in smoke.model_dump(mode="json").items() if k != "post_training"}

@@ -6,9 +6,10 @@ import importlib
 import re
 
 import pytest
+from pydantic import PositiveInt, ValidationError
 
 from llmevo.catalog import build_model, ensure_registered
-from llmevo.errors import ConfigError
+from llmevo.errors import ArtifactError, ConfigError
 from llmevo.model.config import ModelConfig
 from llmevo.registry import (
     MODEL_SLOTS,
@@ -17,7 +18,9 @@ from llmevo.registry import (
     EmptyConfig,
     Manifest,
     Registry,
+    RequestModel,
     StrictModel,
+    one_line_error,
 )
 
 REGISTRY = ensure_registered()
@@ -136,3 +139,24 @@ def test_build_model_checks_the_architecture_and_its_settings() -> None:
         build_model(ModelConfig(architecture="blt_standin"))
     with pytest.raises(ConfigError, match="architecture component 'transformer': bogus"):
         build_model(ModelConfig(extra={"bogus": 1}))
+
+
+def test_a_failed_validation_is_one_line_naming_the_first_field() -> None:
+    class Settings(StrictModel):
+        steps: PositiveInt = 1
+        inner: EmptyConfig = EmptyConfig()
+
+    with pytest.raises(ValidationError) as caught:
+        Settings.model_validate({"steps": 0, "inner": {"x": 1}})
+    error = one_line_error(caught.value, "settings")
+    assert type(error) is ConfigError
+    assert str(error) == "settings: steps: Input should be greater than 0"
+    nested = one_line_error(caught.value, "config.json", within="model", kind=ArtifactError)
+    assert type(nested) is ArtifactError
+    assert str(nested) == "config.json: model.steps: Input should be greater than 0"
+
+    class Request(RequestModel):
+        steps: PositiveInt = 1
+
+    with pytest.raises(ConfigError, match=r"^Request: steps: Input should be greater than 0$"):
+        Request(steps=0)

@@ -1,12 +1,16 @@
 """What each model slot must provide. Components subclass these and register by name.
 
 Constructors are uniform per slot so the model never needs to know which component fills a
-slot: ``Position(config, dims)``, ``Attention(config, dims)``, ``FeedForward(config, dims)``,
-``Norm(config, dim)``, ``Block(config, dims, parts)``.
+slot: ``Position(config, dims)``, ``Attention(config, dims, layer_index)``,
+``FeedForward(config, dims)``, ``Norm(config, dim)``, ``Block(config, dims, parts, layer_index)``.
+``layer_index`` counts the blocks of one stack from 0 (BLT's local encoder, latent transformer
+and local decoder each count their own), so a depth-dependent component (a per-layer init or
+schedule) needs nothing outside its module.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,12 +91,14 @@ class AttentionContext:
     positions: Tensor  # (T,) absolute positions of the current tokens
     position: PositionEncoding
     cache: KVCacheLayer | None = None
-    layer_index: int = 0
     shared: dict[str, Any] = field(default_factory=dict)
 
 
 class Attention(nn.Module):
-    """Maps (B, T, D) to (B, T, D), mixing only earlier-or-equal positions."""
+    """Maps (B, T, D) to (B, T, D), mixing only earlier-or-equal positions.
+
+    Built as ``Attention(config, dims, layer_index)``; a component may ignore the index.
+    """
 
     supports_kv_cache: bool = True
 
@@ -102,13 +108,17 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    """One transformer layer: wires attention, feed-forward and norms with residuals."""
+    """One transformer layer: wires attention, feed-forward and norms with residuals.
+
+    Built as ``Block(config, dims, parts, layer_index)``; it hands ``layer_index`` to
+    ``parts.make_attention``.
+    """
 
 
 @dataclass(frozen=True)
 class BlockParts:
     """Factories a block uses to build its attention, feed-forward and norms."""
 
-    make_attention: Any
-    make_feedforward: Any
-    make_norm: Any
+    make_attention: Callable[[int], Attention]  # (layer_index) -> the layer's attention
+    make_feedforward: Callable[[], FeedForward]
+    make_norm: Callable[[int], nn.Module]  # (dim) -> a norm over that width

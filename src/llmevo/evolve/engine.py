@@ -185,7 +185,9 @@ def open_storage(settings: EvolveSettings, heartbeat: bool = True) -> RDBStorage
 
 
 def preset_description(preset: Preset) -> dict[str, Any]:
-    return preset.model_dump(mode="json")
+    # without the post-training stage settings, as stored before they joined the preset, so
+    # that earlier studies still resume (the stage settings are not checked on resume)
+    return preset.model_dump(mode="json", exclude={"post_training"})
 
 
 def _mismatch(stored: Any, current: Any) -> str:

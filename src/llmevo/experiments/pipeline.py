@@ -178,7 +178,7 @@ class ReproductionRequest(RequestModel):
                 raise ConfigError(TUNING_REFUSAL.format(name=self.name))
             tuned = False
             post_training = post_training_request(
-                comparison, preset.name,
+                comparison, preset.post_training,
                 {"steps": self.post_steps, "batch_size": self.post_batch_size, "lr": self.post_lr,
                  "seed_offset": self.post_seed_offset,
                  "arithmetic.max_operand": self.arithmetic_max_operand},

@@ -22,7 +22,6 @@ from typing import Any
 import torch
 
 from llmevo.catalog import ensure_registered
-from llmevo.components.post_training.presets import post_training_settings
 from llmevo.components.post_training.stage import PostTrainSettings
 from llmevo.components.post_training.tasks import read_preference_file
 from llmevo.data.bytes import byte_stream
@@ -213,17 +212,18 @@ class PostTrainRequest:
 
 def post_training_request(
     comparison: Comparison,
-    preset_name: str,
+    settings: PostTrainSettings,
     overrides: dict[str, Any],
     method_config: dict[str, Any] | None = None,
     preference_file: Path | None = None,
 ) -> PostTrainRequest:
-    """A validated request: settings, the method's config and a readable preference file.
+    """A validated request: ``settings`` (the preset's) with ``overrides``, the method's
+    config and a readable preference file.
 
     Every bad option fails here, before any work: a non-positive step count, ``beta <= 0``,
     ``group_size`` 1, an empty or malformed preference file.
     """
-    request = PostTrainRequest(post_training_settings(preset_name, overrides),
+    request = PostTrainRequest(settings.override(overrides),
                                dict(method_config or {}), preference_file)
     resolve_arms(comparison, request)
     if preference_file is not None:

@@ -23,6 +23,7 @@ from llmevo.catalog import build_model
 from llmevo.digests import sha256_file
 from llmevo.errors import ArtifactError
 from llmevo.model.config import ModelConfig
+from llmevo.registry import one_line_error
 
 CHECKPOINT_FORMAT = "llmevo-checkpoint"
 CHECKPOINT_VERSION = 1
@@ -160,9 +161,7 @@ def load_checkpoint(directory: Path | str) -> Checkpoint:
     try:
         model_config = ModelConfig.model_validate(config["model"])
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ArtifactError(f"{config_path}: model.{where}: {first['msg']}") from None
+        raise one_line_error(error, str(config_path), within="model", kind=ArtifactError) from None
     _check_shapes(model_config, weights)
     model = build_model(model_config)
     try:

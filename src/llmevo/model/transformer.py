@@ -67,7 +67,9 @@ class Transformer(nn.Module):
         )
         self.embedding = nn.Embedding(config.vocab_size, config.d_model)
         self.position = make("position", self.dims)
-        self.blocks = nn.ModuleList(make("block", self.dims, parts) for _ in range(config.n_layers))
+        self.blocks = nn.ModuleList(
+            make("block", self.dims, parts, index) for index in range(config.n_layers)
+        )
         self.final_norm = make("norm", config.d_model)
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.apply(_init_weights)
@@ -104,7 +106,6 @@ class Transformer(nn.Module):
                 positions=positions,
                 position=self.position,
                 cache=caches[index] if caches else None,
-                layer_index=index,
                 shared=shared,
             )
             x = block(x, context)

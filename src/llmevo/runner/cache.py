@@ -181,8 +181,8 @@ def arm_parts(arm: Arm) -> dict[str, Any]:
 
 
 def evaluation_parts(preset: Preset, metric: str, objective: str) -> dict[str, Any]:
-    """The preset's settings other than ``train`` (evaluation, suite, budgets) and the
-    comparison's metric and objective."""
+    """The preset's settings other than ``train`` (evaluation, suite, budgets, post-training
+    stage) and the comparison's metric and objective."""
     return {"preset": preset.model_dump(mode="json", exclude={"train"}), "metric": metric,
             "objective": objective}
 

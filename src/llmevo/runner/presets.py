@@ -5,6 +5,8 @@ WikiText-2, 120,000 / 8,000 / 8,000 tokens (narrative 120,000), 12 steps of batc
 AdamW lr 6e-4 with PyTorch defaults otherwise, clip 1.0, ``lm_loss`` over the first 32
 windows, the ``core`` suite. ``quick`` trains about 1M tokens with warmup + cosine and
 evaluates whole splits; ``standard`` makes one pass over the full WikiText-2 train split.
+Each preset also sets the post-training stage (``post_training``: the steps, batch and rate
+a post-training method runs with after pretraining); every preset must name them.
 Any field can be overridden (``Preset.override``); an explicit step count always wins over
 ``one_epoch``. A preset is resolved in one place, ``Preset.resolved(train_tokens)``, once the
 training stream is known: every pipeline (reproduction, evolution trials, the evolution's
@@ -18,9 +20,10 @@ from typing import Any, Literal
 
 from pydantic import Field, PositiveInt, ValidationError
 
+from llmevo.components.post_training.stage import PostTrainSettings
 from llmevo.data.lm import LMBudgets
 from llmevo.errors import ConfigError
-from llmevo.registry import StrictModel
+from llmevo.registry import StrictModel, one_line_error
 from llmevo.train.trainer import TrainConfig
 
 
@@ -34,6 +37,9 @@ class Preset(StrictModel):
     suite: Literal["core", "public"]
     train_on: tuple[Literal["lm", "narrative", "instruction"], ...] = ("lm",)
     train: TrainConfig
+    post_training: PostTrainSettings = Field(
+        description="The post-training stage's settings (no default: each preset names its own)."
+    )
     eval_max_windows: PositiveInt | None = None
     eval_batch_size: PositiveInt = 64
     one_epoch: bool = Field(
@@ -84,9 +90,7 @@ class Preset(StrictModel):
         try:
             return Preset.model_validate(data)
         except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ConfigError(f"preset '{self.name}': {where}: {first['msg']}") from None
+            raise one_line_error(error, f"preset '{self.name}'") from None
 
 
 PRESETS: dict[str, Preset] = {
@@ -99,6 +103,7 @@ PRESETS: dict[str, Preset] = {
         narrative_tokens=120_000,
         suite="core",
         train=TrainConfig(steps=12, batch_size=4, seq_len=64, lr=6e-4),
+        post_training=PostTrainSettings(steps=4, batch_size=4, lr=1e-3, held_out_pairs=64),
         eval_max_windows=32,
     ),
     "quick": Preset(
@@ -114,6 +119,7 @@ PRESETS: dict[str, Preset] = {
             steps=330, batch_size=48, seq_len=64, lr=3e-3, schedule="cosine", warmup_steps=30,
             weight_decay=0.1,
         ),
+        post_training=PostTrainSettings(steps=120, batch_size=16, lr=1e-3),
     ),
     "standard": Preset(
         name="standard",
@@ -127,6 +133,7 @@ PRESETS: dict[str, Preset] = {
             steps=1, batch_size=48, seq_len=64, lr=3e-3, schedule="cosine", warmup_steps=100,
             weight_decay=0.1,
         ),
+        post_training=PostTrainSettings(steps=240, batch_size=16, lr=1e-3),
         one_epoch=True,
     ),
 }

@@ -25,8 +25,7 @@ import torch
 from torch import nn
 
 from llmevo.catalog import build_model
-from llmevo.components.post_training.presets import post_train_genome_model
-from llmevo.components.post_training.stage import StageResult
+from llmevo.components.post_training.stage import StageResult, post_train_genome_model
 from llmevo.components.post_training.tasks import PostTrainData
 from llmevo.errors import DivergedError
 from llmevo.eval.lm import evaluate_lm
@@ -95,7 +94,7 @@ def evaluate_trained(
     model = model.to(device)
     stage = None
     if arm.post_training is not None and arm.post_training.name != "none":
-        stage = post_train_genome_model(model, arm.post_training, post_data, preset.name, seed,
+        stage = post_train_genome_model(model, arm.post_training, post_data, preset.post_training, seed,
                                         device, steps_done)
     return stage, {split: evaluate_arm(model, data, preset, split, device, objective)
                    for split in splits}

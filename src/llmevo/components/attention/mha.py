@@ -109,5 +109,5 @@ class CausalSelfAttention(Attention):
     search_space={"kv_heads": SearchDimension(choices=(1, 2, 4))},
 )
 class MultiHeadAttention(CausalSelfAttention):
-    def __init__(self, config: MultiHeadConfig, dims: ModelDims):
+    def __init__(self, config: MultiHeadConfig, dims: ModelDims, layer_index: int):
         super().__init__(dims, config.kv_heads)

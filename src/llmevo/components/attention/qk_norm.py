@@ -52,7 +52,7 @@ class QKNormConfig(StrictModel):
     search_space={"kv_heads": SearchDimension(choices=(1, 2, 4))},
 )
 class QKNormAttention(CausalSelfAttention):
-    def __init__(self, config: QKNormConfig, dims: ModelDims):
+    def __init__(self, config: QKNormConfig, dims: ModelDims, layer_index: int):
         super().__init__(dims, config.kv_heads)
         self.eps = config.eps
         self.query_gain = nn.Parameter(torch.ones(self.head_dim))

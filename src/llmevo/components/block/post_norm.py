@@ -34,9 +34,11 @@ from llmevo.registry import EmptyConfig, Paper, register
     scope="Normalise after each residual addition, compared with pre-norm at an equal budget.",
 )
 class PostNormBlock(Block):
-    def __init__(self, config: EmptyConfig, dims: ModelDims, parts: BlockParts):
+    def __init__(
+        self, config: EmptyConfig, dims: ModelDims, parts: BlockParts, layer_index: int
+    ):
         super().__init__()
-        self.attention = parts.make_attention()
+        self.attention = parts.make_attention(layer_index)
         self.attention_norm = parts.make_norm(dims.d_model)
         self.feed_forward = parts.make_feedforward()
         self.feed_forward_norm = parts.make_norm(dims.d_model)

@@ -38,10 +38,12 @@ from llmevo.registry import EmptyConfig, Paper, register
     ),
 )
 class SandwichBlock(Block):
-    def __init__(self, config: EmptyConfig, dims: ModelDims, parts: BlockParts):
+    def __init__(
+        self, config: EmptyConfig, dims: ModelDims, parts: BlockParts, layer_index: int
+    ):
         super().__init__()
         self.attention_norm = parts.make_norm(dims.d_model)
-        self.attention = parts.make_attention()
+        self.attention = parts.make_attention(layer_index)
         self.attention_output_norm = parts.make_norm(dims.d_model)
         self.feed_forward_norm = parts.make_norm(dims.d_model)
         self.feed_forward = parts.make_feedforward()

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from llmevo.components.post_training.stage import completion_text, generate
+from llmevo.components.post_training.stage import completion_text, sample_completions
 from llmevo.components.post_training.tasks import ArithmeticProblem, PostTrainData, TokenPair
 from llmevo.data.codec import TextCodec
 from llmevo.eval.suites import (
@@ -55,7 +55,8 @@ def arithmetic_exact_match(
     correct = 0
     for items in by_length.values():
         prompts = torch.tensor([prompt for prompt, _ in items], device=device)  # (N, P)
-        completions = generate(model, prompts, max_new_tokens, codec.eos_id, codec.pad_id)
+        completions = sample_completions(model, prompts, max_new_tokens, codec.eos_id,
+                                         codec.pad_id)
         for completion, (_, answer) in zip(completions.tolist(), items, strict=True):
             correct += completion_text(codec, completion) == answer
     return correct / len(problems)

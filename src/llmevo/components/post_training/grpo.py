@@ -36,7 +36,7 @@ from llmevo.components.post_training.stage import (
     StageContext,
     StageResult,
     completion_text,
-    generate,
+    sample_completions,
 )
 from llmevo.registry import Paper, SearchDimension, StrictModel, register
 
@@ -98,9 +98,9 @@ class GRPO(PostTrainingMethod):
             for problem in picked:
                 prompt = [codec.bos_id, *codec.encode(problem.prompt)]
                 prompts = torch.tensor([prompt] * config.group_size, device=device)  # (G, P)
-                completions = generate(context.model, prompts, settings.max_new_tokens,
-                                       codec.eos_id, codec.pad_id, config.temperature,
-                                       context.generator)  # (G, N)
+                completions = sample_completions(
+                    context.model, prompts, settings.max_new_tokens, codec.eos_id, codec.pad_id,
+                    config.temperature, context.generator)  # (G, N)
                 rewards.append([float(completion_text(codec, c.tolist()) == problem.answer)
                                 for c in completions])
                 for completion in completions.tolist():

@@ -2,24 +2,32 @@
 learning rate and seed, and returns what it measured.
 
 A method is a registered ``post_training`` component (``llmevo.components.post_training``);
-this module holds what they share: the settings, batching of scored sequences, the
-optimizer, sampling and greedy decoding. ``run_post_training`` refuses to start without a
-pretrained stage.
+this module holds what they share: the settings (each preset's are its ``post_training``
+field, ``llmevo.runner.presets``), batching of scored sequences, the optimizer, sampling and
+greedy decoding. ``run_post_training`` refuses to start without a pretrained stage;
+``post_train_genome_model`` runs an evolution genome's post-training gene.
 
 Public API: ``PostTrainSettings``, ``PretrainedModel``, ``StageContext``, ``StageResult``,
-``run_post_training``, ``generate``, ``decode_ids``.
+``run_post_training``, ``post_train_genome_model``, ``sample_completions``, ``decode_ids``.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import (
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+)
 from torch import Tensor, nn
 
 from llmevo.components.optim.optimizer import Optimizer
@@ -28,7 +36,7 @@ from llmevo.components.post_training.tasks import ArithmeticConfig, PostTrainDat
 from llmevo.data.codec import TextCodec
 from llmevo.data.suites import ScoredSequence
 from llmevo.errors import ConfigError
-from llmevo.registry import REGISTRY, StrictModel
+from llmevo.registry import REGISTRY, ComponentChoice, StrictModel, one_line_error
 
 TASKS = ("instruction", "preference", "arithmetic")
 
@@ -50,6 +58,22 @@ class PostTrainSettings(StrictModel):
     @property
     def examples(self) -> int:
         return self.steps * self.batch_size
+
+    def override(self, values: dict[str, Any]) -> PostTrainSettings:
+        """A copy with the non-None ``values`` replaced (``arithmetic.<field>`` for the
+        arithmetic task's settings), validated; a bad value is a one-line ``ConfigError``."""
+        data = self.model_dump()
+        for key, value in values.items():
+            if value is None:
+                continue
+            if key.startswith("arithmetic."):
+                data["arithmetic"][key.split(".", 1)[1]] = value
+            else:
+                data[key] = value
+        try:
+            return PostTrainSettings.model_validate(data)
+        except ValidationError as error:
+            raise one_line_error(error, "post-training settings") from None
 
 
 @dataclass
@@ -172,7 +196,7 @@ def decode_ids(codec: TextCodec, ids: Sequence[int]) -> str:
 
 
 @torch.no_grad()
-def generate(
+def sample_completions(
     model: nn.Module,
     prompts: Tensor,
     max_new_tokens: int,
@@ -183,6 +207,8 @@ def generate(
 ) -> Tensor:
     """Continue equal-length prompts ``(N, P)``: greedy at temperature 0, else sampled.
 
+    Batched and without a KV cache (every step re-reads the whole rows; completions here are
+    a few tokens); ``llmevo.inference.generate`` is the cached decoder for checkpoints.
     Returns the new tokens ``(N, max_new_tokens)``; after a row's ``<eos>`` it holds ``pad_id``.
     """
     was_training = model.training
@@ -223,7 +249,7 @@ def completion_text(codec: TextCodec, completion: Sequence[int]) -> str:
 
 def run_post_training(
     pretrained: PretrainedModel | None,
-    method: Any,  # a ComponentChoice (name, config) of the post_training slot
+    method: ComponentChoice,  # of the post_training slot
     data: PostTrainData,
     task: str,
     settings: PostTrainSettings,
@@ -245,3 +271,25 @@ def run_post_training(
     result.wall_seconds = time.perf_counter() - started
     pretrained.model.eval()
     return result
+
+
+def post_train_genome_model(
+    model: nn.Module,
+    choice: ComponentChoice,  # of the post_training slot
+    data: PostTrainData | Callable[[], PostTrainData],
+    settings: PostTrainSettings,
+    seed: int,
+    device: torch.device,
+    pretrain_steps: int,
+) -> StageResult:
+    """Evolution: run a genome's post-training gene on its freshly pretrained model.
+
+    ``settings`` are the preset's (``Preset.post_training``); the method runs on its own
+    task (SFT: Alpaca instructions); the stage seed is ``seed`` plus the settings' offset.
+    ``data`` may be a loader, called once the first genome needs the data.
+    """
+    if callable(data):
+        data = data()
+    task = REGISTRY.get("post_training", choice.name).cls.task or "instruction"
+    return run_post_training(PretrainedModel(model, pretrain_steps), choice, data, task,
+                             settings, seed + settings.seed_offset, device)

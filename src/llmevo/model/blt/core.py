@@ -66,12 +66,13 @@ class SlotFactory:
         return spec.cls(component_config, *args)
 
     def blocks(self, dims: ModelDims, count: int) -> nn.ModuleList:
+        """``count`` blocks, the attention of block i built with ``layer_index`` i."""
         parts = BlockParts(
             make_attention=partial(self.make, "attention", dims),
             make_feedforward=partial(self.make, "feedforward", dims),
             make_norm=partial(self.make, "norm"),
         )
-        return nn.ModuleList(self.make("block", dims, parts) for _ in range(count))
+        return nn.ModuleList(self.make("block", dims, parts, index) for index in range(count))
 
     def component_classes(self) -> list[type]:
         return [spec.cls for spec, _ in self.built.values()]
@@ -82,11 +83,8 @@ def run_blocks(blocks: nn.ModuleList, x: Tensor, position: PositionEncoding) -> 
     positions = torch.arange(x.shape[1], device=x.device)
     x = position.embed(x, positions)
     shared: dict[str, Any] = {}
-    for index, block in enumerate(blocks):
-        context = AttentionContext(
-            positions=positions, position=position, layer_index=index, shared=shared
-        )
-        x = block(x, context)
+    for block in blocks:
+        x = block(x, AttentionContext(positions=positions, position=position, shared=shared))
     return x
 
 
@@ -212,14 +210,11 @@ class LatentPatchCore(nn.Module):
         visible = key_range[None, None, :] <= patch_index[:, 1:, None]  # (B, T, P + 1)
         x = self.decoder_position.embed(unit_states, torch.arange(length, device=units.device))
         positions = torch.arange(length, device=units.device)
-        for index, (norm, cross, block) in enumerate(
-            zip(self.decoder_norms, self.decoder_cross, self.decoder_blocks, strict=True)
+        for norm, cross, block in zip(
+            self.decoder_norms, self.decoder_cross, self.decoder_blocks, strict=True
         ):
             x = x + cross(norm(x), memory, visible)
-            context = AttentionContext(
-                positions=positions, position=self.decoder_position, layer_index=index
-            )
-            x = block(x, context)
+            x = block(x, AttentionContext(positions=positions, position=self.decoder_position))
         return self.head(self.final_norm(x))  # (B, T, V)
 
     def parameter_split(self) -> dict[str, int]:

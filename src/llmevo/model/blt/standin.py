@@ -30,7 +30,7 @@ from llmevo.model.blt.entropy import entropy_from_logits
 from llmevo.model.blt.model import BLT_PAPER
 from llmevo.model.blt.patcher import calibrate_threshold, entropy_patch_starts, patch_ids
 from llmevo.model.config import ModelConfig
-from llmevo.registry import ComponentChoice, StrictModel, register
+from llmevo.registry import ComponentChoice, StrictModel, one_line_error, register
 
 
 class StandinSettings(StrictModel):
@@ -89,9 +89,7 @@ class BLTStandin(nn.Module):
         try:
             self.settings = StandinSettings.model_validate(config.extra)
         except ValidationError as error:
-            raise ConfigError(
-                f"architecture 'blt': invalid extra settings ({error.errors()[0]['msg']})"
-            ) from None
+            raise one_line_error(error, "architecture 'blt': invalid extra settings") from None
         s = self.settings
         if s.target_tokens_per_patch > s.max_patch_len:
             raise ConfigError(
