@@ -31,7 +31,7 @@ from llmevo.catalog import build_model, ensure_registered
 from llmevo.data.lm import LMCorpus, load_lm_corpus
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.lm import evaluate_lm
-from llmevo.eval.metrics import LOWER_IS_BETTER, derive_arm_metrics
+from llmevo.eval.metrics import LOWER_IS_BETTER, STATISTICS_METRICS, derive_arm_metrics
 from llmevo.eval.stats import (
     DEFAULT_MARGIN_PERCENT,
     build_statistics,
@@ -64,15 +64,7 @@ from llmevo.train.logging import RunLogger, RunLogs
 from llmevo.train.many import Execution, RunSpec, check_path, train_many
 from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
 
-STAT_METRICS = (
-    "lm_loss", "perplexity", "bits_per_byte", "instruction_loss", "instruction_bpb",
-    "preference_loss", "preference_accuracy", "hh_preference_loss", "hh_preference_accuracy",
-    "reasoning_nll", "reasoning_accuracy", "primary", "public_composite", "composite_loss",
-    "composite_bpb", "fitness", "initial_loss", "final_loss",
-    # post-training reproductions (experiments.post_training)
-    "heldout_preference_accuracy", "heldout_preference_margin", "arithmetic_exact_match",
-    "arithmetic_error_rate",
-)  # post_training_loss is per arm only: the two arms' stage objectives differ
+STAT_METRICS = STATISTICS_METRICS  # the metric table's view (llmevo.eval.metrics.METRICS)
 CURVE_POINTS = 200
 
 

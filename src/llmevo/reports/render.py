@@ -34,36 +34,10 @@ from llmevo.artifacts.schema import (
     validate_artifact,
 )
 from llmevo.errors import ArtifactError
-from llmevo.eval.metrics import LOWER_IS_BETTER
+from llmevo.eval.metrics import LOWER_IS_BETTER, REPORT_METRICS
 
 NOT_RECORDED = "not recorded"
 _KIND_NAMES = {ReproductionArtifact: "reproduction", DiagnosticArtifact: "component-diagnostic"}
-
-# Validation metrics shown in the results table, in this order, where the artifact has them.
-TABLE_METRICS = (
-    "lm_loss",
-    "perplexity",
-    "bits_per_byte",
-    "instruction_loss",
-    "instruction_bpb",
-    "preference_loss",
-    "preference_accuracy",
-    "hh_preference_loss",
-    "hh_preference_accuracy",
-    "reasoning_nll",
-    "reasoning_accuracy",
-    "primary",
-    "public_composite",
-    "composite_bpb",
-    "fitness",
-    "initial_loss",
-    "final_loss",
-    "heldout_preference_accuracy",
-    "arithmetic_exact_match",
-    "arithmetic_error_rate",
-    "post_training_loss",
-    "reward_bearing_group_rate",
-)
 
 
 @dataclass(frozen=True)
@@ -187,7 +161,7 @@ def verdict_sentence(artifact: ReproductionArtifact) -> tuple[str, str] | None:
 def identical_arms(artifact: ReproductionArtifact) -> bool:
     """Both arms report the same value for every table metric they share."""
     baseline, method = _arm_values(artifact.baseline), _arm_values(artifact.method)
-    shared = [metric for metric in TABLE_METRICS if metric in baseline and metric in method]
+    shared = [metric for metric in REPORT_METRICS if metric in baseline and metric in method]
     return bool(shared) and all(baseline[metric] == method[metric] for metric in shared)
 
 
@@ -263,7 +237,7 @@ def _validation_section(artifact: ReproductionArtifact) -> Section:
     statistics = artifact.statistics or {}
     baseline, method = _arm_values(artifact.baseline), _arm_values(artifact.method)
     rows = []
-    for metric in TABLE_METRICS:
+    for metric in REPORT_METRICS:
         stats = statistics.get(metric)
         if stats is not None:
             cells = [format_mean_std(stats.baseline), format_mean_std(stats.method)]
@@ -307,7 +281,7 @@ def _test_section(artifact: ReproductionArtifact) -> Section:
             format_number(float(method[metric])),
             format_percent(relative_change_percent(baseline[metric], method[metric])),
         )
-        for metric in TABLE_METRICS
+        for metric in REPORT_METRICS
         if metric in baseline and metric in method
     )
     return Section(

@@ -27,9 +27,9 @@ from llmevo.reports.plots import (
     plot_training_curves,
     plot_tuning,
 )
-from llmevo.reports.render import TABLE_METRICS, Section, artifact_sections, verdict_sentence
+from llmevo.reports.render import Section, artifact_sections, verdict_sentence
 
-__all__ = ["TABLE_METRICS", "default_report_dir", "markdown_section", "write_report"]
+__all__ = ["default_report_dir", "markdown_section", "write_report"]
 
 TRAINING_PLOT = "plots/training_loss.png"
 TUNING_PLOT = "plots/tuning_loss_vs_lr.png"
