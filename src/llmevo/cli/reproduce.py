@@ -51,7 +51,7 @@ def summary_table(artifact: ReproductionArtifact) -> Table:
     table.add_column("Δ% (95% CI)", justify="right")
     stats = artifact.statistics or {}
     for metric in SUMMARY_METRICS:
-        baseline, method = getattr(artifact.baseline, metric), getattr(artifact.method, metric)
+        baseline, method = artifact.baseline.recorded(metric), artifact.method.recorded(metric)
         if baseline is None or method is None:
             continue
         change = stats[metric].paired_relative_change_percent if metric in stats else None

@@ -32,13 +32,14 @@ from llmevo.artifacts.provenance import (
     collect_provenance,
     module_files,
 )
-from llmevo.artifacts.schema import ReproductionArtifact, against_slug
+from llmevo.artifacts.schema import ReproductionArtifact
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import check_margin
 from llmevo.experiments import runner
 from llmevo.experiments.plans import Comparison, plan_comparison
 from llmevo.model.config import ModelConfig
 from llmevo.registry import RequestModel, StrictModel
+from llmevo.reports.report import against_slug
 from llmevo.runner.presets import Preset, get_preset
 from llmevo.runner.tuning import (
     DEFAULT_CONFIRM,

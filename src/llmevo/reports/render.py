@@ -35,6 +35,7 @@ from llmevo.artifacts.schema import (
 )
 from llmevo.errors import ArtifactError
 from llmevo.eval.metrics import LOWER_IS_BETTER, REPORT_METRICS
+from llmevo.eval.stats import verdict
 
 NOT_RECORDED = "not recorded"
 _KIND_NAMES = {ReproductionArtifact: "reproduction", DiagnosticArtifact: "component-diagnostic"}
@@ -144,14 +145,11 @@ def verdict_sentence(artifact: ReproductionArtifact) -> tuple[str, str] | None:
     (said so in the sentence); None when it records no lm_loss for both arms."""
     if artifact.verdict is not None:
         return artifact.verdict.metric, artifact.verdict.summary
-    from llmevo.eval.stats import verdict
-
-    metric = "lm_loss"
-    rows = artifact.per_seed or []
-    baseline = [row.baseline.get(metric) for row in rows] or [artifact.baseline.lm_loss]
-    method = [row.method.get(metric) for row in rows] or [artifact.method.lm_loss]
-    if any(value is None for value in (*baseline, *method)):
+    metric = artifact.verdict_metric
+    paired = artifact.paired_values(metric)
+    if paired is None:
         return None
+    baseline, method = paired
     result = verdict(metric, baseline, method, LOWER_IS_BETTER[metric], artifact.method.name)
     return metric, (
         f"{result['summary']} (recomputed by the report: the artifact has no verdict block)"
