@@ -1,7 +1,7 @@
 """Human-readable reports (``README.md`` + plots) from schema-v2 artifacts.
 
 Takes a validated, typed artifact (``llmevo.artifacts.load_artifact``; an unvalidated dict
-is refused). What the report says is worded once, in ``llmevo.reports.render``
+is refused). What the report says is worded once, in ``llmevo.reports.sections``
 (``artifact_sections``); this module lays those sections out as Markdown, draws the plots
 that go with them and names the folders reports are written to. Historical artifacts that
 lack the newer optional blocks still get a report: a missing block is said to be missing,
@@ -24,7 +24,7 @@ from llmevo.reports.plots import (
     plot_training_curves,
     plot_tuning,
 )
-from llmevo.reports.render import Section, artifact_sections
+from llmevo.reports.sections import Section, artifact_sections
 
 __all__ = ["against_slug", "default_report_dir", "markdown_section", "write_report"]
 
