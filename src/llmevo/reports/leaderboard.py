@@ -25,6 +25,7 @@ from llmevo.artifacts.schema import (
 from llmevo.errors import ArtifactError, ConfigError
 from llmevo.eval.stats import claim_policy
 from llmevo.promotion import verdict_class
+from llmevo.reports.sections import format_decimals
 
 
 def scan_artifacts(roots: Iterable[Path]) -> tuple[list[tuple[Path, Artifact]], list[Path]]:
@@ -129,10 +130,6 @@ def build_leaderboard(entries: Sequence[tuple[Path, Artifact]]) -> list[dict]:
     )
 
 
-def _number(value: float | None, digits: int = 4) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
-
-
 def _change(row: Mapping) -> str:
     if row["change_percent"] is None:
         return "—"
@@ -185,7 +182,7 @@ def render_markdown(rows: Sequence[Mapping], md_path: Path) -> str:
             f"| {_escape(row['name'])} | {_escape(row['arxiv'])} | {_escape(row['suite'])} | "
             f"{row['seeds']} | {'yes' if row['formal'] else 'no'} | "
             f"{'yes' if row.get('tuned') else '*untuned*'} | {_escape(row['metric'])} | "
-            f"{_baseline_arm(row)} | {_number(row['baseline_value'])} | {_number(row['method_value'])} | "
+            f"{_baseline_arm(row)} | {format_decimals(row['baseline_value'])} | {format_decimals(row['method_value'])} | "
             f"{_change(row)} | {_escape(row.get('classification'))} | {_escape(row['claim'])} | {link(row)} |"
         )
     if not reproductions:

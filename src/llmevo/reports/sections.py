@@ -73,6 +73,15 @@ def format_number(value: Any) -> str:
     return str(value)
 
 
+def format_decimals(value: float | int | None) -> str:
+    """A float to 4 fixed decimals (so a column of metric values lines up), None as a dash,
+    anything else as it prints; for the leaderboard and the evolution README, whose columns
+    are not ``format_number`` cells (no scientific notation, no thousands separators)."""
+    if value is None:
+        return "—"
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
 def format_percent(value: float | None) -> str:
     """A signed percentage to 2 decimals; a dash when undefined."""
     return "—" if value is None else f"{value:+.2f}%"
