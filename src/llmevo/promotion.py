@@ -122,22 +122,22 @@ def promotion(spec: ComponentSpec, docs: Path) -> Promotion:
                          f"no tuned formal reproduction yet; untuned evidence does not promote{worse}", path)
     path, artifact = tuned[0]
     summary = artifact.verdict.summary if artifact.verdict else "no verdict recorded"
-    label = verdict_class(artifact.to_json_dict())
+    label = verdict_class(artifact)
     if label in PROMOTING_CLASSES:
         return Promotion(spec.name, spec.slot, True, f"{label} (tuned): {summary}", path)
     return Promotion(spec.name, spec.slot, False, f"{label or 'unclassified'} (tuned): {summary}", path)
 
 
-def verdict_class(artifact: dict) -> str | None:
-    """The artifact's four-class verdict: recorded, or computed from its interval and margin."""
-    verdict = artifact.get("verdict") or {}
-    if verdict.get("classification"):
-        return str(verdict["classification"])
-    metric = verdict.get("metric", "lm_loss")
-    change = ((artifact.get("statistics") or {}).get(metric) or {}).get("paired_relative_change_percent", {})
-    margin = verdict.get("margin_percent") or DEFAULT_MARGIN_PERCENT
-    return classify_change(change.get("ci_low"), change.get("ci_high"), float(margin),
-                           bool(verdict.get("lower_is_better", True)))
+def verdict_class(artifact: ReproductionArtifact) -> str | None:
+    """The artifact's four-class verdict: recorded, or classified from the interval of its
+    headline change at its margin (``DEFAULT_MARGIN_PERCENT`` where none is recorded)."""
+    verdict = artifact.verdict
+    if verdict is not None and verdict.classification:
+        return verdict.classification
+    change = artifact.headline_change
+    margin = (verdict.margin_percent if verdict is not None else None) or DEFAULT_MARGIN_PERCENT
+    lower_is_better = verdict.lower_is_better if verdict is not None else True
+    return classify_change(change.ci_low, change.ci_high, float(margin), lower_is_better)
 
 
 def promotions(registry: Registry, docs: Path) -> dict[str, Promotion]:

@@ -17,7 +17,7 @@ from llmevo.cli import main
 from llmevo.errors import ConfigError
 from llmevo.experiments import ReproductionRequest, reproduce
 from llmevo.inference.checkpoint import load_checkpoint
-from llmevo.reports.render import cache_sentence
+from llmevo.reports.sections import cache_sentence
 from llmevo.runner import run, tuning
 from llmevo.runner.cache import _Entries
 from llmevo.train import many

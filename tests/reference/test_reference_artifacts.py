@@ -24,7 +24,7 @@ REFERENCE_NAMES = {
     "2610.21126-rope-relay.component-cpu-seeds42-44.json": DiagnosticArtifact,
 }
 # Numbers each file must show when printed (rounded to the 6 significant digits shown).
-KEY_NUMBERS = {  # as llmevo.reports.render.format_number writes them (4 decimals)
+KEY_NUMBERS = {  # as llmevo.reports.sections.format_number writes them (4 decimals)
     "2104.09864-rope.public-seed42.json": ["6.0431", "421.1791", "139,584", "reproduction:rope"],
     "2412.09871-blt.public-seed42.json": ["6.0215", "412.2101", "-0.36%", "139,649"],
     "2610.21126-rope-relay.component-cpu-seeds42-44.json": [

@@ -13,17 +13,16 @@ from rich.console import Console
 from llmevo.artifacts import validate_artifact
 from llmevo.artifacts.schema import MeanStd
 from llmevo.cli import main
-from llmevo.reports.render import (
+from llmevo.reports.report import write_report
+from llmevo.reports.sections import (
     artifact_sections,
     format_mean_std,
     format_number,
     format_percent,
     relative_change_percent,
-    render_artifact,
-    render_comparison,
     verdict_sentence,
 )
-from llmevo.reports.report import write_report
+from llmevo.reports.terminal import artifact_view, comparison_view
 
 BLT = "2412.09871-blt.public-seed42.json"
 RELAY = "2610.21126-rope-relay.component-cpu-seeds42-44.json"
@@ -109,7 +108,7 @@ def test_terminal_and_markdown_say_the_same(reference_dir: Path, tmp_path: Path)
     data = _with_statistics(reference_dir)
     data["baseline"]["name"] = "llama_modern[position=learned]"  # not rich markup
     artifact = validate_artifact(data)
-    lines = _text(render_artifact(artifact)).splitlines()
+    lines = _text(artifact_view(artifact)).splitlines()
     terminal = " ".join(" ".join(lines).split())
     table_rows = [line for line in lines if line.startswith("│")]
     assert any("│ llama_modern[position=learned] │" in line for line in table_rows)
@@ -145,7 +144,7 @@ def test_diagnostic_comparison(reference_dir: Path) -> None:
     b = json.loads(json.dumps(a))
     b["metrics"]["gradient_norm_keys"]["mean"] = a["metrics"]["gradient_norm_keys"]["mean"] * 1.5
     b["metrics"]["values_unchanged"] = False
-    text = _text(render_comparison(validate_artifact(a), validate_artifact(b)))
+    text = _text(comparison_view(validate_artifact(a), validate_artifact(b)))
     rows = {line.split()[1]: line for line in text.splitlines() if line.startswith("│")}
     assert "+50.00%" in rows["gradient_norm_keys"]
     assert "changed" in rows["values_unchanged"]

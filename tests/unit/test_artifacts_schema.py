@@ -234,3 +234,43 @@ def test_post_training_fields_are_typed(reproduction: dict[str, Any]) -> None:
         with pytest.raises(ArtifactError) as error:
             validate_artifact(bad, "r.json")
         assert str(error.value).startswith(f"r.json: {field_path}: ")
+
+
+def test_headline_change_reads_the_richest_block(reproduction: dict[str, Any]) -> None:
+    """The verdict metric's change: its paired statistics (with the interval), else the
+    ``relative`` block, else the arms' means; what the leaderboard and promotion read."""
+    artifact = validate_artifact(reproduction)  # historical: no verdict, no statistics
+    assert isinstance(artifact, ReproductionArtifact)
+    assert artifact.verdict_metric == "lm_loss"
+    assert artifact.headline_change == ("lm_loss", 0.0, None, None)  # relative.lm_loss_percent
+    data = copy.deepcopy(reproduction)
+    data["verdict"] = {"metric": "bits_per_byte", "lower_is_better": True,
+                       "noise_floor_percent": None, "summary": "s"}
+    data["baseline"]["bits_per_byte"], data["method"]["bits_per_byte"] = 2.0, 1.5
+    assert validate_artifact(data).headline_change == ("bits_per_byte", -25.0, None, None)
+    stats = {"mean": 1.0, "std": 0.0, "n": 3}
+    change = {"mean": -20.0, "ci_low": -30.0, "ci_high": -10.0, "n": 3, "interval": "t"}
+    data["statistics"] = {"bits_per_byte": {"baseline": stats, "method": stats,
+                                            "paired_relative_change_percent": change}}
+    assert validate_artifact(data).headline_change == ("bits_per_byte", -20.0, -30.0, -10.0)
+    del data["statistics"]
+    data["baseline"]["bits_per_byte"] = 0.0  # no relative change of a zero baseline
+    assert validate_artifact(data).headline_change == ("bits_per_byte", None, None, None)
+
+
+def test_paired_values_and_recorded_keys(reproduction: dict[str, Any]) -> None:
+    """Per-seed pairs, or the arms' means as one pair; None when a value is missing. A kept
+    unknown key reads like a field."""
+    data = copy.deepcopy(reproduction)
+    data["baseline"]["foo_loss"] = 3.0  # a metric this llmevo does not type
+    artifact = validate_artifact(data)
+    assert isinstance(artifact, ReproductionArtifact)
+    assert artifact.paired_values("lm_loss") == ([data["baseline"]["lm_loss"]],
+                                                 [data["method"]["lm_loss"]])
+    assert artifact.paired_values("bits_per_byte") is None
+    assert artifact.baseline.recorded("foo_loss") == 3.0 and artifact.method.recorded("foo_loss") is None
+    data["per_seed"] = [{"seed": 42, "baseline": {"lm_loss": 4.0}, "method": {"lm_loss": 3.0}},
+                        {"seed": 43, "baseline": {"lm_loss": 5.0}, "method": {}}]
+    assert validate_artifact(data).paired_values("lm_loss") is None
+    data["per_seed"][1]["method"]["lm_loss"] = 4.5
+    assert validate_artifact(data).paired_values("lm_loss") == ([4.0, 5.0], [3.0, 4.5])

@@ -96,3 +96,8 @@ def test_derive_arm_metrics_public_suite_with_bytes():
 def test_derive_arm_metrics_requires_measured_losses():
     with pytest.raises(ConfigError, match="instruction_loss"):
         metrics.derive_arm_metrics({"lm_loss": 2.0})
+
+
+def test_the_metric_table_names_each_metric_once():
+    names = [metric.name for metric in metrics.METRICS]
+    assert len(set(names)) == len(names)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import (
     BaseModel,
@@ -64,6 +64,12 @@ class _Block(BaseModel):
         ordered = {key: dumped[key] for key in self._key_order if key in dumped}
         ordered.update((key, value) for key, value in dumped.items() if key not in ordered)
         return ordered
+
+    def recorded(self, key: str) -> Any:
+        """The value of a field or of a kept unknown key, by name; None when absent."""
+        if key in type(self).model_fields:
+            return getattr(self, key)
+        return (self.model_extra or {}).get(key)
 
 
 # --- shared blocks ---------------------------------------------------------------------
@@ -161,7 +167,10 @@ class Setup(_Block):
 
 
 class ArmResult(_Block):
-    """One arm (baseline or method): validation means over its seeds."""
+    """One arm (baseline or method): validation means over its seeds.
+
+    Its metrics are those of ``llmevo.eval.metrics.METRICS`` (names, directions, where they
+    are shown); one the table has and this block does not type is kept as an unknown key."""
 
     name: str
     lm_loss: float
@@ -314,6 +323,17 @@ class CachedRuns(_Block):
     tuning: list[CachedTuningRun] = Field(default_factory=list)
 
 
+class HeadlineChange(NamedTuple):
+    """The verdict metric's relative change of method vs baseline, in percent; the
+    interval only where paired statistics were recorded, the change None where nothing
+    records it."""
+
+    metric: str
+    percent: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
 class ReproductionArtifact(_Block):
     """Baseline arm vs method arm on public data at an equal budget."""
 
@@ -372,14 +392,40 @@ class ReproductionArtifact(_Block):
     def seed_list(self) -> list[int]:
         return list(self.evaluation_protocol.seeds or self.setup.seeds or [])
 
+    @property
+    def verdict_metric(self) -> str:
+        """The metric the verdict is about: the recorded verdict's, else lm_loss."""
+        return self.verdict.metric if self.verdict is not None else "lm_loss"
+
+    @property
+    def headline_change(self) -> HeadlineChange:
+        """The verdict metric's change, from the richest block recorded: its paired
+        statistics (mean and interval), else ``relative``, else the arms' means."""
+        metric = self.verdict_metric
+        entry = (self.statistics or {}).get(metric)
+        if entry is not None:
+            change = entry.paired_relative_change_percent
+            return HeadlineChange(metric, change.mean, change.ci_low, change.ci_high)
+        relative = self.relative.recorded(f"{metric}_percent")
+        if isinstance(relative, int | float):
+            return HeadlineChange(metric, float(relative), None, None)
+        baseline, method = self.baseline.recorded(metric), self.method.recorded(metric)
+        if isinstance(baseline, int | float) and isinstance(method, int | float) and baseline:
+            return HeadlineChange(metric, 100.0 * (method - baseline) / abs(baseline), None, None)
+        return HeadlineChange(metric, None, None, None)
+
+    def paired_values(self, metric: str) -> tuple[list[float], list[float]] | None:
+        """``(baseline, method)`` values of ``metric`` paired by seed (``per_seed``; without
+        per-seed rows, the arms' means as one pair); None when any of them is missing."""
+        rows = self.per_seed or []
+        baseline = [row.baseline.get(metric) for row in rows] or [self.baseline.recorded(metric)]
+        method = [row.method.get(metric) for row in rows] or [self.method.recorded(metric)]
+        if any(value is None for value in (*baseline, *method)):
+            return None
+        return baseline, method
+
     def to_json_dict(self) -> dict[str, Any]:
         return dump_artifact(self)
-
-
-def against_slug(against: str) -> str:
-    """A ``--against`` choice in file names: ``rope`` stays ``rope``, ``rope:theta=5e5``
-    becomes ``rope-theta-5e5``."""
-    return re.sub(r"[^A-Za-z0-9.]+", "-", against).strip("-")
 
 
 def _short_name(manifest_ref: str, fallback: str) -> str:

@@ -15,9 +15,9 @@ def show(
 ) -> None:
     """Validate an artifact and print its header, metrics, verdict and provenance."""
     from llmevo.artifacts.schema import load_artifact
-    from llmevo.reports.render import render_artifact
+    from llmevo.reports.terminal import artifact_view
 
-    for renderable in render_artifact(load_artifact(file)):
+    for renderable in artifact_view(load_artifact(file)):
         console.print(renderable)
 
 
@@ -28,9 +28,9 @@ def compare(
 ) -> None:
     """Print two artifacts of the same kind side by side with B's relative change."""
     from llmevo.artifacts.schema import load_artifact
-    from llmevo.reports.render import render_comparison
+    from llmevo.reports.terminal import comparison_view
 
-    for renderable in render_comparison(
+    for renderable in comparison_view(
         load_artifact(a), load_artifact(b), labels=(str(a), str(b))
     ):
         console.print(renderable)

@@ -38,6 +38,8 @@ def summary_table(artifact: ReproductionArtifact) -> Table:
     from rich.markup import escape
     from rich.table import Table
 
+    from llmevo.eval.metrics import SUMMARY_METRICS
+
     # escaped: arm names such as llama_modern[position=rope] are not rich markup
     table = Table(title=escape(f"{artifact.method.name} vs {artifact.baseline.name} "
                                f"(validation, {len(artifact.evaluation_protocol.seeds)} seed(s))"))
@@ -46,11 +48,8 @@ def summary_table(artifact: ReproductionArtifact) -> Table:
     table.add_column("method", justify="right")
     table.add_column("Δ% (95% CI)", justify="right")
     stats = artifact.statistics or {}
-    for metric in ("lm_loss", "bits_per_byte", "instruction_loss", "preference_loss",
-                   "reasoning_nll", "primary", "fitness", "final_loss",
-                   "heldout_preference_accuracy", "arithmetic_exact_match",
-                   "post_training_loss", "reward_bearing_group_rate"):
-        baseline, method = getattr(artifact.baseline, metric), getattr(artifact.method, metric)
+    for metric in SUMMARY_METRICS:
+        baseline, method = artifact.baseline.recorded(metric), artifact.method.recorded(metric)
         if baseline is None or method is None:
             continue
         change = stats[metric].paired_relative_change_percent if metric in stats else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from llmevo.errors import ConfigError
 
@@ -129,30 +130,55 @@ def derive_arm_metrics(
     return out
 
 
-# Direction of each reported metric: True where lower is better.
-LOWER_IS_BETTER: dict[str, bool] = {
-    "lm_loss": True,
-    "perplexity": True,
-    "instruction_loss": True,
-    "bits_per_byte": True,
-    "instruction_bpb": True,
-    "preference_loss": True,
-    "hh_preference_loss": True,
-    "reasoning_nll": True,
-    "composite_loss": True,
-    "composite_bpb": True,
-    "initial_loss": True,
-    "final_loss": True,
-    "primary": False,
-    "public_composite": False,
-    "fitness": False,
-    "preference_accuracy": False,
-    "hh_preference_accuracy": False,
-    "reasoning_accuracy": False,
-    "heldout_preference_accuracy": False,
-    "heldout_preference_margin": False,
-    "arithmetic_exact_match": False,
-    "arithmetic_error_rate": True,
-    "post_training_loss": True,
-    "reward_bearing_group_rate": False,
-}
+@dataclass(frozen=True)
+class Metric:
+    """One metric an arm reports: which way is better, and where it appears.
+
+    ``in_statistics``: paired statistics over seeds (the artifact's ``statistics`` block);
+    ``in_report``: a row of the validation and test tables of ``llmevo show`` and the README
+    report; ``in_summary``: a row of the table ``llmevo reproduce`` prints when it is done.
+    """
+
+    name: str
+    lower_is_better: bool
+    in_statistics: bool = True
+    in_report: bool = True
+    in_summary: bool = False
+
+
+# Every metric of an arm, once, in the order every table and the statistics block list them.
+# A new metric is one row here (plus the code that measures it); the lists below follow.
+METRICS: tuple[Metric, ...] = (
+    Metric("lm_loss", lower_is_better=True, in_summary=True),
+    Metric("perplexity", lower_is_better=True),
+    Metric("bits_per_byte", lower_is_better=True, in_summary=True),
+    Metric("instruction_loss", lower_is_better=True, in_summary=True),
+    Metric("instruction_bpb", lower_is_better=True),
+    Metric("preference_loss", lower_is_better=True, in_summary=True),
+    Metric("preference_accuracy", lower_is_better=False),
+    Metric("hh_preference_loss", lower_is_better=True),
+    Metric("hh_preference_accuracy", lower_is_better=False),
+    Metric("reasoning_nll", lower_is_better=True, in_summary=True),
+    Metric("reasoning_accuracy", lower_is_better=False),
+    Metric("primary", lower_is_better=False, in_summary=True),
+    Metric("public_composite", lower_is_better=False),
+    Metric("composite_loss", lower_is_better=True, in_report=False),  # -public_composite
+    Metric("composite_bpb", lower_is_better=True),
+    Metric("fitness", lower_is_better=False, in_summary=True),
+    Metric("initial_loss", lower_is_better=True),
+    Metric("final_loss", lower_is_better=True, in_summary=True),
+    # post-training reproductions (llmevo.experiments.post_training)
+    Metric("heldout_preference_accuracy", lower_is_better=False, in_summary=True),
+    Metric("heldout_preference_margin", lower_is_better=False, in_report=False),
+    Metric("arithmetic_exact_match", lower_is_better=False, in_summary=True),
+    Metric("arithmetic_error_rate", lower_is_better=True),
+    # per arm only, no paired statistics: each arm's post-training stage is its own
+    Metric("post_training_loss", lower_is_better=True, in_statistics=False, in_summary=True),
+    Metric("reward_bearing_group_rate", lower_is_better=False, in_statistics=False,
+           in_summary=True),
+)
+
+LOWER_IS_BETTER: dict[str, bool] = {metric.name: metric.lower_is_better for metric in METRICS}
+STATISTICS_METRICS = tuple(metric.name for metric in METRICS if metric.in_statistics)
+REPORT_METRICS = tuple(metric.name for metric in METRICS if metric.in_report)
+SUMMARY_METRICS = tuple(metric.name for metric in METRICS if metric.in_summary)

@@ -21,6 +21,7 @@ from llmevo.artifacts.io import write_json_atomic, write_text_atomic  # noqa: E4
 from llmevo.evolve.champion import FinalEvaluation, lineage  # noqa: E402
 from llmevo.evolve.fair import knockout_lines  # noqa: E402
 from llmevo.evolve.sampler import LOST_STATES  # noqa: E402
+from llmevo.reports.sections import format_decimals  # noqa: E402
 
 SCHEMA_VERSION = 2
 STATE_COLOURS = {"complete": "#1f77b4", "pruned": "#ff7f0e", "diverged": "#d62728",
@@ -154,10 +155,6 @@ def plot_fitness_vs_parameters(rows: list[dict[str, Any]], champion: int, path: 
     return path
 
 
-def _fmt(value: Any, digits: int = 4) -> str:
-    return "—" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
-
-
 def _tuning_lines(summary: dict[str, Any]) -> list[str]:
     factors = summary["settings"].get("trial_lr_factors")
     lines = [f"Trials were scored at their best of lr x {factors}." if factors else
@@ -186,7 +183,7 @@ def readme_text(summary: dict[str, Any], study: optuna.Study) -> str:
         f"Sampler: {summary['settings'].get('sampler')}; preset: {summary['settings'].get('preset')}.",
         "",
         f"Champion: trial {champion['trial']} (`{champion['genome_hash']}`), "
-        f"{_fmt(champion['parameters'])} parameters: {champion['label']}",
+        f"{format_decimals(champion['parameters'])} parameters: {champion['label']}",
         "",
         "## Champion vs baseline (trained again under the same seeds)",
         "",
@@ -212,7 +209,7 @@ def readme_text(summary: dict[str, Any], study: optuna.Study) -> str:
     for number in champion["lineage"]:
         row = by_number[number]
         lines.append(f"| {number} | {row['mutated_gene'] or ('baseline' if number == 0 else 'random')} "
-                     f"| {_fmt(row['fitness'])} | {_fmt(row['score'])} | {row['label']} |")
+                     f"| {format_decimals(row['fitness'])} | {format_decimals(row['score'])} | {row['label']} |")
     lines += ["", "![fitness per trial](fitness.png)", "",
               "![fitness against parameters](fitness_vs_parameters.png)", "",
               "Open the study in a browser: `pip install optuna-dashboard; optuna-dashboard "

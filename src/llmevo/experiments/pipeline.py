@@ -34,7 +34,7 @@ from llmevo.artifacts.provenance import (
     module_files,
     pipeline_modules,
 )
-from llmevo.artifacts.schema import ReproductionArtifact, against_slug
+from llmevo.artifacts.schema import ReproductionArtifact
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import check_margin
 from llmevo.experiments import reproduction
@@ -52,7 +52,7 @@ from llmevo.experiments.post_training import run_post_training_reproduction
 from llmevo.inference.checkpoint import save_checkpoint
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice, RequestModel
-from llmevo.reports.report import write_report
+from llmevo.reports.report import against_slug, write_report
 from llmevo.runner.presets import Preset, get_preset
 from llmevo.runner.tuning import (
     DEFAULT_CONFIRM,

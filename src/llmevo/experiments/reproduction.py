@@ -50,7 +50,7 @@ from llmevo.catalog import build_model, ensure_registered
 from llmevo.data.lm import LMCorpus
 from llmevo.errors import ConfigError
 from llmevo.eval.lm import evaluate_lm
-from llmevo.eval.metrics import LOWER_IS_BETTER, derive_arm_metrics
+from llmevo.eval.metrics import LOWER_IS_BETTER, METRICS, STATISTICS_METRICS, derive_arm_metrics
 from llmevo.eval.stats import (
     build_statistics,
     claim_policy,
@@ -71,15 +71,6 @@ from llmevo.train.logging import RunLogs
 from llmevo.train.many import Execution, check_path
 from llmevo.train.trainer import Progress
 
-STAT_METRICS = (
-    "lm_loss", "perplexity", "bits_per_byte", "instruction_loss", "instruction_bpb",
-    "preference_loss", "preference_accuracy", "hh_preference_loss", "hh_preference_accuracy",
-    "reasoning_nll", "reasoning_accuracy", "primary", "public_composite", "composite_loss",
-    "composite_bpb", "fitness", "initial_loss", "final_loss",
-    # post-training reproductions (experiments.post_training)
-    "heldout_preference_accuracy", "heldout_preference_margin", "arithmetic_exact_match",
-    "arithmetic_error_rate",
-)  # post_training_loss is per arm only: the two arms' stage objectives differ
 CURVE_POINTS = 200
 
 
@@ -253,6 +244,11 @@ def _arm_block(
         "preference_loss", "preference_accuracy", "hh_preference_loss", "hh_preference_accuracy",
         "reasoning_nll", "reasoning_accuracy") if key in means})
     tuned = {} if learning_rate is None else {"learning_rate": learning_rate}
+    explicit = {"lm_loss", "perplexity", "instruction_loss", "primary", "public_composite",
+                "composite_loss", "fitness", "initial_loss", "final_loss", "post_training_loss",
+                "reward_bearing_group_rate", *optional}
+    measured = {m.name: means[m.name] for m in METRICS  # every other metric of the table
+                if m.name in means and m.name not in explicit}
     return ArmResult(
         name=arm.name,
         lm_loss=derived["lm_loss"],
@@ -276,6 +272,7 @@ def _arm_block(
         status="complete",
         genome={"model": arm.model.model_dump(mode="json"),
                 "optimizer": arm.optimizer.model_dump(mode="json")},
+        **measured,
         **tuned,
     )
 
@@ -425,7 +422,7 @@ def assemble_artifact(
             for label in ("baseline", "method")})
         for seed in seeds
     ]
-    metrics = [m for m in STAT_METRICS if all(
+    metrics = [m for m in STATISTICS_METRICS if all(
         m in row.baseline and m in row.method and row.baseline[m] != 0 for row in per_seed)]
     statistics = {metric: MetricStatistics.model_validate(block) for metric, block in
                   build_statistics([row.model_dump() for row in per_seed], metrics).items()}

@@ -23,7 +23,9 @@ from llmevo.artifacts.schema import (
     validate_artifact,
 )
 from llmevo.errors import ArtifactError, ConfigError
-from llmevo.eval.stats import claim_policy, relative_changes_percent
+from llmevo.eval.stats import claim_policy
+from llmevo.promotion import verdict_class
+from llmevo.reports.sections import format_decimals
 
 
 def scan_artifacts(roots: Iterable[Path]) -> tuple[list[tuple[Path, Artifact]], list[Path]]:
@@ -50,86 +52,53 @@ def scan_artifacts(roots: Iterable[Path]) -> tuple[list[tuple[Path, Artifact]], 
     return found, skipped
 
 
-def _seeds(artifact: Mapping) -> list:
-    protocol = artifact.get("evaluation_protocol") or {}
-    return list(protocol.get("seeds") or artifact.get("seeds") or [])
-
-
-def _headline_change(artifact: Mapping) -> tuple[str, float | None, float | None, float | None]:
-    """``(metric, mean Δ%, ci_low, ci_high)`` of the verdict's metric (lm_loss by default,
-    bits_per_byte across tokenizations), from the richest block present."""
-    metric = (artifact.get("verdict") or {}).get("metric", "lm_loss")
-    entry = (artifact.get("statistics") or {}).get(metric)
-    if isinstance(entry, Mapping):
-        change = entry["paired_relative_change_percent"]
-        return metric, change["mean"], change.get("ci_low"), change.get("ci_high")
-    relative = (artifact.get("relative") or {}).get(f"{metric}_percent")
-    if isinstance(relative, int | float):
-        return metric, float(relative), None, None
-    baseline = artifact["baseline"].get(metric)
-    method = artifact["method"].get(metric)
-    if isinstance(baseline, int | float) and isinstance(method, int | float) and baseline:
-        return metric, relative_changes_percent([baseline], [method])[0], None, None
-    return metric, None, None, None
-
-
-def _class(artifact: Mapping) -> str | None:
-    """The four-class verdict: recorded, or computed from the interval at the default margin."""
-    from llmevo.promotion import verdict_class
-
-    try:
-        return verdict_class(dict(artifact))
-    except (TypeError, ValueError, AttributeError):
-        return None
-
-
-def _reproduction_row(path: Path, typed: Artifact) -> dict:
-    artifact = typed.to_json_dict()
-    seeds = _seeds(artifact)
-    protocol = artifact.get("evaluation_protocol") or {}
-    formal_default, policy_default = claim_policy(len(seeds))
-    verdict = artifact.get("verdict") or {}
-    metric, delta, ci_low, ci_high = _headline_change(artifact)
+def _reproduction_row(path: Path, artifact: ReproductionArtifact) -> dict:
+    protocol, verdict = artifact.evaluation_protocol, artifact.verdict
+    # the protocol's seeds; a top-level seeds key (kept unknown) where the protocol lists none
+    seeds = protocol.seeds or artifact.recorded("seeds") or []
+    _, policy_default = claim_policy(len(seeds))
+    metric, delta, ci_low, ci_high = artifact.headline_change
     return {
         "kind": "reproduction",
-        "name": typed.name,
-        "paper": (artifact.get("paper") or {}).get("title"),
-        "arxiv": typed.arxiv,
-        "suite": (artifact.get("dataset") or {}).get("benchmark_suite"),
-        "tier": protocol.get("tier"),
+        "name": artifact.name,
+        "paper": artifact.paper.title,
+        "arxiv": artifact.arxiv,
+        "suite": artifact.dataset.benchmark_suite,
+        "tier": protocol.tier,
         "seeds": len(seeds),
-        "formal": bool(protocol.get("formal_comparison", formal_default)),
-        "baseline": artifact["baseline"].get("name"),
-        "against": typed.against,  # the baseline's slot choice when not the declared ablation
+        "formal": protocol.formal_comparison,
+        "baseline": artifact.baseline.name,
+        "against": artifact.against,  # the baseline's slot choice when not the declared ablation
         "metric": metric,
-        "baseline_value": artifact["baseline"].get(metric),
-        "method_value": artifact["method"].get(metric),
+        "baseline_value": artifact.baseline.recorded(metric),
+        "method_value": artifact.method.recorded(metric),
         "change_percent": delta,
         "ci_low": ci_low,
         "ci_high": ci_high,
-        "significant": verdict.get("significant"),
-        "tuned": isinstance(artifact.get("tuning"), Mapping),
-        "classification": _class(artifact) if protocol.get("formal_comparison", formal_default) else None,
-        "claim": verdict.get("summary") or protocol.get("claim_policy") or policy_default,
+        "significant": verdict.significant if verdict is not None else None,
+        "tuned": artifact.tuning is not None,
+        "classification": verdict_class(artifact) if protocol.formal_comparison else None,
+        "claim": (verdict.summary if verdict is not None else None) or protocol.claim_policy
+        or policy_default,
         "status": None,
         "source": str(path),
     }
 
 
-def _diagnostic_row(path: Path, typed: Artifact) -> dict:
-    artifact = typed.to_json_dict()
-    protocol = artifact.get("evaluation_protocol") or {}
-    full = artifact.get("full_experiment") or {}
-    status = f"{artifact.get('implementation_status', '?')}; full experiment {full.get('status', 'not recorded')}"
+def _diagnostic_row(path: Path, artifact: DiagnosticArtifact) -> dict:
+    protocol = artifact.evaluation_protocol
+    status = (
+        f"{artifact.implementation_status}; full experiment {artifact.full_experiment.status}"
+    )
     return {
         "kind": "diagnostic",
-        "name": typed.name,
+        "name": artifact.name,
         "paper": None,
-        "arxiv": typed.arxiv,
+        "arxiv": artifact.arxiv,
         "suite": None,
-        "tier": artifact.get("evaluation_tier") or protocol.get("tier"),
-        "seeds": len(_seeds(artifact)),
-        "formal": bool(protocol.get("formal_comparison", False)),
+        "tier": artifact.evaluation_tier or protocol.tier,
+        "seeds": len(protocol.seeds or artifact.seeds),
+        "formal": protocol.formal_comparison,
         "baseline": None,
         "against": None,
         "metric": None,
@@ -139,7 +108,7 @@ def _diagnostic_row(path: Path, typed: Artifact) -> dict:
         "ci_low": None,
         "ci_high": None,
         "significant": None,
-        "claim": protocol.get("claim_policy"),
+        "claim": protocol.claim_policy,
         "status": status,
         "source": str(path),
     }
@@ -159,10 +128,6 @@ def build_leaderboard(entries: Sequence[tuple[Path, Artifact]]) -> list[dict]:
     return sorted(
         rows, key=lambda row: (order[row["kind"]], row["arxiv"] or "", row["name"], row["source"])
     )
-
-
-def _number(value: float | None, digits: int = 4) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
 
 
 def _change(row: Mapping) -> str:
@@ -217,7 +182,7 @@ def render_markdown(rows: Sequence[Mapping], md_path: Path) -> str:
             f"| {_escape(row['name'])} | {_escape(row['arxiv'])} | {_escape(row['suite'])} | "
             f"{row['seeds']} | {'yes' if row['formal'] else 'no'} | "
             f"{'yes' if row.get('tuned') else '*untuned*'} | {_escape(row['metric'])} | "
-            f"{_baseline_arm(row)} | {_number(row['baseline_value'])} | {_number(row['method_value'])} | "
+            f"{_baseline_arm(row)} | {format_decimals(row['baseline_value'])} | {format_decimals(row['method_value'])} | "
             f"{_change(row)} | {_escape(row.get('classification'))} | {_escape(row['claim'])} | {link(row)} |"
         )
     if not reproductions:

@@ -1,24 +1,21 @@
 """Human-readable reports (``README.md`` + plots) from schema-v2 artifacts.
 
 Takes a validated, typed artifact (``llmevo.artifacts.load_artifact``; an unvalidated dict
-is refused). What the report says is worded once, in ``llmevo.reports.render``
-(``artifact_sections``); this module lays those sections out as Markdown and draws the plots
-that go with them. Historical artifacts that lack the newer optional blocks still get a
-report: a missing block is said to be missing, never invented.
+is refused). What the report says is worded once, in ``llmevo.reports.sections``
+(``artifact_sections``); this module lays those sections out as Markdown, draws the plots
+that go with them and names the folders reports are written to. Historical artifacts that
+lack the newer optional blocks still get a report: a missing block is said to be missing,
+never invented.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from llmevo.artifacts.io import write_text_atomic
-from llmevo.artifacts.schema import (
-    Artifact,
-    DiagnosticArtifact,
-    ReproductionArtifact,
-    against_slug,
-)
+from llmevo.artifacts.schema import Artifact, DiagnosticArtifact, ReproductionArtifact
 from llmevo.errors import ArtifactError
 from llmevo.eval.metrics import LOWER_IS_BETTER
 from llmevo.reports.plots import (
@@ -27,13 +24,19 @@ from llmevo.reports.plots import (
     plot_training_curves,
     plot_tuning,
 )
-from llmevo.reports.render import TABLE_METRICS, Section, artifact_sections, verdict_sentence
+from llmevo.reports.sections import Section, artifact_sections
 
-__all__ = ["TABLE_METRICS", "default_report_dir", "markdown_section", "write_report"]
+__all__ = ["against_slug", "default_report_dir", "markdown_section", "write_report"]
 
 TRAINING_PLOT = "plots/training_loss.png"
 TUNING_PLOT = "plots/tuning_loss_vs_lr.png"
 FULL_EXPERIMENT_PLOT = "plots/full_experiment.png"
+
+
+def against_slug(against: str) -> str:
+    """A ``--against`` choice in file and folder names: ``rope`` stays ``rope``,
+    ``rope:theta=5e5`` becomes ``rope-theta-5e5``."""
+    return re.sub(r"[^A-Za-z0-9.]+", "-", against).strip("-")
 
 
 def default_report_dir(artifact: Artifact) -> Path:
@@ -102,8 +105,7 @@ def _reproduction_plots(artifact: ReproductionArtifact, out_dir: Path) -> list[s
     else:
         lines += ["No training curves are recorded in this artifact.", ""]
     lines += _post_training_plots(artifact, out_dir, labels)
-    found = verdict_sentence(artifact)
-    metric = found[0] if found else "lm_loss"
+    metric = artifact.verdict_metric
     rows = [row.model_dump(mode="python", exclude_unset=True) for row in artifact.per_seed or []]
     if rows and all(
         row["baseline"].get(metric) is not None and row["method"].get(metric) is not None

@@ -1,12 +1,13 @@
-"""The one place an artifact's content is worded: plain-data sections, and a terminal view.
+"""What a reader is told about one artifact, as plain-text sections: the one place an
+artifact's content is worded.
 
 ``artifact_sections`` turns a validated, typed artifact into ``Section`` s (sentences and
 tables of plain strings): the verdict, the protocol, the metric tables with their relative
 changes, the test split, the arms, the tuning block, provenance. Two writers lay those
-sections out and add nothing of their own: ``render_artifact`` (rich renderables, for
-``llmevo show``) and ``llmevo.reports.report.write_report`` (Markdown, plus plots). So a metric
-cell, a relative change or a verdict sentence is formatted by exactly one function here.
-``render_comparison`` (``llmevo compare``) uses the same cell formatters.
+sections out and add nothing of their own: ``llmevo.reports.terminal`` (``llmevo show``) and
+``llmevo.reports.report`` (the Markdown README, plus plots). So a metric cell, a relative
+change or a verdict sentence is formatted by exactly one function here; the terminal's
+``llmevo compare`` uses the same cell formatters.
 
 A block that an historical artifact lacks is said to be missing, never invented.
 """
@@ -18,10 +19,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rich.console import RenderableType
-from rich.table import Table
-from rich.text import Text
-
 from llmevo.artifacts.schema import (
     ArmResult,
     Artifact,
@@ -30,40 +27,11 @@ from llmevo.artifacts.schema import (
     MetricStatistics,
     Provenance,
     ReproductionArtifact,
-    dump_artifact,
-    validate_artifact,
 )
-from llmevo.errors import ArtifactError
-from llmevo.eval.metrics import LOWER_IS_BETTER
+from llmevo.eval.metrics import LOWER_IS_BETTER, REPORT_METRICS
+from llmevo.eval.stats import verdict
 
 NOT_RECORDED = "not recorded"
-_KIND_NAMES = {ReproductionArtifact: "reproduction", DiagnosticArtifact: "component-diagnostic"}
-
-# Validation metrics shown in the results table, in this order, where the artifact has them.
-TABLE_METRICS = (
-    "lm_loss",
-    "perplexity",
-    "bits_per_byte",
-    "instruction_loss",
-    "instruction_bpb",
-    "preference_loss",
-    "preference_accuracy",
-    "hh_preference_loss",
-    "hh_preference_accuracy",
-    "reasoning_nll",
-    "reasoning_accuracy",
-    "primary",
-    "public_composite",
-    "composite_bpb",
-    "fitness",
-    "initial_loss",
-    "final_loss",
-    "heldout_preference_accuracy",
-    "arithmetic_exact_match",
-    "arithmetic_error_rate",
-    "post_training_loss",
-    "reward_bearing_group_rate",
-)
 
 
 @dataclass(frozen=True)
@@ -105,6 +73,15 @@ def format_number(value: Any) -> str:
     return str(value)
 
 
+def format_decimals(value: float | int | None) -> str:
+    """A float to 4 fixed decimals (so a column of metric values lines up), None as a dash,
+    anything else as it prints; for the leaderboard and the evolution README, whose columns
+    are not ``format_number`` cells (no scientific notation, no thousands separators)."""
+    if value is None:
+        return "—"
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
 def format_percent(value: float | None) -> str:
     """A signed percentage to 2 decimals; a dash when undefined."""
     return "—" if value is None else f"{value:+.2f}%"
@@ -139,8 +116,8 @@ def format_paired_change(stats: MetricStatistics) -> str:
     )
 
 
-def _arm_values(arm: ArmResult | Mapping[str, Any] | None) -> dict[str, float]:
-    """The numeric (non-boolean) values an arm records, by metric name."""
+def numeric_values(arm: ArmResult | Mapping[str, Any] | None) -> dict[str, float]:
+    """The numeric (non-boolean) values an arm (or a split's values of it) records, by name."""
     if arm is None:
         return {}
     values = arm.model_dump(mode="python", exclude_unset=True) if isinstance(arm, ArmResult) else arm
@@ -151,14 +128,15 @@ def _arm_values(arm: ArmResult | Mapping[str, Any] | None) -> dict[str, float]:
     }
 
 
-def _ordered_union(*key_lists: Iterable[str]) -> list[str]:
+def ordered_union(*key_lists: Iterable[str]) -> list[str]:
+    """Every key of the lists once, in the order first seen."""
     keys: list[str] = []
     for key_list in key_lists:
         keys.extend(key for key in key_list if key not in keys)
     return keys
 
 
-def _pairs(rows: Iterable[tuple[str, Any]]) -> tuple[tuple[str, ...], ...]:
+def _key_value_rows(rows: Iterable[tuple[str, Any]]) -> tuple[tuple[str, ...], ...]:
     return tuple((key, value if isinstance(value, str) else format_number(value)) for key, value in rows)
 
 
@@ -170,14 +148,11 @@ def verdict_sentence(artifact: ReproductionArtifact) -> tuple[str, str] | None:
     (said so in the sentence); None when it records no lm_loss for both arms."""
     if artifact.verdict is not None:
         return artifact.verdict.metric, artifact.verdict.summary
-    from llmevo.eval.stats import verdict
-
-    metric = "lm_loss"
-    rows = artifact.per_seed or []
-    baseline = [row.baseline.get(metric) for row in rows] or [artifact.baseline.lm_loss]
-    method = [row.method.get(metric) for row in rows] or [artifact.method.lm_loss]
-    if any(value is None for value in (*baseline, *method)):
+    metric = artifact.verdict_metric
+    paired = artifact.paired_values(metric)
+    if paired is None:
         return None
+    baseline, method = paired
     result = verdict(metric, baseline, method, LOWER_IS_BETTER[metric], artifact.method.name)
     return metric, (
         f"{result['summary']} (recomputed by the report: the artifact has no verdict block)"
@@ -186,8 +161,8 @@ def verdict_sentence(artifact: ReproductionArtifact) -> tuple[str, str] | None:
 
 def identical_arms(artifact: ReproductionArtifact) -> bool:
     """Both arms report the same value for every table metric they share."""
-    baseline, method = _arm_values(artifact.baseline), _arm_values(artifact.method)
-    shared = [metric for metric in TABLE_METRICS if metric in baseline and metric in method]
+    baseline, method = numeric_values(artifact.baseline), numeric_values(artifact.method)
+    shared = [metric for metric in REPORT_METRICS if metric in baseline and metric in method]
     return bool(shared) and all(baseline[metric] == method[metric] for metric in shared)
 
 
@@ -256,14 +231,14 @@ def _protocol_section(artifact: ReproductionArtifact) -> Section:
         ("interval", protocol.interval or NOT_RECORDED),
         ("selection split", protocol.selection_split or NOT_RECORDED),
     ]
-    return Section("protocol", "Protocol", rows=_pairs(rows))
+    return Section("protocol", "Protocol", rows=_key_value_rows(rows))
 
 
 def _validation_section(artifact: ReproductionArtifact) -> Section:
     statistics = artifact.statistics or {}
-    baseline, method = _arm_values(artifact.baseline), _arm_values(artifact.method)
+    baseline, method = numeric_values(artifact.baseline), numeric_values(artifact.method)
     rows = []
-    for metric in TABLE_METRICS:
+    for metric in REPORT_METRICS:
         stats = statistics.get(metric)
         if stats is not None:
             cells = [format_mean_std(stats.baseline), format_mean_std(stats.method)]
@@ -299,7 +274,7 @@ def _test_section(artifact: ReproductionArtifact) -> Section:
     title = "Test split (evaluated once, not used for selection)"
     if artifact.test is None:
         return Section("test", title, sentences=("This artifact records no test-split results.",))
-    baseline, method = _arm_values(artifact.test.baseline), _arm_values(artifact.test.method)
+    baseline, method = numeric_values(artifact.test.baseline), numeric_values(artifact.test.method)
     rows = tuple(
         (
             metric,
@@ -307,7 +282,7 @@ def _test_section(artifact: ReproductionArtifact) -> Section:
             format_number(float(method[metric])),
             format_percent(relative_change_percent(baseline[metric], method[metric])),
         )
-        for metric in TABLE_METRICS
+        for metric in REPORT_METRICS
         if metric in baseline and metric in method
     )
     return Section(
@@ -418,7 +393,7 @@ def _tuning_section(artifact: ReproductionArtifact) -> Section:
 def _paper_section(artifact: ReproductionArtifact) -> Section | None:
     if not artifact.paper_results:
         return None
-    return Section("paper", "What the paper reports", rows=_pairs(artifact.paper_results.items()))
+    return Section("paper", "What the paper reports", rows=_key_value_rows(artifact.paper_results.items()))
 
 
 _PROVENANCE_SHOWN_ABOVE = frozenset({"code_commit", "code_dirty", "original_code_commit"})
@@ -442,7 +417,7 @@ def _provenance_section(provenance: Provenance, artifact_link: str | None) -> Se
             + (f" (working tree dirty: {format_number(dirty)})" if dirty is not None else ""),
         )
     )
-    for key in _ordered_union(type(provenance).model_fields, recorded):
+    for key in ordered_union(type(provenance).model_fields, recorded):
         if key in _PROVENANCE_SHOWN_ABOVE or (key in _ONLY_WHEN_RECORDED and key not in recorded):
             continue
         value = recorded.get(key, NOT_RECORDED)
@@ -451,7 +426,7 @@ def _provenance_section(provenance: Provenance, artifact_link: str | None) -> Se
         elif isinstance(value, Mapping):
             value = ", ".join(f"{name} {version}" for name, version in value.items())
         rows.append((key.replace("_", " "), NOT_RECORDED if value is None else value))
-    return Section("provenance", "Provenance", rows=_pairs(rows))
+    return Section("provenance", "Provenance", rows=_key_value_rows(rows))
 
 
 def _reproduction_sections(
@@ -484,7 +459,7 @@ def _diagnostic_sections(artifact: DiagnosticArtifact, artifact_link: str | None
         f"{artifact.implementation_status}, full experiment {full.status}, "
         f"promotion eligible: {format_number(artifact.promotion_eligible)}."
     )
-    rows = _pairs(
+    rows = _key_value_rows(
         [
             ("diagnostic only", artifact.diagnostic_only),
             ("evolve integrated", artifact.evolve_integrated),
@@ -532,7 +507,7 @@ def _diagnostic_sections(artifact: DiagnosticArtifact, artifact_link: str | None
         )
     if artifact.configuration:
         sections.append(
-            Section("configuration", "Configuration", rows=_pairs(artifact.configuration.items()))
+            Section("configuration", "Configuration", rows=_key_value_rows(artifact.configuration.items()))
         )
     sections.append(_provenance_section(artifact.provenance, artifact_link))
     return sections
@@ -547,150 +522,3 @@ _SECTIONS: dict[type, Callable[[Any, str | None], list[Section]]] = {
 def artifact_sections(artifact: Artifact, artifact_link: str | None = None) -> list[Section]:
     """Everything a reader is told about one artifact, as plain-text sections in order."""
     return _SECTIONS[type(artifact)](artifact, artifact_link)
-
-
-# --- terminal writer -------------------------------------------------------------------------
-
-
-def _section_view(section: Section, first: bool) -> list[RenderableType]:
-    views: list[RenderableType] = [
-        Text(section.title, style="bold underline" if first else "bold")
-    ]
-    views += [Text(sentence) for sentence in section.sentences]
-    views += [Text(f"warning: {warning}", style="bold yellow") for warning in section.warnings]
-    if section.rows:
-        if section.columns:
-            table = Table()
-            for column in section.columns:
-                table.add_column(Text(column), overflow="fold")
-        else:
-            table = Table(show_header=False, box=None, pad_edge=False)
-            table.add_column(style="bold")
-            table.add_column(overflow="fold")
-        for row in section.rows:
-            style = "yellow" if NOT_RECORDED in row[-1] else ""
-            table.add_row(*(Text(cell) for cell in row), style=style)
-        views.append(table)
-    return views
-
-
-MAX_SHOWN_CHARACTERS = 400
-
-
-def _clip(value: Any, limit: int) -> Any:
-    if isinstance(value, str) and len(value) > limit:
-        return f"{value[:limit]}… ({len(value):,} characters)"
-    if isinstance(value, dict):
-        return {_clip(k, limit): _clip(v, limit) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clip(item, limit) for item in value]
-    return value
-
-
-def bounded(artifact: Artifact, limit: int = MAX_SHOWN_CHARACTERS) -> Artifact:
-    """The artifact with every text longer than ``limit`` cut (its length noted), so that
-    printing an artifact with huge fields stays short."""
-    return validate_artifact(_clip(dump_artifact(artifact), limit), "artifact")
-
-
-def render_artifact(artifact: Artifact) -> list[RenderableType]:
-    """Every section of one artifact (``artifact_sections``), as rich renderables; long
-    texts are cut (``bounded``)."""
-    artifact = bounded(artifact)
-    views: list[RenderableType] = []
-    for index, section in enumerate(artifact_sections(artifact)):
-        views += _section_view(section, first=index == 0)
-    return views
-
-
-# --- comparison ------------------------------------------------------------------------------
-
-
-def _header(title: str, rows: list[tuple[str, str]]) -> RenderableType:
-    table = Table(title=title, show_header=False, box=None, pad_edge=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column(overflow="fold")
-    for key, value in rows:
-        table.add_row(key, Text(value))
-    return table
-
-
-def _compare_reproductions(
-    a: ReproductionArtifact, b: ReproductionArtifact, labels: tuple[str, str]
-) -> list[RenderableType]:
-    header = _header(
-        "comparison (Δ% is B relative to A, arm by arm)",
-        [
-            (
-                side,
-                f"{label}: {x.manifest_ref}, {x.baseline.name} vs {x.method.name}, "
-                f"{x.evaluation_protocol.tier}, seeds {x.evaluation_protocol.seeds}",
-            )
-            for side, label, x in (("A", labels[0], a), ("B", labels[1], b))
-        ],
-    )
-    arms = {
-        "A.baseline": _arm_values(a.baseline),
-        "A.method": _arm_values(a.method),
-        "B.baseline": _arm_values(b.baseline),
-        "B.method": _arm_values(b.method),
-    }
-    table = Table(title="validation metrics", title_justify="left")
-    table.add_column("metric", style="bold", no_wrap=True)
-    for column in (*arms, "Δ% baseline", "Δ% method"):
-        table.add_column(column, justify="right")
-    for metric in _ordered_union(*arms.values()):
-        values = [arms[column].get(metric) for column in arms]
-        table.add_row(
-            Text(metric),
-            *(format_number(value) for value in values),
-            format_percent(relative_change_percent(values[0], values[2])),
-            format_percent(relative_change_percent(values[1], values[3])),
-        )
-    return [header, table]
-
-
-def _compare_diagnostics(
-    a: DiagnosticArtifact, b: DiagnosticArtifact, labels: tuple[str, str]
-) -> list[RenderableType]:
-    la, lb = labels
-    header = _header(
-        "comparison (Δ% is B relative to A, of the means)",
-        [
-            ("A", f"{la}: {a.manifest_ref}, seeds {a.seeds}"),
-            ("B", f"{lb}: {b.manifest_ref}, seeds {b.seeds}"),
-        ],
-    )
-    table = Table(title="metrics", title_justify="left")
-    table.add_column("metric", style="bold")
-    for column in ("A", "B", "Δ% of mean"):
-        table.add_column(column, justify="right")
-    for metric in _ordered_union(a.metrics, b.metrics):
-        value_a, value_b = a.metrics.get(metric), b.metrics.get(metric)
-        if isinstance(value_a, MeanStd) and isinstance(value_b, MeanStd):
-            change = format_percent(relative_change_percent(value_a.mean, value_b.mean))
-        elif value_a is None or value_b is None:
-            change = "—"
-        else:
-            change = "same" if value_a == value_b else "changed"
-        table.add_row(Text(metric), format_metric(value_a), format_metric(value_b), change)
-    return [header, table]
-
-
-_COMPARISONS: dict[type, Callable[[Any, Any, tuple[str, str]], list[RenderableType]]] = {
-    ReproductionArtifact: _compare_reproductions,
-    DiagnosticArtifact: _compare_diagnostics,
-}
-
-
-def render_comparison(
-    a: Artifact, b: Artifact, labels: tuple[str, str] = ("A", "B")
-) -> list[RenderableType]:
-    """Two artifacts of the same kind side by side, with B's change relative to A."""
-    a, b = bounded(a), bounded(b)
-    if type(a) is not type(b):
-        raise ArtifactError(
-            f"cannot compare a {_KIND_NAMES[type(a)]} artifact ({labels[0]}) with a "
-            f"{_KIND_NAMES[type(b)]} artifact ({labels[1]}); compare artifacts of one kind"
-        )
-    return _COMPARISONS[type(a)](a, b, labels)
