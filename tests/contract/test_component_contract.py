@@ -15,11 +15,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from llmevo.catalog import build_model, ensure_registered
+from llmevo.catalog import build_model, build_optimizer, ensure_registered
 from llmevo.components.optim.base import OptimizerComponent
 from llmevo.components.optim.optimizer import LambdaSchedule, Optimizer
 from llmevo.model.config import ModelConfig
-from llmevo.registry import MODEL_SLOTS
+from llmevo.registry import MODEL_SLOTS, ComponentChoice
 from llmevo.train.replicas import ReplicaRefused, train_replicas
 from llmevo.train.trainer import TrainConfig, train
 
@@ -131,12 +131,14 @@ def test_batched_replicas_match_sequential_training(slot: str, name: str) -> Non
     configs = [settings, settings.model_copy(update={"lr": 1e-3})]
     if not REGISTRY.get(slot, name).manifest.supports_replicas:
         with pytest.raises(ReplicaRefused, match=name):
-            train_replicas(build, stream, [0, 1], configs, torch.device("cpu"))
+            train_replicas(build, stream, [0, 1], configs, torch.device("cpu"),
+                           build_optimizer=build_optimizer)
         return
-    trained = train_replicas(build, stream, [0, 1], configs, torch.device("cpu"))
+    trained = train_replicas(build, stream, [0, 1], configs, torch.device("cpu"),
+                             build_optimizer=build_optimizer)
     for seed, cfg, (_, result) in zip((0, 1), configs, trained, strict=True):
         torch.manual_seed(seed)
-        alone = train(build(), stream, cfg, seed, torch.device("cpu"))
+        alone = train(build(), stream, cfg, seed, torch.device("cpu"), build_optimizer(cfg.optimizer))
         assert result.token_stream_sha256 == alone.token_stream_sha256
         torch.testing.assert_close(result.losses, alone.losses, rtol=1e-5, atol=0.0)
 
@@ -165,8 +167,7 @@ def _train(model: torch.nn.Module, optimizer: Optimizer, tokens, steps: int) -> 
 
 
 def _optimizer(name: str, model: torch.nn.Module):
-    spec = REGISTRY.get("optimizer", name)
-    component = spec.cls(spec.make_config({}))
+    component = build_optimizer(ComponentChoice(name=name))
     return component, component.build(model, lr=3e-3, weight_decay=0.01)
 
 
@@ -220,3 +221,4 @@ def test_optimizer_state_dict_round_trip(name: str) -> None:
     _train(resumed, resumed_optimizer, tokens, steps=1)
     for (param_name, a), b in zip(model.named_parameters(), resumed.parameters(), strict=True):
         assert torch.equal(a, b), f"{name}: {param_name} differs after resuming"
+

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from llmevo.catalog import build_model
+from llmevo.catalog import build_model, build_optimizer
 from llmevo.components.post_training.presets import post_train_genome_model
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import claim_policy, paired_relative_change, summarize
@@ -76,8 +76,8 @@ def train_genome(
     specs = [RunSpec(seed, train.model_copy(update={"lr": lr}), label=f"lr {lr:.3g} seed {seed}")
              for lr, seed in runs]
     outcomes = train_many(lambda: build_model(genome.model), data.stream, specs, device, progress,
-                          description=genome.hash(), path=execution.path,
-                          replicas_max=execution.replicas_max)
+                          description=genome.hash(), build_optimizer=build_optimizer,
+                          path=execution.path, replicas_max=execution.replicas_max)
     results = []
     for outcome in outcomes:
         result = outcome.result

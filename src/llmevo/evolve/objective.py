@@ -23,7 +23,7 @@ import torch
 from optuna.trial import TrialState
 from torch import nn
 
-from llmevo.catalog import build_model
+from llmevo.catalog import build_model, build_optimizer
 from llmevo.errors import ConfigError, LlmevoError
 from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.stats import summarize
@@ -127,6 +127,7 @@ def train_and_validate(
             preset.train,
             seed,
             context.device,
+            build_optimizer(preset.train.optimizer),
             description=f"trial seed {seed}",
             on_step=on_step,
             logger=logger,
@@ -172,7 +173,7 @@ def train_and_validate_many(
     outcomes = train_many(
         lambda: build_model(genome.model), context.data.stream,
         [RunSpec(seed, preset.train) for seed in seeds], context.device,
-        description="rescore", path=context.execution_path,
+        description="rescore", build_optimizer=build_optimizer, path=context.execution_path,
         replicas_max=context.replicas_max, workers=context.execution_workers,
     )
     results = []

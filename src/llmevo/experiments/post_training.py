@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from llmevo.catalog import build_model
+from llmevo.catalog import build_model, build_optimizer
 from llmevo.components.post_training.evaluate import evaluate_post_training
 from llmevo.components.post_training.presets import post_training_settings
 from llmevo.components.post_training.stage import (
@@ -137,7 +137,8 @@ def run_post_training_reproduction(
         lambda: build_model(base_model), data.stream,
         [RunSpec(seed, train_config, label=f"pretrain-seed{seed}") for seed in seeds],
         request.device, progress, description="pretrain llama_modern", logs=logs,
-        path=request.execution.path, replicas_max=request.execution.replicas_max)
+        build_optimizer=build_optimizer, path=request.execution.path,
+        replicas_max=request.execution.replicas_max)
     runs: dict[str, dict[int, ArmRun]] = {"baseline": {}, "method": {}}
     stages: dict[str, dict[int, StageResult]] = {"baseline": {}, "method": {}}
     for outcome in pretrained:

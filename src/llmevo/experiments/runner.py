@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from llmevo.artifacts.schema import ReproductionArtifact, validate_artifact
-from llmevo.catalog import build_model, ensure_registered
+from llmevo.catalog import build_model, build_optimizer, ensure_registered
 from llmevo.data.lm import LMCorpus, load_lm_corpus
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.lm import evaluate_lm
@@ -167,7 +167,7 @@ def run_arm(
     model = build_model(arm.model)
     train_config = arm_train_config(arm, data, preset)
     result = train(
-        model, data.stream, train_config, seed, device, progress,
+        model, data.stream, train_config, seed, device, build_optimizer(train_config.optimizer), progress,
         description=f"{arm.label} {arm.name} seed {seed}", logger=logger,
     )
     return finish_arm(arm, data, preset, seed, model, result, train_config, device, objective,
@@ -215,7 +215,7 @@ def run_arm_seeds(
     missing = [spec for spec in specs if spec.seed not in runs]
     outcomes = train_many(
         build, data.stream, missing, device, progress, description=f"{arm.label} {arm.name}",
-        path=execution.path, replicas_max=execution.replicas_max,
+        build_optimizer=build_optimizer, path=execution.path, replicas_max=execution.replicas_max,
     ) if missing else []
     for outcome in outcomes:
         run = finish_arm(arm, data, preset, outcome.spec.seed, outcome.model, outcome.result,
