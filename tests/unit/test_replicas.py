@@ -1,7 +1,9 @@
 """Batched replicas: each replica equals the sequential train() run of its seed and settings.
 
 References: the sequential trainer itself (``train``), a hand-written LambdaLR loop for the
-schedule semantics, and ``torch.nn.utils.clip_grad_norm_`` for per-replica clipping.
+schedule semantics, and ``torch.nn.utils.clip_grad_norm_`` for per-replica clipping. A toy
+optimizer written only in this module (its ``Optimizer``, batched twin and component) trains
+on the batched path: nothing in ``llmevo.train`` names an optimizer.
 """
 
 from __future__ import annotations
@@ -13,10 +15,16 @@ import torch
 import torch.nn.functional as F
 
 from llmevo.catalog import build_model, build_optimizer
-from llmevo.components.optim.optimizer import LambdaSchedule
+from llmevo.components.optim.base import OptimizerComponent
+from llmevo.components.optim.optimizer import (
+    BatchedOptimizer,
+    LambdaSchedule,
+    Optimizer,
+    per_replica,
+)
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
-from llmevo.registry import ComponentChoice
+from llmevo.registry import ComponentChoice, EmptyConfig
 from llmevo.train.many import RunSpec, train_many
 from llmevo.train.replicas import ReplicaRefused, _clip_coefficients, train_replicas
 from llmevo.train.trainer import TrainConfig, WindowSampler, lr_at, train
@@ -140,6 +148,11 @@ def test_mismatched_settings_are_refused_before_training() -> None:
     with pytest.raises(ConfigError, match="must share steps"):
         train_replicas(_build, STREAM, [1, 2], [config, config.model_copy(update={"steps": 3})], CPU,
                        build_optimizer=build_optimizer)
+    muon = config.model_copy(update={"optimizer": ComponentChoice(name="muon")})
+    with pytest.raises(ConfigError, match="must share steps"):  # Muon's twin shares ns_steps
+        train_replicas(_build, STREAM, [1, 2], [muon, muon.model_copy(update={
+            "optimizer": ComponentChoice(name="muon", config={"ns_steps": 3})})], CPU,
+            build_optimizer=build_optimizer)
 
 
 def test_a_model_that_cannot_batch_is_refused_by_name_and_train_many_falls_back() -> None:
@@ -181,6 +194,77 @@ def test_train_many_paths_agree_with_sequential(path: str) -> None:
         assert kinds == ["parallel"] * 3
     else:  # two workers: a pair and a lone run
         assert set(kinds) <= {"parallel-batched", "parallel"} and "parallel-batched" in kinds
+
+
+class _HeavyBallOptimizer(Optimizer):
+    """A toy optimizer known only to this module: heavy-ball SGD with decoupled weight decay,
+    ``m <- 0.9 m + g;  W <- W (1 - lr wd) - lr m``."""
+
+    def __init__(self, params, *, lr: float, weight_decay: float):
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay))
+
+    def update_group(self, group) -> None:
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            momentum = self.state.setdefault(p, {}).setdefault("momentum", torch.zeros_like(p))
+            momentum.mul_(0.9).add_(p.grad)
+            p.mul_(1 - group["lr"] * group["weight_decay"])
+            p.add_(momentum, alpha=-group["lr"])
+
+
+class _HeavyBallBatched(BatchedOptimizer):
+    """The same update for stacked replicas (the base has already applied the weight decay)."""
+
+    def update(self, name, param, grad, state, lr):
+        momentum = state.setdefault("momentum", torch.zeros_like(param))
+        momentum.mul_(0.9).add_(grad)
+        param.sub_(momentum * per_replica(lr, param))
+
+
+class _HeavyBall(OptimizerComponent):
+    batched = _HeavyBallBatched
+
+    def build(self, model, lr, weight_decay):
+        return _HeavyBallOptimizer(model.parameters(), lr=lr, weight_decay=weight_decay)
+
+
+def _heavy_ball(choice: ComponentChoice) -> OptimizerComponent:
+    assert choice.name == "heavy-ball"  # a name is only data: nothing looks it up
+    return _HeavyBall(EmptyConfig())
+
+
+def test_a_new_optimizer_in_one_module_trains_batched_and_matches_its_sequential_runs() -> None:
+    config = TrainConfig(steps=6, batch_size=2, seq_len=16, lr=1e-2, weight_decay=0.1, grad_clip=0.5,
+                         schedule="cosine", warmup_steps=2, optimizer=ComponentChoice(name="heavy-ball"))
+    runs = [RunSpec(1, config), RunSpec(2, config.model_copy(update={"lr": 3e-3, "weight_decay": 0.0}))]
+    outcomes = train_many(_build, STREAM, runs, CPU, build_optimizer=_heavy_ball, path="batched")
+    assert [o.path for o in outcomes] == ["batched", "batched"] and not outcomes[0].note
+    for outcome in outcomes:
+        torch.manual_seed(outcome.spec.seed)
+        alone_model = _build()
+        alone = train(alone_model, STREAM, outcome.spec.config, outcome.spec.seed, CPU,
+                      _heavy_ball(outcome.spec.config.optimizer))
+        assert outcome.result.token_stream_sha256 == alone.token_stream_sha256
+        assert _relative(outcome.result.losses, alone.losses) < 1e-5
+        for p, q in zip(outcome.model.parameters(), alone_model.parameters(), strict=True):
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+    assert outcomes[0].result.losses != outcomes[1].result.losses
+
+
+def test_an_optimizer_without_a_batched_twin_trains_sequentially_with_a_note() -> None:
+    class Sequential(_HeavyBall):
+        batched = None
+
+    config = TrainConfig(steps=2, batch_size=2, seq_len=16, lr=1e-3,
+                         optimizer=ComponentChoice(name="heavy-ball"))
+    with pytest.raises(ReplicaRefused, match="'heavy-ball' has no batched implementation"):
+        train_replicas(_build, STREAM, [1, 2], [config, config], CPU,
+                       build_optimizer=lambda choice: Sequential(EmptyConfig()))
+    outcomes = train_many(_build, STREAM, [RunSpec(1, config), RunSpec(2, config)], CPU,
+                          build_optimizer=lambda choice: Sequential(EmptyConfig()), path="batched")
+    assert [o.path for o in outcomes] == ["sequential", "sequential"]
+    assert "'heavy-ball' has no batched implementation" in outcomes[0].note
 
 
 def test_bad_execution_options_are_refused() -> None:
