@@ -25,11 +25,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from llmevo.catalog import build_model
+from llmevo.catalog import build_model, build_optimizer
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice
-from llmevo.train.trainer import TrainConfig, autocast, build_optimizer
+from llmevo.train.trainer import TrainConfig, autocast
 
 PRECISIONS = ("fp32", "bf16")
 
@@ -69,7 +69,7 @@ def _training_step(config: ModelConfig, device: torch.device, batch_size: int, s
         raise ConfigError(f"unknown precision '{precision}'; expected one of: {', '.join(PRECISIONS)}")
     torch.manual_seed(0)
     model = build_model(config).to(device)
-    _, optimizer = build_optimizer(ComponentChoice(name="adamw"), model, lr=1e-3, weight_decay=0.01)
+    optimizer = build_optimizer(ComponentChoice(name="adamw")).build(model, lr=1e-3, weight_decay=0.01)
     tokens = torch.randint(0, config.vocab_size, (batch_size, seq_len + 1), device=device)
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
 
@@ -264,8 +264,9 @@ def _measure_runs(config: ModelConfig, device: torch.device, replicas: int, trai
         torch.cuda.reset_peak_memory_stats(device)
     _sync(device)
     started = time.perf_counter()
-    outcomes = train_many(lambda: build_model(config), stream, runs, device, path=path,
-                          replicas_max=replicas, workers=workers)
+    outcomes = train_many(lambda: build_model(config), stream, runs, device,
+                          build_optimizer=build_optimizer, path=path, replicas_max=replicas,
+                          workers=workers)
     _sync(device)
     wall = time.perf_counter() - started
     if device.type == "cuda":

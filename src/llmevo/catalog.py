@@ -2,7 +2,8 @@
 
 ``llmevo.registry`` defines the registry and imports no component; the modules listed here
 register themselves when imported (``@register``). This module sits above the model layer:
-anything that looks components up or builds a model by name goes through it.
+anything that looks components up or builds a model or an optimizer by name goes through
+it; the trainer below it receives what was built (``build_optimizer``'s component).
 
 Adding a component: write its module, then add one import line to ``llmevo.components``.
 Adding an architecture: register its class in its own module and import that module here.
@@ -16,9 +17,10 @@ import llmevo.components  # noqa: F401  (every component, by explicit import)
 import llmevo.model.blt.model  # noqa: F401  (architecture "blt-bytes")
 import llmevo.model.blt.standin  # noqa: F401  (architecture "blt", the token-level proxy)
 import llmevo.model.transformer  # noqa: F401  (architecture "transformer": llama_modern)
+from llmevo.components.optim.base import OptimizerComponent
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
-from llmevo.registry import REGISTRY, Registry
+from llmevo.registry import REGISTRY, ComponentChoice, Registry
 
 
 def ensure_registered() -> Registry:
@@ -36,3 +38,10 @@ def build_model(config: ModelConfig) -> nn.Module:
     spec = REGISTRY.get("architecture", config.architecture)
     spec.make_config(config.extra)  # the architecture's typed settings; unknown keys fail here
     return spec.cls(config)
+
+
+def build_optimizer(choice: ComponentChoice) -> OptimizerComponent:
+    """The optimizer component a choice names, with its typed settings (an unknown name or key
+    fails here, before any training); the trainer builds the run's ``Optimizer`` from it."""
+    spec = REGISTRY.get("optimizer", choice.name)
+    return spec.cls(spec.make_config(choice.config))

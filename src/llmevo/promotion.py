@@ -146,11 +146,11 @@ def promotions(registry: Registry, docs: Path) -> dict[str, Promotion]:
 
 
 def batched_replicas(spec: ComponentSpec) -> bool | None:
-    """Whether ``llmevo.train.replicas`` can train it batched (None: not a training part)."""
-    from llmevo.train.replicas import BATCHED_OPTIMIZERS
-
+    """Whether ``llmevo.train.replicas`` can train it batched (None: not a training part):
+    an optimizer whose component has a batched twin (``OptimizerComponent.batched``), a
+    model part whose manifest says ``supports_replicas``."""
     if spec.slot == "optimizer":
-        return spec.name in BATCHED_OPTIMIZERS
+        return spec.cls.batched is not None
     if spec.slot == "kv_cache":
         return None
     return spec.manifest.supports_replicas

@@ -10,7 +10,7 @@ import json
 
 import torch
 
-from llmevo.catalog import build_model
+from llmevo.catalog import build_model, build_optimizer
 from llmevo.model.config import ModelConfig
 from llmevo.train.trainer import TrainConfig, train
 
@@ -22,7 +22,8 @@ def golden_run() -> list[float]:
     stream = stream % 37 + (torch.arange(4096) % 5) * 37  # structured enough to learn from
     torch.manual_seed(0)
     model = build_model(ModelConfig())
-    return train(model, stream, CONFIG, seed=0, device=torch.device("cpu")).losses
+    return train(model, stream, CONFIG, seed=0, device=torch.device("cpu"),
+                 optimizer=build_optimizer(CONFIG.optimizer)).losses
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """One contract for every registered component (the shared suite every model inherits).
 
 Model-slot components (position, attention, feedforward, norm, block) are swapped one at a
-time into ``llama_modern``; optimizer components train a tiny model for a few steps.
+time into ``llama_modern``; optimizer components train a tiny model for a few steps, and one
+with a batched twin (``batched``) trains replicas that equal its sequential runs.
 Components of other slots (kv_cache, architecture, ...) are not model parts and are skipped
 here on purpose: they have their own suites.
 """
@@ -15,11 +16,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from llmevo.catalog import build_model, ensure_registered
+from llmevo.catalog import build_model, build_optimizer, ensure_registered
 from llmevo.components.optim.base import OptimizerComponent
 from llmevo.components.optim.optimizer import LambdaSchedule, Optimizer
 from llmevo.model.config import ModelConfig
-from llmevo.registry import MODEL_SLOTS
+from llmevo.registry import MODEL_SLOTS, ComponentChoice
 from llmevo.train.replicas import ReplicaRefused, train_replicas
 from llmevo.train.trainer import TrainConfig, train
 
@@ -131,12 +132,14 @@ def test_batched_replicas_match_sequential_training(slot: str, name: str) -> Non
     configs = [settings, settings.model_copy(update={"lr": 1e-3})]
     if not REGISTRY.get(slot, name).manifest.supports_replicas:
         with pytest.raises(ReplicaRefused, match=name):
-            train_replicas(build, stream, [0, 1], configs, torch.device("cpu"))
+            train_replicas(build, stream, [0, 1], configs, torch.device("cpu"),
+                           build_optimizer=build_optimizer)
         return
-    trained = train_replicas(build, stream, [0, 1], configs, torch.device("cpu"))
+    trained = train_replicas(build, stream, [0, 1], configs, torch.device("cpu"),
+                             build_optimizer=build_optimizer)
     for seed, cfg, (_, result) in zip((0, 1), configs, trained, strict=True):
         torch.manual_seed(seed)
-        alone = train(build(), stream, cfg, seed, torch.device("cpu"))
+        alone = train(build(), stream, cfg, seed, torch.device("cpu"), build_optimizer(cfg.optimizer))
         assert result.token_stream_sha256 == alone.token_stream_sha256
         torch.testing.assert_close(result.losses, alone.losses, rtol=1e-5, atol=0.0)
 
@@ -165,8 +168,7 @@ def _train(model: torch.nn.Module, optimizer: Optimizer, tokens, steps: int) -> 
 
 
 def _optimizer(name: str, model: torch.nn.Module):
-    spec = REGISTRY.get("optimizer", name)
-    component = spec.cls(spec.make_config({}))
+    component = build_optimizer(ComponentChoice(name=name))
     return component, component.build(model, lr=3e-3, weight_decay=0.01)
 
 
@@ -220,3 +222,34 @@ def test_optimizer_state_dict_round_trip(name: str) -> None:
     _train(resumed, resumed_optimizer, tokens, steps=1)
     for (param_name, a), b in zip(model.named_parameters(), resumed.parameters(), strict=True):
         assert torch.equal(a, b), f"{name}: {param_name} differs after resuming"
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_optimizer_batched_twin_matches_sequential_training(name: str) -> None:
+    """Two replicas that differ in lr and weight decay, trained at once by the component's
+    batched twin, equal two sequential ``train()`` runs (or are refused: no twin)."""
+
+    def build() -> torch.nn.Module:
+        return build_model(ModelConfig(n_layers=1, max_seq_len=16))
+
+    stream = torch.randint(0, 512, (600,), generator=torch.Generator().manual_seed(2))
+    settings = TrainConfig(steps=3, batch_size=2, seq_len=LENGTH, lr=3e-3, grad_clip=0.5,
+                           optimizer=ComponentChoice(name=name))
+    configs = [settings, settings.model_copy(update={"lr": 1e-3, "weight_decay": 0.1})]
+    if REGISTRY.get("optimizer", name).cls.batched is None:
+        with pytest.raises(ReplicaRefused, match=name):
+            train_replicas(build, stream, [0, 1], configs, torch.device("cpu"),
+                           build_optimizer=build_optimizer)
+        return
+    trained = train_replicas(build, stream, [0, 1], configs, torch.device("cpu"),
+                             build_optimizer=build_optimizer)
+    for seed, cfg, (model, result) in zip((0, 1), configs, trained, strict=True):
+        torch.manual_seed(seed)
+        alone_model = build()
+        alone = train(alone_model, stream, cfg, seed, torch.device("cpu"), build_optimizer(cfg.optimizer))
+        assert result.token_stream_sha256 == alone.token_stream_sha256
+        torch.testing.assert_close(result.losses, alone.losses, rtol=1e-5, atol=0.0)
+        assert result.optimizer_statistics == alone.optimizer_statistics
+        assert result.orthogonality_error == pytest.approx(alone.orthogonality_error, rel=1e-4)
+        for (param_name, p), q in zip(model.named_parameters(), alone_model.parameters(), strict=True):
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=f"{name}: {param_name}")

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from evolve_support import tiny_settings
 
-from llmevo.catalog import build_model
+from llmevo.catalog import build_model, build_optimizer
 from llmevo.cli import main
 from llmevo.evolve import engine
 from llmevo.model.config import ModelConfig
@@ -45,7 +45,8 @@ def test_step_records_match_an_independent_first_step(grad_clip):
     model = build_model(ModelConfig())
     reference = copy.deepcopy(model)
     recorder = Recorder()
-    result = train(model, stream, config, seed=3, device=torch.device("cpu"), logger=recorder)
+    result = train(model, stream, config, seed=3, device=torch.device("cpu"),
+                   optimizer=build_optimizer(config.optimizer), logger=recorder)
 
     assert [r.step for r in recorder.records] == list(range(5))
     assert [r.loss for r in recorder.records] == result.losses
@@ -126,7 +127,7 @@ def test_train_many_gives_every_replica_its_own_log():
             RunSpec(seed=6, config=config.model_copy(update={"lr": 3e-3}))]
     logs = MemoryLogs()
     outcomes = train_many(lambda: build_model(ModelConfig()), stream, runs, torch.device("cpu"),
-                          logs=logs)
+                          logs=logs, build_optimizer=build_optimizer)
     assert sorted(logs.runs) == ["lr1e-3", "seed6"] and sorted(logs.closed) == sorted(logs.runs)
     for name, outcome in zip(("lr1e-3", "seed6"), outcomes, strict=True):
         records = logs.runs[name].records

@@ -1,5 +1,6 @@
 """AdamW (1711.05101) vs torch.optim.AdamW; Lion (2302.06675) vs its Algorithm 2 by hand;
-the dynamo-free optimizer base and LambdaSchedule vs torch.optim and LambdaLR."""
+the dynamo-free optimizer base and LambdaSchedule vs torch.optim and LambdaLR; each batched
+twin (``OptimizerComponent.batched``) vs its component's own optimizer, replica by replica."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from llmevo.catalog import build_model, ensure_registered
+from llmevo.catalog import build_model, build_optimizer, ensure_registered
 from llmevo.components.optim.adamw import AdamWOptimizer
+from llmevo.components.optim.base import parameter_roles
 from llmevo.components.optim.lion import Lion, LionConfig, LionOptimizer
 from llmevo.components.optim.optimizer import LambdaSchedule
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
+from llmevo.registry import ComponentChoice
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -198,3 +201,42 @@ def test_optimizer_hyperparameters_are_validated() -> None:
         spec.make_config({"beta1": 1.5})
     with pytest.raises(ConfigError, match="optimizer component 'lion': momentum: Extra inputs"):
         spec.make_config({"momentum": 0.9})
+
+
+@pytest.mark.parametrize(("name", "second"), [
+    ("adamw", {"beta1": 0.8, "beta2": 0.95, "eps": 1e-6}),
+    ("lion", {"beta1": 0.95, "beta2": 0.98, "lr_multiplier": 0.5, "weight_decay_multiplier": 2.0}),
+    ("muon", {"momentum": 0.9, "rms_scale": 0.3, "beta1": 0.8, "beta2": 0.95}),
+], ids=["adamw", "lion", "muon"])
+def test_batched_twin_follows_its_optimizer_on_every_replica(name: str, second: dict) -> None:
+    """Two replicas stacked (their own init, lr, weight decay and settings) and updated by the
+    component's batched twin equal the component's own optimizer on each replica, given the
+    same gradients; Muon's per-replica orthogonality error too (_Shapes has a hidden matrix,
+    ``project.weight``, beside parameters for its AdamW groups)."""
+    steps, lrs, decays = 5, [3e-3, 1e-2], [0.1, 0.0]
+    components = [build_optimizer(ComponentChoice(name=name)),
+                  build_optimizer(ComponentChoice(name=name, config=second))]
+    torch.manual_seed(0)
+    models = [_Shapes(), _Shapes()]
+    optimizers = [component.build(model, lr=lr, weight_decay=decay)
+                  for component, model, lr, decay in zip(components, models, lrs, decays, strict=True)]
+    names = [n for n, _ in models[0].named_parameters()]
+    stacked = {n: torch.stack([m.get_parameter(n).detach() for m in models]) for n in names}  # (R, ...)
+    roles = parameter_roles(models[0])
+    twin = components[0].batched([c.config for c in components], lrs, decays,
+                                 {n: roles[n] for n in names}, torch.device("cpu"), steps)
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(steps):
+        grads = {n: torch.randn(stacked[n].shape, generator=generator) for n in names}  # (R, ...)
+        for replica, (model, optimizer) in enumerate(zip(models, optimizers, strict=True)):
+            for n in names:
+                model.get_parameter(n).grad = grads[n][replica].clone()
+            optimizer.step()
+        twin.step(stacked, grads, torch.ones(2))  # schedule factor 1, both replicas alive
+    for replica, (model, component) in enumerate(zip(models, components, strict=True)):
+        for n in names:
+            torch.testing.assert_close(stacked[n][replica], model.get_parameter(n).detach(),
+                                       rtol=1e-5, atol=1e-7, msg=f"{name} replica {replica}: {n}")
+        error = 0.0 if twin.last_errors is None else float(twin.last_errors[replica])
+        assert error == pytest.approx(component.orthogonality_error(), rel=1e-5)
+    assert (twin.last_errors is not None) == (name == "muon")

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from llmevo import bench
 from llmevo.bench import _plan_paths, benchmark_replicas, profile_step
-from llmevo.catalog import build_model
+from llmevo.catalog import build_model, build_optimizer
 from llmevo.model.config import ModelConfig
 from llmevo.train.many import default_path
 from llmevo.train.replicas import FLASH_LOOP_WARNING, train_replicas
@@ -146,7 +146,7 @@ def test_train_replicas_silences_only_the_flash_attention_loop_warning() -> None
     with warnings.catch_warnings(record=True) as inside:
         warnings.simplefilter("always")
         train_replicas(lambda: build_model(TINY), stream, [1, 2],
-                       [config, config], CPU)
+                       [config, config], CPU, build_optimizer=build_optimizer)
         warnings.warn("a different warning still shows", UserWarning, stacklevel=1)
     messages = [str(w.message) for w in inside]
     assert not any("batching rule for aten::_scaled_dot_product_flash" in m for m in messages)

@@ -22,8 +22,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("llmevo.eval",),
     ("llmevo.components",),
     ("llmevo.model",),
+    ("llmevo.train",),  # receives built models and optimizer components: never the catalog
     ("llmevo.catalog",),  # imports every component and architecture module
-    ("llmevo.train", "llmevo.inference"),
+    ("llmevo.inference",),
     ("llmevo.promotion", "llmevo.reports", "llmevo.diagnostics", "llmevo.export"),
     ("llmevo.runner",),  # the shared arm runner: presets, data views, tuning, cache
     ("llmevo.experiments",),
@@ -286,8 +287,8 @@ def test_checker_resolves_relative_imports_and_finds_no_cycle_in_a_chain(tmp_pat
         ("llmevo.errors", 0),
         ("llmevo.registry", 1),
         ("llmevo.model.blt.core", 6),
-        ("llmevo.catalog", 7),
-        ("llmevo.cli.reproduce", 13),
+        ("llmevo.catalog", 8),
+        ("llmevo.cli.reproduce", 14),
     ],
 )
 def test_layer_of_uses_the_longest_prefix(module, layer):

@@ -21,7 +21,7 @@ SCRIPT = r"""
 import json, sys
 import torch
 torch.set_num_threads(1)
-from llmevo.catalog import build_model, ensure_registered
+from llmevo.catalog import build_model, build_optimizer, ensure_registered
 from llmevo.data.codec import ByteCodec
 from llmevo.data.suites import build_sequence
 from llmevo.model.blt.entropy import EntropyModelSettings, train_entropy_model
@@ -39,10 +39,11 @@ ran = []
 for name in ensure_registered().names("optimizer"):
     config = TrainConfig(steps=2, batch_size=2, seq_len=16, lr=1e-3, schedule="cosine",
                          warmup_steps=1, optimizer=ComponentChoice(name=name))
-    ran.append(train(build_model(tiny), stream, config, seed=0, device=cpu).status)
+    ran.append(train(build_model(tiny), stream, config, seed=0, device=cpu,
+                     optimizer=build_optimizer(config.optimizer)).status)
 config = TrainConfig(steps=2, batch_size=2, seq_len=16, lr=1e-3)
 ran += [r.status for _, r in train_replicas(lambda: build_model(tiny), stream, [0, 1],
-                                              [config, config], cpu)]
+                                              [config, config], cpu, build_optimizer=build_optimizer)]
 
 codec = ByteCodec()
 pairs = tuple(TokenPair(build_sequence(codec, f"q{i}?", " yes", 24),

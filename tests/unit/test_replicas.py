@@ -1,7 +1,9 @@
 """Batched replicas: each replica equals the sequential train() run of its seed and settings.
 
 References: the sequential trainer itself (``train``), a hand-written LambdaLR loop for the
-schedule semantics, and ``torch.nn.utils.clip_grad_norm_`` for per-replica clipping.
+schedule semantics, and ``torch.nn.utils.clip_grad_norm_`` for per-replica clipping. A toy
+optimizer written only in this module (its ``Optimizer``, batched twin and component) trains
+on the batched path: nothing in ``llmevo.train`` names an optimizer.
 """
 
 from __future__ import annotations
@@ -12,14 +14,20 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from llmevo.catalog import build_model
-from llmevo.components.optim.optimizer import LambdaSchedule
+from llmevo.catalog import build_model, build_optimizer
+from llmevo.components.optim.base import OptimizerComponent
+from llmevo.components.optim.optimizer import (
+    BatchedOptimizer,
+    LambdaSchedule,
+    Optimizer,
+    per_replica,
+)
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
-from llmevo.registry import ComponentChoice
+from llmevo.registry import ComponentChoice, EmptyConfig
 from llmevo.train.many import RunSpec, train_many
 from llmevo.train.replicas import ReplicaRefused, _clip_coefficients, train_replicas
-from llmevo.train.trainer import TrainConfig, WindowSampler, build_optimizer, lr_at, train
+from llmevo.train.trainer import TrainConfig, WindowSampler, lr_at, train
 
 CPU = torch.device("cpu")
 STREAM = torch.randint(0, 512, (4000,), generator=torch.Generator().manual_seed(0))
@@ -44,7 +52,7 @@ def _settings(optimizer: ComponentChoice) -> list[TrainConfig]:
 def _sequential(seed: int, config: TrainConfig):
     torch.manual_seed(seed)
     model = _build()
-    return model, train(model, STREAM, config, seed, CPU)
+    return model, train(model, STREAM, config, seed, CPU, build_optimizer(config.optimizer))
 
 
 def _relative(a: list[float], b: list[float]) -> float:
@@ -60,7 +68,7 @@ def _relative(a: list[float], b: list[float]) -> float:
 def test_each_replica_reproduces_the_sequential_run(optimizer: ComponentChoice) -> None:
     configs = _settings(optimizer)
     seeds = [5, 6]
-    trained = train_replicas(_build, STREAM, seeds, configs, CPU)
+    trained = train_replicas(_build, STREAM, seeds, configs, CPU, build_optimizer=build_optimizer)
     for (model, result), seed, config in zip(trained, seeds, configs, strict=True):
         alone_model, alone = _sequential(seed, config)
         assert result.token_stream_sha256 == alone.token_stream_sha256
@@ -79,7 +87,7 @@ def test_group_learning_rates_follow_lambda_lr() -> None:
     config = _settings(ComponentChoice(name="lion"))[0]
     torch.manual_seed(5)
     model = _build()
-    _, optimizer = build_optimizer(config.optimizer, model, config.lr, config.weight_decay)
+    optimizer = build_optimizer(config.optimizer).build(model, config.lr, config.weight_decay)
     scheduler = LambdaSchedule(optimizer, lambda step: lr_at(step, config) / config.lr)
     sampler = WindowSampler(STREAM, config.batch_size, config.seq_len, 5)
     losses = []
@@ -92,7 +100,7 @@ def test_group_learning_rates_follow_lambda_lr() -> None:
         optimizer.step()
         scheduler.step()
         losses.append(loss.item())
-    (_, result), = train_replicas(_build, STREAM, [5], [config], CPU)
+    (_, result), = train_replicas(_build, STREAM, [5], [config], CPU, build_optimizer=build_optimizer)
     assert _relative(result.losses, losses) < 1e-5
 
 
@@ -117,7 +125,7 @@ def test_clip_coefficients_match_clip_grad_norm_per_replica() -> None:
 def test_a_diverging_replica_is_frozen_and_the_others_continue() -> None:
     base = TrainConfig(steps=20, batch_size=2, seq_len=16, lr=1e-3, weight_decay=0.01)
     absurd = base.model_copy(update={"lr": 1e6})
-    trained = train_replicas(_build, STREAM, [5, 6], [base, absurd], CPU)
+    trained = train_replicas(_build, STREAM, [5, 6], [base, absurd], CPU, build_optimizer=build_optimizer)
     (good_model, good), (bad_model, bad) = trained
     alone_good_model, alone_good = _sequential(5, base)
     alone_bad_model, alone_bad = _sequential(6, absurd)
@@ -136,9 +144,15 @@ def test_a_diverging_replica_is_frozen_and_the_others_continue() -> None:
 def test_mismatched_settings_are_refused_before_training() -> None:
     config = TrainConfig(steps=2, batch_size=2, seq_len=16, lr=1e-3)
     with pytest.raises(ConfigError, match="counts must match"):
-        train_replicas(_build, STREAM, [1, 2, 3], [config, config], CPU)
+        train_replicas(_build, STREAM, [1, 2, 3], [config, config], CPU, build_optimizer=build_optimizer)
     with pytest.raises(ConfigError, match="must share steps"):
-        train_replicas(_build, STREAM, [1, 2], [config, config.model_copy(update={"steps": 3})], CPU)
+        train_replicas(_build, STREAM, [1, 2], [config, config.model_copy(update={"steps": 3})], CPU,
+                       build_optimizer=build_optimizer)
+    muon = config.model_copy(update={"optimizer": ComponentChoice(name="muon")})
+    with pytest.raises(ConfigError, match="must share steps"):  # Muon's twin shares ns_steps
+        train_replicas(_build, STREAM, [1, 2], [muon, muon.model_copy(update={
+            "optimizer": ComponentChoice(name="muon", config={"ns_steps": 3})})], CPU,
+            build_optimizer=build_optimizer)
 
 
 def test_a_model_that_cannot_batch_is_refused_by_name_and_train_many_falls_back() -> None:
@@ -153,8 +167,9 @@ def test_a_model_that_cannot_batch_is_refused_by_name_and_train_many_falls_back(
 
     config = TrainConfig(steps=2, batch_size=2, seq_len=16, lr=1e-3)
     with pytest.raises(ReplicaRefused, match="model Plain"):
-        train_replicas(Plain, STREAM, [1, 2], [config, config], CPU)
-    outcomes = train_many(Plain, STREAM, [RunSpec(1, config), RunSpec(2, config)], CPU, path="batched")
+        train_replicas(Plain, STREAM, [1, 2], [config, config], CPU, build_optimizer=build_optimizer)
+    outcomes = train_many(Plain, STREAM, [RunSpec(1, config), RunSpec(2, config)], CPU,
+                          build_optimizer=build_optimizer, path="batched")
     assert [o.path for o in outcomes] == ["sequential", "sequential"]
     assert "model Plain" in outcomes[0].note
 
@@ -164,8 +179,9 @@ def test_train_many_paths_agree_with_sequential(path: str) -> None:
     config = TrainConfig(steps=4, batch_size=2, seq_len=16, lr=3e-3)
     runs = [RunSpec(seed, config.model_copy(update={"lr": lr}))
             for seed, lr in ((1, 3e-3), (2, 1e-3), (3, 2e-3))]
-    reference = train_many(_build, STREAM, runs, CPU, path="sequential")
-    outcomes = train_many(_build, STREAM, runs, CPU, path=path, replicas_max=2, workers=2)
+    reference = train_many(_build, STREAM, runs, CPU, build_optimizer=build_optimizer, path="sequential")
+    outcomes = train_many(_build, STREAM, runs, CPU, build_optimizer=build_optimizer, path=path,
+                          replicas_max=2, workers=2)
     for outcome, expected in zip(outcomes, reference, strict=True):
         assert outcome.result.token_stream_sha256 == expected.result.token_stream_sha256
         assert _relative(outcome.result.losses, expected.result.losses) < 1e-5
@@ -180,12 +196,85 @@ def test_train_many_paths_agree_with_sequential(path: str) -> None:
         assert set(kinds) <= {"parallel-batched", "parallel"} and "parallel-batched" in kinds
 
 
+class _HeavyBallOptimizer(Optimizer):
+    """A toy optimizer known only to this module: heavy-ball SGD with decoupled weight decay,
+    ``m <- 0.9 m + g;  W <- W (1 - lr wd) - lr m``."""
+
+    def __init__(self, params, *, lr: float, weight_decay: float):
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay))
+
+    def update_group(self, group) -> None:
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            momentum = self.state.setdefault(p, {}).setdefault("momentum", torch.zeros_like(p))
+            momentum.mul_(0.9).add_(p.grad)
+            p.mul_(1 - group["lr"] * group["weight_decay"])
+            p.add_(momentum, alpha=-group["lr"])
+
+
+class _HeavyBallBatched(BatchedOptimizer):
+    """The same update for stacked replicas (the base has already applied the weight decay)."""
+
+    def update(self, name, param, grad, state, lr):
+        momentum = state.setdefault("momentum", torch.zeros_like(param))
+        momentum.mul_(0.9).add_(grad)
+        param.sub_(momentum * per_replica(lr, param))
+
+
+class _HeavyBall(OptimizerComponent):
+    batched = _HeavyBallBatched
+
+    def build(self, model, lr, weight_decay):
+        return _HeavyBallOptimizer(model.parameters(), lr=lr, weight_decay=weight_decay)
+
+
+def _heavy_ball(choice: ComponentChoice) -> OptimizerComponent:
+    assert choice.name == "heavy-ball"  # a name is only data: nothing looks it up
+    return _HeavyBall(EmptyConfig())
+
+
+def test_a_new_optimizer_in_one_module_trains_batched_and_matches_its_sequential_runs() -> None:
+    config = TrainConfig(steps=6, batch_size=2, seq_len=16, lr=1e-2, weight_decay=0.1, grad_clip=0.5,
+                         schedule="cosine", warmup_steps=2, optimizer=ComponentChoice(name="heavy-ball"))
+    runs = [RunSpec(1, config), RunSpec(2, config.model_copy(update={"lr": 3e-3, "weight_decay": 0.0}))]
+    outcomes = train_many(_build, STREAM, runs, CPU, build_optimizer=_heavy_ball, path="batched")
+    assert [o.path for o in outcomes] == ["batched", "batched"] and not outcomes[0].note
+    for outcome in outcomes:
+        torch.manual_seed(outcome.spec.seed)
+        alone_model = _build()
+        alone = train(alone_model, STREAM, outcome.spec.config, outcome.spec.seed, CPU,
+                      _heavy_ball(outcome.spec.config.optimizer))
+        assert outcome.result.token_stream_sha256 == alone.token_stream_sha256
+        assert _relative(outcome.result.losses, alone.losses) < 1e-5
+        for p, q in zip(outcome.model.parameters(), alone_model.parameters(), strict=True):
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+    assert outcomes[0].result.losses != outcomes[1].result.losses
+
+
+def test_an_optimizer_without_a_batched_twin_trains_sequentially_with_a_note() -> None:
+    class Sequential(_HeavyBall):
+        batched = None
+
+    config = TrainConfig(steps=2, batch_size=2, seq_len=16, lr=1e-3,
+                         optimizer=ComponentChoice(name="heavy-ball"))
+    with pytest.raises(ReplicaRefused, match="'heavy-ball' has no batched implementation"):
+        train_replicas(_build, STREAM, [1, 2], [config, config], CPU,
+                       build_optimizer=lambda choice: Sequential(EmptyConfig()))
+    outcomes = train_many(_build, STREAM, [RunSpec(1, config), RunSpec(2, config)], CPU,
+                          build_optimizer=lambda choice: Sequential(EmptyConfig()), path="batched")
+    assert [o.path for o in outcomes] == ["sequential", "sequential"]
+    assert "'heavy-ball' has no batched implementation" in outcomes[0].note
+
+
 def test_bad_execution_options_are_refused() -> None:
     config = TrainConfig(steps=2, batch_size=2, seq_len=16, lr=1e-3)
     with pytest.raises(ConfigError, match="replicas-max"):
-        train_many(_build, STREAM, [RunSpec(1, config)], CPU, replicas_max=0)
+        train_many(_build, STREAM, [RunSpec(1, config)], CPU, build_optimizer=build_optimizer,
+                   replicas_max=0)
     with pytest.raises(ConfigError, match="unknown training path"):
-        train_many(_build, STREAM, [RunSpec(1, config)], CPU, path="warp")
+        train_many(_build, STREAM, [RunSpec(1, config)], CPU, build_optimizer=build_optimizer,
+                   path="warp")
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from llmevo.catalog import ensure_registered
+from llmevo.catalog import build_optimizer, ensure_registered
 from llmevo.train.trainer import TrainConfig, WindowSampler, lr_at, train
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
@@ -54,8 +54,9 @@ class _Exploding(nn.Module):
 
 
 def test_non_finite_loss_is_recorded_as_diverged():
-    result = train(_Exploding(), torch.arange(100) % 8, TrainConfig(steps=5, batch_size=2, seq_len=4, lr=1e-3),
-                   seed=0, device=torch.device("cpu"))
+    config = TrainConfig(steps=5, batch_size=2, seq_len=4, lr=1e-3)
+    result = train(_Exploding(), torch.arange(100) % 8, config, seed=0, device=torch.device("cpu"),
+                   optimizer=build_optimizer(config.optimizer))
     assert result.status == "diverged"
     assert result.steps_done == 0 and "non-finite" in result.message
 
@@ -66,8 +67,9 @@ def test_hurdle_callback_stops_training():
     from llmevo.model.config import ModelConfig
 
     model = build_model(ModelConfig())
-    result = train(model, torch.arange(2000) % 512, TrainConfig(steps=10, batch_size=2, seq_len=8, lr=1e-3),
-                   seed=0, device=torch.device("cpu"), on_step=lambda step, loss: step < 2)
+    config = TrainConfig(steps=10, batch_size=2, seq_len=8, lr=1e-3)
+    result = train(model, torch.arange(2000) % 512, config, seed=0, device=torch.device("cpu"),
+                   optimizer=build_optimizer(config.optimizer), on_step=lambda step, loss: step < 2)
     assert result.status == "stopped" and result.steps_done == 3
 
 
@@ -82,20 +84,18 @@ def test_golden_per_step_losses():
     assert losses == pytest.approx(expected["losses"], abs=2e-5)
 
 
-def _effective_lrs_during_training(
-    config: TrainConfig, monkeypatch: pytest.MonkeyPatch
-) -> tuple[list[list[float]], list[float]]:
+def _effective_lrs_during_training(config: TrainConfig) -> tuple[list[list[float]], list[float]]:
     """Each param group's lr at every ``optimizer.step()`` of ``train()``, and the base lrs
     the optimizer component itself sets on a freshly built optimizer."""
     from llmevo.catalog import build_model
     from llmevo.model.config import ModelConfig
-    from llmevo.train import trainer
 
     seen: list[list[float]] = []
-    build = trainer.build_optimizer
+    component = build_optimizer(config.optimizer)
+    build = component.build
 
     def recording_build(*args, **kwargs):
-        component, optimizer = build(*args, **kwargs)
+        optimizer = build(*args, **kwargs)
         step = optimizer.step
 
         def record_then_step() -> None:
@@ -103,38 +103,37 @@ def _effective_lrs_during_training(
             step()
 
         optimizer.step = record_then_step
-        return component, optimizer
+        return optimizer
 
-    with monkeypatch.context() as patch:
-        patch.setattr(trainer, "build_optimizer", recording_build)
-        torch.manual_seed(0)
-        model = build_model(ModelConfig())
-        train(model, torch.arange(2000) % 512, config, seed=0, device=torch.device("cpu"))
+    component.build = recording_build  # the trainer builds its optimizer from the component it gets
     torch.manual_seed(0)
-    _, fresh = build(config.optimizer, build_model(ModelConfig()), config.lr, config.weight_decay)
+    model = build_model(ModelConfig())
+    train(model, torch.arange(2000) % 512, config, seed=0, device=torch.device("cpu"), optimizer=component)
+    torch.manual_seed(0)
+    fresh = build_optimizer(config.optimizer).build(build_model(ModelConfig()), config.lr, config.weight_decay)
     return seen, [group["lr"] for group in fresh.param_groups]
 
 
 @pytest.mark.parametrize("name", sorted(ensure_registered().names("optimizer")))
-def test_every_optimizer_keeps_each_groups_base_lr_under_the_schedule(name, monkeypatch):
+def test_every_optimizer_keeps_each_groups_base_lr_under_the_schedule(name):
     """lr of group g at step s == base_g * lr_at(s) / config.lr (base_g set by the component)."""
     from llmevo.registry import ComponentChoice
 
     config = TrainConfig(steps=6, batch_size=2, seq_len=8, lr=2e-3, schedule="cosine", warmup_steps=2,
                          optimizer=ComponentChoice(name=name))
-    seen, bases = _effective_lrs_during_training(config, monkeypatch)
+    seen, bases = _effective_lrs_during_training(config)
     assert len(seen) == config.steps
     for step, lrs in enumerate(seen):
         factor = lr_at(step, config) / config.lr
         assert lrs == pytest.approx([base * factor for base in bases], rel=1e-12), (name, step)
 
 
-def test_lion_runs_at_its_multiplied_learning_rate(monkeypatch):
+def test_lion_runs_at_its_multiplied_learning_rate():
     """Lion's base lr is lr * lr_multiplier; changing the gene changes the lr it trains at."""
     from llmevo.registry import ComponentChoice
 
     for multiplier in (0.3, 0.5):
         config = TrainConfig(steps=4, batch_size=2, seq_len=8, lr=1e-3,
                              optimizer=ComponentChoice(name="lion", config={"lr_multiplier": multiplier}))
-        seen, _ = _effective_lrs_during_training(config, monkeypatch)
+        seen, _ = _effective_lrs_during_training(config)
         assert seen == [[pytest.approx(1e-3 * multiplier, rel=1e-12)]] * 4

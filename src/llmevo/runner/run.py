@@ -24,7 +24,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from llmevo.catalog import build_model
+from llmevo.catalog import build_model, build_optimizer
 from llmevo.components.post_training.stage import StageResult, post_train_genome_model
 from llmevo.components.post_training.tasks import PostTrainData
 from llmevo.errors import DivergedError
@@ -189,7 +189,8 @@ def run_arm(
             try:
                 torch.manual_seed(spec.seed)
                 model = build()
-                result = train(model, data.stream, spec.config, spec.seed, device, progress,
+                result = train(model, data.stream, spec.config, spec.seed, device,
+                               build_optimizer(spec.config.optimizer), progress,
                                description=f"{description} seed {spec.seed}",
                                on_step=None if make_hook is None else make_hook(model),
                                logger=logger)
@@ -202,8 +203,8 @@ def run_arm(
     missing = [index for index in range(len(runs)) if index not in found]
     outcomes = train_many(
         build, data.stream, [runs[index] for index in missing], device, progress,
-        description=description, path=execution.path, replicas_max=execution.replicas_max,
-        workers=workers,
+        description=description, build_optimizer=build_optimizer, path=execution.path,
+        replicas_max=execution.replicas_max, workers=workers,
     ) if missing else []
     for index, outcome in zip(missing, outcomes, strict=True):
         found[index] = finish(outcome.spec, outcome.model, outcome.result, outcome.path)

@@ -29,6 +29,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
+from llmevo.catalog import build_optimizer
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.runner.cache import TuningEntries
 from llmevo.train.many import Execution, RunSpec, train_many
@@ -193,8 +194,8 @@ def tune_arm(
         values: dict[int, float | None] = {index: hit.value for index, hit in hits.items()}
         missing = [index for index in range(len(specs)) if index not in hits]
         outcomes = train_many(build, stream, [specs[i] for i in missing], device, progress,
-                              description=f"tune {label}", path=execution.path,
-                              replicas_max=execution.replicas_max) if missing else []
+                              description=f"tune {label}", build_optimizer=build_optimizer,
+                              path=execution.path, replicas_max=execution.replicas_max) if missing else []
         for index, outcome in zip(missing, outcomes, strict=True):
             values[index] = None if outcome.result.status == "diverged" else float(evaluate(outcome.model))
             outcome.model.cpu()

@@ -15,7 +15,8 @@ here and nowhere else:
 ``path="auto"`` picks ``default_path(device)``: the fastest measured on that kind of
 device (docs/LOG.md, 2026-12-01). A model with a part that cannot run batched
 (``replica_refusals``) falls back to ``sequential`` (or ``parallel``), and the outcome's
-``note`` names the part; an optimizer without a batched implementation does the same.
+``note`` names the part; an optimizer without a batched implementation (its component's
+``batched`` is None) does the same.
 
 Each run starts from ``torch.manual_seed(spec.seed)`` before its model is built, and
 draws its training windows from a generator seeded by ``spec.seed``, exactly as a lone
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from llmevo.components.optim.base import OptimizerFactory
 from llmevo.errors import ConfigError, LlmevoError
 from llmevo.train.logging import RunLogs
 from llmevo.train.replicas import replica_group_key, replica_refusals, train_replicas
@@ -105,14 +107,15 @@ class _Job:
     batched: bool
 
 
-def _plan(runs: Sequence[RunSpec], batched: bool, replicas_max: int | None, workers: int) -> list[_Job]:
-    """Jobs in run order: compatible runs grouped (batched) and cut to fit replicas_max/workers."""
+def _plan(keys: Sequence[object | None], batched: bool, replicas_max: int | None,
+          workers: int) -> list[_Job]:
+    """Jobs in run order: compatible runs (equal ``replica_group_key``, one per run) grouped
+    (batched) and cut to fit replicas_max/workers."""
     if not batched:
-        return [_Job([i], False) for i in range(len(runs))]
+        return [_Job([i], False) for i in range(len(keys))]
     groups: dict[object, list[int]] = {}
     singles = []
-    for index, spec in enumerate(runs):
-        key = replica_group_key(spec.config)
+    for index, key in enumerate(keys):
         if key is None:
             singles.append(index)
         else:
@@ -128,13 +131,13 @@ def _plan(runs: Sequence[RunSpec], batched: bool, replicas_max: int | None, work
     return sorted(jobs, key=lambda job: job.indices[0])
 
 
-def _run_job(build: Callable[[], nn.Module], stream: Tensor, runs: Sequence[RunSpec], job: _Job,
-             device: torch.device, progress: Progress | None,
+def _run_job(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, stream: Tensor,
+             runs: Sequence[RunSpec], job: _Job, device: torch.device, progress: Progress | None,
              description: str, logs: RunLogs | None = None) -> list[tuple[int, nn.Module, TrainResult]]:
     if job.batched:
         specs = [runs[i] for i in job.indices]
         trained = train_replicas(build, stream, [s.seed for s in specs], [s.config for s in specs],
-                                 device, progress, description)
+                                 device, progress, description, build_optimizer=build_optimizer)
         return [(i, model, result) for i, (model, result) in zip(job.indices, trained, strict=True)]
     (index,) = job.indices
     spec = runs[index]
@@ -143,7 +146,8 @@ def _run_job(build: Callable[[], nn.Module], stream: Tensor, runs: Sequence[RunS
     label = spec.label or f"seed {spec.seed}"
     logger = logs.run(spec.label or f"seed{spec.seed}") if logs is not None else None
     try:
-        result = train(model, stream, spec.config, spec.seed, device, progress,
+        result = train(model, stream, spec.config, spec.seed, device,
+                       build_optimizer(spec.config.optimizer), progress,
                        description=f"{description} {label}", logger=logger)
     finally:
         if logger is not None:
@@ -160,6 +164,7 @@ def train_many(
     description: str = "train",
     logs: RunLogs | None = None,
     *,
+    build_optimizer: OptimizerFactory,
     path: str = "auto",
     replicas_max: int | None = None,
     workers: int | None = None,
@@ -167,8 +172,10 @@ def train_many(
     """Train one freshly built model per ``RunSpec`` on ``stream``; outcomes in run order.
 
     ``build`` constructs the architecture; it is called after the run's seed is set, so
-    the initialisation is the seed's. ``replicas_max`` caps how many replicas one batched
-    run holds (memory); ``workers`` caps worker processes (default: the CPU count).
+    the initialisation is the seed's. ``build_optimizer`` gives a run's optimizer component
+    from its ``config.optimizer`` (``llmevo.catalog.build_optimizer``). ``replicas_max``
+    caps how many replicas one batched run holds (memory); ``workers`` caps worker
+    processes (default: the CPU count).
     ``logs`` gets one run per spec (named by its label, else ``seed<seed>``) receiving that
     run's per-step records; with ``logs`` the runs train sequentially in this process (the
     batched and worker paths do not write per-step logs yet; ``note`` says so).
@@ -188,37 +195,40 @@ def train_many(
             chosen = "parallel" if chosen.startswith("parallel") else "sequential"
             note = f"cannot run batched: {', '.join(refused)}; ran {chosen}"
     count = min(workers or os.cpu_count() or 1, len(runs)) if chosen.startswith("parallel") else 1
-    jobs = _plan(runs, batched, replicas_max, count)
+    keys = [replica_group_key(spec.config, build_optimizer(spec.config.optimizer)) for spec in runs]
+    jobs = _plan(keys, batched, replicas_max, count)
     parallel = count > 1 and len(jobs) > 1
     if parallel:
-        trained = _run_parallel(build, stream, runs, jobs, min(count, len(jobs)), progress, description)
+        trained = _run_parallel(build, build_optimizer, stream, runs, jobs, min(count, len(jobs)),
+                                progress, description)
     else:
         trained = {}
         for job in jobs:
-            for index, model, result in _run_job(build, stream, runs, job, device, progress, description,
-                                                 logs):
+            for index, model, result in _run_job(build, build_optimizer, stream, runs, job, device,
+                                                 progress, description, logs):
                 trained[index] = (model, result, job.batched)
     outcomes = []
     for index, spec in enumerate(runs):
         model, result, was_batched = trained[index]
         kind = ("parallel-" if parallel else "") + ("batched" if was_batched else "")
         kind = kind.strip("-") or "sequential"
-        if batched and replica_group_key(spec.config) is None and not note:
+        if batched and keys[index] is None and not note:
             note = f"optimizer '{spec.config.optimizer.name}' has no batched implementation"
         outcomes.append(RunOutcome(spec, model, result, kind, note))
     return outcomes
 
 
-def _worker(build: Callable[[], nn.Module], stream: Tensor, runs: Sequence[RunSpec],
-            jobs: list[_Job], tasks: multiprocessing.Queue, results: multiprocessing.Queue,
-            description: str) -> None:
+def _worker(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, stream: Tensor,
+            runs: Sequence[RunSpec], jobs: list[_Job], tasks: multiprocessing.Queue,
+            results: multiprocessing.Queue, description: str) -> None:
     torch.set_num_threads(1)
     while True:
         job_index = tasks.get()
         if job_index is None:
             return
         try:
-            trained = _run_job(build, stream, runs, jobs[job_index], torch.device("cpu"), None, description)
+            trained = _run_job(build, build_optimizer, stream, runs, jobs[job_index], torch.device("cpu"),
+                               None, description)
             payload = []
             for index, model, result in trained:
                 buffer = io.BytesIO()
@@ -231,8 +241,8 @@ def _worker(build: Callable[[], nn.Module], stream: Tensor, runs: Sequence[RunSp
             results.put(("crash", job_index, traceback.format_exc()))
 
 
-def _run_parallel(build: Callable[[], nn.Module], stream: Tensor, runs: Sequence[RunSpec],
-                  jobs: list[_Job], count: int, progress: Progress | None,
+def _run_parallel(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, stream: Tensor,
+                  runs: Sequence[RunSpec], jobs: list[_Job], count: int, progress: Progress | None,
                   description: str) -> dict[int, tuple[nn.Module, TrainResult, bool]]:
     """Run ``jobs`` on ``count`` forked single-thread CPU workers; rebuild models here."""
     context = multiprocessing.get_context("fork")
@@ -242,7 +252,8 @@ def _run_parallel(build: Callable[[], nn.Module], stream: Tensor, runs: Sequence
         tasks.put(job_index)
     for _ in range(count):
         tasks.put(None)
-    processes = [context.Process(target=_worker, args=(build, stream, runs, jobs, tasks, results, description),
+    processes = [context.Process(target=_worker,
+                                 args=(build, build_optimizer, stream, runs, jobs, tasks, results, description),
                                  daemon=True) for _ in range(count)]
     for process in processes:
         process.start()

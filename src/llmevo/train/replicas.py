@@ -4,9 +4,12 @@ The replicas' parameters are stacked along a leading replica dimension
 (``torch.func.stack_module_state``); one forward runs every replica at once
 (``torch.vmap`` over ``torch.func.functional_call``), one backward of the summed losses
 gives each replica exactly its own gradient (replicas share no computation), and the
-optimizers below update the stacked tensors with per-replica hyperparameters held as
-(R,)-tensors. Nothing in the step reads a value back to the host, so on CUDA the step
-never synchronises with the device (losses stay on the device until the end).
+optimizer component's batched twin (its ``batched``, a ``BatchedOptimizer`` written beside
+its ``Optimizer`` in ``components/optim/``) updates the stacked tensors with per-replica
+hyperparameters held as (R,)-tensors. Nothing in the step reads a value back to the host,
+so on CUDA the step never synchronises with the device (losses stay on the device until
+the end). Nothing here names an optimizer: each replica's component comes from
+``build_optimizer(config.optimizer)``, the factory the caller passes.
 
 Each replica reproduces the sequential ``train()`` run with the same seed and settings:
 
@@ -23,12 +26,14 @@ Each replica reproduces the sequential ``train()`` run with the same seed and se
   sequential trainer reports it; the others continue.
 
 What must be equal across replicas (``replica_group_key``): steps, batch size, sequence
-length, precision, loss window, the optimizer component and its structural settings
-(Muon's ``nesterov`` and ``ns_steps``). Numeric settings (lr, warmup, schedule, minimum
-lr ratio, weight decay, clipping, betas, momentum, eps, multipliers) may differ.
+length, precision, loss window, the optimizer component and the settings its batched twin
+shares (``BatchedOptimizer.shared``: Muon's ``nesterov`` and ``ns_steps``). Numeric
+settings (lr, warmup, schedule, minimum lr ratio, weight decay, clipping, betas, momentum,
+eps, multipliers) may differ.
 
 Components whose manifest says ``supports_replicas=False`` (and models that are not the
-component ``Transformer``, e.g. BLT) are refused by name: ``replica_refusals``.
+component ``Transformer``, e.g. BLT) are refused by name: ``replica_refusals``; so is an
+optimizer component without a batched twin (``batched`` None).
 
 Public API: ``train_replicas``, ``replica_group_key``, ``replica_refusals``,
 ``ReplicaRefused``.
@@ -38,7 +43,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -49,9 +53,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state
 
-from llmevo.catalog import ensure_registered
-from llmevo.components.optim.base import parameter_roles
-from llmevo.components.optim.muon import newton_schulz, orthogonality_error
+from llmevo.components.optim.base import OptimizerComponent, OptimizerFactory, parameter_roles
+from llmevo.components.optim.optimizer import per_replica
 from llmevo.errors import ConfigError
 from llmevo.train.trainer import (
     Progress,
@@ -59,17 +62,14 @@ from llmevo.train.trainer import (
     TrainResult,
     WindowSampler,
     autocast,
-    build_optimizer,
     lr_at,
 )
 
-BATCHED_OPTIMIZERS = ("adamw", "lion", "muon")
 # torch warns on every vmapped call of CPU flash attention that it has no batching rule and
 # loops over the replicas; expected here (the math backend, which does batch, measured
 # slower: docs/LOG.md 2026-12-01), so this one warning is silenced inside train_replicas.
 FLASH_LOOP_WARNING = (r"There is a performance drop because we have not yet implemented the batching "
                       r"rule for aten::_scaled_dot_product_flash_attention_for_cpu")
-STRUCTURAL = {"muon": ("nesterov", "ns_steps")}  # optimizer settings shared by a batch
 
 
 class ReplicaRefused(ConfigError):
@@ -88,120 +88,20 @@ def replica_refusals(model: nn.Module) -> list[str]:
     ]
 
 
-def _optimizer_config(config: TrainConfig) -> Any:
-    spec = ensure_registered().get("optimizer", config.optimizer.name)
-    return spec.make_config(config.optimizer.config)
+def replica_group_key(config: TrainConfig, optimizer: OptimizerComponent) -> tuple[Any, ...] | None:
+    """Runs with equal keys can share one batched run; None: this optimizer cannot batch.
 
-
-def replica_group_key(config: TrainConfig) -> tuple[Any, ...] | None:
-    """Runs with equal keys can share one batched run; None: this optimizer cannot batch."""
-    name = config.optimizer.name
-    if name not in BATCHED_OPTIMIZERS:
+    ``optimizer`` is the run's component (``build_optimizer(config.optimizer)``)."""
+    batched = optimizer.batched
+    if batched is None:
         return None
-    optimizer = _optimizer_config(config)
-    structural = tuple(getattr(optimizer, field) for field in STRUCTURAL.get(name, ()))
+    shared = tuple(getattr(optimizer.config, field) for field in batched.shared)
     return (config.steps, config.batch_size, config.seq_len, config.precision,
-            config.loss_window, name, structural)
+            config.loss_window, type(optimizer), shared)
 
 
 def _column(values: Sequence[float], device: torch.device) -> Tensor:
     return torch.tensor(values, dtype=torch.float32, device=device)  # (R,)
-
-
-def _expand(values: Tensor, like: Tensor) -> Tensor:
-    """(R,) -> (R, 1, ..., 1) broadcasting against a stacked (R, ...) tensor."""
-    return values.view(-1, *([1] * (like.dim() - 1)))
-
-
-class _BatchedOptimizer:
-    """Functional, per-replica-hyperparameter versions of the registered optimizers."""
-
-    def __init__(self, name: str, configs: Sequence[TrainConfig], names: list[str],
-                 roles: dict[str, str], device: torch.device, steps: int):
-        self.name = name
-        self.names = names
-        options = [_optimizer_config(c) for c in configs]
-        column = lambda values: _column(values, device)  # noqa: E731
-        lr = [c.lr for c in configs]
-        wd = [c.weight_decay for c in configs]
-        self.step_count = 0
-        self.state: dict[str, dict[str, Tensor]] = {n: {} for n in names}
-        self.muon_names = [n for n in names if name == "muon" and roles.get(n) == "hidden_matrix"]
-        self.last_errors: Tensor | None = None  # (R,) mean orthogonality error of the last step
-        if name == "lion":
-            self.base_lr = column([rate * o.lr_multiplier for rate, o in zip(lr, options, strict=True)])
-            self.weight_decay = column([w * o.weight_decay_multiplier for w, o in zip(wd, options, strict=True)])
-        else:
-            self.base_lr = column(lr)
-            self.weight_decay = column(wd)
-        self.beta1 = [o.beta1 for o in options]
-        self.beta2 = [o.beta2 for o in options]
-        self.beta1_t, self.beta2_t = column(self.beta1), column(self.beta2)
-        # Adam bias corrections per (step, replica), on the device once: no per-step copies
-        self.bias1 = _column([0.0], device).new_tensor(
-            [[1 - b**t for b in self.beta1] for t in range(1, steps + 1)])  # (S, R)
-        self.bias2_sqrt = _column([0.0], device).new_tensor(
-            [[math.sqrt(1 - b**t) for b in self.beta2] for t in range(1, steps + 1)])  # (S, R)
-        if name in ("adamw", "muon"):
-            self.eps = column([o.eps for o in options])
-        if name == "muon":
-            self.momentum = column([o.momentum for o in options])
-            self.rms_scale = column([o.rms_scale for o in options])
-            self.nesterov = options[0].nesterov
-            self.ns_steps = options[0].ns_steps
-
-    @torch.no_grad()
-    def step(self, params: dict[str, Tensor], grads: dict[str, Tensor], lr: Tensor) -> None:
-        """One update; ``lr`` (R,) is this step's multiplier x alive (0 freezes a replica)."""
-        self.step_count += 1
-        lr = self.base_lr * lr  # (R,)
-        decay = 1 - lr * self.weight_decay  # (R,)
-        muon = set(self.muon_names)
-        errors = []
-        for name in self.names:
-            p, g = params[name], grads[name]
-            state = self.state[name]
-            p.mul_(_expand(decay, p))
-            if self.name == "lion":
-                self._lion(p, g, state, lr)
-            elif name in muon:
-                errors.append(self._muon(p, g, state, lr))
-            else:
-                self._adamw(p, g, state, lr)
-        if errors:
-            self.last_errors = torch.stack(errors).mean(0)  # (R,)
-
-    def _adamw(self, p: Tensor, g: Tensor, state: dict[str, Tensor], lr: Tensor) -> None:
-        if not state:
-            state["exp_avg"] = torch.zeros_like(p)
-            state["exp_avg_sq"] = torch.zeros_like(p)
-        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        exp_avg.lerp_(g, _expand(1 - self.beta1_t, p))
-        exp_avg_sq.mul_(_expand(self.beta2_t, p)).addcmul_(g * _expand(1 - self.beta2_t, p), g)
-        bias1 = self.bias1[self.step_count - 1]  # (R,)
-        bias2_sqrt = self.bias2_sqrt[self.step_count - 1]
-        denom = (exp_avg_sq.sqrt() / _expand(bias2_sqrt, p)).add_(_expand(self.eps, p))
-        p.addcdiv_(exp_avg * _expand(-lr / bias1, p), denom)
-
-    def _lion(self, p: Tensor, g: Tensor, state: dict[str, Tensor], lr: Tensor) -> None:
-        if not state:
-            state["exp_avg"] = torch.zeros_like(p)
-        momentum = state["exp_avg"]
-        direction = momentum.lerp(g, _expand(1 - self.beta1_t, p)).sign_()  # sign(c)
-        p.sub_(direction * _expand(lr, p))
-        momentum.lerp_(g, _expand(1 - self.beta2_t, p))
-
-    def _muon(self, p: Tensor, g: Tensor, state: dict[str, Tensor], lr: Tensor) -> Tensor:
-        if not state:
-            state["momentum_buffer"] = torch.zeros_like(p)
-        buffer = state["momentum_buffer"]
-        mu = _expand(self.momentum, p)
-        buffer.lerp_(g, 1 - mu)
-        momentum = g.lerp(buffer, mu) if self.nesterov else buffer
-        update = newton_schulz(momentum, self.ns_steps)  # (R, rows, cols)
-        scale = self.rms_scale * math.sqrt(max(p.shape[-2], p.shape[-1]))  # (R,)
-        p.sub_(update * _expand(lr * scale, p))
-        return orthogonality_error(update)  # (R,)
 
 
 def _clip_coefficients(grads: list[Tensor], clip: Tensor, enabled: Tensor) -> Tensor:
@@ -212,20 +112,22 @@ def _clip_coefficients(grads: list[Tensor], clip: Tensor, enabled: Tensor) -> Te
     return torch.where(enabled, coefficient, torch.ones_like(coefficient))
 
 
-def _check(configs: Sequence[TrainConfig], seeds: Sequence[int]) -> None:
+def _check(configs: Sequence[TrainConfig], seeds: Sequence[int],
+           optimizers: Sequence[OptimizerComponent]) -> None:
     if not configs:
         raise ConfigError("train_replicas needs at least one replica")
     if len(configs) != len(seeds):
         raise ConfigError(f"{len(seeds)} seeds for {len(configs)} replica settings; the counts must match")
-    keys = {replica_group_key(c) for c in configs}
+    keys = {replica_group_key(c, o) for c, o in zip(configs, optimizers, strict=True)}
     if None in keys:
         raise ReplicaRefused(
             f"optimizer '{configs[0].optimizer.name}' has no batched implementation "
-            f"(batched: {', '.join(BATCHED_OPTIMIZERS)})")
+            f"(its component has no batched twin)")
     if len(keys) != 1:
         raise ConfigError(
             "replicas of one batched run must share steps, batch size, sequence length, precision, "
-            "loss window and optimizer (with Muon's nesterov/ns_steps)")
+            "loss window and optimizer (with the settings its batched twin shares, e.g. Muon's "
+            "nesterov/ns_steps)")
 
 
 @contextlib.contextmanager
@@ -244,9 +146,15 @@ def train_replicas(
     device: torch.device,
     progress: Progress | None = None,
     description: str = "train",
+    *,
+    build_optimizer: OptimizerFactory,
 ) -> list[tuple[nn.Module, TrainResult]]:
-    """Train one replica per (seed, config); each equals ``train(build(), ...)`` under its seed."""
-    _check(configs, seeds)
+    """Train one replica per (seed, config); each equals ``train(build(), ...)`` under its seed.
+
+    ``build_optimizer`` gives each replica's optimizer component from its ``config.optimizer``
+    (``llmevo.catalog.build_optimizer``); the component's batched twin does the updates."""
+    optimizers = [build_optimizer(config.optimizer) for config in configs]
+    _check(configs, seeds, optimizers)
     models = []
     for seed in seeds:
         torch.manual_seed(seed)
@@ -261,9 +169,10 @@ def train_replicas(
     template = models[0]
     params, buffers = stack_module_state(models)  # name -> (R, ...); detached leaves
     params = {n: p.requires_grad_() for n, p in params.items()}
-    names = list(params)
     roles = parameter_roles(template)
-    optimizer = _BatchedOptimizer(first.optimizer.name, configs, names, roles, device, first.steps)
+    optimizer = optimizers[0].batched(  # not None: _check refused a component without a twin
+        [o.config for o in optimizers], [c.lr for c in configs], [c.weight_decay for c in configs],
+        {name: roles[name] for name in params}, device, first.steps)
     clip = _column([c.grad_clip for c in configs], device)
     clip_enabled = clip > 0
     schedule = _column([0.0] * count, device).new_tensor(
@@ -309,10 +218,10 @@ def train_replicas(
             for p in params.values():
                 p.grad = None
             losses.sum().backward()
-            grads = {n: p.grad.masked_fill(~_expand(alive, p.grad), 0.0) for n, p in params.items()}
+            grads = {n: p.grad.masked_fill(~per_replica(alive, p.grad), 0.0) for n, p in params.items()}
             coefficient = _clip_coefficients(list(grads.values()), clip, clip_enabled)
             for g in grads.values():
-                g.mul_(_expand(coefficient, g))
+                g.mul_(per_replica(coefficient, g))
             optimizer.step(params, grads, schedule[step] * alive)
             if optimizer.last_errors is not None:
                 last_errors = torch.where(alive, optimizer.last_errors, last_errors)
@@ -331,7 +240,7 @@ def train_replicas(
     errors = last_errors.cpu().tolist()
     outcomes = []
     with torch.no_grad():
-        for index, (model, config) in enumerate(zip(models, configs, strict=True)):
+        for index, (model, config, component) in enumerate(zip(models, configs, optimizers, strict=True)):
             for name, stacked in params.items():
                 model.get_parameter(name).copy_(stacked[index])
             done = stops[index]
@@ -341,7 +250,7 @@ def train_replicas(
                 value = float(table[done, index])
                 status, message = "diverged", f"non-finite loss {value} at step {done}"
                 digest = snapshots[index][done]
-            component, _ = build_optimizer(config.optimizer, model, config.lr, config.weight_decay)
+            component.build(model, lr=config.lr, weight_decay=config.weight_decay)  # for its statistics
             window_size = config.loss_window
             tokens_seen = len(losses) * config.tokens_per_step
             outcomes.append((model, TrainResult(
@@ -355,7 +264,7 @@ def train_replicas(
                 wall_seconds=wall,
                 tokens_per_second=tokens_seen / wall if wall > 0 else 0.0,
                 optimizer_statistics=component.statistics(),
-                orthogonality_error=errors[index] if optimizer.muon_names else 0.0,
+                orthogonality_error=errors[index] if optimizer.last_errors is not None else 0.0,
                 message=message,
             )))
     return outcomes

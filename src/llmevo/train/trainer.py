@@ -15,7 +15,11 @@ So during step ``s`` a group whose base rate is ``b`` runs at ``b * lr_at(s) / c
 for AdamW (base ``config.lr``) that is exactly ``lr_at(s)``. ``schedule_factor`` is that
 factor; ``lr_at`` stays the public formula.
 
-Public API: ``TrainConfig``, ``train(model, stream, config, seed, device, ...)``,
+The trainer looks nothing up by name: it receives the run's optimizer component
+(``llmevo.catalog.build_optimizer(config.optimizer)``), which builds the ``Optimizer`` for
+the model; ``config.optimizer`` is the record of that choice.
+
+Public API: ``TrainConfig``, ``train(model, stream, config, seed, device, optimizer, ...)``,
 ``TrainResult``, ``WindowSampler``, ``lr_at``, ``schedule_factor``,
 ``build_schedule``.
 """
@@ -34,7 +38,6 @@ import torch.nn.functional as F
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
-from llmevo.catalog import ensure_registered
 from llmevo.components.optim.base import OptimizerComponent
 from llmevo.components.optim.optimizer import LambdaSchedule, Optimizer
 from llmevo.errors import ConfigError
@@ -134,14 +137,6 @@ class TrainResult:
     message: str = ""
 
 
-def build_optimizer(
-    choice: ComponentChoice, model: nn.Module, lr: float, weight_decay: float
-) -> tuple[OptimizerComponent, Optimizer]:
-    spec = ensure_registered().get("optimizer", choice.name)
-    component = spec.cls(spec.make_config(choice.config))
-    return component, component.build(model, lr=lr, weight_decay=weight_decay)
-
-
 def autocast(device: torch.device, precision: str) -> torch.autocast:
     """Mixed precision for the forward pass; a no-op context for ``fp32``."""
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
@@ -153,6 +148,7 @@ def train(
     config: TrainConfig,
     seed: int,
     device: torch.device,
+    optimizer: OptimizerComponent,
     progress: Progress | None = None,
     description: str = "train",
     on_step: Callable[[int, float], bool] | None = None,
@@ -160,13 +156,15 @@ def train(
 ) -> TrainResult:
     """Train ``model`` in place on random windows of ``stream``.
 
+    ``optimizer`` is the component ``config.optimizer`` names (``llmevo.catalog.build_optimizer``);
+    it builds the run's ``Optimizer`` for ``model`` at ``config.lr`` and ``config.weight_decay``.
     ``on_step(step, loss)`` is called after each step; returning False stops training
     (used by evolution hurdles). ``logger.log_step`` receives each step's loss, learning
     rate and gradient norm (``train/logging.py``). The model's forward maps tokens (B, T) to logits (B, T, V).
     """
     model.to(device).train()
-    component, optimizer = build_optimizer(config.optimizer, model, config.lr, config.weight_decay)
-    scheduler = build_schedule(optimizer, config)
+    model_optimizer = optimizer.build(model, lr=config.lr, weight_decay=config.weight_decay)
+    scheduler = build_schedule(model_optimizer, config)
     sampler = WindowSampler(stream, config.batch_size, config.seq_len, seed)
     digest = hashlib.sha256()
     losses: list[float] = []
@@ -188,15 +186,15 @@ def train(
             if not math.isfinite(loss_value):
                 status, message = "diverged", f"non-finite loss {loss_value} at step {step}"
                 break
-            optimizer.zero_grad(set_to_none=True)
+            model_optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if config.grad_clip > 0:
                 grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             elif logger is not None:
                 grad_norm = torch.nn.utils.get_total_norm(
                     [p.grad for p in model.parameters() if p.grad is not None])
-            applied_lr = optimizer.param_groups[0]["lr"]
-            optimizer.step()
+            applied_lr = model_optimizer.param_groups[0]["lr"]
+            model_optimizer.step()
             scheduler.step()
             losses.append(loss_value)
             if logger is not None:
@@ -224,7 +222,7 @@ def train(
         token_stream_sha256=digest.hexdigest(),
         wall_seconds=wall,
         tokens_per_second=tokens_seen / wall if wall > 0 else 0.0,
-        optimizer_statistics=component.statistics(),
-        orthogonality_error=component.orthogonality_error(),
+        optimizer_statistics=optimizer.statistics(),
+        orthogonality_error=optimizer.orthogonality_error(),
         message=message,
     )

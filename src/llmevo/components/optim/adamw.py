@@ -10,8 +10,13 @@ bit-identical to it; ``AdamWOptimizer`` runs it on the dynamo-free ``Optimizer``
     m <- lerp(m, g, 1 - beta1);   v <- beta2 v + (1 - beta2) g^2
     W <- W - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 
+``AdamWBatched`` is the same update for R stacked replicas (``train/replicas.py``), each
+with its own lr, weight decay, betas and eps; its bias corrections are tabled per step and
+replica on the device once, so a step copies nothing from the host.
+
 Reference test: 20 steps on a small model (several parameter shapes, weight decay) equal to
-``torch.optim.AdamW`` with ``torch.equal`` (tests/reference/test_optim_reference.py).
+``torch.optim.AdamW`` with ``torch.equal`` (tests/reference/test_optim_reference.py); the
+batched twin against ``AdamWOptimizer`` per replica (same file).
 
 Deviations: none from the paper. On a GPU ``torch.optim.AdamW`` defaults to its ``foreach``
 path (same math, other rounding); this stays the single-tensor path on every device.
@@ -19,6 +24,8 @@ path (same math, other rounding); this stays the single-tensor path on every dev
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -26,7 +33,7 @@ from pydantic import PositiveFloat
 from torch import Tensor, nn
 
 from llmevo.components.optim.base import OptimizerComponent
-from llmevo.components.optim.optimizer import Optimizer
+from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica
 from llmevo.registry import Paper, SearchDimension, StrictModel, register
 
 
@@ -88,6 +95,37 @@ class AdamWOptimizer(Optimizer):
         adamw_group_update(group, self.state)
 
 
+class AdamWBatched(BatchedOptimizer):
+    """``AdamWOptimizer`` for R stacked replicas: per-replica lr, weight decay, betas and eps."""
+
+    def __init__(self, configs: Sequence[Any], lr: Sequence[float], weight_decay: Sequence[float],
+                 roles: dict[str, str], device: torch.device, steps: int):
+        super().__init__(configs, lr, weight_decay, roles, device, steps)
+        beta1 = [c.beta1 for c in configs]
+        beta2 = [c.beta2 for c in configs]
+        self.beta1, self.beta2 = self.column(beta1), self.column(beta2)  # (R,)
+        self.eps = self.column([c.eps for c in configs])  # (R,)
+        # Adam bias corrections per (step, replica), on the device once: no per-step copies
+        self.bias1 = torch.tensor([[1 - b**t for b in beta1] for t in range(1, steps + 1)],
+                                  dtype=torch.float32, device=device)  # (S, R)
+        self.bias2_sqrt = torch.tensor([[math.sqrt(1 - b**t) for b in beta2] for t in range(1, steps + 1)],
+                                       dtype=torch.float32, device=device)  # (S, R)
+
+    def update(self, name: str, param: Tensor, grad: Tensor, state: dict[str, Tensor],
+               lr: Tensor) -> Tensor | None:
+        if not state:
+            state["exp_avg"] = torch.zeros_like(param)
+            state["exp_avg_sq"] = torch.zeros_like(param)
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        exp_avg.lerp_(grad, per_replica(1 - self.beta1, param))
+        exp_avg_sq.mul_(per_replica(self.beta2, param)).addcmul_(grad * per_replica(1 - self.beta2, param), grad)
+        bias1 = self.bias1[self.step_count - 1]  # (R,)
+        bias2_sqrt = self.bias2_sqrt[self.step_count - 1]  # (R,)
+        denom = (exp_avg_sq.sqrt() / per_replica(bias2_sqrt, param)).add_(per_replica(self.eps, param))
+        param.addcdiv_(exp_avg * per_replica(-lr / bias1, param), denom)
+        return None
+
+
 class AdamWConfig(StrictModel):
     beta1: float = 0.9
     beta2: float = 0.999
@@ -111,6 +149,8 @@ class AdamWConfig(StrictModel):
     search_space={"beta2": SearchDimension(choices=(0.95, 0.99, 0.999))},
 )
 class AdamW(OptimizerComponent):
+    batched = AdamWBatched
+
     def build(self, model: nn.Module, lr: float, weight_decay: float) -> AdamWOptimizer:
         config = self.config
         return AdamWOptimizer(

@@ -1,18 +1,24 @@
 """What an optimizer component provides, and how parameters are sorted into roles.
 
+An optimizer component is one module: its typed config, its ``Optimizer`` (the sequential
+update), its ``BatchedOptimizer`` (the same update for R stacked replicas, the component's
+``batched``; None where it has none, and such an optimizer trains sequentially only) and the
+registered component that builds them. The trainer receives the component
+(``llmevo.catalog.build_optimizer``) and never looks an optimizer up by name.
+
 Roles come from the module a parameter belongs to, not from its shape: Muon must treat
 the tied embedding (a 2-D matrix) differently from the hidden projections.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any, Literal
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar, Literal
 
 from torch import nn
 
-from llmevo.components.optim.optimizer import Optimizer
-from llmevo.registry import StrictModel
+from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer
+from llmevo.registry import ComponentChoice, StrictModel
 
 Role = Literal["embedding", "hidden_matrix", "gain_or_bias"]
 
@@ -49,7 +55,9 @@ def parameters_by_role(model: nn.Module) -> dict[Role, list[nn.Parameter]]:
 
 class OptimizerComponent:
     """Builds an ``Optimizer`` (``optim/optimizer.py``, not ``torch.optim``: no dynamo import)
-    for a model and reports optimizer statistics."""
+    for a model and reports optimizer statistics; ``batched`` is its batched twin, or None."""
+
+    batched: ClassVar[type[BatchedOptimizer] | None] = None
 
     def __init__(self, config: StrictModel):
         self.config = config
@@ -64,6 +72,10 @@ class OptimizerComponent:
     def orthogonality_error(self) -> float:
         """``muon_orthogonality_error`` of the artifact; 0 for optimizers that don't orthogonalise."""
         return 0.0
+
+
+OptimizerFactory = Callable[[ComponentChoice], OptimizerComponent]
+"""A run's optimizer component from its ``TrainConfig.optimizer`` (``llmevo.catalog.build_optimizer``)."""
 
 
 def count(params: Iterator[nn.Parameter] | list[nn.Parameter]) -> int:

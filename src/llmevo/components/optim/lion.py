@@ -9,9 +9,10 @@ Chen et al., "Symbolic Discovery of Optimization Algorithms", arXiv 2302.06675
 
 The paper advises a learning rate 3-10x smaller and a weight decay 3-10x larger than
 AdamW's (section 5); ``lr_multiplier`` (0.3) and ``weight_decay_multiplier`` (3.0) apply
-that to the run's AdamW settings, so ``lr * wd`` stays about the same. Reference test: two
-steps against the algorithm written out by hand on a tiny tensor
-(tests/reference/test_optim_reference.py).
+that to the run's AdamW settings, so ``lr * wd`` stays about the same. ``LionBatched`` is
+the same update for R stacked replicas (``train/replicas.py``). Reference tests
+(tests/reference/test_optim_reference.py): two steps against the algorithm written out by
+hand on a tiny tensor; the batched twin against ``LionOptimizer`` per replica.
 
 Deviations: none in the update; the multipliers are this platform's way of passing one
 learning rate to every optimizer.
@@ -19,14 +20,15 @@ learning rate to every optimizer.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from pydantic import Field, PositiveFloat
-from torch import nn
+from torch import Tensor, nn
 
 from llmevo.components.optim.base import OptimizerComponent
-from llmevo.components.optim.optimizer import Optimizer
+from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica
 from llmevo.registry import Paper, SearchDimension, StrictModel, register
 
 
@@ -54,6 +56,31 @@ class LionOptimizer(Optimizer):
             p.mul_(1 - group["lr"] * group["weight_decay"])
             p.add_(direction, alpha=-group["lr"])
             momentum.lerp_(p.grad, 1 - beta2)
+
+
+class LionBatched(BatchedOptimizer):
+    """``LionOptimizer`` for R stacked replicas: per-replica lr, weight decay (each times its
+    multiplier, as ``Lion.build`` sets them) and betas."""
+
+    def __init__(self, configs: Sequence[Any], lr: Sequence[float], weight_decay: Sequence[float],
+                 roles: dict[str, str], device: torch.device, steps: int):
+        super().__init__(
+            configs,
+            [rate * c.lr_multiplier for rate, c in zip(lr, configs, strict=True)],
+            [decay * c.weight_decay_multiplier for decay, c in zip(weight_decay, configs, strict=True)],
+            roles, device, steps)
+        self.beta1 = self.column([c.beta1 for c in configs])  # (R,)
+        self.beta2 = self.column([c.beta2 for c in configs])  # (R,)
+
+    def update(self, name: str, param: Tensor, grad: Tensor, state: dict[str, Tensor],
+               lr: Tensor) -> Tensor | None:
+        if not state:
+            state["exp_avg"] = torch.zeros_like(param)
+        momentum = state["exp_avg"]
+        direction = momentum.lerp(grad, per_replica(1 - self.beta1, param)).sign_()  # sign(c)
+        param.sub_(direction * per_replica(lr, param))
+        momentum.lerp_(grad, per_replica(1 - self.beta2, param))
+        return None
 
 
 class LionConfig(StrictModel):
@@ -87,6 +114,8 @@ class LionConfig(StrictModel):
     },
 )
 class Lion(OptimizerComponent):
+    batched = LionBatched
+
     def build(self, model: nn.Module, lr: float, weight_decay: float) -> LionOptimizer:
         config = self.config
         return LionOptimizer(

@@ -13,6 +13,9 @@ parameter whose role (``optim/base.py``, ``parameter_roles``) is ``hidden_matrix
 learning rate and weight decay (Liu et al., section 2.2). Embeddings (including a tied
 output head) and gains/biases are updated by AdamW inside the same optimizer, one param
 group per role, so an LR scheduler scales every group and ``state_dict`` covers both.
+``MuonBatched`` is the same update for R stacked replicas (``train/replicas.py``), each with
+its own numeric settings; ``nesterov`` and ``ns_steps`` choose the code, so the replicas of
+one batched run share them.
 
 ``muon_orthogonality_error`` (the artifact metric): for each hidden matrix's last
 orthogonalised update O, oriented so that it has r <= c rows, ``||O O^T - I_r||_F /
@@ -24,7 +27,9 @@ Reference tests (tests/reference/test_muon_reference.py): ``newton_schulz`` sing
 in a band around 1 and close to the exact polar factor ``U V^T`` from ``torch.linalg.svd``;
 one step on a matrix against ``torch.optim.Muon(adjust_lr_fn="match_rms_adamw")``; the
 AdamW groups (``adamw_update`` of the ``adamw`` component) bit-identical to
-``torch.optim.AdamW``. ``MuonAdamW`` runs on the dynamo-free ``optim/optimizer.py`` base.
+``torch.optim.AdamW``. The batched twin against ``MuonAdamW``, replica by replica:
+tests/reference/test_optim_reference.py. ``MuonAdamW`` runs on the dynamo-free
+``optim/optimizer.py`` base.
 
 Deviations: the iteration runs in float32 (Keller Jordan's and torch's run it in
 bfloat16); weight decay applies to every group, as in the ``adamw`` component.
@@ -33,15 +38,16 @@ bfloat16); weight decay applies to every group, as in the ``adamw`` component.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from pydantic import Field, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
-from llmevo.components.optim.adamw import adamw_group_update
+from llmevo.components.optim.adamw import AdamWBatched, adamw_group_update
 from llmevo.components.optim.base import OptimizerComponent, count, parameters_by_role
-from llmevo.components.optim.optimizer import Optimizer
+from llmevo.components.optim.optimizer import Optimizer, per_replica
 from llmevo.registry import Paper, SearchDimension, StrictModel, register
 
 NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
@@ -153,6 +159,35 @@ class MuonAdamW(Optimizer):
         return 0.0 if self._last_errors is None else float(self._last_errors.mean())
 
 
+class MuonBatched(AdamWBatched):
+    """``MuonAdamW`` for R stacked replicas: Muon on the hidden matrices, AdamW on the rest."""
+
+    shared = ("nesterov", "ns_steps")
+
+    def __init__(self, configs: Sequence[Any], lr: Sequence[float], weight_decay: Sequence[float],
+                 roles: dict[str, str], device: torch.device, steps: int):
+        super().__init__(configs, lr, weight_decay, roles, device, steps)
+        self.momentum = self.column([c.momentum for c in configs])  # (R,)
+        self.rms_scale = self.column([c.rms_scale for c in configs])  # (R,)
+        self.nesterov = configs[0].nesterov
+        self.ns_steps = configs[0].ns_steps
+
+    def update(self, name: str, param: Tensor, grad: Tensor, state: dict[str, Tensor],
+               lr: Tensor) -> Tensor | None:
+        if self.roles[name] != "hidden_matrix":
+            return super().update(name, param, grad, state, lr)
+        if not state:
+            state["momentum_buffer"] = torch.zeros_like(param)
+        buffer = state["momentum_buffer"]
+        mu = per_replica(self.momentum, param)
+        buffer.lerp_(grad, 1 - mu)
+        momentum = grad.lerp(buffer, mu) if self.nesterov else buffer
+        update = newton_schulz(momentum, self.ns_steps)  # (R, rows, cols)
+        scale = self.rms_scale * math.sqrt(max(param.shape[-2], param.shape[-1]))  # (R,)
+        param.sub_(update * per_replica(lr * scale, param))
+        return orthogonality_error(update)  # (R,)
+
+
 class MuonConfig(StrictModel):
     momentum: float = Field(default=0.95, ge=0.0, lt=1.0)
     nesterov: bool = True
@@ -188,6 +223,8 @@ class MuonConfig(StrictModel):
     },
 )
 class Muon(OptimizerComponent):
+    batched = MuonBatched
+
     def __init__(self, config: MuonConfig):
         super().__init__(config)
         self._optimizer: MuonAdamW | None = None

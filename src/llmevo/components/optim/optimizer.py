@@ -1,4 +1,5 @@
-"""A small optimizer base and a per-group learning-rate schedule, without ``torch._dynamo``.
+"""A small optimizer base, a per-group learning-rate schedule and the base of the batched
+twins, without ``torch._dynamo``.
 
 Every ``torch.optim.Optimizer`` imports ``torch._dynamo`` (and sympy) on first use: its
 ``add_param_group``, ``zero_grad`` and ``state_dict`` are wrapped in
@@ -16,17 +17,21 @@ here keep the parts of that interface this platform uses and import nothing from
   own base lr (its lr when the schedule was built) times ``factor(step)``; the factor for
   step 0 is applied on construction, ``step()`` moves to the next step.
 
+- ``BatchedOptimizer``: the base of an optimizer's batched twin, which updates R replicas
+  of one model at once (``llmevo.train.replicas``): every parameter stacked along a leading
+  replica dimension, every hyperparameter an (R,) tensor.
+
 Not kept: closures, hooks, sparse or complex parameters, ``foreach``/``fused`` paths.
 Reference tests (tests/reference/test_optim_reference.py): AdamW bit-identical to
 ``torch.optim.AdamW`` on CPU; ``LambdaSchedule`` equal to ``LambdaLR`` on two groups;
-``zero_grad`` and the state-dict round trip.
+``zero_grad`` and the state-dict round trip; each batched twin against its optimizer.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -155,3 +160,68 @@ class LambdaSchedule:
         factor = self.factor(self.last_step)
         for group, base in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
             group["lr"] = base * factor
+
+
+def per_replica(values: Tensor, like: Tensor) -> Tensor:
+    """(R,) -> (R, 1, ..., 1), broadcasting one value per replica against a stacked (R, ...) tensor."""
+    return values.view(-1, *([1] * (like.dim() - 1)))
+
+
+class BatchedOptimizer:
+    """An optimizer's batched twin: one update of R replicas' stacked parameters at once.
+
+    Each parameter is a stacked (R, ...) tensor (``torch.func.stack_module_state``) and each
+    hyperparameter an (R,) tensor, so the replicas may differ in every numeric setting;
+    nothing is read back to the host. ``step(params, grads, lr)`` applies decoupled weight
+    decay ``p <- p (1 - lr wd)`` to every parameter, then ``update`` — the operations of the
+    optimizer's own ``update_group``, with the hyperparameters as columns, so each replica
+    follows its sequential run to float rounding (the parity tests: tests/unit/test_replicas.py,
+    tests/contract).
+
+    A subclass is built as ``cls(configs, lr, weight_decay, roles, device, steps)``: per
+    replica its component's config and the learning rate and weight decay the component's
+    ``build`` receives; ``roles``, the role (``optim/base.py``, ``parameter_roles``) of each
+    stacked parameter, in stacking order; the device; the number of steps. ``shared`` names
+    the config fields every replica of one batched run must share (settings that choose the
+    code, not a number, such as Muon's ``nesterov``).
+    """
+
+    shared: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, configs: Sequence[Any], lr: Sequence[float], weight_decay: Sequence[float],
+                 roles: dict[str, str], device: torch.device, steps: int):
+        self.device = device
+        self.roles = roles
+        self.names = list(roles)
+        self.base_lr = self.column(lr)  # (R,)
+        self.weight_decay = self.column(weight_decay)  # (R,)
+        self.step_count = 0
+        self.state: dict[str, dict[str, Tensor]] = {name: {} for name in self.names}
+        self.last_errors: Tensor | None = None  # (R,) mean orthogonality error of the last step
+
+    def column(self, values: Sequence[float]) -> Tensor:
+        """One value per replica, as an (R,) float32 tensor on the device."""
+        return torch.tensor(values, dtype=torch.float32, device=self.device)  # (R,)
+
+    @torch.no_grad()
+    def step(self, params: dict[str, Tensor], grads: dict[str, Tensor], lr: Tensor) -> None:
+        """One update; ``lr`` (R,) is this step's schedule factor x alive (0 freezes a replica)."""
+        self.step_count += 1
+        lr = self.base_lr * lr  # (R,)
+        decay = 1 - lr * self.weight_decay  # (R,)
+        errors = []
+        for name in self.names:
+            param = params[name]
+            param.mul_(per_replica(decay, param))
+            error = self.update(name, param, grads[name], self.state[name], lr)
+            if error is not None:
+                errors.append(error)
+        if errors:
+            self.last_errors = torch.stack(errors).mean(0)  # (R,)
+
+    def update(self, name: str, param: Tensor, grad: Tensor, state: dict[str, Tensor],
+               lr: Tensor) -> Tensor | None:  # pragma: no cover
+        """Update the stacked ``param`` in place at this step's learning rates ``lr`` (R,);
+        ``state`` is this parameter's, empty on the first step. Returns the (R,)
+        orthogonality error of an orthogonalised update, else None."""
+        raise NotImplementedError
