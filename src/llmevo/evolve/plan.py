@@ -30,7 +30,7 @@ class EvolutionPlan:
     sampler: str  # a name of study.SAMPLERS
     trials: int  # finished trials the study should reach
     workers: int  # local worker processes
-    threads_per_worker: int  # torch's CPU threads in each worker
+    threads_per_worker: int  # torch's CPU threads in each worker (and its parallel path's processes)
     population: int
     tournament: int
     sampler_seed: int | None
