@@ -415,13 +415,13 @@ def test_two_commands_opening_a_new_study_together_both_work(tmp_path):
     """Two processes open the same new study at once: both succeed, one baseline trial."""
     import multiprocessing
 
-    from evolve_support import tiny_settings
+    from evolve_support import tiny_plan
 
-    settings = tiny_settings(f"sqlite:///{tmp_path}/race.db", Path("."), Path("."))
+    plan = tiny_plan(f"sqlite:///{tmp_path}/race.db", Path("."), Path("."))
     context = multiprocessing.get_context("spawn")
     start = context.Event()
     results = context.Queue()
-    processes = [context.Process(target=_open_together, args=(settings, start, results))
+    processes = [context.Process(target=_open_together, args=(plan, start, results))
                  for _ in range(2)]
     for process in processes:
         process.start()
@@ -432,21 +432,20 @@ def test_two_commands_opening_a_new_study_together_both_work(tmp_path):
     assert outcomes == ["ok", "ok"], outcomes
     import optuna
 
-    study = optuna.load_study(study_name=settings.study_name, storage=settings.storage_url)
+    study = optuna.load_study(study_name=plan.study_name, storage=plan.storage_url)
     baselines = [t for t in study.get_trials()
                  if t.user_attrs.get("role") == "baseline" and t.state.name == "WAITING"]
     assert len(baselines) == 1
 
 
-def _open_together(settings, start, results) -> None:
-    from llmevo.catalog import ensure_registered
-    from llmevo.evolve import engine
-    from llmevo.evolve.space import build_search_space
+def _open_together(plan, start, results) -> None:
+    from llmevo.evolve.study import open_storage, open_study
+    from llmevo.evolve.workers import build_space
 
-    space = build_search_space(ensure_registered(), settings.preset)
+    space = build_space(plan)
     start.wait()
     try:
-        engine.open_study(settings, space, engine.open_storage(settings, heartbeat=False))
+        open_study(plan, space, open_storage(plan, heartbeat=False))
         results.put("ok")
     except Exception as error:  # reported to the parent, which fails the test
         results.put(f"{type(error).__name__}: {error}")
@@ -454,7 +453,7 @@ def _open_together(settings, start, results) -> None:
 
 def test_a_killed_worker_does_not_block_the_report_of_a_completed_study():
     from llmevo.errors import ConfigError
-    from llmevo.evolve.engine import check_workers_outcome
+    from llmevo.evolve.workers import check_workers_outcome
 
     check_workers_outcome({"w0": 0, "w1": 0}, finished=4, target=4)
     check_workers_outcome({"w0": 0, "w1": -9}, finished=4, target=4)  # killed, study complete
@@ -495,7 +494,7 @@ def test_cli_choice_lists_match_the_library():
     from typing import get_args
 
     from llmevo.cli import common
-    from llmevo.evolve.engine import SAMPLERS
+    from llmevo.evolve.study import SAMPLERS
     from llmevo.runner.presets import PRESETS
     from llmevo.train.device import DEVICES
 

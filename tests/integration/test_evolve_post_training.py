@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import torch
-from evolve_support import tiny_settings
+from evolve_support import tiny_plan
 
 from llmevo.catalog import ensure_registered
-from llmevo.evolve import engine
 from llmevo.evolve.objective import trial_record, validate_genome
 from llmevo.evolve.space import build_search_space
+from llmevo.evolve.workers import prepare_context
 
 BASELINE = {"rope", "mha", "swiglu", "rmsnorm", "pre_norm", "adamw"}
 
@@ -19,10 +19,10 @@ def _keep_training(model):
 
 def test_a_trial_with_sft_post_trains_before_validation(tmp_path, data_dir, cache_dir):
     """A search trial (sequential, with its hurdle hook) runs the genome's stage."""
-    settings = tiny_settings(f"sqlite:///{tmp_path}/s.db", data_dir, cache_dir)
-    space = build_search_space(ensure_registered(), settings.preset,
+    plan = tiny_plan(f"sqlite:///{tmp_path}/s.db", data_dir, cache_dir)
+    space = build_search_space(ensure_registered(), plan.trial_preset,
                                promoted=frozenset(BASELINE | {"sft"}))
-    context = engine.prepare_context(settings, space)
+    context = prepare_context(plan, space)
     assert callable(context.post_data)  # loaded lazily, by the first trial that post-trains
     params = space.to_params(space.baseline)
     lr = space.baseline.train.lr
@@ -40,10 +40,10 @@ def test_a_trial_with_sft_post_trains_before_validation(tmp_path, data_dir, cach
 
 def test_a_fair_trial_grid_post_trains_each_run(tmp_path, data_dir, cache_dir):
     """Fair trials (every lr of the grid through ``train_many``) run the genome's stage too."""
-    settings = tiny_settings(f"sqlite:///{tmp_path}/s.db", data_dir, cache_dir)
-    space = build_search_space(ensure_registered(), settings.preset,
+    plan = tiny_plan(f"sqlite:///{tmp_path}/s.db", data_dir, cache_dir)
+    space = build_search_space(ensure_registered(), plan.trial_preset,
                                promoted=frozenset(BASELINE | {"sft"}))
-    context = engine.prepare_context(settings, space)
+    context = prepare_context(plan, space)
     params = space.to_params(space.baseline)
     params["post_training"] = "sft"
     genome = space.to_genome(params)

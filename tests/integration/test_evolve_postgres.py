@@ -11,13 +11,12 @@ import uuid
 from collections import Counter
 
 import pytest
-from evolve_support import tiny_settings
+from evolve_support import tiny_plan
 from optuna.trial import TrialState
 
-from llmevo.catalog import ensure_registered
-from llmevo.evolve import engine
 from llmevo.evolve.objective import FINAL_STATES
-from llmevo.evolve.space import build_search_space
+from llmevo.evolve.study import finished_trials, open_storage, open_study
+from llmevo.evolve.workers import build_space, run_workers
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 POSTGRES_URL = os.environ.get("LLMEVO_TEST_POSTGRES_URL")
@@ -25,18 +24,17 @@ POSTGRES_URL = os.environ.get("LLMEVO_TEST_POSTGRES_URL")
 
 @pytest.mark.skipif(not POSTGRES_URL, reason="LLMEVO_TEST_POSTGRES_URL is not set")
 def test_two_workers_share_one_postgres_study(data_dir, cache_dir):
-    settings = tiny_settings(POSTGRES_URL, data_dir, cache_dir, trials=8, workers=2,
-                             study_name=f"pg-{uuid.uuid4().hex[:8]}")
-    space = build_search_space(ensure_registered(), settings.preset)
-    study = engine.open_study(settings, space, engine.open_storage(settings, heartbeat=False))
-    engine.run_workers(settings)
+    plan = tiny_plan(POSTGRES_URL, data_dir, cache_dir, trials=8, workers=2,
+                         study=f"pg-{uuid.uuid4().hex[:8]}")
+    study = open_study(plan, build_space(plan), open_storage(plan, heartbeat=False))
+    run_workers(plan)
     trials = study.get_trials()
     numbers = [t.number for t in trials]
     assert numbers == list(range(len(numbers)))  # each trial number exactly once
     assert all(t.state not in (TrialState.RUNNING, TrialState.WAITING) for t in trials)
     assert all(t.user_attrs.get("state") in FINAL_STATES for t in trials)
-    finished = engine.finished_trials(study)
-    assert settings.trials <= len(finished) <= settings.trials + settings.workers - 1
+    finished = finished_trials(study)
+    assert plan.trials <= len(finished) <= plan.trials + plan.workers - 1
     trained = Counter(t.user_attrs["genome_hash"] for t in trials
                       if t.user_attrs.get("state") != "duplicate")
     assert max(trained.values()) == 1  # no genome trained twice

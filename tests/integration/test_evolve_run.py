@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -11,28 +12,26 @@ import time
 import optuna
 import pytest
 import sqlalchemy.exc
-from evolve_support import tiny_settings
+from evolve_support import tiny_plan
 from optuna.trial import TrialState
 
-from llmevo.catalog import ensure_registered
 from llmevo.cli import main
-from llmevo.evolve import engine
+from llmevo.evolve import workers
 from llmevo.evolve.champion import baseline_trial, select_champion
-from llmevo.evolve.space import build_search_space
+from llmevo.evolve.study import finished_trials, open_storage, open_study
 
 pytestmark = pytest.mark.slow
 
 
-def _study(settings):
-    space = build_search_space(ensure_registered(), settings.preset)
-    return engine.open_study(settings, space, engine.open_storage(settings, heartbeat=False))
+def _study(plan):
+    return open_study(plan, workers.build_space(plan), open_storage(plan, heartbeat=False))
 
 
 def test_baseline_first_then_resume_keeps_completed_trials(tmp_path, data_dir, cache_dir):
-    settings = tiny_settings(f"sqlite:///{tmp_path}/run.db", data_dir, cache_dir, trials=4)
-    engine.run_workers(settings)
-    study = _study(settings)
-    first = {t.number: t.value for t in engine.finished_trials(study)}
+    plan = tiny_plan(f"sqlite:///{tmp_path}/run.db", data_dir, cache_dir, trials=4)
+    workers.run_workers(plan)
+    study = _study(plan)
+    first = {t.number: t.value for t in finished_trials(study)}
     assert len(first) == 4
     baseline = baseline_trial(study)
     assert baseline is not None and baseline.number == 0
@@ -43,21 +42,18 @@ def test_baseline_first_then_resume_keeps_completed_trials(tmp_path, data_dir, c
     for trial in study.get_trials():
         assert trial.user_attrs["state"] in ("complete", "pruned")
         assert "test" not in json.dumps(trial.user_attrs.get("metrics", {}))  # never the test split
-    resumed = engine.EvolveSettings(**{**settings.__dict__, "trials": 6})
-    engine.run_workers(resumed)
-    after = {t.number: t.value for t in engine.finished_trials(_study(settings))}
+    workers.run_workers(dataclasses.replace(plan, trials=6))
+    after = {t.number: t.value for t in finished_trials(_study(plan))}
     assert len(after) == 6
     assert all(after[number] == value for number, value in first.items())
 
 
 def test_sigkilled_worker_loses_only_its_trial_which_is_retried(tmp_path, data_dir, cache_dir):
-    settings = tiny_settings(f"sqlite:///{tmp_path}/kill.db", data_dir, cache_dir, trials=5,
-                             rescore_seeds=0)
     # longer trials, so that the kill lands while one is running
-    settings = engine.EvolveSettings(**{**settings.__dict__,
-                                        "preset": settings.preset.override({"steps": 40})})
-    study = _study(settings)
-    worker = multiprocessing.get_context("spawn").Process(target=engine._spawned, args=(settings, 0))
+    plan = tiny_plan(f"sqlite:///{tmp_path}/kill.db", data_dir, cache_dir, trials=5,
+                         rescore_seeds=0, trial_steps=40)
+    study = _study(plan)
+    worker = multiprocessing.get_context("spawn").Process(target=workers._spawned, args=(plan, 0))
     worker.start()
     # Wait on the study's state, never on elapsed time: at least two finished trials and one
     # running. The worker is frozen (SIGSTOP) before the state is read again, so the trial
@@ -75,7 +71,7 @@ def test_sigkilled_worker_loses_only_its_trial_which_is_retried(tmp_path, data_d
         assert time.monotonic() < safety, "no trial ever ran"
         try:
             trials = study.get_trials(deepcopy=False)
-            ready = len(engine.finished_trials(study)) >= 2 and running_started(trials)
+            ready = len(finished_trials(study)) >= 2 and running_started(trials)
         except busy:
             ready = False
         if ready:
@@ -89,12 +85,12 @@ def test_sigkilled_worker_loses_only_its_trial_which_is_retried(tmp_path, data_d
         time.sleep(0.05)
     os.kill(worker.pid, signal.SIGKILL)
     worker.join()
-    before = {t.number: t.value for t in engine.finished_trials(study)}
+    before = {t.number: t.value for t in finished_trials(study)}
     killed = [t.number for t in study.get_trials() if t.state == TrialState.RUNNING]
     assert len(killed) == 1 and len(before) >= 2
-    engine.worker_main(settings, 0)  # the same command again
+    workers.worker_main(plan, 0)  # the same command again
     trials = study.get_trials()
-    after = {t.number: t.value for t in engine.finished_trials(study)}
+    after = {t.number: t.value for t in finished_trials(study)}
     assert len(after) == 5
     assert all(after[number] == value for number, value in before.items())
     lost = trials[killed[0]]

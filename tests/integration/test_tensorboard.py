@@ -9,11 +9,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from evolve_support import tiny_settings
+from evolve_support import tiny_plan
 
 from llmevo.catalog import build_model, build_optimizer
 from llmevo.cli import main
-from llmevo.evolve import engine
+from llmevo.evolve.workers import run_workers
 from llmevo.model.config import ModelConfig
 from llmevo.train.logging import StepRecord
 from llmevo.train.trainer import TrainConfig, WindowSampler, lr_at, train
@@ -90,9 +90,8 @@ def main_code(argv):
 
 def test_evolve_logs_each_trial_fitness_and_genome(tmp_path, data_dir, cache_dir):
     board = tmp_path / "tb"
-    settings = tiny_settings(f"sqlite:///{tmp_path}/tb.db", data_dir, cache_dir, trials=2,
-                             rescore_seeds=0, tensorboard_dir=board)
-    engine.run_workers(settings)
+    run_workers(tiny_plan(f"sqlite:///{tmp_path}/tb.db", data_dir, cache_dir, trials=2,
+                              rescore_seeds=0, tensorboard=board))
     trials = _scalars(board / "trials")
     assert [step for step, _ in trials["evolve/fitness"]] == [0, 1]
     accumulator = event_accumulator.EventAccumulator(

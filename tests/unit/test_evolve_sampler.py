@@ -102,13 +102,10 @@ def test_hurdle_prunes_only_clearly_worse_trials(space):
 
 @pytest.mark.parametrize("name", ["regularized", "nsga2", "tpe", "random"])
 def test_every_offered_sampler_drives_the_conditional_space(space, name, tmp_path):
-    from llmevo.evolve import engine
+    from llmevo.evolve.study import SAMPLERS
 
-    settings = engine.EvolveSettings(study_name=name, storage_url="sqlite://",
-                                     preset=get_preset("quick"), population=3, tournament=2,
-                                     sampler_seed=0)
     study = optuna.create_study(direction="maximize",
-                                sampler=engine.SAMPLERS[name](settings, space))
+                                sampler=SAMPLERS[name](space, 3, 2, 0))  # population, tournament, seed
 
     def objective(trial):
         genome = space.to_genome(space.suggest(trial))

@@ -227,18 +227,18 @@ def test_cli_checks_catch_internals_and_module_level_torch(tmp_path):
                 "import torch\n"
                 "if TYPE_CHECKING:\n    import numpy\n"
                 "from llmevo.experiments import pipeline\n"
-                "def f():\n    import optuna\n    from llmevo.evolve.engine import run_workers\n"
+                "def f():\n    import optuna\n    from llmevo.evolve.workers import run_workers\n"
             ),
             "llmevo/cli/fine.py": "from llmevo.evolve import run\nfrom llmevo.train.device import x\n",
             "llmevo/experiments/__init__.py": "",
             "llmevo/experiments/pipeline.py": "",
             "llmevo/evolve/__init__.py": "",
-            "llmevo/evolve/engine.py": "",
+            "llmevo/evolve/workers.py": "",
             "llmevo/train/__init__.py": "",
             "llmevo/train/device.py": "",
         },
     )
-    assert cli_violations(graph) == ["llmevo.cli.run imports llmevo.evolve.engine"]
+    assert cli_violations(graph) == ["llmevo.cli.run imports llmevo.evolve.workers"]
     assert module_level_imports(tmp_path / "llmevo/cli/run.py") & set(HEAVY) == {"torch"}
 
 

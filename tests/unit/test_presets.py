@@ -45,16 +45,16 @@ def test_evolution_trains_one_epoch_presets_for_the_full_epoch(tmp_path, data_di
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-    from evolve_support import tiny_settings
+    from evolve_support import tiny_plan
 
     from llmevo.catalog import ensure_registered
-    from llmevo.evolve.engine import prepare_context
     from llmevo.evolve.space import build_search_space
+    from llmevo.evolve.workers import prepare_context
 
     preset = get_preset("smoke").override({"one_epoch": True, "eval_max_windows": 4})
-    settings = tiny_settings(f"sqlite:///{tmp_path}/s.db", data_dir, cache_dir, preset=preset)
-    context = prepare_context(settings, build_search_space(ensure_registered(), preset))
-    assert context.preset.train.steps == math.ceil(120_000 / (4 * 64)) == 469
+    plan = tiny_plan(f"sqlite:///{tmp_path}/s.db", data_dir, cache_dir, trial_preset=preset)
+    context = prepare_context(plan, build_search_space(ensure_registered(), preset))
+    assert context.trial_preset.train.steps == math.ceil(120_000 / (4 * 64)) == 469
 
 
 def test_each_preset_names_its_post_training_stage():
@@ -88,7 +88,7 @@ def test_stage_overrides_are_validated_in_one_line():
 
 def test_a_study_stores_the_preset_as_before_the_stage_settings_joined_it():
     """Studies created before keep resuming: their stored preset has no ``post_training``."""
-    from llmevo.evolve.engine import preset_description
+    from llmevo.evolve.study import preset_description
 
     smoke = get_preset("smoke")
     assert preset_description(smoke) == {

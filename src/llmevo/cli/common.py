@@ -38,8 +38,11 @@ CACHE_ENV = "LLMEVO_CACHE"
 DEFAULT_SEED = 42
 DEFAULT_SEEDS = "42,43,44"
 
-# Choice lists shown in --help (typer checks them); tests/unit/test_cli_options.py checks
-# that they equal the library's own tables (presets, samplers, devices).
+# Choice lists shown in --help (typer checks them). They restate the library's own tables
+# because those live in modules that import torch or Optuna, and --help must not: the
+# presets (runner.presets, built on the trainer's TrainConfig), the samplers (evolve.study,
+# Optuna's classes) and the devices (train.device). test_cli_choice_lists_match_the_library
+# (tests/integration/test_bad_input.py) checks that they are equal.
 PresetName = Literal["smoke", "quick", "standard"]
 DeviceName = Literal["auto", "cpu", "cuda", "mps"]
 SamplerName = Literal["regularized", "nsga2", "tpe", "random"]

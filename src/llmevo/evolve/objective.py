@@ -26,41 +26,38 @@ from torch import nn
 from llmevo.errors import ConfigError, LlmevoError
 from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.stats import summarize
-from llmevo.evolve.fair import trial_lr_grid, with_lr
 from llmevo.evolve.genome import Genome
+from llmevo.evolve.lr_grid import trial_lr_grid, with_lr
+from llmevo.evolve.plan import EvolutionPlan
 from llmevo.evolve.space import SearchSpace
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
 from llmevo.runner.run import run_arm
 from llmevo.train.logging import RunLogs
-from llmevo.train.many import Execution
 
 FINAL_STATES = ("complete", "pruned", "diverged", "failed", "invalid", "duplicate")
+SEARCH_SEED = 1000  # every trial trains under it; rescoring seeds follow it
+HURDLE_FRACTIONS = (0.5,)  # of the trial's steps: where its cheap validation loss is reported
+HURDLE_WINDOWS = 16  # validation windows of that estimate
 
 
 class TrialDiverged(LlmevoError):
     """A trial's training loss became non-finite (recorded, the search goes on)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrialContext:
+    """The plan and what one process prepares from it once (``workers.prepare_context``)."""
+
+    plan: EvolutionPlan
     space: SearchSpace
-    preset: Preset  # the trial preset (steps and validation budget of a search trial)
     data: ArmData
+    trial_preset: Preset  # plan.trial_preset resolved on the data (a one-epoch preset's steps)
+    final_preset: Preset  # plan.final_preset resolved on the data
     device: torch.device
-    search_seed: int = 1000
-    rescore_seeds: int = 2
-    score_k: float = 1.0
-    hurdle_fractions: tuple[float, ...] = (0.5,)
-    hurdle_windows: int = 16
-    worker: int | None = None  # recorded on each trial
-    execution_path: str = "auto"  # how rescoring seeds train (llmevo.train.many paths)
-    replicas_max: int | None = None
-    execution_workers: int | None = None  # worker processes for a parallel path (its core share)
-    lr_factors: tuple[float, ...] = ()  # fair trials: train at lr x each factor, score the best (evolve.fair)
     logs: RunLogs | None = None  # per-step curves of each trial and seed; fitness and genome
-    post_data: Any = None  # llmevo.components.post_training.tasks.PostTrainData, when post-training genes exist
+    post_data: Any = None  # a loader of llmevo.components.post_training.tasks.PostTrainData, when post-training genes exist
 
 
 def lower_bound_score(values: list[float], k: float) -> float:
@@ -139,10 +136,10 @@ def validate_genome(
     after another, otherwise all at once through ``train_many``. A diverged or stopped
     run is returned unevaluated."""
     return run_arm(
-        genome.arm("trial"), context.data, genome.apply_to(context.preset),
-        genome.runs(context.preset, runs), context.device, splits=("validation",),
-        on_diverged="record", execution=Execution(context.execution_path, context.replicas_max),
-        workers=context.execution_workers, description=f"trial {genome.hash()}",
+        genome.arm("trial"), context.data, genome.apply_to(context.trial_preset),
+        genome.runs(context.trial_preset, runs), context.device, splits=("validation",),
+        on_diverged="record", execution=context.plan.execution,
+        workers=context.plan.threads_per_worker, description=f"trial {genome.hash()}",
         logs=context.logs if logged else None, log_name=run_name or "trial", make_hook=make_hook,
         post_data=context.post_data)
 
@@ -150,8 +147,8 @@ def validate_genome(
 def _best_of_grid(trial: optuna.Trial, genome: Genome, context: TrialContext) -> tuple[ArmRun, Genome]:
     """Train the genome at every lr of its trial grid under the search seed; the best
     complete run and the genome at that lr (recorded as ``tuned_genome``)."""
-    grid = trial_lr_grid(genome.train.lr, context.lr_factors)
-    runs = validate_genome(genome, context, [(lr, context.search_seed) for lr in grid], logged=False)
+    grid = trial_lr_grid(genome.train.lr, context.plan.lr_factors)
+    runs = validate_genome(genome, context, [(lr, SEARCH_SEED) for lr in grid], logged=False)
     trial.set_user_attr("lr_grid", [{"lr": run.lr, "status": run.status,
                                      "fitness": run.validation.get("fitness")} for run in runs])
     complete = [run for run in runs if run.status == "complete"]
@@ -164,8 +161,10 @@ def _best_of_grid(trial: optuna.Trial, genome: Genome, context: TrialContext) ->
     return best, tuned
 
 
-def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
-    """The Optuna objective (direction: maximize validation fitness)."""
+def make_objective(context: TrialContext, worker: int | None = None) -> Callable[[optuna.Trial], float]:
+    """The Optuna objective (direction: maximize validation fitness); ``worker`` (the
+    worker's index) is recorded on each trial."""
+    plan = context.plan
 
     def objective(trial: optuna.Trial) -> float:
         params = context.space.suggest(trial)
@@ -175,7 +174,7 @@ def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
         trial.set_user_attr("genome_hash", genome_hash)
         trial.set_user_attr("label", genome.label())
         trial.set_user_attr("state", "running")
-        trial.set_user_attr("worker", context.worker)
+        trial.set_user_attr("worker", worker)
         try:
             return _run(trial, genome, genome_hash)
         except optuna.TrialPruned:
@@ -206,7 +205,7 @@ def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
             if duplicate.state == TrialState.COMPLETE and duplicate.value is not None:
                 return float(duplicate.value)
             raise optuna.TrialPruned(f"duplicate of trial {duplicate.number}")
-        checkpoints = hurdle_steps(context.preset.train.steps, context.hurdle_fractions)
+        checkpoints = hurdle_steps(context.trial_preset.train.steps, HURDLE_FRACTIONS)
 
         def make_hook(model: nn.Module) -> Callable[[int, float], bool]:
             def on_step(step: int, loss: float) -> bool:
@@ -216,10 +215,10 @@ def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
                 value = -evaluate_lm(
                     model,
                     context.data.validation,
-                    context.preset.train.seq_len,
+                    context.trial_preset.train.seq_len,
                     context.device,
                     context.data.token_bytes,
-                    max_windows=context.hurdle_windows,
+                    max_windows=HURDLE_WINDOWS,
                 )["lm_loss"]
                 model.train()
                 trial.report(value, step + 1)
@@ -227,9 +226,9 @@ def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
 
             return on_step
 
-        seeds = [context.search_seed]
+        seeds = [SEARCH_SEED]
         run_name = f"trial-{trial.number:04d}"
-        if context.lr_factors:  # every lr of the grid at once (no hurdles), scored by its best
+        if plan.lr_factors:  # every lr of the grid at once (no hurdles), scored by its best
             run, genome = _best_of_grid(trial, genome, context)
         else:
             [run] = validate_genome(genome, context, [(genome.train.lr, seeds[0])], make_hook, run_name)
@@ -245,8 +244,8 @@ def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
             raise TrialDiverged(f"trial {trial.number}: {record.get('message')}")
         fitness = [record["fitness"]]
         best = best_score(study)
-        if context.rescore_seeds > 0 and (best is None or fitness[0] > best):
-            extra = [context.search_seed + offset for offset in range(1, context.rescore_seeds + 1)]
+        if plan.rescore_seeds > 0 and (best is None or fitness[0] > best):
+            extra = [SEARCH_SEED + offset for offset in range(1, plan.rescore_seeds + 1)]
             # the genome at its tuned lr (fair trials), under every rescoring seed
             rescored = validate_genome(genome, context, [(genome.train.lr, s) for s in extra],
                                        run_name=run_name)
@@ -262,7 +261,7 @@ def make_objective(context: TrialContext) -> Callable[[optuna.Trial], float]:
                 fitness.append(record["fitness"])
             trial.set_user_attr("seeds", seeds)
             trial.set_user_attr("metrics", per_seed)
-            trial.set_user_attr("score", lower_bound_score(fitness, context.score_k))
+            trial.set_user_attr("score", lower_bound_score(fitness, plan.score_k))
         trial.set_user_attr("fitness_per_seed", fitness)
         trial.set_user_attr("state", "complete")
         mean = summarize(fitness)["mean"]

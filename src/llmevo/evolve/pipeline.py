@@ -1,12 +1,14 @@
 """The evolution pipeline as one typed function: ``run(settings) -> EvolutionSummary``.
 
 ``EvolutionSettings`` names the search (preset, study, storage, sampler, trials, workers,
-population, ...) and the final evaluation (seeds, report folder); ``run`` builds the search
-space from the promoted components, runs the Optuna study (resumable: finished trials
-count), picks the champion on validation, evaluates champion and baseline once on test,
-collects provenance and writes ``summary.json``, the README and the plots under
-``runs/evolve/<study>/`` (``publish``: ``docs/evolution/<study>/``, refused from a checkout
-with uncommitted changes unless ``allow_dirty``, the same policy as ``llmevo reproduce``).
+population, ...) and the final evaluation (seeds, report folder); ``EvolutionSettings.plan()``
+checks it and resolves it once into an ``EvolutionPlan`` (``evolve.plan``), which the
+workers receive. ``run`` builds the search space from the promoted components, prepares
+the data once, runs the Optuna study (resumable: finished trials count), picks the
+champion on validation, evaluates champion and baseline once on test, collects provenance
+and writes ``summary.json``, the README and the plots under ``runs/evolve/<study>/``
+(``publish``: ``docs/evolution/<study>/``, refused from a checkout with uncommitted
+changes unless ``allow_dirty``, the same policy as ``llmevo reproduce``).
 
 The command line (``llmevo evolve``) only turns its options into settings and prints what
 ``run`` reports through ``notify``; from Python::
@@ -26,7 +28,6 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,39 +43,38 @@ from llmevo.artifacts.provenance import (
     check_publishable,
     collect_provenance,
     module_files,
+    pipeline_modules,
 )
 from llmevo.catalog import ensure_registered
 from llmevo.errors import ConfigError
-from llmevo.evolve import engine
+from llmevo.evolve import workers
 from llmevo.evolve.champion import baseline_trial, final_evaluation, select_champion
-from llmevo.evolve.fair import (
-    DEFAULT_TRIAL_LR_FACTORS,
-    knockout_lines,
-    knockout_variants,
-    trial_lr_grid,
-    tuned_final_evaluation,
-)
-from llmevo.evolve.fair import explain as explain_genes
 from llmevo.evolve.genome import Genome
+from llmevo.evolve.knockouts import explain as explain_genes
+from llmevo.evolve.knockouts import knockout_lines, knockout_variants
+from llmevo.evolve.lr_grid import DEFAULT_TRIAL_LR_FACTORS, trial_lr_grid, tuned_final_evaluation
+from llmevo.evolve.objective import SEARCH_SEED, TrialContext
+from llmevo.evolve.plan import EvolutionPlan
 from llmevo.evolve.report import build_summary, write_report
 from llmevo.evolve.space import SearchSpace, build_search_space
+from llmevo.evolve.study import (
+    check_sampler,
+    check_storage_url,
+    finished_trials,
+    open_storage,
+    open_study,
+    quiet_optuna,
+    sqlite_path,
+)
 from llmevo.promotion import Promotion, promotions
 from llmevo.registry import RequestModel
 from llmevo.runner import tuning
 from llmevo.runner.presets import Preset, get_preset
-from llmevo.runner.tuning import TuningPlan
 from llmevo.train.device import accelerator_name, resolve_device
+from llmevo.train.logging import RunLogs
 from llmevo.train.many import Execution, check_path
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-IMPLEMENTATION_MODULES = (
-    "llmevo.evolve.genome", "llmevo.evolve.space", "llmevo.evolve.sampler",
-    "llmevo.evolve.pruner", "llmevo.evolve.objective", "llmevo.evolve.engine",
-    "llmevo.evolve.champion", "llmevo.evolve.report", "llmevo.model.transformer",
-    "llmevo.train.trainer", "llmevo.eval.lm", "llmevo.eval.suites", "llmevo.eval.metrics",
-    "llmevo.eval.stats", "llmevo.runner.presets", "llmevo.runner.run",
-    "llmevo.runner.data", "llmevo.evolve.fair", "llmevo.runner.tuning",
-)
 
 PROMOTION_RULES: dict[str, Callable[[dict[str, Promotion]], frozenset[str]]] = {
     "evidence": lambda decisions: frozenset(n for n, d in decisions.items() if d.promoted),
@@ -157,6 +157,51 @@ class EvolutionSettings(RequestModel):
         return (base.override({"steps": self.trial_steps, "eval_max_windows": self.eval_windows}),
                 base.override({"steps": self.trial_steps}))
 
+    def plan(self) -> EvolutionPlan:
+        """The request checked and resolved once, before any work: the sampler, both
+        presets, the components the space holds, how seeds train, the trial lr grid, the
+        final tuning plan; the data folder, the device, a publishable checkout and the
+        storage URL are checked here too."""
+        check_sampler(self.sampler)
+        trial_preset, final_preset = self.presets()
+        promoted = PROMOTION_RULES[self.promotion](promotions(ensure_registered(), self.docs))
+        execution = Execution(self.path, self.replicas_max)
+        check_path(execution.path, execution.replicas_max)
+        factors = tuple(self.trial_lr_factors)
+        if factors:
+            trial_lr_grid(1.0, factors)  # refuses a bad grid
+        final_tuning = tuning.check_plan(
+            self.tune_grid or tuning.default_grid(final_preset.train.lr), self.tune_seeds,
+            self.seeds, confirm=tuning.DEFAULT_CONFIRM if self.tune_confirm is None
+            else self.tune_confirm) if self.final_tune else None
+        if not self.final_tune and self.tune_confirm is not None:
+            raise ConfigError("--tune-confirm needs the final tuning: drop --no-final-tune")
+        if not Path(self.data_dir).is_dir():
+            raise ConfigError(f"data directory {self.data_dir} does not exist")
+        resolve_device(self.device)  # refuses an unavailable device
+        if self.publish:
+            check_publishable(self.repo_root, self.allow_dirty)
+        study_name, storage_url = self.study_name(), self.storage_url()
+        check_storage_url(storage_url)
+        return EvolutionPlan(
+            study_name=study_name, storage_url=storage_url, sampler=self.sampler,
+            trials=self.trials, workers=self.workers,
+            threads_per_worker=self.threads or max(1, (os.cpu_count() or 1) // self.workers),
+            population=self.population, tournament=self.tournament,
+            sampler_seed=self.sampler_seed, heartbeat_interval=self.heartbeat,
+            grace_period=self.grace_period, trial_preset=trial_preset, promoted=promoted,
+            data_dir=Path(self.data_dir).resolve(), cache_dir=Path(self.cache_dir).resolve(),
+            device=self.device, rescore_seeds=self.rescore_seeds, score_k=self.score_k,
+            lr_factors=factors, execution=execution,
+            tensorboard=self.tensorboard.resolve() if self.tensorboard is not None else None,
+            final_preset=final_preset, seeds=tuple(self.seeds), tuning=final_tuning,
+            threads=self.threads or os.cpu_count() or 1, report=self.report,
+            report_folder=self.report_folder(), publish=self.publish,
+            allow_dirty=self.allow_dirty,
+            command=self.command or f"python: llmevo.evolve.run(study={study_name!r})",
+            repo_root=self.repo_root,
+        )
+
 
 class EvolutionSummary(BaseModel):
     """``summary.json`` of an evolution run (schema v2 style; extra keys kept)."""
@@ -185,7 +230,7 @@ class EvolutionSummary(BaseModel):
 
 def search_space(settings: EvolutionSettings) -> tuple[SearchSpace, dict[str, Promotion]]:
     """The space the study searches, and each component's promotion decision."""
-    engine.check_sampler(settings.sampler)
+    check_sampler(settings.sampler)
     trial_preset, _ = settings.presets()
     registry = ensure_registered()
     decisions = promotions(registry, settings.docs)
@@ -197,65 +242,18 @@ def _ignore(message: str) -> None:
     return None
 
 
-@dataclass(frozen=True)
-class _Prepared:
-    """Everything ``run`` and ``explain`` check and build before any work."""
-
-    space: SearchSpace
-    engine: engine.EvolveSettings
-    final_preset: Preset
-    plan: TuningPlan | None
-    execution: Execution
-    factors: tuple[float, ...]
-
-
-def _prepare(settings: EvolutionSettings) -> _Prepared:
-    space, decisions = search_space(settings)
-    execution = Execution(settings.path, settings.replicas_max)
-    check_path(execution.path, execution.replicas_max)
-    promoted = PROMOTION_RULES[settings.promotion](decisions)
-    trial_preset, final_preset = settings.presets()
-    factors = tuple(settings.trial_lr_factors)
-    if factors:
-        trial_lr_grid(1.0, factors)  # refuses a bad grid before any work
-    plan = tuning.check_plan(
-        settings.tune_grid or tuning.default_grid(final_preset.train.lr), settings.tune_seeds,
-        settings.seeds, confirm=tuning.DEFAULT_CONFIRM if settings.tune_confirm is None
-        else settings.tune_confirm) if settings.final_tune else None
-    if not settings.final_tune and settings.tune_confirm is not None:
-        raise ConfigError("--tune-confirm needs the final tuning: drop --no-final-tune")
-    if not Path(settings.data_dir).is_dir():
-        raise ConfigError(f"data directory {settings.data_dir} does not exist")
-    resolve_device(settings.device)  # refuses an unavailable device before any work
-    if settings.publish:
-        check_publishable(settings.repo_root, settings.allow_dirty)  # before any work
-    engine.check_storage_url(settings.storage_url())
-    engine_settings = engine.EvolveSettings(
-        study_name=settings.study_name(), storage_url=settings.storage_url(), preset=trial_preset,
-        sampler=settings.sampler, trials=settings.trials, workers=settings.workers,
-        population=settings.population, tournament=settings.tournament,
-        rescore_seeds=settings.rescore_seeds, score_k=settings.score_k,
-        sampler_seed=settings.sampler_seed, data_dir=Path(settings.data_dir).resolve(),
-        cache_dir=Path(settings.cache_dir).resolve(), device=settings.device,
-        promoted=tuple(sorted(promoted)),
-        threads_per_worker=settings.threads or max(1, (os.cpu_count() or 1) // settings.workers),
-        heartbeat_interval=settings.heartbeat, grace_period=settings.grace_period, lr_factors=factors,
-        execution_path=execution.path, replicas_max=execution.replicas_max,
-        tensorboard_dir=settings.tensorboard.resolve() if settings.tensorboard is not None else None,
-    )
-    return _Prepared(space, engine_settings, final_preset, plan, execution, factors)
-
-
 def _champion_genome(champion: FrozenTrial) -> Genome:
     return Genome.from_json(champion.user_attrs.get("tuned_genome") or champion.user_attrs["genome"])
 
 
-def _code_state(settings: EvolutionSettings) -> CodeState:
+def _code_state(plan: EvolutionPlan) -> CodeState:
     """The code this invocation runs, read before any training (a commit or an edit made
-    while the study trains must not reach the report's provenance)."""
-    return capture_code_state(
-        module_files([importlib.import_module(m) for m in IMPLEMENTATION_MODULES]),
-        Path(engine.__file__), settings.repo_root)
+    while the study trains must not reach the report's provenance): the modules the
+    pipeline reaches through its imports, and the architecture every genome builds (reached
+    through the catalog, which ``pipeline_modules`` does not follow)."""
+    modules = pipeline_modules("llmevo.evolve.pipeline", "llmevo.model.transformer")
+    return capture_code_state(module_files([importlib.import_module(m) for m in modules]),
+                              Path(workers.__file__), plan.repo_root)
 
 
 def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) -> EvolutionSummary | None:
@@ -264,84 +262,73 @@ def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) ->
     Returns the summary, or None with ``settings.report`` off (search only). ``notify``
     receives one line per stage (study state, search done, champion, report path).
     Interrupting (KeyboardInterrupt) leaves the study resumable: run the same settings again."""
-    prepared = _prepare(settings)
-    engine_settings = prepared.engine
-    study_name, storage_url = engine_settings.study_name, engine_settings.storage_url
-    logs = None
-    if settings.tensorboard is not None:
-        from llmevo.train.logging import TensorBoardLogs
-
-        logs = TensorBoardLogs(settings.tensorboard)  # checks that tensorboard is installed, before any work
-    engine.quiet_optuna()
-    engine.prepare_context(engine_settings, prepared.space)  # data files verified before the study file exists
-    opened = engine.open_study(engine_settings, prepared.space, engine.open_storage(engine_settings))  # errors before training
-    code = _code_state(settings)
-    already = len(engine.finished_trials(opened))
-    notify(f"study {study_name} at {masked(storage_url)}: {already} of {settings.trials} trials "
-           f"finished; {settings.workers} worker(s), {engine_settings.threads_per_worker} thread(s) each")
+    plan = settings.plan()
+    quiet_optuna()
+    space = workers.build_space(plan)
+    context = workers.prepare_context(plan, space)  # data files verified before the study file exists
+    opened = open_study(plan, space, open_storage(plan))  # errors before training
+    code = _code_state(plan)
+    already = len(finished_trials(opened))
+    notify(f"study {plan.study_name} at {masked(plan.storage_url)}: {already} of {plan.trials} trials "
+           f"finished; {plan.workers} worker(s), {plan.threads_per_worker} thread(s) each")
     started = time.perf_counter()
-    engine.run_workers(engine_settings)
+    workers.run_workers(plan, context)
     search_seconds = time.perf_counter() - started
-    finished = engine.finished_trials(opened)
+    finished = finished_trials(opened)
     notify(f"search: {len(finished)} finished trials, {search_seconds:.0f} s")
-    if not settings.report:
+    if not plan.report:
         return None
-    summary = _final_report(settings, prepared, opened, code, search_seconds, notify, logs)
+    summary = _final_report(plan, context, opened, code, search_seconds, notify, context.logs)
     try:
         return EvolutionSummary.model_validate(summary)
     except ValidationError as error:  # a bug in build_summary, not user input
         raise AssertionError(f"evolution summary does not match its schema: {error}") from error
 
 
-def _final_report(settings: EvolutionSettings, prepared: _Prepared, opened: optuna.Study, code: CodeState,
+def _final_report(plan: EvolutionPlan, context: TrialContext, opened: optuna.Study, code: CodeState,
                   search_seconds: float, notify: Callable[[str], None],
-                  logs: Any = None) -> dict[str, Any]:
-    """Pick the study's champion, train it and llama_modern again under ``settings.seeds``,
+                  logs: RunLogs | None = None) -> dict[str, Any]:
+    """Pick the study's champion, train it and llama_modern again under ``plan.seeds``,
     evaluate both once on test and write the report (``summary.json``, README, plots) into
-    ``settings.report_folder()``; returns the summary. Same study, seeds and data: the same
+    ``plan.report_folder``; returns the summary. Same study, seeds and data: the same
     numbers, so a removed report is rebuilt as it was (provenance aside)."""
-    space, engine_settings, final_preset = prepared.space, prepared.engine, prepared.final_preset
-    study_name, storage_url = engine_settings.study_name, engine_settings.storage_url
+    space = context.space
     champion = select_champion(opened)
     baseline = baseline_trial(opened)
     notify(f"champion: trial {champion.number} score {champion.user_attrs['score']:.4f}"
            f" ({champion.user_attrs.get('label')})")
-    torch.set_num_threads(settings.threads or os.cpu_count() or 1)
-    context_settings = engine.EvolveSettings(**{**engine_settings.__dict__, "preset": final_preset})
-    context = engine.prepare_context(context_settings, space)
-    device = resolve_device(settings.device)
-    seeds = list(settings.seeds)
+    torch.set_num_threads(plan.threads)
+    seeds = list(plan.seeds)
     final_tuning = None
-    if prepared.plan is not None:
+    if plan.tuning is not None:
         final, final_tuning, _ = tuned_final_evaluation(
-            _champion_genome(champion), space.baseline, context.data, context.preset, seeds,
-            prepared.plan, device, logs=logs, execution=prepared.execution,
+            _champion_genome(champion), space.baseline, context.data, context.final_preset, seeds,
+            plan.tuning, context.device, logs=logs, execution=plan.execution,
             post_data=context.post_data)
     else:
         final = final_evaluation(_champion_genome(champion), space.baseline, context.data,
-                                 context.preset, seeds, device, logs=logs, execution=prepared.execution,
-                                 post_data=context.post_data)
-    folder = settings.report_folder()
+                                 context.final_preset, seeds, context.device, logs=logs,
+                                 execution=plan.execution, post_data=context.post_data)
+    folder = plan.report_folder
     provenance = collect_provenance(
-        command=settings.command or f"python: llmevo.evolve.run(study={study_name!r})",
-        code=code, dataset_fingerprint=context.data.fingerprint,
-        accelerator=accelerator_name(device), artifact_path=str(folder / "summary.json"),
-        allow_dirty=settings.allow_dirty if settings.publish else None,
+        command=plan.command, code=code, dataset_fingerprint=context.data.fingerprint,
+        accelerator=accelerator_name(context.device), artifact_path=str(folder / "summary.json"),
+        allow_dirty=plan.allow_dirty if plan.publish else None,
     )
     summary = build_summary(
         opened,
-        settings={"sampler": settings.sampler, "preset": settings.preset,
-                  "trial_preset": engine_settings.preset.model_dump(mode="json"),
-                  "final_preset": context.preset.model_dump(mode="json"), "trials": settings.trials,
-                  "workers": settings.workers, "population": settings.population,
-                  "tournament": settings.tournament, "rescore_seeds": settings.rescore_seeds,
-                  "score_k": settings.score_k, "search_seed": engine_settings.search_seed,
-                  "final_seeds": seeds, "storage_display": masked(storage_url),
-                  "study": study_name, "search_wall_seconds_this_invocation": search_seconds,
-                  "trial_lr_factors": list(prepared.factors)},
+        settings={"sampler": plan.sampler, "preset": plan.trial_preset.name,
+                  "trial_preset": plan.trial_preset.model_dump(mode="json"),
+                  "final_preset": context.final_preset.model_dump(mode="json"), "trials": plan.trials,
+                  "workers": plan.workers, "population": plan.population,
+                  "tournament": plan.tournament, "rescore_seeds": plan.rescore_seeds,
+                  "score_k": plan.score_k, "search_seed": SEARCH_SEED,
+                  "final_seeds": seeds, "storage_display": masked(plan.storage_url),
+                  "study": plan.study_name, "search_wall_seconds_this_invocation": search_seconds,
+                  "trial_lr_factors": list(plan.lr_factors)},
         space=space.describe(), champion=champion, baseline=baseline, final=final,
         provenance=provenance,
-        dataset={"fingerprint": context.data.fingerprint, "variant": final_preset.variant,
+        dataset={"fingerprint": context.data.fingerprint, "variant": plan.final_preset.variant,
                  "train_stream_tokens": int(context.data.stream.numel()),
                  "validation_tokens": int(context.data.validation.numel()),
                  "test_tokens": int(context.data.test.numel())},
@@ -364,40 +351,40 @@ def explain(settings: EvolutionSettings, genes: list[str] | None = None,
     with ``settings.report`` off only ``knockouts.json`` is written.
 
     Returns the knockouts block; ``notify`` receives its table, one line at a time."""
-    prepared = _prepare(settings)
-    engine_settings, space = prepared.engine, prepared.space
-    engine.quiet_optuna()
-    database = engine.sqlite_path(engine_settings.storage_url)
+    plan = settings.plan()
+    quiet_optuna()
+    database = sqlite_path(plan.storage_url)
     if database is not None and not database.exists():  # opening would create an empty one
-        raise ConfigError(f"no study '{engine_settings.study_name}': {database} does not exist; "
+        raise ConfigError(f"no study '{plan.study_name}': {database} does not exist; "
                           "run `llmevo evolve --study NAME` first, or pass --storage")
-    storage = engine.open_storage(engine_settings, heartbeat=False)
-    if engine_settings.study_name not in optuna.get_all_study_names(storage=storage):
-        raise ConfigError(f"no study '{engine_settings.study_name}' in "
-                          f"{masked(engine_settings.storage_url)}; run `llmevo evolve` first or "
+    storage = open_storage(plan, heartbeat=False)
+    if plan.study_name not in optuna.get_all_study_names(storage=storage):
+        raise ConfigError(f"no study '{plan.study_name}' in "
+                          f"{masked(plan.storage_url)}; run `llmevo evolve` first or "
                           "pass --study/--storage")
-    opened = engine.open_study(engine_settings, space, storage)
+    space = workers.build_space(plan)
+    opened = open_study(plan, space, storage)
     champion = select_champion(opened)
     genome = _champion_genome(champion)
     variants = knockout_variants(genome, space.baseline, space, genes)  # an unknown gene: ConfigError now
-    folder = settings.report_folder()
+    folder = plan.report_folder
     summary_path = folder / "summary.json"
-    rebuild = settings.report and not summary_path.exists()
-    code = _code_state(settings) if rebuild else None
-    seeds = list(settings.seeds)
+    rebuild = plan.report and not summary_path.exists()
+    code = _code_state(plan) if rebuild else None
+    seeds = list(plan.seeds)
     notify(f"explaining trial {champion.number}: {len(variants)} variant(s) x {len(seeds)} seed(s)")
-    torch.set_num_threads(settings.threads or os.cpu_count() or 1)
-    context = engine.prepare_context(
-        engine.EvolveSettings(**{**engine_settings.__dict__, "preset": prepared.final_preset}), space)
-    knockouts = explain_genes(genome, space.baseline, space, context.data, prepared.final_preset,
-                              seeds, resolve_device(settings.device), genes, post_data=context.post_data)
+    torch.set_num_threads(plan.threads)
+    context = workers.prepare_context(plan, space)
+    # the knockouts train at plan.final_preset as requested (not resolved on the data)
+    knockouts = explain_genes(genome, space.baseline, space, context.data, plan.final_preset,
+                              seeds, context.device, genes, post_data=context.post_data)
     knockouts["champion_trial"] = champion.number
     folder.mkdir(parents=True, exist_ok=True)
     write_json_atomic(folder / "knockouts.json", knockouts)
     if code is not None:
         notify(f"no study report in {folder}: evaluating the champion and llama_modern on test "
                "to rebuild it")
-        summary: dict[str, Any] | None = _final_report(settings, prepared, opened, code, 0.0, notify)
+        summary: dict[str, Any] | None = _final_report(plan, context, opened, code, 0.0, notify)
     elif summary_path.exists():
         summary = json.loads(summary_path.read_text(encoding="utf-8"))
     else:

@@ -19,7 +19,7 @@ from optuna.trial import FrozenTrial, TrialState  # noqa: E402
 
 from llmevo.artifacts.io import write_json_atomic, write_text_atomic  # noqa: E402
 from llmevo.evolve.champion import FinalEvaluation, lineage  # noqa: E402
-from llmevo.evolve.fair import knockout_lines  # noqa: E402
+from llmevo.evolve.knockouts import knockout_lines  # noqa: E402
 from llmevo.evolve.sampler import LOST_STATES  # noqa: E402
 from llmevo.reports.sections import format_decimals  # noqa: E402
 

@@ -1,14 +1,12 @@
-"""Fair evolution: trial lr grids, the genes a champion differs in, knockout variants."""
+"""Knockouts: the genes a champion differs in, its knockout variants, their readings."""
 
 from __future__ import annotations
-
-import math
 
 import pytest
 
 from llmevo.catalog import ensure_registered
 from llmevo.errors import ConfigError
-from llmevo.evolve.fair import differing_genes, knockout_variants, trial_lr_grid, with_lr
+from llmevo.evolve.knockouts import differing_genes, knockout_lines, knockout_variants
 from llmevo.evolve.space import build_search_space
 from llmevo.runner.presets import get_preset
 
@@ -27,13 +25,6 @@ def champion(space):
     params.update({"feedforward": "relu2", "feedforward.relu2.hidden": 384, "norm": "layernorm",
                    "position.rope.theta": 1e5, "optimizer.adamw.beta2": 0.95, "train.lr": 1.1e-2})
     return space.to_genome(params)
-
-
-def test_trial_grid_is_the_lr_times_each_factor():
-    assert trial_lr_grid(3e-3, (0.5, 1.0, 2.0)) == pytest.approx([1.5e-3, 3e-3, 6e-3])
-    for bad in ((1.0,), (1.0, 1.0), (0.0, 1.0), (-1.0, 2.0), (1.0, math.inf)):
-        with pytest.raises(ConfigError, match="factors"):
-            trial_lr_grid(3e-3, bad)
 
 
 def test_differing_genes_name_components_hyperparameters_and_training(space, champion):
@@ -69,15 +60,7 @@ def test_only_named_genes_and_unknown_genes_are_refused(space, champion):
             knockout_variants(champion, space.baseline, space, bad)
 
 
-def test_with_lr_changes_only_the_lr(space):
-    other = with_lr(space.baseline, 1e-2)
-    assert other.train.lr == 1e-2 and other.model == space.baseline.model
-    assert other.train.warmup_steps == space.baseline.train.warmup_steps
-
-
 def test_knockout_readings():
-    from llmevo.evolve.fair import knockout_lines
-
     def row(name, change):
         block = {"summary": {"mean": -6.0, "std": 0.0, "n": 3}, "per_seed": [],
                  "vs_champion_percent": change, "vs_baseline_percent": None}

@@ -1,0 +1,60 @@
+"""One evolution, resolved once from its request: ``EvolutionSettings.plan()`` (in
+``evolve.pipeline``) turns the request into an ``EvolutionPlan``, and every part of the
+evolution reads that plan and plans nothing again.
+
+The plan names the study (its name and storage, the sampler and population), the trial and
+final presets, the components the search space holds, how a trial trains and is scored,
+and the final comparison with its report. It is frozen and picklable: the command makes it
+once and hands it to every worker process, and each process prepares its trial context
+from it once (``workers.prepare_context``: the space, the data, the presets resolved on the
+data, the device).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmevo.runner.presets import Preset
+from llmevo.runner.tuning import TuningPlan
+from llmevo.train.many import Execution
+
+
+@dataclass(frozen=True)
+class EvolutionPlan:
+    """Everything an evolution's processes need, resolved from ``EvolutionSettings``."""
+
+    # the study
+    study_name: str
+    storage_url: str  # any SQLAlchemy URL (checked by study.check_storage_url)
+    sampler: str  # a name of study.SAMPLERS
+    trials: int  # finished trials the study should reach
+    workers: int  # local worker processes
+    threads_per_worker: int  # torch's CPU threads in each worker (and its parallel path's processes)
+    population: int
+    tournament: int
+    sampler_seed: int | None
+    heartbeat_interval: int  # seconds
+    grace_period: int  # seconds; a trial silent this long is failed and retried
+    # a trial
+    trial_preset: Preset  # as requested: a one-epoch preset gets its steps on the data
+    promoted: frozenset[str]  # the components the search space holds
+    data_dir: Path
+    cache_dir: Path
+    device: str  # auto, cpu, cuda or mps; each process resolves it once
+    rescore_seeds: int  # extra seeds for a would-be champion
+    score_k: float  # score = mean - k standard errors
+    lr_factors: tuple[float, ...]  # each trial at lr x each factor, scored by its best; (): one lr
+    execution: Execution  # how the seeds (and lrs) of one genome train
+    tensorboard: Path | None  # per-step TensorBoard runs of every trial, seed and final run
+    # the final comparison and its report (the command's own process)
+    final_preset: Preset  # the trial steps, the whole validation split
+    seeds: tuple[int, ...]  # report seeds of the final comparison and the knockouts
+    tuning: TuningPlan | None  # both arms tuned on one lr grid first; None: untuned
+    threads: int  # torch's CPU threads for the final comparison and the knockouts
+    report: bool  # evaluate the champion on test and write the report
+    report_folder: Path
+    publish: bool  # the report under docs/evolution/, from a clean checkout (or allow_dirty)
+    allow_dirty: bool
+    command: str  # what provenance records as the command that ran
+    repo_root: Path  # the llmevo checkout provenance reads
