@@ -243,8 +243,8 @@ def check_replica_counts(replicas: list[int], replicas_max: int | None) -> list[
 
 
 def check_paths(paths: list[str], replicas_max: int | None, workers: int | None) -> None:
-    """Validate each execution path to measure (``llmevo.train.many.check_path``)."""
-    from llmevo.train.many import check_path
+    """Validate each execution path to measure (``llmevo.train.execution.check_path``)."""
+    from llmevo.train.execution import check_path
 
     if not paths:
         raise ConfigError("--path needs at least one execution path")
@@ -255,7 +255,7 @@ def check_paths(paths: list[str], replicas_max: int | None, workers: int | None)
 def _measure_runs(config: ModelConfig, device: torch.device, replicas: int, train: TrainConfig,
                   path: str, workers: int | None) -> tuple[float, float, str]:
     """Wall seconds, peak MiB and path of ``replicas`` runs through ``train_many``."""
-    from llmevo.train.many import RunSpec, train_many
+    from llmevo.train.execution import RunSpec, train_many
 
     generator = torch.Generator().manual_seed(0)
     stream = torch.randint(0, config.vocab_size, (200_000,), generator=generator)
@@ -309,7 +309,7 @@ def _plan_paths(replicas: int, paths: list[str], device: torch.device) -> list[t
     ``train()`` call on every path, so R = 1 is measured once. For R > 1 the sequential
     path is always measured (the ratio's denominator), added with no requested name if
     it was not asked for."""
-    from llmevo.train.many import default_path
+    from llmevo.train.execution import default_path
 
     resolved: dict[str, list[str]] = {}
     for name in paths:

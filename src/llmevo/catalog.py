@@ -23,7 +23,7 @@ from llmevo.model.config import ModelConfig
 from llmevo.registry import REGISTRY, ComponentChoice, Registry
 
 
-def ensure_registered() -> Registry:
+def full_registry() -> Registry:
     """The registry, with every component and architecture of the catalog registered."""
     return REGISTRY
 

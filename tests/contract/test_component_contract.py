@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from llmevo.catalog import build_model, build_optimizer, ensure_registered
+from llmevo.catalog import build_model, build_optimizer, full_registry
 from llmevo.components.optim.base import OptimizerComponent
 from llmevo.components.optim.optimizer import LambdaSchedule, Optimizer
 from llmevo.model.config import ModelConfig
@@ -24,7 +24,7 @@ from llmevo.registry import MODEL_SLOTS, ComponentChoice
 from llmevo.train.replicas import ReplicaRefused, train_replicas
 from llmevo.train.trainer import TrainConfig, train
 
-REGISTRY = ensure_registered()
+REGISTRY = full_registry()
 MODEL_COMPONENTS = [(slot, name) for slot in MODEL_SLOTS for name in REGISTRY.names(slot)]
 OPTIMIZERS = REGISTRY.names("optimizer")
 BATCH, LENGTH = 2, 12

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from evolve_support import tiny_plan
 
-from llmevo.catalog import ensure_registered
+from llmevo.catalog import full_registry
 from llmevo.evolve.objective import trial_record, validate_genome
 from llmevo.evolve.space import build_search_space
 from llmevo.evolve.workers import prepare_context
@@ -20,7 +20,7 @@ def _keep_training(model):
 def test_a_trial_with_sft_post_trains_before_validation(tmp_path, data_dir, cache_dir):
     """A search trial (sequential, with its hurdle hook) runs the genome's stage."""
     plan = tiny_plan(f"sqlite:///{tmp_path}/s.db", data_dir, cache_dir)
-    space = build_search_space(ensure_registered(), plan.trial_preset,
+    space = build_search_space(full_registry(), plan.trial_preset,
                                promoted=frozenset(BASELINE | {"sft"}))
     context = prepare_context(plan, space)
     assert callable(context.post_data)  # loaded lazily, by the first trial that post-trains
@@ -41,7 +41,7 @@ def test_a_trial_with_sft_post_trains_before_validation(tmp_path, data_dir, cach
 def test_a_fair_trial_grid_post_trains_each_run(tmp_path, data_dir, cache_dir):
     """Fair trials (every lr of the grid through ``train_many``) run the genome's stage too."""
     plan = tiny_plan(f"sqlite:///{tmp_path}/s.db", data_dir, cache_dir)
-    space = build_search_space(ensure_registered(), plan.trial_preset,
+    space = build_search_space(full_registry(), plan.trial_preset,
                                promoted=frozenset(BASELINE | {"sft"}))
     context = prepare_context(plan, space)
     params = space.to_params(space.baseline)

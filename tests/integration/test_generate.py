@@ -11,7 +11,7 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from typer.testing import CliRunner
 
-from llmevo.catalog import build_model, ensure_registered
+from llmevo.catalog import build_model, full_registry
 from llmevo.cli import app
 from llmevo.errors import ArtifactError, ConfigError
 from llmevo.inference.checkpoint import load_checkpoint, save_checkpoint
@@ -19,7 +19,7 @@ from llmevo.inference.generate import SamplingConfig, cached_logits, generate
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice
 
-REGISTRY = ensure_registered()
+REGISTRY = full_registry()
 SMALL = {"vocab_size": 64, "d_model": 32, "n_layers": 2, "n_heads": 4, "max_seq_len": 32}
 PAIRS = list(product(REGISTRY.names("position"), REGISTRY.names("attention")))
 

@@ -20,7 +20,7 @@ from llmevo.inference.checkpoint import load_checkpoint
 from llmevo.reports.sections import cache_sentence
 from llmevo.runner import run, tuning
 from llmevo.runner.cache import _Entries
-from llmevo.train import many
+from llmevo.train import execution
 
 SEEDS = [42, 43, 44]
 
@@ -46,7 +46,7 @@ class Recorder:
     def __init__(self, monkeypatch: pytest.MonkeyPatch):
         self.trained: Counter = Counter()  # (label, "tuning"/"report", lr, seed) -> times trained
         self.keys: dict[tuple, str] = {}  # (feed-forward, kind, lr, seed) -> key
-        real_key, real_train = _Entries.key, many.train_many
+        real_key, real_train = _Entries.key, execution.train_many
 
         def key(entries, spec, call):
             found = real_key(entries, spec, call)

@@ -7,7 +7,7 @@ import math
 
 from llmevo.artifacts import load_artifact
 from llmevo.cli import main
-from llmevo.reports.report import write_report
+from llmevo.reports.readme import write_report
 
 
 def test_grpo_smoke_records_its_stage(tmp_path, data_dir):

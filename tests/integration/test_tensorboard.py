@@ -118,7 +118,7 @@ class MemoryLogs:
 
 
 def test_train_many_gives_every_replica_its_own_log():
-    from llmevo.train.many import RunSpec, train_many
+    from llmevo.train.execution import RunSpec, train_many
 
     stream = torch.randint(0, 512, (4000,), generator=torch.Generator().manual_seed(0))
     config = TrainConfig(steps=3, batch_size=2, seq_len=16, lr=1e-3)

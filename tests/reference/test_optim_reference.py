@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from llmevo.catalog import build_model, build_optimizer, ensure_registered
+from llmevo.catalog import build_model, build_optimizer, full_registry
 from llmevo.components.optim.adamw import AdamWOptimizer
 from llmevo.components.optim.base import parameter_roles
 from llmevo.components.optim.lion import Lion, LionConfig, LionOptimizer
@@ -96,7 +96,7 @@ def test_adamw_is_bit_identical_to_torch_adamw_on_several_shapes() -> None:
 
 def test_adamw_component_is_torch_adamw_under_a_schedule() -> None:
     """The trainer's path: the component's optimizer, warmup + cosine, clipping, 20 steps."""
-    spec = ensure_registered().get("optimizer", "adamw")
+    spec = full_registry().get("optimizer", "adamw")
     component = spec.cls(spec.make_config({"beta2": 0.95}))
     tokens = torch.randint(0, 512, (2, 17), generator=torch.Generator().manual_seed(2))
 
@@ -196,7 +196,7 @@ def test_lion_component_applies_the_multipliers() -> None:
 
 
 def test_optimizer_hyperparameters_are_validated() -> None:
-    spec = ensure_registered().get("optimizer", "lion")
+    spec = full_registry().get("optimizer", "lion")
     with pytest.raises(ConfigError, match="optimizer component 'lion': beta1"):
         spec.make_config({"beta1": 1.5})
     with pytest.raises(ConfigError, match="optimizer component 'lion': momentum: Extra inputs"):

@@ -19,7 +19,7 @@ from llmevo.runner import tuning
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.cache import ArmCache, CacheContext, ReportEntries, TuningEntries, run_key
 from llmevo.runner.presets import get_preset
-from llmevo.train.many import RunOutcome, RunSpec
+from llmevo.train.execution import RunOutcome, RunSpec
 from llmevo.train.trainer import TrainConfig, TrainResult
 
 CONFIG = TrainConfig(steps=3, batch_size=2, seq_len=8, lr=1e-3)

@@ -13,7 +13,7 @@ from rich.console import Console
 from llmevo.artifacts import validate_artifact
 from llmevo.artifacts.schema import MeanStd
 from llmevo.cli import main
-from llmevo.reports.report import write_report
+from llmevo.reports.readme import write_report
 from llmevo.reports.sections import (
     artifact_sections,
     format_mean_std,

@@ -17,7 +17,7 @@ from llmevo import bench
 from llmevo.bench import _plan_paths, benchmark_replicas, profile_step
 from llmevo.catalog import build_model, build_optimizer
 from llmevo.model.config import ModelConfig
-from llmevo.train.many import default_path
+from llmevo.train.execution import default_path
 from llmevo.train.replicas import FLASH_LOOP_WARNING, train_replicas
 from llmevo.train.trainer import TrainConfig
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmevo.catalog import ensure_registered
+from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
 from llmevo.evolve.knockouts import differing_genes, knockout_lines, knockout_variants
 from llmevo.evolve.space import build_search_space
@@ -15,7 +15,7 @@ PROMOTED = frozenset({"rope", "mha", "relu2", "swiglu", "layernorm", "rmsnorm", 
 
 @pytest.fixture(scope="module")
 def space():
-    return build_search_space(ensure_registered(), get_preset("quick"), promoted=PROMOTED)
+    return build_search_space(full_registry(), get_preset("quick"), promoted=PROMOTED)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from llmevo.catalog import ensure_registered
+from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
 from llmevo.evolve.lr_grid import trial_lr_grid, with_lr
 from llmevo.evolve.space import build_search_space
@@ -21,7 +21,7 @@ def test_trial_grid_is_the_lr_times_each_factor():
 
 
 def test_with_lr_changes_only_the_lr():
-    baseline = build_search_space(ensure_registered(), get_preset("quick")).baseline
+    baseline = build_search_space(full_registry(), get_preset("quick")).baseline
     other = with_lr(baseline, 1e-2)
     assert other.train.lr == 1e-2 and other.model == baseline.model
     assert other.train.warmup_steps == baseline.train.warmup_steps

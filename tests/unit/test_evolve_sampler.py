@@ -8,7 +8,7 @@ import numpy as np
 import optuna
 import pytest
 
-from llmevo.catalog import ensure_registered
+from llmevo.catalog import full_registry
 from llmevo.evolve.pruner import HurdlePruner, quantile
 from llmevo.evolve.sampler import RegularizedEvolutionSampler, mutate, random_params
 from llmevo.evolve.space import build_search_space
@@ -19,7 +19,7 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 @pytest.fixture(scope="module")
 def space():
-    return build_search_space(ensure_registered(), get_preset("quick"))
+    return build_search_space(full_registry(), get_preset("quick"))
 
 
 def _complete(study, space, params, value, intermediate=None):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmevo.catalog import ensure_registered
+from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
 from llmevo.evolve.genome import Genome
 from llmevo.evolve.space import GENOME_SLOTS, build_search_space
@@ -14,11 +14,11 @@ from llmevo.runner.presets import get_preset
 
 @pytest.fixture(scope="module")
 def space():
-    return build_search_space(ensure_registered(), get_preset("quick"))
+    return build_search_space(full_registry(), get_preset("quick"))
 
 
 def test_only_baseline_components_enter_without_evidence(space):
-    registry = ensure_registered()
+    registry = full_registry()
     baseline_names = {space.baseline.optimizer.name, space.baseline.post_training.name} | {
         getattr(space.baseline.model, slot).name for slot in GENOME_SLOTS[:5]}
     for slot in GENOME_SLOTS:

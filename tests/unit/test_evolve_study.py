@@ -7,7 +7,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from llmevo.catalog import ensure_registered
+from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
 from llmevo.evolve import EvolutionSettings, study
 from llmevo.evolve.objective import hurdle_steps, lower_bound_score
@@ -42,7 +42,7 @@ def test_reopening_with_another_preset_is_refused(tmp_path):
     other = _plan(tmp_path, trial_steps=7)
     with pytest.raises(ConfigError, match="different preset.*steps"):
         study.open_study(other, space, study.open_storage(other, heartbeat=False))
-    other_space = build_search_space(ensure_registered(), get_preset("quick"))
+    other_space = build_search_space(full_registry(), get_preset("quick"))
     with pytest.raises(ConfigError, match="different search space"):
         study.open_study(plan, other_space, study.open_storage(plan, heartbeat=False))
 

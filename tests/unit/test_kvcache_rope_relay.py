@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from llmevo.catalog import ensure_registered
+from llmevo.catalog import full_registry
 from llmevo.components.base import KVCacheLayer
 from llmevo.components.kvcache.rope_relay import (
     SELECTION_RULES,
@@ -123,7 +123,7 @@ def test_policy_compacts_a_layer_cache_and_tracks_mass():
 
 
 def test_registered_with_manifest():
-    spec = ensure_registered().get("kv_cache", "rope-relay")
+    spec = full_registry().get("kv_cache", "rope-relay")
     assert spec.manifest.manifest_ref == "foundation-models:rope-relay"
     assert spec.manifest.paper.arxiv_id == "2610.21126"
     with pytest.raises(ConfigError, match="budget"):

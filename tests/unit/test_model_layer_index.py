@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import llmevo.model.transformer as transformer
-from llmevo.catalog import build_model, ensure_registered
+from llmevo.catalog import build_model, full_registry
 from llmevo.components.attention.mha import CausalSelfAttention
 from llmevo.components.base import ModelDims
 from llmevo.model.config import ModelConfig
@@ -36,7 +36,7 @@ class DepthScaledAttention(CausalSelfAttention):
 def depth_scaled(monkeypatch: pytest.MonkeyPatch) -> str:
     """The name of the test-only attention component, visible to the model builder."""
     registry = Registry()
-    for spec in ensure_registered().all():
+    for spec in full_registry().all():
         registry.add(spec)
     manifest = Manifest(name="depth_scaled", slot="attention", manifest_ref="test:depth_scaled")
     registry.add(ComponentSpec(cls=DepthScaledAttention, config_cls=EmptyConfig, manifest=manifest))
@@ -45,7 +45,7 @@ def depth_scaled(monkeypatch: pytest.MonkeyPatch) -> str:
     return "depth_scaled"
 
 
-@pytest.mark.parametrize("block", ensure_registered().names("block"))
+@pytest.mark.parametrize("block", full_registry().names("block"))
 def test_each_layer_receives_its_index_in_order(depth_scaled: str, block: str) -> None:
     config = ModelConfig(n_layers=4).with_slot("attention", depth_scaled).with_slot("block", block)
     model = build_model(config)

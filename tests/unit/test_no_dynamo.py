@@ -21,7 +21,7 @@ SCRIPT = r"""
 import json, sys
 import torch
 torch.set_num_threads(1)
-from llmevo.catalog import build_model, build_optimizer, ensure_registered
+from llmevo.catalog import build_model, build_optimizer, full_registry
 from llmevo.data.codec import ByteCodec
 from llmevo.data.suites import build_sequence
 from llmevo.model.blt.entropy import EntropyModelSettings, train_entropy_model
@@ -36,7 +36,7 @@ tiny = ModelConfig(vocab_size=259, d_model=32, n_layers=1, n_heads=4, max_seq_le
                    feedforward=ComponentChoice(name="swiglu", config={"hidden": 64}))
 stream = torch.randint(0, 259, (2000,), generator=torch.Generator().manual_seed(0))
 ran = []
-for name in ensure_registered().names("optimizer"):
+for name in full_registry().names("optimizer"):
     config = TrainConfig(steps=2, batch_size=2, seq_len=16, lr=1e-3, schedule="cosine",
                          warmup_steps=1, optimizer=ComponentChoice(name=name))
     ran.append(train(build_model(tiny), stream, config, seed=0, device=cpu,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from llmevo.catalog import build_model, ensure_registered
+from llmevo.catalog import build_model, full_registry
 from llmevo.cli import main
 from llmevo.components.post_training.evaluate import evaluate_post_training
 from llmevo.components.post_training.stage import (
@@ -34,7 +34,7 @@ from llmevo.registry import ComponentChoice
 from llmevo.runner.presets import get_preset
 
 CPU = torch.device("cpu")
-METHODS = ensure_registered().names("post_training")
+METHODS = full_registry().names("post_training")
 
 
 def test_arithmetic_held_out_is_disjoint_from_training_by_construction():
@@ -134,7 +134,7 @@ def test_every_method_runs_deterministically_at_its_budget(name):
 
 
 def test_every_method_has_a_manifest():
-    registry = ensure_registered()
+    registry = full_registry()
     for name in METHODS:
         manifest = registry.get("post_training", name).manifest
         assert manifest.scope
@@ -207,7 +207,7 @@ def test_post_training_is_an_evolution_gene():
     from llmevo.evolve.genome import Genome
     from llmevo.evolve.space import build_search_space
 
-    registry = ensure_registered()
+    registry = full_registry()
     preset = get_preset("smoke")
     plain = build_search_space(registry, preset, promoted=frozenset({"rope", "mha", "swiglu",
                                                                      "rmsnorm", "pre_norm", "adamw"}))

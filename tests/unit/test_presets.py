@@ -47,13 +47,13 @@ def test_evolution_trains_one_epoch_presets_for_the_full_epoch(tmp_path, data_di
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
     from evolve_support import tiny_plan
 
-    from llmevo.catalog import ensure_registered
+    from llmevo.catalog import full_registry
     from llmevo.evolve.space import build_search_space
     from llmevo.evolve.workers import prepare_context
 
     preset = get_preset("smoke").override({"one_epoch": True, "eval_max_windows": 4})
     plan = tiny_plan(f"sqlite:///{tmp_path}/s.db", data_dir, cache_dir, trial_preset=preset)
-    context = prepare_context(plan, build_search_space(ensure_registered(), preset))
+    context = prepare_context(plan, build_search_space(full_registry(), preset))
     assert context.trial_preset.train.steps == math.ceil(120_000 / (4 * 64)) == 469
 
 

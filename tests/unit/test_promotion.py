@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from test_reports_writing import synthetic_artifact  # a valid 3-seed reproduction artifact
 
-from llmevo.catalog import ensure_registered
+from llmevo.catalog import full_registry
 from llmevo.errors import ArtifactError
 from llmevo.promotion import promotion, tier_reached
 
@@ -42,19 +42,19 @@ def _publish(docs: Path, folder: str, manifest_ref: str, change: float, signific
 
 
 def test_declared_components_are_promoted(tmp_path):
-    spec = ensure_registered().get("position", "rope")
+    spec = full_registry().get("position", "rope")
     assert promotion(spec, tmp_path).promoted
 
 
 def test_no_formal_reproduction_means_no_promotion(tmp_path):
-    spec = ensure_registered().get("attention", "qk_norm")
+    spec = full_registry().get("attention", "qk_norm")
     _publish(tmp_path, "2302.05442-qk_norm", "reproduction:qk_norm", -3.0, None, formal=False)
     result = promotion(spec, tmp_path)
     assert not result.promoted and "no formal" in result.reason
 
 
 def test_significantly_worse_stays_out_and_no_difference_is_promoted(tmp_path):
-    registry = ensure_registered()
+    registry = full_registry()
     muon = registry.get("optimizer", "muon")
     _publish(tmp_path, "2502.16982-muon", "reproduction:muon", +4.2, True)
     assert not promotion(muon, tmp_path).promoted
@@ -64,7 +64,7 @@ def test_significantly_worse_stays_out_and_no_difference_is_promoted(tmp_path):
 
 
 def test_significant_improvement_is_promoted_and_newest_artifact_decides(tmp_path):
-    spec = ensure_registered().get("feedforward", "relu2")
+    spec = full_registry().get("feedforward", "relu2")
     _publish(tmp_path, "2109.08668-relu2", "reproduction:relu2", +3.0, True, created="2026-11-29T00:00:00+00:00")
     _publish(tmp_path, "2109.08668-relu2", "reproduction:relu2", -2.0, True, created="2026-11-30T00:00:00+00:00")
     result = promotion(spec, tmp_path)
@@ -73,7 +73,7 @@ def test_significant_improvement_is_promoted_and_newest_artifact_decides(tmp_pat
 
 def test_a_nan_interval_is_refused_not_promoted(tmp_path):
     """A NaN interval used to be read as 'not significantly worse', which promoted Lion."""
-    spec = ensure_registered().get("optimizer", "lion")
+    spec = full_registry().get("optimizer", "lion")
     path = _publish(tmp_path, "2302.06675-lion", "reproduction:lion", +4.0, None,
                     ci=(float("nan"), float("nan")))
     with pytest.raises(ArtifactError, match=f"{path.name}: statistics.lm_loss.paired_relative_change_percent.ci_low"):
@@ -81,14 +81,14 @@ def test_a_nan_interval_is_refused_not_promoted(tmp_path):
 
 
 def test_a_significant_verdict_without_its_statistics_is_not_promoted(tmp_path):
-    spec = ensure_registered().get("optimizer", "lion")
+    spec = full_registry().get("optimizer", "lion")
     path = _publish(tmp_path, "2302.06675-lion", "reproduction:lion", -1.0, True)
     artifact = json.loads(path.read_text())
     del artifact["statistics"]["lm_loss"]
     path.write_text(json.dumps(artifact))
     assert not promotion(spec, tmp_path).promoted
 def test_tier_comes_from_published_artifacts_not_the_manifest(tmp_path, reference_dir):
-    registry = ensure_registered()
+    registry = full_registry()
     relay = registry.get("kv_cache", "rope-relay")
     assert tier_reached(relay, tmp_path) == "none"
     metrics = tmp_path / "foundation-models" / "2610.21126-rope-relay" / "metrics"
@@ -109,7 +109,7 @@ def test_tier_comes_from_published_artifacts_not_the_manifest(tmp_path, referenc
 
 def test_the_repository_evidence_gives_the_tiers_the_manifests_used_to_declare():
     docs = Path(__file__).resolve().parents[2] / "docs"
-    registry = ensure_registered()
+    registry = full_registry()
     assert tier_reached(registry.get("position", "rope"), docs) == "l2_public_dataset"
     assert tier_reached(registry.get("kv_cache", "rope-relay"), docs) == "l1_mechanism"
     assert tier_reached(registry.get("architecture", "blt-bytes"), docs) == "l2_public_dataset"
@@ -118,7 +118,7 @@ def test_the_repository_evidence_gives_the_tiers_the_manifests_used_to_declare()
 
 def test_no_significant_difference_with_a_wide_interval_is_not_promoted(tmp_path):
     """Absence of evidence is not evidence: CI [-2, +3] reaches past δ = 1% -> inconclusive."""
-    spec = ensure_registered().get("attention", "qk_norm")
+    spec = full_registry().get("attention", "qk_norm")
     _publish(tmp_path, "2302.05442-qk_norm", "reproduction:qk_norm", +0.5, False, ci=(-2.0, 3.0))
     result = promotion(spec, tmp_path)
     assert not result.promoted and result.reason.startswith("inconclusive")
@@ -128,7 +128,7 @@ def test_no_significant_difference_with_a_wide_interval_is_not_promoted(tmp_path
 
 
 def test_untuned_reproductions_do_not_promote(tmp_path):
-    spec = ensure_registered().get("feedforward", "relu2")
+    spec = full_registry().get("feedforward", "relu2")
     _publish(tmp_path, "2109.08668-relu2", "reproduction:relu2", -5.0, True, tuned=False)
     result = promotion(spec, tmp_path)
     assert not result.promoted and "no tuned" in result.reason
@@ -141,7 +141,7 @@ def test_untuned_reproductions_do_not_promote(tmp_path):
 def test_only_comparisons_against_the_declared_ablation_decide(tmp_path):
     """`reproduce alibi --against rope` is extra evidence: a newer, better, tuned formal
     artifact against llama_modern's RoPE neither promotes alibi nor outranks its ablation's."""
-    spec = ensure_registered().get("position", "alibi")
+    spec = full_registry().get("position", "alibi")
     _publish(tmp_path, "2108.12409-alibi", "reproduction:alibi", -4.0, True,
              created="2026-11-30T00:00:00+00:00", against="rope")
     alone = promotion(spec, tmp_path)

@@ -25,7 +25,7 @@ from llmevo.components.optim.optimizer import (
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice, EmptyConfig
-from llmevo.train.many import RunSpec, train_many
+from llmevo.train.execution import RunSpec, train_many
 from llmevo.train.replicas import ReplicaRefused, _clip_coefficients, train_replicas
 from llmevo.train.trainer import TrainConfig, WindowSampler, lr_at, train
 

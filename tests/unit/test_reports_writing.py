@@ -19,7 +19,7 @@ from llmevo.reports.leaderboard import (
     scan_artifacts,
     write_leaderboard,
 )
-from llmevo.reports.report import default_report_dir, write_report
+from llmevo.reports.readme import default_report_dir, write_report
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SEEDS = [42, 43, 44]
@@ -321,7 +321,7 @@ def test_leaderboard_refuses_an_artifact_that_does_not_validate(tmp_path):
 
 
 def test_diagnostic_report_draws_the_full_experiment(tmp_path, data_dir):
-    from llmevo.reports.report import write_report
+    from llmevo.reports.readme import write_report
 
     table = [
         {"arm": "full_cache", "retention_ratio": 1.0, "budget": "all", "lm_loss": 4.2},

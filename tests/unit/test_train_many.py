@@ -8,7 +8,7 @@ import torch
 from llmevo.catalog import build_model, build_optimizer
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
-from llmevo.train.many import RunSpec, train_many
+from llmevo.train.execution import RunSpec, train_many
 from llmevo.train.trainer import TrainConfig, train
 
 

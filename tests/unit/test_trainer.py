@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from llmevo.catalog import build_optimizer, ensure_registered
+from llmevo.catalog import build_optimizer, full_registry
 from llmevo.train.trainer import TrainConfig, WindowSampler, lr_at, train
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
@@ -114,7 +114,7 @@ def _effective_lrs_during_training(config: TrainConfig) -> tuple[list[list[float
     return seen, [group["lr"] for group in fresh.param_groups]
 
 
-@pytest.mark.parametrize("name", sorted(ensure_registered().names("optimizer")))
+@pytest.mark.parametrize("name", sorted(full_registry().names("optimizer")))
 def test_every_optimizer_keeps_each_groups_base_lr_under_the_schedule(name):
     """lr of group g at step s == base_g * lr_at(s) / config.lr (base_g set by the component)."""
     from llmevo.registry import ComponentChoice

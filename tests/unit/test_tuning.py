@@ -12,7 +12,7 @@ from torch import nn
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.stats import classified_verdict, classify_change, paired_relative_change, verdict
 from llmevo.runner import tuning
-from llmevo.train.many import RunOutcome
+from llmevo.train.execution import RunOutcome
 from llmevo.train.trainer import TrainConfig
 
 CONFIG = TrainConfig(steps=2, batch_size=2, seq_len=8, lr=1e-3)

@@ -15,11 +15,11 @@ def component_records(docs: Path) -> list[dict[str, Any]]:
     """One JSON-ready manifest per registered component (by slot, then name), plus
     the evidence-based ``tier_reached``, ``has_artifact`` (a published reproduction) and
     ``promoted`` flag with its reason."""
-    from llmevo.catalog import ensure_registered
+    from llmevo.catalog import full_registry
     from llmevo.promotion import batched_replicas, promotion, published_artifacts, tier_reached
     from llmevo.registry import SLOTS
 
-    specs = sorted(ensure_registered().all(), key=lambda spec: (SLOTS.index(spec.slot), spec.name))
+    specs = sorted(full_registry().all(), key=lambda spec: (SLOTS.index(spec.slot), spec.name))
     records = []
     for spec in specs:
         decision = promotion(spec, docs)

@@ -23,7 +23,7 @@ def report(
 ) -> None:
     """Write a README.md with tables, verdict, plots and provenance for one artifact."""
     from llmevo.artifacts.schema import load_artifact
-    from llmevo.reports.report import default_report_dir, write_report
+    from llmevo.reports.readme import default_report_dir, write_report
 
     check_output_dir(out)
     typed = load_artifact(artifact)  # validated: refuses what `llmevo show` refuses

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from llmevo.catalog import ensure_registered
+from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import summarize
 from llmevo.registry import StrictModel
@@ -105,7 +105,7 @@ def run_diagnostic(
     if not seeds:
         raise ConfigError("diagnose: expected at least one seed")
     diagnostic = get_diagnostic(name)
-    spec = ensure_registered().find(diagnostic.component)
+    spec = full_registry().find(diagnostic.component)
     del spec  # looked up only to fail early on an unregistered component
     try:
         config = diagnostic.config_cls.model_validate(overrides or {})
@@ -128,7 +128,7 @@ def run_diagnostic(
 def default_artifact_path(name: str, seeds: Sequence[int], accelerator: str = "cpu") -> Path:
     """``docs/foundation-models/<arxiv>-<name>/metrics/component-<acc>-seeds<a>-<b>.json``."""
     diagnostic = get_diagnostic(name)
-    manifest = ensure_registered().find(diagnostic.component).manifest
+    manifest = full_registry().find(diagnostic.component).manifest
     arxiv = manifest.paper.arxiv_id if manifest.paper else "no-arxiv"
     seed_part = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
     folder = Path("docs/foundation-models") / f"{arxiv}-{name}" / "metrics"
@@ -163,8 +163,8 @@ def build_artifact(
     from llmevo.artifacts.schema import DiagnosticArtifact, validate_artifact
 
     diagnostic = run.diagnostic
-    manifest = ensure_registered().find(diagnostic.component).manifest
-    component_spec = ensure_registered().find(diagnostic.component)
+    manifest = full_registry().find(diagnostic.component).manifest
+    component_spec = full_registry().find(diagnostic.component)
     files = module_files([component_spec.cls, *diagnostic.modules, run_diagnostic, *extra_modules])
     fingerprint = dataset_fingerprint(run)
     provenance = collect_provenance(

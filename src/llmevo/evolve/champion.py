@@ -22,8 +22,8 @@ from llmevo.evolve.genome import Genome
 from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
 from llmevo.runner.run import run_arm, seed_runs
+from llmevo.train.execution import Execution
 from llmevo.train.logging import RunLogs
-from llmevo.train.many import Execution
 from llmevo.train.trainer import Progress
 
 REPORTED_METRICS = ("fitness", "lm_loss", "bits_per_byte", "instruction_loss",

@@ -15,7 +15,7 @@ from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice, StrictModel
 from llmevo.runner.arm import Arm
 from llmevo.runner.presets import Preset
-from llmevo.train.many import RunSpec
+from llmevo.train.execution import RunSpec
 
 
 class TrainGenes(StrictModel):

@@ -29,8 +29,8 @@ from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
 from llmevo.runner.run import evaluate_trained
 from llmevo.runner.tuning import TuningPlan, tune_arm, tuning_block
+from llmevo.train.execution import Execution
 from llmevo.train.logging import RunLogs
-from llmevo.train.many import Execution
 from llmevo.train.trainer import Progress
 
 DEFAULT_TRIAL_LR_FACTORS = (0.5, 1.0, 2.0)

@@ -45,7 +45,7 @@ from llmevo.artifacts.provenance import (
     module_files,
     pipeline_modules,
 )
-from llmevo.catalog import ensure_registered
+from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
 from llmevo.evolve import workers
 from llmevo.evolve.champion import baseline_trial, final_evaluation, select_champion
@@ -71,8 +71,8 @@ from llmevo.registry import RequestModel
 from llmevo.runner import tuning
 from llmevo.runner.presets import Preset, get_preset
 from llmevo.train.device import accelerator_name, resolve_device
+from llmevo.train.execution import Execution, check_path
 from llmevo.train.logging import RunLogs
-from llmevo.train.many import Execution, check_path
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -130,7 +130,7 @@ class EvolutionSettings(RequestModel):
     tune_grid: list[float] | None = None
     tune_seeds: list[int] = Field(default_factory=lambda: [2000])
     tune_confirm: int | None = None  # None: tuning.DEFAULT_CONFIRM
-    path: str = "auto"  # how rescoring and final seeds train: auto or sequential (llmevo.train.many)
+    path: str = "auto"  # how rescoring and final seeds train: auto or sequential (llmevo.train.execution)
     replicas_max: int | None = None  # (checked by check_path) at most this many seeds of a genome at once
     publish: bool = False
     allow_dirty: bool = False
@@ -164,7 +164,7 @@ class EvolutionSettings(RequestModel):
         storage URL are checked here too."""
         check_sampler(self.sampler)
         trial_preset, final_preset = self.presets()
-        promoted = PROMOTION_RULES[self.promotion](promotions(ensure_registered(), self.docs))
+        promoted = PROMOTION_RULES[self.promotion](promotions(full_registry(), self.docs))
         execution = Execution(self.path, self.replicas_max)
         check_path(execution.path, execution.replicas_max)
         factors = tuple(self.trial_lr_factors)
@@ -232,7 +232,7 @@ def search_space(settings: EvolutionSettings) -> tuple[SearchSpace, dict[str, Pr
     """The space the study searches, and each component's promotion decision."""
     check_sampler(settings.sampler)
     trial_preset, _ = settings.presets()
-    registry = ensure_registered()
+    registry = full_registry()
     decisions = promotions(registry, settings.docs)
     promoted = PROMOTION_RULES[settings.promotion](decisions)
     return build_search_space(registry, trial_preset, promoted=promoted), decisions

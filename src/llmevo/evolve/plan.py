@@ -17,7 +17,7 @@ from pathlib import Path
 
 from llmevo.runner.presets import Preset
 from llmevo.runner.tuning import TuningPlan
-from llmevo.train.many import Execution
+from llmevo.train.execution import Execution
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import torch
 from optuna.storages import fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
-from llmevo.catalog import ensure_registered
+from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
 from llmevo.evolve.objective import TrialContext, make_objective
 from llmevo.evolve.plan import EvolutionPlan
@@ -48,7 +48,7 @@ MAX_ATTEMPTS_FACTOR = 3  # a worker stops after trials x this many attempts, fin
 
 def build_space(plan: EvolutionPlan) -> SearchSpace:
     """The search space of the plan's promoted components around its trial preset."""
-    return build_search_space(ensure_registered(), plan.trial_preset, promoted=plan.promoted)
+    return build_search_space(full_registry(), plan.trial_preset, promoted=plan.promoted)
 
 
 def prepare_context(plan: EvolutionPlan, space: SearchSpace) -> TrialContext:

@@ -52,7 +52,7 @@ from llmevo.experiments.post_training import run_post_training_reproduction
 from llmevo.inference.checkpoint import save_checkpoint
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice, RequestModel
-from llmevo.reports.report import against_slug, write_report
+from llmevo.reports.readme import against_slug, write_report
 from llmevo.runner.presets import Preset, get_preset
 from llmevo.runner.tuning import (
     DEFAULT_CONFIRM,
@@ -62,8 +62,8 @@ from llmevo.runner.tuning import (
     default_grid,
 )
 from llmevo.train.device import accelerator_name, resolve_device
+from llmevo.train.execution import Execution, check_path
 from llmevo.train.logging import TensorBoardLogs
-from llmevo.train.many import Execution, check_path
 from llmevo.train.trainer import Progress
 
 

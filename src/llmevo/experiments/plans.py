@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from llmevo.catalog import ensure_registered
+from llmevo.catalog import full_registry
 from llmevo.components.post_training.stage import PostTrainSettings
 from llmevo.components.post_training.tasks import read_preference_file
 from llmevo.data.bytes import byte_stream
@@ -36,7 +36,7 @@ from llmevo.runner.cache import CacheUse
 from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
 from llmevo.runner.tuning import TuningPlan
-from llmevo.train.many import Execution
+from llmevo.train.execution import Execution
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def plan_comparison(
 
     The baseline fills the slot with the declared ablation, or with ``against`` (a
     registered component of the same slot, optionally ``name:key=value,...``)."""
-    registry = ensure_registered()
+    registry = full_registry()
     spec = registry.find(name)
     if spec.manifest.ablation is None:
         raise ConfigError(
@@ -122,7 +122,7 @@ def against_choice(spec: ComponentSpec, against: str, current: ComponentChoice) 
     """The baseline's choice for ``--against OTHER``: a registered component of ``spec``'s
     slot other than ``spec`` and its declared ablation, its config validated. OTHER without
     config that names llama_modern's ``current`` choice is that choice, config and all."""
-    registry = ensure_registered()
+    registry = full_registry()
     choice = ComponentChoice.parse(against)
     if not choice.name:
         raise ConfigError("--against needs a component name, e.g. --against rope")

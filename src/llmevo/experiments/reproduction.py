@@ -46,7 +46,7 @@ from llmevo.artifacts.schema import (
     Verdict,
     validate_artifact,
 )
-from llmevo.catalog import build_model, ensure_registered
+from llmevo.catalog import build_model, full_registry
 from llmevo.data.lm import LMCorpus
 from llmevo.errors import ConfigError
 from llmevo.eval.lm import evaluate_lm
@@ -67,8 +67,8 @@ from llmevo.runner.data import ArmData, load_views
 from llmevo.runner.presets import Preset
 from llmevo.runner.run import run_arm, seed_runs
 from llmevo.runner.tuning import ArmTuning, TuningPlan, tune_arm, tuning_block
+from llmevo.train.execution import Execution, check_path
 from llmevo.train.logging import RunLogs
-from llmevo.train.many import Execution, check_path
 from llmevo.train.trainer import Progress
 
 CURVE_POINTS = 200
@@ -208,7 +208,7 @@ def implementation_objects(comparison: Comparison) -> list[object]:
 
 
 def _arm_specs(arm: Arm) -> list[ComponentSpec]:
-    registry = ensure_registered()
+    registry = full_registry()
     specs = [registry.get(slot, getattr(arm.model, slot).name) for slot in MODEL_SLOTS]
     specs.append(registry.get("optimizer", arm.optimizer.name))
     if arm.post_training is not None:

@@ -5,7 +5,7 @@ artifact's content is worded.
 tables of plain strings): the verdict, the protocol, the metric tables with their relative
 changes, the test split, the arms, the tuning block, provenance. Two writers lay those
 sections out and add nothing of their own: ``llmevo.reports.terminal`` (``llmevo show``) and
-``llmevo.reports.report`` (the Markdown README, plus plots). So a metric cell, a relative
+``llmevo.reports.readme`` (the Markdown README, plus plots). So a metric cell, a relative
 change or a verdict sentence is formatted by exactly one function here; the terminal's
 ``llmevo compare`` uses the same cell formatters.
 

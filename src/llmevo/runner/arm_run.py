@@ -28,7 +28,7 @@ class ArmRun:
     architecture_stats: dict[str, Any]
     model: nn.Module
     train_config: dict[str, Any]  # the resolved training settings of this run
-    path: str = "sequential"  # how it was trained (llmevo.train.many paths)
+    path: str = "sequential"  # how it was trained (llmevo.train.execution paths)
     cached: bool = False  # loaded from the arm cache (runner.cache), not trained now
     stage: StageResult | None = None  # the post-training stage, when the arm has one
 

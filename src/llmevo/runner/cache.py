@@ -70,14 +70,14 @@ import torch
 from torch import nn
 
 from llmevo.artifacts.io import write_bytes_atomic
-from llmevo.catalog import ensure_registered
+from llmevo.catalog import full_registry
 from llmevo.registry import MODEL_SLOTS, ComponentChoice
 from llmevo.runner.arm import Arm
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
 from llmevo.train.device import accelerator_name
-from llmevo.train.many import Execution, RunSpec, default_path
+from llmevo.train.execution import Execution, RunSpec, default_path
 from llmevo.train.trainer import TrainConfig, TrainResult
 
 ENTRY_VERSION = 1
@@ -161,7 +161,7 @@ class CacheContext:
 def resolved_choice(slot: str, choice: ComponentChoice) -> dict[str, Any]:
     """A component choice with every hyperparameter its typed config fills in, so that
     ``rope`` and ``rope:theta=10000.0`` (its default) are one network and one key."""
-    config = ensure_registered().get(slot, choice.name).make_config(choice.config)
+    config = full_registry().get(slot, choice.name).make_config(choice.config)
     return {"name": choice.name, "config": config.model_dump(mode="json")}
 
 

@@ -36,8 +36,8 @@ from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.cache import ReportEntries
 from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
+from llmevo.train.execution import Execution, RunSpec, train_many
 from llmevo.train.logging import RunLogger, RunLogs
-from llmevo.train.many import Execution, RunSpec, train_many
 from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
 
 SPLITS = ("validation", "test")  # validation decides; test is evaluated once and only reported

@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from llmevo.catalog import build_optimizer
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.runner.cache import TuningEntries
-from llmevo.train.many import Execution, RunSpec, train_many
+from llmevo.train.execution import Execution, RunSpec, train_many
 from llmevo.train.trainer import Progress, TrainConfig
 
 DEFAULT_POINTS = 5
