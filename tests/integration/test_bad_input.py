@@ -189,8 +189,8 @@ def test_a_failing_later_write_leaves_no_artifact_behind(fault, capsys, workdir,
     def full(*_args, **_kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    target = {"checkpoint": "llmevo.inference.checkpoint.save_checkpoint",
-              "report": "llmevo.reports.readme.write_report",
+    target = {"checkpoint": "llmevo.experiments.pipeline.save_checkpoint",
+              "report": "llmevo.experiments.pipeline.write_report",
               "artifact": "llmevo.artifacts.io.write_json_atomic"}[fault]
     monkeypatch.setattr(target, full)
     args = ["reproduce", "rope", "--preset", "smoke", "--steps", "2", "--threads", "1",
