@@ -89,14 +89,52 @@ def one_line_error(
     return kind(f"{subject}: {where}: {first['msg']}" if where else f"{subject}: {first['msg']}")
 
 
+MAX_SEED = 2**63 - 1  # seeds are torch generator seeds: 0 .. 2**63-1
+
+
+def check_seeds(seeds: list[int], option: str = "--seeds") -> list[int]:
+    """Seeds of one kind (report, tuning, ...): at least one, each in 0 .. 2**63-1, each
+    once; a problem is one line naming ``option``. The command line and the typed requests
+    apply this one rule."""
+    if not seeds:
+        raise ConfigError(f"{option}: no seeds given; pass e.g. {option} 42,43,44")
+    outside = [s for s in seeds if isinstance(s, bool) or not 0 <= s <= MAX_SEED]
+    if outside:
+        raise ConfigError(f"{option}: seed {outside[0]} is out of range; seeds are integers 0 .. 2**63-1")
+    duplicates = sorted({s for s in seeds if seeds.count(s) > 1})
+    if duplicates:
+        raise ConfigError(f"{option}: duplicate seeds {duplicates}; each seed must appear once")
+    return seeds
+
+
 class RequestModel(StrictModel):
-    """A typed request to a pipeline: an invalid value is a one-line ``ConfigError``."""
+    """A typed request to a pipeline: an invalid value is a one-line ``ConfigError`` that
+    names the command-line option and the field (``--steps 0: Input should be greater than
+    or equal to 1 (ReproductionRequest.steps)``), so the command line, which only parses and
+    hands its values over, and the Python API refuse the same input in the same words."""
 
     def __init__(self, **values: Any) -> None:
         try:
             super().__init__(**values)
         except ValidationError as error:
-            raise one_line_error(error, type(self).__name__) from None
+            raise request_error(error, type(self)) from None
+
+    @classmethod
+    def option(cls, field: str) -> str:
+        """The command-line option of ``field`` (``batch_size`` -> ``--batch-size``)."""
+        return "--" + field.replace("_", "-")
+
+
+def request_error(error: ValidationError, request: type[RequestModel]) -> ConfigError:
+    """The first problem of a request's validation as one line (see ``RequestModel``)."""
+    first = error.errors()[0]
+    loc = [str(part) for part in first["loc"]]
+    if not loc or loc[0] not in request.model_fields:
+        return one_line_error(error, request.__name__)
+    value = first.get("input")
+    shown = f" {value}" if isinstance(value, int | float | str) and not isinstance(value, bool) else ""
+    return ConfigError(f"{request.option(loc[0])}{shown}: {first['msg']} "
+                       f"({request.__name__}.{'.'.join(loc)})")
 
 
 class Paper(StrictModel):

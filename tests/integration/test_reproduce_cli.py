@@ -90,7 +90,7 @@ def test_identical_arms_are_refused():
         (["reproduce", "rope", "--seeds", "42,42"], "duplicate seeds"),
         (["reproduce", "rope", "--seeds", "42,x"], "'x' is not an integer"),
         (["reproduce", "rope", "--data-dir", "/nonexistent"], "does not exist"),
-        (["reproduce", "rope", "--replicas-max", "0"], "--replicas-max 0: expected an integer >= 1"),
+        (["reproduce", "rope", "--replicas-max", "0"], "--replicas-max 0: Input should be greater than or equal to 1"),
         (["reproduce", "rope", "--path", "warp"], "'warp' is not one of"),
     ],
 )

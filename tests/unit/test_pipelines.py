@@ -19,9 +19,13 @@ from llmevo.experiments.pipeline import artifact_filename
     [
         ({"seeds": [42, 42]}, "duplicate seeds"),
         ({"seeds": []}, "no seeds given"),
-        ({"threads": 0}, "threads: Input should be greater than or equal to 1"),
-        ({"steps": 0}, "steps: Input should be greater than or equal to 1"),
-        ({"lr": -1.0}, "lr: Input should be greater than 0"),
+        ({"seeds": [-1]}, "--seeds: seed -1 is out of range"),
+        ({"tune_seeds": [2**63]}, "--tune-seeds: seed 9223372036854775808 is out of range"),
+        ({"threads": 0}, r"--threads 0: Input should be greater than or equal to 1 \(ReproductionRequest.threads\)"),
+        ({"steps": 0}, r"--steps 0: Input should be greater than or equal to 1 \(ReproductionRequest.steps\)"),
+        ({"lr": -1.0}, "--lr -1.0: Input should be greater than 0"),
+        ({"margin": 0.0}, "--margin 0.0: Input should be greater than 0"),
+        ({"replicas_max": 0}, "--replicas-max 0: Input should be greater than or equal to 1"),
         ({"stepz": 3}, "stepz: Extra inputs are not permitted"),
         ({"tune": False, "tune_grid": [1e-3, 3e-3]}, "--tune-grid needs tuning"),
     ],
@@ -33,8 +37,15 @@ def test_bad_reproduction_request_is_one_line(tmp_path, values, message):
 
 
 def test_bad_evolution_settings_are_one_line(tmp_path):
-    with pytest.raises(ConfigError, match="EvolutionSettings: trials: Input should be greater"):
+    with pytest.raises(ConfigError, match=r"--trials 0: Input should be greater .* \(EvolutionSettings.trials\)"):
         EvolutionSettings(data_dir=tmp_path, trials=0)
+    for values, message in (({"population": 1}, "--population 1: Input should be greater than or equal to 2"),
+                            ({"population": 3, "tournament": 4}, "--tournament 4 exceeds --population 3"),
+                            ({"seeds": [42, 42]}, "--seeds: duplicate seeds"),
+                            ({"score_k": -1.0}, "--score-k -1.0"),
+                            ({"study": "../escape"}, "--study '../escape': expected a name")):
+        with pytest.raises(ConfigError, match=message):
+            EvolutionSettings(data_dir=tmp_path, **values)
     with pytest.raises(ConfigError, match="promotion"):
         EvolutionSettings(data_dir=tmp_path, promotion="vibes")
 
@@ -152,5 +163,5 @@ def test_a_preset_override_reaches_the_plan_and_a_bad_one_is_refused(tmp_path):
     plan = ReproductionRequest(data_dir=tmp_path, weight_decay=0.0, warmup_steps=5).plan()
     assert (plan.preset.train.weight_decay, plan.preset.train.warmup_steps) == (0.0, 5)
     assert ReproductionRequest(data_dir=tmp_path, preset="quick").plan().preset.train.weight_decay == 0.1
-    with pytest.raises(ConfigError, match="weight_decay: Input should be greater than or equal to 0"):
+    with pytest.raises(ConfigError, match="--weight-decay -0.1: Input should be greater than or equal to 0"):
         ReproductionRequest(data_dir=tmp_path, weight_decay=-0.1)

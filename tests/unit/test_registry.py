@@ -158,5 +158,7 @@ def test_a_failed_validation_is_one_line_naming_the_first_field() -> None:
     class Request(RequestModel):
         steps: PositiveInt = 1
 
-    with pytest.raises(ConfigError, match=r"^Request: steps: Input should be greater than 0$"):
+    with pytest.raises(ConfigError, match=r"^--steps 0: Input should be greater than 0 \(Request.steps\)$"):
         Request(steps=0)
+    with pytest.raises(ConfigError, match=r"^Request: stepz: Extra inputs are not permitted$"):
+        Request(stepz=3)

@@ -22,6 +22,7 @@ import typer
 from rich.console import Console
 
 from llmevo.errors import ConfigError
+from llmevo.registry import check_seeds
 
 app = typer.Typer(
     name="llmevo",
@@ -81,9 +82,10 @@ def resolve_cache_dir() -> Path:
 
 def parse_seeds(seed: int | None, seeds: str | None, default: str | None = None,
                 option: str = "--seeds") -> list[int]:
-    """``--seed 42`` or ``--seeds 42,43,44``; duplicates, negatives and non-integers are
-    errors, named by ``option``. Neither given: ``default`` (e.g. ``DEFAULT_SEEDS``), else
-    ``DEFAULT_SEED``."""
+    """``--seed 42`` or ``--seeds 42,43,44``; non-integers are errors, and so are
+    duplicates and seeds out of range (``registry.check_seeds``, the rule the typed requests
+    apply too), named by ``option``. Neither given: ``default`` (e.g. ``DEFAULT_SEEDS``),
+    else ``DEFAULT_SEED``."""
     if seed is not None and seeds is not None:
         raise ConfigError("give either --seed or --seeds, not both")
     if seeds is None and seed is None and default is not None:
@@ -99,13 +101,7 @@ def parse_seeds(seed: int | None, seeds: str | None, default: str | None = None,
             except ValueError:
                 raise ConfigError(
                     f"{option}: '{item}' is not an integer (expected e.g. 42,43,44)") from None
-    negative = [s for s in values if s < 0 or s >= 2**63]
-    if negative:
-        raise ConfigError(f"{option}: seed {negative[0]} is out of range; seeds are integers 0 .. 2**63-1")
-    duplicates = sorted({s for s in values if values.count(s) > 1})
-    if duplicates:
-        raise ConfigError(f"{option}: duplicate seeds {duplicates}; each seed must appear once")
-    return values
+    return check_seeds(values, "--seed" if seeds is None and seed is not None else option)
 
 
 def require(condition: bool, option: str, value: object, expected: str) -> None:

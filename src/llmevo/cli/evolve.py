@@ -6,7 +6,6 @@ prints what it reports; the search, champion, final test and report live in the 
 
 from __future__ import annotations
 
-import re
 import shlex
 import sys
 from pathlib import Path
@@ -20,8 +19,6 @@ from llmevo.cli.common import (
     PresetName,
     SamplerName,
     app,
-    check_count,
-    check_real,
     console,
     parse_floats,
     parse_seeds,
@@ -34,17 +31,6 @@ if TYPE_CHECKING:
 
     from llmevo.evolve.space import SearchSpace
     from llmevo.promotion import Promotion
-
-from llmevo.errors import ConfigError
-
-STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-
-
-def check_study_name(name: str) -> None:
-    """A study name is a name (it becomes a file name), never a path."""
-    if not STUDY_NAME.fullmatch(name) or ".." in name:
-        raise ConfigError(f"--study '{name[:60]}': expected a name of letters, digits, '.', '_' "
-                          "or '-' (at most 100, no path separators)")
 
 
 def promotion_table(decisions: dict[str, Promotion]) -> Table:
@@ -135,22 +121,6 @@ def evolve(
         help="Write TensorBoard event files here: per-step curves of every trial and seed, each trial's fitness and genome, the final runs.")] = None,
 ) -> None:
     """Evolve genomes (a component per slot, optimizer, training genes) on an Optuna study."""
-    check_count("--trials", trials)
-    check_count("--workers", workers)
-    check_count("--population", population, minimum=2)
-    check_count("--tournament", tournament)
-    if tournament > population:
-        raise ConfigError(f"--tournament {tournament} exceeds --population {population}")
-    check_count("--rescore-seeds", rescore_seeds, minimum=0)
-    check_real("--score-k", score_k)
-    check_count("--trial-steps", trial_steps)
-    check_count("--eval-windows", eval_windows)
-    check_count("--tune-confirm", tune_confirm, minimum=0)
-    check_count("--heartbeat", heartbeat)
-    check_count("--grace-period", grace_period)
-    check_count("--threads", threads)
-    check_count("--sampler-seed", sampler_seed, minimum=0)
-    check_count("--replicas-max", replicas_max)
     seed_list = parse_seeds(None, seeds)
     from llmevo.evolve import EvolutionSettings, run, search_space
     from llmevo.evolve import explain as explain_champion
@@ -170,8 +140,8 @@ def evolve(
             trial_lr_factors, "--trial-lr-factors"),
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
     )
-    probe = EvolutionSettings(data_dir=Path("."), **values)  # names and paths, before any work
-    check_study_name(probe.study_name())
+    # every value is checked by the typed settings (the CLI only parses); names and paths first
+    probe = EvolutionSettings(data_dir=Path("."), **values)
     if report and not list_space:
         check_output_dir(probe.report_folder())
     check_output_dir(tensorboard, "--tensorboard")

@@ -19,8 +19,6 @@ from llmevo.cli.common import (
     ThreadsOption,
     app,
     apply_threads,
-    check_count,
-    check_real,
     console,
     parse_floats,
     parse_seeds,
@@ -130,17 +128,6 @@ def reproduce(
              "retrains everything. Not used with --tensorboard.")] = True,
 ) -> None:
     """Train a baseline arm and a method arm on the same tokens and compare them."""
-    check_count("--steps", steps)
-    check_count("--batch-size", batch_size)
-    check_count("--warmup-steps", warmup_steps, minimum=0)
-    check_real("--lr", lr, strict=True)
-    check_count("--replicas-max", replicas_max)
-    check_real("--margin", margin, strict=True)
-    check_count("--tune-confirm", tune_confirm, minimum=0)
-    check_count("--post-steps", post_steps)
-    check_count("--post-batch-size", post_batch_size)
-    check_real("--post-lr", post_lr, strict=True)
-    apply_threads(threads)
     from llmevo.cli.progress import RichTrainingProgress
     from llmevo.experiments import ReproductionRequest
     from llmevo.experiments import reproduce as run_reproduction
@@ -160,6 +147,7 @@ def reproduce(
         preference_file=preference_file, arithmetic_max_operand=arithmetic_max_operand,
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
     )
+    apply_threads(request.threads)  # the request checked every value (the CLI only parses)
     plan = request.plan()  # every check, output paths included, happens before training
     outputs = plan.outputs
     artifact = run_reproduction(plan, progress=RichTrainingProgress(console))

@@ -34,7 +34,7 @@ from typing import Any, Literal
 import optuna
 import torch
 from optuna.trial import FrozenTrial
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from llmevo.artifacts.io import write_json_atomic
 from llmevo.artifacts.provenance import (
@@ -67,7 +67,7 @@ from llmevo.evolve.study import (
     sqlite_path,
 )
 from llmevo.promotion import Promotion, promotions
-from llmevo.registry import RequestModel
+from llmevo.registry import RequestModel, check_seeds
 from llmevo.runner import tuning
 from llmevo.runner.presets import Preset, get_preset
 from llmevo.train.device import accelerator_name, resolve_device
@@ -88,6 +88,9 @@ def masked(url: str) -> str:
     return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
 
 
+STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
 class EvolutionSettings(RequestModel):
     """One evolution run. ``study`` defaults to ``evolve-<preset>[-s<trial_steps>]``,
     ``storage`` to ``sqlite:///runs/evolve/<study>.db``, ``out`` to ``runs/evolve/<study>``
@@ -106,11 +109,11 @@ class EvolutionSettings(RequestModel):
     storage: str | None = None
     study: str | None = None
     sampler: str = "regularized"
-    seeds: list[int] = Field(default_factory=lambda: list(tuning.DEFAULT_REPORT_SEEDS), min_length=1)
-    population: int = Field(default=8, ge=1)
+    seeds: list[int] = Field(default_factory=lambda: list(tuning.DEFAULT_REPORT_SEEDS))
+    population: int = Field(default=8, ge=2)
     tournament: int = Field(default=3, ge=1)
     rescore_seeds: int = Field(default=2, ge=0)
-    score_k: float = 1.0
+    score_k: float = Field(default=1.0, ge=0)
     data_dir: Path
     cache_dir: Path = Path(".cache/llmevo")
     device: str = "auto"  # auto, cpu, cuda or mps (checked by resolve_device)
@@ -118,7 +121,7 @@ class EvolutionSettings(RequestModel):
     eval_windows: int | None = Field(default=None, ge=1)
     heartbeat: int = Field(default=5, ge=1)
     grace_period: int = Field(default=20, ge=1)
-    sampler_seed: int | None = None
+    sampler_seed: int | None = Field(default=None, ge=0)
     out: Path | None = None
     report: bool = True
     threads: int | None = Field(default=None, ge=1)
@@ -129,13 +132,33 @@ class EvolutionSettings(RequestModel):
     final_tune: bool = True
     tune_grid: list[float] | None = None
     tune_seeds: list[int] = Field(default_factory=lambda: [2000])
-    tune_confirm: int | None = None  # None: tuning.DEFAULT_CONFIRM
+    tune_confirm: int | None = Field(default=None, ge=0)  # None: tuning.DEFAULT_CONFIRM
     path: str = "auto"  # how rescoring and final seeds train: auto or sequential (llmevo.train.execution)
-    replicas_max: int | None = None  # (checked by check_path) at most this many seeds of a genome at once
+    replicas_max: int | None = Field(default=None, ge=1)  # (and by check_path) at most this many seeds of a genome at once
     publish: bool = False
     allow_dirty: bool = False
     command: str | None = None
     repo_root: Path = REPO_ROOT
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, seeds: list[int]) -> list[int]:
+        return check_seeds(seeds)
+
+    @field_validator("tune_seeds")
+    @classmethod
+    def _tune_seeds(cls, seeds: list[int]) -> list[int]:
+        return check_seeds(seeds, "--tune-seeds")
+
+    @model_validator(mode="after")
+    def _tournament_fits(self) -> EvolutionSettings:
+        if self.tournament > self.population:
+            raise ConfigError(f"--tournament {self.tournament} exceeds --population {self.population}")
+        name = self.study_name()  # a study name becomes a file name: a name, never a path
+        if not STUDY_NAME.fullmatch(name) or ".." in name:
+            raise ConfigError(f"--study '{name[:60]}': expected a name of letters, digits, '.', '_' "
+                              "or '-' (at most 100, no path separators)")
+        return self
 
     def study_name(self) -> str:
         if self.study is not None:

@@ -43,7 +43,6 @@ from llmevo.experiments.plans import (
     Comparison,
     ReproductionOutputs,
     ReproductionPlan,
-    check_seeds,
     plan_comparison,
     post_training_request,
     resolve_arms,
@@ -51,7 +50,7 @@ from llmevo.experiments.plans import (
 from llmevo.experiments.post_training import run_post_training_reproduction
 from llmevo.inference.checkpoint import save_checkpoint
 from llmevo.model.config import ModelConfig
-from llmevo.registry import ComponentChoice, RequestModel
+from llmevo.registry import ComponentChoice, RequestModel, check_seeds
 from llmevo.reports.readme import against_slug, write_report
 from llmevo.runner.presets import Preset, get_preset
 from llmevo.runner.tuning import (
@@ -135,8 +134,8 @@ class ReproductionRequest(RequestModel):
     tune: bool | None = None
     tune_grid: list[float] | None = None
     tune_seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_TUNING_SEEDS))
-    tune_confirm: int | None = None  # extra tuning seeds for a best at the stability edge (None: 2); 0: off
-    margin: float = 1.0
+    tune_confirm: int | None = Field(default=None, ge=0)  # extra tuning seeds for a best at the stability edge (None: 2); 0: off
+    margin: float = Field(default=1.0, gt=0)  # percent
     post_steps: int | None = Field(default=None, ge=1)  # post-training methods: the stage's steps
     post_batch_size: int | None = Field(default=None, ge=1)
     post_lr: float | None = Field(default=None, gt=0)
@@ -145,7 +144,7 @@ class ReproductionRequest(RequestModel):
     preference_file: Path | None = None  # DPO: JSONL {"chosen", "rejected"} instead of HH-RLHF
     arithmetic_max_operand: int | None = None  # GRPO: operands 0..N
     path: str = "auto"  # how an arm's seeds train: auto, sequential, batched, parallel, parallel-batched
-    replicas_max: int | None = None  # (checked by check_path) at most this many seeds of an arm at once
+    replicas_max: int | None = Field(default=None, ge=1)  # (checked by check_path) at most this many seeds of an arm at once
     base_model: ModelConfig = Field(default_factory=ModelConfig)
     command: str | None = None
     repo_root: Path = REPO_ROOT
@@ -154,6 +153,11 @@ class ReproductionRequest(RequestModel):
     @classmethod
     def _seeds(cls, seeds: list[int] | None) -> list[int] | None:
         return None if seeds is None else check_seeds(seeds)
+
+    @field_validator("tune_seeds")
+    @classmethod
+    def _tune_seeds(cls, seeds: list[int]) -> list[int]:
+        return check_seeds(seeds, "--tune-seeds")
 
     @model_validator(mode="after")
     def _tuning_wanted(self) -> ReproductionRequest:

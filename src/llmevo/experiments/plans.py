@@ -30,7 +30,14 @@ from llmevo.errors import ConfigError
 from llmevo.eval.stats import DEFAULT_MARGIN_PERCENT
 from llmevo.model.blt import blt_model_config, blt_standin_config, prepare_blt
 from llmevo.model.config import ModelConfig
-from llmevo.registry import MODEL_SLOTS, SLOTS, ComponentChoice, ComponentSpec, StrictModel
+from llmevo.registry import (
+    MODEL_SLOTS,
+    SLOTS,
+    ComponentChoice,
+    ComponentSpec,
+    StrictModel,
+    check_seeds,
+)
 from llmevo.runner.arm import Arm
 from llmevo.runner.cache import CacheUse
 from llmevo.runner.data import ArmData
@@ -242,15 +249,6 @@ def resolve_arms(comparison: Comparison, request: PostTrainRequest) -> Compariso
 
 # --- the whole plan of one reproduction ----------------------------------------------------
 
-
-def check_seeds(seeds: list[int]) -> list[int]:
-    """Report seeds: at least one, each once."""
-    if not seeds:
-        raise ConfigError("no seeds given; pass e.g. --seeds 42,43,44")
-    duplicates = sorted({s for s in seeds if seeds.count(s) > 1})
-    if duplicates:
-        raise ConfigError(f"duplicate seeds {duplicates}; each seed must appear once")
-    return seeds
 
 TUNING_REFUSAL = ("--tune is not available for post-training method '{name}': tuning picks each "
                   "arm's pretraining learning rate, and both arms share one pretrained model here; "

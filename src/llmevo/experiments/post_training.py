@@ -44,7 +44,8 @@ from llmevo.experiments.reproduction import (
 from llmevo.runner.arm import Arm
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.data import load_views
-from llmevo.runner.run import evaluate_arm, run_arm, seed_runs
+from llmevo.runner.resources import check_memory, concurrent_runs
+from llmevo.runner.run import arm_train_config, check_fits_data, evaluate_arm, run_arm, seed_runs
 from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import Progress
 
@@ -87,6 +88,9 @@ def run_post_training_reproduction(
         plan.data_dir, data.codec, preset.train.seq_len, settings.arithmetic,
         post.preference_file, settings.held_out_pairs)
     pretrain = Arm("pretrain", "llama_modern", comparison.method.model, comparison.method.optimizer)
+    check_fits_data(pretrain, data)  # before any training: the vocabulary, the window, memory
+    check_memory("pretraining", pretrain.model, arm_train_config(pretrain, data, preset), plan.device,
+                 concurrent_runs(plan.execution, plan.device, len(seeds)))
     pretrained = run_arm(  # every seed's pretraining at once; both arms start from it
         pretrain, data, preset, seed_runs(pretrain, data, preset, seeds), plan.device,
         splits=(), execution=plan.execution, progress=progress,

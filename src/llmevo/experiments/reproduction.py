@@ -65,7 +65,8 @@ from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.cache import ArmCache
 from llmevo.runner.data import ArmData, load_views
 from llmevo.runner.presets import Preset
-from llmevo.runner.run import run_arm, seed_runs
+from llmevo.runner.resources import check_memory, concurrent_runs
+from llmevo.runner.run import arm_train_config, check_fits_data, run_arm, seed_runs
 from llmevo.runner.tuning import ArmTuning, TuningPlan, tune_arm, tuning_block
 from llmevo.train.execution import Execution, check_path
 from llmevo.train.logging import RunLogs
@@ -109,14 +110,20 @@ def run_reproduction(
     corpus, preset, views = load_views(plan.preset, [arm.data for arm in comparison.arms],
                                        plan.data_dir, plan.cache_dir)
     arms = []
-    for arm in comparison.arms:  # resolve, then build once: invalid genomes fail before training
+    for arm in comparison.arms:  # resolved from the data where the arm needs it
         if arm.prepare is not None:
             model = PREPARATIONS[arm.prepare](arm, views[arm.data], corpus, plan.cache_dir, seeds[0])
             arm = replace(arm, model=model)
-        build_model(arm.model)
         arms.append(arm)
     resolved = replace(comparison, baseline=arms[0], method=arms[1])
     check_path(plan.execution.path, plan.execution.replicas_max)
+    most_runs = max(len(seeds), 0 if plan.tuning is None else len(plan.tuning.grid) * len(plan.tuning.seeds))
+    # built on the meta device: an invalid genome, or one that cannot fit, fails before training
+    for arm in resolved.arms:
+        data = views[arm.data]
+        check_fits_data(arm, data)
+        check_memory(f"{arm.label} arm '{arm.name}'", arm.model, arm_train_config(arm, data, preset),
+                     plan.device, concurrent_runs(plan.execution, plan.device, most_runs))
     arm_presets = {arm.label: preset for arm in resolved.arms}
     cache = ArmCache.open(plan.cache_dir, plan.device, plan.execution,
                           "off" if logs is not None else plan.arm_cache)

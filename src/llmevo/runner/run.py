@@ -13,7 +13,7 @@ batched or parallel, ``execution``), and with ``cache`` a run trained before und
 identical settings is loaded instead (``runner.cache``).
 
 Public API: ``SPLITS``, ``evaluate_arm``, ``arm_train_config``, ``seed_runs``,
-``evaluate_trained``, ``run_arm``.
+``check_fits_data``, ``evaluate_trained``, ``run_arm``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from torch import nn
 from llmevo.catalog import build_model, build_optimizer
 from llmevo.components.post_training.stage import StageResult, post_train_genome_model
 from llmevo.components.post_training.tasks import PostTrainData
-from llmevo.errors import DivergedError
+from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.metrics import derive_arm_metrics
 from llmevo.eval.suites import evaluate_suite
@@ -69,6 +69,21 @@ def arm_train_config(arm: Arm, data: ArmData, preset: Preset) -> TrainConfig:
     """The resolved training settings of one arm: the preset's, with the arm's optimizer."""
     return preset.train.model_copy(
         update={"optimizer": arm.optimizer, "seq_len": data.seq_len or preset.train.seq_len})
+
+
+def check_fits_data(arm: Arm, data: ArmData) -> None:
+    """Refuse, before training, a transformer arm whose vocabulary or window is smaller than
+    its data's (a token id past the embedding would fail deep inside the model)."""
+    if arm.model.architecture != "transformer":
+        return  # the BLT architectures size themselves from their data (runner.data views)
+    largest = max(int(t.max()) for t in (data.stream, data.validation, data.test) if t.numel())
+    if arm.model.vocab_size <= largest:
+        raise ConfigError(f"{arm.label} arm '{arm.name}': vocab_size {arm.model.vocab_size} is too "
+                          f"small for its data (token ids up to {largest}); use at least {largest + 1}")
+    seq_len = data.seq_len
+    if seq_len and arm.model.max_seq_len < seq_len:
+        raise ConfigError(f"{arm.label} arm '{arm.name}': max_seq_len {arm.model.max_seq_len} is "
+                          f"shorter than the training window {seq_len}")
 
 
 def seed_runs(arm: Arm, data: ArmData, preset: Preset, seeds: Sequence[int]) -> list[RunSpec]:

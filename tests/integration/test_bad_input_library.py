@@ -1,0 +1,103 @@
+"""Both doors refuse the same input in the same words: every rule the command line applies
+lives in the typed request (``ReproductionRequest``, ``EvolutionSettings``), the command
+line only parses and hands its values over; and what cannot fit in memory or in the data is
+refused before any training (issue 23, causes 1 and 2)."""
+
+from __future__ import annotations
+
+import pytest
+from cli_runner import run_cli
+
+from llmevo.errors import ConfigError
+from llmevo.evolve import EvolutionSettings
+from llmevo.experiments import ReproductionRequest, reproduce
+
+REPRODUCE = [  # (command-line options, the same through Python)
+    (["--seeds", "42,-3"], {"seeds": [42, -3]}),
+    (["--seeds", "42,42"], {"seeds": [42, 42]}),
+    (["--tune", "--tune-seeds", "1000,1000"], {"tune": True, "tune_seeds": [1000, 1000]}),
+    (["--steps", "0"], {"steps": 0}),
+    (["--batch-size", "-1"], {"batch_size": -1}),
+    (["--warmup-steps", "-1"], {"warmup_steps": -1}),
+    (["--weight-decay", "-0.5"], {"weight_decay": -0.5}),
+    (["--lr", "0"], {"lr": 0.0}),
+    (["--lr", "nan"], {"lr": float("nan")}),
+    (["--threads", "0"], {"threads": 0}),
+    (["--replicas-max", "0"], {"replicas_max": 0}),
+    (["--margin", "0"], {"margin": 0.0}),
+    (["--margin", "inf"], {"margin": float("inf")}),
+    (["--tune", "--tune-confirm", "-1"], {"tune": True, "tune_confirm": -1}),
+    (["--tune-confirm", "2"], {"tune_confirm": 2}),
+]
+EVOLVE = [
+    (["--trials", "0"], {"trials": 0}),
+    (["--population", "1"], {"population": 1}),
+    (["--population", "3", "--tournament", "4"], {"population": 3, "tournament": 4}),
+    (["--rescore-seeds", "-1"], {"rescore_seeds": -1}),
+    (["--score-k", "-1"], {"score_k": -1.0}),
+    (["--sampler-seed", "-1"], {"sampler_seed": -1}),
+    (["--tune-confirm", "-1"], {"tune_confirm": -1}),
+    (["--seeds", "42,42"], {"seeds": [42, 42]}),
+    (["--seeds", "-5"], {"seeds": [-5]}),
+    (["--study", "../up"], {"study": "../up"}),
+    (["--replicas-max", "0"], {"replicas_max": 0}),
+]
+
+
+def _cli_error(args: list[str], capsys) -> str:
+    assert run_cli(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err, err
+    return err.removeprefix("error: ")
+
+
+@pytest.mark.parametrize(("options", "values"), REPRODUCE, ids=[" ".join(o) for o, _ in REPRODUCE])
+def test_reproduce_refuses_the_same_input_through_both_doors(options, values, tmp_path, data_dir,
+                                                              capsys):
+    out = tmp_path / "a.json"
+    cli = _cli_error(["reproduce", "rope", "--data-dir", str(data_dir), "--out", str(out), *options],
+                     capsys)
+    with pytest.raises(ConfigError) as error:
+        reproduce(ReproductionRequest(name="rope", data_dir=data_dir, out=out, **values))
+    assert str(error.value) == cli
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("options", "values"), EVOLVE, ids=[" ".join(o) for o, _ in EVOLVE])
+def test_evolve_refuses_the_same_input_through_both_doors(options, values, tmp_path, data_dir,
+                                                          capsys):
+    cli = _cli_error(["evolve", "--preset", "smoke", "--data-dir", str(data_dir),
+                      "--storage", f"sqlite:///{tmp_path}/s.db", *options], capsys)
+    with pytest.raises(ConfigError) as error:
+        EvolutionSettings(preset="smoke", data_dir=data_dir, storage=f"sqlite:///{tmp_path}/s.db",
+                          **values).plan()
+    assert str(error.value) == cli
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_vocabulary_smaller_than_the_data_is_refused_before_training(tmp_path, data_dir):
+    request = ReproductionRequest(name="rope", data_dir=data_dir, out=tmp_path / "a.json",
+                                  base_model={"vocab_size": 7}, steps=2, device="cpu", threads=1)
+    with pytest.raises(ConfigError, match=r"vocab_size 7 is too small for its data \(token ids up to \d+\)"):
+        reproduce(request)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("options", "values", "what"), [
+    (["relu2", "--against", "swiglu:hidden=1000000000"],
+     {"name": "relu2", "against": "swiglu:hidden=1000000000"}, "384,000,065,856 parameters"),
+    (["rope", "--batch-size", "1000000"], {"name": "rope", "batch_size": 1_000_000},
+     "of activations at batch 1000000 x 64"),
+])
+def test_what_cannot_fit_in_memory_is_refused_before_training(options, values, what, tmp_path,
+                                                              data_dir, capsys):
+    out = tmp_path / "a.json"
+    cli = _cli_error(["reproduce", *options, "--steps", "2", "--device", "cpu", "--threads", "1",
+                      "--data-dir", str(data_dir), "--out", str(out)], capsys)
+    assert what in cli and "GiB available; use a smaller model or batch" in cli
+    with pytest.raises(ConfigError) as error:
+        reproduce(ReproductionRequest(data_dir=data_dir, out=out, steps=2, device="cpu", threads=1,
+                                      **values))
+    # the same estimate (what is available moves with the machine's other processes)
+    assert str(error.value).split(", but ")[0] == cli.split(", but ")[0]
+    assert list(tmp_path.iterdir()) == []
