@@ -25,7 +25,8 @@ from llmevo.catalog import build_model, build_optimizer, full_registry
 from llmevo.data.codec import ByteCodec
 from llmevo.data.suites import build_sequence
 from llmevo.model.blt.entropy import EntropyModelSettings, train_entropy_model
-from llmevo.model.config import ComponentChoice, ModelConfig
+from llmevo.model.config import ModelConfig
+from llmevo.registry import ComponentChoice
 from llmevo.components.post_training.stage import PostTrainSettings, PretrainedModel, run_post_training
 from llmevo.components.post_training.tasks import ArithmeticConfig, PostTrainData, TokenPair, arithmetic_problems
 from llmevo.train.replicas import train_replicas

@@ -21,7 +21,7 @@ from llmevo.eval.stats import claim_policy, paired_relative_change, summarize, v
 from llmevo.evolve.genome import Genome
 from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
-from llmevo.runner.run import run_arm, seed_runs
+from llmevo.runner.run import PostData, run_arm, seed_runs
 from llmevo.train.execution import Execution
 from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import Progress
@@ -125,7 +125,7 @@ def final_evaluation(
     progress: Progress | None = None,
     execution: Execution = Execution(),
     logs: RunLogs | None = None,
-    post_data: Any = None,  # llmevo.components.post_training.tasks.PostTrainData when a genome post-trains
+    post_data: PostData = None,  # the stage's data, or its loader (post-training genes)
 ) -> FinalEvaluation:
     """Train both genomes under every seed (all seeds of a genome at once, ``train_many``);
     validation and test metrics per run.

@@ -22,7 +22,7 @@ from llmevo.evolve.genome import Genome
 from llmevo.evolve.space import GENOME_SLOTS, TRAIN_GENES, SearchSpace
 from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
-from llmevo.runner.run import run_arm
+from llmevo.runner.run import PostData, run_arm
 from llmevo.train.trainer import Progress
 
 
@@ -100,7 +100,7 @@ def explain(
     device: torch.device,
     genes: Sequence[str] | None = None,
     progress: Progress | None = None,
-    post_data: Any = None,  # llmevo.components.post_training.tasks.PostTrainData (or its loader)
+    post_data: PostData = None,  # the stage's data, or its loader (post-training genes)
 ) -> dict[str, Any]:
     """Train champion, baseline and every knockout variant under ``seeds``; per variant the
     paired relative change of validation and test fitness against the champion (negative:

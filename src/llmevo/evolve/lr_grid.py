@@ -27,7 +27,7 @@ from llmevo.evolve.genome import Genome
 from llmevo.runner.arm import Arm
 from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
-from llmevo.runner.run import evaluate_trained
+from llmevo.runner.run import PostData, evaluate_trained
 from llmevo.runner.tuning import TuningPlan, tune_arm, tuning_block
 from llmevo.train.execution import Execution
 from llmevo.train.logging import RunLogs
@@ -58,7 +58,7 @@ def tuned_final_evaluation(
     progress: Progress | None = None,
     logs: RunLogs | None = None,
     execution: Execution = Execution(),
-    post_data: Any = None,  # llmevo.components.post_training.tasks.PostTrainData (or its loader)
+    post_data: PostData = None,  # the stage's data, or its loader (post-training genes)
 ) -> tuple[FinalEvaluation, dict[str, Any], dict[str, Genome]]:
     """Tune champion and baseline on ``plan`` (validation fitness), then train both at their
     chosen lr under ``seeds`` and evaluate each once on test.

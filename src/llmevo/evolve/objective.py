@@ -33,7 +33,7 @@ from llmevo.evolve.space import SearchSpace
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
-from llmevo.runner.run import run_arm
+from llmevo.runner.run import PostData, run_arm
 from llmevo.train.logging import RunLogs
 
 FINAL_STATES = ("complete", "pruned", "diverged", "failed", "invalid", "duplicate")
@@ -57,7 +57,7 @@ class TrialContext:
     final_preset: Preset  # plan.final_preset resolved on the data
     device: torch.device
     logs: RunLogs | None = None  # per-step curves of each trial and seed; fitness and genome
-    post_data: Any = None  # a loader of llmevo.components.post_training.tasks.PostTrainData, when post-training genes exist
+    post_data: PostData = None  # the stage's data, or its loader (post-training genes)
 
 
 def lower_bound_score(values: list[float], k: float) -> float:

@@ -398,8 +398,8 @@ def explain(settings: EvolutionSettings, genes: list[str] | None = None,
     notify(f"explaining trial {champion.number}: {len(variants)} variant(s) x {len(seeds)} seed(s)")
     torch.set_num_threads(plan.threads)
     context = workers.prepare_context(plan, space)
-    # the knockouts train at plan.final_preset as requested (not resolved on the data)
-    knockouts = explain_genes(genome, space.baseline, space, context.data, plan.final_preset,
+    # at the final comparison's preset resolved on the data (a one-epoch preset: its steps)
+    knockouts = explain_genes(genome, space.baseline, space, context.data, context.final_preset,
                               seeds, context.device, genes, post_data=context.post_data)
     knockouts["champion_trial"] = champion.number
     folder.mkdir(parents=True, exist_ok=True)
