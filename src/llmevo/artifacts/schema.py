@@ -164,6 +164,12 @@ class Setup(_Block):
     post_training: dict[str, Any] | None = None  # the stage's settings (post-training reproductions)
     # the baseline's slot choice when it is not the declared ablation (`reproduce --against`)
     against: str | None = None
+    # the size dial (`reproduce --rung` / `--d-model --layers --heads`; absent without it)
+    rung: int | None = None  # None with explicit sizes only
+    parameters: int | None = None  # the rung's llama_modern (each arm's own: its block)
+    training_tokens: int | None = None  # per arm
+    epochs: float | None = None  # training tokens over the training stream's tokens
+    compute_6nd: float | None = None  # 6 x parameters x training_tokens
 
 
 class ArmResult(_Block):

@@ -46,6 +46,7 @@ from llmevo.experiments.plans import (
     plan_comparison,
     post_training_request,
     resolve_arms,
+    scale_comparison,
 )
 from llmevo.experiments.post_training import run_post_training_reproduction
 from llmevo.inference.checkpoint import save_checkpoint
@@ -53,6 +54,7 @@ from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice, RequestModel, check_seeds
 from llmevo.reports.readme import against_slug, write_report
 from llmevo.runner.presets import Preset, get_preset
+from llmevo.runner.scale import REFERENCE_PRESET, RUNGS, Scale, scale
 from llmevo.runner.tuning import (
     DEFAULT_CONFIRM,
     DEFAULT_REPORT_SEEDS,
@@ -77,10 +79,12 @@ TUNED_BY_DEFAULT = ("quick", "standard")
 
 
 def artifact_filename(preset: str, seeds: list[int], tuned: bool = False,
-                      against: str | None = None) -> str:
-    """``public[-<preset>][-tuned][-vs-<other>]-seed42.json``, ``...-seeds42-44.json`` (a
-    range) or ``...-seeds42-47-50.json``; ``-vs-<other>``: a baseline chosen by ``--against``."""
-    prefix = (("public" if preset == "smoke" else f"public-{preset}") + ("-tuned" if tuned else "")
+                      against: str | None = None, size: str | None = None) -> str:
+    """``public[-<preset>][-<size>][-tuned][-vs-<other>]-seed42.json``, ``...-seeds42-44.json``
+    (a range) or ``...-seeds42-47-50.json``; ``-vs-<other>``: a baseline chosen by
+    ``--against``; ``<size>``: ``rung1`` or ``d96-l2-h6`` (the size dial; none at rung 0)."""
+    prefix = (("public" if preset == "smoke" else f"public-{preset}") + (f"-{size}" if size else "")
+              + ("-tuned" if tuned else "")
               + (f"-vs-{against_slug(against)}" if against is not None else ""))
     if len(seeds) == 1:
         return f"{prefix}-seed{seeds[0]}.json"
@@ -146,6 +150,10 @@ class ReproductionRequest(RequestModel):
     path: str = "auto"  # how an arm's seeds train: auto, sequential, batched, parallel, parallel-batched
     replicas_max: int | None = Field(default=None, ge=1)  # (checked by check_path) at most this many seeds of an arm at once
     base_model: ModelConfig = Field(default_factory=ModelConfig)
+    rung: int | None = None  # the size dial (runner.scale; 0: quick's llama_modern); quick only
+    d_model: int | None = Field(default=None, ge=1)  # explicit sizes replace the rung's geometry
+    layers: int | None = Field(default=None, ge=1)
+    heads: int | None = Field(default=None, ge=1)
     command: str | None = None
     repo_root: Path = REPO_ROOT
 
@@ -165,12 +173,27 @@ class ReproductionRequest(RequestModel):
             raise ConfigError("--tune-grid needs tuning; drop --no-tune (tune=False with a tune_grid)")
         return self
 
+    @model_validator(mode="after")
+    def _size(self) -> ReproductionRequest:
+        self.size()  # an unknown rung, heads that do not divide d_model, zero steps
+        return self
+
+    def size(self) -> Scale | None:
+        """The size dial resolved (``runner.scale.scale``), or None when no size is asked for."""
+        return size_dial(self.rung, self.d_model, self.layers, self.heads, self.preset,
+                         self.batch_size, self.base_model)
+
     def plan(self) -> ReproductionPlan:
         """The request resolved once, before any work: the comparison (an unknown name, a bad
         ``against`` or identical arms fail here), the preset with its overrides, the report
         seeds, the tuning plan, a post-training method's stage, the device and the outputs."""
         comparison = plan_comparison(self.name, self.base_model, against=self.against)
-        base = get_preset(self.preset) if isinstance(self.preset, str) else self.preset
+        size = self.size()
+        if size is not None:
+            comparison = scale_comparison(comparison, size)
+            base = size.preset
+        else:
+            base = get_preset(self.preset) if isinstance(self.preset, str) else self.preset
         preset = base.override({
             "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
             "warmup_steps": self.warmup_steps, "weight_decay": self.weight_decay,
@@ -217,20 +240,20 @@ class ReproductionRequest(RequestModel):
             execution=Execution(self.path, self.replicas_max), tuning=tuning,
             margin_percent=self.margin, post_training=post_training,
             arm_cache="use" if self.arm_cache else "refresh",
-            outputs=self._outputs(comparison, preset, seeds, tuned), tensorboard=self.tensorboard,
+            outputs=self._outputs(comparison, preset, seeds, tuned, size), tensorboard=self.tensorboard,
             threads=self.threads, publish=self.publish, allow_dirty=self.allow_dirty,
-            repo_root=self.repo_root, command=command,
+            repo_root=self.repo_root, command=command, scale=size,
         )
 
     def _outputs(self, comparison: Comparison, preset: Preset, seeds: list[int],
-                 tuned: bool) -> ReproductionOutputs:
+                 tuned: bool, size: Scale | None) -> ReproductionOutputs:
         paper = comparison.spec.manifest.paper
         folder = f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name
         out = self.out
         against = comparison.against
         if out is None:
             base = Path("docs/reproductions") / folder / "metrics" if self.publish else Path("runs") / folder
-            out = base / artifact_filename(preset.name, seeds, tuned, against)
+            out = base / artifact_filename(preset.name, seeds, tuned, against, size_label(size))
         # a baseline chosen by --against gets its own report folder beside the declared ablation's
         suffix = f"vs-{against_slug(against)}" if against is not None else None
         if self.publish:
@@ -239,6 +262,30 @@ class ReproductionRequest(RequestModel):
             report = out.parent / (f"report-{suffix}" if suffix else "report")
         return ReproductionOutputs(artifact=out, report=report if self.report else None,
                                    checkpoints=self.save_checkpoints)
+
+
+def size_dial(rung: int | None, d_model: int | None, layers: int | None, heads: int | None,
+              preset: str | Preset, batch_size: int | None, base_model: ModelConfig) -> Scale | None:
+    """A request's size dial (``rung`` and the explicit sizes) resolved on ``preset``, which
+    must be quick (rung 0 is quick's llama_modern); None when no size is asked for."""
+    if rung is None and d_model is None and layers is None and heads is None:
+        return None
+    name = preset if isinstance(preset, str) else preset.name
+    if name != REFERENCE_PRESET:
+        raise ConfigError(f"--rung / --d-model / --layers / --heads scale the {REFERENCE_PRESET} "
+                          f"preset (rung 0 is {REFERENCE_PRESET}); got --preset {name}")
+    return scale(rung, d_model=d_model, n_layers=layers, n_heads=heads, batch=batch_size,
+                 base_model=base_model)
+
+
+def size_label(size: Scale | None) -> str | None:
+    """What a sized run's file names carry: ``rung1``, ``d96-l2-h6``; None at rung 0."""
+    if size is None:
+        return None
+    shape = size.geometry
+    if size.rung is not None and shape == RUNGS[size.rung]:
+        return f"rung{size.rung}" if size.rung else None
+    return f"d{shape.d_model}-l{shape.n_layers}-h{shape.n_heads}"
 
 
 def reproduce(request: ReproductionRequest | ReproductionPlan,

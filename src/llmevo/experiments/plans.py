@@ -42,6 +42,7 @@ from llmevo.runner.arm import Arm
 from llmevo.runner.cache import CacheUse
 from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
+from llmevo.runner.scale import Scale, scale_model
 from llmevo.runner.tuning import TuningPlan
 from llmevo.train.execution import Execution
 
@@ -123,6 +124,15 @@ def plan_comparison(
                             against=ablation_label if against is not None else None)
     check_distinct(comparison)
     return comparison
+
+
+def scale_comparison(comparison: Comparison, size: Scale) -> Comparison:
+    """Both arms' models at ``size``'s geometry, each component's sizes scaled from the
+    arm's own (``runner.scale.scale_model``); whole architectures are refused there."""
+    baseline, method = comparison.arms
+    return replace(comparison,
+                   baseline=replace(baseline, model=scale_model(baseline.model, size.geometry)),
+                   method=replace(method, model=scale_model(method.model, size.geometry)))
 
 
 def against_choice(spec: ComponentSpec, against: str, current: ComponentChoice) -> ComponentChoice:
@@ -288,6 +298,7 @@ class ReproductionPlan:
     allow_dirty: bool = False
     repo_root: Path | None = None  # the llmevo checkout provenance reads
     command: str = ""  # what provenance records as the command that ran
+    scale: Scale | None = None  # the size dial (a rung or explicit sizes); None: the preset's model
 
     def __post_init__(self) -> None:
         check_seeds(self.seeds)

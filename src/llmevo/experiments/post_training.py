@@ -153,7 +153,7 @@ def run_post_training_reproduction(
             raise ConfigError(f"seed {seed}: the arms post-trained on different numbers of "
                               f"examples {sorted(examples)}")
     body = assemble_artifact(comparison, preset, seeds, corpus, views, runs,
-                             plan.device, plan.margin_percent)
+                             plan.device, plan.margin_percent, size=plan.scale)
     _add_post_training(body, comparison, stages, settings, task, post_data, seeds)
     return ReproductionOutcome(comparison, body, runs, implementation_objects(comparison),
                                corpus.tokenizer.tokenizer.to_str())

@@ -67,6 +67,7 @@ from llmevo.runner.data import ArmData, load_views
 from llmevo.runner.presets import Preset
 from llmevo.runner.resources import check_memory, concurrent_runs
 from llmevo.runner.run import arm_train_config, check_fits_data, run_arm, seed_runs
+from llmevo.runner.scale import Scale
 from llmevo.runner.tuning import ArmTuning, TuningPlan, tune_arm, tuning_block
 from llmevo.train.execution import Execution, check_path
 from llmevo.train.logging import RunLogs
@@ -155,7 +156,7 @@ def run_reproduction(
     rates = None if tuning is None else {arm.label: arm_presets[arm.label].train.lr
                                          for arm in resolved.arms}
     body = assemble_artifact(resolved, preset, seeds, corpus, views, runs, plan.device,
-                             plan.margin_percent, rates)
+                             plan.margin_percent, rates, plan.scale)
     if tuning is not None:
         body["tuning"] = Tuning.model_validate(tuning)
     if cache is not None and cache.read:  # which runs were loaded, not trained
@@ -332,10 +333,20 @@ def _dataset(corpus: LMCorpus, data: ArmData, preset: Preset) -> DatasetInfo:
     )
 
 
+def _size_fields(size: Scale | None, tokens: int, stream_tokens: int) -> dict[str, Any]:
+    """What a sized run records (none without the size dial): the rung, the rung's model
+    size, the training tokens per arm, the epochs over the training stream and 6 N D."""
+    if size is None:
+        return {}
+    return {"rung": size.rung, "parameters": size.parameters, "training_tokens": tokens,
+            "epochs": tokens / stream_tokens, "compute_6nd": 6.0 * size.parameters * tokens}
+
+
 def _setup(comparison: Comparison, preset: Preset, seeds: list[int], corpus: LMCorpus,
-           runs: dict[str, dict[int, ArmRun]]) -> Setup:
+           data: ArmData, runs: dict[str, dict[int, ArmRun]], size: Scale | None) -> Setup:
     spec = comparison.spec
     against = {"against": comparison.against} if comparison.against is not None else {}
+    tokens = runs["method"][seeds[0]].train.tokens_seen
     return Setup(
         seed=seeds[0],
         steps_per_variant=preset.train.steps,
@@ -353,7 +364,7 @@ def _setup(comparison: Comparison, preset: Preset, seeds: list[int], corpus: LMC
         warmup_steps=preset.train.warmup_steps,
         weight_decay=preset.train.weight_decay,
         grad_clip=preset.train.grad_clip,
-        tokens_per_arm=runs["method"][seeds[0]].train.tokens_seen,
+        tokens_per_arm=tokens,
         units_per_arm={
             label: {"units": runs[label][seeds[0]].train.tokens_seen, "view": arm.data,
                     "approx_text_bytes": round(runs[label][seeds[0]].train.tokens_seen * (
@@ -372,6 +383,7 @@ def _setup(comparison: Comparison, preset: Preset, seeds: list[int], corpus: LMC
         },
         wall_seconds={label: sum(runs[label][s].train.wall_seconds for s in seeds) for label in runs},
         training_path={label: {str(s): runs[label][s].path for s in seeds} for label in runs},
+        **_size_fields(size, tokens, int(data.stream.numel())),
     )
 
 
@@ -414,10 +426,12 @@ def assemble_artifact(
     device: torch.device,
     margin_percent: float,
     learning_rates: dict[str, float] | None = None,
+    size: Scale | None = None,
 ) -> dict[str, Any]:
     """Every block of the reproduction artifact but provenance (known only to the caller),
     each built as its typed schema block, in the artifact's key order (docs/ARTIFACTS.md).
-    ``learning_rates``: each arm's tuned lr, recorded on its block."""
+    ``learning_rates``: each arm's tuned lr, recorded on its block; ``size``: the size dial,
+    recorded in the setup."""
     spec = comparison.spec
     data = views.get("bpe") or next(iter(views.values()))
     rates = learning_rates or {}
@@ -445,7 +459,7 @@ def assemble_artifact(
     return {
         "paper": _paper(spec),
         "dataset": _dataset(corpus, data, preset),
-        "setup": _setup(comparison, preset, seeds, corpus, runs),
+        "setup": _setup(comparison, preset, seeds, corpus, data, runs, size),
         "baseline": arms["baseline"],
         "method": arms["method"],
         "relative": _relative(arms["baseline"], arms["method"]),
