@@ -66,10 +66,12 @@ from llmevo.evolve.study import (
     quiet_optuna,
     sqlite_path,
 )
+from llmevo.model.config import ModelConfig
 from llmevo.promotion import Promotion, promotions
 from llmevo.registry import RequestModel, check_seeds
 from llmevo.runner import tuning
 from llmevo.runner.presets import Preset, get_preset
+from llmevo.runner.scale import Scale, size_dial, size_label
 from llmevo.train.device import accelerator_name, resolve_device
 from llmevo.train.execution import Execution, check_path
 from llmevo.train.logging import RunLogs
@@ -137,6 +139,10 @@ class EvolutionSettings(RequestModel):
     replicas_max: int | None = Field(default=None, ge=1)  # (and by check_path) at most this many seeds of a genome at once
     publish: bool = False
     allow_dirty: bool = False
+    rung: int | None = None  # the size dial (runner.scale; 0: quick's llama_modern); quick only
+    d_model: int | None = Field(default=None, ge=1)  # explicit sizes replace the rung's geometry
+    layers: int | None = Field(default=None, ge=1)
+    heads: int | None = Field(default=None, ge=1)
     command: str | None = None
     repo_root: Path = REPO_ROOT
 
@@ -144,6 +150,21 @@ class EvolutionSettings(RequestModel):
     @classmethod
     def _seeds(cls, seeds: list[int]) -> list[int]:
         return check_seeds(seeds)
+
+    @model_validator(mode="after")
+    def _size(self) -> EvolutionSettings:
+        self.size()  # an unknown rung, heads that do not divide d_model, zero steps
+        return self
+
+    def size(self) -> Scale | None:
+        """The size dial resolved (``runner.scale.scale``), or None when no size is asked for."""
+        return size_dial(self.rung, self.d_model, self.layers, self.heads, self.preset, None,
+                         ModelConfig())
+
+    def base_model(self) -> ModelConfig:
+        """The baseline genome's model: llama_modern, at the dial's size when one is asked for."""
+        size = self.size()
+        return ModelConfig() if size is None else size.model
 
     @field_validator("tune_seeds")
     @classmethod
@@ -163,7 +184,9 @@ class EvolutionSettings(RequestModel):
     def study_name(self) -> str:
         if self.study is not None:
             return self.study
-        return f"evolve-{self.preset}" + (f"-s{self.trial_steps}" if self.trial_steps else "")
+        label = size_label(self.size())
+        return (f"evolve-{self.preset}" + (f"-{label}" if label else "")
+                + (f"-s{self.trial_steps}" if self.trial_steps else ""))
 
     def storage_url(self) -> str:
         return self.storage if self.storage is not None else f"sqlite:///runs/evolve/{self.study_name()}.db"
@@ -175,8 +198,9 @@ class EvolutionSettings(RequestModel):
 
     def presets(self) -> tuple[Preset, Preset]:
         """(trial preset, final-evaluation preset): ``trial_steps`` applies to both,
-        ``eval_windows`` to the trials only."""
-        base = get_preset(self.preset)
+        ``eval_windows`` to the trials only; the size dial sets quick's batch, steps and warmup."""
+        size = self.size()
+        base = get_preset(self.preset) if size is None else size.preset
         return (base.override({"steps": self.trial_steps, "eval_max_windows": self.eval_windows}),
                 base.override({"steps": self.trial_steps}))
 
@@ -213,6 +237,7 @@ class EvolutionSettings(RequestModel):
             population=self.population, tournament=self.tournament,
             sampler_seed=self.sampler_seed, heartbeat_interval=self.heartbeat,
             grace_period=self.grace_period, trial_preset=trial_preset, promoted=promoted,
+            base_model=self.base_model(), rung=self.rung,
             data_dir=Path(self.data_dir).resolve(), cache_dir=Path(self.cache_dir).resolve(),
             device=self.device, rescore_seeds=self.rescore_seeds, score_k=self.score_k,
             lr_factors=factors, execution=execution,
@@ -258,7 +283,8 @@ def search_space(settings: EvolutionSettings) -> tuple[SearchSpace, dict[str, Pr
     registry = full_registry()
     decisions = promotions(registry, settings.docs)
     promoted = PROMOTION_RULES[settings.promotion](decisions)
-    return build_search_space(registry, trial_preset, promoted=promoted), decisions
+    return (build_search_space(registry, trial_preset, base_model=settings.base_model(),
+                               promoted=promoted), decisions)
 
 
 def _ignore(message: str) -> None:
@@ -308,6 +334,15 @@ def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) ->
         raise AssertionError(f"evolution summary does not match its schema: {error}") from error
 
 
+def _size_settings(plan: EvolutionPlan) -> dict[str, Any]:
+    """The size dial in the summary's settings (none without it): the rung and the sizes."""
+    model = plan.base_model
+    if model == ModelConfig():
+        return {} if plan.rung is None else {"rung": plan.rung}
+    return {"rung": plan.rung, "d_model": model.d_model, "layers": model.n_layers,
+            "heads": model.n_heads}
+
+
 def _final_report(plan: EvolutionPlan, context: TrialContext, opened: optuna.Study, code: CodeState,
                   search_seconds: float, notify: Callable[[str], None],
                   logs: RunLogs | None = None) -> dict[str, Any]:
@@ -348,7 +383,7 @@ def _final_report(plan: EvolutionPlan, context: TrialContext, opened: optuna.Stu
                   "score_k": plan.score_k, "search_seed": SEARCH_SEED,
                   "final_seeds": seeds, "storage_display": masked(plan.storage_url),
                   "study": plan.study_name, "search_wall_seconds_this_invocation": search_seconds,
-                  "trial_lr_factors": list(plan.lr_factors)},
+                  "trial_lr_factors": list(plan.lr_factors), **_size_settings(plan)},
         space=space.describe(), champion=champion, baseline=baseline, final=final,
         provenance=provenance,
         dataset={"fingerprint": context.data.fingerprint, "variant": plan.final_preset.variant,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmevo.model.config import ModelConfig
 from llmevo.runner.presets import Preset
 from llmevo.runner.tuning import TuningPlan
 from llmevo.train.execution import Execution
@@ -39,6 +40,8 @@ class EvolutionPlan:
     # a trial
     trial_preset: Preset  # as requested: a one-epoch preset gets its steps on the data
     promoted: frozenset[str]  # the components the search space holds
+    base_model: ModelConfig  # the baseline genome's model (llama_modern at the size dial's size)
+    rung: int | None  # the size dial's rung (None: no rung asked for)
     data_dir: Path
     cache_dir: Path
     device: str  # auto, cpu, cuda or mps; each process resolves it once

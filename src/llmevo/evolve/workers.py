@@ -48,7 +48,8 @@ MAX_ATTEMPTS_FACTOR = 3  # a worker stops after trials x this many attempts, fin
 
 def build_space(plan: EvolutionPlan) -> SearchSpace:
     """The search space of the plan's promoted components around its trial preset."""
-    return build_search_space(full_registry(), plan.trial_preset, promoted=plan.promoted)
+    return build_search_space(full_registry(), plan.trial_preset, base_model=plan.base_model,
+                              promoted=plan.promoted)
 
 
 def prepare_context(plan: EvolutionPlan, space: SearchSpace) -> TrialContext:

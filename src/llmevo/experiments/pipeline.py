@@ -54,7 +54,7 @@ from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice, RequestModel, check_seeds
 from llmevo.reports.readme import against_slug, write_report
 from llmevo.runner.presets import Preset, get_preset
-from llmevo.runner.scale import REFERENCE_PRESET, RUNGS, Scale, scale
+from llmevo.runner.scale import Scale, size_dial, size_label
 from llmevo.runner.tuning import (
     DEFAULT_CONFIRM,
     DEFAULT_REPORT_SEEDS,
@@ -262,30 +262,6 @@ class ReproductionRequest(RequestModel):
             report = out.parent / (f"report-{suffix}" if suffix else "report")
         return ReproductionOutputs(artifact=out, report=report if self.report else None,
                                    checkpoints=self.save_checkpoints)
-
-
-def size_dial(rung: int | None, d_model: int | None, layers: int | None, heads: int | None,
-              preset: str | Preset, batch_size: int | None, base_model: ModelConfig) -> Scale | None:
-    """A request's size dial (``rung`` and the explicit sizes) resolved on ``preset``, which
-    must be quick (rung 0 is quick's llama_modern); None when no size is asked for."""
-    if rung is None and d_model is None and layers is None and heads is None:
-        return None
-    name = preset if isinstance(preset, str) else preset.name
-    if name != REFERENCE_PRESET:
-        raise ConfigError(f"--rung / --d-model / --layers / --heads scale the {REFERENCE_PRESET} "
-                          f"preset (rung 0 is {REFERENCE_PRESET}); got --preset {name}")
-    return scale(rung, d_model=d_model, n_layers=layers, n_heads=heads, batch=batch_size,
-                 base_model=base_model)
-
-
-def size_label(size: Scale | None) -> str | None:
-    """What a sized run's file names carry: ``rung1``, ``d96-l2-h6``; None at rung 0."""
-    if size is None:
-        return None
-    shape = size.geometry
-    if size.rung is not None and shape == RUNGS[size.rung]:
-        return f"rung{size.rung}" if size.rung else None
-    return f"d{shape.d_model}-l{shape.n_layers}-h{shape.n_heads}"
 
 
 def reproduce(request: ReproductionRequest | ReproductionPlan,

@@ -62,6 +62,7 @@ Explicit ``d_model`` / ``n_layers`` / ``n_heads`` replace the rung's geometry fo
 wants one particular size; the component sizes, tokens and warmup then follow that model.
 
 Public API: ``RUNGS``, ``Geometry``, ``Scale``, ``scale``, ``scale_model``, ``rung_table``,
+``size_dial`` (a request's rung and sizes), ``size_label`` (in file and study names),
 ``TOKENS_PER_PARAMETER``, ``SIZE_FIELDS``.
 """
 
@@ -239,3 +240,27 @@ def rung_table() -> list[dict[str, int | float]]:
                      "batch": size.preset.train.batch_size, "steps": size.preset.train.steps,
                      "tokens": size.training_tokens, "compute": size.compute})
     return rows
+
+
+def size_dial(rung: int | None, d_model: int | None, layers: int | None, heads: int | None,
+              preset: str | Preset, batch_size: int | None, base_model: ModelConfig) -> Scale | None:
+    """A request's size dial (``rung`` and the explicit sizes) resolved on ``preset``, which
+    must be quick (rung 0 is quick's llama_modern); None when no size is asked for."""
+    if rung is None and d_model is None and layers is None and heads is None:
+        return None
+    name = preset if isinstance(preset, str) else preset.name
+    if name != REFERENCE_PRESET:
+        raise ConfigError(f"--rung / --d-model / --layers / --heads scale the {REFERENCE_PRESET} "
+                          f"preset (rung 0 is {REFERENCE_PRESET}); got --preset {name}")
+    return scale(rung, d_model=d_model, n_layers=layers, n_heads=heads, batch=batch_size,
+                 base_model=base_model)
+
+
+def size_label(size: Scale | None) -> str | None:
+    """What a sized run's file names carry: ``rung1``, ``d96-l2-h6``; None at rung 0."""
+    if size is None:
+        return None
+    shape = size.geometry
+    if size.rung is not None and shape == RUNGS[size.rung]:
+        return f"rung{size.rung}" if size.rung else None
+    return f"d{shape.d_model}-l{shape.n_layers}-h{shape.n_heads}"
