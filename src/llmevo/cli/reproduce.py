@@ -74,6 +74,13 @@ def reproduce(
     device: DeviceOption = "auto",
     data_dir: Annotated[Path | None, typer.Option(help="Data directory (else $LLMEVO_DATA).")] = None,
     steps: Annotated[int | None, typer.Option(help="Override the preset's training steps.")] = None,
+    rung: Annotated[int | None, typer.Option(
+        help="Model size: rung 0 is quick's llama_modern (139,584 parameters); each rung about "
+             "doubles it (-2..7), with the components' sizes, training tokens (7.26 per parameter), "
+             "batch and warmup following. Quick preset only.")] = None,
+    d_model: Annotated[int | None, typer.Option(help="Model width (replaces the rung's; components follow).")] = None,
+    layers: Annotated[int | None, typer.Option(help="Model depth (replaces the rung's).")] = None,
+    heads: Annotated[int | None, typer.Option(help="Attention heads, dividing --d-model (replaces the rung's).")] = None,
     batch_size: Annotated[int | None, typer.Option(help="Override the batch size.")] = None,
     lr: Annotated[float | None, typer.Option(help="Override the learning rate.")] = None,
     warmup_steps: Annotated[int | None, typer.Option(help="Override the warmup steps.")] = None,
@@ -136,6 +143,7 @@ def reproduce(
         name=name, against=against, preset=preset, device=device,
         seeds=None if seed is None and seeds is None else parse_seeds(seed, seeds),
         data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), threads=threads,
+        rung=rung, d_model=d_model, layers=layers, heads=heads,
         steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps, weight_decay=weight_decay,
         schedule=schedule, suite=suite, publish=publish, allow_dirty=allow_dirty,
         report=report, out=out, save_checkpoints=save_checkpoints, tensorboard=tensorboard,

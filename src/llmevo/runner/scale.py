@@ -208,16 +208,16 @@ def geometry(rung: int, d_model: int | None = None, n_layers: int | None = None,
 
 def scale(rung: int | None = 0, *, d_model: int | None = None, n_layers: int | None = None,
           n_heads: int | None = None, batch: int | None = None,
-          base_model: ModelConfig | None = None) -> Scale:
+          base_model: ModelConfig | None = None, preset: Preset | None = None) -> Scale:
     """Everything rung ``rung`` sets (None: rung 0's batch under an explicit size): the
     model (``base_model``, default llama_modern, at the rung's geometry or the explicit
-    sizes), quick's preset with the batch (``batch`` replaces the rung's), the steps that
-    train ``TOKENS_PER_PARAMETER`` tokens per parameter and the warmup. A size that cannot
-    be built or that trains no step is refused."""
+    sizes), the preset (``preset``, default quick) with the batch (``batch`` replaces the
+    rung's), the steps that train ``TOKENS_PER_PARAMETER`` tokens per parameter and the
+    warmup. A size that cannot be built or that trains no step is refused."""
     shape = geometry(0 if rung is None else rung, d_model, n_layers, n_heads)
     model = scale_model(base_model or ModelConfig(), shape)
     parameters = parameter_count(model)
-    quick = get_preset(REFERENCE_PRESET)
+    quick = preset or get_preset(REFERENCE_PRESET)
     batch = batch or batch_size(0 if rung is None else rung)
     steps = round(TOKENS_PER_PARAMETER * parameters / (batch * quick.train.seq_len))
     if steps < 1:
@@ -244,16 +244,17 @@ def rung_table() -> list[dict[str, int | float]]:
 
 def size_dial(rung: int | None, d_model: int | None, layers: int | None, heads: int | None,
               preset: str | Preset, batch_size: int | None, base_model: ModelConfig) -> Scale | None:
-    """A request's size dial (``rung`` and the explicit sizes) resolved on ``preset``, which
-    must be quick (rung 0 is quick's llama_modern); None when no size is asked for."""
+    """A request's size dial (``rung`` and the explicit sizes) resolved on ``preset`` (a name
+    or a ``Preset``), which must be quick (rung 0 is quick's llama_modern); None when no size
+    is asked for."""
     if rung is None and d_model is None and layers is None and heads is None:
         return None
-    name = preset if isinstance(preset, str) else preset.name
-    if name != REFERENCE_PRESET:
+    base = get_preset(preset) if isinstance(preset, str) else preset
+    if base.name != REFERENCE_PRESET:
         raise ConfigError(f"--rung / --d-model / --layers / --heads scale the {REFERENCE_PRESET} "
-                          f"preset (rung 0 is {REFERENCE_PRESET}); got --preset {name}")
+                          f"preset (rung 0 is {REFERENCE_PRESET}); got --preset {base.name}")
     return scale(rung, d_model=d_model, n_layers=layers, n_heads=heads, batch=batch_size,
-                 base_model=base_model)
+                 base_model=base_model, preset=base)
 
 
 def size_label(size: Scale | None) -> str | None:
