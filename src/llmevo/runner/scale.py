@@ -54,9 +54,9 @@ rung  d_model  layers  heads  parameters  batch  steps  tokens       6·N·D
 Negative rungs exist so that a ladder can reach below today's model: the issue asks for four
 rungs spanning >= 8x parameters (>= 64x compute). With the head dimension kept and depth at
 least 2, rungs -2..+1 span 6.7x parameters (45x compute); -2..+2 span 11.4x (130x). From
-rung 3 on a rung trains more tokens than the WikiText-2 training stream holds (about 5.3M
-with quick's narrative and instruction records), so it repeats data; its artifact records
-the epochs.
+rung 3 on a rung trains more tokens than quick's training stream holds (about 6.0M: the
+WikiText-2 train split's 5.3M plus the narrative and instruction records), so it repeats
+data; its artifact records the epochs.
 
 Explicit ``d_model`` / ``n_layers`` / ``n_heads`` replace the rung's geometry for a user who
 wants one particular size; the component sizes, tokens and warmup then follow that model.
