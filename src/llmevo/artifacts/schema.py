@@ -536,12 +536,6 @@ def _one_line(error: ValidationError, source: str) -> str:
     return f"{source}: {_field_path(first['loc'])}: {message}{more}"
 
 
-def claims_to_be_artifact(data: Any) -> bool:
-    """Whether parsed JSON says it is an artifact (a ``schema_version`` and a ``method``);
-    such a file must validate. Other JSON (an evolution summary, a leaderboard) is not one."""
-    return isinstance(data, dict) and "schema_version" in data and "method" in data
-
-
 def validate_artifact(data: Any, source: str = "artifact") -> Artifact:
     """Validate a JSON-shaped dict as either artifact kind; ``source`` names it in errors."""
     if not isinstance(data, dict):

@@ -55,22 +55,27 @@ def leaderboard(
     out: Path = typer.Option(
         Path("docs/LEADERBOARD.md"), "--out", metavar="FILE", help="Markdown output; the JSON goes beside it."
     ),
+    replace: bool = typer.Option(
+        False, help="Rewrite the leaderboard even without rows the existing one lists (their "
+                    "artifacts deleted or not scanned here), or over a file that is not one."),
 ) -> None:
-    """Collect all artifacts into docs/LEADERBOARD.md (+ .json) and print the table."""
+    """Collect the artifacts (the *.json in each root's metrics/ folders, every *.json in the
+    reference folder) into docs/LEADERBOARD.md (+ .json) and print the table."""
     from rich.table import Table
 
     from llmevo.reports.leaderboard import build_leaderboard, scan_artifacts, write_leaderboard
 
+    json_path = out.with_suffix(".json")
     check_output_file(out)
-    check_output_file(out.with_suffix(".json"))
+    check_output_file(json_path)
     if reference is None:
         reference = default_reference_dir()
-    roots = [*root, *([reference] if reference is not None else [])]
-    entries, skipped = scan_artifacts(roots)
-    rows = build_leaderboard(entries)
-    json_path = out.with_suffix(".json")
-    write_leaderboard(rows, out, json_path)
-    table = Table(title=f"Leaderboard ({len(rows)} artifacts, {len(skipped)} other JSON skipped)")
+    entries, skipped = scan_artifacts(root, references=[reference] if reference is not None else [])
+    repository = Path.cwd()  # the defaults (docs/, docs/LEADERBOARD.md) are relative to it
+    rows = build_leaderboard(entries, repository)
+    write_leaderboard(rows, out, json_path, repository, replace=replace)
+    table = Table(title=f"Leaderboard ({len(rows)} artifacts; {len(skipped)} other JSON outside "
+                        "metrics/ folders, not artifacts)")
     for column in ("kind", "name", "arXiv", "seeds", "formal", "metric Δ%"):
         table.add_column(column, no_wrap=True)
     table.add_column("claim / status", overflow="fold", ratio=1)
