@@ -5,7 +5,9 @@
    a device or a folder as an artifact (and so none blocks on one).
 8. The leaderboard's links stay inside the repository (the folder it runs in); an artifact
    outside it is named, not linked, and no machine's path reaches the page.
-9. The leaderboard is never rewritten without a row it lists unless ``--replace``.
+9. ``diagnose`` and ``report`` write under ``runs/`` unless ``--publish`` (diagnose: from a
+   clean tree unless ``--allow-dirty``); an artifact, or the leaderboard, is never replaced
+   by one holding less without ``--replace``.
 
 Every case runs through the command line in-process from an empty working folder (see
 ``test_bad_input.py``) and, where there is one, through the Python API.
@@ -13,6 +15,7 @@ Every case runs through the command line in-process from an empty working folder
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -21,9 +24,12 @@ from pathlib import Path
 
 import pytest
 from cli_runner import run_cli
-from test_bad_input import assert_refused
+from test_bad_input import assert_refused, files_under
 
+from llmevo.artifacts import provenance
 from llmevo.artifacts.schema import load_artifact
+from llmevo.diagnostics import harness, pipeline
+from llmevo.diagnostics.pipeline import DiagnoseRequest, diagnose
 from llmevo.errors import ArtifactError, ConfigError
 from llmevo.reports.leaderboard import build_leaderboard, scan_artifacts, write_leaderboard
 
@@ -31,6 +37,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 ROPE = "reproductions/2104.09864-rope/metrics/public-quick-seeds42-44.json"
 ALIBI = "reproductions/2108.12409-alibi/metrics/public-quick-seeds42-44.json"
 RELAY = "foundation-models/2610.21126-rope-relay/metrics/component-cpu-seeds42-44.json"
+ROPE_L1 = "foundation-models/2104.09864-rope/metrics/component-cpu-seeds42-44.json"
 EVOLUTION = "evolution/evolve-quick/summary.json"
 
 
@@ -236,7 +243,121 @@ def test_a_page_outside_the_repository_links_nothing(tmp_path, reference_dir):
     assert _links(markdown) == [] and "| `metrics/a.json` |" in markdown
 
 
-# --- 9 (the leaderboard): never drop a row it lists ----------------------------------------
+# --- 9: writers that replace published evidence ---------------------------------------------
+
+@pytest.fixture
+def no_work(monkeypatch):
+    def started(*_args, **_kwargs):
+        raise AssertionError("the diagnostic ran before its output was checked")
+
+    monkeypatch.setattr(pipeline, "run_diagnostic", started)
+
+
+@pytest.fixture
+def fast_diagnostics(monkeypatch):
+    """``rope`` and ``rope-relay`` return fixed rows at once (what is checked is where the
+    artifact goes and what it replaces, not the numbers)."""
+    for name in ("rope", "rope-relay"):
+        registered = harness.DIAGNOSTICS[name]
+        row = {"max_abs_error": 1e-7, "passes": True}
+        monkeypatch.setitem(harness.DIAGNOSTICS, name, dataclasses.replace(
+            registered, run_seed=lambda config, seed, device, row=row: dict(row)))
+
+
+@pytest.fixture
+def dirty(monkeypatch):
+    monkeypatch.setattr(provenance, "git_state", lambda root: ("0" * 40, True))
+
+
+def test_diagnose_writes_under_runs_unless_published(capsys, workdir, fast_diagnostics, dirty):
+    default = Path("runs/foundation-models/2104.09864-rope/metrics/component-cpu-seeds42.json")
+    assert run_cli(["diagnose", "rope", "--seed", "42", "--device", "cpu", "--threads", "1"]) == 0
+    assert f"wrote {default}" in capsys.readouterr().out
+    assert files_under(workdir) == {
+        *default.parents, default} - {Path(".")}, files_under(workdir)
+    assert json.loads(default.read_text())["provenance"].get("allow_dirty") is None
+    outcome = diagnose(DiagnoseRequest(name="rope", seeds=[43], device="cpu"))
+    assert outcome.path == default.with_name("component-cpu-seeds43.json")
+    assert outcome.path.is_file() and not (workdir / "docs").exists()
+    # --publish: under docs/, refused from a dirty tree unless --allow-dirty (recorded)
+    assert_refused(["diagnose", "rope", "--seed", "42", "--device", "cpu", "--publish"],
+                   capsys, workdir, message="cannot publish")
+    with pytest.raises(ConfigError, match="cannot publish"):
+        diagnose(DiagnoseRequest(name="rope", seeds=[42], device="cpu", publish=True))
+    assert run_cli(["diagnose", "rope", "--seed", "42", "--device", "cpu", "--publish",
+                    "--allow-dirty"]) == 0
+    written = json.loads(Path(f"docs/{ROPE_L1}").with_name("component-cpu-seeds42.json").read_text())
+    assert written["provenance"]["allow_dirty"] is True
+    assert written["provenance"]["artifact_path"].startswith("docs/foundation-models/")
+
+
+def test_allow_dirty_without_publish_is_refused(capsys, workdir, no_work):
+    assert_refused(["diagnose", "rope", "--allow-dirty"], capsys, workdir, message="--publish")
+    with pytest.raises(ConfigError, match="--publish"):
+        DiagnoseRequest(name="rope", allow_dirty=True)
+
+
+def test_diagnose_never_replaces_the_published_l2_experiment(capsys, workdir, no_work):
+    """The case that lost 143 lines: ``diagnose rope-relay --seeds 42,43,44`` over the
+    published artifact that holds the L2 streaming experiment."""
+    docs = published(workdir, RELAY)
+    before = snapshot(docs)
+    args = ["diagnose", "rope-relay", "--seeds", "42,43,44", "--device", "cpu", "--publish",
+            "--allow-dirty"]
+    err = assert_refused(args, capsys, workdir, message="--replace")
+    assert RELAY in err and "L2 experiment (full_experiment)" in err, err
+    with pytest.raises(ConfigError, match="full_experiment"):
+        diagnose(DiagnoseRequest(name="rope-relay", device="cpu", publish=True, allow_dirty=True))
+    assert snapshot(docs) == before
+
+
+def test_diagnose_never_replaces_an_artifact_with_fewer_seeds(capsys, workdir, no_work):
+    target = published(workdir, ROPE_L1) / ROPE_L1
+    before = target.read_bytes()
+    assert_refused(["diagnose", "rope", "--seeds", "42,43", "--device", "cpu", "--out", str(target)],
+                   capsys, workdir, message="seed 44")
+    with pytest.raises(ConfigError, match="seeds 43, 44"):
+        diagnose(DiagnoseRequest(name="rope", seeds=[42], device="cpu", out=target))
+    assert target.read_bytes() == before
+
+
+def test_diagnose_never_overwrites_a_file_that_is_not_an_artifact(capsys, workdir, no_work):
+    (workdir / "notes.json").write_text("my notes")
+    assert_refused(["diagnose", "rope", "--out", "notes.json"], capsys, workdir,
+                   message="--replace")
+    assert (workdir / "notes.json").read_text() == "my notes"
+
+
+def test_replace_replaces(capsys, workdir, fast_diagnostics):
+    target = published(workdir, ROPE_L1) / ROPE_L1
+    assert run_cli(["diagnose", "rope", "--seeds", "42,43", "--device", "cpu", "--out",
+                    str(target), "--replace"]) == 0
+    assert json.loads(target.read_text())["seeds"] == [42, 43]
+    (workdir / "notes.json").write_text("my notes")
+    outcome = diagnose(DiagnoseRequest(name="rope", seeds=[1], device="cpu",
+                                       out=workdir / "notes.json", replace=True))
+    assert load_artifact(outcome.path).seeds == [1]
+
+
+def test_diagnose_may_replace_an_artifact_with_one_holding_as_much(capsys, workdir,
+                                                                   fast_diagnostics):
+    target = Path("runs/foundation-models/2104.09864-rope/metrics/component-cpu-seeds42-44.json")
+    for _ in range(2):
+        assert run_cli(["diagnose", "rope", "--device", "cpu", "--threads", "1"]) == 0
+    assert target.is_file()
+
+
+def test_report_writes_under_runs_unless_published(capsys, workdir):
+    docs = published(workdir, ROPE)
+    before = snapshot(docs)
+    assert run_cli(["report", f"docs/{ROPE}"]) == 0
+    assert "wrote runs/reproductions/2104.09864-rope/README.md" in capsys.readouterr().out
+    assert snapshot(docs) == before
+    assert run_cli(["report", f"docs/{ROPE}", "--publish"]) == 0
+    assert (docs / "reproductions/2104.09864-rope/README.md").is_file()
+    assert_refused(["report", f"docs/{ROPE}", "--publish", "--out", "r"], capsys, workdir,
+                   message="--publish")
+
 
 def test_the_leaderboard_never_drops_a_row_it_lists(capsys, workdir, reference_dir,
                                                     monkeypatch):

@@ -9,6 +9,7 @@ import typer
 
 from llmevo.artifacts.io import check_output_dir, check_output_file
 from llmevo.cli.common import DATA_ENV, app, console
+from llmevo.errors import ConfigError
 
 
 @app.command()
@@ -18,16 +19,24 @@ def report(
         None,
         "--out",
         metavar="DIR",
-        help="Folder for README.md and plots/ (default: docs/reproductions/<arxiv>-<name>/).",
+        help="Folder for README.md and plots/ (default: runs/reproductions/<arxiv>-<name>/, "
+             "or runs/foundation-models/...; with --publish the same under docs/).",
     ),
+    publish: bool = typer.Option(
+        False, help="Write the report where the published one is (under docs/, not runs/)."),
 ) -> None:
-    """Write a README.md with tables, verdict, plots and provenance for one artifact."""
+    """Write a README.md with tables, verdict, plots and provenance for one artifact
+    (under runs/ unless --publish)."""
     from llmevo.artifacts.schema import load_artifact
     from llmevo.reports.readme import default_report_dir, write_report
 
+    if publish and out is not None:
+        raise ConfigError("--publish chooses the report folder under docs/; with --out it "
+                          "cannot apply (give one of them)")
     check_output_dir(out)
     typed = load_artifact(artifact)  # validated: refuses what `llmevo show` refuses
-    out_dir = out if out is not None else default_report_dir(typed)
+    published = default_report_dir(typed)  # docs/<kind>/<arxiv>-<name>[/vs-<other>]
+    out_dir = out or (published if publish else Path("runs") / published.relative_to("docs"))
     check_output_dir(out_dir)
     readme = write_report(typed, artifact, out_dir)
     console.print(f"wrote {readme}")
