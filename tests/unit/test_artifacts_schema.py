@@ -103,6 +103,29 @@ def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
         load_artifact(_write(tmp_path, {"method": 3}))
 
 
+@pytest.mark.timeout(30)
+def test_only_regular_files_are_read(tmp_path: Path) -> None:
+    """A named pipe would block the reader forever and a device never ends: every reader
+    (show, compare, report, leaderboard, promotion) refuses them before reading a byte."""
+    import os
+
+    pipe = tmp_path / "pipe.json"
+    os.mkfifo(pipe)
+    (tmp_path / "folder.json").mkdir()
+    for path, kind in ((pipe, "a named pipe"), (tmp_path / "folder.json", "a folder"),
+                       (Path("/dev/zero"), "a device"), (Path("/dev/null"), "a device")):
+        with pytest.raises(ArtifactError, match=f"{path}: not a regular file \\({kind}\\)"):
+            load_artifact(path)
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(b"")
+    with pytest.raises(ArtifactError, match="empty.json: empty file"):
+        load_artifact(empty)
+    link = tmp_path / "link.json"
+    link.symlink_to(_write(tmp_path, {"method": 3}, "target.json"))
+    with pytest.raises(ArtifactError, match="method: expected an object"):
+        load_artifact(link)  # a link to a regular file is read
+
+
 def test_kind_is_detected_from_method(
     reproduction: dict[str, Any], diagnostic: dict[str, Any]
 ) -> None:

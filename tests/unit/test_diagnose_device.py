@@ -54,7 +54,7 @@ def test_an_unknown_or_unavailable_device_is_one_line_before_any_work(
     code = run_cli(["diagnose", "rope", "--device", device, "--threads", "1"])
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
-    assert list(tmp_path.iterdir()) == []  # no artifact under docs/ (nor anything else)
+    assert list(tmp_path.iterdir()) == []  # no artifact under runs/ (nor anything else)
 
 
 def test_cpu_reaches_every_seed_and_reproduces_the_published_artifact(
@@ -63,8 +63,9 @@ def test_cpu_reaches_every_seed_and_reproduces_the_published_artifact(
     monkeypatch.chdir(tmp_path)
     assert run_cli(["diagnose", "rope", "--device", "cpu", "--threads", "1"]) == 0
     assert recorded_devices == [torch.device("cpu")] * 3
-    written = json.loads(PUBLISHED_ROPE.read_text())  # the default path, named after the device
-    assert f"wrote {PUBLISHED_ROPE}" in capsys.readouterr().out.replace("\n", "")
+    default = Path("runs") / PUBLISHED_ROPE.relative_to("docs")  # named after the device
+    written = json.loads(default.read_text())
+    assert f"wrote {default}" in capsys.readouterr().out.replace("\n", "")
     assert written["provenance"]["accelerator"] == "CPU"
     assert [row["seed"] for row in written["per_seed"]] == [42, 43, 44]
     for row, reference in zip(written["per_seed"], published["per_seed"], strict=True):

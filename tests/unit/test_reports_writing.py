@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import struct
 from pathlib import Path
 
@@ -265,6 +266,8 @@ def test_reports_on_reference_artifacts(data_dir, tmp_path):
 
 
 def test_leaderboard_collects_and_skips(data_dir, tmp_path):
+    """Artifacts by location: the root's metrics/ folders and the reference folder; other
+    JSON under the root is skipped because of where it is, even when it does not parse."""
     root = tmp_path / "docs"
     (root / "repro" / "metrics").mkdir(parents=True)
     (root / "repro" / "metrics" / "core-seed42-44.json").write_text(
@@ -272,10 +275,10 @@ def test_leaderboard_collects_and_skips(data_dir, tmp_path):
     )
     (root / "other.json").write_text('{"hello": 1}')
     (root / "broken.json").write_text("{not json")
-    entries, skipped = scan_artifacts([root, data_dir.parent / "reference-artifacts"])
+    entries, skipped = scan_artifacts([root], references=[data_dir.parent / "reference-artifacts"])
     assert len(entries) == 4 and len(skipped) == 2
     assert len(scan_artifacts([root])[0]) == 1
-    rows = build_leaderboard(entries)
+    rows = build_leaderboard(entries, tmp_path)
     assert [row["kind"] for row in rows] == ["reproduction"] * 3 + ["diagnostic"]
     synthetic = next(row for row in rows if row["seeds"] == 3 and row["kind"] == "reproduction")
     assert synthetic["formal"] is True and synthetic["significant"] is True
@@ -284,7 +287,7 @@ def test_leaderboard_collects_and_skips(data_dir, tmp_path):
     assert blt["change_percent"] == pytest.approx(-0.3561917816484779)
     assert blt["ci_low"] is None and blt["formal"] is False
     md_path, json_path = tmp_path / "LEADERBOARD.md", tmp_path / "LEADERBOARD.json"
-    write_leaderboard(rows, md_path, json_path)
+    write_leaderboard(rows, md_path, json_path, tmp_path)
     markdown = md_path.read_text()
     assert "| blt | 2412.09871 | core | 1 | no |" in markdown
     assert "rope-relay" in markdown and "(docs/repro/metrics/core-seed42-44.json)" in markdown
@@ -301,7 +304,11 @@ def test_cli_report_and_leaderboard(data_dir, tmp_path, capsys):
     out = tmp_path / "report"
     main(["report", str(reference / "2412.09871-blt.public-seed42.json"), "--out", str(out)])
     assert (out / "README.md").exists()
-    main(["leaderboard", "--root", str(reference), "--out", str(tmp_path / "LB.md")])
+    (tmp_path / "docs" / "metrics").mkdir(parents=True)
+    shutil.copyfile(reference / "2412.09871-blt.public-seed42.json",
+                    tmp_path / "docs" / "metrics" / "a.json")
+    main(["leaderboard", "--root", str(tmp_path / "docs"), "--reference", str(reference),
+          "--out", str(tmp_path / "LB.md")])
     assert (tmp_path / "LB.json").exists()
     assert "rope-relay" in capsys.readouterr().out
     bad = tmp_path / "bad.json"
@@ -315,7 +322,8 @@ def test_cli_report_and_leaderboard(data_dir, tmp_path, capsys):
 def test_leaderboard_refuses_an_artifact_that_does_not_validate(tmp_path):
     artifact = synthetic_artifact()
     artifact["statistics"]["lm_loss"]["paired_relative_change_percent"]["ci_high"] = float("nan")
-    (tmp_path / "a.json").write_text(json.dumps(artifact))
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "a.json").write_text(json.dumps(artifact))
     with pytest.raises(ArtifactError, match="a.json: statistics.lm_loss"):
         scan_artifacts([tmp_path])
 
@@ -386,9 +394,9 @@ def test_an_against_artifact_says_its_baseline_everywhere(tmp_path, capsys):
     (root / "public-quick-seeds42-44.json").write_text(json.dumps(declared))
     against_path = root / "public-quick-vs-rope-theta-500000-seeds42-44.json"
     against_path.write_text(json.dumps(against))
-    rows = build_leaderboard(scan_artifacts([tmp_path / "docs"])[0])
+    rows = build_leaderboard(scan_artifacts([tmp_path / "docs"])[0], tmp_path)
     assert [row["against"] for row in rows] == [None, "rope:theta=500000"]
-    write_leaderboard(rows, tmp_path / "LB.md", tmp_path / "LB.json")
+    write_leaderboard(rows, tmp_path / "LB.md", tmp_path / "LB.json", tmp_path)
     markdown = (tmp_path / "LB.md").read_text()
     assert "| lm_loss | learned_absolute | 5.0100 |" in markdown
     assert ("| lm_loss | llama_modern[position=rope:theta=500000] *(--against rope:theta=500000)* "

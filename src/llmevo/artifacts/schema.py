@@ -17,7 +17,9 @@ JSON) give a typed ``ReproductionArtifact`` or ``DiagnosticArtifact``, and every
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple
 
@@ -540,12 +542,6 @@ def _one_line(error: ValidationError, source: str) -> str:
     return f"{source}: {_field_path(first['loc'])}: {message}{more}"
 
 
-def claims_to_be_artifact(data: Any) -> bool:
-    """Whether parsed JSON says it is an artifact (a ``schema_version`` and a ``method``);
-    such a file must validate. Other JSON (an evolution summary, a leaderboard) is not one."""
-    return isinstance(data, dict) and "schema_version" in data and "method" in data
-
-
 def validate_artifact(data: Any, source: str = "artifact") -> Artifact:
     """Validate a JSON-shaped dict as either artifact kind; ``source`` names it in errors."""
     if not isinstance(data, dict):
@@ -568,14 +564,40 @@ def validate_artifact(data: Any, source: str = "artifact") -> Artifact:
     return artifact
 
 
+_NOT_REGULAR = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISDIR, "a folder"),
+                (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _read_regular_file(path: Path | str) -> bytes:
+    """The bytes of a regular file. Opened without blocking and checked on the open file, so
+    a named pipe (which would block until a writer came) or a device (which never ends) is
+    refused before a byte is read, with no window between the check and the read."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _NOT_REGULAR if test(mode)), "an unusual file")
+            raise ArtifactError(
+                f"{path}: not a regular file ({kind}); expected a JSON file")
+        handle = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with handle:
+        return handle.read()
+
+
 def read_json(path: Path | str) -> Any:
-    """Parse a JSON file; an unreadable file or invalid JSON is one ``ArtifactError`` line."""
+    """Parse a JSON file; a path that is not a regular file, an unreadable file or invalid
+    JSON is one ``ArtifactError`` line."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = _read_regular_file(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else error
         raise ArtifactError(f"{source}: cannot read artifact ({reason})") from None
+    if not text.strip():
+        raise ArtifactError(f"{source}: empty file; expected JSON")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:

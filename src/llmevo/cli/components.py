@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from llmevo.cli.common import app, console
+from llmevo.errors import ConfigError
 
 
 def component_records(docs: Path) -> list[dict[str, Any]]:
@@ -57,6 +58,9 @@ def components(
     """List every registered component: slot, paper, ablation, status, tier, artifact."""
     from rich.table import Table
 
+    if not docs.is_dir():  # else every component would silently show no evidence
+        raise ConfigError(f"--docs {docs} is not a folder; expected the docs folder that holds "
+                          "reproductions/ and foundation-models/")
     records = component_records(docs)
     if as_json:
         typer.echo(json.dumps(records, indent=2))

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from llmevo.artifacts.io import check_output_file
 from llmevo.cli.common import (
     DEFAULT_SEED,
     DEFAULT_SEEDS,
@@ -110,7 +109,8 @@ def diagnose(
     seeds: str | None = typer.Option(None, help="Comma-separated seeds (default 42,43,44)."),
     out: Path | None = typer.Option(
         None, metavar="FILE",
-        help="Artifact file (default: docs/foundation-models/.../component-<device>-seeds....json)."
+        help="Artifact file (default: runs/foundation-models/.../component-<device>-seeds....json; "
+             "with --publish under docs/)."
     ),
     full_experiment: bool = typer.Option(
         False, help="Also run the L2 experiment (rope-relay: streaming WikiText-2 evaluation)."
@@ -118,13 +118,22 @@ def diagnose(
     checkpoint: Path | None = typer.Option(None, help="Trained checkpoint for --full-experiment."),
     data_dir: Path | None = typer.Option(None, help="Shared data folder (else $LLMEVO_DATA)."),
     eval_tokens: int = typer.Option(1024, help="--full-experiment: validation tokens streamed."),
+    publish: bool = typer.Option(
+        False, help="Write under docs/foundation-models/ instead of runs/ (refused from a tree "
+                    "with uncommitted changes unless --allow-dirty)."),
+    allow_dirty: bool = typer.Option(
+        False, help="With --publish: publish from a tree with uncommitted changes (recorded in "
+                    "provenance)."),
+    replace: bool = typer.Option(
+        False, help="Replace the artifact at the output path even if it holds more (a block, "
+                    "the L2 experiment, seeds) or is not an artifact."),
     device: DeviceOption = "auto",
     threads: ThreadsOption = None,
 ) -> None:
-    """Run an L1 mechanism diagnostic over seeds and write its component-diagnostic artifact."""
+    """Run an L1 mechanism diagnostic over seeds and write its component-diagnostic artifact
+    (under runs/ unless --publish)."""
     seed_list = parse_seeds(seed, seeds, default=DEFAULT_SEEDS)
     check_count("--eval-tokens", eval_tokens)
-    check_output_file(out)
     apply_threads(threads)
     from llmevo.diagnostics.pipeline import DiagnoseRequest
     from llmevo.diagnostics.pipeline import diagnose as run_diagnose
@@ -132,7 +141,8 @@ def diagnose(
     outcome = run_diagnose(DiagnoseRequest(
         name=name, seeds=seed_list, device=device, out=out, full_experiment=full_experiment,
         checkpoint=checkpoint, data_dir=resolve_data_dir(data_dir) if full_experiment else None,
-        eval_tokens=eval_tokens, command=shlex.join(["llmevo", *sys.argv[1:]]),
+        eval_tokens=eval_tokens, publish=publish, allow_dirty=allow_dirty, replace=replace,
+        command=shlex.join(["llmevo", *sys.argv[1:]]),
     ))
     console.print(_metrics_table(name, outcome.run.metrics))
     if full_experiment:

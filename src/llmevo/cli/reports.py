@@ -9,6 +9,7 @@ import typer
 
 from llmevo.artifacts.io import check_output_dir, check_output_file
 from llmevo.cli.common import DATA_ENV, app, console
+from llmevo.errors import ConfigError
 
 
 @app.command()
@@ -18,16 +19,24 @@ def report(
         None,
         "--out",
         metavar="DIR",
-        help="Folder for README.md and plots/ (default: docs/reproductions/<arxiv>-<name>/).",
+        help="Folder for README.md and plots/ (default: runs/reproductions/<arxiv>-<name>/, "
+             "or runs/foundation-models/...; with --publish the same under docs/).",
     ),
+    publish: bool = typer.Option(
+        False, help="Write the report where the published one is (under docs/, not runs/)."),
 ) -> None:
-    """Write a README.md with tables, verdict, plots and provenance for one artifact."""
+    """Write a README.md with tables, verdict, plots and provenance for one artifact
+    (under runs/ unless --publish)."""
     from llmevo.artifacts.schema import load_artifact
     from llmevo.reports.readme import default_report_dir, write_report
 
+    if publish and out is not None:
+        raise ConfigError("--publish chooses the report folder under docs/; with --out it "
+                          "cannot apply (give one of them)")
     check_output_dir(out)
     typed = load_artifact(artifact)  # validated: refuses what `llmevo show` refuses
-    out_dir = out if out is not None else default_report_dir(typed)
+    published = default_report_dir(typed)  # docs/<kind>/<arxiv>-<name>[/vs-<other>]
+    out_dir = out or (published if publish else Path("runs") / published.relative_to("docs"))
     check_output_dir(out_dir)
     readme = write_report(typed, artifact, out_dir)
     console.print(f"wrote {readme}")
@@ -55,22 +64,27 @@ def leaderboard(
     out: Path = typer.Option(
         Path("docs/LEADERBOARD.md"), "--out", metavar="FILE", help="Markdown output; the JSON goes beside it."
     ),
+    replace: bool = typer.Option(
+        False, help="Rewrite the leaderboard even without rows the existing one lists (their "
+                    "artifacts deleted or not scanned here), or over a file that is not one."),
 ) -> None:
-    """Collect all artifacts into docs/LEADERBOARD.md (+ .json) and print the table."""
+    """Collect the artifacts (the *.json in each root's metrics/ folders, every *.json in the
+    reference folder) into docs/LEADERBOARD.md (+ .json) and print the table."""
     from rich.table import Table
 
     from llmevo.reports.leaderboard import build_leaderboard, scan_artifacts, write_leaderboard
 
+    json_path = out.with_suffix(".json")
     check_output_file(out)
-    check_output_file(out.with_suffix(".json"))
+    check_output_file(json_path)
     if reference is None:
         reference = default_reference_dir()
-    roots = [*root, *([reference] if reference is not None else [])]
-    entries, skipped = scan_artifacts(roots)
-    rows = build_leaderboard(entries)
-    json_path = out.with_suffix(".json")
-    write_leaderboard(rows, out, json_path)
-    table = Table(title=f"Leaderboard ({len(rows)} artifacts, {len(skipped)} other JSON skipped)")
+    entries, skipped = scan_artifacts(root, references=[reference] if reference is not None else [])
+    repository = Path.cwd()  # the defaults (docs/, docs/LEADERBOARD.md) are relative to it
+    rows = build_leaderboard(entries, repository)
+    write_leaderboard(rows, out, json_path, repository, replace=replace)
+    table = Table(title=f"Leaderboard ({len(rows)} artifacts; {len(skipped)} other JSON outside "
+                        "metrics/ folders, not artifacts)")
     for column in ("kind", "name", "arXiv", "seeds", "formal", "metric Δ%"):
         table.add_column(column, no_wrap=True)
     table.add_column("claim / status", overflow="fold", ratio=1)

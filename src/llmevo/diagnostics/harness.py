@@ -125,13 +125,15 @@ def run_diagnostic(
     )
 
 
-def default_artifact_path(name: str, seeds: Sequence[int], accelerator: str = "cpu") -> Path:
-    """``docs/foundation-models/<arxiv>-<name>/metrics/component-<acc>-seeds<a>-<b>.json``."""
+def default_artifact_path(name: str, seeds: Sequence[int], accelerator: str = "cpu", *,
+                          publish: bool = False) -> Path:
+    """``runs/foundation-models/<arxiv>-<name>/metrics/component-<acc>-seeds<a>-<b>.json``;
+    published (``publish``), the same path under ``docs/`` instead of ``runs/``."""
     diagnostic = get_diagnostic(name)
     manifest = full_registry().find(diagnostic.component).manifest
     arxiv = manifest.paper.arxiv_id if manifest.paper else "no-arxiv"
     seed_part = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
-    folder = Path("docs/foundation-models") / f"{arxiv}-{name}" / "metrics"
+    folder = Path("docs" if publish else "runs") / "foundation-models" / f"{arxiv}-{name}" / "metrics"
     return folder / f"component-{accelerator}-seeds{seed_part}.json"
 
 
@@ -157,8 +159,10 @@ def build_artifact(
     accelerator: str = "CPU",
     checkpoint: str | None = None,
     extra_modules: Sequence[object] = (),
+    allow_dirty: bool | None = None,
 ) -> DiagnosticArtifact:
-    """The component-diagnostic artifact (schema v2, validated), key order as in the reference."""
+    """The component-diagnostic artifact (schema v2, validated), key order as in the reference.
+    ``allow_dirty`` is recorded in provenance for a published artifact (None: unpublished)."""
     from llmevo.artifacts.provenance import collect_provenance, module_files
     from llmevo.artifacts.schema import DiagnosticArtifact, validate_artifact
 
@@ -175,6 +179,7 @@ def build_artifact(
         accelerator=accelerator,
         artifact_path=artifact_path.as_posix(),
         repo_root=repo_root,
+        allow_dirty=allow_dirty,
     )
     full_experiment = run.full_experiment or {
         "status": "not_run (pass --full-experiment --checkpoint DIR where one exists)",

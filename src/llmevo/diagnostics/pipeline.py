@@ -4,8 +4,11 @@
 optional L2 experiment (rope-relay: streaming WikiText-2 with a trained checkpoint);
 ``diagnose`` checks all of it (an unknown or unavailable device first), runs the L1
 diagnostic over the seeds on the device, runs the L2 experiment if asked, and writes the
-validated component-diagnostic artifact. ``llmevo diagnose`` only parses its options into
-a request and prints the outcome; from Python::
+validated component-diagnostic artifact: under ``runs/`` unless ``publish`` (under
+``docs/``, from a clean checkout unless ``allow_dirty``, as ``reproduce`` does), and never
+over an artifact holding more (a block, the L2 experiment, a seed) unless ``replace``
+(``llmevo.artifacts.replacement``). ``llmevo diagnose`` only parses its options into a
+request and prints the outcome; from Python::
 
     from llmevo.diagnostics.pipeline import DiagnoseRequest, diagnose
     outcome = diagnose(DiagnoseRequest(name="rope", seeds=[42, 43, 44], device="cpu"))
@@ -17,9 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from llmevo.artifacts.provenance import REPO_ROOT
+from llmevo.artifacts.io import check_output_file
+from llmevo.artifacts.provenance import REPO_ROOT, check_publishable
+from llmevo.artifacts.replacement import Contents, check_replacement
 from llmevo.diagnostics.harness import (
     DiagnosticRun,
     build_artifact,
@@ -40,8 +45,11 @@ FULL_EXPERIMENTS = ("rope-relay",)  # diagnostics that have an L2 experiment
 
 class DiagnoseRequest(RequestModel):
     """One diagnose run. ``out`` defaults to
-    ``docs/foundation-models/<arxiv>-<name>/metrics/component-<device type>-seeds<a>-<b>.json``;
-    ``full_experiment`` (rope-relay only) needs ``checkpoint`` and ``data_dir``."""
+    ``runs/foundation-models/<arxiv>-<name>/metrics/component-<device type>-seeds<a>-<b>.json``
+    (``publish``: the same under ``docs/``, refused from a dirty checkout of ``repo_root``
+    unless ``allow_dirty``, which provenance records); ``replace`` lets the artifact replace
+    one that holds more; ``full_experiment`` (rope-relay only) needs ``checkpoint`` and
+    ``data_dir``."""
 
     name: str
     seeds: list[int] = Field(default_factory=lambda: [42, 43, 44], min_length=1)
@@ -51,8 +59,18 @@ class DiagnoseRequest(RequestModel):
     checkpoint: Path | None = None
     data_dir: Path | None = None
     eval_tokens: int = Field(default=1024, ge=1)
+    publish: bool = False
+    allow_dirty: bool = False
+    replace: bool = False
     command: str | None = None
     repo_root: Path = REPO_ROOT
+
+    @model_validator(mode="after")
+    def _dirty_needs_publish(self) -> DiagnoseRequest:
+        if self.allow_dirty and not self.publish:
+            raise ConfigError("--allow-dirty applies to --publish only (allow_dirty without "
+                              "publish); an unpublished artifact may come from any tree")
+        return self
 
 
 @dataclass(frozen=True)
@@ -67,8 +85,10 @@ class DiagnosticOutcome:
 def diagnose(request: DiagnoseRequest) -> DiagnosticOutcome:
     """Run the diagnostic ``request`` names on its device and write the artifact.
 
-    Every check (device, diagnostic name, experiment options, artifact path) happens before
-    any work; the artifact is validated and written atomically."""
+    Every check (device, diagnostic name, experiment options, a clean tree to publish from,
+    the artifact path and what the artifact there holds) happens before any work; the
+    artifact is validated, checked again against the one it replaces, and written
+    atomically."""
     device = resolve_device(request.device)  # an unknown or unavailable device: before any work
     get_diagnostic(request.name)
     if request.full_experiment:
@@ -80,9 +100,14 @@ def diagnose(request: DiagnoseRequest) -> DiagnosticOutcome:
         if request.data_dir is None or not Path(request.data_dir).is_dir():
             raise ConfigError(f"--full-experiment needs the data directory; {request.data_dir} "
                               "does not exist")
-    path = request.out or default_artifact_path(request.name, request.seeds, device.type)
-    if path.is_dir():
-        raise ConfigError(f"artifact {path} is a folder; expected a file path")
+    if request.publish:
+        check_publishable(request.repo_root, request.allow_dirty)
+    path = request.out or default_artifact_path(request.name, request.seeds, device.type,
+                                                publish=request.publish)
+    check_output_file(path)
+    planned = Contents(blocks=None, seeds=frozenset(request.seeds), experiments=frozenset(
+        {"full_experiment"} if request.full_experiment else ()))
+    check_replacement(path, planned, replace=request.replace)
     run = run_diagnostic(request.name, request.seeds, device=device)
     extra_modules: list[object] = []
     if request.full_experiment:
@@ -103,6 +128,8 @@ def diagnose(request: DiagnoseRequest) -> DiagnosticOutcome:
         accelerator=accelerator_name(device),
         checkpoint=str(request.checkpoint) if request.full_experiment else None,
         extra_modules=extra_modules,
+        allow_dirty=request.allow_dirty if request.publish else None,
     )
+    check_replacement(path, Contents.of(artifact), replace=request.replace)
     write_artifact(artifact, path)
     return DiagnosticOutcome(run, artifact, path)

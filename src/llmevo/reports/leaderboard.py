@@ -1,15 +1,24 @@
 """The leaderboard: one row per reproduction artifact, one per component diagnostic.
 
-Every artifact is loaded through the validated schema (``llmevo.artifacts.schema``). JSON
-files that do not claim to be artifacts (no ``schema_version`` and ``method``, e.g. an
-evolution summary or the leaderboard itself) are skipped and counted; a file that claims to
-be an artifact but does not validate is an error, never guessed at.
+Which files are artifacts is a rule of location, never a guess from what parses: under a
+root, the ``*.json`` files in its ``metrics/`` folders (the published layout
+``docs/<kind>/<arxiv>-<name>/metrics/*.json``); every ``*.json`` directly in a reference
+folder; a root that is a file. Each is loaded through the validated schema, and one that
+does not load is an error naming it, so nothing is rewritten and no published row
+disappears. Other JSON under a root (the leaderboard's own, an evolution summary) is not an
+artifact because of where it is, and is counted as skipped.
+
+The page's links stay inside the repository (a folder the caller names; the command line's
+is the folder it runs in, where ``docs/`` is): an artifact outside it (the shared reference
+artifacts) is named by its folder and file, not linked, so no machine's path reaches the
+page. A leaderboard is never rewritten without a row the existing one lists (its artifact
+deleted, or a reference folder this machine lacks) unless ``replace``.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -18,41 +27,80 @@ from llmevo.artifacts.schema import (
     Artifact,
     DiagnosticArtifact,
     ReproductionArtifact,
-    claims_to_be_artifact,
+    load_artifact,
     read_json,
-    validate_artifact,
 )
 from llmevo.errors import ArtifactError, ConfigError
 from llmevo.eval.stats import claim_policy
 from llmevo.promotion import verdict_class
 from llmevo.reports.sections import format_decimals
 
-
-def scan_artifacts(roots: Iterable[Path]) -> tuple[list[tuple[Path, Artifact]], list[Path]]:
-    """``(artifacts, skipped)``: every ``*.json`` under the roots, sorted by path."""
-    found: list[tuple[Path, Artifact]] = []
-    skipped: list[Path] = []
-    for root in roots:
-        root = Path(root)
-        if not root.exists():
-            raise ArtifactError(
-                f"leaderboard root {root} does not exist; expected a folder of artifacts"
-            )
-        paths = [root] if root.is_file() else sorted(root.rglob("*.json"))
-        for path in paths:
-            try:
-                data = read_json(path)
-            except ArtifactError:
-                skipped.append(path)
-                continue
-            if claims_to_be_artifact(data):
-                found.append((path, validate_artifact(data, str(path))))
-            else:
-                skipped.append(path)
-    return found, skipped
+ARTIFACT_FOLDER = "metrics"  # under a root, artifacts are the *.json files in folders of this name
 
 
-def _reproduction_row(path: Path, artifact: ReproductionArtifact) -> dict:
+def _artifact_files(root: Path, reference: bool) -> tuple[list[Path], list[Path]]:
+    """``(artifacts, other JSON)`` of one root (or reference folder), by the location rule."""
+    if not root.exists() and not root.is_symlink():
+        raise ArtifactError(
+            f"leaderboard root {root} does not exist; expected a folder of artifacts"
+        )
+    if not root.is_dir():
+        return [root], []  # a file named as a root is an artifact (a pipe or device is refused)
+    if reference:
+        artifacts, others = sorted(root.glob("*.json")), []
+        where = f"in {root}: a reference folder holds *.json artifact files"
+    else:
+        found = sorted(root.rglob("*.json"))
+        artifacts = [path for path in found if path.parent.name == ARTIFACT_FOLDER]
+        others = [path for path in found if path.parent.name != ARTIFACT_FOLDER]
+        where = (f"under {root}: a root's artifacts are the *.json files in its "
+                 f"{ARTIFACT_FOLDER}/ folders (a flat folder of artifacts is a --reference)")
+    if not artifacts:
+        raise ArtifactError(f"no artifacts {where}")
+    return artifacts, others
+
+
+def scan_artifacts(
+    roots: Iterable[Path], references: Iterable[Path] = ()
+) -> tuple[list[tuple[Path, Artifact]], list[Path]]:
+    """``(artifacts, skipped)``, each sorted by path: the artifacts of ``roots`` (their
+    ``metrics/`` folders) and ``references`` (flat folders of artifacts), each loaded and
+    validated (one that does not load raises ``ArtifactError`` naming it), a file reached
+    twice once; ``skipped``: the other JSON under the roots, not artifacts by location."""
+    found: dict[Path, tuple[Path, Artifact]] = {}
+    skipped: set[Path] = set()
+    folders = [(Path(root), False) for root in roots]
+    folders += [(Path(folder), True) for folder in references]
+    for folder, reference in folders:
+        artifacts, others = _artifact_files(folder, reference)
+        for path in artifacts:
+            if path.resolve() not in found:
+                found[path.resolve()] = (path, load_artifact(path))
+        skipped.update(others)
+    return sorted(found.values(), key=lambda entry: str(entry[0])), sorted(skipped)
+
+
+def _inside(path: Path, folder: Path) -> Path | None:
+    """``path`` relative to ``folder`` when the file really lies in it (links resolved:
+    a link inside the folder to a file outside it is outside), else None."""
+    try:
+        return Path(path).resolve().relative_to(Path(folder).resolve())
+    except ValueError:
+        return None
+
+
+def _source(path: Path, repository: Path) -> dict:
+    """Where a row's artifact is, as the published page may say it: its path in the
+    repository, or, outside it, its folder and file name (no machine's path)."""
+    inside = _inside(path, repository)
+    if inside is not None:
+        return {"source": inside.as_posix(), "in_repository": True}
+    absolute = Path(path).absolute()
+    return {"source": "/".join(part for part in (absolute.parent.name, absolute.name) if part),
+            "in_repository": False}
+
+
+def _reproduction_row(artifact: ReproductionArtifact) -> dict:
     protocol, verdict = artifact.evaluation_protocol, artifact.verdict
     # the protocol's seeds; a top-level seeds key (kept unknown) where the protocol lists none
     seeds = protocol.seeds or artifact.recorded("seeds") or []
@@ -81,11 +129,10 @@ def _reproduction_row(path: Path, artifact: ReproductionArtifact) -> dict:
         "claim": (verdict.summary if verdict is not None else None) or protocol.claim_policy
         or policy_default,
         "status": None,
-        "source": str(path),
     }
 
 
-def _diagnostic_row(path: Path, artifact: DiagnosticArtifact) -> dict:
+def _diagnostic_row(artifact: DiagnosticArtifact) -> dict:
     protocol = artifact.evaluation_protocol
     status = (
         f"{artifact.implementation_status}; full experiment {artifact.full_experiment.status}"
@@ -110,24 +157,25 @@ def _diagnostic_row(path: Path, artifact: DiagnosticArtifact) -> dict:
         "significant": None,
         "claim": protocol.claim_policy,
         "status": status,
-        "source": str(path),
     }
 
 
 ROW_BUILDERS = {"reproduction": _reproduction_row, "diagnostic": _diagnostic_row}
 
 
-def build_leaderboard(entries: Sequence[tuple[Path, Artifact]]) -> list[dict]:
-    """Rows for the leaderboard: reproductions first (by arXiv id, name), then diagnostics."""
+def build_leaderboard(entries: Sequence[tuple[Path, Artifact]], repository: Path) -> list[dict]:
+    """Rows for the leaderboard: reproductions first (by arXiv id, name; the artifacts from
+    outside the repository before its own, then by source), then diagnostics; each row's
+    ``source`` is its artifact's path in ``repository`` (``in_repository``), or its folder
+    and file name when it lies outside."""
     rows = []
     for path, artifact in entries:
         if not isinstance(artifact, ReproductionArtifact | DiagnosticArtifact):
             raise ArtifactError(f"{path}: not a validated artifact (load it with load_artifact)")
-        rows.append(ROW_BUILDERS[artifact.kind](path, artifact))
+        rows.append({**ROW_BUILDERS[artifact.kind](artifact), **_source(path, repository)})
     order = {"reproduction": 0, "diagnostic": 1}
-    return sorted(
-        rows, key=lambda row: (order[row["kind"]], row["arxiv"] or "", row["name"], row["source"])
-    )
+    return sorted(rows, key=lambda row: (order[row["kind"]], row["arxiv"] or "", row["name"],
+                                         row["in_repository"], row["source"]))
 
 
 def _change(row: Mapping) -> str:
@@ -149,12 +197,19 @@ def _escape(text: object) -> str:
     return str(text if text is not None else "—").replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(rows: Sequence[Mapping], md_path: Path) -> str:
-    """The leaderboard as Markdown; sources are linked relative to ``md_path``."""
+def render_markdown(rows: Sequence[Mapping], md_path: Path, repository: Path) -> str:
+    """The leaderboard as Markdown. A source in ``repository`` is linked relative to
+    ``md_path`` when the page is in it too; any other source is named, not linked."""
+    page_folder = _inside(Path(md_path).parent, repository)
 
     def link(row: Mapping) -> str:
-        target = os.path.relpath(Path(row["source"]).resolve(), Path(md_path).resolve().parent)
-        return f"[{Path(row['source']).name}]({target})"
+        source = _escape(row["source"])
+        if not row["in_repository"]:
+            return f"`{source}` (outside the repository)"
+        if page_folder is None:
+            return f"`{source}`"
+        target = posixpath.relpath(row["source"], page_folder.as_posix())
+        return f"[{_escape(Path(row['source']).name)}]({_escape(target)})"
 
     reproductions = [row for row in rows if row["kind"] == "reproduction"]
     diagnostics = [row for row in rows if row["kind"] == "diagnostic"]
@@ -204,10 +259,41 @@ def render_markdown(rows: Sequence[Mapping], md_path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_leaderboard(rows: Sequence[Mapping], md_path: Path, json_path: Path) -> None:
-    """Write the Markdown leaderboard and the same rows as JSON."""
+def _listed_sources(json_path: Path) -> set[str]:
+    data = read_json(json_path)
+    rows = data.get("rows") if isinstance(data, dict) else None
+    if not isinstance(rows, list) or not all(
+            isinstance(row, dict) and isinstance(row.get("source"), str) for row in rows):
+        raise ArtifactError(f"{json_path}: not a leaderboard (expected rows with a source)")
+    return {row["source"] for row in rows}
+
+
+def _check_rows_kept(json_path: Path, rows: Sequence[Mapping], *, replace: bool) -> None:
+    """Refuse to rewrite the leaderboard at ``json_path`` without a row it lists, or over a
+    file there that is not a leaderboard, unless ``replace``."""
+    json_path = Path(json_path)
+    if replace or not (json_path.exists() or json_path.is_symlink()):
+        return
+    try:
+        listed = _listed_sources(json_path)
+    except ArtifactError as error:
+        raise ArtifactError(f"{error}; pass --replace to overwrite it") from None
+    dropped = sorted(listed - {row["source"] for row in rows})
+    if dropped:
+        named = ", ".join(dropped[:3]) + (f" and {len(dropped) - 3} more" if len(dropped) > 3 else "")
+        raise ConfigError(
+            f"{json_path} lists {len(dropped)} artifact(s) this leaderboard would drop ({named}): "
+            "deleted, or in a folder not scanned here (a reference folder: --reference DIR); "
+            "nothing was written (pass --replace to drop them)")
+
+
+def write_leaderboard(rows: Sequence[Mapping], md_path: Path, json_path: Path,
+                      repository: Path, *, replace: bool = False) -> None:
+    """Write the Markdown leaderboard and the same rows as JSON, in ``repository`` (see
+    ``render_markdown``); never without a row the existing JSON lists unless ``replace``."""
     if Path(md_path).resolve() == Path(json_path).resolve():
         raise ConfigError(f"leaderboard Markdown and JSON paths must differ; both are {md_path}")
-    write_text_atomic(Path(md_path), render_markdown(rows, Path(md_path)))
+    _check_rows_kept(json_path, rows, replace=replace)
+    write_text_atomic(Path(md_path), render_markdown(rows, Path(md_path), repository))
     payload = {"generated_by": "llmevo leaderboard", "rows": list(rows)}
     write_text_atomic(Path(json_path), json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
