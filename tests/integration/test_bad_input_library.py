@@ -101,3 +101,27 @@ def test_what_cannot_fit_in_memory_is_refused_before_training(options, values, w
     # the same estimate (what is available moves with the machine's other processes)
     assert str(error.value).split(", but ")[0] == cli.split(", but ")[0]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_artifact_is_never_replaced_by_one_holding_less_without_replace(tmp_path, data_dir, capsys):
+    out = tmp_path / "a.json"
+    common = ["reproduce", "rope", "--steps", "2", "--device", "cpu", "--threads", "1",
+              "--no-report", "--no-arm-cache", "--data-dir", str(data_dir), "--out", str(out)]
+    assert run_cli([*common, "--seeds", "42,43"]) == 0
+    before = out.read_bytes()
+    err = _cli_error([*common, "--seeds", "42"], capsys)
+    assert "holds seed 43 that the new artifact lacks; nothing was written" in err
+    with pytest.raises(ConfigError, match="holds seed 43"):
+        reproduce(ReproductionRequest(name="rope", steps=2, seeds=[42], device="cpu", threads=1,
+                                      report=False, arm_cache=False, data_dir=data_dir, out=out))
+    assert out.read_bytes() == before
+    assert run_cli([*common, "--seeds", "42", "--replace"]) == 0
+    assert out.read_bytes() != before
+
+
+def test_allow_dirty_applies_to_publish_only(tmp_path, data_dir, capsys):
+    err = _cli_error(["reproduce", "rope", "--allow-dirty", "--data-dir", str(data_dir),
+                      "--out", str(tmp_path / "a.json")], capsys)
+    with pytest.raises(ConfigError) as error:
+        ReproductionRequest(name="rope", allow_dirty=True, data_dir=data_dir).plan()
+    assert str(error.value) == err and "--allow-dirty applies to --publish only" in err

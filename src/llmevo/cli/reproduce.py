@@ -93,6 +93,8 @@ def reproduce(
              "checkout (the code that runs, recorded in provenance) has uncommitted changes.")] = False,
     allow_dirty: Annotated[bool, typer.Option(
         help="With --publish: publish from a tree with uncommitted changes (recorded in provenance).")] = False,
+    replace: Annotated[bool, typer.Option(
+        help="Replace an artifact at the output path even when it holds more (blocks, seeds) than this run's.")] = False,
     report: Annotated[bool, typer.Option(help="Write the README report and plots.")] = True,
     out: Annotated[Path | None, typer.Option(metavar="FILE", help="Artifact file (overrides the default).")] = None,
     threads: ThreadsOption = None,
@@ -145,7 +147,7 @@ def reproduce(
         data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), threads=threads,
         rung=rung, d_model=d_model, layers=layers, heads=heads,
         steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps, weight_decay=weight_decay,
-        schedule=schedule, suite=suite, publish=publish, allow_dirty=allow_dirty,
+        schedule=schedule, suite=suite, publish=publish, allow_dirty=allow_dirty, replace=replace,
         report=report, out=out, save_checkpoints=save_checkpoints, tensorboard=tensorboard,
         arm_cache=arm_cache, path="sequential" if sequential else path, replicas_max=replicas_max,
         tune=tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None,

@@ -34,6 +34,7 @@ from llmevo.artifacts.provenance import (
     module_files,
     pipeline_modules,
 )
+from llmevo.artifacts.replacement import Contents, check_replacement
 from llmevo.artifacts.schema import ReproductionArtifact
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import check_margin
@@ -130,6 +131,7 @@ class ReproductionRequest(RequestModel):
     suite: str | None = None  # core or public (checked by the preset)
     publish: bool = False
     allow_dirty: bool = False
+    replace: bool = False  # replace an artifact at out that holds more than this one would
     report: bool = True
     out: Path | None = None
     save_checkpoints: Path | None = None
@@ -229,6 +231,9 @@ class ReproductionRequest(RequestModel):
             raise ConfigError("--tune-confirm needs tuning: add --tune (this run is untuned)")
         check_path(self.path, self.replicas_max)
         check_margin(self.margin)
+        if self.allow_dirty and not self.publish:
+            raise ConfigError("--allow-dirty applies to --publish only (an unpublished run may "
+                              "come from any tree; provenance records whether it was dirty)")
         command = self.command
         if command is None:
             against = f", against={self.against!r}" if self.against is not None else ""
@@ -242,7 +247,7 @@ class ReproductionRequest(RequestModel):
             arm_cache="use" if self.arm_cache else "refresh",
             outputs=self._outputs(comparison, preset, seeds, tuned, size), tensorboard=self.tensorboard,
             threads=self.threads, publish=self.publish, allow_dirty=self.allow_dirty,
-            repo_root=self.repo_root, command=command, scale=size,
+            repo_root=self.repo_root, command=command, scale=size, replace=self.replace,
         )
 
     def _outputs(self, comparison: Comparison, preset: Preset, seeds: list[int],
@@ -282,6 +287,9 @@ def reproduce(request: ReproductionRequest | ReproductionPlan,
     if outputs is None:
         raise ConfigError("the plan names no outputs; make it with ReproductionRequest.plan()")
     check_output_file(outputs.artifact, "--out")
+    # a published (or any) artifact is never replaced by one holding less, unless replace
+    check_replacement(outputs.artifact, Contents(blocks=None, experiments=frozenset(),
+                                                 seeds=frozenset(plan.seeds)), replace=plan.replace)
     check_output_dir(outputs.report, "report folder")
     if outputs.checkpoints is not None:
         for folder in (outputs.checkpoints, outputs.checkpoints / "baseline", outputs.checkpoints / "method"):
@@ -307,11 +315,11 @@ def reproduce(request: ReproductionRequest | ReproductionPlan,
         artifact_path=str(outputs.artifact),
         allow_dirty=plan.allow_dirty if plan.publish else None,
     )
-    return _write_outputs(outcome, provenance, outputs, plan.preset, plan.seeds[0])
+    return _write_outputs(outcome, provenance, outputs, plan.preset, plan.seeds[0], plan.replace)
 
 
 def _write_outputs(outcome: reproduction.ReproductionOutcome, provenance: dict, outputs: ReproductionOutputs,
-                   preset: Preset, first_seed: int) -> ReproductionArtifact:
+                   preset: Preset, first_seed: int, replace: bool = False) -> ReproductionArtifact:
     """Artifact, then checkpoints, then report; on any failure remove what was written."""
     written: list[Path] = []  # the topmost path each write creates
 
@@ -325,8 +333,10 @@ def _write_outputs(outcome: reproduction.ReproductionOutcome, provenance: dict, 
             written.append(new)
 
     try:
+        built = outcome.artifact(provenance, str(outputs.artifact))
+        check_replacement(outputs.artifact, Contents.of(built), replace=replace)
         track(outputs.artifact)
-        artifact = save_artifact(outcome.artifact(provenance, str(outputs.artifact)), outputs.artifact)
+        artifact = save_artifact(built, outputs.artifact)
         assert isinstance(artifact, ReproductionArtifact)
         if outputs.checkpoints is not None:
             for arm in outcome.comparison.arms:

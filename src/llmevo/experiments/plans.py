@@ -298,6 +298,7 @@ class ReproductionPlan:
     allow_dirty: bool = False
     repo_root: Path | None = None  # the llmevo checkout provenance reads
     command: str = ""  # what provenance records as the command that ran
+    replace: bool = False  # replace an artifact at the output path that holds more
     scale: Scale | None = None  # the size dial (a rung or explicit sizes); None: the preset's model
 
     def __post_init__(self) -> None:
