@@ -1,0 +1,279 @@
+"""Faults while writing, and input that does not decode: one line, exit 2, nothing half-written.
+
+Issue 23, causes 3 and 7, through the command line and, where one exists, the Python API.
+
+A full disk is simulated by making ``os.fsync`` fail with ENOSPC: every file llmevo writes is
+fsynced before it counts as written (an atomic file before its rename, a streamed one when
+it is closed), which is also where a real full disk with delayed allocation reports it. The
+safetensors library writes in Rust; its full-disk error is raised here exactly as the library
+raises it. A write that fails while it writes (not at fsync) uses the real ``/dev/full``. A
+read-only folder is ``/proc`` (read-only for every user, root included); a ``chmod`` folder
+binds only when the tests do not run as root, and is skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import re
+from pathlib import Path
+
+import pytest
+import test_bad_input
+from cli_runner import run_cli
+from test_bad_input import READ_ONLY, REPO_ROOT, assert_refused, files_under
+
+from llmevo.errors import LlmevoError
+
+workdir = test_bad_input.workdir  # an empty working folder (cwd), the test cache and data
+checkpoint = test_bad_input.checkpoint  # a real (untrained) llama_modern checkpoint
+
+FULL = "no space left on device"
+SMOKE = ["--preset", "smoke", "--steps", "2", "--seeds", "42", "--threads", "1", "--device", "cpu"]
+
+
+@pytest.fixture
+def disk_full(monkeypatch):
+    """``disk_full(n)``: the first ``n`` files written succeed, every later one finds the disk full."""
+    real_fsync = os.fsync
+
+    def arm(files_ok: int = 0) -> None:
+        count = itertools.count()
+
+        def fsync(fd: int) -> None:
+            if next(count) >= files_ok:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            real_fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", fsync)
+
+    return arm
+
+
+@pytest.fixture
+def safetensors_disk_full(monkeypatch):
+    """``safetensors_disk_full()``: from now on safetensors finds the disk full, with the error
+    its Rust writer raises."""
+    import safetensors.torch
+    from safetensors import SafetensorError
+
+    def full(*_args, **_kwargs):
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    return lambda: monkeypatch.setattr(safetensors.torch, "save_file", full)
+
+
+def files_only(folder: Path) -> set[Path]:
+    return {p for p in files_under(folder) if (folder / p).is_file()}
+
+
+def refused_leaving_no_file(args: list[str], capsys, work: Path, message: str) -> str:
+    """Like ``assert_refused``, where the command may leave empty folders (no file)."""
+    before = files_only(work)
+    status = run_cli(args)
+    err = capsys.readouterr().err
+    assert status == 2, f"{args}: exit {status}, stderr {err!r}"
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert re.search(message, " ".join(err.split())), err
+    assert files_only(work) == before, f"{args}: wrote {files_only(work) - before}"
+    return err
+
+
+def one_line(err: str) -> str:
+    return " ".join(err.split())
+
+
+def at(path: Path) -> str:
+    """``path`` as a regular expression that matches it literally."""
+    return re.escape(str(path))
+
+
+def _read_only_by_permissions(folder: Path) -> Path:
+    folder.mkdir()
+    folder.chmod(0o555)
+    probe = folder / "probe"
+    try:
+        probe.touch()
+    except PermissionError:
+        return folder
+    probe.unlink()
+    folder.chmod(0o755)
+    pytest.skip("folder permissions do not bind here (running as root)")
+
+
+# --- export ----------------------------------------------------------------------------------
+
+def test_export_on_a_full_disk_names_the_weights_file(checkpoint, capsys, workdir,
+                                                      safetensors_disk_full):
+    from llmevo.export.hf import export_hf
+
+    out = workdir / "exported"
+    safetensors_disk_full()
+    err = assert_refused(["export", str(checkpoint), "--out", str(out)], capsys, workdir)
+    assert f"cannot write {out}/model.safetensors: {FULL}" in one_line(err)
+    with pytest.raises(LlmevoError, match=re.escape(f"cannot write {out}/model.safetensors: {FULL}")):
+        export_hf(checkpoint, out)
+    assert files_under(workdir) == set()
+
+
+def test_export_on_a_disk_that_fills_after_the_weights_leaves_nothing(checkpoint, capsys, workdir,
+                                                                      disk_full):
+    from llmevo.export.hf import export_hf
+
+    out = workdir / "exported"
+    disk_full(files_ok=2)
+    err = assert_refused(["export", str(checkpoint), "--out", str(out)], capsys, workdir)
+    assert re.search(rf"cannot write {at(out)}/\S+\.json: {FULL}", one_line(err)), err
+    disk_full(files_ok=2)
+    with pytest.raises(LlmevoError, match=rf"cannot write {at(out)}/\S+\.json: {FULL}"):
+        export_hf(checkpoint, out)
+    assert files_under(workdir) == set()
+
+
+def test_export_into_a_read_only_folder(checkpoint, capsys, workdir):
+    from llmevo.export.hf import export_hf
+
+    assert_refused(["export", str(checkpoint), "--out", f"{READ_ONLY}/exported"], capsys, workdir,
+                   message="--out")
+    with pytest.raises(LlmevoError, match=re.escape(f"cannot write {READ_ONLY}/exported: ")):
+        export_hf(checkpoint, f"{READ_ONLY}/exported")
+
+
+def test_export_into_a_folder_without_write_permission(checkpoint, tmp_path):
+    from llmevo.export.hf import export_hf
+
+    locked = _read_only_by_permissions(tmp_path / "locked")
+    with pytest.raises(LlmevoError, match=re.escape(f"cannot write {locked}/exported: permission denied")):
+        export_hf(checkpoint, locked / "exported")
+
+
+# --- checkpoints -----------------------------------------------------------------------------
+
+def test_save_checkpoints_on_a_full_disk_is_one_line_and_leaves_nothing(capsys, workdir,
+                                                                        safetensors_disk_full):
+    args = ["reproduce", "rope", *SMOKE, "--no-report", "--out", str(workdir / "runs" / "a.json"),
+            "--save-checkpoints", str(workdir / "ckpt")]
+    safetensors_disk_full()
+    err = assert_refused(args, capsys, workdir)
+    assert re.search(rf"cannot write {at(workdir)}/ckpt/(baseline|method)/model\.safetensors: {FULL}",
+                     one_line(err)), err
+
+
+def _model():
+    from llmevo.catalog import build_model
+    from llmevo.model.config import ModelConfig
+
+    config = ModelConfig()
+    return build_model(config), config
+
+
+@pytest.mark.parametrize("files_ok", [0, 1, 2])  # the weights, the tokenizer, the config fail
+def test_save_checkpoint_is_all_or_nothing(tmp_path, disk_full, files_ok):
+    from llmevo.inference.checkpoint import save_checkpoint
+
+    model, config = _model()
+    folder = tmp_path / "ckpt"
+    disk_full(files_ok)
+    failing = ["model.safetensors", "tokenizer.json", "config.json"][files_ok]
+    with pytest.raises(LlmevoError, match=re.escape(f"cannot write {folder}/{failing}: {FULL}")):
+        save_checkpoint(folder, model, config, tokenizer_json="{}")
+    assert list(tmp_path.iterdir()) == []  # no folder, no staging left beside it
+
+
+def test_a_failed_checkpoint_write_keeps_the_checkpoint_that_was_there(tmp_path,
+                                                                       safetensors_disk_full):
+    from llmevo.inference.checkpoint import load_checkpoint, save_checkpoint
+
+    model, config = _model()
+    folder = tmp_path / "ckpt"
+    save_checkpoint(folder, model, config, tokenizer_json="{}", metadata={"run": 1})
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    safetensors_disk_full()
+    with pytest.raises(LlmevoError, match=re.escape(f"cannot write {folder}/model.safetensors: {FULL}")):
+        save_checkpoint(folder, model, config, tokenizer_json="{}", metadata={"run": 2})
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert load_checkpoint(folder).metadata == {"run": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
+
+
+# --- caches written before work: the tokenizer and the token arrays ---------------------------
+
+def test_tokenizer_cache_on_a_full_disk_names_the_file(tmp_path, capsys, workdir, disk_full,
+                                                       monkeypatch):
+    from llmevo.data.tokenizer import TOKENIZER_NAME, load_or_train_bpe
+
+    cache = tmp_path / "cache"
+    disk_full()
+    with pytest.raises(LlmevoError, match=rf"cannot write {at(cache)}/tokenizers/\w+/{TOKENIZER_NAME}: {FULL}"):
+        load_or_train_bpe({"text": "0" * 64}, ["The river runs to the sea. " * 50], cache, 300)
+    assert not [p for p in cache.rglob("*") if p.is_file()]
+    monkeypatch.setenv("LLMEVO_CACHE", str(cache))
+    refused_leaving_no_file(["reproduce", "rope", *SMOKE, "--out", str(workdir / "a.json")], capsys,
+                            workdir, rf"cannot write {at(cache)}/tokenizers/\w+/{TOKENIZER_NAME}: {FULL}")
+
+
+def test_token_cache_on_a_full_disk_names_the_file(tmp_path, data_dir, cache_dir, smoke_corpus,
+                                                   disk_full):
+    import shutil
+
+    from llmevo.data.lm import load_lm_corpus
+    from llmevo.runner.presets import get_preset
+
+    cache = tmp_path / "cache"
+    shutil.copytree(cache_dir / "tokenizers", cache / "tokenizers")  # the tokenizer is cached
+    disk_full()
+    with pytest.raises(LlmevoError, match=rf"cannot write {at(cache)}/tokens/\w+\.npz: {FULL}"):
+        load_lm_corpus(data_dir, "tokens", get_preset("smoke").budgets, cache)
+    assert not list((cache / "tokens").glob("*"))
+
+
+# --- reports and TensorBoard -------------------------------------------------------------------
+
+def _docs_artifact() -> Path:
+    return sorted((REPO_ROOT / "docs" / "reproductions").glob("*/metrics/*.json"))[0]
+
+
+@pytest.mark.parametrize("files_ok", [0, 1])
+def test_report_on_a_full_disk_names_the_file(capsys, workdir, disk_full, files_ok):
+    """A report is several files, each written atomically, README.md last: a full disk stops
+    it with one line naming the file; no file is half-written and no README points at plots
+    that were not written."""
+    from llmevo.artifacts.schema import load_artifact
+    from llmevo.reports.readme import write_report
+
+    out = workdir / "report"
+    failed = rf"cannot write {at(out)}/(plots/\S+\.png|README\.md): {FULL}"
+    disk_full(files_ok)
+    status = run_cli(["report", str(_docs_artifact()), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert status == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert re.search(failed, one_line(err)), err
+    written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert len(written) == files_ok and "README.md" not in written
+    disk_full(files_ok)
+    with pytest.raises(LlmevoError, match=failed):
+        write_report(load_artifact(_docs_artifact()), _docs_artifact(), out)
+
+
+def test_tensorboard_on_a_full_disk_is_one_line_and_keeps_no_torn_log(tmp_path, capfd, disk_full):
+    pytest.importorskip("tensorboard")
+    from llmevo.train.logging import StepRecord, TensorBoardLogs
+
+    run = TensorBoardLogs(tmp_path / "tb").run("method-seed42")
+    for step in range(3):
+        run.log_step(StepRecord(step, 1.0, 1e-3, 0.5, 64))
+    disk_full()
+    with pytest.raises(LlmevoError, match=rf"cannot write {at(tmp_path)}/tb/method-seed42/events\.out\.tfevents\.\S+: {FULL}"):
+        run.close()
+    assert not [p for p in (tmp_path / "tb").rglob("*") if p.is_file()]
+    assert "Traceback" not in capfd.readouterr().err  # no writer thread printing its own
+
+
+def test_reproduce_tensorboard_on_a_full_disk(capsys, workdir, disk_full, smoke_corpus):
+    pytest.importorskip("tensorboard")
+    disk_full()
+    refused_leaving_no_file(
+        ["reproduce", "rope", *SMOKE, "--no-report", "--out", str(workdir / "a.json"),
+         "--tensorboard", str(workdir / "tb")], capsys, workdir,
+        rf"cannot write {at(workdir)}/tb/\w+-seed42/events\.out\.tfevents\.\S+: {FULL}")
