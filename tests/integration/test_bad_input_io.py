@@ -13,18 +13,25 @@ binds only when the tests do not run as root, and is skipped otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import os
 import re
+import socket
+import stat
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import test_bad_input
 from cli_runner import run_cli
+from data_mirror import serve_mirror
 from test_bad_input import READ_ONLY, REPO_ROOT, assert_refused, files_under
 
-from llmevo.errors import LlmevoError
+from llmevo.errors import ConfigError, DataError, LlmevoError
 
 workdir = test_bad_input.workdir  # an empty working folder (cwd), the test cache and data
 checkpoint = test_bad_input.checkpoint  # a real (untrained) llama_modern checkpoint
@@ -277,3 +284,136 @@ def test_reproduce_tensorboard_on_a_full_disk(capsys, workdir, disk_full, smoke_
         ["reproduce", "rope", *SMOKE, "--no-report", "--out", str(workdir / "a.json"),
          "--tensorboard", str(workdir / "tb")], capsys, workdir,
         rf"cannot write {at(workdir)}/tb/\w+-seed42/events\.out\.tfevents\.\S+: {FULL}")
+
+
+# --- data fetch: the disk -------------------------------------------------------------------
+
+FIRST_PIECE = ".partial/wikitext-2__wiki.train.tokens.0"  # the first file `data fetch` downloads
+
+
+def test_data_fetch_on_a_full_disk_says_so_not_resume(capsys, workdir, data_dir):
+    """The disk fills while a piece is written (the real /dev/full): the message names the
+    file and the cause; no "interrupted … run again to resume", nothing kept."""
+    if not Path("/dev/full").exists() or not stat.S_ISCHR(Path("/dev/full").stat().st_mode):
+        pytest.skip("no /dev/full here")
+    dest = workdir / "data"
+    (dest / ".partial").mkdir(parents=True)
+    (dest / FIRST_PIECE).symlink_to("/dev/full")  # where the first piece is written
+    with serve_mirror(data_dir) as mirror:
+        status = run_cli(["data", "fetch", "--to", str(dest), "--base-url", mirror.base_url])
+    err = one_line(capsys.readouterr().err)
+    assert status == 2 and "Traceback" not in err, err
+    assert f"cannot write {dest / FIRST_PIECE}: {FULL}" in err
+    assert "interrupted" not in err and "resume" not in err
+    assert files_under(workdir) == {Path("data")}
+
+
+def test_data_fetch_api_on_a_full_disk_keeps_nothing(tmp_path, data_dir, disk_full):
+    from llmevo.data.fetch import fetch_data
+
+    dest = tmp_path / "data"
+    with serve_mirror(data_dir) as mirror:
+        disk_full()
+        with pytest.raises(LlmevoError, match=re.escape(f"cannot write {dest}/.partial/tinyshakespeare__input.txt.0: {FULL}")):
+            fetch_data(dest, mirror.base_url, targets=["tinyshakespeare/input.txt"])
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]
+
+
+def test_data_fetch_into_a_read_only_folder(capsys, workdir):
+    from llmevo.data.fetch import fetch_data
+
+    assert_refused(["data", "fetch", "--to", f"{READ_ONLY}/data"], capsys, workdir, message="--to")
+    with pytest.raises(LlmevoError, match=re.escape(f"cannot write {READ_ONLY}/data: ")):
+        fetch_data(Path(READ_ONLY) / "data", targets=["tinyshakespeare/input.txt"])
+
+
+# --- data fetch: the URL and a stalled server -------------------------------------------------
+
+BAD_URLS = ["not a url", "http://[::1", "ftp://example.org/mirror", "http://", "file:///tmp",
+            "http://example.org:99999", "http://example.org:port", "http://example.org/?q=1",
+            "http://exa mple.org", ""]
+
+
+@pytest.mark.parametrize("url", BAD_URLS)
+def test_a_bad_base_url_is_refused_before_anything_is_written(url, capsys, workdir):
+    from llmevo.data.fetch import fetch_data
+
+    assert_refused(["data", "fetch", "--to", str(workdir / "data"), "--base-url", url], capsys,
+                   workdir, message="data mirror URL")
+    with pytest.raises(ConfigError, match="data mirror URL"):
+        fetch_data(workdir / "data", url)
+    assert files_under(workdir) == set()
+
+
+def test_a_bad_base_url_from_the_environment_is_refused(capsys, workdir, monkeypatch):
+    monkeypatch.setenv("LLMEVO_DATA_URL", "http://[::1")
+    assert_refused(["data", "fetch", "--to", str(workdir / "data")], capsys, workdir,
+                   message="data mirror URL 'http://[::1'")
+
+
+@contextlib.contextmanager
+def silent_server(send: bytes = b"", lifetime: float = 30.0) -> Iterator[str]:
+    """A server on 127.0.0.1 that accepts every connection, reads the request, sends ``send``
+    and then nothing, until the block ends (or ``lifetime`` seconds, whichever is first)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.05)
+    stop, held = threading.Event(), []
+
+    def serve() -> None:
+        deadline = time.monotonic() + lifetime
+        while not stop.is_set() and time.monotonic() < deadline:
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            connection.settimeout(1.0)
+            with contextlib.suppress(OSError):
+                connection.recv(65536)
+                connection.sendall(send)
+            held.append(connection)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        for connection in held:
+            connection.close()
+        listener.close()
+
+
+def test_a_server_that_never_answers_is_named_after_the_timeout(capsys, workdir):
+    from llmevo.data.fetch import fetch_data
+
+    with silent_server() as url:
+        host = url.removeprefix("http://")
+        started = time.monotonic()
+        err = assert_refused(["data", "fetch", "--to", str(workdir / "data"), "--base-url", url,
+                              "--timeout", "0.5"], capsys, workdir)
+        assert time.monotonic() - started < 10
+        assert f"{host} did not answer within 0.5 s" in one_line(err), err
+        with pytest.raises(DataError, match=f"{host} did not answer within 0.5 s"):
+            fetch_data(workdir / "data", url, targets=["tinyshakespeare/input.txt"], timeout=0.5)
+    assert files_under(workdir) == set()
+
+
+def test_a_server_that_stops_sending_is_named_and_the_download_resumable(tmp_path):
+    from llmevo.data.fetch import fetch_data
+
+    headers = b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 10
+    with silent_server(send=headers) as url:
+        host = url.removeprefix("http://")
+        with pytest.raises(DataError, match=f"{host} sent nothing for 0.5 s.*resume"):
+            fetch_data(tmp_path, url, targets=["tinyshakespeare/input.txt"], timeout=0.5)
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan", "inf"])
+def test_a_bad_timeout_is_refused(timeout, capsys, workdir):
+    from llmevo.data.fetch import fetch_data
+
+    assert_refused(["data", "fetch", "--to", str(workdir / "data"), f"--timeout={timeout}"], capsys,
+                   workdir, message="timeout")
+    with pytest.raises(ConfigError, match="timeout"):
+        fetch_data(workdir / "data", timeout=float(timeout))
