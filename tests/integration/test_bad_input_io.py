@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import itertools
+import json
 import os
 import re
 import socket
@@ -417,3 +418,61 @@ def test_a_bad_timeout_is_refused(timeout, capsys, workdir):
                    workdir, message="timeout")
     with pytest.raises(ConfigError, match="timeout"):
         fetch_data(workdir / "data", timeout=float(timeout))
+
+
+# --- input that does not decode ---------------------------------------------------------------
+
+# Python hands command-line bytes that are not UTF-8 to sys.argv as lone surrogates
+# (b"\xff" -> "\udcff"); so does the shell's $'\xed\xa0\x80' (an encoded surrogate).
+NOT_UTF8 = {"byte 0xff": "The \udcff river", "encoded surrogate": "\udced\udca0\udc80"}
+
+
+@pytest.mark.parametrize("prompt", list(NOT_UTF8.values()), ids=list(NOT_UTF8))
+def test_generate_refuses_a_prompt_that_is_not_utf8(prompt, checkpoint, capsys, workdir):
+    assert_refused(["generate", "--checkpoint", str(checkpoint), "--prompt", prompt, "--threads",
+                    "1", "--device", "cpu", "--max-tokens", "2"], capsys, workdir,
+                   message="--prompt is not valid UTF-8")
+
+
+def _preference_files(folder: Path) -> dict[str, tuple[Path, str]]:
+    binary = folder / "binary.jsonl"
+    binary.write_bytes(bytes(range(256)) * 8)
+    turn = "\n\nHuman: hello there\n\nAssistant: "
+    surrogate = folder / "surrogate.jsonl"
+    surrogate.write_text("".join(
+        json.dumps({"chosen": turn + "\ud800 fine", "rejected": turn + "no"}) + "\n"
+        for _ in range(8)), encoding="utf-8")
+    return {"binary": (binary, "not UTF-8 text"),
+            "lone surrogate": (surrogate, "line 0: 'chosen' holds a lone surrogate")}
+
+
+@pytest.mark.parametrize("case", ["binary", "lone surrogate"])
+def test_a_preference_file_that_is_not_text_is_refused(case, capsys, workdir, tmp_path, data_dir,
+                                                      cache_dir):
+    from llmevo.experiments.pipeline import ReproductionRequest, reproduce
+
+    path, message = _preference_files(tmp_path)[case]
+    assert_refused(["reproduce", "dpo", *SMOKE, "--preference-file", str(path),
+                    "--out", str(workdir / "a.json")], capsys, workdir, message=message)
+    request = ReproductionRequest(name="dpo", preset="smoke", steps=2, seeds=[42], threads=1,
+                                  device="cpu", data_dir=data_dir, cache_dir=cache_dir,
+                                  out=workdir / "a.json", preference_file=path)
+    with pytest.raises(DataError, match=re.escape(message)):
+        reproduce(request)
+    assert files_under(workdir) == set()
+
+
+def test_an_output_path_that_is_not_utf8_is_refused_before_work(checkpoint, capsys, workdir,
+                                                                data_dir, cache_dir):
+    from llmevo.experiments.pipeline import ReproductionRequest, reproduce
+
+    odd = workdir / "r\udcff.json"
+    assert_refused(["reproduce", "rope", *SMOKE, "--out", str(odd)], capsys, workdir,
+                   message="is not valid UTF-8")
+    assert_refused(["export", str(checkpoint), "--out", str(workdir / "e\udcff")], capsys, workdir,
+                   message="is not valid UTF-8")
+    request = ReproductionRequest(name="rope", preset="smoke", steps=2, seeds=[42], threads=1,
+                                  device="cpu", data_dir=data_dir, cache_dir=cache_dir, out=odd)
+    with pytest.raises(ConfigError, match="is not valid UTF-8"):
+        reproduce(request)
+    assert files_under(workdir) == set()
