@@ -4,6 +4,9 @@ The CLI turns any ``LlmevoError`` into that message on stderr and exit status 2;
 else is a bug and keeps its traceback.
 """
 
+import os
+from pathlib import Path
+
 
 class LlmevoError(Exception):
     """A problem with the user's input or environment, stated in one line."""
@@ -27,3 +30,24 @@ class DivergedError(LlmevoError):
     def __init__(self, message: str, step: int):
         super().__init__(message)
         self.step = step
+
+
+class WriteError(LlmevoError):
+    """A file could not be written (a full disk, a read-only folder, no permission, …).
+
+    The message names the file and the cause: ``cannot write PATH: CAUSE``.
+    """
+
+    def __init__(self, path: Path | str, cause: str):
+        super().__init__(f"cannot write {printable_path(path)}: {cause}")
+        self.path = path
+        self.cause = cause
+
+
+def printable_path(path: Path | str) -> str:
+    """``path`` as text any stream can print: bytes of a file name that are not UTF-8 (which
+    Python holds as lone surrogates) as ``\\xNN`` escapes."""
+    try:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that no file name decoded to
+        return str(path).encode("utf-8", "backslashreplace").decode("utf-8")

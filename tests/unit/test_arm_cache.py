@@ -209,6 +209,28 @@ def test_refresh_writes_but_never_reads_and_a_failed_write_is_skipped(tmp_path):
     assert _report_entries(blocked).load(spec, [spec], _build) is None
 
 
+def test_a_full_disk_skips_the_entry_and_leaves_no_file(tmp_path, monkeypatch):
+    """Stored after its run trained: a failed write (here the disk fills at the entry's JSON)
+    is skipped rather than throwing the run away, and leaves no temporary file behind."""
+    import errno
+    import os
+
+    real_fsync, calls = os.fsync, []
+
+    def fsync(fd):
+        calls.append(fd)
+        if len(calls) > 1:  # the state file is written, the entry's JSON finds the disk full
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_fsync(fd)
+
+    spec = RunSpec(42, CONFIG)
+    monkeypatch.setattr(os, "fsync", fsync)
+    _report_entries(tmp_path).store(spec, [spec], _run(_build()))  # no error
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    assert _report_entries(tmp_path).load(spec, [spec], _build) is None
+    assert [p.suffix for p in tmp_path.rglob("*") if p.is_file()] == [".pt"]  # no .tmp, no .json
+
+
 def test_tuning_entries_keep_a_value_or_a_divergence(tmp_path):
     entries = TuningEntries(ArmCache(tmp_path, CONTEXT), "tuning", ARM, "d" * 64, EVALUATION)
     low, high = RunSpec(1000, CONFIG), RunSpec(1000, CONFIG.model_copy(update={"lr": 1.0}))

@@ -1,8 +1,11 @@
-"""Atomic writes: all or nothing, no temp files left behind; invalid artifacts never written."""
+"""Atomic writes: all or nothing, no temp files left behind; invalid artifacts never written.
+Every write guarded: an I/O failure is one ``WriteError`` line naming the file and the cause."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,15 @@ from llmevo.artifacts import (
     write_json_atomic,
     write_text_atomic,
 )
-from llmevo.errors import ArtifactError
+from llmevo.artifacts.io import (
+    StreamFile,
+    check_output_dir,
+    check_output_file,
+    guarded_write,
+    staged_folder,
+    write_file_atomic,
+)
+from llmevo.errors import ArtifactError, ConfigError, WriteError
 
 RELAY = "2610.21126-rope-relay.component-cpu-seeds42-44.json"
 
@@ -81,3 +92,116 @@ def test_save_artifact_revalidates_a_mutated_model(reference_dir: Path, tmp_path
     with pytest.raises(ArtifactError, match="seeds.0"):
         save_artifact(artifact, tmp_path / "x.json")
     assert not (tmp_path / "x.json").exists()
+
+
+# --- the guarded write path -----------------------------------------------------------------
+
+
+def _full(*_args: Any) -> None:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+WRITERS = {
+    "bytes": lambda path: write_bytes_atomic(path, b"new"),
+    "text": lambda path: write_text_atomic(path, "new"),
+    "json": lambda path: write_json_atomic(path, {"new": True}),
+    "by name": lambda path: write_file_atomic(path, lambda temporary: temporary.write_bytes(b"new")),
+}
+
+
+@pytest.mark.parametrize("writer", list(WRITERS))
+def test_a_full_disk_is_one_line_naming_the_file_and_keeps_the_old_one(
+        writer: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "out.bin"
+    target.write_bytes(b"old")
+    monkeypatch.setattr(os, "fsync", _full)
+    with pytest.raises(WriteError, match=f"^cannot write {target}: no space left on device$"):
+        WRITERS[writer](target)
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.bin"]
+
+
+@pytest.mark.parametrize("code, cause", [(errno.EROFS, "read-only file system"),
+                                         (errno.EACCES, "permission denied"),
+                                         (errno.EDQUOT, "disk quota exceeded")])
+def test_each_os_cause_is_named(code: int, cause: str) -> None:
+    with pytest.raises(WriteError, match=f"^cannot write x/y: {cause}$"), guarded_write("x/y"):
+        raise OSError(code, os.strerror(code))
+
+
+def test_a_library_error_reporting_an_os_error_is_named_and_others_pass_through(tmp_path: Path) -> None:
+    from safetensors import SafetensorError
+
+    def rust_full(_temporary: Path) -> None:  # how safetensors reports a full disk
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    with pytest.raises(WriteError, match="model.safetensors: no space left on device$"):
+        write_file_atomic(tmp_path / "model.safetensors", rust_full)
+
+    def bug(_temporary: Path) -> None:
+        raise ValueError("not an I/O failure")
+
+    with pytest.raises(ValueError, match="not an I/O failure"):
+        write_file_atomic(tmp_path / "model.safetensors", bug)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_read_only_place_is_named(tmp_path: Path) -> None:
+    target = Path("/proc/llmevo-cannot-write-here/x.json")  # read-only for root too
+    with pytest.raises(WriteError, match=f"^cannot write {target}: "):
+        write_json_atomic(target, {})
+
+
+def test_text_that_is_not_utf8_is_refused_by_name(tmp_path: Path) -> None:
+    target = tmp_path / "note.md"
+    with pytest.raises(WriteError, match=r"note\.md: a lone surrogate \\ud800 is not valid UTF-8$"):
+        write_text_atomic(target, "ab\ud800")
+    with pytest.raises(WriteError, match=r"note\.md: byte 0xff is not valid UTF-8$"):  # sys.argv's
+        write_json_atomic(target, {"a": "b\udcff"})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_output_paths_that_are_not_utf8_are_refused_before_work(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^--out .*r\\xff\.json: byte 0xff is not valid UTF-8"):
+        check_output_file(tmp_path / "r\udcff.json")
+    with pytest.raises(ConfigError, match=r"^--to .*d\\xff: byte 0xff"):
+        check_output_dir(tmp_path / "d\udcff", "--to")
+
+
+def test_a_staged_folder_appears_whole_or_not_at_all(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "ckpt"
+    with staged_folder(folder) as staging:
+        write_text_atomic(staging / "a.txt", "one")
+        write_text_atomic(staging / "b.txt", "one")
+    assert sorted(p.name for p in folder.iterdir()) == ["a.txt", "b.txt"]
+    with staged_folder(folder) as staging:  # into an existing folder: the new files replace
+        write_text_atomic(staging / "a.txt", "two")
+    assert (folder / "a.txt").read_text() == "two" and (folder / "b.txt").read_text() == "one"
+    with pytest.raises(WriteError, match=f"^cannot write {folder}/b.txt: no space left on device$"):
+        with staged_folder(folder) as staging:
+            write_text_atomic(staging / "a.txt", "three")
+            monkeypatch.setattr(os, "fsync", _full)
+            write_text_atomic(staging / "b.txt", "three")
+    assert [(folder / name).read_text() for name in ("a.txt", "b.txt")] == ["two", "one"]
+    with pytest.raises(WriteError, match=f"^cannot write {tmp_path}/new/a.txt: no space"):
+        with staged_folder(tmp_path / "new") as staging:
+            write_text_atomic(staging / "a.txt", "x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
+
+
+def test_a_stream_that_fails_to_write_is_removed(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    kept = tmp_path / "kept.log"
+    with StreamFile(kept) as stream:
+        stream.write(b"one ")
+    with StreamFile(kept, append=True) as stream:
+        stream.write(b"two")
+    assert kept.read_bytes() == b"one two"
+    torn = StreamFile(tmp_path / "torn.log")
+    torn.write(b"half")
+    monkeypatch.setattr(os, "fsync", _full)
+    with pytest.raises(WriteError, match=f"^cannot write {tmp_path}/torn.log: no space left on device$"):
+        torn.close()
+    torn.close()  # after a failed write: nothing left to do
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.log"]

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from llmevo.artifacts.io import check_output_dir
 from llmevo.cli.common import app, console
 from llmevo.errors import ConfigError
 
@@ -22,6 +23,7 @@ def export(
     """Export a checkpoint; genomes the target cannot represent are refused by name."""
     if format not in FORMATS:
         raise ConfigError(f"unknown export format '{format}'; known: {', '.join(FORMATS)}")
+    check_output_dir(out)
     from llmevo.export.hf import export_hf
 
     written = export_hf(checkpoint, out)

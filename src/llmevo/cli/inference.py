@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from llmevo.artifacts.io import describe_not_utf8
 from llmevo.cli.common import (
     DEFAULT_SEED,
     DEFAULT_SEEDS,
@@ -48,6 +49,11 @@ def generate(
     parse_seeds(seed, None)
     if not prompt:
         raise ConfigError("--prompt is empty; give some text to continue")
+    try:  # bytes that are not UTF-8 reach sys.argv as lone surrogates, which no tokenizer takes
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ConfigError(f"--prompt is not valid UTF-8 ({describe_not_utf8(error)} at character "
+                          f"{error.start}); give the text in UTF-8") from None
     if not checkpoint.is_dir():
         raise ConfigError(f"--checkpoint {checkpoint}: not a checkpoint folder")
     apply_threads(threads)

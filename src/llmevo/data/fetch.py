@@ -4,15 +4,19 @@ Each file llmevo reads is rebuilt from its public source exactly as its ``SOURCE
 describes: a raw file of a GitHub repository at a fixed commit, the byte concatenation of
 consecutive pieces (the WikiText-2 train splits), or the gunzip of a ``.gz`` (HH-RLHF).
 The result must match the sha256 pin llmevo already keeps (``pins.LM_FILE_SHA256``,
-``pins.SUITE_FILE_SHA256``) before it is renamed into place, so a target file is never
-half-written and a file altered in transit is refused with nothing left behind.
+``pins.SUITE_FILE_SHA256``) before it is written (atomically) into place, so a target file is
+never half-written and a file altered in transit is refused with nothing left behind.
 
-Pieces are downloaded into ``<dest>/.partial/``; an interrupted download keeps what it got
-and the next run resumes it with an HTTP ``Range`` request (or restarts it when the server
-ignores the range). Files already present with the pinned sum are not downloaded again.
+Pieces are downloaded into ``<dest>/.partial/``; an interrupted download (the connection
+broke, or the server stopped sending for ``timeout`` seconds) keeps what it got and the next
+run resumes it with an HTTP ``Range`` request (or restarts it when the server ignores the
+range). A piece whose write failed (a full disk) is removed instead: its bytes are not
+trusted, and the message says which file could not be written and why. Files already present
+with the pinned sum are not downloaded again.
 
 The base URL is a parameter (``DEFAULT_BASE_URL`` is GitHub's raw-file host); a mirror
-serves the same ``{base}/{owner}/{repo}/{commit}/{path}`` layout.
+serves the same ``{base}/{owner}/{repo}/{commit}/{path}`` layout over http(s). It and the
+timeout are checked before anything is written.
 """
 
 from __future__ import annotations
@@ -21,20 +25,22 @@ import contextlib
 import gzip
 import hashlib
 import http.client
-import os
-import tempfile
+import math
 import urllib.error
+import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmevo.artifacts.io import StreamFile, make_folder, write_bytes_atomic
 from llmevo.data.pins import LM_FILE_SHA256 as PINNED_SHA256
 from llmevo.data.pins import SUITE_FILE_SHA256
 from llmevo.digests import sha256_file as file_sha256
-from llmevo.errors import DataError
+from llmevo.errors import ConfigError, DataError
 
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com"
+DEFAULT_TIMEOUT = 30.0  # seconds a server may send nothing before the download counts as stalled
 PARTIAL_DIR = ".partial"
 _BLOCK = 1 << 20
 
@@ -143,6 +149,33 @@ def select(targets: Iterable[str] | None) -> tuple[RemoteFile, ...]:
     return tuple(by_name[name] for name in targets)
 
 
+def check_base_url(base_url: str) -> None:
+    """A mirror's base URL: http(s), a host, a valid port, no query or fragment (the file
+    paths are appended to it), no spaces or control characters; else a ``ConfigError``."""
+    where = f"data mirror URL {base_url!r}"
+    if any(character.isspace() or not character.isprintable() for character in base_url):
+        raise ConfigError(f"{where} holds a space or a control character")
+    try:
+        parts = urllib.parse.urlsplit(base_url)
+        parts.port  # noqa: B018  (a port that is not a number in 0..65535 raises here)
+    except ValueError as error:
+        raise ConfigError(f"{where} is not a URL ({error})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{where}: expected http:// or https:// and a host, e.g. {DEFAULT_BASE_URL}")
+    if parts.query or parts.fragment:
+        raise ConfigError(f"{where}: a base URL has no query or fragment (file paths are appended to it)")
+
+
+def check_timeout(timeout: float) -> None:
+    """How long a server may stay silent: a finite number of seconds > 0."""
+    if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
+        raise ConfigError(f"timeout {timeout!r}: expected a finite number of seconds > 0")
+
+
+def _host(url: str) -> str:
+    return urllib.parse.urlsplit(url).netloc
+
+
 def _download_piece(url: str, partial: Path, timeout: float) -> None:
     """Append the rest of ``url`` to ``partial`` (Range from its size); restart on a 200."""
     have = partial.stat().st_size if partial.exists() else 0
@@ -153,80 +186,88 @@ def _download_piece(url: str, partial: Path, timeout: float) -> None:
         if error.code == 416 and have:  # nothing left to fetch: the partial is complete
             return
         raise DataError(f"{url}: HTTP {error.code} {error.reason}") from None
-    except (urllib.error.URLError, OSError) as error:
-        raise DataError(f"{url}: cannot connect ({getattr(error, 'reason', error)})") from None
-    with response:
-        mode = "ab" if response.status == 206 else "wb"  # 200: the server sent it all again
-        with partial.open(mode) as handle:
-            try:
-                for block in iter(lambda: response.read(_BLOCK), b""):
-                    handle.write(block)
-            except (OSError, http.client.HTTPException):
-                pass  # the connection broke; what arrived is kept and counted below
-            missing = response.length  # bytes the server announced but did not send
-        if missing:
-            raise DataError(
-                f"{url}: download interrupted with {missing} bytes missing; what arrived is kept "
-                "in .partial/ — run the same command again to resume"
-            )
+    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as error:
+        reason = getattr(error, "reason", error)
+        if isinstance(reason, TimeoutError):
+            raise DataError(f"{_host(url)} did not answer within {timeout:g} s ({url}); try again "
+                            "later, or wait longer with --timeout SECONDS") from None
+        raise DataError(f"{url}: cannot connect ({reason})") from None
+    with response, StreamFile(partial, append=response.status == 206) as handle:  # 200: all again
+        while block := _next_block(response, url, timeout):
+            handle.write(block)
+        missing = response.length  # bytes the server announced but did not send
+    if missing:
+        raise DataError(
+            f"{url}: download interrupted with {missing} bytes missing; what arrived is kept "
+            "in .partial/ — run the same command again to resume"
+        )
 
 
-def _assemble(remote: RemoteFile, partials: list[Path], destination: Path) -> str:
-    """Write the target's bytes to ``destination``; returns their sha256."""
-    digest = hashlib.sha256()
-    with destination.open("wb") as out:
-        for partial in partials:
-            opener = gzip.open if remote.gunzip else open
-            try:
-                with opener(partial, "rb") as source:
-                    for block in iter(lambda: source.read(_BLOCK), b""):
-                        digest.update(block)
-                        out.write(block)
-            except (OSError, EOFError) as error:  # a corrupt gzip stream
-                return f"unreadable ({error})"
-        out.flush()
-        os.fsync(out.fileno())
-    return digest.hexdigest()
+def _next_block(response: http.client.HTTPResponse, url: str, timeout: float) -> bytes:
+    """The next block of the body; empty at its end or where the connection broke (what is
+    missing is counted by the caller); a server that stops sending is a ``DataError``."""
+    try:
+        return response.read(_BLOCK)
+    except TimeoutError:
+        raise DataError(
+            f"{_host(url)} sent nothing for {timeout:g} s during {url}; what arrived is kept in "
+            ".partial/ — run the same command again to resume (or wait longer with --timeout SECONDS)"
+        ) from None
+    except (OSError, http.client.HTTPException):
+        return b""
+
+
+def _assembled(remote: RemoteFile, partials: list[Path]) -> Iterator[bytes]:
+    """The target's bytes block by block: the pieces in order, each gunzipped for a .gz source."""
+    opener = gzip.open if remote.gunzip else open
+    for partial in partials:
+        try:
+            with opener(partial, "rb") as source:
+                while block := source.read(_BLOCK):
+                    yield block
+        except (OSError, EOFError) as error:  # a corrupt gzip stream
+            raise DataError(f"{remote.target}: downloaded {partial.name} cannot be read ({error}); "
+                            "nothing was kept") from None
+
+
+def _remove(partials: list[Path], staging: Path) -> None:
+    for partial in partials:
+        partial.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # only when nothing else is kept there
+        staging.rmdir()
 
 
 def fetch_file(
-    remote: RemoteFile, dest: Path, base_url: str = DEFAULT_BASE_URL, timeout: float = 60.0
+    remote: RemoteFile, dest: Path, base_url: str = DEFAULT_BASE_URL, timeout: float = DEFAULT_TIMEOUT
 ) -> bool:
     """Download, check and place one file; False if it was already there with the pinned sum."""
+    check_base_url(base_url)
+    check_timeout(timeout)
     target = dest / remote.target
     if target.is_file() and file_sha256(target) == remote.sha256:
         return False
-    staging = dest / PARTIAL_DIR
-    staging.mkdir(parents=True, exist_ok=True)
+    staging = make_folder(dest / PARTIAL_DIR)
     stem = remote.target.replace("/", "__")
     partials = [staging / f"{stem}.{index}" for index in range(len(remote.pieces))]
-    for piece, partial in zip(remote.pieces, partials, strict=True):
-        _download_piece(piece.url(base_url), partial, timeout)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    temp = Path(temp_name)
     try:
-        actual = _assemble(remote, partials, temp)
+        for piece, partial in zip(remote.pieces, partials, strict=True):
+            _download_piece(piece.url(base_url), partial, timeout)
+    finally:
+        with contextlib.suppress(OSError):  # a folder left empty (nothing arrived to resume)
+            staging.rmdir()
+    try:
+        data = b"".join(_assembled(remote, partials))
+        actual = hashlib.sha256(data).hexdigest()
         if actual != remote.sha256:
             raise DataError(
-                f"{remote.target}: downloaded bytes have sha256 {actual[:64]}, not the pinned "
+                f"{remote.target}: downloaded bytes have sha256 {actual}, not the pinned "
                 f"{remote.sha256} (altered in transit or a different release); nothing was kept"
             )
-        os.chmod(temp, 0o644)
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            temp.unlink()
+    except DataError:  # checked and refused: the pieces are of no further use
+        _remove(partials, staging)
         raise
-    finally:
-        # Checked (placed) or refused: the pieces are of no further use either way.
-        if not temp.exists():
-            for partial in partials:
-                with contextlib.suppress(FileNotFoundError):
-                    partial.unlink()
-            with contextlib.suppress(OSError):
-                staging.rmdir()
+    write_bytes_atomic(target, data)  # if this fails, the checked pieces stay for the next run
+    _remove(partials, staging)
     return True
 
 
@@ -234,16 +275,30 @@ def fetch_data(
     dest: Path,
     base_url: str = DEFAULT_BASE_URL,
     targets: Iterable[str] | None = None,
-    timeout: float = 60.0,
+    timeout: float = DEFAULT_TIMEOUT,
     on_file: Callable[[RemoteFile, bool], None] | None = None,
 ) -> list[FileStatus]:
-    """Fetch every data file (or ``targets``) into ``dest``; returns ``check_data`` after."""
+    """Fetch every data file (or ``targets``) into ``dest``; returns ``check_data`` after.
+
+    ``timeout``: seconds a server may send nothing (to connect, to answer, between blocks)
+    before it counts as stalled. The URL and the timeout are checked before anything is
+    written; a failed write is a ``WriteError`` naming the file and the cause.
+    """
     files = select(targets)
-    dest.mkdir(parents=True, exist_ok=True)
-    for remote in files:
-        downloaded = fetch_file(remote, dest, base_url, timeout)
-        if on_file is not None:
-            on_file(remote, downloaded)
+    check_base_url(base_url)
+    check_timeout(timeout)
+    created = not dest.exists()
+    make_folder(dest)
+    try:
+        for remote in files:
+            downloaded = fetch_file(remote, dest, base_url, timeout)
+            if on_file is not None:
+                on_file(remote, downloaded)
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):  # only when nothing arrived
+                dest.rmdir()
+        raise
     return check_data(dest, files)
 
 

@@ -10,8 +10,8 @@ actually used, the budgets and the tokenizer — never from file times.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from llmevo.artifacts.io import write_bytes_atomic
 from llmevo.data.pins import read_text, verified_path
 from llmevo.data.tokenizer import TokenizerInfo, load_or_train_bpe, token_byte_lengths
 from llmevo.digests import sha256_file
@@ -145,11 +146,10 @@ def _cached_encode(
             return cached
     ids, end = encode_prefix(info, text, budget)
     array = np.asarray(ids, dtype=np.uint16)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
-    np.savez(temporary, ids=array, end=np.int64(end), claim=np.str_(claim),
+    entry = io.BytesIO()
+    np.savez(entry, ids=array, end=np.int64(end), claim=np.str_(claim),
              ids_sha256=np.str_(hashlib.sha256(array.tobytes()).hexdigest()))
-    temporary.replace(path)
+    write_bytes_atomic(path, entry.getvalue())
     return torch.from_numpy(array.astype(np.int64)), end
 
 

@@ -62,8 +62,14 @@ def read_pinned(
 
 
 def jsonl_records(raw: bytes, source: Path, fields: tuple[str, ...]) -> Iterator[tuple[int, dict]]:
-    """(line index, record) for each JSON line; a bad line or a missing string field is an error."""
-    for index, line in enumerate(raw.decode("utf-8").splitlines()):
+    """(line index, record) for each JSON line. Bytes that are not UTF-8, a bad line, a missing
+    string field or one that is not text (a lone surrogate escape such as ``\\ud800``) are errors."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise DataError(f"{source}: not UTF-8 text (byte 0x{raw[error.start]:02x} at offset "
+                        f"{error.start}); expected JSON lines") from None
+    for index, line in enumerate(text.splitlines()):
         try:
             item = json.loads(line)
         except json.JSONDecodeError as error:
@@ -71,6 +77,12 @@ def jsonl_records(raw: bytes, source: Path, fields: tuple[str, ...]) -> Iterator
         if not isinstance(item, dict) or not all(isinstance(item.get(key), str) for key in fields):
             quoted = " and ".join(f"'{key}'" for key in fields)
             raise DataError(f"{source}: line {index} lacks string {quoted} fields")
+        for key in fields:
+            try:
+                item[key].encode("utf-8")
+            except UnicodeEncodeError as error:
+                raise DataError(f"{source}: line {index}: '{key}' holds a lone surrogate "
+                                f"(\\u{ord(item[key][error.start]):04x}), not text") from None
         yield index, item
 
 

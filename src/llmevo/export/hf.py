@@ -23,15 +23,13 @@ tokenizer ids against ``transformers``).
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from llmevo.artifacts.io import staged_folder, write_file_atomic, write_text_atomic
 from llmevo.data.tokenizer import SPECIAL_TOKENS
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
@@ -187,7 +185,8 @@ def export_hf(checkpoint: Path | str, out: Path | str) -> Path:
     """Write ``checkpoint`` as a ``transformers`` Llama directory at ``out``; returns ``out``.
 
     ``out`` must not exist or be empty. The directory is built beside it and renamed into
-    place, so a failure leaves nothing half-written.
+    place (``artifacts.io.staged_folder``), so a failure leaves nothing half-written; a failed
+    write is a ``WriteError`` naming the file and the cause.
     """
     from safetensors.torch import save_file
     from tokenizers import Tokenizer
@@ -210,10 +209,9 @@ def export_hf(checkpoint: Path | str, out: Path | str) -> Path:
     config = loaded.model_config
     state = llama_state_dict(loaded.model, config)
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    try:
-        save_file(state, str(staging / "model.safetensors"), metadata={"format": "pt"})
+    with staged_folder(target) as staging:
+        write_file_atomic(staging / "model.safetensors", lambda temporary: save_file(
+            state, str(temporary), metadata={"format": "pt"}))
         files = {
             "config.json": llama_config(config, special_ids),
             "generation_config.json": {
@@ -235,13 +233,6 @@ def export_hf(checkpoint: Path | str, out: Path | str) -> Path:
             },
         }
         for name, content in files.items():
-            (staging / name).write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
-        (staging / "tokenizer.json").write_text(loaded.tokenizer_json, encoding="utf-8")
-        os.chmod(staging, 0o755)
-        if target.exists():
-            target.rmdir()
-        os.replace(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+            write_text_atomic(staging / name, json.dumps(content, indent=2) + "\n")
+        write_text_atomic(staging / "tokenizer.json", loaded.tokenizer_json)
     return target

@@ -19,6 +19,12 @@ from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
 from torch import nn
 
+from llmevo.artifacts.io import (
+    staged_folder,
+    write_file_atomic,
+    write_json_atomic,
+    write_text_atomic,
+)
 from llmevo.catalog import build_model
 from llmevo.digests import sha256_file
 from llmevo.errors import ArtifactError
@@ -51,25 +57,25 @@ def save_checkpoint(
     """Write the checkpoint into ``directory`` (created); returns the directory.
 
     ``tokenizer_json`` is the tokenizer's JSON text (``tokenizers.Tokenizer.to_str()``).
-    ``metadata`` must be JSON-serialisable.
+    ``metadata`` must be JSON-serialisable. All or nothing: the files are written into a
+    staging folder first (``artifacts.io.staged_folder``), so a failed write (one line naming
+    the file, ``WriteError``) leaves no new folder and an earlier checkpoint there unchanged.
     """
-    from llmevo.artifacts.io import write_json_atomic, write_text_atomic
-
     folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
-    weights = folder / WEIGHTS_FILE
-    save_model(model, str(weights))
-    if tokenizer_json is not None:
-        write_text_atomic(folder / TOKENIZER_FILE, tokenizer_json)
-    config = {
-        "format": CHECKPOINT_FORMAT,
-        "version": CHECKPOINT_VERSION,
-        "model": model_config.model_dump(mode="json"),
-        "tokenizer": TOKENIZER_FILE if tokenizer_json is not None else None,
-        "weights_sha256": sha256_file(weights),
-        "metadata": metadata or {},
-    }
-    write_json_atomic(folder / CONFIG_FILE, config)
+    with staged_folder(folder) as staging:
+        weights = staging / WEIGHTS_FILE
+        write_file_atomic(weights, lambda temporary: save_model(model, str(temporary)))
+        if tokenizer_json is not None:
+            write_text_atomic(staging / TOKENIZER_FILE, tokenizer_json)
+        config = {
+            "format": CHECKPOINT_FORMAT,
+            "version": CHECKPOINT_VERSION,
+            "model": model_config.model_dump(mode="json"),
+            "tokenizer": TOKENIZER_FILE if tokenizer_json is not None else None,
+            "weights_sha256": sha256_file(weights),
+            "metadata": metadata or {},
+        }
+        write_json_atomic(staging / CONFIG_FILE, config)
     return folder
 
 

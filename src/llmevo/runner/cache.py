@@ -71,6 +71,7 @@ from torch import nn
 
 from llmevo.artifacts.io import write_bytes_atomic
 from llmevo.catalog import full_registry
+from llmevo.errors import WriteError
 from llmevo.registry import MODEL_SLOTS, ComponentChoice
 from llmevo.runner.arm import Arm
 from llmevo.runner.arm_run import ArmRun
@@ -274,7 +275,13 @@ class ArmCache:
         return (payload, state_path) if intact and isinstance(payload, dict) else None
 
     def _store(self, key: str, kind: str, payload: dict[str, Any], state: bytes | None = None) -> None:
-        """Write an entry (the state first; the JSON last, naming it); a failed write is skipped."""
+        """Write an entry (the state first; the JSON last, naming it); a failed write is skipped.
+
+        Skipped, not an error: an entry is stored after its run has trained, so refusing here
+        would throw away the run it caches (the artifact is written through the same guarded
+        writer and does refuse). Each file is atomic, so a skipped entry leaves at most a
+        state file without its JSON, which is a miss.
+        """
         entry_path, state_path = self._paths(key)
         try:
             if state is not None:
@@ -284,7 +291,7 @@ class ArmCache:
             entry = {"version": ENTRY_VERSION, "key": key, "kind": kind,
                      "payload_sha256": _sha256_text(text), "payload": json.loads(text)}
             write_bytes_atomic(entry_path, (canonical_json(entry) + "\n").encode("utf-8"))
-        except (OSError, TypeError, ValueError):  # unwritable cache, unserialisable stats
+        except (WriteError, TypeError, ValueError):  # unwritable cache, unserialisable stats
             return
 
 

@@ -4,8 +4,7 @@ The trainer calls ``logger.log_step(StepRecord(...))`` after every optimizer ste
 caller that trains several arms or replicas opens one named run per arm/replica from a
 ``RunLogs`` (``logs.run("method-seed42")``) and passes it in, and logs evaluation metrics
 on the same run when training is done. ``TensorBoardLogs`` writes one TensorBoard run
-directory per name through ``torch.utils.tensorboard.SummaryWriter``, so the arms' curves
-overlay under the same tags:
+directory per name, so the arms' curves overlay under the same tags:
 
 - ``train/loss``, ``train/lr`` (of the first parameter group), ``train/grad_norm`` (the
   total gradient norm before clipping), at global step = optimizer steps done;
@@ -13,17 +12,32 @@ overlay under the same tags:
   ``evolve/fitness``), and text entries (an evolved trial's genome).
 
 Post-training or any other loop reuses the same two calls.
+
+The event file is written here, in the caller's thread, through the guarded write path
+(``artifacts.io.StreamFile``): records built by ``torch.utils.tensorboard.summary`` and framed
+by TensorBoard's ``RecordWriter``, the file format ``SummaryWriter`` writes. ``SummaryWriter``
+itself writes from a thread of its own, whose failure (a full disk) prints a traceback of its
+own and reaches the caller only at a later call; here a failed write is one ``WriteError``
+naming the event file, and the file is removed (half a log is not kept). Each record is
+flushed as it is logged, so TensorBoard shows a run while it trains.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import os
+import socket
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from llmevo.artifacts.io import StreamFile
 from llmevo.errors import ConfigError
+
+_EVENT_FILE_NUMBERS = itertools.count()  # event files opened by this process
 
 
 @dataclass(frozen=True)
@@ -56,30 +70,43 @@ class RunLogs(Protocol):
 
 
 class TensorBoardRun:
-    """A ``RunLogger`` writing TensorBoard event files under ``log_dir``."""
+    """A ``RunLogger`` writing one TensorBoard event file under ``log_dir``."""
 
     def __init__(self, log_dir: Path):
-        from torch.utils.tensorboard import SummaryWriter
+        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.summary.writer.record_writer import RecordWriter
+        from torch.utils.tensorboard.summary import scalar, text
 
-        self.writer = SummaryWriter(log_dir=str(log_dir))
+        self._event, self._scalar, self._text = Event, scalar, text
+        name = (f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
+                f"{os.getpid()}.{next(_EVENT_FILE_NUMBERS)}")
+        self.file = StreamFile(Path(log_dir) / name)
+        self._records = RecordWriter(self.file)
+        self._write(self._event(wall_time=time.time(), file_version="brain.Event:2"))
+
+    def _write(self, event: Any) -> None:
+        self._records.write(event.SerializeToString())
+        self.file.flush()
+
+    def _summary(self, summary: Any, step: int) -> None:
+        self._write(self._event(wall_time=time.time(), step=step, summary=summary))
 
     def log_step(self, record: StepRecord) -> None:
         step = record.step + 1
-        self.writer.add_scalar("train/loss", record.loss, step)
-        self.writer.add_scalar("train/lr", record.lr, step)
-        self.writer.add_scalar("train/grad_norm", record.grad_norm, step)
+        for tag, value in (("train/loss", record.loss), ("train/lr", record.lr),
+                           ("train/grad_norm", record.grad_norm)):
+            self._summary(self._scalar(tag, value), step)
 
     def log_metrics(self, group: str, metrics: Mapping[str, Any], step: int) -> None:
         for name, value in metrics.items():
             if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-                self.writer.add_scalar(f"{group}/{name}", float(value), step)
+                self._summary(self._scalar(f"{group}/{name}", float(value)), step)
 
     def log_text(self, tag: str, text: str, step: int) -> None:
-        self.writer.add_text(tag, text, step)
+        self._summary(self._text(tag, text), step)
 
     def close(self) -> None:
-        self.writer.flush()
-        self.writer.close()
+        self.file.close()
 
     def __enter__(self) -> TensorBoardRun:
         return self

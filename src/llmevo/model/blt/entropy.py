@@ -32,6 +32,7 @@ from pydantic import PositiveFloat, PositiveInt
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
+from llmevo.artifacts.io import write_file_atomic
 from llmevo.components.optim.adamw import AdamWOptimizer
 from llmevo.data.bytes import BOS_ID, BYTE_VOCAB_SIZE, bytes_fingerprint
 from llmevo.errors import DataError
@@ -204,15 +205,13 @@ def train_or_load_entropy_model(
         started = time.perf_counter()
         model = train_entropy_model(settings, train_bytes, seed)
         state = {k: v for k, v in model.state_dict().items() if k != "head.weight"}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".partial")
         metadata = {
             "settings": settings.model_dump_json(),
             "train_seconds": f"{time.perf_counter() - started:.1f}",
             "train_bytes_sha256": bytes_fingerprint(train_bytes),
         }
-        save_file({k: v.contiguous() for k, v in state.items()}, str(partial), metadata=metadata)
-        partial.replace(path)
+        write_file_atomic(path, lambda temporary: save_file(
+            {k: v.contiguous() for k, v in state.items()}, str(temporary), metadata=metadata))
     return EntropyModelRecord(
         model=model,
         path=path,
