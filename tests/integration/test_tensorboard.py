@@ -153,3 +153,16 @@ def test_post_training_logs_the_stage_per_step_after_pretraining(tmp_path, data_
     artifact = json.loads((tmp_path / "a.json").read_text())
     mean = sum(value for _, value in method["post_train/loss"]) / 3
     assert mean == pytest.approx(artifact["method"]["post_training_loss"], rel=1e-6)
+
+
+def test_a_run_reopened_many_times_reads_back_in_the_order_it_was_written(tmp_path):
+    """One event file per opening (evolve's ``trials`` run opens once per trial): past nine
+    files in one second their names must still sort in creation order."""
+    from llmevo.train.logging import TensorBoardLogs
+
+    logs = TensorBoardLogs(tmp_path)
+    for step in range(12):
+        run = logs.run("trials")
+        run.log_metrics("evolve", {"fitness": float(step)}, step)
+        run.close()
+    assert [step for step, _ in _scalars(tmp_path / "trials")["evolve/fitness"]] == list(range(12))

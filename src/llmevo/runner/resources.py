@@ -21,6 +21,7 @@ Public API: ``MemoryEstimate``, ``estimate_memory``, ``available_memory``, ``con
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,7 +59,10 @@ def _hidden(config: ModelConfig) -> int:
 
 def estimate_memory(config: ModelConfig, train: TrainConfig) -> MemoryEstimate:
     """What one training run of ``config`` at ``train``'s batch and window needs."""
-    with torch.device("meta"):
+    with torch.device("meta"), warnings.catch_warnings():
+        # an architecture that loads weights at construction (BLT's entropy model) loads
+        # nothing onto the meta device, and says so; the count is what matters here
+        warnings.filterwarnings("ignore", message=".*meta parameter.*", category=UserWarning)
         model = build_model(config)
     parameters = sum(p.numel() for p in model.parameters())
     weights = parameters * (2 + OPTIMIZER_STATE_PER_WEIGHT) * BYTES_PER_VALUE

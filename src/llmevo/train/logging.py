@@ -79,7 +79,7 @@ class TensorBoardRun:
 
         self._event, self._scalar, self._text = Event, scalar, text
         name = (f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
-                f"{os.getpid()}.{next(_EVENT_FILE_NUMBERS)}")
+                f"{os.getpid()}.{next(_EVENT_FILE_NUMBERS):08d}")  # sorts in creation order
         self.file = StreamFile(Path(log_dir) / name)
         self._records = RecordWriter(self.file)
         self._write(self._event(wall_time=time.time(), file_version="brain.Event:2"))
