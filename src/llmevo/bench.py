@@ -280,6 +280,9 @@ def _measure_runs(config: ModelConfig, device: torch.device, replicas: int, trai
 
 
 def _measure_spawned(queue: Any, threads: int, args: tuple) -> None:
+    from llmevo.train.execution import die_with_parent
+
+    die_with_parent()
     torch.set_num_threads(threads)
     try:
         queue.put(("ok", _measure_runs(*args)))

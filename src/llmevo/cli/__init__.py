@@ -4,16 +4,59 @@ Each area keeps its commands in its own module here and registers them on ``app`
 import list below is explicit on purpose (no discovery by scanning). Command modules import
 torch, Optuna, matplotlib and the model code inside their command functions, so that
 ``llmevo --help`` and usage errors answer at once (checked by a test).
+
+Signals. SIGINT and SIGTERM are caught first thing, before anything else is imported, and
+an interrupt is never ignored: the handlers replace an inherited SIG_IGN (a shell script's
+background job starts with SIGINT ignored) and release the two signals if they arrive
+blocked. Until ``main`` runs a command (while typer, rich and the command modules import,
+about a quarter of a second) nothing has started, so a signal ends the process at once.
+While a command runs, a signal unwinds it as Ctrl-C does (``KeyboardInterrupt``: every
+``finally`` and ``except KeyboardInterrupt`` runs, worker processes are stopped). Either
+way the command ends with one line on stderr and 128 + the signal number (130 for SIGINT,
+143 for SIGTERM), what a shell reports for a process that signal killed; so does a
+command that swallowed the interrupt and went on.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 
-import typer
+SIGNALS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
+_BEFORE = {number: signal.getsignal(number) for number in SIGNALS}  # restored when main ends
 
-from llmevo.cli.common import app, console, err_console
-from llmevo.errors import LlmevoError
+
+def _catch_signals(handler: object) -> None:
+    for number in SIGNALS:
+        signal.signal(number, handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+
+
+def _exit_at_once(number: int, _frame: object) -> None:
+    """Before a command runs there is nothing to clean up (and ``os._exit``, unlike an
+    exception, cannot be swallowed by the import it interrupts)."""
+    os.write(2, f"{SIGNALS[number]}\n".encode())
+    os._exit(128 + number)
+
+
+def _in_a_worker() -> bool:
+    """A spawned worker process (evolution's) starts by running the command's main module
+    again as ``__mp_main__``, beside its own ``__main__``; the console script imports this
+    module, and a worker keeps its own signal handling."""
+    rerun = sys.modules.get("__mp_main__")
+    return rerun is not None and rerun is not sys.modules.get("__main__")
+
+
+if not _in_a_worker():
+    _catch_signals(_exit_at_once)  # first thing: before typer, rich and the command modules
+
+import threading  # noqa: E402
+
+import typer  # noqa: E402
+
+from llmevo.cli.common import app, console, err_console  # noqa: E402
+from llmevo.errors import LlmevoError  # noqa: E402
 
 __all__ = ["app", "console", "err_console", "main"]
 
@@ -30,6 +73,14 @@ from llmevo.cli import reproduce as _reproduce  # noqa: E402,F401
 
 # --- end of command modules ---
 
+_received: list[int] = []  # the signals the running command received, in order
+
+
+def _unwind(number: int, _frame: object) -> None:
+    """While a command runs: stop it as Ctrl-C does, so that its cleanups run."""
+    _received.append(number)
+    raise KeyboardInterrupt
+
 
 def _is_usage_error(error: BaseException) -> bool:
     """A click exception (typer vendors click as ``typer._click`` since 0.2x, so match by
@@ -37,41 +88,68 @@ def _is_usage_error(error: BaseException) -> bool:
     return any(cls.__name__ == "ClickException" for cls in type(error).__mro__)
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
-def fail(message: str, code: int = 2) -> None:
-    """Print ``error: message`` as one line on stderr and exit with ``code``."""
-    err_console.print(f"[bold red]error:[/] {_one_line(message)}", highlight=False,
+def _fail(message: str) -> int:
+    """Print ``error: message`` as one line on stderr; the exit status of a user error."""
+    err_console.print(f"[bold red]error:[/] {' '.join(message.split())}", highlight=False,
                       soft_wrap=True, markup=True)
-    sys.exit(code)
+    return 2
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: user errors become one line on stderr and exit status 2."""
+def _interrupted(said: bool = False) -> int:
+    """128 + the first signal received (SIGINT when the interrupt was raised in code);
+    ``said``: the command printed its own line already."""
+    number = _received[0] if _received else signal.SIGINT
+    if not said:
+        err_console.print(SIGNALS[number], highlight=False)
+    return 128 + number
+
+
+def _run(argv: list[str] | None) -> int:
+    """Run the command; its exit status. A user error prints its one line."""
     try:
         code = app(args=argv, standalone_mode=False, prog_name="llmevo")
-        if isinstance(code, int) and code:
-            if code == 130:  # typer returns it on Ctrl-C in non-standalone mode
-                err_console.print("interrupted")
-            sys.exit(code)
-    except LlmevoError as error:
-        fail(str(error).replace("[", r"\["))
-    except KeyboardInterrupt:
-        err_console.print("interrupted")
-        sys.exit(130)
-    except typer.Exit as exit_:
-        sys.exit(exit_.exit_code)
-    except typer.Abort:
-        err_console.print("interrupted")
-        sys.exit(130)
-    except OSError as error:  # e.g. the disk filled up while writing: no traceback
-        where = f" ({error.filename})" if getattr(error, "filename", None) else ""
-        fail(f"{error.strerror or error}{where}".replace("[", r"\["))
-    except Exception as error:  # click usage errors arrive here in non-standalone mode
-        if not _is_usage_error(error):
+    except (KeyboardInterrupt, typer.Abort):
+        return _interrupted()
+    except SystemExit:  # a command that ended itself, having said why
+        if _received:
+            return _interrupted(said=True)
+        raise
+    except BaseException as error:
+        if _received:  # whatever the unwinding raised on its way out, the command was stopped
+            return _interrupted()
+        if isinstance(error, typer.Exit):
+            return error.exit_code
+        if isinstance(error, LlmevoError):
+            return _fail(str(error).replace("[", r"\["))
+        if isinstance(error, OSError):  # e.g. the disk filled up while writing: no traceback
+            where = f" ({error.filename})" if getattr(error, "filename", None) else ""
+            return _fail(f"{error.strerror or error}{where}".replace("[", r"\["))
+        if not _is_usage_error(error):  # a bug: keep its traceback
             raise
         context = getattr(error, "ctx", None)
         hint = f" (see '{context.command_path} --help')" if context is not None else ""
-        fail(f"{error.format_message()}{hint}".replace("[", r"\["))
+        return _fail(f"{error.format_message()}{hint}".replace("[", r"\["))
+    if code == 130 or _received:  # typer returns 130 for a KeyboardInterrupt it caught
+        return _interrupted()
+    return code if isinstance(code, int) else 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: user errors become one line on stderr and exit status 2;
+    SIGINT and SIGTERM stop the command, which ends with one line and 130 or 143."""
+    _received.clear()
+    _catch_signals(_unwind)
+    try:
+        status = _run(argv)
+    finally:
+        for number, handler in _BEFORE.items():
+            signal.signal(number, handler)
+    if _received and any(not thread.daemon for thread in threading.enumerate()
+                         if thread is not threading.main_thread()):
+        # a library thread that the interrupt cut off before its owner could stop it (Optuna's
+        # trial heartbeat, when the signal lands while it starts) would hold the exit forever
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    if status:
+        sys.exit(status)

@@ -20,6 +20,7 @@ from llmevo.cli.common import (
     SamplerName,
     app,
     console,
+    err_console,
     parse_floats,
     parse_seeds,
     resolve_cache_dir,
@@ -166,8 +167,7 @@ def evolve(
     try:
         summary = run(settings, notify=console.print)
     except KeyboardInterrupt:
-        console.print("interrupted: the study is resumable; run the same command again")
-        # typer turns KeyboardInterrupt into a return value that the entry point drops
-        raise SystemExit(130) from None
+        err_console.print("interrupted: the study is resumable; run the same command again")
+        raise SystemExit(130) from None  # the entry point sets 130 or 143, adding no line
     if summary is not None:
         console.print(f"[bold]verdict (test fitness):[/] {summary.verdict}")

@@ -215,12 +215,32 @@ def finished_trials(study: optuna.Study) -> list[FrozenTrial]:
     return [t for t in study.get_trials(deepcopy=False) if is_finished(t)]
 
 
+class _SilentOnInterrupt(logging.Filter):
+    """Optuna reports a trial stopped by Ctrl-C (or SIGTERM) as a warning carrying the whole
+    traceback, then a second one; the command says in one line that it stopped, so from
+    the first interrupted trial on nothing more of Optuna's is printed by this process."""
+
+    interrupted = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt):
+            self.interrupted = True
+        return not self.interrupted
+
+
+_SILENT_ON_INTERRUPT = _SilentOnInterrupt()
+
+
 def quiet_optuna() -> None:
-    """Optuna's INFO lines and experimental-feature warnings (heartbeats) off."""
+    """Optuna's INFO lines and experimental-feature warnings (heartbeats) off, and nothing
+    of its once a trial was interrupted."""
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     logging.getLogger("optuna").setLevel(logging.WARNING)
+    _SILENT_ON_INTERRUPT.interrupted = False
+    for handler in logging.getLogger("optuna").handlers:  # Optuna's own stderr handler
+        handler.addFilter(_SILENT_ON_INTERRUPT)
 
 
 def fail_silent_trials(study: optuna.Study, grace_period: float,

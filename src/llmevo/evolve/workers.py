@@ -14,11 +14,9 @@ Public API: ``build_space``, ``prepare_context``, ``run_workers``, ``worker_main
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import multiprocessing
 import signal
-import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -42,6 +40,7 @@ from llmevo.evolve.study import (
     open_study,
     quiet_optuna,
 )
+from llmevo.train.execution import WORKER_SIGNALS, die_with_parent
 
 MAX_ATTEMPTS_FACTOR = 3  # a worker stops after trials x this many attempts, finished or not
 
@@ -131,18 +130,8 @@ def worker_main(plan: EvolutionPlan, index: int, context: TrialContext | None = 
         return -1
 
 
-def _die_with_parent() -> None:
-    """Linux: a worker gets SIGKILL when the command that spawned it dies (even by SIGKILL),
-    so a killed command leaves no orphan workers behind."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        with contextlib.suppress(OSError):
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 def _spawned(plan: EvolutionPlan, index: int) -> None:
-    _die_with_parent()
+    die_with_parent()
     signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored while importing
     try:
         worker_main(plan, index)
@@ -172,12 +161,16 @@ def run_workers(plan: EvolutionPlan, context: TrialContext | None = None) -> Non
     spawn = multiprocessing.get_context("spawn")
     processes = [spawn.Process(target=_spawned, args=(plan, i), name=f"llmevo-worker-{i}")
                  for i in range(plan.workers)]
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # children start with it ignored
+    # the children start with SIGINT ignored (a spawned child inherits that, not a blocked
+    # mask); here it is held meanwhile, so one that arrives is received afterwards, not lost
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, WORKER_SIGNALS)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         for process in processes:
             process.start()
     finally:
         signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
     try:
         for process in processes:
             process.join()

@@ -23,15 +23,23 @@ draws its training windows from a generator seeded by ``spec.seed``, exactly as 
 ``train()`` call does, so a run's token-stream hash and losses do not depend on which
 other runs it was trained with or on the path (within float tolerance for batched ones).
 
+Worker processes never outlive the command: each dies with its parent (``die_with_parent``,
+shared with evolution's workers and the benchmark's), the parent stops them on the way out
+of any exception (Ctrl-C and SIGTERM included), and they leave SIGINT to the parent: a
+terminal's Ctrl-C reaches the whole process group, and only the parent decides.
+
 Public API: ``RunSpec``, ``RunOutcome``, ``train_many``, ``PATHS``, ``default_path``,
-``check_path``.
+``check_path``, ``die_with_parent``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import multiprocessing
 import os
+import signal
+import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -47,6 +55,7 @@ from llmevo.train.replicas import replica_group_key, replica_refusals, train_rep
 from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
 
 PATHS = ("auto", "sequential", "batched", "parallel", "parallel-batched")
+WORKER_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 @dataclass(frozen=True)
@@ -218,9 +227,28 @@ def train_many(
     return outcomes
 
 
+def die_with_parent() -> None:
+    """In a worker process (multiprocessing): Linux sends it SIGKILL when the process that
+    started it dies, even by SIGKILL, so no worker is left behind; one whose parent died
+    before this call exits now."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    parent = multiprocessing.parent_process()
+    if parent is not None and os.getppid() != parent.pid:
+        os._exit(1)
+
+
 def _worker(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, stream: Tensor,
             runs: Sequence[RunSpec], jobs: list[_Job], tasks: multiprocessing.Queue,
             results: multiprocessing.Queue, description: str) -> None:
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # its terminate() ends one at once, quietly
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, WORKER_SIGNALS)  # held since the fork
     torch.set_num_threads(1)
     while True:
         job_index = tasks.get()
@@ -255,13 +283,21 @@ def _run_parallel(build: Callable[[], nn.Module], build_optimizer: OptimizerFact
     processes = [context.Process(target=_worker,
                                  args=(build, build_optimizer, stream, runs, jobs, tasks, results, description),
                                  daemon=True) for _ in range(count)]
-    for process in processes:
-        process.start()
+    running: list[multiprocessing.process.BaseProcess] = []
     trained: dict[int, tuple[nn.Module, TrainResult, bool]] = {}
     if progress:
         progress.start(len(runs), f"{description} ({len(runs)} runs on {count} workers)")
-    started = time.perf_counter()
     try:
+        # forked with the two signals held, a worker sets its own handling before any
+        # reaches it; one that arrived here meanwhile is received when they are released
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, WORKER_SIGNALS)
+        try:
+            for process in processes:
+                process.start()
+                running.append(process)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        started = time.perf_counter()
         for _ in jobs:
             while True:
                 try:
@@ -286,7 +322,7 @@ def _run_parallel(build: Callable[[], nn.Module], build_optimizer: OptimizerFact
     finally:
         if progress:
             progress.stop()
-        for process in processes:
+        for process in running:
             process.join(timeout=1)
             if process.is_alive():
                 process.terminate()
