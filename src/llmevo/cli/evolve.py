@@ -20,11 +20,13 @@ from llmevo.cli.common import (
     PresetName,
     SamplerName,
     app,
+    check_applies,
     check_count,
     check_real,
     console,
     err_console,
     parse_floats,
+    parse_names,
     parse_seeds,
     resolve_cache_dir,
     resolve_data_dir,
@@ -153,6 +155,8 @@ def evolve(
     check_count("--sampler-seed", sampler_seed, minimum=0)
     check_count("--replicas-max", replicas_max)
     seed_list = parse_seeds(None, seeds)
+    check_applies("--genes", genes is not None, explain, "--explain")
+    gene_names = parse_names(genes, "--genes", "gene names") if genes is not None else None
     from llmevo.evolve import EvolutionSettings, run, search_space
     from llmevo.evolve import explain as explain_champion
 
@@ -183,8 +187,7 @@ def evolve(
         return
     settings = EvolutionSettings(seeds=seed_list, data_dir=resolve_data_dir(data_dir), **values)
     if explain:
-        explain_champion(settings, [g.strip() for g in genes.split(",")] if genes else None,
-                         notify=console.print)
+        explain_champion(settings, gene_names, notify=console.print)
         return
     try:
         summary = run(settings, notify=console.print)
