@@ -243,13 +243,20 @@ def check_replica_counts(replicas: list[int], replicas_max: int | None) -> list[
 
 
 def check_paths(paths: list[str], replicas_max: int | None, workers: int | None) -> None:
-    """Validate each execution path to measure (``llmevo.train.execution.check_path``)."""
+    """Validate the execution paths to measure (each by ``llmevo.train.execution.check_path``):
+    at least one, each once, and ``workers`` only with a path that runs workers."""
     from llmevo.train.execution import check_path
 
     if not paths:
         raise ConfigError("--path needs at least one execution path")
     for path in paths:
         check_path(path, replicas_max, workers)
+    repeated = sorted({path for path in paths if paths.count(path) > 1})
+    if repeated:
+        raise ConfigError(f"--path: {', '.join(repeated)} is named twice; name each path once")
+    if workers is not None and not any(p == "auto" or p.startswith("parallel") for p in paths):
+        raise ConfigError("--workers applies to the parallel paths (parallel, parallel-batched, "
+                          "auto on a CPU); none is measured here")
 
 
 def _measure_runs(config: ModelConfig, device: torch.device, replicas: int, train: TrainConfig,

@@ -1,4 +1,4 @@
-"""Signals (issue 23, cause 4).
+"""Signals and options that cannot apply (issue 23, causes 4 and 6).
 
 Signals: the command runs in a subprocess (``python -m llmevo``), as a user's shell runs it.
 An interrupt is never ignored: SIGINT ends it with exit status 130, SIGTERM with 143 (128 +
@@ -6,6 +6,9 @@ the signal number, what a shell reports), one line on stderr, no traceback, no a
 and no worker process left behind. Nothing here waits a fixed time that assumes a speed:
 each test polls for the state it needs (a worker process, a running trial) under a
 deadline that only bounds a failure.
+
+Options: an option that cannot apply to what was asked is an error (one line, exit 2,
+nothing written), through the command line and, where there is one, the Python API.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEADLINE = 300.0  # seconds: bounds a failing test; a passing one polls and moves on at once
@@ -306,3 +310,116 @@ def test_ctrl_c_during_evolve_is_one_line_and_leaves_the_study_resumable(tmp_pat
     with sqlite3.connect(database) as connection:
         states = [row[0] for row in connection.execute("SELECT state FROM trials")]
     assert "RUNNING" not in states and "FAIL" in states, states
+
+
+# --- options that cannot apply --------------------------------------------------------------
+
+def files_under(folder: Path) -> set[Path]:
+    return {p.relative_to(folder) for p in folder.rglob("*")}
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch, cache_dir, data_dir):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("LLMEVO_CACHE", str(cache_dir))
+    monkeypatch.setenv("LLMEVO_DATA", str(data_dir))
+    return work
+
+
+def assert_refused(args: list[str], capsys, work: Path, message: str) -> None:
+    before = files_under(work)
+    status = run_cli(args)
+    err = capsys.readouterr().err
+    assert status == 2, f"{args}: exit {status}, stderr {err!r}"
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert message in err, err
+    assert files_under(work) == before, f"{args}: wrote {files_under(work) - before}"
+
+
+# tiny sizes, so that a case wrongly accepted finishes in seconds instead of measuring for real
+TINY_BENCH = ["bench", "--threads", "1", "--batch-size", "2", "--seq-len", "8", "--steps", "2",
+              "--warmup", "0"]
+
+BENCH = [
+    (["--path", "nosuch"], "--path applies to --replicas"),
+    (["--path", "parallel"], "--path applies to --replicas"),
+    (["--sequential"], "--sequential applies to --replicas"),
+    (["--workers", "2"], "--workers applies to --replicas"),
+    (["--replicas-max", "4"], "--replicas-max applies to --replicas"),
+    (["--profile-top", "3"], "--profile-top applies to --profile"),
+    (["--replicas", ""], "--replicas: '' is not an integer"),
+    (["--replicas", "2", "--path", "nosuch"], "unknown training path 'nosuch'"),
+    (["--replicas", "2", "--path", ""], "unknown training path ''"),
+    (["--replicas", "2", "--path", "batched,batched"], "--path: batched is named twice"),
+    (["--replicas", "2", "--path", "batched,sequential,batched"], "--path: batched is named twice"),
+    (["--replicas", "2", "--sequential", "--path", "batched"], "--sequential is --path sequential"),
+    (["--replicas", "2", "--path", "sequential,batched", "--workers", "2"],
+     "--workers applies to the parallel paths"),
+    (["--replicas", "2", "--precision", "bf16"], "--precision bf16 does not combine with --replicas"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BENCH, ids=[" ".join(a) or "''" for a, _ in BENCH])
+def test_bench_options_that_cannot_apply_are_refused(args, message, capsys, workdir):
+    assert_refused([*TINY_BENCH, *args], capsys, workdir, message)
+
+
+def test_bench_library_refuses_a_path_named_twice():
+    import torch
+
+    from llmevo.bench import benchmark_replicas
+    from llmevo.errors import ConfigError
+    from llmevo.model.config import ModelConfig
+
+    with pytest.raises(ConfigError, match="batched is named twice"):
+        benchmark_replicas(ModelConfig(), torch.device("cpu"), [2], path=["batched", "batched"],
+                           isolate=False)
+
+
+GENES = [
+    (["--explain", "--genes", ""], "--genes: expected gene names"),
+    (["--explain", "--genes", "norm,,train.lr"], "--genes: expected gene names"),
+    (["--explain", "--genes", "norm,norm"], "--genes: norm is named twice"),
+    (["--genes", "norm"], "--genes applies to --explain"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), GENES, ids=[" ".join(a) for a, _ in GENES])
+def test_evolve_genes_that_name_nothing_are_refused(args, message, capsys, workdir):
+    # a missing data folder: a case wrongly accepted stops there instead of evolving
+    assert_refused(["evolve", "--preset", "smoke", "--study", "none", "--data-dir",
+                    str(workdir / "missing"), *args], capsys, workdir, message)
+
+
+POST_TRAINING_OPTIONS = {
+    "post_steps": ("--post-steps", 5), "post_batch_size": ("--post-batch-size", 4),
+    "post_lr": ("--post-lr", 1e-4), "post_seed_offset": ("--post-seed-offset", 1),
+    "method_config": ("--method-config", "beta=0.1"),
+    "preference_file": ("--preference-file", "prefs.jsonl"),
+    "arithmetic_max_operand": ("--arithmetic-max-operand", 9),
+}
+
+
+@pytest.mark.parametrize("field", list(POST_TRAINING_OPTIONS))
+def test_a_post_training_option_for_another_component_is_refused_by_the_request(field, data_dir):
+    from llmevo.errors import ConfigError
+    from llmevo.experiments import ReproductionRequest
+
+    option, value = POST_TRAINING_OPTIONS[field]
+    request = ReproductionRequest(name="rope", data_dir=data_dir, **{field: value})
+    with pytest.raises(ConfigError, match=f"{option} .*post-training method.*'rope'"):
+        request.plan()
+
+
+def test_reproduce_refuses_a_post_training_option_for_another_component(capsys, workdir):
+    assert_refused(["reproduce", "rope", "--steps", "2", "--threads", "1", "--device", "cpu",
+                    "--post-steps", "5"], capsys, workdir, "--post-steps")
+
+
+def test_a_post_training_method_still_takes_its_options(data_dir):
+    from llmevo.experiments import ReproductionRequest
+
+    plan = ReproductionRequest(name="sft", data_dir=data_dir, post_steps=5).plan()
+    assert plan.post_training is not None and plan.post_training.settings.steps == 5

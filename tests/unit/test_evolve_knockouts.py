@@ -58,6 +58,8 @@ def test_only_named_genes_and_unknown_genes_are_refused(space, champion):
     for bad in (["attention"], ["no_such_gene"]):
         with pytest.raises(ConfigError, match="not a gene where the champion differs"):
             knockout_variants(champion, space.baseline, space, bad)
+    with pytest.raises(ConfigError, match="names no gene"):  # not "all genes", not "none"
+        knockout_variants(champion, space.baseline, space, [])
 
 
 def test_knockout_readings():

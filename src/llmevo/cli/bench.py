@@ -15,6 +15,7 @@ from llmevo.cli.common import (
     ThreadsOption,
     app,
     apply_threads,
+    check_applies,
     check_count,
     console,
     parse_int_list,
@@ -37,26 +38,36 @@ def bench(
     replicas: Annotated[str | None, typer.Option(
         help="Replica counts, e.g. 1,2,4,8,16: aggregate tokens/s of R runs through train_many.")] = None,
     replicas_max: Annotated[int | None, typer.Option(help="Largest replica count allowed at once.")] = None,
-    path: Annotated[str, typer.Option(
-        help="How R runs execute: auto, sequential, batched, parallel, parallel-batched "
-             "(comma-separated: each measured side by side).")] = "auto",
+    path: Annotated[str | None, typer.Option(
+        help="With --replicas: how R runs execute: auto, sequential, batched, parallel, "
+             "parallel-batched (comma-separated: each measured side by side; default auto).")] = None,
     sequential: Annotated[bool, typer.Option("--sequential", help="Same as --path sequential.")] = False,
     workers: Annotated[int | None, typer.Option(help="Worker processes for parallel paths.")] = None,
     profile: Annotated[bool, typer.Option(
         "--profile", help="Profile one training step with torch.profiler: top ops by self CPU time.")] = False,
-    profile_top: Annotated[int, typer.Option(help="Ops listed by --profile (the rest are summed).")] = 15,
+    profile_top: Annotated[int | None, typer.Option(
+        help="Ops listed by --profile (the rest are summed; default 15).")] = None,
 ) -> None:
     """Measure llama_modern's training and evaluation tokens/s and peak memory."""
     check_count("--batch-size", batch_size)
     check_count("--seq-len", seq_len, minimum=2)
     check_count("--steps", steps)
     check_count("--profile-top", profile_top)
-    if profile and replicas:
+    if profile and replicas is not None:
         raise ConfigError("--profile measures one model's step; it does not combine with --replicas")
     check_count("--warmup", warmup, minimum=0)
     check_count("--replicas-max", replicas_max)
     check_count("--workers", workers)
-    counts = parse_int_list(replicas, "--replicas") if replicas else None
+    counts = parse_int_list(replicas, "--replicas") if replicas is not None else None
+    for option, given in (("--path", path is not None), ("--sequential", sequential),
+                          ("--workers", workers is not None), ("--replicas-max", replicas_max is not None)):
+        check_applies(option, given, counts is not None, "--replicas")
+    check_applies("--profile-top", profile_top is not None, profile, "--profile")
+    if precision != "fp32" and counts is not None:
+        raise ConfigError(f"--precision {precision} does not combine with --replicas: the replica "
+                          "rows train in fp32, and their ratio to one model would mix precisions")
+    if sequential and path is not None:
+        raise ConfigError("--sequential is --path sequential; give one of them")
     apply_threads(threads)
     import torch
     from rich.table import Table
@@ -71,7 +82,8 @@ def bench(
     from llmevo.model.config import ModelConfig
     from llmevo.train.device import accelerator_name, resolve_device
 
-    paths = ["sequential"] if sequential else [p.strip() for p in path.split(",")]
+    named = "auto" if path is None else path
+    paths = ["sequential"] if sequential else [p.strip() for p in named.split(",")]
     if counts is not None:
         counts = check_replica_counts(counts, replicas_max)
         check_paths(paths, replicas_max, workers)
@@ -80,7 +92,7 @@ def bench(
     torch_device = resolve_device(device)
     if profile:
         _print_profile(profile_step(ModelConfig(), torch_device, batch_size, seq_len, steps or 10, warmup,
-                                    precision, profile_top).as_dict(), batch_size, seq_len, as_json)
+                                    precision, profile_top or 15).as_dict(), batch_size, seq_len, as_json)
         return
     result = benchmark(ModelConfig(), torch_device, batch_size, seq_len, 30 if counts else steps or 30,
                        warmup, precision).as_dict()

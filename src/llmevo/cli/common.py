@@ -134,6 +134,24 @@ def apply_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
+def check_applies(option: str, given: bool, applies: bool, where: str) -> None:
+    """An option given where it cannot apply is an error, never silently ignored."""
+    if given and not applies:
+        raise ConfigError(f"{option} applies to {where}; drop it (here it would be ignored)")
+
+
+def parse_names(text: str, option: str, what: str) -> list[str]:
+    """``a,b`` -> ['a', 'b'] (``what``: e.g. "gene names"); an empty name (``''``,
+    ``a,,b``) or a name given twice is a one-line error naming the option."""
+    names = [item.strip() for item in text.split(",")]
+    if not all(names):
+        raise ConfigError(f"{option}: expected {what}, comma-separated (got '{text}')")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ConfigError(f"{option}: {', '.join(repeated)} is named twice; name each once")
+    return names
+
+
 def parse_int_list(text: str, option: str) -> list[int]:
     """``1,2,4`` -> [1, 2, 4]; a non-integer item is a one-line error naming the option."""
     values = []

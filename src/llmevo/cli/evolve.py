@@ -19,9 +19,11 @@ from llmevo.cli.common import (
     PresetName,
     SamplerName,
     app,
+    check_applies,
     console,
     err_console,
     parse_floats,
+    parse_names,
     parse_seeds,
     resolve_cache_dir,
     resolve_data_dir,
@@ -130,6 +132,8 @@ def evolve(
 ) -> None:
     """Evolve genomes (a component per slot, optimizer, training genes) on an Optuna study."""
     seed_list = parse_seeds(None, seeds)
+    check_applies("--genes", genes is not None, explain, "--explain")
+    gene_names = parse_names(genes, "--genes", "gene names") if genes is not None else None
     from llmevo.evolve import EvolutionSettings, run, search_space
     from llmevo.evolve import explain as explain_champion
 
@@ -161,8 +165,7 @@ def evolve(
         return
     settings = EvolutionSettings(seeds=seed_list, data_dir=resolve_data_dir(data_dir), **values)
     if explain:
-        explain_champion(settings, [g.strip() for g in genes.split(",")] if genes else None,
-                         notify=console.print)
+        explain_champion(settings, gene_names, notify=console.print)
         return
     try:
         summary = run(settings, notify=console.print)

@@ -64,8 +64,11 @@ def knockout_variants(
 ) -> dict[str, Genome]:
     """``{name: genome}``: ``revert <gene>`` for each differing gene (or each of ``genes``),
     ``champion architecture, baseline training`` and ``baseline architecture, champion
-    training``. An unknown or non-differing gene is a ``ConfigError``."""
+    training``. An empty ``genes``, or an unknown or non-differing gene, is a ``ConfigError``."""
     differing = differing_genes(champion, baseline, space)
+    if genes is not None and not genes:
+        raise ConfigError("--genes names no gene; leave it out to knock out every gene where "
+                          f"the champion differs: {', '.join(differing) or 'none'}")
     if genes is not None:
         unknown = [g for g in genes if g not in differing]
         if unknown:

@@ -77,6 +77,9 @@ def _implementation_modules() -> list[str]:
 # presets whose reproductions tune each arm's lr first; never post-training methods (one
 # shared pretraining)
 TUNED_BY_DEFAULT = ("quick", "standard")
+# a post-training method's stage options, refused for any other component
+POST_TRAINING_OPTIONS = ("post_steps", "post_batch_size", "post_lr", "post_seed_offset",
+                         "method_config", "preference_file", "arithmetic_max_operand")
 
 
 def artifact_filename(preset: str, seeds: list[int], tuned: bool = False,
@@ -201,6 +204,11 @@ class ReproductionRequest(RequestModel):
             "warmup_steps": self.warmup_steps, "weight_decay": self.weight_decay,
             "schedule": self.schedule, "suite": self.suite,
         })
+        given = [f"--{name.replace('_', '-')} ({name})" for name in POST_TRAINING_OPTIONS
+                 if getattr(self, name) is not None]
+        if given and comparison.spec.slot != "post_training":
+            raise ConfigError(f"{', '.join(given)}: only for a post-training method; "
+                              f"'{self.name}' fills the {comparison.spec.slot} slot")
         post_training = None
         if comparison.spec.slot == "post_training":
             if self.tune or self.tune_grid is not None:  # both arms share one pretraining
