@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from llmevo.cli import main
 
 
@@ -12,3 +14,8 @@ def run_cli(args: list[str]) -> int:
     except SystemExit as exit_:
         return int(exit_.code or 0) if not isinstance(exit_.code, str) else 1
     return 0
+
+
+def files_under(folder: Path) -> set[Path]:
+    """Every file and folder below ``folder``, relative to it (what a command left behind)."""
+    return {p.relative_to(folder) for p in folder.rglob("*")}

@@ -69,3 +69,14 @@ def _one_intra_op_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch, cache_dir, data_dir):
+    """An empty working folder (cwd) with the test cache and data directory in the env."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("LLMEVO_CACHE", str(cache_dir))
+    monkeypatch.setenv("LLMEVO_DATA", str(data_dir))
+    return work

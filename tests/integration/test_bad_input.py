@@ -15,25 +15,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cli_runner import run_cli
+from cli_runner import files_under, run_cli
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 READ_ONLY = "/proc/llmevo-cannot-write-here"  # read-only for every user, root included
 
 
-def files_under(folder: Path) -> set[Path]:
-    return {p.relative_to(folder) for p in folder.rglob("*")}
-
-
-@pytest.fixture
-def workdir(tmp_path, monkeypatch, cache_dir, data_dir):
-    """An empty working folder (cwd) with the test cache and data directory in the env."""
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)
-    monkeypatch.setenv("LLMEVO_CACHE", str(cache_dir))
-    monkeypatch.setenv("LLMEVO_DATA", str(data_dir))
-    return work
 
 
 def assert_refused(args: list[str], capsys, work: Path, *, message: str | None = None,

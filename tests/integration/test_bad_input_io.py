@@ -28,13 +28,12 @@ from pathlib import Path
 
 import pytest
 import test_bad_input
-from cli_runner import run_cli
+from cli_runner import files_under, run_cli
 from data_mirror import serve_mirror
-from test_bad_input import READ_ONLY, REPO_ROOT, assert_refused, files_under
+from test_bad_input import READ_ONLY, REPO_ROOT, assert_refused
 
 from llmevo.errors import ConfigError, DataError, LlmevoError
 
-workdir = test_bad_input.workdir  # an empty working folder (cwd), the test cache and data
 checkpoint = test_bad_input.checkpoint  # a real (untrained) llama_modern checkpoint
 
 FULL = "no space left on device"

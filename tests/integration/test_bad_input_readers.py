@@ -23,8 +23,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cli_runner import run_cli
-from test_bad_input import assert_refused, files_under
+from cli_runner import files_under, run_cli
+from test_bad_input import assert_refused
 
 from llmevo.artifacts import provenance
 from llmevo.artifacts.schema import load_artifact
@@ -42,15 +42,10 @@ EVOLUTION = "evolution/evolve-quick/summary.json"
 
 
 @pytest.fixture
-def workdir(tmp_path, monkeypatch, cache_dir, data_dir):
-    """An empty working folder: the repository, as far as the leaderboard can tell."""
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)
-    monkeypatch.setenv("LLMEVO_CACHE", str(cache_dir))
-    monkeypatch.setenv("LLMEVO_DATA", str(data_dir))
+def workdir(workdir, monkeypatch):
+    """The shared empty working folder: the repository, as far as the leaderboard can tell."""
     monkeypatch.delenv("LLMEVO_REFERENCE_ARTIFACTS", raising=False)
-    return work
+    return workdir
 
 
 def published(work: Path, *names: str) -> Path:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_runner import run_cli
+from cli_runner import files_under, run_cli
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEADLINE = 300.0  # seconds: bounds a failing test; a passing one polls and moves on at once
@@ -314,18 +314,6 @@ def test_ctrl_c_during_evolve_is_one_line_and_leaves_the_study_resumable(tmp_pat
 
 # --- options that cannot apply --------------------------------------------------------------
 
-def files_under(folder: Path) -> set[Path]:
-    return {p.relative_to(folder) for p in folder.rglob("*")}
-
-
-@pytest.fixture
-def workdir(tmp_path, monkeypatch, cache_dir, data_dir):
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)
-    monkeypatch.setenv("LLMEVO_CACHE", str(cache_dir))
-    monkeypatch.setenv("LLMEVO_DATA", str(data_dir))
-    return work
 
 
 def assert_refused(args: list[str], capsys, work: Path, message: str) -> None:

@@ -4,27 +4,11 @@ written); a tiny sized reproduction records its rung, parameters, tokens, epochs
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from cli_runner import run_cli
+from cli_runner import files_under, run_cli
 
 from llmevo.artifacts import load_artifact
-
-
-def files_under(folder: Path) -> set[Path]:
-    return {p.relative_to(folder) for p in folder.rglob("*")}
-
-
-@pytest.fixture
-def workdir(tmp_path, monkeypatch, cache_dir, data_dir):
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)
-    monkeypatch.setenv("LLMEVO_CACHE", str(cache_dir))
-    monkeypatch.setenv("LLMEVO_DATA", str(data_dir))
-    return work
-
 
 BAD = [
     (["reproduce", "rope", "--preset", "quick", "--rung", "99"], "--rung 99: unknown rung"),
