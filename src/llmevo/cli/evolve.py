@@ -16,7 +16,11 @@ import typer
 from llmevo.artifacts.io import check_output_dir
 from llmevo.cli.common import (
     DeviceOption,
+    DModelOption,
+    HeadsOption,
+    LayersOption,
     PresetName,
+    RungOption,
     SamplerName,
     app,
     check_applies,
@@ -85,13 +89,10 @@ def evolve(
     data_dir: Annotated[Path | None, typer.Option(help="Data directory (else $LLMEVO_DATA).")] = None,
     device: DeviceOption = "auto",
     trial_steps: Annotated[int | None, typer.Option(help="Training steps per trial (default: the preset's).")] = None,
-    rung: Annotated[int | None, typer.Option(
-        help="Model size: rung 0 is quick's llama_modern (139,584 parameters); each rung about "
-             "doubles it (-2..7), with the components' sizes, training tokens (7.26 per parameter), "
-             "batch and warmup following. Quick preset only.")] = None,
-    d_model: Annotated[int | None, typer.Option(help="Model width (replaces the rung's; components follow).")] = None,
-    layers: Annotated[int | None, typer.Option(help="Model depth (replaces the rung's).")] = None,
-    heads: Annotated[int | None, typer.Option(help="Attention heads, dividing --d-model (replaces the rung's).")] = None,
+    rung: RungOption = None,
+    d_model: DModelOption = None,
+    layers: LayersOption = None,
+    heads: HeadsOption = None,
     eval_windows: Annotated[int | None, typer.Option(help="Validation LM windows per trial (default: whole split).")] = None,
     heartbeat: Annotated[int, typer.Option(help="Heartbeat interval of running trials, seconds.")] = 5,
     grace_period: Annotated[int, typer.Option(help="A trial silent this long is failed and retried.")] = 20,

@@ -15,7 +15,11 @@ import typer
 
 from llmevo.cli.common import (
     DeviceOption,
+    DModelOption,
+    HeadsOption,
+    LayersOption,
     PresetName,
+    RungOption,
     ThreadsOption,
     app,
     apply_threads,
@@ -74,13 +78,10 @@ def reproduce(
     device: DeviceOption = "auto",
     data_dir: Annotated[Path | None, typer.Option(help="Data directory (else $LLMEVO_DATA).")] = None,
     steps: Annotated[int | None, typer.Option(help="Override the preset's training steps.")] = None,
-    rung: Annotated[int | None, typer.Option(
-        help="Model size: rung 0 is quick's llama_modern (139,584 parameters); each rung about "
-             "doubles it (-2..7), with the components' sizes, training tokens (7.26 per parameter), "
-             "batch and warmup following. Quick preset only.")] = None,
-    d_model: Annotated[int | None, typer.Option(help="Model width (replaces the rung's; components follow).")] = None,
-    layers: Annotated[int | None, typer.Option(help="Model depth (replaces the rung's).")] = None,
-    heads: Annotated[int | None, typer.Option(help="Attention heads, dividing --d-model (replaces the rung's).")] = None,
+    rung: RungOption = None,
+    d_model: DModelOption = None,
+    layers: LayersOption = None,
+    heads: HeadsOption = None,
     batch_size: Annotated[int | None, typer.Option(help="Override the batch size.")] = None,
     lr: Annotated[float | None, typer.Option(help="Override the learning rate.")] = None,
     warmup_steps: Annotated[int | None, typer.Option(help="Override the warmup steps.")] = None,
