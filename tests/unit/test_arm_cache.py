@@ -100,6 +100,32 @@ def test_source_digest_follows_every_python_file(tmp_path):
     assert arm_cache.source_sha256() == arm_cache.source_sha256()  # the llmevo package itself
 
 
+def test_source_digest_of_named_modules_ignores_the_rest(tmp_path):
+    package = tmp_path / "llmevo"
+    package.mkdir()
+    (package / "a.py").write_text("x = 1\n")
+    (package / "b.py").write_text("y = 1\n")
+    first = arm_cache.source_sha256(package, ["llmevo.a"])
+    (package / "b.py").write_text("y = 2\n")  # not named: no change
+    assert arm_cache.source_sha256(package, ["llmevo.a"]) == first
+    (package / "a.py").write_text("x = 2\n")
+    assert arm_cache.source_sha256(package, ["llmevo.a"]) != first
+    with pytest.raises(ValueError, match="llmevo.missing"):
+        arm_cache.source_sha256(package, ["llmevo.missing"])
+
+
+def test_reproduction_cache_covers_what_its_runs_execute_and_not_reports():
+    from llmevo.experiments.reproduction import cache_code_modules
+
+    modules = set(cache_code_modules())
+    # every component (the catalog is followed), the trainer, the tuner, evaluation
+    assert {"llmevo.components.position.rope", "llmevo.components.optim.muon", "llmevo.model.transformer",
+            "llmevo.train.trainer", "llmevo.runner.tuning", "llmevo.eval.lm",
+            "llmevo.experiments.reproduction"} <= modules
+    # code no run reaches: editing it keeps a background ladder's entries
+    assert not {m for m in modules if m.startswith(("llmevo.cli", "llmevo.reports", "llmevo.evolve"))}
+
+
 def _data(stream: torch.Tensor) -> SimpleNamespace:
     suite = SimpleNamespace(fingerprint="s" * 64)
     return SimpleNamespace(kind="bpe", seq_len=8, fingerprint="fp", suite_validation=suite,

@@ -33,7 +33,8 @@ REPO_ROOT = PACKAGE_ROOT.parents[1]
 REGISTERS_EVERYTHING = "llmevo.catalog"
 
 
-def _module_path(name: str, root: Path) -> Path | None:
+def module_path(name: str, root: Path = PACKAGE_ROOT) -> Path | None:
+    """The source file of the llmevo module ``name`` under ``root`` (None: no such file)."""
     base = root.parent.joinpath(*name.split("."))
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
         if candidate.is_file():
@@ -58,19 +59,21 @@ def _imports(name: str, path: Path) -> set[str]:
     return {module for module in found if module.split(".")[0] == "llmevo"}
 
 
-def pipeline_modules(*roots: str, package_root: Path = PACKAGE_ROOT) -> list[str]:
+def pipeline_modules(*roots: str, package_root: Path = PACKAGE_ROOT,
+                     follow_catalog: bool = False) -> list[str]:
     """Every llmevo module that ``roots`` reach through their imports, sorted: the code a
     pipeline runs, derived instead of listed by hand. The catalog is included but not
-    followed (it imports every component; an artifact names the ones its arms use)."""
+    followed (it imports every component; an artifact names the ones its arms use) unless
+    ``follow_catalog`` (the arm cache: any component's code may be what an arm runs)."""
     seen: dict[str, Path] = {}
     pending = list(roots)
     while pending:
         name = pending.pop()
-        path = _module_path(name, package_root)
+        path = module_path(name, package_root)
         if name in seen or path is None:
             continue
         seen[name] = path
-        if name != REGISTERS_EVERYTHING:
+        if follow_catalog or name != REGISTERS_EVERYTHING:
             pending.extend(_imports(name, path))
     return sorted(seen)
 

@@ -13,11 +13,12 @@ Every arm runs through the shared runner (``runner.run.run_arm``); the plan come
 ``ReproductionRequest.plan()``) and the arms' data from ``llmevo.runner.data``.
 
 Public API: ``run_reproduction``, ``ReproductionOutcome``, ``tune_comparison``,
-``assemble_artifact``, ``implementation_objects``.
+``assemble_artifact``, ``implementation_objects``, ``cache_code_modules``.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from llmevo.artifacts.provenance import pipeline_modules
 from llmevo.artifacts.schema import (
     ArmCurve,
     ArmResult,
@@ -91,6 +93,13 @@ class ReproductionOutcome:
         return artifact
 
 
+@functools.cache
+def cache_code_modules() -> tuple[str, ...]:
+    """The modules whose source the arm cache's keys cover: everything this module reaches
+    through its imports, every component and architecture included (``runner.cache``)."""
+    return tuple(pipeline_modules(__name__, follow_catalog=True))
+
+
 def run_reproduction(
     plan: ReproductionPlan,
     progress: Progress | None = None,
@@ -127,7 +136,7 @@ def run_reproduction(
                      plan.device, concurrent_runs(plan.execution, plan.device, most_runs))
     arm_presets = {arm.label: preset for arm in resolved.arms}
     cache = ArmCache.open(plan.cache_dir, plan.device, plan.execution,
-                          "off" if logs is not None else plan.arm_cache)
+                          "off" if logs is not None else plan.arm_cache, cache_code_modules())
     tuning = None
     cached_tuning: dict[str, list[tuple[float, int]]] = {}
     if plan.tuning is not None:  # each arm at its best learning rate of the shared grid

@@ -21,8 +21,14 @@ the comparison's objective and metric, a digest of the data itself (the training
 validation, test and token-byte tensors, and the fingerprints of both suites), and the
 machine context: torch version, device and accelerator name, the CPU's kernel capability
 and architecture, the intra-op thread count, float32 matmul precision, the resolved
-execution path and ``replicas_max``, and a sha256 over the source of every ``.py`` file of
-the llmevo package (any code change invalidates every entry: simple and safe).
+execution path and ``replicas_max``, and a sha256 over the source of every llmevo module the
+caching pipeline reaches through its imports (``code_modules``: for a reproduction, what
+``llmevo.experiments.reproduction`` imports, every component and architecture included;
+``artifacts.provenance.pipeline_modules`` derives the list from the import statements).
+A change to any of those invalidates every entry; code the runs cannot reach (the command
+line, reports, the ladder's fits and plots) does not, so a long ladder or evidence table
+started in the background survives an edit to its report code. Without ``code_modules``
+every ``.py`` file of the package counts.
 
 **Why a hit is the number recomputation would give.** On a CPU, training and evaluation are
 deterministic given all of the above (same command, same seed, same numbers). A run's
@@ -70,6 +76,7 @@ import torch
 from torch import nn
 
 from llmevo.artifacts.io import write_bytes_atomic
+from llmevo.artifacts.provenance import module_path
 from llmevo.catalog import full_registry
 from llmevo.errors import WriteError
 from llmevo.registry import MODEL_SLOTS, ComponentChoice
@@ -94,10 +101,20 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
-def source_sha256(root: Path = PACKAGE_ROOT) -> str:
-    """One sha256 over every ``.py`` file under ``root`` (relative path and content)."""
+def source_sha256(root: Path = PACKAGE_ROOT, modules: Sequence[str] | None = None) -> str:
+    """One sha256 over the ``.py`` files (relative path and content) of ``modules`` (dotted
+    names of llmevo modules), or of every ``.py`` file under ``root`` when None."""
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py"), key=lambda p: p.relative_to(root).as_posix()):
+    if modules is None:
+        files = list(root.rglob("*.py"))
+    else:
+        files = []
+        for name in modules:
+            path = module_path(name, root)
+            if path is None:
+                raise ValueError(f"no source file for module {name} under {root}")
+            files.append(path)
+    for path in sorted(files, key=lambda p: p.relative_to(root).as_posix()):
         digest.update(path.relative_to(root).as_posix().encode("utf-8") + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
@@ -138,10 +155,12 @@ class CacheContext:
     replicas_max: int | None
 
     @classmethod
-    def capture(cls, device: torch.device, execution: Execution) -> CacheContext:
-        """The context of this process now (call after ``torch.set_num_threads``)."""
+    def capture(cls, device: torch.device, execution: Execution,
+                code_modules: Sequence[str] | None = None) -> CacheContext:
+        """The context of this process now (call after ``torch.set_num_threads``);
+        ``code_modules``: the modules whose source the key covers (None: the whole package)."""
         return cls(
-            code_sha256=source_sha256(),
+            code_sha256=source_sha256(modules=code_modules),
             torch_version=torch.__version__,
             device=device.type,
             accelerator=accelerator_name(device),
@@ -232,12 +251,13 @@ class ArmCache:
 
     @classmethod
     def open(cls, cache_dir: Path, device: torch.device, execution: Execution,
-             use: CacheUse = "use") -> ArmCache | None:
-        """The cache under ``cache_dir/arms`` (None for ``off``)."""
+             use: CacheUse = "use", code_modules: Sequence[str] | None = None) -> ArmCache | None:
+        """The cache under ``cache_dir/arms`` (None for ``off``); ``code_modules`` as in
+        ``CacheContext.capture``."""
         if use == "off":
             return None
-        return cls(Path(cache_dir) / ARMS_FOLDER, CacheContext.capture(device, execution),
-                   read=use == "use")
+        return cls(Path(cache_dir) / ARMS_FOLDER,
+                   CacheContext.capture(device, execution, code_modules), read=use == "use")
 
     @property
     def independent(self) -> bool:
