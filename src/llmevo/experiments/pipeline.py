@@ -159,6 +159,7 @@ class ReproductionRequest(RequestModel):
     d_model: int | None = Field(default=None, ge=1)  # explicit sizes replace the rung's geometry
     layers: int | None = Field(default=None, ge=1)
     heads: int | None = Field(default=None, ge=1)
+    tokens_per_parameter: float | None = None  # the size dial's training tokens (default quick's ~7.26)
     command: str | None = None
     repo_root: Path = REPO_ROOT
 
@@ -186,7 +187,7 @@ class ReproductionRequest(RequestModel):
     def size(self) -> Scale | None:
         """The size dial resolved (``runner.scale.scale``), or None when no size is asked for."""
         return size_dial(self.rung, self.d_model, self.layers, self.heads, self.preset,
-                         self.batch_size, self.base_model)
+                         self.batch_size, self.base_model, self.tokens_per_parameter)
 
     def plan(self) -> ReproductionPlan:
         """The request resolved once, before any work: the comparison (an unknown name, a bad

@@ -68,6 +68,7 @@ Public API: ``RUNGS``, ``Geometry``, ``Scale``, ``scale``, ``scale_model``, ``ru
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -208,23 +209,29 @@ def geometry(rung: int, d_model: int | None = None, n_layers: int | None = None,
 
 def scale(rung: int | None = 0, *, d_model: int | None = None, n_layers: int | None = None,
           n_heads: int | None = None, batch: int | None = None,
-          base_model: ModelConfig | None = None, preset: Preset | None = None) -> Scale:
+          base_model: ModelConfig | None = None, preset: Preset | None = None,
+          tokens_per_parameter: float | None = None) -> Scale:
     """Everything rung ``rung`` sets (None: rung 0's batch under an explicit size): the
     model (``base_model``, default llama_modern, at the rung's geometry or the explicit
     sizes), the preset (``preset``, default quick) with the batch (``batch`` replaces the
-    rung's), the steps that train ``TOKENS_PER_PARAMETER`` tokens per parameter and the
-    warmup. A size that cannot be built or that trains no step is refused."""
+    rung's), the steps that train ``tokens_per_parameter`` (default
+    ``TOKENS_PER_PARAMETER``) tokens per parameter and the warmup. A size that cannot be
+    built or that trains no step is refused."""
+    ratio = TOKENS_PER_PARAMETER if tokens_per_parameter is None else tokens_per_parameter
+    if not (math.isfinite(ratio) and ratio > 0):
+        raise ConfigError(f"--tokens-per-parameter {ratio}: need a positive number (quick's is "
+                          f"{TOKENS_PER_PARAMETER:.2f})")
     shape = geometry(0 if rung is None else rung, d_model, n_layers, n_heads)
     model = scale_model(base_model or ModelConfig(), shape)
     parameters = parameter_count(model)
     quick = preset or get_preset(REFERENCE_PRESET)
     batch = batch or batch_size(0 if rung is None else rung)
-    steps = round(TOKENS_PER_PARAMETER * parameters / (batch * quick.train.seq_len))
+    steps = round(ratio * parameters / (batch * quick.train.seq_len))
     if steps < 1:
         raise ConfigError(
-            f"{parameters:,} parameters at {TOKENS_PER_PARAMETER:.2f} tokens each are "
-            f"{TOKENS_PER_PARAMETER * parameters:,.0f} tokens, less than one step of batch {batch}; "
-            "choose a larger model or a smaller --batch-size")
+            f"{parameters:,} parameters at {ratio:.2f} tokens each are "
+            f"{ratio * parameters:,.0f} tokens, less than one step of batch {batch}; "
+            "choose a larger model, more tokens per parameter or a smaller --batch-size")
     preset = quick.override({"batch_size": batch, "steps": steps,
                              "warmup_steps": round(steps * WARMUP_SHARE)})
     return Scale(rung=rung, geometry=shape, model=model, preset=preset, parameters=parameters)
@@ -243,18 +250,22 @@ def rung_table() -> list[dict[str, int | float]]:
 
 
 def size_dial(rung: int | None, d_model: int | None, layers: int | None, heads: int | None,
-              preset: str | Preset, batch_size: int | None, base_model: ModelConfig) -> Scale | None:
+              preset: str | Preset, batch_size: int | None, base_model: ModelConfig,
+              tokens_per_parameter: float | None = None) -> Scale | None:
     """A request's size dial (``rung`` and the explicit sizes) resolved on ``preset`` (a name
     or a ``Preset``), which must be quick (rung 0 is quick's llama_modern); None when no size
     is asked for."""
     if rung is None and d_model is None and layers is None and heads is None:
+        if tokens_per_parameter is not None:
+            raise ConfigError("--tokens-per-parameter sets a rung's training tokens; add --rung "
+                              "(or --d-model / --layers / --heads)")
         return None
     base = get_preset(preset) if isinstance(preset, str) else preset
     if base.name != REFERENCE_PRESET:
         raise ConfigError(f"--rung / --d-model / --layers / --heads scale the {REFERENCE_PRESET} "
                           f"preset (rung 0 is {REFERENCE_PRESET}); got --preset {base.name}")
     return scale(rung, d_model=d_model, n_layers=layers, n_heads=heads, batch=batch_size,
-                 base_model=base_model, preset=base)
+                 base_model=base_model, preset=base, tokens_per_parameter=tokens_per_parameter)
 
 
 def size_label(size: Scale | None) -> str | None:
