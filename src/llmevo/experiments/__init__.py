@@ -1,16 +1,21 @@
-"""Paired, equal-budget reproductions. From Python::
+"""Paired, equal-budget reproductions and scale ladders. From Python::
 
     from llmevo.experiments import ReproductionRequest, reproduce
     artifact = reproduce(ReproductionRequest(name="rope", data_dir="data", seeds=[42]))
+
+    from llmevo.experiments import LadderRequest, run_ladder
+    ladder = run_ladder(LadderRequest(name="rope", rungs=[-2, -1, 0, 1], data_dir="data"))
 
 The names are loaded on first use, so importing a submodule (``presets``) stays light.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from llmevo.experiments.ladder import LadderRequest, RungEvent, run_ladder
     from llmevo.experiments.pipeline import (
         ReproductionOutputs,
         ReproductionPlan,
@@ -18,12 +23,15 @@ if TYPE_CHECKING:
         reproduce,
     )
 
-__all__ = ["ReproductionOutputs", "ReproductionPlan", "ReproductionRequest", "reproduce"]
+_HOMES = {
+    "ReproductionOutputs": "pipeline", "ReproductionPlan": "pipeline", "ReproductionRequest": "pipeline",
+    "reproduce": "pipeline", "LadderRequest": "ladder", "RungEvent": "ladder", "run_ladder": "ladder",
+}
+__all__ = ["LadderRequest", "ReproductionOutputs", "ReproductionPlan", "ReproductionRequest", "RungEvent",
+           "reproduce", "run_ladder"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from llmevo.experiments import pipeline
-
-        return getattr(pipeline, name)
+    if name in _HOMES:
+        return getattr(importlib.import_module(f"llmevo.experiments.{_HOMES[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,7 @@ the result; from Python::
     from llmevo.experiments import ReproductionRequest, reproduce
     artifact = reproduce(ReproductionRequest(name="rope", data_dir="data", seeds=[42]))
 
-Public API: ``ReproductionRequest``, ``reproduce``,
+Public API: ``ReproductionRequest``, ``reproduce``, ``code_state``,
 ``artifact_filename``.
 """
 
@@ -28,6 +28,7 @@ from pydantic import Field, field_validator, model_validator
 from llmevo.artifacts.io import check_output_dir, check_output_file, save_artifact
 from llmevo.artifacts.provenance import (
     REPO_ROOT,
+    CodeState,
     capture_code_state,
     check_publishable,
     collect_provenance,
@@ -278,19 +279,30 @@ class ReproductionRequest(RequestModel):
                                    checkpoints=self.save_checkpoints)
 
 
+def code_state(plan: ReproductionPlan) -> CodeState:
+    """The code a reproduction of ``plan`` runs, read now (commit, dirty, file digests): a
+    commit or an edit made during training must not reach provenance."""
+    return capture_code_state(
+        module_files(reproduction.implementation_objects(plan.comparison)
+                     + [importlib.import_module(module) for module in _implementation_modules()]),
+        Path(reproduction.__file__), plan.repo_root)
+
+
 def reproduce(request: ReproductionRequest | ReproductionPlan,
-              progress: Progress | None = None) -> ReproductionArtifact:
+              progress: Progress | None = None, code: CodeState | None = None) -> ReproductionArtifact:
     """Run the reproduction ``request`` (or its ``plan()``) describes and write its outputs;
     return the artifact.
 
     Every check (preset, seeds, component, device, data directory, output paths, a clean
-    tree for ``publish``) happens before any training. ``progress`` receives training steps."""
+    tree for ``publish``) happens before any training. ``progress`` receives training steps.
+    ``code``: the code state a caller that runs several reproductions (a ladder) read and
+    checked (``check_publishable``) before its first write; its provenance is recorded."""
     plan = request.plan() if isinstance(request, ReproductionRequest) else request
     if not plan.data_dir.is_dir():
         raise ConfigError(f"data directory {plan.data_dir} does not exist")
     if plan.threads:
         torch.set_num_threads(plan.threads)
-    if plan.publish:
+    if plan.publish and code is None:
         check_publishable(plan.repo_root, plan.allow_dirty)  # before any work
     outputs = plan.outputs
     if outputs is None:
@@ -307,11 +319,8 @@ def reproduce(request: ReproductionRequest | ReproductionPlan,
     logs = None
     if plan.tensorboard is not None:
         logs = TensorBoardLogs(plan.tensorboard)  # checks that tensorboard is installed
-    # the code that runs, read now: a commit or an edit during training must not reach provenance
-    code = capture_code_state(
-        module_files(reproduction.implementation_objects(plan.comparison)
-                     + [importlib.import_module(module) for module in _implementation_modules()]),
-        Path(reproduction.__file__), plan.repo_root)
+    if code is None:
+        code = code_state(plan)
     if plan.post_training is not None:  # a post-training method: its own pipeline
         outcome = run_post_training_reproduction(plan, progress=progress, logs=logs)
     else:

@@ -1,0 +1,102 @@
+"""``llmevo ladder NAME``: the tuned, paired comparison at each rung of the size dial.
+
+Parses the options into a ``llmevo.experiments.LadderRequest``, runs
+``llmevo.experiments.run_ladder`` (one line per rung as it starts and ends, with the
+ladder's ETA by compute; training bars under it) and prints the per-rung table and the
+across-rung summary; the pipeline lives in the library.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+from llmevo.cli.common import (
+    DeviceOption,
+    ThreadsOption,
+    app,
+    apply_threads,
+    console,
+    parse_int_list,
+    parse_seeds,
+    resolve_cache_dir,
+    resolve_data_dir,
+)
+
+
+def _minutes(seconds: float | None) -> str:
+    return "…" if seconds is None else f"{seconds / 60:.1f} min"
+
+
+@app.command()
+def ladder(
+    name: Annotated[str, typer.Argument(help="Component to compare against its ablation at each rung, e.g. rope.")],
+    against: Annotated[str | None, typer.Option(metavar="OTHER",
+        help="Baseline arm: NAME's slot set to OTHER (e.g. swiglu) instead of the declared ablation.")] = None,
+    rungs: Annotated[str, typer.Option(help="Comma-separated rungs of the size dial (see `llmevo ladder --help`; "
+                                            "-2..7), e.g. -2,-1,0,1.")] = "-2,-1,0,1",
+    seeds: Annotated[str, typer.Option(help="Report seeds at every rung.")] = "42,43,44,45,46",
+    top_seeds: Annotated[int | None, typer.Option(
+        help="Only the first K report seeds at the top rung (a CPU's budget; the ladder file says so).")] = None,
+    tune_seeds: Annotated[str, typer.Option(help="Tuning seeds, disjoint from the report seeds.")] = "1000",
+    tune_confirm: Annotated[int, typer.Option(
+        help="Extra tuning seeds confirming a best lr at the stability edge (0: off).")] = 2,
+    full_grid_rungs: Annotated[int, typer.Option(
+        help="Lowest rungs tuned on the full 5-point grid; above them a learning-rate rule fitted on the "
+             "rungs done centres a smaller grid (both arms alike); 0: the full grid everywhere.")] = 2,
+    tokens_per_parameter: Annotated[float | None, typer.Option(
+        help="Training tokens per parameter at every rung (default: quick's, about 7.26).")] = None,
+    margin: Annotated[float, typer.Option(help="Non-inferiority margin of each rung's class, percent.")] = 1.0,
+    device: DeviceOption = "auto",
+    data_dir: Annotated[Path | None, typer.Option(help="Data directory (else $LLMEVO_DATA).")] = None,
+    threads: ThreadsOption = None,
+    path: Annotated[Literal["auto", "sequential", "batched", "parallel", "parallel-batched"], typer.Option(
+        help="How an arm's seeds train.")] = "auto",
+    replicas_max: Annotated[int | None, typer.Option(
+        help="At most this many seeds of an arm train at once (memory).")] = None,
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples for the across-rung intervals.")] = 2000,
+    publish: Annotated[bool, typer.Option(
+        help="Write under docs/ladders/ instead of runs/ladders/; refuses from a dirty checkout.")] = False,
+    allow_dirty: Annotated[bool, typer.Option(help="With --publish: allow a dirty tree (recorded).")] = False,
+    replace: Annotated[bool, typer.Option(
+        help="Replace a rung's artifact even when it holds more than this run's.")] = False,
+    out: Annotated[Path | None, typer.Option(metavar="DIR", help="Ladder folder (overrides the default).")] = None,
+) -> None:
+    """Compare NAME with its baseline, tuned and paired, at each rung; fit and classify across rungs."""
+    from rich.markup import escape
+
+    from llmevo.cli.progress import RichTrainingProgress
+    from llmevo.experiments import LadderRequest, RungEvent, run_ladder
+    from llmevo.reports.ladder import ladder_summary, rung_table
+
+    request = LadderRequest(
+        name=name, against=against, rungs=parse_int_list(rungs, "--rungs"),
+        seeds=parse_seeds(None, seeds), top_seeds=top_seeds,
+        tune_seeds=parse_seeds(None, tune_seeds, option="--tune-seeds"), tune_confirm=tune_confirm,
+        full_grid_rungs=full_grid_rungs, tokens_per_parameter=tokens_per_parameter, margin=margin,
+        data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device, threads=threads,
+        path=path, replicas_max=replicas_max, resamples=resamples, publish=publish, allow_dirty=allow_dirty,
+        replace=replace, out=out, command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]))
+    apply_threads(request.threads)
+    plan = request.plan()  # every rung checked before the first trains
+
+    def show(event: RungEvent) -> None:
+        where = f"rung {event.rung} ({event.index + 1}/{event.total}, {event.parameters:,} parameters, " \
+                f"6ND {event.compute:.2e})"
+        if event.artifact is None:
+            console.print(f"[bold]{where}[/]: starting; elapsed {_minutes(event.elapsed_seconds)}, "
+                          f"ladder ETA {_minutes(event.eta_seconds)}")
+        else:
+            verdict = event.artifact.verdict
+            console.print(f"[bold]{where}[/]: {escape(verdict.summary) if verdict else 'done'}; "
+                          f"ladder ETA {_minutes(event.eta_seconds)}")
+
+    built = run_ladder(plan, progress=RichTrainingProgress(console), on_rung=show)
+    console.print(rung_table(built), markup=False)
+    console.print(ladder_summary(built).replace("**", ""), markup=False)
+    console.print(f"ladder: {plan.folder / 'ladder.json'}")
+    console.print(f"report: {plan.folder / 'README.md'}")

@@ -1,0 +1,326 @@
+"""The scale ladder: one tuned, paired comparison per rung of the size dial, and what the
+rungs say together.
+
+``run_ladder(LadderRequest(name="rope", rungs=[-2, -1, 0, 1]))`` runs, for each rung in
+ascending order, the reproduction ``reproduce`` would run with ``--rung`` (both arms tuned on
+one shared learning-rate grid under the tuning seeds, then trained under the report seeds;
+every run through the shared arm runner and the arm cache), writes each rung's artifact into
+the ladder's folder, and then the ladder file: per arm a loss-vs-compute fit, the per-rung
+change with its interval, the trend of the gap with compute, the compute multiplier, a
+projection one decade past the top rung (labelled an extrapolation), the ladder class and
+the rung-to-rung transfers (``eval.scaling``), with two plots and a README.
+
+**Tuning budget.** Every arm gets the same grid at a rung. The lowest ``full_grid_rungs``
+rungs use the default 5-point grid (lr/3 .. 3·lr around quick's 3e-3). Above them a
+learning-rate rule centres a smaller grid: per arm, log(chosen lr) is fitted linearly on
+log(parameters) over the rungs done so far (one rung: its choice is kept), and the grid runs
+in the default grid's steps (x sqrt(3)) from one step below the lower arm's prediction to one
+step above the higher arm's: 3 points when both arms predict the same lr. A best on the
+grid's edge still extends it (``runner.tuning``), so the rule narrows the search but never
+forces a choice at an edge. The ladder file records each rung's grid and how it was chosen.
+
+**Seeds.** The report seeds are the same at every rung; ``top_seeds`` takes only the first k
+at the top rung (a CPU's budget; the ladder file says so, with the noise floor of the rung
+below). Tuning seeds are disjoint from report seeds, as in every reproduction.
+
+**Resuming.** Each finished run is in the arm cache, whose key covers the code the runs reach
+and not this module, the fits or the plots; a ladder killed and run again retrains no run
+that had finished (a rung in progress loses only the ``train_many`` call it was in).
+
+**Publishing** (``publish``): the tree must be clean when the ladder starts; its code state
+is read once then and recorded in every rung's provenance and the ladder file's, since the
+rungs' own artifacts make the tree dirty as they are written. Files go to
+``docs/ladders/<paper>-<name>[-vs-<other>]/`` (else ``runs/ladders/...``).
+
+Public API: ``LadderRequest``, ``LadderPlan``, ``RungPlan``, ``RungEvent``, ``run_ladder``,
+``lr_rule_grid``, ``ladder_file``, ``rung_result``, ``DEFAULT_RUNGS``, ``ladder_folder``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from pydantic import Field, field_validator
+
+from llmevo.artifacts.io import check_output_dir, staged_folder, write_json_atomic
+from llmevo.artifacts.ladder import FitRecord, IntervalRecord, LadderFile, RungRecord
+from llmevo.artifacts.provenance import REPO_ROOT, check_publishable, collect_provenance
+from llmevo.artifacts.schema import SCHEMA_VERSION, ReproductionArtifact
+from llmevo.errors import ConfigError
+from llmevo.eval.scaling import Interval, LadderStatistics, RungResult, ladder_statistics
+from llmevo.experiments.pipeline import ReproductionRequest, code_state, reproduce
+from llmevo.experiments.plans import plan_comparison
+from llmevo.model.config import ModelConfig
+from llmevo.registry import RequestModel, check_seeds
+from llmevo.reports.ladder import write_ladder_report
+from llmevo.reports.readme import against_slug
+from llmevo.runner.presets import Preset
+from llmevo.runner.scale import RUNGS, TOKENS_PER_PARAMETER, Scale, size_dial
+from llmevo.runner.tuning import (
+    DEFAULT_CONFIRM,
+    DEFAULT_REPORT_SEEDS,
+    DEFAULT_TUNING_SEEDS,
+    default_grid,
+)
+from llmevo.train.device import accelerator_name, resolve_device
+from llmevo.train.trainer import Progress
+
+DEFAULT_RUNGS = (-2, -1, 0, 1)
+GRID_STEP = math.sqrt(3.0)  # the default 5-point grid's ratio between neighbours (lr/3 .. 3 lr)
+FULL_GRID_RUNGS = 2
+
+
+def lr_rule_grid(parameters: int, history: dict[str, Sequence[tuple[int, float]]]) -> tuple[list[float], dict]:
+    """The grid the learning-rate rule gives a rung of ``parameters``, from each arm's
+    (parameters, chosen lr) at the rungs done (see the module docstring), and the rule's record."""
+    from scipy.stats import linregress
+
+    predictions, fits = {}, {}
+    for arm, points in history.items():
+        if not points:
+            raise ConfigError(f"the learning-rate rule needs a finished rung for the {arm} arm")
+        if len({n for n, _ in points}) < 2:
+            predictions[arm] = points[-1][1]
+            fits[arm] = {"form": "the lower rung's choice", "predicted_lr": predictions[arm]}
+            continue
+        fit = linregress([math.log(n) for n, _ in points], [math.log(lr) for _, lr in points])
+        predictions[arm] = math.exp(fit.intercept + fit.slope * math.log(parameters))
+        fits[arm] = {"form": "log lr = c + k log N (linregress over the rungs done)",
+                     "c": float(fit.intercept), "k": float(fit.slope), "predicted_lr": predictions[arm]}
+    low, high = min(predictions.values()) / GRID_STEP, max(predictions.values()) * GRID_STEP
+    points = max(3, round(math.log(high / low) / math.log(GRID_STEP)) + 1)
+    ratio = (high / low) ** (1.0 / (points - 1))
+    grid = [low * ratio ** i for i in range(points)]
+    return grid, {"rule": "learning-rate rule", "arms": fits}
+
+
+class LadderRequest(RequestModel):
+    """A ladder: ``name`` against its ablation (or ``against``) at each of ``rungs``, tuned
+    and paired. ``seeds``: report seeds at every rung (``top_seeds``: only the first k at the
+    top rung). ``tokens_per_parameter`` replaces quick's ratio (about 7.26) at every rung.
+    ``preset`` must be quick (the size dial scales it; a ``Preset`` named quick with other
+    data or evaluation budgets serves tests). ``full_grid_rungs``: how many of the lowest
+    rungs are tuned on the full default grid before the learning-rate rule takes over (0
+    turns the rule off: every rung gets the full grid). ``out``: the ladder folder."""
+
+    name: str
+    against: str | None = None
+    rungs: list[int] = Field(default_factory=lambda: list(DEFAULT_RUNGS))
+    seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_REPORT_SEEDS))
+    top_seeds: int | None = Field(default=None, ge=2)
+    tune_seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_TUNING_SEEDS))
+    tune_confirm: int = Field(default=DEFAULT_CONFIRM, ge=0)
+    full_grid_rungs: int = Field(default=FULL_GRID_RUNGS, ge=0)
+    tokens_per_parameter: float | None = Field(default=None, gt=0)
+    margin: float = Field(default=1.0, gt=0)
+    preset: str | Preset = "quick"
+    data_dir: Path
+    cache_dir: Path = Path(".cache/llmevo")
+    device: str = "auto"
+    threads: int | None = Field(default=None, ge=1)
+    path: str = "auto"
+    replicas_max: int | None = Field(default=None, ge=1)
+    resamples: int = Field(default=2000, ge=1)
+    publish: bool = False
+    allow_dirty: bool = False
+    replace: bool = False
+    out: Path | None = None
+    command: str | None = None
+    repo_root: Path = REPO_ROOT
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, seeds: list[int]) -> list[int]:
+        return check_seeds(seeds)
+
+    @field_validator("tune_seeds")
+    @classmethod
+    def _tune_seeds(cls, seeds: list[int]) -> list[int]:
+        return check_seeds(seeds, "--tune-seeds")
+
+    @field_validator("rungs")
+    @classmethod
+    def _rungs(cls, rungs: list[int]) -> list[int]:
+        unknown = [r for r in rungs if r not in RUNGS]
+        if unknown:
+            raise ConfigError(f"--rungs: unknown rung {unknown[0]}; known: {min(RUNGS)}..{max(RUNGS)}")
+        if len(set(rungs)) != len(rungs) or len(rungs) < 2:
+            raise ConfigError(f"--rungs {','.join(map(str, rungs))}: a ladder needs at least 2 distinct rungs")
+        return sorted(rungs)
+
+    def plan(self) -> LadderPlan:
+        """Every rung's size and request checked before any work (an unknown name or
+        ``against``, a size a component cannot take, a ratio that gives zero steps)."""
+        comparison = plan_comparison(self.name, against=self.against)
+        if comparison.spec.slot == "post_training":
+            raise ConfigError(f"'{self.name}' is a post-training method: its arms share one pretraining "
+                              "and are not tuned, so a tuned ladder does not apply")
+        if self.top_seeds is not None and self.top_seeds > len(self.seeds):
+            raise ConfigError(f"--top-seeds {self.top_seeds}: more than the {len(self.seeds)} report seeds")
+        if self.allow_dirty and not self.publish:
+            raise ConfigError("--allow-dirty applies to --publish only")
+        paper = comparison.spec.manifest.paper
+        folder = self.out or ladder_folder(
+            f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name,
+            comparison.against, self.publish)
+        check_output_dir(folder, "--out")
+        rungs = []
+        for index, rung in enumerate(self.rungs):
+            size = size_dial(rung, None, None, None, self.preset, None, ModelConfig(),
+                             self.tokens_per_parameter)
+            assert size is not None
+            top = index == len(self.rungs) - 1
+            seeds = self.seeds[: self.top_seeds] if top and self.top_seeds else list(self.seeds)
+            request = ReproductionRequest(
+                name=self.name, against=self.against, preset=self.preset, seeds=seeds,
+                data_dir=self.data_dir, cache_dir=self.cache_dir, device=self.device,
+                threads=self.threads, tune=True, tune_seeds=self.tune_seeds,
+                tune_confirm=self.tune_confirm, margin=self.margin, path=self.path,
+                replicas_max=self.replicas_max, rung=rung,
+                tokens_per_parameter=self.tokens_per_parameter, publish=self.publish,
+                allow_dirty=self.allow_dirty, replace=self.replace, report=False,
+                out=folder / f"rung{rung}.json", repo_root=self.repo_root,
+                command=f"{self.command or 'python: llmevo.experiments.run_ladder'} (rung {rung})")
+            request.plan()  # every rung's request is valid before the first trains
+            rungs.append(RungPlan(rung, size, request, full_grid=index < self.full_grid_rungs
+                                  or self.full_grid_rungs == 0))
+        return LadderPlan(request=self, folder=folder, rungs=rungs, against=comparison.against)
+
+
+def ladder_folder(name: str, against: str | None, publish: bool) -> Path:
+    """``docs/ladders/<paper>-<name>[-vs-<other>]`` when published, else under ``runs/ladders``."""
+    slug = name + (f"-vs-{against_slug(against)}" if against is not None else "")
+    return (Path("docs/ladders") if publish else Path("runs/ladders")) / slug
+
+
+@dataclass(frozen=True)
+class RungPlan:
+    rung: int
+    size: Scale
+    request: ReproductionRequest  # without its grid: the full grid or the rule's, set when it runs
+    full_grid: bool
+
+
+@dataclass(frozen=True)
+class LadderPlan:
+    request: LadderRequest
+    folder: Path
+    rungs: list[RungPlan]
+    against: str | None
+
+
+@dataclass(frozen=True)
+class RungEvent:
+    """What a progress display needs about a rung: it starts (``artifact`` None) or it is done."""
+
+    index: int
+    total: int
+    rung: int
+    parameters: int
+    compute: float
+    elapsed_seconds: float  # since the ladder started
+    eta_seconds: float | None  # for the rest of the ladder, by compute done so far; None at first
+    artifact: ReproductionArtifact | None = None
+
+
+def rung_result(record: RungRecord) -> RungResult:
+    """What the across-rung statistics read from one rung's record."""
+    return RungResult(record.rung, record.compute_6nd, tuple(record.baseline), tuple(record.method),
+                      record.classification)
+
+
+def _interval(interval: Interval) -> IntervalRecord:
+    return IntervalRecord.of(interval.value, interval.low, interval.high)
+
+
+def ladder_file(*, name: str, against: str | None, arm_names: dict[str, str], margin_percent: float, tokens_per_parameter: float,
+                rungs: list[RungRecord], statistics: LadderStatistics, provenance: dict,
+                top_seeds_note: str | None, wall_seconds: float) -> LadderFile:
+    """The ladder file from its rungs' records and their across-rung statistics."""
+    return LadderFile(
+        kind="ladder", schema_version=SCHEMA_VERSION, name=name, against=against, arm_names=arm_names,
+        metric=rungs[0].metric, margin_percent=margin_percent, tokens_per_parameter=tokens_per_parameter,
+        rungs=rungs,
+        fits={arm: FitRecord(form=fit.form, a=fit.a, alpha=fit.alpha, l_inf=fit.l_inf,
+                             alpha_interval=_interval(statistics.alpha[arm]), note=fit.note)
+              for arm, fit in statistics.fits.items()},
+        gap_slope_per_decade=_interval(statistics.gap_slope), trend=statistics.trend,
+        compute_multiplier=_interval(statistics.compute_multiplier),
+        projection={"compute": statistics.projection_compute,
+                    "delta_percent": _interval(statistics.projection).model_dump(),
+                    "label": "extrapolation: the two fits evaluated one decade past the top rung's "
+                             "compute, not a measurement"},
+        ladder_class=statistics.ladder_class, transfers=statistics.transfers,
+        bootstrap={"resamples": statistics.resamples, "seed": statistics.bootstrap_seed,
+                   "method": "paired percentile bootstrap over each rung's report seeds, 95%"},
+        top_seeds_note=top_seeds_note, wall_seconds=wall_seconds, provenance=provenance)
+
+
+def run_ladder(request: LadderRequest | LadderPlan, progress: Progress | None = None,
+               on_rung: Callable[[RungEvent], None] | None = None) -> LadderFile:
+    """Run every rung (ascending), then write the ladder file, plots and README into the
+    ladder's folder; return the ladder file. ``progress`` receives training steps;
+    ``on_rung`` a ``RungEvent`` as each rung starts and ends."""
+    plan = request.plan() if isinstance(request, LadderRequest) else request
+    ask = plan.request
+    if not Path(ask.data_dir).is_dir():
+        raise ConfigError(f"data directory {ask.data_dir} does not exist")
+    if ask.threads:
+        torch.set_num_threads(ask.threads)
+    if ask.publish:
+        check_publishable(ask.repo_root, ask.allow_dirty)  # before the first rung writes
+    code = code_state(plan.rungs[0].request.plan())
+    started = time.perf_counter()
+    total_compute = sum(r.size.compute for r in plan.rungs)
+    history: dict[str, list[tuple[int, float]]] = {"baseline": [], "method": []}
+    records: list[RungRecord] = []
+    done_compute = 0.0
+    for index, rung in enumerate(plan.rungs):
+        elapsed = time.perf_counter() - started
+        eta = elapsed / done_compute * (total_compute - done_compute) if done_compute else None
+        if on_rung is not None:
+            on_rung(RungEvent(index, len(plan.rungs), rung.rung, rung.size.parameters, rung.size.compute,
+                              elapsed, eta))
+        base_lr = rung.size.preset.train.lr
+        if rung.full_grid or not history["baseline"]:
+            grid, rule = default_grid(base_lr), {"rule": "full default grid (lr/3 .. 3 lr, 5 points)"}
+        else:
+            grid, rule = lr_rule_grid(rung.size.parameters, history)
+        rung_started = time.perf_counter()
+        artifact = reproduce(rung.request.model_copy(update={"tune_grid": grid}), progress, code=code)
+        wall = time.perf_counter() - rung_started
+        arm_names = {"baseline": artifact.baseline.name, "method": artifact.method.name}
+        assert artifact.tuning is not None, "ladder rungs are tuned"
+        for arm in ("baseline", "method"):
+            history[arm].append((rung.size.parameters, artifact.tuning.arms[arm].chosen["lr"]))
+        records.append(RungRecord.of(rung.rung, artifact, plan.folder / f"rung{rung.rung}.json",
+                                     grid=grid, rule=rule, wall_seconds=wall))
+        done_compute += rung.size.compute
+        if on_rung is not None:
+            elapsed = time.perf_counter() - started
+            on_rung(RungEvent(index, len(plan.rungs), rung.rung, rung.size.parameters, rung.size.compute,
+                              elapsed, elapsed / done_compute * (total_compute - done_compute), artifact))
+    statistics = ladder_statistics([rung_result(r) for r in records], resamples=ask.resamples)
+    provenance = collect_provenance(
+        command=ask.command or f"python: llmevo.experiments.run_ladder({ask.name!r}, rungs={ask.rungs})",
+        code=code, dataset_fingerprint=records[0].dataset_fingerprint,
+        accelerator=accelerator_name(resolve_device(ask.device)),
+        artifact_path=str(plan.folder / "ladder.json"),
+        allow_dirty=ask.allow_dirty if ask.publish else None)
+    top_note = None
+    if ask.top_seeds is not None and len(records) >= 2:
+        top_note = (f"the top rung used the first {ask.top_seeds} of the {len(ask.seeds)} report seeds; "
+                    f"the rung below's noise floor was {records[-2].noise_floor_percent:.2f}%")
+    built = ladder_file(
+        name=ask.name, against=plan.against, arm_names=arm_names, margin_percent=ask.margin, tokens_per_parameter=ask.tokens_per_parameter or TOKENS_PER_PARAMETER, rungs=records,
+        statistics=statistics, provenance=provenance, top_seeds_note=top_note,
+        wall_seconds=time.perf_counter() - started)
+    with staged_folder(plan.folder) as staging:  # each file replaces its namesake; rungs stay
+        write_json_atomic(staging / "ladder.json", built.to_json_dict())
+        write_ladder_report(built, staging)
+    return built

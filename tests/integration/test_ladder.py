@@ -1,0 +1,134 @@
+"""`llmevo ladder`: a tiny ladder end to end (files, statistics recomputed from the ladder
+file, the learning-rate rule), a killed ladder resumed without retraining a finished run,
+and bad input refused (one line, exit 2, nothing written)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from cli_runner import files_under, run_cli
+
+from llmevo.artifacts.ladder import load_ladder
+from llmevo.eval.scaling import ladder_statistics
+from llmevo.experiments import ladder as ladder_module
+from llmevo.experiments.ladder import LadderRequest, run_ladder, rung_result
+from llmevo.runner import run as run_module
+from llmevo.runner import tuning as tuning_module
+from llmevo.runner.presets import get_preset
+
+# quick, with smoke-sized data and evaluation: what the size dial scales, at test cost
+TINY = get_preset("quick").override({
+    "variant": "tokens", "train_tokens": 20_000, "validation_tokens": 4_000, "test_tokens": 4_000,
+    "narrative_tokens": 20_000, "suite": "core", "eval_max_windows": 8, "train_on": ("lm",)})
+
+
+def _request(out: Path, data_dir: Path, cache_dir: Path, **changes) -> LadderRequest:
+    values = dict(name="rope", rungs=[-2, -1], seeds=[42, 43, 44], tune_confirm=0, full_grid_rungs=1,
+                  tokens_per_parameter=0.08, preset=TINY, data_dir=data_dir, cache_dir=cache_dir,
+                  device="cpu", path="sequential", resamples=64, out=out)
+    return LadderRequest(**(values | changes))
+
+
+@pytest.fixture(scope="module")
+def tiny_ladder(tmp_path_factory, data_dir, cache_dir):
+    out = tmp_path_factory.mktemp("ladder") / "rope"
+    return out, run_ladder(_request(out, data_dir, cache_dir))
+
+
+def test_a_ladder_writes_its_rungs_file_plots_and_readme(tiny_ladder):
+    out, built = tiny_ladder
+    assert {p.name for p in out.iterdir()} == {"rung-2.json", "rung-1.json", "ladder.json", "README.md",
+                                               "loss-vs-compute.png", "delta-vs-compute.png"}
+    loaded = load_ladder(out / "ladder.json")
+    assert loaded.to_json_dict() == built.to_json_dict()
+    for record in loaded.rungs:  # each rung's artifact is named with its digest
+        assert hashlib.sha256((out / record.artifact).read_bytes()).hexdigest() == record.artifact_sha256
+    assert [r.parameters for r in loaded.rungs] == [43_168, 84_720]
+    assert loaded.arm_names["method"] == "rope" and loaded.arm_names["baseline"] != "rope"
+    assert "extrapolation" in loaded.projection["label"]
+
+
+def test_the_ladder_statistics_recompute_from_the_file(tiny_ladder):
+    out, built = tiny_ladder
+    again = ladder_statistics([rung_result(r) for r in built.rungs], resamples=built.bootstrap["resamples"],
+                              seed=built.bootstrap["seed"])
+    assert again.gap_slope.value == built.gap_slope_per_decade.value
+    assert again.gap_slope.low == built.gap_slope_per_decade.low
+    assert again.ladder_class == built.ladder_class and again.trend == built.trend
+    assert [row["mean"] for row in again.delta] == [r.delta_percent for r in built.rungs]
+
+
+def test_the_lr_rule_centres_the_upper_grid_on_the_lower_choice(tiny_ladder):
+    _, built = tiny_ladder
+    bottom, top = built.rungs
+    assert len(bottom.grid) == 5 and bottom.grid_rule["rule"].startswith("full default grid")
+    assert top.grid_rule["rule"] == "learning-rate rule"
+    chosen = sorted(bottom.chosen_lr.values())
+    # one rung done: each arm's prediction is its choice; the grid runs a step below the lower
+    # to a step above the higher, in the default grid's ratio
+    assert top.grid[0] == pytest.approx(chosen[0] / 3 ** 0.5)
+    assert top.grid[-1] == pytest.approx(chosen[-1] * 3 ** 0.5)
+
+
+def test_a_killed_ladder_resumes_without_retraining_a_finished_run(tmp_path, data_dir, cache_dir, monkeypatch):
+    out = tmp_path / "killed"
+    own_cache = tmp_path / "cache"
+    (own_cache).mkdir()
+    for entry in cache_dir.iterdir():  # share the prepared data, not the arm entries
+        if entry.name != "arms":
+            (own_cache / entry.name).symlink_to(entry)
+    real = ladder_module.reproduce
+    calls = []
+
+    def killed_at_second_rung(request, progress=None, code=None):
+        calls.append(request.rung)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(request, progress, code=code)
+
+    monkeypatch.setattr(ladder_module, "reproduce", killed_at_second_rung)
+    with pytest.raises(KeyboardInterrupt):
+        run_ladder(_request(out, data_dir, own_cache, seeds=[42, 43]))
+    monkeypatch.setattr(ladder_module, "reproduce", real)
+    trained_batches = []
+    for module in (run_module, tuning_module):
+        original = module.train_many
+
+        def counting(build, stream, specs, *args, _original=original, **kwargs):
+            trained_batches.extend(spec.config.batch_size for spec in specs)
+            return _original(build, stream, specs, *args, **kwargs)
+
+        monkeypatch.setattr(module, "train_many", counting)
+    built = run_ladder(_request(out, data_dir, own_cache, seeds=[42, 43]))
+    assert [r.rung for r in built.rungs] == [-2, -1]
+    assert trained_batches and 24 not in trained_batches  # rung -2 (batch 24): all from the cache
+    assert set(trained_batches) == {32}  # rung -1 trained: it had not finished
+
+
+BAD = [
+    (["ladder", "rope", "--rungs=9,1"], "--rungs: unknown rung 9"),
+    (["ladder", "rope", "--rungs=1"], "at least 2 distinct rungs"),
+    (["ladder", "rope", "--rungs=0,0"], "at least 2 distinct rungs"),
+    (["ladder", "rope", "--rungs=x,1"], "--rungs: 'x' is not an integer"),
+    (["ladder", "rope", "--tokens-per-parameter", "0.0001"], "less than one step"),
+    (["ladder", "rope", "--tokens-per-parameter", "-1"], "tokens_per_parameter"),
+    (["ladder", "sft"], "post-training method"),
+    (["ladder", "nosuch"], "nosuch"),
+    (["ladder", "rope", "--against", "swiglu"], "swiglu"),
+    (["ladder", "rope", "--top-seeds", "9"], "--top-seeds 9"),
+    (["ladder", "rope", "--seeds", "42,42"], "42"),
+    (["ladder", "rope", "--tune-seeds", "42"], "42"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD)
+def test_bad_ladders_are_one_line_exit_2_nothing_written(args, message, capsys, workdir):
+    before = files_under(workdir)
+    status = run_cli(args)
+    err = capsys.readouterr().err
+    assert status == 2, f"{args}: exit {status}, stderr {err!r}"
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert message in err, err
+    assert files_under(workdir) == before
