@@ -5,6 +5,7 @@ and bad input refused (one line, exit 2, nothing written)."""
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
 
 import pytest
@@ -13,10 +14,11 @@ from cli_runner import files_under, run_cli
 from llmevo.artifacts.ladder import load_ladder
 from llmevo.eval.scaling import ladder_statistics
 from llmevo.experiments import ladder as ladder_module
-from llmevo.experiments.ladder import LadderRequest, run_ladder, rung_result
+from llmevo.experiments.ladder import LadderRequest, lattice_lr, run_ladder, rung_result
 from llmevo.runner import run as run_module
 from llmevo.runner import tuning as tuning_module
 from llmevo.runner.presets import get_preset
+from llmevo.runner.tuning import default_grid
 
 # quick, with smoke-sized data and evaluation: what the size dial scales, at test cost
 TINY = get_preset("quick").override({
@@ -65,11 +67,16 @@ def test_the_lr_rule_centres_the_upper_grid_on_the_lower_choice(tiny_ladder):
     bottom, top = built.rungs
     assert len(bottom.grid) == 5 and bottom.grid_rule["rule"].startswith("full default grid")
     assert top.grid_rule["rule"] == "learning-rate rule"
-    chosen = sorted(bottom.chosen_lr.values())
-    # one rung done: each arm's prediction is its choice; the grid runs a step below the lower
-    # to a step above the higher, in the default grid's ratio
-    assert top.grid[0] == pytest.approx(chosen[0] / 3 ** 0.5)
-    assert top.grid[-1] == pytest.approx(chosen[-1] * 3 ** 0.5)
+    # one rung done: each arm's prediction is its choice, snapped to the lattice 3e-3 * 3^(k/2);
+    # the grid runs a step below the lower to a step above the higher
+    steps = sorted(round(2 * math.log(lr / 3e-3) / math.log(3)) for lr in bottom.chosen_lr.values())
+    assert top.grid == [3e-3 * 3 ** (k / 2) for k in range(steps[0] - 1, steps[-1] + 2)]
+
+
+def test_the_lattice_holds_the_default_grid_bit_for_bit():
+    # the arm cache keys runs by their exact lr: a ladder's rule grid shares runs with any
+    # default-grid reproduction only if the floats are identical
+    assert [lattice_lr(3e-3, k) for k in range(-2, 3)] == default_grid(3e-3)
 
 
 def test_a_killed_ladder_resumes_without_retraining_a_finished_run(tmp_path, data_dir, cache_dir, monkeypatch):

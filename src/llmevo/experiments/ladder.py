@@ -13,9 +13,12 @@ the rung-to-rung transfers (``eval.scaling``), with two plots and a README.
 **Tuning budget.** Every arm gets the same grid at a rung. The lowest ``full_grid_rungs``
 rungs use the default 5-point grid (lr/3 .. 3·lr around quick's 3e-3). Above them a
 learning-rate rule centres a smaller grid: per arm, log(chosen lr) is fitted linearly on
-log(parameters) over the rungs done so far (one rung: its choice is kept), and the grid runs
-in the default grid's steps (x sqrt(3)) from one step below the lower arm's prediction to one
-step above the higher arm's: 3 points when both arms predict the same lr. A best on the
+log(parameters) over the rungs done so far (one rung: its choice is kept); each prediction is
+snapped to the default grid's lattice (3e-3 * 3^(k/2): steps of sqrt(3), the default grid's
+own points bit for bit), and the grid runs from one step below the lower arm's point to one
+step above the higher arm's: 3 points when both arms predict the same lr. On the lattice,
+ladders that share an arm (llama_modern is the baseline of muon, qk_norm, value_residual…)
+share its tuning runs wherever their grids overlap. A best on the
 grid's edge still extends it (``runner.tuning``), so the rule narrows the search but never
 forces a choice at an edge. The ladder file records each rung's grid and how it was chosen.
 
@@ -33,7 +36,7 @@ rungs' own artifacts make the tree dirty as they are written. Files go to
 ``docs/ladders/<paper>-<name>[-vs-<other>]/`` (else ``runs/ladders/...``).
 
 Public API: ``LadderRequest``, ``LadderPlan``, ``RungPlan``, ``RungEvent``, ``run_ladder``,
-``lr_rule_grid``, ``ladder_file``, ``rung_result``, ``DEFAULT_RUNGS``, ``ladder_folder``.
+``lr_rule_grid``, ``lattice_lr``, ``ladder_file``, ``rung_result``, ``DEFAULT_RUNGS``, ``ladder_folder``.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from llmevo.runner.scale import RUNGS, TOKENS_PER_PARAMETER, Scale, size_dial
 from llmevo.runner.tuning import (
     DEFAULT_CONFIRM,
     DEFAULT_REPORT_SEEDS,
+    DEFAULT_SPAN,
     DEFAULT_TUNING_SEEDS,
     default_grid,
 )
@@ -71,13 +75,27 @@ from llmevo.train.device import accelerator_name, resolve_device
 from llmevo.train.trainer import Progress
 
 DEFAULT_RUNGS = (-2, -1, 0, 1)
-GRID_STEP = math.sqrt(3.0)  # the default 5-point grid's ratio between neighbours (lr/3 .. 3 lr)
 FULL_GRID_RUNGS = 2
 
 
-def lr_rule_grid(parameters: int, history: dict[str, Sequence[tuple[int, float]]]) -> tuple[list[float], dict]:
+def lattice_lr(base_lr: float, step: int) -> float:
+    """The ``step``-th point of the default grid's lattice around ``base_lr``: base * 3**(step/2),
+    computed as ``default_grid`` computes its points, so that a lattice point equals the
+    default grid's value bit for bit (the arm cache keys runs by their exact learning rate)."""
+    return base_lr * DEFAULT_SPAN ** (step / 2.0)
+
+
+def lattice_step(base_lr: float, lr: float) -> int:
+    """The lattice step nearest to ``lr`` (in log space)."""
+    return round(2.0 * math.log(lr / base_lr) / math.log(DEFAULT_SPAN))
+
+
+def lr_rule_grid(parameters: int, history: dict[str, Sequence[tuple[int, float]]],
+                 base_lr: float) -> tuple[list[float], dict]:
     """The grid the learning-rate rule gives a rung of ``parameters``, from each arm's
-    (parameters, chosen lr) at the rungs done (see the module docstring), and the rule's record."""
+    (parameters, chosen lr) at the rungs done (see the module docstring), and the rule's record.
+    Predictions are snapped to the default grid's lattice (``lattice_lr``), so that two ladders
+    whose grids overlap train the same settings and share those runs through the arm cache."""
     from scipy.stats import linregress
 
     predictions, fits = {}, {}
@@ -92,11 +110,10 @@ def lr_rule_grid(parameters: int, history: dict[str, Sequence[tuple[int, float]]
         predictions[arm] = math.exp(fit.intercept + fit.slope * math.log(parameters))
         fits[arm] = {"form": "log lr = c + k log N (linregress over the rungs done)",
                      "c": float(fit.intercept), "k": float(fit.slope), "predicted_lr": predictions[arm]}
-    low, high = min(predictions.values()) / GRID_STEP, max(predictions.values()) * GRID_STEP
-    points = max(3, round(math.log(high / low) / math.log(GRID_STEP)) + 1)
-    ratio = (high / low) ** (1.0 / (points - 1))
-    grid = [low * ratio ** i for i in range(points)]
-    return grid, {"rule": "learning-rate rule", "arms": fits}
+    steps = [lattice_step(base_lr, lr) for lr in predictions.values()]
+    grid = [lattice_lr(base_lr, step) for step in range(min(steps) - 1, max(steps) + 2)]
+    return grid, {"rule": "learning-rate rule", "arms": fits,
+                  "lattice": f"{base_lr:g} * 3^(k/2), k = {min(steps) - 1}..{max(steps) + 1}"}
 
 
 class LadderRequest(RequestModel):
@@ -290,7 +307,7 @@ def run_ladder(request: LadderRequest | LadderPlan, progress: Progress | None = 
         if rung.full_grid or not history["baseline"]:
             grid, rule = default_grid(base_lr), {"rule": "full default grid (lr/3 .. 3 lr, 5 points)"}
         else:
-            grid, rule = lr_rule_grid(rung.size.parameters, history)
+            grid, rule = lr_rule_grid(rung.size.parameters, history, base_lr)
         rung_started = time.perf_counter()
         artifact = reproduce(rung.request.model_copy(update={"tune_grid": grid}), progress, code=code)
         wall = time.perf_counter() - rung_started
