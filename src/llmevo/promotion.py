@@ -19,6 +19,13 @@ with ``llmevo reproduce NAME --against OTHER`` (``setup.against``) is extra evid
 llama_modern's own choice, shown by ``show``/``report``/``leaderboard``, never a claim
 (SPEC: the ablation is "the component it is compared against in the baseline arm").
 
+**Family-wise.** The class that promotes is the Holm-adjusted one (``FamilyVerdict``,
+``llmevo.eval.multiplicity``): the family is the published table of tuned evidence
+(``family_entries``: every tuned formal reproduction under ``docs/reproductions/``, the newest
+per comparison: component, baseline choice, preset), each comparison's interval widened to
+its Holm step-down level and classed by the same rules. A component better than its ablation
+alone but inconclusive once the table's other comparisons are counted is not promoted.
+
 Artifacts are read through the validated schema (``load_artifact``): a file in a metrics
 folder that does not validate (malformed, or NaN/infinity in a statistic) is an error, not
 evidence and not silently skipped.
@@ -26,11 +33,14 @@ evidence and not silently skipped.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from llmevo.artifacts.schema import Artifact, ReproductionArtifact, load_artifact
+from llmevo.errors import ConfigError
+from llmevo.eval.multiplicity import DEFAULT_ALPHA, HolmAdjusted, from_interval, holm
 from llmevo.eval.stats import DEFAULT_MARGIN_PERCENT, classify_change
 from llmevo.registry import ComponentSpec, Registry
 
@@ -108,7 +118,10 @@ def _significantly_worse(artifact: ReproductionArtifact) -> bool:
     return mean > 0 if verdict.lower_is_better else mean < 0
 
 
-def promotion(spec: ComponentSpec, docs: Path) -> Promotion:
+def promotion(spec: ComponentSpec, docs: Path,
+              family: Mapping[Path, FamilyVerdict] | None = None) -> Promotion:
+    """``spec``'s standing; ``family``: the published family's verdicts
+    (``family_verdicts(family_entries(docs))``, read here when not given)."""
     if spec.manifest.baseline:
         return Promotion(spec.name, spec.slot, True, "declared in its manifest (baseline component)")
     artifacts = formal_artifacts(spec, docs)
@@ -121,11 +134,19 @@ def promotion(spec: ComponentSpec, docs: Path) -> Promotion:
         return Promotion(spec.name, spec.slot, False,
                          f"no tuned formal reproduction yet; untuned evidence does not promote{worse}", path)
     path, artifact = tuned[0]
+    if family is None:
+        family = family_verdicts(family_entries(docs))
     summary = artifact.verdict.summary if artifact.verdict else "no verdict recorded"
-    label = verdict_class(artifact)
-    if label in PROMOTING_CLASSES:
-        return Promotion(spec.name, spec.slot, True, f"{label} (tuned): {summary}", path)
-    return Promotion(spec.name, spec.slot, False, f"{label or 'unclassified'} (tuned): {summary}", path)
+    adjusted = family.get(path.resolve())
+    if adjusted is None:  # no interval to adjust: the class alone (None promotes nothing)
+        label, how = verdict_class(artifact), ""
+    else:
+        label = adjusted.classification
+        how = (f" after Holm over {adjusted.holm.family_size} published comparisons "
+               f"(alone: {adjusted.alone})")
+    promoted = label in PROMOTING_CLASSES
+    return Promotion(spec.name, spec.slot, promoted,
+                     f"{label or 'unclassified'} (tuned){how}: {summary}", path)
 
 
 def verdict_class(artifact: ReproductionArtifact) -> str | None:
@@ -141,8 +162,78 @@ def verdict_class(artifact: ReproductionArtifact) -> str | None:
 
 
 def promotions(registry: Registry, docs: Path) -> dict[str, Promotion]:
-    """``{name: Promotion}`` for every registered component."""
-    return {spec.name: promotion(spec, docs) for spec in registry.all()}
+    """``{name: Promotion}`` for every registered component (the family read once)."""
+    family = family_verdicts(family_entries(docs))
+    return {spec.name: promotion(spec, docs, family) for spec in registry.all()}
+
+
+# --- the published family, Holm-adjusted ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FamilyVerdict:
+    """One comparison of the published family: its class alone and after Holm."""
+
+    alone: str | None  # the per-comparison class (95% interval)
+    classification: str | None  # the class of the Holm-adjusted interval
+    margin_percent: float
+    holm: HolmAdjusted
+
+
+def comparison_key(artifact: ReproductionArtifact) -> tuple[str, str | None, str | None]:
+    """What one row of the published table compares: component, baseline choice, preset."""
+    return artifact.manifest_ref, artifact.against, artifact.setup.preset
+
+
+def family_members(entries: Sequence[tuple[Path, Artifact]]) -> list[tuple[Path, ReproductionArtifact]]:
+    """The tuned formal reproductions of ``entries`` with an interval on their headline
+    change, the newest per ``comparison_key`` (an older one is superseded, not a member),
+    in path order."""
+    newest: dict[tuple, tuple[Path, ReproductionArtifact]] = {}
+    for path, artifact in entries:
+        if not (isinstance(artifact, ReproductionArtifact) and artifact.tuning is not None
+                and artifact.evaluation_protocol.formal_comparison):
+            continue
+        change = artifact.headline_change
+        if change.percent is None or change.ci_low is None or change.ci_high is None:
+            continue
+        key = comparison_key(artifact)
+        held = newest.get(key)
+        if held is None or (artifact.provenance.created_at or "") > (held[1].provenance.created_at or ""):
+            newest[key] = (path, artifact)
+    return sorted(newest.values(), key=lambda entry: str(entry[0]))
+
+
+def family_entries(docs: Path) -> list[tuple[Path, ReproductionArtifact]]:
+    """The published family: ``family_members`` of every artifact under
+    ``docs/reproductions/*/metrics/`` (each loaded through the validated schema)."""
+    paths = sorted((Path(docs) / "reproductions").glob("*/metrics/*.json"))
+    return family_members([(path, load_artifact(path)) for path in paths])
+
+
+def family_verdicts(members: Sequence[tuple[Path, ReproductionArtifact]],
+                    alpha: float = DEFAULT_ALPHA) -> dict[Path, FamilyVerdict]:
+    """``{resolved path: FamilyVerdict}``: ``members`` (one family) Holm-adjusted at
+    ``alpha``; each estimate recovered from its recorded 95% paired t-interval."""
+    estimates, margins, lowers = [], [], []
+    for path, artifact in members:
+        change = artifact.headline_change  # an interval exists only with paired statistics
+        n = artifact.statistics[change.metric].paired_relative_change_percent.n  # type: ignore[index]
+        try:
+            estimates.append(from_interval(change.percent, change.ci_low, change.ci_high, n))
+        except ConfigError as error:
+            raise ConfigError(f"{path}: {error}") from None
+        verdict = artifact.verdict
+        margins.append(float((verdict.margin_percent if verdict else None) or DEFAULT_MARGIN_PERCENT))
+        lowers.append(verdict.lower_is_better if verdict is not None else True)
+    adjusted = holm(estimates, alpha)
+    return {
+        path.resolve(): FamilyVerdict(
+            alone=verdict_class(artifact),
+            classification=classify_change(result.ci_low, result.ci_high, margin, lower),
+            margin_percent=margin, holm=result)
+        for (path, artifact), result, margin, lower in zip(members, adjusted, margins, lowers, strict=True)
+    }
 
 
 def batched_replicas(spec: ComponentSpec) -> bool | None:

@@ -152,3 +152,48 @@ def test_only_comparisons_against_the_declared_ablation_decide(tmp_path):
     assert not result.promoted and result.reason.startswith("worse (tuned)")
     assert result.artifact == ablation
     assert tier_reached(spec, tmp_path) == "l2_public_dataset"  # still public-data evidence
+
+
+def test_a_comparison_significant_alone_but_not_in_the_family_is_not_promoted(tmp_path):
+    """relu2 at −5% [−9.5, −0.5] over 3 seeds: p = 0.041 alone, better. Beside one more tuned
+    comparison (qk_norm +0.5 [−2, 3], p = 0.48) Holm tests relu2 first at α/2 = 0.025: not
+    rejected, so its interval widens to 97.5% (t(0.9875, 2 df) · se), reaches past δ = 1%,
+    and the class becomes inconclusive; promotion follows the adjusted class, and so does
+    the leaderboard built from the same folder."""
+    from scipy import stats as scipy_stats
+
+    from llmevo.promotion import family_entries, family_verdicts
+    from llmevo.reports.leaderboard import build_leaderboard, scan_artifacts
+
+    spec = full_registry().get("feedforward", "relu2")
+    relu2 = _publish(tmp_path, "2109.08668-relu2", "reproduction:relu2", -5.0, True, ci=(-9.5, -0.5))
+    alone = promotion(spec, tmp_path)
+    assert alone.promoted and alone.reason.startswith("better (tuned) after Holm over 1 ")
+    _publish(tmp_path, "2302.05442-qk_norm", "reproduction:qk_norm", +0.5, False, ci=(-2.0, 3.0))
+    verdicts = family_verdicts(family_entries(tmp_path))
+    adjusted = verdicts[relu2.resolve()]
+    standard_error = 4.5 / scipy_stats.t.ppf(0.975, df=2)
+    assert adjusted.holm.p_value == pytest.approx(2 * scipy_stats.t.sf(5.0 / standard_error, df=2))
+    assert 0.025 < adjusted.holm.p_value < 0.05 and not adjusted.holm.rejected
+    half = scipy_stats.t.ppf(1 - 0.025 / 2, df=2) * standard_error
+    assert (adjusted.holm.ci_low, adjusted.holm.ci_high) == pytest.approx((-5.0 - half, -5.0 + half))
+    assert adjusted.alone == "better" and adjusted.classification == "inconclusive"
+    result = promotion(spec, tmp_path)
+    assert not result.promoted
+    assert result.reason.startswith("inconclusive (tuned) after Holm over 2 published comparisons (alone: better)")
+    rows = build_leaderboard(scan_artifacts([tmp_path])[0], tmp_path)
+    row = next(row for row in rows if row["name"] == "relu2")
+    assert row["classification"] == "better" and row["holm"]["classification"] == "inconclusive"
+    assert row["holm"]["family_size"] == 2
+
+
+def test_superseded_and_untuned_artifacts_are_not_in_the_family(tmp_path):
+    from llmevo.promotion import family_entries
+
+    _publish(tmp_path, "2109.08668-relu2", "reproduction:relu2", -5.0, True, tuned=False)
+    old = _publish(tmp_path, "2109.08668-relu2", "reproduction:relu2", -2.0, True, created="2026-11-29T00:00:00+00:00")
+    new = _publish(tmp_path, "2109.08668-relu2", "reproduction:relu2", -3.0, True, created="2026-12-01T00:00:00+00:00")
+    against = _publish(tmp_path, "2109.08668-relu2", "reproduction:relu2", -3.0, True,
+                       created="2026-11-28T00:00:00+00:00", against="swiglu")
+    members = [path for path, _ in family_entries(tmp_path)]
+    assert sorted(members) == sorted([new, against]) and old not in members

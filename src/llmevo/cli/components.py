@@ -17,13 +17,21 @@ def component_records(docs: Path) -> list[dict[str, Any]]:
     the evidence-based ``tier_reached``, ``has_artifact`` (a published reproduction) and
     ``promoted`` flag with its reason."""
     from llmevo.catalog import full_registry
-    from llmevo.promotion import batched_replicas, promotion, published_artifacts, tier_reached
+    from llmevo.promotion import (
+        batched_replicas,
+        family_entries,
+        family_verdicts,
+        promotion,
+        published_artifacts,
+        tier_reached,
+    )
     from llmevo.registry import SLOTS
 
     specs = sorted(full_registry().all(), key=lambda spec: (SLOTS.index(spec.slot), spec.name))
+    family = family_verdicts(family_entries(docs))  # the published family, read once
     records = []
     for spec in specs:
-        decision = promotion(spec, docs)
+        decision = promotion(spec, docs, family)
         records.append({
             **spec.manifest.model_dump(mode="json"),
             "has_artifact": bool(published_artifacts(spec, docs, "reproductions")),

@@ -31,9 +31,10 @@ from llmevo.artifacts.schema import (
     read_json,
 )
 from llmevo.errors import ArtifactError, ConfigError
+from llmevo.eval.sensitivity import lr_sensitivity
 from llmevo.eval.stats import claim_policy
-from llmevo.promotion import verdict_class
-from llmevo.reports.sections import format_decimals
+from llmevo.promotion import FamilyVerdict, family_members, family_verdicts, verdict_class
+from llmevo.reports.sections import format_decimals, narrow_advantage
 
 ARTIFACT_FOLDER = "metrics"  # under a root, artifacts are the *.json files in folders of this name
 
@@ -100,12 +101,37 @@ def _source(path: Path, repository: Path) -> dict:
             "in_repository": False}
 
 
-def _reproduction_row(artifact: ReproductionArtifact) -> dict:
+def _holm_fields(family: FamilyVerdict | None) -> dict | None:
+    if family is None:
+        return None
+    holm = family.holm
+    return {"p_value": holm.p_value, "p_holm": holm.p_holm, "rejected": holm.rejected,
+            "rank": holm.rank, "level": holm.level, "ci_low": holm.ci_low, "ci_high": holm.ci_high,
+            "classification": family.classification, "family_size": holm.family_size,
+            "alpha": holm.alpha}
+
+
+def _sensitivity_fields(artifact: ReproductionArtifact) -> dict | None:
+    if artifact.tuning is None:
+        return None
+    return {arm: {"best_lr": result.best_lr, "best": result.best, "spread": result.spread,
+                  "relative_spread_percent": result.relative_spread_percent,
+                  "band_low_lr": result.band_low_lr, "band_high_lr": result.band_high_lr,
+                  "band_decades": result.band_decades, "diverged": list(result.diverged)}
+            for arm, result in lr_sensitivity(artifact.tuning).items()}
+
+
+def _reproduction_row(artifact: ReproductionArtifact, family: FamilyVerdict | None = None) -> dict:
     protocol, verdict = artifact.evaluation_protocol, artifact.verdict
     # the protocol's seeds; a top-level seeds key (kept unknown) where the protocol lists none
     seeds = protocol.seeds or artifact.recorded("seeds") or []
     _, policy_default = claim_policy(len(seeds))
     metric, delta, ci_low, ci_high = artifact.headline_change
+    claim = ((verdict.summary if verdict is not None else None) or protocol.claim_policy
+             or policy_default)
+    narrow = narrow_advantage(artifact)
+    classification = verdict_class(artifact) if protocol.formal_comparison else None
+    judged = artifact.tuning is not None and classification == "better"  # narrow is said of a better
     return {
         "kind": "reproduction",
         "name": artifact.name,
@@ -125,9 +151,11 @@ def _reproduction_row(artifact: ReproductionArtifact) -> dict:
         "ci_high": ci_high,
         "significant": verdict.significant if verdict is not None else None,
         "tuned": artifact.tuning is not None,
-        "classification": verdict_class(artifact) if protocol.formal_comparison else None,
-        "claim": (verdict.summary if verdict is not None else None) or protocol.claim_policy
-        or policy_default,
+        "classification": classification,
+        "holm": _holm_fields(family),  # None: not in the family (untuned, smoke, superseded)
+        "lr_sensitivity": _sensitivity_fields(artifact),
+        "narrow_advantage": (narrow is not None) if judged else None,
+        "claim": f"{claim} {narrow}" if narrow else claim,
         "status": None,
     }
 
@@ -160,19 +188,22 @@ def _diagnostic_row(artifact: DiagnosticArtifact) -> dict:
     }
 
 
-ROW_BUILDERS = {"reproduction": _reproduction_row, "diagnostic": _diagnostic_row}
-
-
 def build_leaderboard(entries: Sequence[tuple[Path, Artifact]], repository: Path) -> list[dict]:
     """Rows for the leaderboard: reproductions first (by arXiv id, name; the artifacts from
     outside the repository before its own, then by source), then diagnostics; each row's
     ``source`` is its artifact's path in ``repository`` (``in_repository``), or its folder
-    and file name when it lies outside."""
-    rows = []
+    and file name when it lies outside. The family for the Holm adjustment is the tuned
+    formal rows among ``entries`` (``llmevo.promotion.family_members``: the newest per
+    comparison), the same rule promotion applies to ``docs/``."""
     for path, artifact in entries:
         if not isinstance(artifact, ReproductionArtifact | DiagnosticArtifact):
             raise ArtifactError(f"{path}: not a validated artifact (load it with load_artifact)")
-        rows.append({**ROW_BUILDERS[artifact.kind](artifact), **_source(path, repository)})
+    family = family_verdicts(family_members(entries))
+    rows = []
+    for path, artifact in entries:
+        row = (_reproduction_row(artifact, family.get(Path(path).resolve()))
+               if isinstance(artifact, ReproductionArtifact) else _diagnostic_row(artifact))
+        rows.append({**row, **_source(path, repository)})
     order = {"reproduction": 0, "diagnostic": 1}
     return sorted(rows, key=lambda row: (order[row["kind"]], row["arxiv"] or "", row["name"],
                                          row["in_repository"], row["source"]))
@@ -185,6 +216,65 @@ def _change(row: Mapping) -> str:
     if row["ci_low"] is not None:
         text += f" [{row['ci_low']:+.2f}%, {row['ci_high']:+.2f}%]"
     return text
+
+
+def _holm_cell(row: Mapping) -> str:
+    """``better [-16.90%, -7.21%]``: the Holm-adjusted class and interval; a dash outside
+    the family."""
+    holm = row.get("holm")
+    if not holm:
+        return "—"
+    return f"{_escape(holm['classification'])} [{holm['ci_low']:+.2f}%, {holm['ci_high']:+.2f}%]"
+
+
+def _p(value: float) -> str:
+    return f"{value:.2g}" if value < 0.01 else f"{value:.3f}"
+
+
+def _sensitivity_cell(arm: Mapping | None) -> str:
+    """``11.8%, band 0.003`` : relative spread over the grid and the lr band within 1% of the best."""
+    if not arm:
+        return "—"
+    band = (f"{arm['band_low_lr']:.3g}–{arm['band_high_lr']:.3g}"
+            if arm["band_high_lr"] > arm["band_low_lr"] else f"{arm['band_low_lr']:.3g} only")
+    return f"{arm['relative_spread_percent']:.1f}%, ±1% band {band}"
+
+
+def _family_section(rows: Sequence[Mapping], link) -> list[str]:
+    family = [row for row in rows if row.get("holm")]
+    if not family:
+        return []
+    size, alpha = family[0]["holm"]["family_size"], family[0]["holm"]["alpha"]
+    lines = [
+        "",
+        "## Tuned evidence, family-wise (Holm)",
+        "",
+        f"The family is the {size} tuned formal comparisons above (the newest per component, "
+        f"baseline choice and preset). *Holm p* is Holm's step-down adjustment of the paired "
+        f"t-test p-values (statsmodels `multipletests`, family-wise α = {alpha:g}); the adjusted "
+        "interval is the same paired t-interval at the comparison's Holm step-down level "
+        "α/(m − rank + 1) (after the first comparison Holm does not reject: that one's level), so "
+        "it excludes zero exactly when Holm rejects; its class uses the same rules and margin. "
+        "Promotion into the evolution space reads the Holm class. *lr sensitivity*: each arm's "
+        "spread of mean validation loss over the tuning grid (worst − best, % of the best) and "
+        "the learning rates within 1% of its best (Wortsman et al. 2309.14322); *narrow*: a "
+        "better whose advantage over the baseline arm's best holds at no two neighbouring grid "
+        "points on the tuning seeds.",
+        "",
+        "| method | baseline arm | Δ% [95% CI] | class | p | Holm p | Holm-adjusted CI (level) | Holm class | lr sensitivity: baseline | lr sensitivity: method | narrow | artifact |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in family:
+        holm = row["holm"]
+        sensitivity = row.get("lr_sensitivity") or {}
+        lines.append(
+            f"| {_escape(row['name'])} | {_baseline_arm(row)} | {_change(row)} | "
+            f"{_escape(row.get('classification'))} | {_p(holm['p_value'])} | {_p(holm['p_holm'])} | "
+            f"[{holm['ci_low']:+.2f}%, {holm['ci_high']:+.2f}%] ({100 * (1 - holm['level']):.2f}%) | "
+            f"{_escape(holm['classification'])} | {_sensitivity_cell(sensitivity.get('baseline'))} | "
+            f"{_sensitivity_cell(sensitivity.get('method'))} | "
+            f"{ {True: 'yes', False: 'no', None: '—'}[row.get('narrow_advantage')]} | {link(row)} |")
+    return lines
 
 
 def _baseline_arm(row: Mapping) -> str:
@@ -225,12 +315,13 @@ def render_markdown(rows: Sequence[Mapping], md_path: Path, repository: Path) ->
         "needs another learning rate may lose for that reason; only tuned reproductions "
         "promote a component into the search space. *Baseline arm* is what the method was "
         "compared with: its declared ablation, or, marked *(--against)*, another choice "
-        "for the same slot (llama_modern's own), which is extra evidence and never promotes.",
+        "for the same slot (llama_modern's own), which is extra evidence and never promotes. "
+        "*Holm class*: the class once the whole table of tuned comparisons is counted (below).",
         "",
         "## Reproductions (L2)",
         "",
-        "| method | arXiv | suite | seeds | formal | tuned | metric | baseline arm | baseline | method | Δ% [95% CI] | class | claim | artifact |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| method | arXiv | suite | seeds | formal | tuned | metric | baseline arm | baseline | method | Δ% [95% CI] | class | Holm class [adjusted CI] | claim | artifact |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in reproductions:
         lines.append(
@@ -238,10 +329,12 @@ def render_markdown(rows: Sequence[Mapping], md_path: Path, repository: Path) ->
             f"{row['seeds']} | {'yes' if row['formal'] else 'no'} | "
             f"{'yes' if row.get('tuned') else '*untuned*'} | {_escape(row['metric'])} | "
             f"{_baseline_arm(row)} | {format_decimals(row['baseline_value'])} | {format_decimals(row['method_value'])} | "
-            f"{_change(row)} | {_escape(row.get('classification'))} | {_escape(row['claim'])} | {link(row)} |"
+            f"{_change(row)} | {_escape(row.get('classification'))} | {_holm_cell(row)} | "
+            f"{_escape(row['claim'])} | {link(row)} |"
         )
     if not reproductions:
-        lines.append("| — | | | | | | | | | | | | no reproduction artifacts found | |")
+        lines.append("| — | | | | | | | | | | | | | no reproduction artifacts found | |")
+    lines += _family_section(reproductions, link)
     lines += [
         "",
         "## Component diagnostics",

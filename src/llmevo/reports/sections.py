@@ -29,7 +29,9 @@ from llmevo.artifacts.schema import (
     ReproductionArtifact,
 )
 from llmevo.eval.metrics import LOWER_IS_BETTER, REPORT_METRICS
+from llmevo.eval.sensitivity import ArmSensitivity, advantage_band, lr_sensitivity
 from llmevo.eval.stats import verdict
+from llmevo.promotion import verdict_class
 
 NOT_RECORDED = "not recorded"
 
@@ -195,7 +197,30 @@ def _verdict_section(artifact: ReproductionArtifact) -> Section:
         if identical_arms(artifact)
         else ()
     )
-    return Section("verdict", "Verdict", sentences=(sentence,), warnings=warnings)
+    narrow = narrow_advantage(artifact)
+    return Section("verdict", "Verdict", sentences=(sentence,),
+                   warnings=warnings + ((narrow,) if narrow else ()))
+
+
+def narrow_advantage(artifact: ReproductionArtifact) -> str | None:
+    """For a tuned artifact classed better: the sentence saying its advantage holds only in
+    a narrow learning-rate band (``llmevo.eval.sensitivity.advantage_band``), else None."""
+    if artifact.tuning is None or not artifact.evaluation_protocol.formal_comparison:
+        return None
+    if verdict_class(artifact) != "better":
+        return None
+    band = advantage_band(artifact.tuning)
+    return band.sentence if band is not None and band.narrow else None
+
+
+def sensitivity_sentence(name: str, arm: ArmSensitivity) -> str:
+    """One arm's learning-rate sensitivity in words (``llmevo.eval.sensitivity``)."""
+    band = (f"lr {arm.band_low_lr:.3g} to {arm.band_high_lr:.3g} ({arm.band_decades:.2f} decades)"
+            if arm.band_high_lr > arm.band_low_lr else f"only its best lr {arm.best_lr:.3g}")
+    diverged = f"; {len(arm.diverged)} diverged" if arm.diverged else ""
+    return (f"{name}: spread {arm.spread:.4f} ({arm.relative_spread_percent:.1f}% of its best "
+            f"{arm.best:.4f} at lr {arm.best_lr:.3g}) over {len(arm.trained)} settings that "
+            f"trained{diverged}; within {arm.tolerance_percent:g}% of its best: {band}.")
 
 
 def _protocol_section(artifact: ReproductionArtifact) -> Section:
@@ -377,6 +402,9 @@ def _tuning_section(artifact: ReproductionArtifact) -> Section:
             confirmed = " and ".join(f"{lr:.3g}" for lr in block.confirmed)
             edge += f"; {confirmed} confirmed on seeds {', '.join(map(str, tuning.confirm_seeds))}"
         rows.append((names.get(arm, arm), cells, f"{block.chosen['lr']:.3g}", edge))
+    sensitivity = [sensitivity_sentence(names.get(arm, arm), result)
+                   for arm, result in lr_sensitivity(tuning).items()]
+    band = advantage_band(tuning)
     return Section(
         "tuning",
         "Tuning",
@@ -384,6 +412,9 @@ def _tuning_section(artifact: ReproductionArtifact) -> Section:
             f"Each arm trained at every learning rate of one grid under tuning seed(s) {seeds} "
             f"(disjoint from the report seeds); chosen by {selection}.",
             *cached,
+            f"Learning-rate sensitivity (Wortsman et al. 2309.14322; means over tuning seed(s) "
+            f"{seeds}): " + " ".join(sensitivity),
+            *((band.sentence,) if band is not None else ()),
         ),
         columns=("arm", f"lr: validation {tuning.metric}", "chosen", "grid"),
         rows=tuple(rows),
