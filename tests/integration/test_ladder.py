@@ -139,3 +139,27 @@ def test_bad_ladders_are_one_line_exit_2_nothing_written(args, message, capsys, 
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert message in err, err
     assert files_under(workdir) == before
+
+
+def test_the_leaderboard_lists_ladders_and_the_transfer_calibration(tiny_ladder, tmp_path):
+    import shutil
+
+    from llmevo.errors import ArtifactError
+    from llmevo.reports.ladder import calibration, calibration_sentence, scan_ladders
+    from llmevo.reports.leaderboard import ladder_rows, render_markdown
+
+    out, built = tiny_ladder
+    docs = tmp_path / "docs"
+    shutil.copytree(out, docs / "ladders" / "rope")
+    rows = ladder_rows(scan_ladders([docs]), tmp_path)
+    assert [row["source"] for row in rows] == ["docs/ladders/rope/ladder.json"]
+    # two made-up ladders' transfers: 3 pairs, 2 held
+    made_up = [{"transfers": [{"held": True}, {"held": False}]}, {"transfers": [{"held": True}]}]
+    summary = calibration(made_up)
+    assert (summary["held"], summary["pairs"], summary["ladders"]) == (2, 3, 2)
+    assert "of 3 rung-k verdicts" in calibration_sentence(summary) and "(67%)" in calibration_sentence(summary)
+    page = render_markdown([], tmp_path / "docs" / "LEADERBOARD.md", tmp_path, rows)
+    assert "## Scale ladders" in page and built.ladder_class in page
+    (docs / "ladders" / "rope" / "ladder.json").write_text("{\"kind\": \"ladder\"}")
+    with pytest.raises(ArtifactError, match="ladder.json"):
+        scan_ladders([docs])

@@ -72,7 +72,13 @@ def leaderboard(
     reference folder) into docs/LEADERBOARD.md (+ .json) and print the table."""
     from rich.table import Table
 
-    from llmevo.reports.leaderboard import build_leaderboard, scan_artifacts, write_leaderboard
+    from llmevo.reports.ladder import scan_ladders
+    from llmevo.reports.leaderboard import (
+        build_leaderboard,
+        ladder_rows,
+        scan_artifacts,
+        write_leaderboard,
+    )
 
     json_path = out.with_suffix(".json")
     check_output_file(out)
@@ -82,7 +88,8 @@ def leaderboard(
     entries, skipped = scan_artifacts(root, references=[reference] if reference is not None else [])
     repository = Path.cwd()  # the defaults (docs/, docs/LEADERBOARD.md) are relative to it
     rows = build_leaderboard(entries, repository)
-    write_leaderboard(rows, out, json_path, repository, replace=replace)
+    ladders = ladder_rows(scan_ladders(root), repository)
+    write_leaderboard(rows, out, json_path, repository, replace=replace, ladders=ladders)
     table = Table(title=f"Leaderboard ({len(rows)} artifacts; {len(skipped)} other JSON outside "
                         "metrics/ folders, not artifacts)")
     for column in ("kind", "name", "arXiv", "seeds", "formal", "metric Δ%"):

@@ -177,3 +177,81 @@ def write_ladder_report(ladder: LadderFile, folder: Path) -> list[Path]:
     write_text_atomic(folder / "README.md", ladder_readme(ladder))
     written.append(folder / "README.md")
     return written
+
+
+# --- the leaderboard's view of every published ladder ----------------------------------------
+
+LADDER_FILE = "ladder.json"
+
+
+def scan_ladders(roots: list[Path]) -> list[tuple[Path, LadderFile]]:
+    """Every ladder file at ``<root>/ladders/*/ladder.json``, loaded and validated (one that
+    does not load is an ``ArtifactError`` naming it), sorted by path."""
+    from llmevo.artifacts.ladder import load_ladder
+
+    found = []
+    for root in roots:
+        folder = Path(root) / "ladders"
+        if Path(root).is_dir() and folder.is_dir():
+            found += [(path, load_ladder(path)) for path in sorted(folder.glob(f"*/{LADDER_FILE}"))]
+    return found
+
+
+def ladder_row(path: Path, ladder: LadderFile, source: str) -> dict:
+    """One leaderboard row of a ladder (the JSON the leaderboard writes)."""
+    first, last = ladder.rungs[0], ladder.rungs[-1]
+    return {
+        "kind": "ladder", "name": ladder.name, "against": ladder.against, "source": source,
+        "rungs": [r.rung for r in ladder.rungs], "parameters": [first.parameters, last.parameters],
+        "compute_span": ladder.span[1], "ladder_class": ladder.ladder_class, "trend": ladder.trend,
+        "bottom": {"delta_percent": first.delta_percent, "class": first.classification},
+        "top": {"delta_percent": last.delta_percent, "class": last.classification},
+        "gap_slope_per_decade": ladder.gap_slope_per_decade.model_dump(),
+        "compute_multiplier": ladder.compute_multiplier.model_dump(),
+        "transfers": ladder.transfers, "code_dirty": ladder.provenance.get("code_dirty"),
+    }
+
+
+def calibration(rows: list[dict]) -> dict:
+    """The project's own transfer rate: over every ladder, the rung-k verdicts (better or
+    worse) whose class still holds at rung k+1."""
+    pairs = [pair for row in rows for pair in row["transfers"]]
+    held = sum(1 for pair in pairs if pair["held"])
+    return {"held": held, "pairs": len(pairs), "ladders": len(rows),
+            "rate": held / len(pairs) if pairs else None,
+            "definition": "over every published ladder, the share of rung-k verdicts classed better or "
+                          "worse whose class is the same at rung k+1"}
+
+
+def calibration_sentence(summary: dict) -> str:
+    if not summary["pairs"]:
+        return (f"Transfer across scale: no rung-to-rung pair yet over {summary['ladders']} ladder(s) "
+                "(no rung below the top with a better or worse verdict).")
+    return (f"Transfer across scale: of {summary['pairs']} rung-k verdicts (better or worse) over "
+            f"{summary['ladders']} ladder(s), {summary['held']} held at rung k+1 "
+            f"({100 * summary['rate']:.0f}%).")
+
+
+def ladder_section(rows: list[dict], link) -> list[str]:
+    """The leaderboard's Markdown section for the ladders (``link(row)``: the file's link)."""
+    lines = ["", "## Scale ladders", "",
+             "Each ladder is the tuned, paired comparison at every rung of the size dial "
+             "(`llmevo ladder`); its class reads the lowest and highest rungs' verdicts, its trend "
+             "the slope of Δ% with log compute (bootstrap interval over seeds).", "",
+             "| method | baseline | rungs | parameters | compute × | Δ% bottom → top | trend [pts/decade] "
+             "| compute multiplier | class | ladder |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        slope = IntervalRecord.model_validate(row["gap_slope_per_decade"])
+        multiplier = IntervalRecord.model_validate(row["compute_multiplier"])
+        lines.append(
+            f"| {row['name']} | {row['against'] or 'ablation'} | {row['rungs'][0]}..{row['rungs'][-1]} "
+            f"| {row['parameters'][0]:,} → {row['parameters'][1]:,} | {row['compute_span']:.0f} "
+            f"| {row['bottom']['delta_percent']:+.2f} ({row['bottom']['class']}) → "
+            f"{row['top']['delta_percent']:+.2f} ({row['top']['class']}) "
+            f"| {row['trend']} {_interval(slope)} | {_interval(multiplier, 2, '×')} | {row['ladder_class']} "
+            f"| {link(row)} |")
+    if not rows:
+        lines.append("| — | | | | | | | | no ladders published | |")
+    lines += ["", calibration_sentence(calibration(rows))]
+    return lines

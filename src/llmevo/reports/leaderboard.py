@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from llmevo.artifacts.io import write_text_atomic
+from llmevo.artifacts.ladder import LadderFile
 from llmevo.artifacts.schema import (
     Artifact,
     DiagnosticArtifact,
@@ -34,6 +35,7 @@ from llmevo.errors import ArtifactError, ConfigError
 from llmevo.eval.sensitivity import lr_sensitivity
 from llmevo.eval.stats import claim_policy
 from llmevo.promotion import FamilyVerdict, family_members, family_verdicts, verdict_class
+from llmevo.reports.ladder import calibration, ladder_row, ladder_section
 from llmevo.reports.sections import format_decimals, narrow_advantage
 
 ARTIFACT_FOLDER = "metrics"  # under a root, artifacts are the *.json files in folders of this name
@@ -287,7 +289,8 @@ def _escape(text: object) -> str:
     return str(text if text is not None else "—").replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(rows: Sequence[Mapping], md_path: Path, repository: Path) -> str:
+def render_markdown(rows: Sequence[Mapping], md_path: Path, repository: Path,
+                    ladders: Sequence[dict] = ()) -> str:
     """The leaderboard as Markdown. A source in ``repository`` is linked relative to
     ``md_path`` when the page is in it too; any other source is named, not linked."""
     page_folder = _inside(Path(md_path).parent, repository)
@@ -335,6 +338,7 @@ def render_markdown(rows: Sequence[Mapping], md_path: Path, repository: Path) ->
     if not reproductions:
         lines.append("| — | | | | | | | | | | | | | no reproduction artifacts found | |")
     lines += _family_section(reproductions, link)
+    lines += ladder_section(list(ladders), link)
     lines += [
         "",
         "## Component diagnostics",
@@ -380,13 +384,20 @@ def _check_rows_kept(json_path: Path, rows: Sequence[Mapping], *, replace: bool)
             "nothing was written (pass --replace to drop them)")
 
 
+def ladder_rows(entries: Sequence[tuple[Path, LadderFile]], repository: Path) -> list[dict]:
+    """The ladders' leaderboard rows, their sources located as the artifacts' are."""
+    return [ladder_row(path, ladder, "") | _source(path, repository) for path, ladder in entries]
+
+
 def write_leaderboard(rows: Sequence[Mapping], md_path: Path, json_path: Path,
-                      repository: Path, *, replace: bool = False) -> None:
-    """Write the Markdown leaderboard and the same rows as JSON, in ``repository`` (see
-    ``render_markdown``); never without a row the existing JSON lists unless ``replace``."""
+                      repository: Path, *, replace: bool = False, ladders: Sequence[dict] = ()) -> None:
+    """Write the Markdown leaderboard and the same rows as JSON (with the ladders' rows and the
+    transfer calibration), in ``repository`` (see ``render_markdown``); never without a row
+    the existing JSON lists unless ``replace``."""
     if Path(md_path).resolve() == Path(json_path).resolve():
         raise ConfigError(f"leaderboard Markdown and JSON paths must differ; both are {md_path}")
     _check_rows_kept(json_path, rows, replace=replace)
-    write_text_atomic(Path(md_path), render_markdown(rows, Path(md_path), repository))
-    payload = {"generated_by": "llmevo leaderboard", "rows": list(rows)}
+    write_text_atomic(Path(md_path), render_markdown(rows, Path(md_path), repository, ladders))
+    payload = {"generated_by": "llmevo leaderboard", "rows": list(rows), "ladders": list(ladders),
+               "transfer_calibration": calibration(list(ladders))}
     write_text_atomic(Path(json_path), json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
