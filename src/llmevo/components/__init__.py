@@ -15,6 +15,6 @@ from llmevo.components.block import post_norm, pre_norm, rezero, sandwich  # noq
 from llmevo.components.feedforward import geglu, gelu, relu2, swiglu  # noqa: F401
 from llmevo.components.kvcache import rope_relay  # noqa: F401
 from llmevo.components.norm import dyt, layernorm, rmsnorm  # noqa: F401
-from llmevo.components.optim import adamw, lion, muon  # noqa: F401
+from llmevo.components.optim import adamw, cautious_adamw, lion, muon  # noqa: F401
 from llmevo.components.position import alibi, learned, nope, rope, sinusoidal  # noqa: F401
 from llmevo.components.post_training import dpo, grpo, neftune, none, sft  # noqa: F401
