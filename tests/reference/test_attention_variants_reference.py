@@ -25,6 +25,7 @@ from llmevo.components.attention.softcap import SoftcapAttention, SoftcapConfig
 from llmevo.components.base import AttentionContext, ModelDims
 from llmevo.components.position.alibi import AlibiConfig, AlibiPosition
 from llmevo.components.position.rope import RopeConfig, RotaryPosition
+from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
 
 DIMS = ModelDims(vocab_size=16, d_model=64, n_layers=2, n_heads=4, max_seq_len=32)
@@ -232,3 +233,14 @@ def test_sigmoid_attention_bias_is_fixed_by_the_context_length_not_the_prompt() 
         steps = [model(tokens[:, :6], caches=caches)]
         steps += [model(tokens[:, t : t + 1], caches=caches) for t in range(6, 14)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("choice", "message"), [
+    ("sliding_window:window=0", "attention component 'sliding_window': window: Input should be greater than 0"),
+    ("softcap:cap=0", "attention component 'softcap': cap: Input should be greater than 0"),
+    ("sigmoid_attn:bias=NaN", "attention component 'sigmoid_attn': bias"),
+    ("softcap:kv_heads=3", "kv_heads 3 does not divide heads 4"),
+])
+def test_bad_settings_are_one_line_config_errors(choice: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        build_model(ModelConfig().with_slot("attention", choice))
