@@ -1,4 +1,6 @@
 """AdamW (1711.05101) vs torch.optim.AdamW; Lion (2302.06675) vs its Algorithm 2 by hand;
+cautious AdamW (2411.16085) vs its Algorithm 1 by hand and, where every sign agrees, vs
+torch.optim.AdamW;
 the dynamo-free optimizer base and LambdaSchedule vs torch.optim and LambdaLR; each batched
 twin (``OptimizerComponent.batched``) vs its component's own optimizer, replica by replica."""
 
@@ -14,6 +16,7 @@ import torch.nn.functional as F
 from llmevo.catalog import build_model, build_optimizer, full_registry
 from llmevo.components.optim.adamw import AdamWOptimizer
 from llmevo.components.optim.base import parameter_roles
+from llmevo.components.optim.cautious_adamw import CautiousAdamWOptimizer
 from llmevo.components.optim.lion import Lion, LionConfig, LionOptimizer
 from llmevo.components.optim.optimizer import LambdaSchedule
 from llmevo.errors import ConfigError
@@ -186,6 +189,60 @@ def test_lion_matches_algorithm_by_hand() -> None:
     assert optimizer.state[param]["exp_avg"].tolist() == pytest.approx(m, abs=1e-7)
 
 
+def test_cautious_adamw_matches_the_algorithm_by_hand() -> None:
+    """Two steps on four entries; at the second the gradient flips sign on two of them, which
+    are masked, and the other two are scaled by 1 / mean(mask) = 2."""
+    w0 = [0.5, -1.0, 2.0, 0.3]
+    grads = [[0.1, -0.2, 0.3, 0.5], [-0.05, -0.1, 0.2, -0.05]]
+    lr, wd, beta1, beta2, eps = 0.1, 0.5, 0.9, 0.99, 1e-8
+    param = torch.nn.Parameter(torch.tensor(w0, dtype=torch.float64))
+    optimizer = CautiousAdamWOptimizer([param], lr=lr, betas=(beta1, beta2), eps=eps, weight_decay=wd)
+
+    w, m, v = list(w0), [0.0] * 4, [0.0] * 4
+    for t, g in enumerate(grads, start=1):
+        param.grad = torch.tensor(g, dtype=torch.float64)
+        optimizer.step()
+        u = []
+        for i in range(4):
+            w[i] *= 1 - lr * wd
+            m[i] = beta1 * m[i] + (1 - beta1) * g[i]
+            v[i] = beta2 * v[i] + (1 - beta2) * g[i] ** 2
+            u.append((m[i] / (1 - beta1**t)) / (math.sqrt(v[i] / (1 - beta2**t)) + eps))
+        mask = [1.0 if u[i] * g[i] > 0 else 0.0 for i in range(4)]
+        mean = sum(mask) / 4
+        for i in range(4):
+            w[i] -= lr * mask[i] / mean * u[i]
+        assert param.detach().tolist() == pytest.approx(w, abs=1e-12)
+        assert mask == ([1.0] * 4 if t == 1 else [0.0, 1.0, 1.0, 0.0])  # the case under test
+
+
+def test_cautious_adamw_is_torch_adamw_when_every_sign_agrees() -> None:
+    """Gradients of a fixed sign per entry keep every update agreeing: bit-identical to
+    torch.optim.AdamW; one flipped entry makes them differ (the mask is live)."""
+    generator = torch.Generator().manual_seed(0)
+    start = torch.randn(3, 5, generator=generator)
+    signs = torch.randn(3, 5, generator=generator).sign()
+    sizes = [torch.rand(3, 5, generator=generator) + 0.1 for _ in range(6)]
+
+    def run(optimizer_from, flip: bool) -> torch.Tensor:
+        param = torch.nn.Parameter(start.clone())
+        optimizer = optimizer_from([param])
+        for step, size in enumerate(sizes):
+            grad = signs * size
+            if flip and step == 3:
+                grad[0, 0] = -grad[0, 0]
+            param.grad = grad
+            optimizer.step()
+        return param.detach()
+
+    settings = dict(lr=3e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    ours = run(lambda p: CautiousAdamWOptimizer(p, **settings), flip=False)
+    theirs = run(lambda p: torch.optim.AdamW(p, foreach=False, **settings), flip=False)
+    assert torch.equal(ours, theirs)
+    assert not torch.equal(run(lambda p: CautiousAdamWOptimizer(p, **settings), flip=True),
+                           run(lambda p: torch.optim.AdamW(p, foreach=False, **settings), flip=True))
+
+
 def test_lion_component_applies_the_multipliers() -> None:
     model = torch.nn.Linear(3, 3)
     optimizer = Lion(LionConfig(lr_multiplier=0.5, weight_decay_multiplier=4.0)).build(
@@ -207,7 +264,8 @@ def test_optimizer_hyperparameters_are_validated() -> None:
     ("adamw", {"beta1": 0.8, "beta2": 0.95, "eps": 1e-6}),
     ("lion", {"beta1": 0.95, "beta2": 0.98, "lr_multiplier": 0.5, "weight_decay_multiplier": 2.0}),
     ("muon", {"momentum": 0.9, "rms_scale": 0.3, "beta1": 0.8, "beta2": 0.95}),
-], ids=["adamw", "lion", "muon"])
+    ("cautious_adamw", {"beta1": 0.8, "beta2": 0.95, "eps": 1e-6}),
+], ids=["adamw", "lion", "muon", "cautious_adamw"])
 def test_batched_twin_follows_its_optimizer_on_every_replica(name: str, second: dict) -> None:
     """Two replicas stacked (their own init, lr, weight decay and settings) and updated by the
     component's batched twin equal the component's own optimizer on each replica, given the

@@ -79,6 +79,9 @@ def test_component_sizes_follow_the_width_and_heads():
     assert parameter_count(grouped) == hand_count(128, 2, hidden=384, matrices=3, kv_width=64)
     rotary = scale_model(ModelConfig().with_slot("position", "rope:rotary_dim=8"), Geometry(64, 2, 2))
     assert rotary.position.config["rotary_dim"] == 16  # half the head dimension stays half
+    windowed = scale_model(ModelConfig().with_slot("attention", "sliding_window:window=24"), RUNGS[3])
+    assert windowed.attention.config["window"] == 24  # a length in tokens: the sequence stays 64
+    assert scale(2).model.max_seq_len == ModelConfig().max_seq_len
 
 
 def test_every_size_bearing_field_of_every_component_is_scaled():

@@ -3,11 +3,18 @@
 Adding a component: write its module, then add one import line here.
 """
 
-from llmevo.components.attention import mha, qk_norm, value_residual  # noqa: F401
-from llmevo.components.block import post_norm, pre_norm, sandwich  # noqa: F401
+from llmevo.components.attention import (  # noqa: F401
+    mha,
+    qk_norm,
+    sigmoid_attn,
+    sliding_window,
+    softcap,
+    value_residual,
+)
+from llmevo.components.block import post_norm, pre_norm, rezero, sandwich  # noqa: F401
 from llmevo.components.feedforward import geglu, gelu, relu2, swiglu  # noqa: F401
 from llmevo.components.kvcache import rope_relay  # noqa: F401
-from llmevo.components.norm import layernorm, rmsnorm  # noqa: F401
-from llmevo.components.optim import adamw, lion, muon  # noqa: F401
+from llmevo.components.norm import dyt, layernorm, rmsnorm  # noqa: F401
+from llmevo.components.optim import adamw, cautious_adamw, lion, muon  # noqa: F401
 from llmevo.components.position import alibi, learned, nope, rope, sinusoidal  # noqa: F401
 from llmevo.components.post_training import dpo, grpo, neftune, none, sft  # noqa: F401

@@ -7,7 +7,8 @@ attention, Shazeer 2019, arXiv 1911.02150). Reference test: an explicit
 softmax(QK^T / sqrt(d) + mask) V computed head by head, with each key/value head shared by
 its group of query heads.
 
-Subclasses override one step (``project``, ``attend``) rather than copying ``forward``.
+Subclasses override one step (``project``, ``attend``) rather than copying ``forward``;
+``logits`` and ``expand_kv`` are the explicit score path of those that change the scores.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ def causal_mask(n_queries: int, n_keys: int, device: torch.device) -> Tensor:
     return torch.ones(n_queries, n_keys, dtype=torch.bool, device=device).tril(
         diagonal=n_keys - n_queries
     )
+
+
+def expand_kv(kv: Tensor, n_heads: int) -> Tensor:
+    """(B, Hk, S, Dh) -> (B, H, S, Dh): each key/value head repeated for its group of query heads."""
+    return kv.repeat_interleave(n_heads // kv.shape[1], dim=1)
 
 
 class CausalSelfAttention(Attention):
@@ -64,6 +70,16 @@ class CausalSelfAttention(Attention):
         q = context.position.rotate(q, context.positions)
         k = context.position.rotate(k, context.positions)
         return q, k, v
+
+    def logits(self, q: Tensor, k: Tensor, context: AttentionContext, k_positions: Tensor) -> Tensor:
+        """q k^T / sqrt(Dh) plus the position encoding's bias, unmasked: (B, H, Tq, Tk).
+
+        The explicit path of variants that change what happens to the scores (soft-capping,
+        sigmoid); plain attention never builds this tensor (``attend`` calls the fused kernel).
+        """
+        scores = q @ expand_kv(k, self.n_heads).transpose(-1, -2) / math.sqrt(self.head_dim)
+        bias = context.position.attention_bias(context.positions, k_positions)
+        return scores if bias is None else scores + bias.to(q.dtype)  # (B, H, Tq, Tk)
 
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, context: AttentionContext, k_positions: Tensor

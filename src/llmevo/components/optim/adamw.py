@@ -37,7 +37,7 @@ from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_r
 from llmevo.registry import Paper, SearchDimension, StrictModel, register
 
 
-def adamw_update(
+def adam_moments(
     param: Tensor,
     grad: Tensor,
     state: dict[str, Any],
@@ -47,9 +47,11 @@ def adamw_update(
     beta2: float,
     eps: float,
     weight_decay: float,
-) -> None:
-    """One AdamW step of ``param`` in place; ``state`` (``step``, ``exp_avg``, ``exp_avg_sq``)
-    is created on the first call. Call under ``torch.no_grad()``."""
+) -> tuple[Tensor, Tensor, float]:
+    """The first part of one AdamW step: decoupled weight decay of ``param`` in place, the
+    moments updated, and what the step divides: ``(exp_avg, denom, step_size)``, so that the
+    step is ``param -= step_size * exp_avg / denom``. ``state`` (``step``, ``exp_avg``,
+    ``exp_avg_sq``) is created on the first call. Call under ``torch.no_grad()``."""
     if not state:
         state["step"] = torch.tensor(0.0, dtype=torch.float32)  # as torch's, a 0-d float32 count
         state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
@@ -65,6 +67,24 @@ def adamw_update(
     bias_correction2 = 1 - beta2**step
     step_size = lr / bias_correction1
     denom = (exp_avg_sq.sqrt() / bias_correction2**0.5).add_(eps)
+    return exp_avg, denom, step_size
+
+
+def adamw_update(
+    param: Tensor,
+    grad: Tensor,
+    state: dict[str, Any],
+    *,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+) -> None:
+    """One AdamW step of ``param`` in place; ``state`` (``step``, ``exp_avg``, ``exp_avg_sq``)
+    is created on the first call. Call under ``torch.no_grad()``."""
+    exp_avg, denom, step_size = adam_moments(param, grad, state, lr=lr, beta1=beta1, beta2=beta2,
+                                             eps=eps, weight_decay=weight_decay)
     param.addcdiv_(exp_avg, denom, value=-step_size)
 
 
@@ -111,18 +131,27 @@ class AdamWBatched(BatchedOptimizer):
         self.bias2_sqrt = torch.tensor([[math.sqrt(1 - b**t) for b in beta2] for t in range(1, steps + 1)],
                                        dtype=torch.float32, device=device)  # (S, R)
 
-    def update(self, name: str, param: Tensor, grad: Tensor, state: dict[str, Tensor],
-               lr: Tensor) -> Tensor | None:
+    def moments(self, param: Tensor, grad: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """``adam_moments`` per replica (the weight decay is the base's): the updated
+        ``exp_avg`` and the step's ``denom``, both (R, ...)."""
         if not state:
             state["exp_avg"] = torch.zeros_like(param)
             state["exp_avg_sq"] = torch.zeros_like(param)
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         exp_avg.lerp_(grad, per_replica(1 - self.beta1, param))
         exp_avg_sq.mul_(per_replica(self.beta2, param)).addcmul_(grad * per_replica(1 - self.beta2, param), grad)
-        bias1 = self.bias1[self.step_count - 1]  # (R,)
         bias2_sqrt = self.bias2_sqrt[self.step_count - 1]  # (R,)
         denom = (exp_avg_sq.sqrt() / per_replica(bias2_sqrt, param)).add_(per_replica(self.eps, param))
-        param.addcdiv_(exp_avg * per_replica(-lr / bias1, param), denom)
+        return exp_avg, denom
+
+    def step_size(self, lr: Tensor, param: Tensor) -> Tensor:
+        """``-lr / (1 - beta1^t)`` per replica, shaped to broadcast against ``param``."""
+        return per_replica(-lr / self.bias1[self.step_count - 1], param)
+
+    def update(self, name: str, param: Tensor, grad: Tensor, state: dict[str, Tensor],
+               lr: Tensor) -> Tensor | None:
+        exp_avg, denom = self.moments(param, grad, state)
+        param.addcdiv_(exp_avg * self.step_size(lr, param), denom)
         return None
 
 

@@ -183,10 +183,16 @@ class BatchedOptimizer:
     ``build`` receives; ``roles``, the role (``optim/base.py``, ``parameter_roles``) of each
     stacked parameter, in stacking order; the device; the number of steps. ``shared`` names
     the config fields every replica of one batched run must share (settings that choose the
-    code, not a number, such as Muon's ``nesterov``).
+    code, not a number, such as Muon's ``nesterov``). ``sign_sensitive`` marks an update that
+    branches on the sign of each gradient entry (cautious AdamW's mask): an entry whose gradient
+    is within rounding of zero may take the other branch in a batched run than in its sequential
+    one (the batched forward rounds differently), so that entry alone moves by about one lr step;
+    given identical gradients the twin still equals its optimizer (the reference test), and the
+    contract suite allows at most one such entry in a thousand per tensor.
     """
 
     shared: ClassVar[tuple[str, ...]] = ()
+    sign_sensitive: ClassVar[bool] = False
 
     def __init__(self, configs: Sequence[Any], lr: Sequence[float], weight_decay: Sequence[float],
                  roles: dict[str, str], device: torch.device, steps: int):
