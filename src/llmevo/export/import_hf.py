@@ -66,7 +66,7 @@ class LlamaCheckpoint:
         """What an artifact records about the starting model."""
         return {"directory": str(self.directory), "weights_sha256": self.weights_sha256,
                 "tokenizer_sha256": self.tokenizer.sha256, "stored_dtype": self.dtype,
-                "parameters_config": self.model_config.model_dump(mode="json")}
+                "genome": self.model_config.model_dump(mode="json")}
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
