@@ -116,3 +116,15 @@ def test_bad_checkpoints_are_one_line_and_write_nothing(tmp_path, data_dir, hf_d
     _refused(["reproduce", "muon", "--preset", "quick", "--rung", "1", "--init-from", str(hf_dir),
               "--data-dir", str(data_dir), "--out", str(out)], capsys, workdir,
              "the model's size is the checkpoint's")
+
+
+def test_the_arm_cache_keys_on_the_starting_weights(data_dir, hf_dir) -> None:
+    from llmevo.experiments import ReproductionRequest
+    from llmevo.runner.cache import arm_parts
+
+    started = ReproductionRequest(name="muon", init_from=hf_dir, data_dir=data_dir).plan()
+    plain = ReproductionRequest(name="muon", data_dir=data_dir).plan()
+    for label in ("baseline", "method"):
+        arm = getattr(started.comparison, label)
+        assert arm_parts(arm)["init_weights_sha256"] == sha256_file(hf_dir / "model.safetensors")
+        assert "init_weights_sha256" not in arm_parts(getattr(plain.comparison, label))

@@ -126,8 +126,11 @@ class ReproductionRequest(RequestModel):
     report, that was trained before under identical settings, code and data from
     ``<cache_dir>/arms`` instead of training it again (``runner.cache``; the
     artifact's ``cache`` block lists them); False retrains everything (and stores it). It is
-    not used with ``tensorboard`` or for post-training methods. ``command`` is what
-    provenance records as the command that ran."""
+    not used with ``tensorboard`` or for post-training methods. ``init_from`` (a
+    ``transformers`` Llama directory, ``export.import_hf``) starts both arms from its weights,
+    at its size and on data tokenized with its own tokenizer: a post-training method then
+    pretrains nothing, an optimizer continues pretraining; other components, and the size
+    dial, are refused. ``command`` is what provenance records as the command that ran."""
 
     name: str = "rope"
     against: str | None = None  # baseline slot choice instead of the declared ablation, e.g. "rope"

@@ -24,7 +24,6 @@ random ``LlamaForCausalLM``; a round trip through ``export_hf``).
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -352,15 +351,3 @@ def load_llama(directory: Path | str) -> tuple[nn.Module, LlamaCheckpoint]:
     checkpoint = read_llama_checkpoint(directory)
     model = load_llama_weights(build_model(checkpoint.model_config), checkpoint)
     return model.eval(), checkpoint
-
-
-def llama_codec(checkpoint: LlamaCheckpoint) -> BPECodec:
-    """The checkpoint's tokenizer as the codec the data views and suites use."""
-    return BPECodec(checkpoint.tokenizer.tokenizer, checkpoint.tokenizer.special)
-
-
-def parameter_count(config: ModelConfig) -> int:
-    """Parameters of the genome (tied embeddings counted once), from the meta device."""
-    with torch.device("meta"):
-        model = build_model(config)
-    return sum(math.prod(p.shape) for p in model.parameters())
