@@ -82,6 +82,10 @@ def reproduce(
     d_model: DModelOption = None,
     layers: LayersOption = None,
     heads: HeadsOption = None,
+    init_from: Annotated[Path | None, typer.Option(metavar="DIR",
+        help="Start both arms from a transformers Llama directory (config.json, model.safetensors, "
+             "tokenizer.json; e.g. SmolLM2-135M) instead of pretraining, with the data tokenized by its "
+             "own tokenizer; post-training methods, and optimizers for continued pretraining.")] = None,
     batch_size: Annotated[int | None, typer.Option(help="Override the batch size.")] = None,
     lr: Annotated[float | None, typer.Option(help="Override the learning rate.")] = None,
     warmup_steps: Annotated[int | None, typer.Option(help="Override the warmup steps.")] = None,
@@ -146,7 +150,7 @@ def reproduce(
         name=name, against=against, preset=preset, device=device,
         seeds=None if seed is None and seeds is None else parse_seeds(seed, seeds),
         data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), threads=threads,
-        rung=rung, d_model=d_model, layers=layers, heads=heads,
+        rung=rung, d_model=d_model, layers=layers, heads=heads, init_from=init_from,
         steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps, weight_decay=weight_decay,
         schedule=schedule, suite=suite, publish=publish, allow_dirty=allow_dirty, replace=replace,
         report=report, out=out, save_checkpoints=save_checkpoints, tensorboard=tensorboard,

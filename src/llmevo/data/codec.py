@@ -9,13 +9,15 @@ Two codecs:
 - ``ByteCodec``: ids 0..255 are the UTF-8 bytes, then ``<pad>`` 256, ``<bos>`` 257,
   ``<eos>`` 258 (vocabulary 259). The byte-level baseline for BLT (arXiv 2412.09871).
 - ``BPECodec``: wraps a byte-level BPE ``tokenizers.Tokenizer`` whose special tokens are
-  ``<pad>`` 0, ``<unk>`` 1, ``<bos>`` 2, ``<eos>`` 3.
+  ``<pad>`` 0, ``<unk>`` 1, ``<bos>`` 2, ``<eos>`` 3 (llmevo's own), or those a checkpoint
+  names (``SpecialIds``, e.g. SmolLM2's ``<|endoftext|>`` 0 as BOS, EOS and padding).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from tokenizers import Tokenizer
@@ -88,34 +90,53 @@ def bytes_to_unicode() -> dict[int, str]:
 BPE_SPECIAL_TOKENS: dict[str, int] = {"<pad>": 0, "<unk>": 1, "<bos>": 2, "<eos>": 3}
 
 
-class BPECodec:
-    """A byte-level BPE ``tokenizers.Tokenizer`` with ``<pad> <unk> <bos> <eos>`` = 0..3.
+@dataclass(frozen=True)
+class SpecialIds:
+    """The special ids of a tokenizer that is not llmevo's own (a checkpoint's, read from its
+    ``config.json``); ``pad`` may equal ``eos`` (padding is masked out either way)."""
 
-    Raises ``DataError`` when a special token is missing or has another id, or when a
-    non-special vocabulary entry is not written in the byte-level alphabet (then byte
-    counts, and so bits per byte, would be undefined).
+    pad: int
+    bos: int
+    eos: int
+
+
+class BPECodec:
+    """A byte-level BPE ``tokenizers.Tokenizer``: llmevo's own with ``<pad> <unk> <bos> <eos>``
+    = 0..3 (``special`` None), or another with the ids ``special`` names.
+
+    Raises ``DataError`` when a special token is missing or has another id (a special id
+    outside the vocabulary), or when a non-special vocabulary entry is not written in the
+    byte-level alphabet (then byte counts, and so bits per byte, would be undefined). Added
+    tokens marked special count 0 bytes.
     """
 
-    def __init__(self, tokenizer: Tokenizer) -> None:
-        for token, expected in BPE_SPECIAL_TOKENS.items():
-            found = tokenizer.token_to_id(token)
-            if found != expected:
-                raise DataError(
-                    f"tokenizer: special token {token} has id {found}, expected {expected}"
-                )
+    def __init__(self, tokenizer: Tokenizer, special: SpecialIds | None = None) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
-        self.pad_id = BPE_SPECIAL_TOKENS["<pad>"]
-        self.bos_id = BPE_SPECIAL_TOKENS["<bos>"]
-        self.eos_id = BPE_SPECIAL_TOKENS["<eos>"]
-        self.unk_id = BPE_SPECIAL_TOKENS["<unk>"]
-        serialized = tokenizer.to_str().encode("utf-8")
-        self.identity = "bpe:" + hashlib.sha256(serialized).hexdigest()
-        self._token_bytes = self._byte_lengths(tokenizer)
+        if special is None:
+            for token, expected in BPE_SPECIAL_TOKENS.items():
+                found = tokenizer.token_to_id(token)
+                if found != expected:
+                    raise DataError(
+                        f"tokenizer: special token {token} has id {found}, expected {expected}"
+                    )
+            special = SpecialIds(pad=BPE_SPECIAL_TOKENS["<pad>"], bos=BPE_SPECIAL_TOKENS["<bos>"],
+                                 eos=BPE_SPECIAL_TOKENS["<eos>"])
+            self.identity = "bpe:" + hashlib.sha256(tokenizer.to_str().encode("utf-8")).hexdigest()
+        else:
+            for role in ("pad", "bos", "eos"):
+                value = getattr(special, role)
+                if not 0 <= value < self.vocab_size:
+                    raise DataError(f"tokenizer: {role} id {value} is outside its vocabulary "
+                                    f"of {self.vocab_size}")
+            self.identity = ("bpe:" + hashlib.sha256(tokenizer.to_str().encode("utf-8")).hexdigest()
+                             + f":pad{special.pad}-bos{special.bos}-eos{special.eos}")
+        self.pad_id, self.bos_id, self.eos_id = special.pad, special.bos, special.eos
+        self._token_bytes = self._byte_lengths(tokenizer, {special.pad, special.bos, special.eos})
 
-    def _byte_lengths(self, tokenizer: Tokenizer) -> list[int]:
+    def _byte_lengths(self, tokenizer: Tokenizer, special_ids: set[int]) -> list[int]:
         alphabet = set(bytes_to_unicode().values())
-        special_ids = set(BPE_SPECIAL_TOKENS.values())
+        special_ids = special_ids | special_token_ids(tokenizer)
         lengths = [0] * self.vocab_size
         for token, token_id in tokenizer.get_vocab(with_added_tokens=True).items():
             if token_id in special_ids:
@@ -133,3 +154,8 @@ class BPECodec:
 
     def byte_length(self, ids: Sequence[int]) -> int:
         return sum(self._token_bytes[token] for token in ids)
+
+
+def special_token_ids(tokenizer: Tokenizer) -> set[int]:
+    """The ids of the tokenizer's added tokens that are marked special (text they never stand for)."""
+    return {index for index, token in tokenizer.get_added_tokens_decoder().items() if token.special}

@@ -115,6 +115,11 @@ def encode_prefix(info: TokenizerInfo, text: str, budget: int | None) -> tuple[l
     return ids, end_char
 
 
+def _id_dtype(vocab_size: int) -> type[np.unsignedinteger]:
+    """uint16 for vocabularies up to 65,536 (llmevo's 512, SmolLM2's 49,152), else uint32."""
+    return np.uint16 if vocab_size <= 1 << 16 else np.uint32
+
+
 def _read_token_cache(path: Path, claim: str, text_length: int, vocab_size: int,
                       budget: int | None) -> tuple[Tensor, int] | None:
     """A cached token array, or None when the entry is corrupted, altered or not the one it
@@ -126,7 +131,7 @@ def _read_token_cache(path: Path, claim: str, text_length: int, vocab_size: int,
             recorded_claim, digest = str(stored["claim"]), str(stored["ids_sha256"])
     except Exception:  # noqa: BLE001 - any unreadable entry is rebuilt, whatever numpy raises
         return None
-    if (recorded_claim != claim or ids.dtype != np.uint16 or ids.ndim != 1
+    if (recorded_claim != claim or ids.dtype != _id_dtype(vocab_size) or ids.ndim != 1
             or hashlib.sha256(ids.tobytes()).hexdigest() != digest
             or not 0 <= end <= text_length or (budget is not None and len(ids) != budget)
             or (len(ids) and int(ids.max()) >= vocab_size)):
@@ -145,7 +150,7 @@ def _cached_encode(
         if cached is not None:
             return cached
     ids, end = encode_prefix(info, text, budget)
-    array = np.asarray(ids, dtype=np.uint16)
+    array = np.asarray(ids, dtype=_id_dtype(info.tokenizer.get_vocab_size()))
     entry = io.BytesIO()
     np.savez(entry, ids=array, end=np.int64(end), claim=np.str_(claim),
              ids_sha256=np.str_(hashlib.sha256(array.tobytes()).hexdigest()))
@@ -154,20 +159,23 @@ def _cached_encode(
 
 
 def load_lm_corpus(
-    data_dir: Path, variant: str, budgets: LMBudgets, cache_dir: Path
+    data_dir: Path, variant: str, budgets: LMBudgets, cache_dir: Path,
+    tokenizer: TokenizerInfo | None = None,
 ) -> LMCorpus:
-    """Verify, read and tokenize the LM splits of ``variant`` (``tokens`` or ``raw``)."""
+    """Verify, read and tokenize the LM splits of ``variant`` (``tokens`` or ``raw``) with
+    ``tokenizer`` (a checkpoint's own), or by default llmevo's BPE-512 trained on them."""
     if variant not in VARIANT_FILES:
         raise ConfigError(f"unknown WikiText-2 variant '{variant}'; known: tokens, raw")
     files = VARIANT_FILES[variant]
     paths = {split: verified_path(data_dir, files[split]) for split in SPLITS}
     raw_texts = {split: read_text(paths[split]) for split in SPLITS}
     shas = {split: sha256_file(paths[split]) for split in SPLITS}
-    tokenizer = load_or_train_bpe(
-        inputs={files["train"]: shas["train"], files["narrative"]: shas["narrative"]},
-        texts=[raw_texts["train"], raw_texts["narrative"]],
-        cache_dir=cache_dir,
-    )
+    if tokenizer is None:
+        tokenizer = load_or_train_bpe(
+            inputs={files["train"]: shas["train"], files["narrative"]: shas["narrative"]},
+            texts=[raw_texts["train"], raw_texts["narrative"]],
+            cache_dir=cache_dir,
+        )
     tokens: dict[str, Tensor] = {}
     texts: dict[str, str] = {}
     fingerprint = hashlib.sha256()

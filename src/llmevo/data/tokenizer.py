@@ -16,6 +16,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from llmevo.data.codec import SpecialIds, special_token_ids
+
 SPECIAL_TOKENS = ("<pad>", "<unk>", "<bos>", "<eos>")
 TOKENIZER_NAME = "wikitext-narrative-bpe-512.json"
 
@@ -25,6 +27,7 @@ class TokenizerInfo:
     tokenizer: Tokenizer
     path: Path
     sha256: str
+    special: SpecialIds | None = None  # None: llmevo's own <pad> <unk> <bos> <eos> = 0..3
 
     @property
     def vocab_size(self) -> int:
@@ -96,11 +99,13 @@ def _read_cached_tokenizer(path: Path, digest_path: Path, vocab_size: int) -> To
 
 
 def token_byte_lengths(tokenizer: Tokenizer) -> list[int]:
-    """UTF-8 bytes each token id stands for; special tokens count 0 bytes.
+    """UTF-8 bytes each token id stands for; special tokens (llmevo's four, or any added
+    token marked special) count 0 bytes.
 
     In a byte-level vocabulary every character of a token's string is one byte.
     """
+    special = special_token_ids(tokenizer)
     lengths = [0] * tokenizer.get_vocab_size()
     for token, index in tokenizer.get_vocab().items():
-        lengths[index] = 0 if token in SPECIAL_TOKENS else len(token)
+        lengths[index] = 0 if token in SPECIAL_TOKENS or index in special else len(token)
     return lengths

@@ -19,6 +19,7 @@ Public API: ``ReproductionRequest``, ``reproduce``, ``code_state``,
 from __future__ import annotations
 
 import importlib
+import re
 import shutil
 from pathlib import Path
 
@@ -45,12 +46,14 @@ from llmevo.experiments.plans import (
     Comparison,
     ReproductionOutputs,
     ReproductionPlan,
+    init_comparison,
     plan_comparison,
     post_training_request,
     resolve_arms,
     scale_comparison,
 )
 from llmevo.experiments.post_training import run_post_training_reproduction
+from llmevo.export.import_hf import LlamaCheckpoint, read_llama_checkpoint
 from llmevo.inference.checkpoint import save_checkpoint
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice, RequestModel, check_seeds
@@ -84,17 +87,26 @@ POST_TRAINING_OPTIONS = ("post_steps", "post_batch_size", "post_lr", "post_seed_
 
 
 def artifact_filename(preset: str, seeds: list[int], tuned: bool = False,
-                      against: str | None = None, size: str | None = None) -> str:
-    """``public[-<preset>][-<size>][-tuned][-vs-<other>]-seed42.json``, ``...-seeds42-44.json``
-    (a range) or ``...-seeds42-47-50.json``; ``-vs-<other>``: a baseline chosen by
-    ``--against``; ``<size>``: ``rung1`` or ``d96-l2-h6`` (the size dial; none at rung 0)."""
+                      against: str | None = None, size: str | None = None,
+                      init: str | None = None) -> str:
+    """``public[-<preset>][-<size>][-init-<checkpoint>][-tuned][-vs-<other>]-seed42.json``,
+    ``...-seeds42-44.json`` (a range) or ``...-seeds42-47-50.json``; ``-vs-<other>``: a
+    baseline chosen by ``--against``; ``<size>``: ``rung1`` or ``d96-l2-h6`` (the size dial;
+    none at rung 0); ``<checkpoint>``: ``init_label`` of an ``--init-from`` directory."""
     prefix = (("public" if preset == "smoke" else f"public-{preset}") + (f"-{size}" if size else "")
+              + (f"-init-{init}" if init else "")
               + ("-tuned" if tuned else "")
               + (f"-vs-{against_slug(against)}" if against is not None else ""))
     if len(seeds) == 1:
         return f"{prefix}-seed{seeds[0]}.json"
     return f"{prefix}-seeds{seeds[0]}-{seeds[-1]}.json" if seeds == list(
         range(seeds[0], seeds[-1] + 1)) else f"{prefix}-seeds{'-'.join(map(str, seeds))}.json"
+
+
+def init_label(checkpoint: LlamaCheckpoint) -> str:
+    """``<directory name>-<first 8 hex of the weights' sha256>``, lower-case, in [a-z0-9.-]."""
+    name = re.sub(r"[^a-z0-9.]+", "-", checkpoint.directory.resolve().name.lower()).strip("-.")
+    return f"{name or 'checkpoint'}-{checkpoint.weights_sha256[:8]}"
 
 
 class ReproductionRequest(RequestModel):
@@ -115,8 +127,11 @@ class ReproductionRequest(RequestModel):
     report, that was trained before under identical settings, code and data from
     ``<cache_dir>/arms`` instead of training it again (``runner.cache``; the
     artifact's ``cache`` block lists them); False retrains everything (and stores it). It is
-    not used with ``tensorboard`` or for post-training methods. ``command`` is what
-    provenance records as the command that ran."""
+    not used with ``tensorboard`` or for post-training methods. ``init_from`` (a
+    ``transformers`` Llama directory, ``export.import_hf``) starts both arms from its weights,
+    at its size and on data tokenized with its own tokenizer: a post-training method then
+    pretrains nothing, an optimizer continues pretraining; other components, and the size
+    dial, are refused. ``command`` is what provenance records as the command that ran."""
 
     name: str = "rope"
     against: str | None = None  # baseline slot choice instead of the declared ablation, e.g. "rope"
@@ -161,6 +176,7 @@ class ReproductionRequest(RequestModel):
     layers: int | None = Field(default=None, ge=1)
     heads: int | None = Field(default=None, ge=1)
     tokens_per_parameter: float | None = None  # the size dial's training tokens (default quick's ~7.26)
+    init_from: Path | None = None  # a transformers Llama directory both arms start from
     command: str | None = None
     repo_root: Path = REPO_ROOT
 
@@ -196,6 +212,13 @@ class ReproductionRequest(RequestModel):
         seeds, the tuning plan, a post-training method's stage, the device and the outputs."""
         comparison = plan_comparison(self.name, self.base_model, against=self.against)
         size = self.size()
+        init_from = None
+        if self.init_from is not None:  # both arms start from the checkpoint, at its size
+            if size is not None:
+                raise ConfigError("--init-from: the model's size is the checkpoint's; drop --rung, "
+                                  "--d-model, --layers and --heads")
+            init_from = read_llama_checkpoint(self.init_from)
+            comparison = init_comparison(comparison, init_from)
         if size is not None:
             comparison = scale_comparison(comparison, size)
             base = size.preset
@@ -247,28 +270,33 @@ class ReproductionRequest(RequestModel):
         command = self.command
         if command is None:
             against = f", against={self.against!r}" if self.against is not None else ""
+            init = f", init_from={str(self.init_from)!r}" if self.init_from is not None else ""
             command = (f"python: llmevo.experiments.reproduce({self.name!r}{against}, preset="
-                       f"{preset.name!r}, seeds={seeds})")
+                       f"{preset.name!r}, seeds={seeds}{init})")
         return ReproductionPlan(
             comparison=comparison, preset=preset, seeds=seeds, data_dir=Path(self.data_dir),
             cache_dir=Path(self.cache_dir), device=resolve_device(self.device),
             execution=Execution(self.path, self.replicas_max), tuning=tuning,
             margin_percent=self.margin, post_training=post_training,
             arm_cache="use" if self.arm_cache else "refresh",
-            outputs=self._outputs(comparison, preset, seeds, tuned, size), tensorboard=self.tensorboard,
+            outputs=self._outputs(comparison, preset, seeds, tuned, size, init_from),
+            tensorboard=self.tensorboard,
             threads=self.threads, publish=self.publish, allow_dirty=self.allow_dirty,
             repo_root=self.repo_root, command=command, scale=size, replace=self.replace,
+            init_from=init_from,
         )
 
     def _outputs(self, comparison: Comparison, preset: Preset, seeds: list[int],
-                 tuned: bool, size: Scale | None) -> ReproductionOutputs:
+                 tuned: bool, size: Scale | None,
+                 init_from: LlamaCheckpoint | None = None) -> ReproductionOutputs:
         paper = comparison.spec.manifest.paper
         folder = f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name
         out = self.out
         against = comparison.against
         if out is None:
             base = Path("docs/reproductions") / folder / "metrics" if self.publish else Path("runs") / folder
-            out = base / artifact_filename(preset.name, seeds, tuned, against, size_label(size))
+            out = base / artifact_filename(preset.name, seeds, tuned, against, size_label(size),
+                                           None if init_from is None else init_label(init_from))
         # a baseline chosen by --against gets its own report folder beside the declared ablation's
         suffix = f"vs-{against_slug(against)}" if against is not None else None
         if self.publish:

@@ -28,6 +28,7 @@ from llmevo.data.bytes import byte_stream
 from llmevo.data.lm import LMCorpus
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import DEFAULT_MARGIN_PERCENT
+from llmevo.export.import_hf import LlamaCheckpoint
 from llmevo.model.blt import blt_model_config, blt_standin_config, prepare_blt
 from llmevo.model.config import ModelConfig
 from llmevo.registry import (
@@ -133,6 +134,25 @@ def scale_comparison(comparison: Comparison, size: Scale) -> Comparison:
     return replace(comparison,
                    baseline=replace(baseline, model=scale_model(baseline.model, size.geometry)),
                    method=replace(method, model=scale_model(method.model, size.geometry)))
+
+
+# the slots whose two arms build the same model, so that both can start from one checkpoint
+INIT_FROM_SLOTS = ("post_training", "optimizer")
+
+
+def init_comparison(comparison: Comparison, checkpoint: LlamaCheckpoint) -> Comparison:
+    """Both arms start from ``checkpoint`` (``--init-from``): its genome and its weights.
+    Only post-training methods and optimizers compare arms that build the same model; any
+    other component changes the model, so one of its arms could not hold those weights."""
+    spec = comparison.spec
+    if spec.slot not in INIT_FROM_SLOTS:
+        raise ConfigError(
+            f"--init-from: '{spec.name}' fills the {spec.slot} slot, so its two arms build different "
+            "models and one could not start from the checkpoint's weights; --init-from applies to "
+            "post-training methods (sft, dpo, grpo, neftune) and optimizers (continued pretraining)")
+    return replace(comparison, **{
+        label: replace(arm, model=checkpoint.model_config, init=checkpoint)
+        for label, arm in (("baseline", comparison.baseline), ("method", comparison.method))})
 
 
 def against_choice(spec: ComponentSpec, against: str, current: ComponentChoice) -> ComponentChoice:
@@ -300,6 +320,7 @@ class ReproductionPlan:
     command: str = ""  # what provenance records as the command that ran
     replace: bool = False  # replace an artifact at the output path that holds more
     scale: Scale | None = None  # the size dial (a rung or explicit sizes); None: the preset's model
+    init_from: LlamaCheckpoint | None = None  # both arms start from it, on its own tokenizer
 
     def __post_init__(self) -> None:
         check_seeds(self.seeds)

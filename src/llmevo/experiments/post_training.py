@@ -12,14 +12,21 @@ The artifact is the usual reproduction artifact; per arm it carries
 (``heldout_preference_accuracy``, ``arithmetic_exact_match``), and
 ``post_training_curves`` holds the stage's per-step loss (and GRPO's reward and
 reward-bearing rate).
+
+With ``plan.init_from`` (``--init-from DIR``) nothing is pretrained: every seed's two arms
+post-train copies of the checkpoint, on data tokenized with its own tokenizer; the setup's
+``init_from`` block names the directory, its weights' sha256 and the starting model's
+validation metrics.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import torch
 from pydantic import BaseModel
 
 from llmevo.artifacts.schema import ArmResult
@@ -40,14 +47,23 @@ from llmevo.experiments.reproduction import (
     ReproductionOutcome,
     assemble_artifact,
     implementation_objects,
+    record_init_from,
 )
 from llmevo.runner.arm import Arm
 from llmevo.runner.arm_run import ArmRun
-from llmevo.runner.data import load_views
+from llmevo.runner.data import ArmData, load_views
+from llmevo.runner.presets import Preset
 from llmevo.runner.resources import check_memory, concurrent_runs
-from llmevo.runner.run import arm_train_config, check_fits_data, evaluate_arm, run_arm, seed_runs
+from llmevo.runner.run import (
+    arm_train_config,
+    build_arm_model,
+    check_fits_data,
+    evaluate_arm,
+    run_arm,
+    seed_runs,
+)
 from llmevo.train.logging import RunLogs
-from llmevo.train.trainer import Progress
+from llmevo.train.trainer import Progress, TrainResult
 
 Block = TypeVar("Block", bound=BaseModel)  # an artifact schema block
 
@@ -82,19 +98,26 @@ def run_post_training_reproduction(
                           "llmevo.experiments.reproduction.run_reproduction")
     settings = post.settings
     task = comparison.spec.cls.task or "instruction"
-    corpus, preset, views = load_views(plan.preset, ["bpe"], plan.data_dir, plan.cache_dir)
+    init = plan.init_from
+    corpus, preset, views = load_views(plan.preset, ["bpe"], plan.data_dir, plan.cache_dir,
+                                       None if init is None else init.tokenizer)
     data = views["bpe"]
     post_data = load_post_train_data(
         plan.data_dir, data.codec, preset.train.seq_len, settings.arithmetic,
         post.preference_file, settings.held_out_pairs)
-    pretrain = Arm("pretrain", "llama_modern", comparison.method.model, comparison.method.optimizer)
+    pretrain = Arm("pretrain", "llama_modern", comparison.method.model, comparison.method.optimizer,
+                   init=init)
     check_fits_data(pretrain, data)  # before any training: the vocabulary, the window, memory
     check_memory("pretraining", pretrain.model, arm_train_config(pretrain, data, preset), plan.device,
                  concurrent_runs(plan.execution, plan.device, len(seeds)))
-    pretrained = run_arm(  # every seed's pretraining at once; both arms start from it
-        pretrain, data, preset, seed_runs(pretrain, data, preset, seeds), plan.device,
-        splits=(), execution=plan.execution, progress=progress,
-        description="pretrain llama_modern", logs=logs)
+    starting: dict[str, float] | None = None
+    if init is None:
+        pretrained = run_arm(  # every seed's pretraining at once; both arms start from it
+            pretrain, data, preset, seed_runs(pretrain, data, preset, seeds), plan.device,
+            splits=(), execution=plan.execution, progress=progress,
+            description="pretrain llama_modern", logs=logs)
+    else:  # no pretraining: every seed starts from the checkpoint
+        pretrained, starting = _checkpoint_runs(pretrain, data, preset, seeds, plan.device)
     runs: dict[str, dict[int, ArmRun]] = {"baseline": {}, "method": {}}
     stages: dict[str, dict[int, StageResult]] = {"baseline": {}, "method": {}}
     for pretrained_run in pretrained:
@@ -103,7 +126,8 @@ def run_post_training_reproduction(
         for arm in comparison.arms:
             arm_model = copy.deepcopy(checkpoint)
             stage = run_post_training(
-                PretrainedModel(arm_model, pretrain.steps_done), arm.post_training, post_data,
+                PretrainedModel(arm_model, pretrain.steps_done, from_checkpoint=init is not None),
+                arm.post_training, post_data,
                 task, settings, seed + settings.seed_offset, plan.device)
             validation = evaluate_arm(arm_model, data, preset, "validation", plan.device)
             validation.update(evaluate_post_training(
@@ -155,8 +179,36 @@ def run_post_training_reproduction(
     body = assemble_artifact(comparison, preset, seeds, corpus, views, runs,
                              plan.device, plan.margin_percent, size=plan.scale)
     _add_post_training(body, comparison, stages, settings, task, post_data, seeds)
+    if init is not None:
+        body.pop("pretraining_curve", None)  # nothing was pretrained
+        record_init_from(body, init, {
+            "pretraining": "none: every seed's arms post-train the checkpoint itself",
+            "starting_validation": {k: v for k, v in (starting or {}).items() if v is not None},
+            "initial_and_final_loss": "the checkpoint's validation lm_loss (no pretraining ran)",
+        })
     return ReproductionOutcome(comparison, body, runs, implementation_objects(comparison),
                                corpus.tokenizer.tokenizer.to_str())
+
+
+def _checkpoint_runs(
+    start: Arm, data: ArmData, preset: Preset, seeds: list[int], device: torch.device,
+) -> tuple[list[ArmRun], dict[str, float]]:
+    """The starting point of each seed when the arms start from a checkpoint (``start.init``):
+    the loaded model, evaluated once on validation, and a pretraining record of no steps and
+    no tokens whose initial and final loss are that validation loss."""
+    model = build_arm_model(start).cpu()
+    starting = evaluate_arm(model, data, preset, "validation", device)
+    model = model.cpu()
+    nothing = TrainResult(status="complete", losses=[], initial_loss=starting["lm_loss"],
+                          final_loss=starting["lm_loss"], steps_done=0, tokens_seen=0,
+                          token_stream_sha256=hashlib.sha256(b"").hexdigest(), wall_seconds=0.0,
+                          tokens_per_second=0.0)
+    runs = [ArmRun(seed=seed, validation={}, test={}, train=nothing,
+                   parameters=sum(p.numel() for p in model.parameters()), architecture_stats={},
+                   model=model, train_config={"init_from": str(start.init.directory) if start.init else None},
+                   path="init-from")
+            for seed in seeds]
+    return runs, starting
 
 
 def _extended(block: Block, values: dict[str, Any]) -> Block:

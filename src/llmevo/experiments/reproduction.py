@@ -48,7 +48,7 @@ from llmevo.artifacts.schema import (
     Verdict,
     validate_artifact,
 )
-from llmevo.catalog import build_model, full_registry
+from llmevo.catalog import full_registry
 from llmevo.data.lm import LMCorpus
 from llmevo.errors import ConfigError
 from llmevo.eval.lm import evaluate_lm
@@ -61,6 +61,7 @@ from llmevo.eval.stats import (
     verdict,
 )
 from llmevo.experiments.plans import PREPARATIONS, Comparison, ReproductionPlan
+from llmevo.export.import_hf import LlamaCheckpoint
 from llmevo.registry import MODEL_SLOTS, ComponentSpec
 from llmevo.runner.arm import Arm
 from llmevo.runner.arm_run import ArmRun
@@ -68,7 +69,13 @@ from llmevo.runner.cache import ArmCache
 from llmevo.runner.data import ArmData, load_views
 from llmevo.runner.presets import Preset
 from llmevo.runner.resources import check_memory, concurrent_runs
-from llmevo.runner.run import arm_train_config, check_fits_data, run_arm, seed_runs
+from llmevo.runner.run import (
+    arm_train_config,
+    build_arm_model,
+    check_fits_data,
+    run_arm,
+    seed_runs,
+)
 from llmevo.runner.scale import Scale
 from llmevo.runner.tuning import ArmTuning, TuningPlan, tune_arm, tuning_block
 from llmevo.train.execution import Execution, check_path
@@ -117,8 +124,10 @@ def run_reproduction(
     if comparison.spec.slot == "post_training":
         raise ConfigError(f"'{plan.name}' is a post-training method: use "
                           "llmevo.experiments.post_training.run_post_training_reproduction")
+    init = plan.init_from
     corpus, preset, views = load_views(plan.preset, [arm.data for arm in comparison.arms],
-                                       plan.data_dir, plan.cache_dir)
+                                       plan.data_dir, plan.cache_dir,
+                                       None if init is None else init.tokenizer)
     arms = []
     for arm in comparison.arms:  # resolved from the data where the arm needs it
         if arm.prepare is not None:
@@ -168,6 +177,8 @@ def run_reproduction(
                              plan.margin_percent, rates, plan.scale)
     if tuning is not None:
         body["tuning"] = Tuning.model_validate(tuning)
+    if init is not None:
+        record_init_from(body, init, {"continued_pretraining": True})
     if cache is not None and cache.read:  # which runs were loaded, not trained
         body["cache"] = {
             arm.label: CachedRuns(
@@ -179,6 +190,15 @@ def run_reproduction(
         }
     return ReproductionOutcome(resolved, body, runs, implementation_objects(resolved),
                                corpus.tokenizer.tokenizer.to_str())
+
+
+def record_init_from(body: dict[str, Any], checkpoint: LlamaCheckpoint, details: dict[str, Any]) -> None:
+    """Record in the setup that both arms started from ``checkpoint`` (``--init-from``): its
+    directory, the sha256 of its weights and of its tokenizer, the genome read from it."""
+    setup = body["setup"]
+    body["setup"] = type(setup).model_validate({
+        **setup.model_dump(exclude_unset=True),
+        "init_from": {**checkpoint.provenance(), "tokenizer": "the checkpoint's own", **details}})
 
 
 def tune_comparison(
@@ -209,7 +229,7 @@ def tune_comparison(
 
         entries = None if cache is None else cache.tuning(arm, data, preset, metric, comparison.objective)
         results[arm.label] = tune_arm(
-            arm.label, lambda arm=arm: build_model(arm.model), data.stream, config, plan,
+            arm.label, lambda arm=arm: build_arm_model(arm), data.stream, config, plan,
             evaluate, device, progress, execution, entries)
         chosen = results[arm.label].best().lr
         presets[arm.label] = preset.model_copy(

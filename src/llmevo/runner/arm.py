@@ -1,6 +1,7 @@
 """One arm of an experiment: what is built (a model config), how it is trained (the
 optimizer, the data view) and an optional post-training stage. Reproductions compare two,
-evolution turns each genome into one.
+evolution turns each genome into one. An arm with ``init`` starts from a checkpoint's
+weights (``--init-from``) instead of the seed's random initialisation.
 
 Public API: ``Arm``.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llmevo.export.import_hf import LlamaCheckpoint
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice
 
@@ -24,3 +26,4 @@ class Arm:
     data: str = "bpe"  # the data view: "bpe" tokens or UTF-8 "bytes" (DATA_VIEWS)
     prepare: str | None = None  # a step that resolves the model from the data (PREPARATIONS)
     post_training: ComponentChoice | None = None  # a post-training stage after pretraining
+    init: LlamaCheckpoint | None = None  # start from these weights (model is their genome)

@@ -187,17 +187,21 @@ def resolved_choice(slot: str, choice: ComponentChoice) -> dict[str, Any]:
 
 def arm_parts(arm: Arm) -> dict[str, Any]:
     """What is built and how it is fed: model config (components resolved to their full typed
-    configs), optimizer, post-training gene, data view."""
+    configs), optimizer, post-training gene, data view, and the starting weights' sha256 of
+    an arm that starts from a checkpoint."""
     model = arm.model.model_dump(mode="json")
     if model.get("architecture") == "transformer":  # other architectures: as written
         for slot in MODEL_SLOTS:
             model[slot] = resolved_choice(slot, getattr(arm.model, slot))
-    return {
+    parts = {
         "model": model,
         "optimizer": resolved_choice("optimizer", arm.optimizer),
         "post_training": None if arm.post_training is None else arm.post_training.model_dump(mode="json"),
         "data_view": arm.data,
     }
+    if arm.init is not None:  # the starting weights (absent otherwise: earlier keys unchanged)
+        parts["init_weights_sha256"] = arm.init.weights_sha256
+    return parts
 
 
 def evaluation_parts(preset: Preset, metric: str, objective: str) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Per-tokenization arm data: what an arm is trained and evaluated on (BPE tokens or bytes).
 
-``bpe`` is the BPE-512 token view; ``bytes`` is the UTF-8 byte view of exactly the same
+``bpe`` is the BPE-512 token view (or a checkpoint's own BPE tokenizer: ``load_views``); ``bytes`` is the UTF-8 byte view of exactly the same
 text spans (for byte-level models such as BLT), with windows of the same text length.
 """
 
@@ -17,6 +17,7 @@ from llmevo.data.bytes import byte_stream
 from llmevo.data.codec import BPECodec, ByteCodec, TextCodec
 from llmevo.data.lm import LMCorpus, load_lm_corpus
 from llmevo.data.suites import SuiteData, instruction_train_stream, load_suite
+from llmevo.data.tokenizer import TokenizerInfo
 from llmevo.runner.presets import Preset
 
 
@@ -40,7 +41,7 @@ def prepare_bpe_data(
     corpus: LMCorpus, preset: Preset, data_dir: Path, seq_len: int
 ) -> ArmData:
     """BPE tokens: the preset's training parts, validation/test splits and suites."""
-    codec = BPECodec(corpus.tokenizer.tokenizer)
+    codec = BPECodec(corpus.tokenizer.tokenizer, corpus.tokenizer.special)
     parts: dict[str, Callable[[], Tensor]] = {
         "lm": lambda: corpus.tokens["train"],
         "narrative": lambda: corpus.tokens["narrative"],
@@ -103,11 +104,14 @@ DATA_VIEWS: dict[str, Callable[[LMCorpus, Preset, Path, int], ArmData]] = {
 
 
 def load_views(
-    preset: Preset, kinds: Iterable[str], data_dir: Path, cache_dir: Path
+    preset: Preset, kinds: Iterable[str], data_dir: Path, cache_dir: Path,
+    tokenizer: TokenizerInfo | None = None,
 ) -> tuple[LMCorpus, Preset, dict[str, ArmData]]:
     """The corpus ``preset`` names, the preset resolved on it (a one-epoch preset gets its
-    step count), and one data view per kind in ``kinds`` (``DATA_VIEWS``), each prepared once."""
-    corpus = load_lm_corpus(data_dir, preset.variant, preset.budgets, cache_dir)
+    step count), and one data view per kind in ``kinds`` (``DATA_VIEWS``), each prepared once.
+    ``tokenizer``: the BPE view's tokenizer (a checkpoint's own, ``--init-from``) instead of
+    llmevo's BPE-512."""
+    corpus = load_lm_corpus(data_dir, preset.variant, preset.budgets, cache_dir, tokenizer)
     resolved = preset.resolved(int(corpus.tokens["train"].numel()))
     views = {kind: DATA_VIEWS[kind](corpus, resolved, data_dir, resolved.train.seq_len)
              for kind in dict.fromkeys(kinds)}

@@ -12,7 +12,7 @@ per-step logs; otherwise all its runs go through ``train_many`` at once (sequent
 batched or parallel, ``execution``), and with ``cache`` a run trained before under
 identical settings is loaded instead (``runner.cache``).
 
-Public API: ``SPLITS``, ``evaluate_arm``, ``arm_train_config``, ``seed_runs``,
+Public API: ``SPLITS``, ``build_arm_model``, ``evaluate_arm``, ``arm_train_config``, ``seed_runs``,
 ``check_fits_data``, ``evaluate_trained``, ``run_arm``.
 """
 
@@ -31,6 +31,7 @@ from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.metrics import derive_arm_metrics
 from llmevo.eval.suites import evaluate_suite
+from llmevo.export.import_hf import load_llama_weights
 from llmevo.runner.arm import Arm
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.cache import ReportEntries
@@ -43,6 +44,13 @@ from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
 SPLITS = ("validation", "test")  # validation decides; test is evaluated once and only reported
 PostData = PostTrainData | Callable[[], PostTrainData] | None  # the data, or a loader called once
 StepHook = Callable[[int, float], bool]  # (step, loss) -> keep training
+
+
+def build_arm_model(arm: Arm) -> nn.Module:
+    """The arm's model as training starts: built from its genome (initialised from the
+    current torch seed), then, for an arm with ``init``, the checkpoint's weights loaded."""
+    model = build_model(arm.model)
+    return model if arm.init is None else load_llama_weights(model, arm.init)
 
 
 def evaluate_arm(
@@ -179,7 +187,8 @@ def run_arm(
 ) -> list[ArmRun]:
     """Train, post-train and evaluate ``arm`` once per ``RunSpec``; the runs in spec order.
 
-    Each model is built after ``torch.manual_seed(spec.seed)``. With ``logs`` (one logger
+    Each model is built after ``torch.manual_seed(spec.seed)`` (an arm with ``init`` then
+    loads the checkpoint's weights over it). With ``logs`` (one logger
     per run, ``<log_name>-seed<seed>``: every training step and the final metrics) or
     ``make_hook`` (``make_hook(model)`` gives the per-step callback that may stop a run) the
     runs train one after another in this process and ``cache`` is not used; otherwise they
@@ -190,7 +199,7 @@ def run_arm(
     description = description or f"{arm.label} {arm.name}"
 
     def build() -> nn.Module:
-        return build_model(arm.model)
+        return build_arm_model(arm)
 
     def finish(spec: RunSpec, model: nn.Module, result: TrainResult, path: str,
                logger: RunLogger | None = None) -> ArmRun:

@@ -78,10 +78,12 @@ class PostTrainSettings(StrictModel):
 
 @dataclass
 class PretrainedModel:
-    """A model after its pretraining stage (``steps_done`` > 0)."""
+    """A model after its pretraining stage (``steps_done`` > 0), or a pretrained checkpoint
+    loaded as it is (``from_checkpoint``, ``--init-from``: no steps here)."""
 
     model: nn.Module
     steps_done: int
+    from_checkpoint: bool = False
 
 
 @dataclass
@@ -257,7 +259,7 @@ def run_post_training(
     device: torch.device,
 ) -> StageResult:
     """Post-train ``pretrained.model`` in place with ``method``; refuses a missing pretraining."""
-    if pretrained is None or pretrained.steps_done < 1:
+    if pretrained is None or (pretrained.steps_done < 1 and not pretrained.from_checkpoint):
         raise ConfigError(
             "post-training needs a pretrained stage: pretrain the model first (steps > 0)")
     if task not in TASKS:
