@@ -25,8 +25,6 @@ DelayOption = Annotated[float, typer.Option(
     help="Seconds between API requests (arXiv's terms of use ask for 3).")]
 RetriesOption = Annotated[int, typer.Option(help="Retries of a failing API request.")]
 WhyOption = Annotated[str, typer.Option(help="One line: why this decision (required).")]
-DecisionOption = Annotated[str, typer.Option(
-    help="queued | implemented:COMPONENT[,COMPONENT] | rejected:REASON.")]
 TrackOption = Annotated[str, typer.Option(
     help="The ledger's topic group: attention, position, feedforward, norm, block, optimizer, "
          "schedule, objective, moe, post-training, architecture, ...")]
@@ -81,7 +79,9 @@ def search(
 def add(
     arxiv_id: Annotated[str, typer.Argument(help="The paper's arXiv id (2104.09864, arXiv:2104.09864v5 or its abs URL).")],
     why: WhyOption,
-    decision: DecisionOption = "queued",
+    decision: Annotated[str | None, typer.Option(
+        help="queued (default for a new entry) | implemented:COMPONENT[,COMPONENT] | rejected:REASON; "
+             "with --update, the entry's decision unless given.")] = None,
     track: TrackOption = "general",
     update: Annotated[bool, typer.Option(help="Replace an existing entry (its metadata fetched again).")] = False,
     ledger: LedgerOption = DEFAULT_LEDGER,
@@ -150,7 +150,9 @@ def status(
             "consistent": diff.consistent,
         }, indent=2))
         return
-    say = console.print
+    def say(text: str, **options) -> None:
+        console.print(text, soft_wrap=True, **options)
+
     say(f"[bold]implemented and registered[/] ({len(diff.implemented)})")
     for entry, components in diff.implemented:
         names = ", ".join(f"{c.name}" + (f" [{c.origin}]" if c.origin != "builtin" else "") for c in components)

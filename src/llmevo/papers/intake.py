@@ -178,15 +178,17 @@ def fetch(arxiv_id: str, config: ArxivSettings | None = None) -> PaperRecord:
     return found[0]
 
 
-def add_paper(ledger_path: Path, arxiv_id: str, *, decision: str, why: str, track: str,
+def add_paper(ledger_path: Path, arxiv_id: str, *, decision: str | None, why: str, track: str,
               update: bool = False, config: ArxivSettings | None = None) -> PaperEntry:
     """Fetch ``arxiv_id`` and write it into the ledger at ``ledger_path`` with ``decision``
-    (``--decision``'s words) and ``why``. An id already there is refused unless ``update``;
+    (``--decision``'s words; None: queued, or the existing entry's decision when updating)
+    and ``why``. An id already there is refused unless ``update``;
     every input is checked before the request, and nothing is written on a failure."""
     ledger = load_ledger(ledger_path)
     bare = normalize_arxiv_id(arxiv_id)
-    chosen = parse_decision(decision)
     existing = ledger.get(bare)
+    chosen = (parse_decision(decision) if decision is not None
+              else existing.decision if existing is not None else parse_decision("queued"))
     if existing is not None and not update:
         raise ConfigError(f"paper {bare} is already in the ledger ({describe_decision(existing.decision)}); "
                           "pass --update to fetch it again and replace its entry, or use "

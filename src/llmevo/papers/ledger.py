@@ -215,6 +215,9 @@ def render_markdown(ledger: Ledger) -> str:
         "command), not this file.",
         "",
         f"{len(ledger.papers)} papers: " + ", ".join(f"{counts[s]} {s}" for s in DECISION_ORDER) + ".",
+        "",
+        "† metadata written by hand, without the arXiv API (author lists may hold only the "
+        "first authors); `llmevo papers add ID --update --why TEXT` fetches it from arXiv.",
     ]
     for status in DECISION_ORDER:
         entries = sorted((p for p in ledger.papers if p.decision.status == status),
@@ -227,7 +230,8 @@ def render_markdown(ledger: Ledger) -> str:
                   else f"| arXiv | year | track | title | authors | {last} | why |",
                   "|---|---|---|---|---|---|" if status == "queued" else "|---|---|---|---|---|---|---|"]
         for entry in entries:
-            cells = [f"[{entry.arxiv_id}](https://arxiv.org/abs/{entry.arxiv_id})", str(entry.year),
+            mark = "†" if entry.source == "hand" else ""
+            cells = [f"[{entry.arxiv_id}](https://arxiv.org/abs/{entry.arxiv_id}){mark}", str(entry.year),
                      entry.track, _cell(entry.title), _cell(_authors(entry.authors))]
             decision = entry.decision
             if isinstance(decision, Implemented):
