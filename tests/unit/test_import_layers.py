@@ -25,7 +25,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("llmevo.train",),  # receives built models and optimizer components: never the catalog
     ("llmevo.catalog",),  # imports every component and architecture module
     ("llmevo.inference",),
-    ("llmevo.promotion", "llmevo.reports", "llmevo.diagnostics", "llmevo.export", "llmevo.papers"),
+    ("llmevo.promotion", "llmevo.reports", "llmevo.diagnostics", "llmevo.export", "llmevo.papers",
+     "llmevo.contract"),
     ("llmevo.runner",),  # the shared arm runner: presets, data views, tuning, cache
     ("llmevo.experiments",),
     ("llmevo.evolve", "llmevo.bench"),
