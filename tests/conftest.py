@@ -80,3 +80,33 @@ def workdir(tmp_path, monkeypatch, cache_dir, data_dir):
     monkeypatch.setenv("LLMEVO_CACHE", str(cache_dir))
     monkeypatch.setenv("LLMEVO_DATA", str(data_dir))
     return work
+
+
+def pytest_addoption(parser):
+    parser.addoption("--plugin", default=None, metavar="DIST",
+                     help="contract suite: only the components this plugin distribution registered")
+
+
+def pytest_collection_modifyitems(config, items):
+    """``--plugin DIST``: keep the contract tests of DIST's components, deselect the rest."""
+    plugin = config.getoption("--plugin")
+    if plugin is None:
+        return
+    from llmevo.catalog import full_registry
+
+    registry = full_registry()
+
+    def origin(item) -> str | None:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "name" not in params:
+            return None
+        try:
+            return registry.get(params.get("slot", "optimizer"), params["name"]).origin
+        except Exception:  # a parameter called "name" that is not a component
+            return None
+
+    keep = [item for item in items if origin(item) == plugin]
+    if not keep:
+        raise pytest.UsageError(f"--plugin {plugin}: no collected test is about a component of it")
+    config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+    items[:] = keep

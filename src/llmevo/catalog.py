@@ -7,9 +7,20 @@ it; the trainer below it receives what was built (``build_optimizer``'s componen
 
 Adding a component: write its module, then add one import line to ``llmevo.components``.
 Adding an architecture: register its class in its own module and import that module here.
+
+Plugins: a separate distribution registers components with no edit to llmevo by declaring
+an entry point in the group ``llmevo.components`` whose value is a module (``[project.entry-
+points."llmevo.components"] scaled = "llmevo_scaled.component"``); ``full_registry`` imports
+each such module once, its ``@register`` decorators add the components, and each is marked
+with the distribution's name as its origin (``llmevo components`` shows it). A plugin that
+fails to import, registers a name twice or registers nothing is a one-line ``ConfigError``
+naming the plugin. Entry points are the one place llmevo discovers code; it reads installed
+distributions' metadata, never scans files.
 """
 
 from __future__ import annotations
+
+from importlib.metadata import EntryPoint, entry_points
 
 from torch import nn
 
@@ -22,15 +33,54 @@ from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
 from llmevo.registry import REGISTRY, ComponentChoice, Registry
 
+PLUGIN_GROUP = "llmevo.components"
+_loaded_plugins: set[tuple[str, str, str]] = set()  # (plugin, entry point, module)
+_all_loaded = False
+
+
+def _plugin_name(entry_point: EntryPoint) -> str:
+    return entry_point.dist.name if entry_point.dist is not None else entry_point.value
+
+
+def load_plugin(entry_point: EntryPoint, registry: Registry = REGISTRY) -> list[str]:
+    """Import one plugin's module and mark what it registered with its distribution's name;
+    ``slot/name`` of each. Any failure is one ``ConfigError`` naming the plugin."""
+    plugin = _plugin_name(entry_point)
+    where = f"plugin '{plugin}' (entry point {entry_point.name} = {entry_point.value})"
+    before = {(spec.slot, spec.name) for spec in registry.all()}
+    try:
+        entry_point.load()
+    except ConfigError as error:
+        raise ConfigError(f"{where}: {error}") from None
+    except Exception as error:  # an arbitrary package's import: any error is the plugin's
+        raise ConfigError(f"{where} failed to load: {type(error).__name__}: {error}") from None
+    added = sorted({(spec.slot, spec.name) for spec in registry.all()} - before)
+    if not added:
+        raise ConfigError(f"{where} registered no component; its module must use "
+                          "llmevo.registry.register")
+    for slot, name in added:
+        registry.set_origin(slot, name, plugin)
+    return [f"{slot}/{name}" for slot, name in added]
+
 
 def full_registry() -> Registry:
-    """The registry, with every component and architecture of the catalog registered."""
+    """The registry, with every component and architecture of the catalog registered and
+    every installed plugin loaded (once per process)."""
+    global _all_loaded
+    if not _all_loaded:
+        found = sorted(entry_points(group=PLUGIN_GROUP), key=lambda ep: (_plugin_name(ep), ep.name))
+        for entry_point in found:
+            key = (_plugin_name(entry_point), entry_point.name, entry_point.value)
+            if key not in _loaded_plugins:  # a plugin that failed is tried again next call
+                load_plugin(entry_point)
+                _loaded_plugins.add(key)
+        _all_loaded = True
     return REGISTRY
 
 
 def build_model(config: ModelConfig) -> nn.Module:
     """Build the model a config describes; invalid choices fail here, before any training."""
-    names = REGISTRY.names("architecture")
+    names = full_registry().names("architecture")
     if config.architecture not in names:
         raise ConfigError(
             f"unknown architecture '{config.architecture}'; known: {', '.join(names)}"
@@ -43,5 +93,5 @@ def build_model(config: ModelConfig) -> nn.Module:
 def build_optimizer(choice: ComponentChoice) -> OptimizerComponent:
     """The optimizer component a choice names, with its typed settings (an unknown name or key
     fails here, before any training); the trainer builds the run's ``Optimizer`` from it."""
-    spec = REGISTRY.get("optimizer", choice.name)
+    spec = full_registry().get("optimizer", choice.name)
     return spec.cls(spec.make_config(choice.config))

@@ -10,6 +10,7 @@ error. This module imports no component, so every layer may import it.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 from collections.abc import Callable
@@ -190,6 +191,7 @@ class ComponentSpec:
     cls: type
     config_cls: type[StrictModel]
     manifest: Manifest
+    origin: str = "builtin"  # or the distribution of the plugin that registered it
 
     @property
     def name(self) -> str:
@@ -250,6 +252,10 @@ class Registry:
             raise ConfigError(f"unknown component '{name}'; known: {known}")
         slots = ", ".join(spec.slot for spec in matches)
         raise ConfigError(f"component name '{name}' is ambiguous (slots: {slots})")
+
+    def set_origin(self, slot: str, name: str, origin: str) -> None:
+        """Record that a plugin (its distribution name) registered ``slot``/``name``."""
+        self._specs[slot][name] = dataclasses.replace(self._specs[slot][name], origin=origin)
 
     def names(self, slot: str) -> list[str]:
         return sorted(self._specs[slot])

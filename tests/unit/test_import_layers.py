@@ -25,7 +25,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("llmevo.train",),  # receives built models and optimizer components: never the catalog
     ("llmevo.catalog",),  # imports every component and architecture module
     ("llmevo.inference",),
-    ("llmevo.promotion", "llmevo.reports", "llmevo.diagnostics", "llmevo.export"),
+    ("llmevo.promotion", "llmevo.reports", "llmevo.diagnostics", "llmevo.export", "llmevo.papers",
+     "llmevo.contract"),
     ("llmevo.runner",),  # the shared arm runner: presets, data views, tuning, cache
     ("llmevo.experiments",),
     ("llmevo.evolve", "llmevo.bench"),
@@ -169,7 +170,8 @@ CLI_ALLOWED = (
     "llmevo.evolve.space",  # the SearchSpace type, for printing it
 )
 # heavy libraries a command may only import inside its function (``llmevo --help`` stays fast)
-HEAVY = ("torch", "optuna", "numpy", "scipy", "matplotlib", "tokenizers", "sqlalchemy")
+HEAVY = ("torch", "optuna", "numpy", "scipy", "matplotlib", "tokenizers", "sqlalchemy", "arxiv",
+         "requests")
 
 
 def cli_violations(graph: dict[str, set[str]]) -> list[str]:

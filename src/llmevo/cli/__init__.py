@@ -69,6 +69,8 @@ from llmevo.cli import evolve as _evolve  # noqa: E402,F401
 from llmevo.cli import export as _export  # noqa: E402,F401
 from llmevo.cli import inference as _inference  # noqa: E402,F401
 from llmevo.cli import ladder as _ladder  # noqa: E402,F401
+from llmevo.cli import new as _new  # noqa: E402,F401
+from llmevo.cli import papers as _papers  # noqa: E402,F401
 from llmevo.cli import reports as _reports  # noqa: E402,F401
 from llmevo.cli import reproduce as _reproduce  # noqa: E402,F401
 

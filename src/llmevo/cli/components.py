@@ -1,4 +1,6 @@
-"""``llmevo components``: every registered component with its paper, ablation and status."""
+"""``llmevo components``: every registered component with its paper, ablation, status and
+origin (``builtin`` or the plugin distribution that registered it); ``llmevo components
+check [--plugin DIST]``: the contract suite over the registry, or over one plugin's components."""
 
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ def component_records(docs: Path) -> list[dict[str, Any]]:
         decision = promotion(spec, docs, family)
         records.append({
             **spec.manifest.model_dump(mode="json"),
+            "origin": spec.origin,
             "has_artifact": bool(published_artifacts(spec, docs, "reproductions")),
             "tier_reached": tier_reached(spec, docs),
             "promoted": decision.promoted,
@@ -51,8 +54,15 @@ def _yes_no(value: bool) -> str:
     return "[green]yes[/]" if value else "[dim]no[/]"
 
 
-@app.command()
+components_app = typer.Typer(
+    help="List every registered component (builtin and plugins'); 'check' runs the contract suite.",
+    invoke_without_command=True)
+app.add_typer(components_app, name="components")
+
+
+@components_app.callback()
 def components(
+    context: typer.Context,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a JSON list of manifests with has_artifact.")
     ] = False,
@@ -63,8 +73,11 @@ def components(
         ),
     ] = Path("docs"),
 ) -> None:
-    """List every registered component: slot, paper, ablation, status, tier, artifact."""
+    """List every registered component: slot, paper, ablation, status, tier, artifact, origin."""
     from rich.table import Table
+
+    if context.invoked_subcommand is not None:
+        return
 
     if not docs.is_dir():  # else every component would silently show no evidence
         raise ConfigError(f"--docs {docs} is not a folder; expected the docs folder that holds "
@@ -85,6 +98,7 @@ def components(
         "promoted",
         "artifact",
         "batched",
+        "origin",
     ):
         table.add_column(column, no_wrap=True)
     for record in records:
@@ -100,5 +114,20 @@ def components(
             _yes_no(record["promoted"]),
             _yes_no(record["has_artifact"]),
             "—" if record["batched_replicas"] is None else _yes_no(record["batched_replicas"]),
+            record["origin"],
         )
     console.print(table)
+
+
+@components_app.command("check")
+def check(
+    plugin: Annotated[str | None, typer.Option(
+        help="Only the components this plugin distribution registered (its name, as pip knows it).")] = None,
+) -> None:
+    """Run the contract suite (tests/contract, from the source tree) over every registered
+    component, or over one plugin's; the exit status is pytest's."""
+    from llmevo.contract import run_contract_suite
+
+    code = run_contract_suite(plugin)
+    if code:
+        raise typer.Exit(code)
