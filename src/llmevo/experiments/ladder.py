@@ -36,7 +36,7 @@ rungs' own artifacts make the tree dirty as they are written. Files go to
 ``docs/ladders/<paper>-<name>[-vs-<other>]/`` (else ``runs/ladders/...``).
 
 Public API: ``LadderRequest``, ``LadderPlan``, ``RungPlan``, ``RungEvent``, ``run_ladder``,
-``lr_rule_grid``, ``lattice_lr``, ``ladder_file``, ``rung_result``, ``DEFAULT_RUNGS``, ``ladder_folder``.
+``lr_rule_grid``, ``lattice_lr``, ``remaining_seconds``, ``ladder_file``, ``rung_result``, ``DEFAULT_RUNGS``, ``ladder_folder``.
 """
 
 from __future__ import annotations
@@ -241,7 +241,7 @@ class RungEvent:
     parameters: int
     compute: float
     elapsed_seconds: float  # since the ladder started
-    eta_seconds: float | None  # for the rest of the ladder, by compute done so far; None at first
+    eta_seconds: float | None  # for the rest of the ladder (``remaining_seconds``); None at first
     artifact: ReproductionArtifact | None = None
 
 
@@ -278,6 +278,25 @@ def ladder_file(*, name: str, against: str | None, arm_names: dict[str, str], ma
         top_seeds_note=top_seeds_note, wall_seconds=wall_seconds, provenance=provenance)
 
 
+def remaining_seconds(done: Sequence[tuple[float, float]], remaining: Sequence[float]) -> float | None:
+    """The time the rungs of compute ``remaining`` will take, from the (compute, seconds) of
+    the rungs ``done``: one rung scales its time by compute; from two on, a line
+    ``seconds = fixed + rate * compute`` (least squares; a rung's evaluation and set-up cost
+    about the same at every size, so pure proportion overestimates the upper rungs)."""
+    if not done:
+        return None
+    if len(done) == 1:
+        compute, seconds = done[0]
+        return seconds / compute * sum(remaining)
+    import numpy as np
+
+    x, y = np.array([c for c, _ in done]), np.array([t for _, t in done])
+    rate, fixed = np.polyfit(x, y, 1)
+    if rate <= 0:
+        return float(np.mean(y / x)) * sum(remaining)
+    return float(sum(max(0.0, fixed) + rate * c for c in remaining))
+
+
 def run_ladder(request: LadderRequest | LadderPlan, progress: Progress | None = None,
                on_rung: Callable[[RungEvent], None] | None = None) -> LadderFile:
     """Run every rung (ascending), then write the ladder file, plots and README into the
@@ -293,13 +312,12 @@ def run_ladder(request: LadderRequest | LadderPlan, progress: Progress | None = 
         check_publishable(ask.repo_root, ask.allow_dirty)  # before the first rung writes
     code = code_state(plan.rungs[0].request.plan())
     started = time.perf_counter()
-    total_compute = sum(r.size.compute for r in plan.rungs)
     history: dict[str, list[tuple[int, float]]] = {"baseline": [], "method": []}
     records: list[RungRecord] = []
-    done_compute = 0.0
+    timings: list[tuple[float, float]] = []  # (compute, seconds) of each finished rung
     for index, rung in enumerate(plan.rungs):
         elapsed = time.perf_counter() - started
-        eta = elapsed / done_compute * (total_compute - done_compute) if done_compute else None
+        eta = remaining_seconds(timings, [r.size.compute for r in plan.rungs[index:]])
         if on_rung is not None:
             on_rung(RungEvent(index, len(plan.rungs), rung.rung, rung.size.parameters, rung.size.compute,
                               elapsed, eta))
@@ -317,11 +335,12 @@ def run_ladder(request: LadderRequest | LadderPlan, progress: Progress | None = 
             history[arm].append((rung.size.parameters, artifact.tuning.arms[arm].chosen["lr"]))
         records.append(RungRecord.of(rung.rung, artifact, plan.folder / f"rung{rung.rung}.json",
                                      grid=grid, rule=rule, wall_seconds=wall))
-        done_compute += rung.size.compute
+        timings.append((rung.size.compute, wall))
         if on_rung is not None:
             elapsed = time.perf_counter() - started
             on_rung(RungEvent(index, len(plan.rungs), rung.rung, rung.size.parameters, rung.size.compute,
-                              elapsed, elapsed / done_compute * (total_compute - done_compute), artifact))
+                              elapsed, remaining_seconds(timings, [r.size.compute for r in plan.rungs[index + 1:]]),
+                              artifact))
     statistics = ladder_statistics([rung_result(r) for r in records], resamples=ask.resamples)
     provenance = collect_provenance(
         command=ask.command or f"python: llmevo.experiments.run_ladder({ask.name!r}, rungs={ask.rungs})",
