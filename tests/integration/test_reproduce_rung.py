@@ -19,6 +19,9 @@ BAD = [
     (["reproduce", "rope", "--rung", "1"], "scale the quick preset"),
     (["reproduce", "blt", "--preset", "quick", "--rung", "1"], "sizes of its own"),
     (["reproduce", "rope", "--preset", "quick", "--layers", "0"], "--layers 0"),
+    (["reproduce", "rope", "--preset", "quick", "--rung", "0", "--seq-len", "5000"], "--seq-len 5000: need"),
+    (["reproduce", "rope", "--preset", "quick", "--seq-len", "96"], "--seq-len is a setting of the size dial"),
+    (["reproduce", "rope", "--preset", "quick", "--tokens-per-parameter", "3"], "--tokens-per-parameter is a setting"),
     (["evolve", "--rung", "12"], "--rung 12: unknown rung"),
     (["evolve", "--d-model", "96", "--heads", "5"], "--heads 5 does not divide --d-model 96"),
 ]
@@ -49,3 +52,13 @@ def test_a_sized_reproduction_records_its_scale(tmp_path, data_dir):
     assert setup["epochs"] == tokens / stream
     assert setup["compute_6nd"] == 6 * 43_168 * tokens
     assert load_artifact(out).setup.rung == -2
+
+
+def test_a_sized_reproduction_at_a_longer_window(tmp_path, data_dir):
+    out = tmp_path / "rung.json"
+    code = run_cli(["reproduce", "alibi", "--preset", "quick", "--rung", "-2", "--seq-len", "96", "--steps", "2",
+                    "--no-tune", "--seed", "42", "--suite", "core", "--device", "cpu",
+                    "--data-dir", str(data_dir), "--out", str(out), "--no-report"])
+    assert code == 0
+    setup = json.loads(out.read_text())["setup"]
+    assert (setup["sequence_length"], setup["training_tokens"]) == (96, 2 * 24 * 96)

@@ -188,3 +188,31 @@ def test_whole_architectures_and_unscalable_sizes_are_refused(tmp_path):
     with pytest.raises(ConfigError):
         ReproductionRequest(name="rope", preset="quick", rung=1,
                             base_model=ModelConfig(architecture="blt"), data_dir=Path(tmp_path))
+
+
+def test_context_length_grows_from_rung_one():
+    from llmevo.runner.scale import context_length
+
+    assert [context_length(r) for r in (-2, -1, 0, 1, 2, 3, 4)] == [64, 64, 64, 96, 128, 176, 256]
+
+
+def test_a_longer_window_keeps_the_tokens_and_widens_the_model():
+    from llmevo.runner.scale import scale
+
+    size = scale(1, seq_len=128)
+    assert size.preset.train.seq_len == 128 and size.model.max_seq_len == 128
+    # the rung's tokens (about 7.26 per parameter) in steps of batch x 128
+    assert size.preset.train.steps == round(TOKENS_PER_PARAMETER * size.parameters / (64 * 128))
+    with pytest.raises(ConfigError, match="--seq-len 4: need"):
+        scale(0, seq_len=4)
+
+
+def test_a_growing_context_ladder_plans_each_rungs_window(tmp_path):
+    from llmevo.experiments.ladder import LadderRequest
+
+    plan = LadderRequest(name="rope", rungs=[0, 1, 2], context="grow", data_dir=tmp_path,
+                         out=tmp_path / "ladder").plan()
+    assert [r.request.seq_len for r in plan.rungs] == [64, 96, 128]
+    assert [r.size.preset.train.seq_len for r in plan.rungs] == [64, 96, 128]
+    assert LadderRequest(name="rope", data_dir=tmp_path).plan().folder.name == "2104.09864-rope"
+    assert LadderRequest(name="rope", context="grow", data_dir=tmp_path).plan().folder.name.endswith("-context-grow")

@@ -63,6 +63,7 @@ class RungRecord(_Block):
     training_tokens: int
     epochs: float
     compute_6nd: float
+    sequence_length: int
     seeds: list[int]
     metric: str
     baseline: list[float]  # the verdict metric per report seed, in ``seeds`` order
@@ -91,6 +92,7 @@ class RungRecord(_Block):
         return cls(
             rung=rung, parameters=int(setup.parameters or 0), training_tokens=int(setup.training_tokens or 0),
             epochs=float(setup.epochs or 0.0), compute_6nd=float(setup.compute_6nd or 0.0),
+            sequence_length=setup.sequence_length,
             seeds=[row.seed for row in rows], metric=metric,
             baseline=[float(row.baseline[metric]) for row in rows],
             method=[float(row.method[metric]) for row in rows],
@@ -110,6 +112,7 @@ class LadderFile(_Block):
     arm_names: dict[str, str]  # baseline, method: the arms' names, e.g. llama_modern[position=learned]
     metric: str
     margin_percent: float
+    context: Literal["fixed", "grow"]
     tokens_per_parameter: float
     rungs: list[RungRecord]
     fits: dict[str, FitRecord]  # baseline, method

@@ -82,6 +82,10 @@ def reproduce(
     d_model: DModelOption = None,
     layers: LayersOption = None,
     heads: HeadsOption = None,
+    tokens_per_parameter: Annotated[float | None, typer.Option(
+        help="With the size dial: training tokens per parameter (default quick's, about 7.26).")] = None,
+    seq_len: Annotated[int | None, typer.Option(
+        help="With the size dial: the training and evaluation window in tokens (default quick's 64).")] = None,
     init_from: Annotated[Path | None, typer.Option(metavar="DIR",
         help="Start both arms from a transformers Llama directory (config.json, model.safetensors, "
              "tokenizer.json; e.g. SmolLM2-135M) instead of pretraining, with the data tokenized by its "
@@ -151,6 +155,7 @@ def reproduce(
         seeds=None if seed is None and seeds is None else parse_seeds(seed, seeds),
         data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), threads=threads,
         rung=rung, d_model=d_model, layers=layers, heads=heads, init_from=init_from,
+        tokens_per_parameter=tokens_per_parameter, seq_len=seq_len,
         steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps, weight_decay=weight_decay,
         schedule=schedule, suite=suite, publish=publish, allow_dirty=allow_dirty, replace=replace,
         report=report, out=out, save_checkpoints=save_checkpoints, tensorboard=tensorboard,

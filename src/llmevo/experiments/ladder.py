@@ -22,6 +22,10 @@ share its tuning runs wherever their grids overlap. A best on the
 grid's edge still extends it (``runner.tuning``), so the rule narrows the search but never
 forces a choice at an edge. The ladder file records each rung's grid and how it was chosen.
 
+**Context.** The window is quick's 64 tokens at every rung unless ``context="grow"``: then
+``runner.scale.context_length(rung)`` (64 up to rung 0, x sqrt(2) per rung above), so that
+position components are compared at longer contexts as the model grows.
+
 **Seeds.** The report seeds are the same at every rung; ``top_seeds`` takes only the first k
 at the top rung (a CPU's budget; the ladder file says so, with the noise floor of the rung
 below). Tuning seeds are disjoint from report seeds, as in every reproduction.
@@ -46,6 +50,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 from pydantic import Field, field_validator
@@ -63,7 +68,7 @@ from llmevo.registry import RequestModel, check_seeds
 from llmevo.reports.ladder import write_ladder_report
 from llmevo.reports.readme import against_slug
 from llmevo.runner.presets import Preset
-from llmevo.runner.scale import RUNGS, TOKENS_PER_PARAMETER, Scale, size_dial
+from llmevo.runner.scale import RUNGS, TOKENS_PER_PARAMETER, Scale, context_length, size_dial
 from llmevo.runner.tuning import (
     DEFAULT_CONFIRM,
     DEFAULT_REPORT_SEEDS,
@@ -134,6 +139,7 @@ class LadderRequest(RequestModel):
     tune_confirm: int = Field(default=DEFAULT_CONFIRM, ge=0)
     full_grid_rungs: int = Field(default=FULL_GRID_RUNGS, ge=0)
     tokens_per_parameter: float | None = Field(default=None, gt=0)
+    context: Literal["fixed", "grow"] = "fixed"  # grow: the window grows with the rung (context_length)
     margin: float = Field(default=1.0, gt=0)
     preset: str | Preset = "quick"
     data_dir: Path
@@ -184,12 +190,13 @@ class LadderRequest(RequestModel):
         paper = comparison.spec.manifest.paper
         folder = self.out or ladder_folder(
             f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name,
-            comparison.against, self.publish)
+            comparison.against, self.publish, self.context)
         check_output_dir(folder, "--out")
         rungs = []
         for index, rung in enumerate(self.rungs):
+            seq_len = context_length(rung) if self.context == "grow" else None
             size = size_dial(rung, None, None, None, self.preset, None, ModelConfig(),
-                             self.tokens_per_parameter)
+                             self.tokens_per_parameter, seq_len)
             assert size is not None
             top = index == len(self.rungs) - 1
             seeds = self.seeds[: self.top_seeds] if top and self.top_seeds else list(self.seeds)
@@ -199,7 +206,7 @@ class LadderRequest(RequestModel):
                 threads=self.threads, tune=True, tune_seeds=self.tune_seeds,
                 tune_confirm=self.tune_confirm, margin=self.margin, path=self.path,
                 replicas_max=self.replicas_max, rung=rung,
-                tokens_per_parameter=self.tokens_per_parameter, publish=self.publish,
+                tokens_per_parameter=self.tokens_per_parameter, seq_len=seq_len, publish=self.publish,
                 allow_dirty=self.allow_dirty, replace=self.replace, report=False,
                 out=folder / f"rung{rung}.json", repo_root=self.repo_root,
                 command=f"{self.command or 'python: llmevo.experiments.run_ladder'} (rung {rung})")
@@ -209,9 +216,11 @@ class LadderRequest(RequestModel):
         return LadderPlan(request=self, folder=folder, rungs=rungs, against=comparison.against)
 
 
-def ladder_folder(name: str, against: str | None, publish: bool) -> Path:
-    """``docs/ladders/<paper>-<name>[-vs-<other>]`` when published, else under ``runs/ladders``."""
-    slug = name + (f"-vs-{against_slug(against)}" if against is not None else "")
+def ladder_folder(name: str, against: str | None, publish: bool, context: str = "fixed") -> Path:
+    """``docs/ladders/<paper>-<name>[-vs-<other>][-context-grow]`` when published, else under
+    ``runs/ladders``."""
+    slug = (name + (f"-vs-{against_slug(against)}" if against is not None else "")
+            + ("-context-grow" if context == "grow" else ""))
     return (Path("docs/ladders") if publish else Path("runs/ladders")) / slug
 
 
@@ -255,13 +264,14 @@ def _interval(interval: Interval) -> IntervalRecord:
     return IntervalRecord.of(interval.value, interval.low, interval.high)
 
 
-def ladder_file(*, name: str, against: str | None, arm_names: dict[str, str], margin_percent: float, tokens_per_parameter: float,
+def ladder_file(*, name: str, against: str | None, arm_names: dict[str, str], margin_percent: float,
+                context: str, tokens_per_parameter: float,
                 rungs: list[RungRecord], statistics: LadderStatistics, provenance: dict,
                 top_seeds_note: str | None, wall_seconds: float) -> LadderFile:
     """The ladder file from its rungs' records and their across-rung statistics."""
     return LadderFile(
         kind="ladder", schema_version=SCHEMA_VERSION, name=name, against=against, arm_names=arm_names,
-        metric=rungs[0].metric, margin_percent=margin_percent, tokens_per_parameter=tokens_per_parameter,
+        metric=rungs[0].metric, margin_percent=margin_percent, context=context, tokens_per_parameter=tokens_per_parameter,
         rungs=rungs,
         fits={arm: FitRecord(form=fit.form, a=fit.a, alpha=fit.alpha, l_inf=fit.l_inf,
                              alpha_interval=_interval(statistics.alpha[arm]), note=fit.note)
@@ -353,7 +363,7 @@ def run_ladder(request: LadderRequest | LadderPlan, progress: Progress | None = 
         top_note = (f"the top rung used the first {ask.top_seeds} of the {len(ask.seeds)} report seeds; "
                     f"the rung below's noise floor was {records[-2].noise_floor_percent:.2f}%")
     built = ladder_file(
-        name=ask.name, against=plan.against, arm_names=arm_names, margin_percent=ask.margin, tokens_per_parameter=ask.tokens_per_parameter or TOKENS_PER_PARAMETER, rungs=records,
+        name=ask.name, against=plan.against, arm_names=arm_names, margin_percent=ask.margin, context=ask.context, tokens_per_parameter=ask.tokens_per_parameter or TOKENS_PER_PARAMETER, rungs=records,
         statistics=statistics, provenance=provenance, top_seeds_note=top_note,
         wall_seconds=time.perf_counter() - started)
     with staged_folder(plan.folder) as staging:  # each file replaces its namesake; rungs stay

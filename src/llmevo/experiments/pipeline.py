@@ -176,6 +176,7 @@ class ReproductionRequest(RequestModel):
     layers: int | None = Field(default=None, ge=1)
     heads: int | None = Field(default=None, ge=1)
     tokens_per_parameter: float | None = None  # the size dial's training tokens (default quick's ~7.26)
+    seq_len: int | None = None  # the size dial's training/evaluation window (default quick's 64)
     init_from: Path | None = None  # a transformers Llama directory both arms start from
     command: str | None = None
     repo_root: Path = REPO_ROOT
@@ -204,7 +205,7 @@ class ReproductionRequest(RequestModel):
     def size(self) -> Scale | None:
         """The size dial resolved (``runner.scale.scale``), or None when no size is asked for."""
         return size_dial(self.rung, self.d_model, self.layers, self.heads, self.preset,
-                         self.batch_size, self.base_model, self.tokens_per_parameter)
+                         self.batch_size, self.base_model, self.tokens_per_parameter, self.seq_len)
 
     def plan(self) -> ReproductionPlan:
         """The request resolved once, before any work: the comparison (an unknown name, a bad

@@ -129,11 +129,18 @@ def plan_comparison(
 
 def scale_comparison(comparison: Comparison, size: Scale) -> Comparison:
     """Both arms' models at ``size``'s geometry, each component's sizes scaled from the
-    arm's own (``runner.scale.scale_model``); whole architectures are refused there."""
+    arm's own (``runner.scale.scale_model``), with room for ``size``'s window; whole
+    architectures are refused there."""
     baseline, method = comparison.arms
-    return replace(comparison,
-                   baseline=replace(baseline, model=scale_model(baseline.model, size.geometry)),
-                   method=replace(method, model=scale_model(method.model, size.geometry)))
+
+    def sized(model: ModelConfig) -> ModelConfig:
+        model = scale_model(model, size.geometry)
+        if size.model.max_seq_len > model.max_seq_len:  # a longer window (``--seq-len``)
+            model = model.model_copy(update={"max_seq_len": size.model.max_seq_len})
+        return model
+
+    return replace(comparison, baseline=replace(baseline, model=sized(baseline.model)),
+                   method=replace(method, model=sized(method.model)))
 
 
 # the slots whose two arms build the same model, so that both can start from one checkpoint

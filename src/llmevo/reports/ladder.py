@@ -105,15 +105,15 @@ def _interval(record: IntervalRecord, digits: int = 2, suffix: str = "") -> str:
 def rung_table(ladder: LadderFile) -> str:
     """The per-rung table in Markdown."""
     labels = _labels(ladder)
-    lines = [f"| rung | parameters | tokens | epochs | 6·N·D | seeds | {labels['baseline']} | {labels['method']} "
+    lines = [f"| rung | parameters | context | tokens | epochs | 6·N·D | seeds | {labels['baseline']} | {labels['method']} "
              "| Δ% [95% CI] | class | noise floor | chosen lr (baseline / method) | grid |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in ladder.rungs:
         ci = "" if r.ci_low is None else f" [{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
         floor = "" if r.noise_floor_percent is None else f"{r.noise_floor_percent:.2f}%"
         grid = f"{len(r.grid)} points, {r.grid[0]:.3g} … {r.grid[-1]:.3g}"
         lines.append(
-            f"| {r.rung} | {r.parameters:,} | {r.training_tokens:,} | {r.epochs:.2f} | {r.compute_6nd:.2e} "
+            f"| {r.rung} | {r.parameters:,} | {r.sequence_length} | {r.training_tokens:,} | {r.epochs:.2f} | {r.compute_6nd:.2e} "
             f"| {len(r.seeds)} | {np.mean(r.baseline):.4f} | {np.mean(r.method):.4f} | {r.delta_percent:+.2f}{ci} "
             f"| {r.classification} | {floor} | {r.chosen_lr['baseline']:.3g} / {r.chosen_lr['method']:.3g} "
             f"| {grid} ({r.grid_rule.get('rule', '')}) |")

@@ -59,11 +59,18 @@ rung 3 on a rung trains more tokens than quick's training stream holds (about 6.
 WikiText-2 train split's 5.3M plus the narrative and instruction records), so it repeats
 data; its artifact records the epochs.
 
+**Context** stays quick's 64 tokens unless ``seq_len`` is given (``--seq-len``; a ladder's
+``--context grow`` takes ``context_length(rung)``: 64 up to rung 0, then x sqrt(2) per rung),
+so that position components (rope, alibi, nope) can be judged at longer windows. The steps
+still train the rung's tokens; evaluation and the suites use the same window, so losses at
+two context lengths are not on equal footing (a longer window predicts each token from more).
+
 Explicit ``d_model`` / ``n_layers`` / ``n_heads`` replace the rung's geometry for a user who
 wants one particular size; the component sizes, tokens and warmup then follow that model.
 
 Public API: ``RUNGS``, ``Geometry``, ``Scale``, ``scale``, ``scale_model``, ``rung_table``,
 ``size_dial`` (a request's rung and sizes), ``size_label`` (in file and study names),
+``context_length`` (the ladder's growing context),
 ``TOKENS_PER_PARAMETER``, ``SIZE_FIELDS``.
 """
 
@@ -84,6 +91,7 @@ from llmevo.runner.presets import Preset, get_preset
 REFERENCE_PRESET = "quick"  # rung 0 is this preset, with llama_modern
 TOKENS_PER_PARAMETER = 330 * 48 * 64 / 139_584  # quick's: 1,013,760 tokens over 139,584 parameters
 WARMUP_SHARE = 30 / 330  # quick's warmup steps over its steps
+MIN_SEQ_LEN, MAX_SEQ_LEN = 8, 4096
 
 
 @dataclass(frozen=True)
@@ -213,21 +221,29 @@ def geometry(rung: int, d_model: int | None = None, n_layers: int | None = None,
 def scale(rung: int | None = 0, *, d_model: int | None = None, n_layers: int | None = None,
           n_heads: int | None = None, batch: int | None = None,
           base_model: ModelConfig | None = None, preset: Preset | None = None,
-          tokens_per_parameter: float | None = None) -> Scale:
+          tokens_per_parameter: float | None = None, seq_len: int | None = None) -> Scale:
     """Everything rung ``rung`` sets (None: rung 0's batch under an explicit size): the
     model (``base_model``, default llama_modern, at the rung's geometry or the explicit
     sizes), the preset (``preset``, default quick) with the batch (``batch`` replaces the
     rung's), the steps that train ``tokens_per_parameter`` (default
     ``TOKENS_PER_PARAMETER``) tokens per parameter and the warmup. A size that cannot be
-    built or that trains no step is refused."""
+    built or that trains no step is refused. ``seq_len`` replaces quick's 64-token window
+    (training, evaluation and the suites; ``context_length`` gives the ladder's growing
+    one); the model's ``max_seq_len`` grows to hold it."""
+    if seq_len is not None and not MIN_SEQ_LEN <= seq_len <= MAX_SEQ_LEN:
+        raise ConfigError(f"--seq-len {seq_len}: need {MIN_SEQ_LEN}..{MAX_SEQ_LEN} tokens")
     ratio = TOKENS_PER_PARAMETER if tokens_per_parameter is None else tokens_per_parameter
     if not (math.isfinite(ratio) and ratio > 0):
         raise ConfigError(f"--tokens-per-parameter {ratio}: need a positive number (quick's is "
                           f"{TOKENS_PER_PARAMETER:.2f})")
     shape = geometry(0 if rung is None else rung, d_model, n_layers, n_heads)
     model = scale_model(base_model or ModelConfig(), shape)
+    if seq_len is not None and seq_len > model.max_seq_len:
+        model = model.model_copy(update={"max_seq_len": seq_len})
     parameters = parameter_count(model)
     quick = preset or get_preset(REFERENCE_PRESET)
+    if seq_len is not None:
+        quick = quick.override({"seq_len": seq_len})
     batch = batch or batch_size(0 if rung is None else rung)
     steps = round(ratio * parameters / (batch * quick.train.seq_len))
     if steps < 1:
@@ -238,6 +254,12 @@ def scale(rung: int | None = 0, *, d_model: int | None = None, n_layers: int | N
     preset = quick.override({"batch_size": batch, "steps": steps,
                              "warmup_steps": round(steps * WARMUP_SHARE)})
     return Scale(rung=rung, geometry=shape, model=model, preset=preset, parameters=parameters)
+
+
+def context_length(rung: int) -> int:
+    """The ladder's growing context (``--context grow``): quick's 64 tokens up to rung 0,
+    then x sqrt(2) per rung (a multiple of 16): 96, 128, 176, 256, … at rungs 1, 2, 3, 4."""
+    return 16 * round(4 * 2 ** (max(rung, 0) / 2))
 
 
 def rung_table() -> list[dict[str, int | float]]:
@@ -254,21 +276,23 @@ def rung_table() -> list[dict[str, int | float]]:
 
 def size_dial(rung: int | None, d_model: int | None, layers: int | None, heads: int | None,
               preset: str | Preset, batch_size: int | None, base_model: ModelConfig,
-              tokens_per_parameter: float | None = None) -> Scale | None:
+              tokens_per_parameter: float | None = None, seq_len: int | None = None) -> Scale | None:
     """A request's size dial (``rung`` and the explicit sizes) resolved on ``preset`` (a name
     or a ``Preset``), which must be quick (rung 0 is quick's llama_modern); None when no size
     is asked for."""
     if rung is None and d_model is None and layers is None and heads is None:
-        if tokens_per_parameter is not None:
-            raise ConfigError("--tokens-per-parameter sets a rung's training tokens; add --rung "
-                              "(or --d-model / --layers / --heads)")
+        for option, value in (("--tokens-per-parameter", tokens_per_parameter), ("--seq-len", seq_len)):
+            if value is not None:
+                raise ConfigError(f"{option} is a setting of the size dial; add --rung "
+                                  "(or --d-model / --layers / --heads)")
         return None
     base = get_preset(preset) if isinstance(preset, str) else preset
     if base.name != REFERENCE_PRESET:
         raise ConfigError(f"--rung / --d-model / --layers / --heads scale the {REFERENCE_PRESET} "
                           f"preset (rung 0 is {REFERENCE_PRESET}); got --preset {base.name}")
     return scale(rung, d_model=d_model, n_layers=layers, n_heads=heads, batch=batch_size,
-                 base_model=base_model, preset=base, tokens_per_parameter=tokens_per_parameter)
+                 base_model=base_model, preset=base, tokens_per_parameter=tokens_per_parameter,
+                 seq_len=seq_len)
 
 
 def size_label(size: Scale | None) -> str | None:
