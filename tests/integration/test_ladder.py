@@ -172,3 +172,24 @@ def test_the_eta_fits_a_fixed_cost_plus_a_rate_from_two_rungs():
     assert remaining_seconds([(2.0, 10.0)], [4.0, 8.0]) == pytest.approx(60.0)  # proportional
     # seconds = 30 + 5 * compute, exactly: the rest is 30 + 5*c per rung
     assert remaining_seconds([(1.0, 35.0), (3.0, 45.0)], [10.0, 20.0]) == pytest.approx(80.0 + 130.0)
+
+
+def test_report_rewrites_a_ladders_readme_and_plots(tiny_ladder, tmp_path):
+    out, _ = tiny_ladder
+    target = tmp_path / "again"
+    assert run_cli(["report", str(out / "ladder.json"), "--out", str(target)]) == 0
+    assert {p.name for p in target.iterdir()} == {"README.md", "loss-vs-compute.png", "delta-vs-compute.png"}
+    assert (target / "README.md").read_text() == (out / "README.md").read_text()
+
+
+def test_a_ladder_written_before_the_context_dial_still_loads(tiny_ladder, tmp_path):
+    import json
+
+    out, _ = tiny_ladder
+    data = json.loads((out / "ladder.json").read_text())
+    del data["context"]
+    for rung in data["rungs"]:
+        del rung["sequence_length"]
+    (tmp_path / "ladder.json").write_text(json.dumps(data))
+    loaded = load_ladder(tmp_path / "ladder.json")
+    assert loaded.context == "fixed" and {r.sequence_length for r in loaded.rungs} == {64}

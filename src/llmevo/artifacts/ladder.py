@@ -9,7 +9,7 @@ and holds the across-rung statistics (``eval.scaling``) and the ladder's provena
 Blocks are strict (``artifacts.schema._Block``): no NaN, no coercion, unknown keys kept.
 
 Public API: ``LadderFile``, ``RungRecord``, ``FitRecord``, ``IntervalRecord``,
-``load_ladder``, ``LADDER_KIND``.
+``load_ladder``, ``is_ladder``, ``LADDER_KIND``.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class RungRecord(_Block):
     training_tokens: int
     epochs: float
     compute_6nd: float
-    sequence_length: int
+    sequence_length: int = 64  # absent in ladders written before the context dial (quick's window)
     seeds: list[int]
     metric: str
     baseline: list[float]  # the verdict metric per report seed, in ``seeds`` order
@@ -112,7 +112,7 @@ class LadderFile(_Block):
     arm_names: dict[str, str]  # baseline, method: the arms' names, e.g. llama_modern[position=learned]
     metric: str
     margin_percent: float
-    context: Literal["fixed", "grow"]
+    context: Literal["fixed", "grow"] = "fixed"  # absent in ladders written before the context dial
     tokens_per_parameter: float
     rungs: list[RungRecord]
     fits: dict[str, FitRecord]  # baseline, method
@@ -135,6 +135,12 @@ class LadderFile(_Block):
         """(parameters, compute) of the top rung over the bottom rung's."""
         return (self.rungs[-1].parameters / self.rungs[0].parameters,
                 self.rungs[-1].compute_6nd / self.rungs[0].compute_6nd)
+
+
+def is_ladder(path: Path | str) -> bool:
+    """Whether the JSON file at ``path`` says it is a ladder file (``"kind": "ladder"``)."""
+    data = read_json(path)
+    return isinstance(data, dict) and data.get("kind") == LADDER_KIND
 
 
 def load_ladder(path: Path | str) -> LadderFile:

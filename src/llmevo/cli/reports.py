@@ -14,7 +14,7 @@ from llmevo.errors import ConfigError
 
 @app.command()
 def report(
-    artifact: Path = typer.Argument(..., help="A reproduction or diagnostic artifact (JSON)."),
+    artifact: Path = typer.Argument(..., help="A reproduction or diagnostic artifact, or a ladder file (JSON)."),
     out: Path | None = typer.Option(
         None,
         "--out",
@@ -26,14 +26,21 @@ def report(
         False, help="Write the report where the published one is (under docs/, not runs/)."),
 ) -> None:
     """Write a README.md with tables, verdict, plots and provenance for one artifact
-    (under runs/ unless --publish)."""
+    (under runs/ unless --publish); a ladder file's README and plots go beside it (or --out)."""
+    from llmevo.artifacts.ladder import is_ladder, load_ladder
     from llmevo.artifacts.schema import load_artifact
+    from llmevo.reports.ladder import write_ladder_report
     from llmevo.reports.readme import default_report_dir, write_report
 
     if publish and out is not None:
         raise ConfigError("--publish chooses the report folder under docs/; with --out it "
                           "cannot apply (give one of them)")
     check_output_dir(out)
+    if is_ladder(artifact):
+        ladder = load_ladder(artifact)
+        written = write_ladder_report(ladder, out or artifact.parent)
+        console.print(f"wrote {written[-1]}")
+        return
     typed = load_artifact(artifact)  # validated: refuses what `llmevo show` refuses
     published = default_report_dir(typed)  # docs/<kind>/<arxiv>-<name>[/vs-<other>]
     out_dir = out or (published if publish else Path("runs") / published.relative_to("docs"))
