@@ -74,11 +74,17 @@ def leaderboard(
     replace: bool = typer.Option(
         False, help="Rewrite the leaderboard even without rows the existing one lists (their "
                     "artifacts deleted or not scanned here), or over a file that is not one."),
+    readme: Path | None = typer.Option(
+        None, "--readme", metavar="FILE",
+        help="Also regenerate the evidence table between its markers in this README (default: "
+             "README.md here, when it has the markers)."),
 ) -> None:
     """Collect the artifacts (the *.json in each root's metrics/ folders, every *.json in the
     reference folder) into docs/LEADERBOARD.md (+ .json) and print the table."""
     from rich.table import Table
 
+    from llmevo.artifacts.io import write_text_atomic
+    from llmevo.reports.evidence import EVIDENCE_START, evidence_table, replace_evidence
     from llmevo.reports.ladder import scan_ladders
     from llmevo.reports.leaderboard import (
         build_leaderboard,
@@ -96,7 +102,15 @@ def leaderboard(
     repository = Path.cwd()  # the defaults (docs/, docs/LEADERBOARD.md) are relative to it
     rows = build_leaderboard(entries, repository)
     ladders = ladder_rows(scan_ladders(root), repository)
+    target, new_readme = readme or Path("README.md"), None  # checked before anything is written
+    if readme is not None or (target.is_file() and EVIDENCE_START in target.read_text(encoding="utf-8")):
+        if not target.is_file():
+            raise ConfigError(f"--readme {target}: no such file")
+        new_readme = replace_evidence(target.read_text(encoding="utf-8"), evidence_table(rows, ladders))
     write_leaderboard(rows, out, json_path, repository, replace=replace, ladders=ladders)
+    if new_readme is not None:
+        write_text_atomic(target, new_readme)
+        console.print(f"wrote the evidence table in {target}")
     table = Table(title=f"Leaderboard ({len(rows)} artifacts; {len(skipped)} other JSON outside "
                         "metrics/ folders, not artifacts)")
     for column in ("kind", "name", "arXiv", "seeds", "formal", "metric Δ%"):

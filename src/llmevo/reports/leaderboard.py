@@ -123,6 +123,15 @@ def _sensitivity_fields(artifact: ReproductionArtifact) -> dict | None:
             for arm, result in lr_sensitivity(artifact.tuning).items()}
 
 
+def _chosen_fields(artifact: ReproductionArtifact) -> dict | None:
+    """Each arm's chosen learning rate and how it was reached (grid edge, extension, confirmation)."""
+    if artifact.tuning is None:
+        return None
+    return {arm: {"lr": block.chosen["lr"], "extended": block.extended, "on_edge": block.chosen_on_edge,
+                  "confirmed": block.chosen["lr"] in block.confirmed}
+            for arm, block in artifact.tuning.arms.items()}
+
+
 def _reproduction_row(artifact: ReproductionArtifact, family: FamilyVerdict | None = None) -> dict:
     protocol, verdict = artifact.evaluation_protocol, artifact.verdict
     # the protocol's seeds; a top-level seeds key (kept unknown) where the protocol lists none
@@ -156,6 +165,7 @@ def _reproduction_row(artifact: ReproductionArtifact, family: FamilyVerdict | No
         "classification": classification,
         "holm": _holm_fields(family),  # None: not in the family (untuned, smoke, superseded)
         "lr_sensitivity": _sensitivity_fields(artifact),
+        "chosen_lr": _chosen_fields(artifact),
         "narrow_advantage": (narrow is not None) if judged else None,
         "claim": f"{claim} {narrow}" if narrow else claim,
         "status": None,

@@ -1,0 +1,36 @@
+"""The README's generated evidence table (reports/evidence.py)."""
+
+import pytest
+
+from llmevo.errors import ConfigError
+from llmevo.reports.evidence import EVIDENCE_END, EVIDENCE_START, evidence_table, replace_evidence
+
+
+def _row(name, holm=True, against=None, **extra):
+    row = {"kind": "reproduction", "name": name, "against": against, "metric": "lm_loss",
+           "baseline": "llama_modern[position=learned]", "baseline_value": 4.2874, "method_value": 3.7696,
+           "change_percent": -12.0557, "ci_low": -14.2053, "ci_high": -9.9060, "classification": "better",
+           "narrow_advantage": False,
+           "chosen_lr": {"baseline": {"lr": 0.00173, "extended": None, "on_edge": False, "confirmed": False},
+                         "method": {"lr": 0.0156, "extended": "up", "on_edge": True, "confirmed": True}},
+           "holm": {"ci_low": -16.9, "ci_high": -7.21, "classification": "better", "family_size": 2} if holm else None}
+    return row | extra
+
+
+def test_only_family_members_are_rows_with_their_holm_class_and_ladder():
+    ladder = {"name": "rope", "against": None, "ladder_class": "holds", "trend": "shrinking", "rungs": [-2, 1],
+              "bottom": {"delta_percent": -2.76}, "top": {"delta_percent": -8.1}}
+    table = evidence_table([_row("rope"), _row("untuned", holm=False)], [ladder]).splitlines()
+    assert len(table) == 3 and "(2 comparisons)" in table[0]
+    cells = [cell.strip() for cell in table[2].split("|")[1:-1]]
+    assert cells[:5] == ["rope", "learned", "4.287 → 3.770", "-12.06 [-14.21, -9.91]", "better"]
+    assert cells[5] == "[-16.90, -7.21] better"
+    assert cells[6] == "0.00173 / 0.0156 (grid extended up, on the edge, confirmed)"
+    assert cells[7] == "holds, gap shrinking (rungs -2..1: -2.8% → -8.1%)"
+
+
+def test_the_table_replaces_only_what_lies_between_the_markers():
+    readme = f"intro\n{EVIDENCE_START}\nold table\n{EVIDENCE_END}\noutro\n"
+    assert replace_evidence(readme, "NEW") == f"intro\n{EVIDENCE_START}\nNEW\n{EVIDENCE_END}\noutro\n"
+    with pytest.raises(ConfigError, match="no evidence-table markers"):
+        replace_evidence("no markers here", "NEW")
