@@ -80,10 +80,11 @@ class RungRecord(_Block):
     artifact_sha256: str
     dataset_fingerprint: str
     wall_seconds: float
+    peak_memory_mb: float | None = None  # max resident set so far (this process, its workers)
 
     @classmethod
     def of(cls, rung: int, artifact: ReproductionArtifact, path: Path, grid: list[float],
-           rule: dict[str, Any], wall_seconds: float) -> RungRecord:
+           rule: dict[str, Any], wall_seconds: float, peak_memory_mb: float | None = None) -> RungRecord:
         verdict, setup, tuning = artifact.verdict, artifact.setup, artifact.tuning
         assert verdict is not None and tuning is not None and artifact.statistics is not None
         metric = verdict.metric
@@ -101,7 +102,8 @@ class RungRecord(_Block):
             chosen_lr={arm: float(block.chosen["lr"]) for arm, block in tuning.arms.items()},
             grid=list(grid), grid_rule=rule, artifact=path.name,
             artifact_sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
-            dataset_fingerprint=artifact.provenance.dataset_fingerprint, wall_seconds=wall_seconds)
+            dataset_fingerprint=artifact.provenance.dataset_fingerprint, wall_seconds=wall_seconds,
+            peak_memory_mb=peak_memory_mb)
 
 
 class LadderFile(_Block):

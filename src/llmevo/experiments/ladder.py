@@ -288,6 +288,14 @@ def ladder_file(*, name: str, against: str | None, arm_names: dict[str, str], ma
         top_seeds_note=top_seeds_note, wall_seconds=wall_seconds, provenance=provenance)
 
 
+def peak_memory_mb() -> float:
+    """The largest resident set so far of this process and of its finished workers, in MiB
+    (``getrusage``; Linux reports kilobytes): a rung's figure is the peak up to its end."""
+    import resource
+
+    return max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
+
+
 def remaining_seconds(done: Sequence[tuple[float, float]], remaining: Sequence[float]) -> float | None:
     """The time the rungs of compute ``remaining`` will take, from the (compute, seconds) of
     the rungs ``done``: one rung scales its time by compute; from two on, a line
@@ -344,7 +352,7 @@ def run_ladder(request: LadderRequest | LadderPlan, progress: Progress | None = 
         for arm in ("baseline", "method"):
             history[arm].append((rung.size.parameters, artifact.tuning.arms[arm].chosen["lr"]))
         records.append(RungRecord.of(rung.rung, artifact, plan.folder / f"rung{rung.rung}.json",
-                                     grid=grid, rule=rule, wall_seconds=wall))
+                                     grid=grid, rule=rule, wall_seconds=wall, peak_memory_mb=peak_memory_mb()))
         timings.append((rung.size.compute, wall))
         if on_rung is not None:
             elapsed = time.perf_counter() - started
