@@ -40,7 +40,10 @@ def _shared(out, data_dir, cache, url, study):
 
 
 def _rung_trials(url, study):
-    study = optuna.load_study(study_name=study, storage=open_storage(url))
+    try:
+        study = optuna.load_study(study_name=study, storage=open_storage(url))
+    except KeyError:  # not created yet
+        return []
     return [t for t in study.get_trials() if t.state == TrialState.COMPLETE]
 
 

@@ -70,7 +70,7 @@ from llmevo.artifacts.io import (
     write_json_atomic,
 )
 from llmevo.artifacts.ladder import FitRecord, IntervalRecord, LadderFile, RungRecord
-from llmevo.artifacts.provenance import REPO_ROOT, check_publishable, collect_provenance
+from llmevo.artifacts.provenance import REPO_ROOT, CodeState, check_publishable, collect_provenance
 from llmevo.artifacts.schema import SCHEMA_VERSION, ReproductionArtifact
 from llmevo.errors import ConfigError
 from llmevo.eval.scaling import Interval, LadderStatistics, RungResult, ladder_statistics
@@ -392,7 +392,7 @@ def run_ladder(request: LadderRequest | LadderPlan, progress: Progress | None = 
 
 
 def _run_rung(plan: LadderPlan, rung: RungPlan, history: dict[str, list[tuple[int, float]]],
-              code: Any, progress: Progress | None) -> tuple[ReproductionArtifact, RungRecord]:
+              code: CodeState, progress: Progress | None) -> tuple[ReproductionArtifact, RungRecord]:
     """One rung's tuned reproduction on the full grid or the lr rule's (from ``history``: each
     arm's (parameters, chosen lr) at the rungs below, ascending), and its record."""
     base_lr = rung.size.preset.train.lr
@@ -408,7 +408,7 @@ def _run_rung(plan: LadderPlan, rung: RungPlan, history: dict[str, list[tuple[in
                                    grid=grid, rule=rule, wall_seconds=wall)
 
 
-def _write_ladder(plan: LadderPlan, records: list[RungRecord], arm_names: dict[str, str], code: Any,
+def _write_ladder(plan: LadderPlan, records: list[RungRecord], arm_names: dict[str, str], code: CodeState,
                   wall_seconds: float, rung_files: dict[str, bytes] | None = None) -> LadderFile:
     """The ladder file from the rungs' records, written with its plots and README (and
     ``rung_files``, name -> bytes, the rungs' artifacts as other workers wrote them)."""
@@ -439,7 +439,7 @@ def _write_ladder(plan: LadderPlan, records: list[RungRecord], arm_names: dict[s
 RECORD_ATTR, ARTIFACT_ATTR, ARMS_ATTR = "record", "artifact_json", "arm_names"
 
 
-def run_shared_ladder(plan: LadderPlan, code: Any, progress: Progress | None = None,
+def run_shared_ladder(plan: LadderPlan, code: CodeState, progress: Progress | None = None,
                       on_rung: Callable[[RungEvent], None] | None = None) -> LadderFile:
     """This worker's share of a ladder whose rungs are a queue in ``plan.shared``'s study
     (``ladder_queue``): each rung it pops runs once lower rungs its lr rule needs are complete
