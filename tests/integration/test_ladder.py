@@ -6,37 +6,24 @@ from __future__ import annotations
 
 import hashlib
 import math
-from pathlib import Path
 
 import pytest
 from cli_runner import files_under, run_cli
+from ladder_support import own_cache, tiny_request
 
 from llmevo.artifacts.ladder import load_ladder
 from llmevo.eval.scaling import ladder_statistics
 from llmevo.experiments import ladder as ladder_module
-from llmevo.experiments.ladder import LadderRequest, lattice_lr, run_ladder, rung_result
+from llmevo.experiments.ladder import lattice_lr, run_ladder, rung_result
 from llmevo.runner import run as run_module
 from llmevo.runner import tuning as tuning_module
-from llmevo.runner.presets import get_preset
 from llmevo.runner.tuning import default_grid
-
-# quick, with smoke-sized data and evaluation: what the size dial scales, at test cost
-TINY = get_preset("quick").override({
-    "variant": "tokens", "train_tokens": 20_000, "validation_tokens": 4_000, "test_tokens": 4_000,
-    "narrative_tokens": 20_000, "suite": "core", "eval_max_windows": 8, "train_on": ("lm",)})
-
-
-def _request(out: Path, data_dir: Path, cache_dir: Path, **changes) -> LadderRequest:
-    values = dict(name="rope", rungs=[-2, -1], seeds=[42, 43, 44], tune_confirm=0, full_grid_rungs=1,
-                  tokens_per_parameter=0.08, preset=TINY, data_dir=data_dir, cache_dir=cache_dir,
-                  device="cpu", path="sequential", resamples=64, out=out)
-    return LadderRequest(**(values | changes))
 
 
 @pytest.fixture(scope="module")
 def tiny_ladder(tmp_path_factory, data_dir, cache_dir):
     out = tmp_path_factory.mktemp("ladder") / "rope"
-    return out, run_ladder(_request(out, data_dir, cache_dir))
+    return out, run_ladder(tiny_request(out, data_dir, cache_dir))
 
 
 def test_a_ladder_writes_its_rungs_file_plots_and_readme(tiny_ladder):
@@ -81,11 +68,7 @@ def test_the_lattice_holds_the_default_grid_bit_for_bit():
 
 def test_a_killed_ladder_resumes_without_retraining_a_finished_run(tmp_path, data_dir, cache_dir, monkeypatch):
     out = tmp_path / "killed"
-    own_cache = tmp_path / "cache"
-    (own_cache).mkdir()
-    for entry in cache_dir.iterdir():  # share the prepared data, not the arm entries
-        if entry.name != "arms":
-            (own_cache / entry.name).symlink_to(entry)
+    cache = own_cache(tmp_path / "cache", cache_dir)
     real = ladder_module.reproduce
     calls = []
 
@@ -97,7 +80,7 @@ def test_a_killed_ladder_resumes_without_retraining_a_finished_run(tmp_path, dat
 
     monkeypatch.setattr(ladder_module, "reproduce", killed_at_second_rung)
     with pytest.raises(KeyboardInterrupt):
-        run_ladder(_request(out, data_dir, own_cache, seeds=[42, 43]))
+        run_ladder(tiny_request(out, data_dir, cache, seeds=[42, 43]))
     monkeypatch.setattr(ladder_module, "reproduce", real)
     trained_batches = []
     for module in (run_module, tuning_module):
@@ -108,7 +91,7 @@ def test_a_killed_ladder_resumes_without_retraining_a_finished_run(tmp_path, dat
             return _original(build, stream, specs, *args, **kwargs)
 
         monkeypatch.setattr(module, "train_many", counting)
-    built = run_ladder(_request(out, data_dir, own_cache, seeds=[42, 43]))
+    built = run_ladder(tiny_request(out, data_dir, cache, seeds=[42, 43]))
     assert [r.rung for r in built.rungs] == [-2, -1]
     assert trained_batches and 24 not in trained_batches  # rung -2 (batch 24): all from the cache
     assert set(trained_batches) == {32}  # rung -1 trained: it had not finished

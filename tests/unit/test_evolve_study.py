@@ -82,7 +82,8 @@ def test_a_trial_killed_before_its_first_heartbeat_is_failed_and_retried(tmp_pat
     import optuna
     from optuna.trial import TrialState
 
-    from llmevo.evolve.study import fail_silent_trials, open_storage
+    from llmevo.evolve.study import open_storage
+    from llmevo.runner.storage import fail_silent_trials
 
     plan = _plan(tmp_path, study="silent", storage=f"sqlite:///{tmp_path}/s.db", heartbeat=1,
                  grace_period=1)

@@ -1,6 +1,7 @@
 """``llmevo ladder NAME``: the tuned, paired comparison at each rung of the size dial.
 
-Parses the options into a ``llmevo.experiments.LadderRequest``, runs
+Parses the options into a ``llmevo.experiments.LadderRequest`` (``--storage``: a ladder
+shared by every worker running the same command against that storage), runs
 ``llmevo.experiments.run_ladder`` (one line per rung as it starts and ends, with the
 ladder's ETA by compute; training bars under it) and prints the per-rung table and the
 across-rung summary; the pipeline lives in the library.
@@ -68,6 +69,17 @@ def ladder(
     replace: Annotated[bool, typer.Option(
         help="Replace a rung's artifact even when it holds more than this run's.")] = False,
     out: Annotated[Path | None, typer.Option(metavar="DIR", help="Ladder folder (overrides the default).")] = None,
+    storage: Annotated[str | None, typer.Option(metavar="URL",
+        help="Share the rungs with every worker running this command against this Optuna RDB storage "
+             "(SQLAlchemy URL: sqlite:///FILE, postgresql+psycopg2://...); each rung runs once.")] = None,
+    study: Annotated[str | None, typer.Option(metavar="NAME",
+        help="With --storage: the study's name (default: derived from the ladder's settings).")] = None,
+    heartbeat: Annotated[int | None, typer.Option(metavar="SECONDS",
+        help="With --storage: seconds between a running rung's heartbeats (default 5).")] = None,
+    grace_period: Annotated[int | None, typer.Option(metavar="SECONDS",
+        help="With --storage: a rung silent this long is failed and run again (default 20).")] = None,
+    wait_timeout: Annotated[float | None, typer.Option(metavar="SECONDS",
+        help="With --storage: the longest a worker waits for other workers' rungs (default 86400).")] = None,
 ) -> None:
     """Compare NAME with its baseline, tuned and paired, at each rung; fit and classify across rungs."""
     from rich.markup import escape
@@ -83,14 +95,19 @@ def ladder(
         full_grid_rungs=full_grid_rungs, tokens_per_parameter=tokens_per_parameter, context=context, margin=margin,
         data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device, threads=threads,
         path=path, replicas_max=replicas_max, resamples=resamples, publish=publish, allow_dirty=allow_dirty,
-        replace=replace, out=out, command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]))
+        replace=replace, out=out, command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
+        storage=storage, study=study, heartbeat_interval=heartbeat, grace_period=grace_period,
+        wait_timeout=wait_timeout)
     apply_threads(request.threads)
     plan = request.plan()  # every rung checked before the first trains
 
     def show(event: RungEvent) -> None:
         where = f"rung {event.rung} ({event.index + 1}/{event.total}, {event.parameters:,} parameters, " \
                 f"6ND {event.compute:.2e})"
-        if event.artifact is None:
+        if event.waiting_for:
+            console.print(f"[bold]{where}[/]: waiting for rung(s) {', '.join(map(str, event.waiting_for))} "
+                          "in other workers")
+        elif event.artifact is None:
             console.print(f"[bold]{where}[/]: starting; elapsed {_minutes(event.elapsed_seconds)}, "
                           f"ladder ETA {_minutes(event.eta_seconds)}")
         else:
@@ -101,5 +118,7 @@ def ladder(
     built = run_ladder(plan, progress=RichTrainingProgress(console), on_rung=show)
     console.print(rung_table(built), markup=False)
     console.print(ladder_summary(built).replace("**", ""), markup=False)
+    if plan.shared is not None:
+        console.print(f"study: {plan.shared.study_name}")
     console.print(f"ladder: {plan.folder / 'ladder.json'}")
     console.print(f"report: {plan.folder / 'README.md'}")

@@ -57,21 +57,14 @@ from llmevo.evolve.objective import SEARCH_SEED, TrialContext
 from llmevo.evolve.plan import EvolutionPlan
 from llmevo.evolve.report import build_summary, write_report
 from llmevo.evolve.space import SearchSpace, build_search_space
-from llmevo.evolve.study import (
-    check_sampler,
-    check_storage_url,
-    finished_trials,
-    open_storage,
-    open_study,
-    quiet_optuna,
-    sqlite_path,
-)
+from llmevo.evolve.study import check_sampler, finished_trials, open_storage, open_study
 from llmevo.model.config import ModelConfig
 from llmevo.promotion import Promotion, promotions
 from llmevo.registry import RequestModel, check_seeds
 from llmevo.runner import tuning
 from llmevo.runner.presets import Preset, get_preset
 from llmevo.runner.scale import Scale, size_dial, size_label
+from llmevo.runner.storage import check_storage_url, quiet_optuna, sqlite_path
 from llmevo.train.device import accelerator_name, resolve_device
 from llmevo.train.execution import Execution, check_path
 from llmevo.train.logging import RunLogs

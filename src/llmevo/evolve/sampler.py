@@ -29,8 +29,8 @@ from optuna.samplers import BaseSampler, RandomSampler
 from optuna.trial import FrozenTrial, TrialState
 
 from llmevo.errors import ConfigError
-from llmevo.evolve.optuna_private import study_storage, trial_id
 from llmevo.evolve.space import GENOME_SLOTS, SearchSpace
+from llmevo.runner.optuna_private import study_storage, trial_id
 
 LOST_STATES = ("running", "interrupted")  # a FAIL trial in these states may be retried
 

@@ -32,14 +32,8 @@ from llmevo.errors import ConfigError
 from llmevo.evolve.objective import TrialContext, make_objective
 from llmevo.evolve.plan import EvolutionPlan
 from llmevo.evolve.space import SearchSpace, build_search_space
-from llmevo.evolve.study import (
-    fail_silent_trials,
-    finished_trials,
-    is_finished,
-    open_storage,
-    open_study,
-    quiet_optuna,
-)
+from llmevo.evolve.study import finished_trials, is_finished, open_storage, open_study
+from llmevo.runner.storage import fail_silent_trials, quiet_optuna
 from llmevo.train.execution import WORKER_SIGNALS, die_with_parent
 
 MAX_ATTEMPTS_FACTOR = 3  # a worker stops after trials x this many attempts, finished or not

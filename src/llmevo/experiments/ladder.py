@@ -34,30 +34,47 @@ below). Tuning seeds are disjoint from report seeds, as in every reproduction.
 and not this module, the fits or the plots; a ladder killed and run again retrains no run
 that had finished (a rung in progress loses only the ``train_many`` call it was in).
 
+**Sharing** (``storage``): the rungs become a queue in an Optuna study on an RDB storage
+(SQLite, or PostgreSQL for several machines; ``ladder_queue``), and every worker running the
+same request against it takes rungs from it: each rung is run by one worker, a rung whose lr
+rule needs lower rungs waits until they are complete, a worker killed mid-rung is noticed by
+heartbeats and its rung run again (from the arm cache of that machine, as far as it got),
+and the worker that finds every rung complete writes the ladder folder from what the rungs'
+trials store (their records and their artifacts' exact bytes), so it needs no files from
+other machines. Without ``storage`` nothing of this runs.
+
 **Publishing** (``publish``): the tree must be clean when the ladder starts; its code state
 is read once then and recorded in every rung's provenance and the ladder file's, since the
 rungs' own artifacts make the tree dirty as they are written. Files go to
 ``docs/ladders/<paper>-<name>[-vs-<other>]/`` (else ``runs/ladders/...``).
 
-Public API: ``LadderRequest``, ``LadderPlan``, ``RungPlan``, ``RungEvent``, ``run_ladder``,
-``lr_rule_grid``, ``lattice_lr``, ``remaining_seconds``, ``ladder_file``, ``rung_result``, ``DEFAULT_RUNGS``, ``ladder_folder``.
+Public API: ``LadderRequest``, ``LadderPlan``, ``RungPlan``, ``SharedLadder``, ``RungEvent``,
+``run_ladder``, ``run_shared_ladder``, ``lr_rule_grid``, ``lattice_lr``, ``remaining_seconds``,
+``peak_memory_mb``, ``ladder_file``, ``rung_result``, ``DEFAULT_RUNGS``, ``ladder_folder``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from pydantic import Field, field_validator
 
-from llmevo.artifacts.io import check_output_dir, staged_folder, write_json_atomic
+from llmevo.artifacts.io import (
+    check_output_dir,
+    staged_folder,
+    write_bytes_atomic,
+    write_json_atomic,
+)
 from llmevo.artifacts.ladder import FitRecord, IntervalRecord, LadderFile, RungRecord
-from llmevo.artifacts.provenance import REPO_ROOT, check_publishable, collect_provenance
+from llmevo.artifacts.provenance import REPO_ROOT, CodeState, check_publishable, collect_provenance
 from llmevo.artifacts.schema import SCHEMA_VERSION, ReproductionArtifact
 from llmevo.errors import ConfigError
 from llmevo.eval.scaling import Interval, LadderStatistics, RungResult, ladder_statistics
@@ -128,7 +145,11 @@ class LadderRequest(RequestModel):
     ``preset`` must be quick (the size dial scales it; a ``Preset`` named quick with other
     data or evaluation budgets serves tests). ``full_grid_rungs``: how many of the lowest
     rungs are tuned on the full default grid before the learning-rate rule takes over (0
-    turns the rule off: every rung gets the full grid). ``out``: the ladder folder."""
+    turns the rule off: every rung gets the full grid). ``out``: the ladder folder.
+    ``storage`` (a SQLAlchemy URL): the ladder is a queue of rungs in an Optuna study there
+    (``study``, else a name derived from the description), shared by every worker that runs
+    the same request against it (``ladder_queue``); ``heartbeat_interval`` (default 5 s),
+    ``grace_period`` (20 s) and ``wait_timeout`` (24 h) apply to it."""
 
     name: str
     against: str | None = None
@@ -155,6 +176,11 @@ class LadderRequest(RequestModel):
     out: Path | None = None
     command: str | None = None
     repo_root: Path = REPO_ROOT
+    storage: str | None = None
+    study: str | None = None
+    heartbeat_interval: int | None = Field(default=None, ge=1)
+    grace_period: int | None = Field(default=None, ge=1)
+    wait_timeout: float | None = Field(default=None, gt=0)
 
     @field_validator("seeds")
     @classmethod
@@ -187,6 +213,7 @@ class LadderRequest(RequestModel):
             raise ConfigError(f"--top-seeds {self.top_seeds}: more than the {len(self.seeds)} report seeds")
         if self.allow_dirty and not self.publish:
             raise ConfigError("--allow-dirty applies to --publish only")
+        shared = self._shared(comparison.against)
         paper = comparison.spec.manifest.paper
         folder = self.out or ladder_folder(
             f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name,
@@ -213,7 +240,36 @@ class LadderRequest(RequestModel):
             request.plan()  # every rung's request is valid before the first trains
             rungs.append(RungPlan(rung, size, request, full_grid=index < self.full_grid_rungs
                                   or self.full_grid_rungs == 0))
-        return LadderPlan(request=self, folder=folder, rungs=rungs, against=comparison.against)
+        return LadderPlan(request=self, folder=folder, rungs=rungs, against=comparison.against, shared=shared)
+
+    def description(self, against: str | None) -> dict[str, Any]:
+        """What makes two requests the same ladder (a shared ladder's study stores it): the
+        comparison, rungs, seeds, tuning, budget and statistics; not where or how it runs."""
+        preset = self.preset if isinstance(self.preset, str) else self.preset.model_dump(mode="json")
+        return {"name": self.name, "against": against, "rungs": list(self.rungs), "seeds": list(self.seeds),
+                "top_seeds": self.top_seeds, "tune_seeds": list(self.tune_seeds),
+                "tune_confirm": self.tune_confirm, "full_grid_rungs": self.full_grid_rungs,
+                "tokens_per_parameter": self.tokens_per_parameter, "margin": self.margin,
+                "resamples": self.resamples, "preset": preset, "context": self.context}
+
+    def _shared(self, against: str | None) -> SharedLadder | None:
+        if self.storage is None:
+            given = {"--study": self.study, "--heartbeat": self.heartbeat_interval,
+                     "--grace-period": self.grace_period, "--wait-timeout": self.wait_timeout}
+            for option, value in given.items():
+                if value is not None:
+                    raise ConfigError(f"{option} applies to --storage only")
+            return None
+        from llmevo.runner.storage import check_storage_url
+
+        check_storage_url(self.storage)
+        description = self.description(against)
+        digest = hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()[:12]
+        name = self.study or "ladder-" + self.name + (
+            f"-vs-{against_slug(against)}" if against is not None else "") + f"-{digest}"
+        return SharedLadder(url=self.storage, study_name=name, description=description,
+                            heartbeat_interval=self.heartbeat_interval or 5,
+                            grace_period=self.grace_period or 20, wait_timeout=self.wait_timeout or 86_400.0)
 
 
 def ladder_folder(name: str, against: str | None, publish: bool, context: str = "fixed") -> Path:
@@ -233,11 +289,24 @@ class RungPlan:
 
 
 @dataclass(frozen=True)
+class SharedLadder:
+    """Where a shared ladder's queue lives and how its workers watch each other."""
+
+    url: str
+    study_name: str
+    description: dict[str, Any]
+    heartbeat_interval: int  # seconds
+    grace_period: int  # seconds; a rung silent this long is failed and retried
+    wait_timeout: float  # seconds a worker waits for other workers' rungs
+
+
+@dataclass(frozen=True)
 class LadderPlan:
     request: LadderRequest
     folder: Path
     rungs: list[RungPlan]
     against: str | None
+    shared: SharedLadder | None = None
 
 
 @dataclass(frozen=True)
@@ -252,6 +321,7 @@ class RungEvent:
     elapsed_seconds: float  # since the ladder started
     eta_seconds: float | None  # for the rest of the ladder (``remaining_seconds``); None at first
     artifact: ReproductionArtifact | None = None
+    waiting_for: tuple[int, ...] = ()  # a shared ladder's rung waiting for other workers' rungs
 
 
 def rung_result(record: RungRecord) -> RungResult:
@@ -319,7 +389,9 @@ def run_ladder(request: LadderRequest | LadderPlan, progress: Progress | None = 
                on_rung: Callable[[RungEvent], None] | None = None) -> LadderFile:
     """Run every rung (ascending), then write the ladder file, plots and README into the
     ladder's folder; return the ladder file. ``progress`` receives training steps;
-    ``on_rung`` a ``RungEvent`` as each rung starts and ends."""
+    ``on_rung`` a ``RungEvent`` as each rung starts and ends (and, on a shared ladder, when a
+    rung waits for other workers' rungs). With ``storage`` the rungs are shared with other
+    workers (``run_shared_ladder``)."""
     plan = request.plan() if isinstance(request, LadderRequest) else request
     ask = plan.request
     if not Path(ask.data_dir).is_dir():
@@ -329,6 +401,8 @@ def run_ladder(request: LadderRequest | LadderPlan, progress: Progress | None = 
     if ask.publish:
         check_publishable(ask.repo_root, ask.allow_dirty)  # before the first rung writes
     code = code_state(plan.rungs[0].request.plan())
+    if plan.shared is not None:
+        return run_shared_ladder(plan, code, progress, on_rung)
     started = time.perf_counter()
     history: dict[str, list[tuple[int, float]]] = {"baseline": [], "method": []}
     records: list[RungRecord] = []
@@ -339,26 +413,42 @@ def run_ladder(request: LadderRequest | LadderPlan, progress: Progress | None = 
         if on_rung is not None:
             on_rung(RungEvent(index, len(plan.rungs), rung.rung, rung.size.parameters, rung.size.compute,
                               elapsed, eta))
-        base_lr = rung.size.preset.train.lr
-        if rung.full_grid or not history["baseline"]:
-            grid, rule = default_grid(base_lr), {"rule": "full default grid (lr/3 .. 3 lr, 5 points)"}
-        else:
-            grid, rule = lr_rule_grid(rung.size.parameters, history, base_lr)
-        rung_started = time.perf_counter()
-        artifact = reproduce(rung.request.model_copy(update={"tune_grid": grid}), progress, code=code)
-        wall = time.perf_counter() - rung_started
+        artifact, record = _run_rung(plan, rung, history, code, progress)
         arm_names = {"baseline": artifact.baseline.name, "method": artifact.method.name}
-        assert artifact.tuning is not None, "ladder rungs are tuned"
         for arm in ("baseline", "method"):
-            history[arm].append((rung.size.parameters, artifact.tuning.arms[arm].chosen["lr"]))
-        records.append(RungRecord.of(rung.rung, artifact, plan.folder / f"rung{rung.rung}.json",
-                                     grid=grid, rule=rule, wall_seconds=wall, peak_memory_mb=peak_memory_mb()))
-        timings.append((rung.size.compute, wall))
+            history[arm].append((rung.size.parameters, record.chosen_lr[arm]))
+        records.append(record)
+        timings.append((rung.size.compute, record.wall_seconds))
         if on_rung is not None:
             elapsed = time.perf_counter() - started
             on_rung(RungEvent(index, len(plan.rungs), rung.rung, rung.size.parameters, rung.size.compute,
                               elapsed, remaining_seconds(timings, [r.size.compute for r in plan.rungs[index + 1:]]),
                               artifact))
+    return _write_ladder(plan, records, arm_names, code, time.perf_counter() - started)
+
+
+def _run_rung(plan: LadderPlan, rung: RungPlan, history: dict[str, list[tuple[int, float]]],
+              code: CodeState, progress: Progress | None) -> tuple[ReproductionArtifact, RungRecord]:
+    """One rung's tuned reproduction on the full grid or the lr rule's (from ``history``: each
+    arm's (parameters, chosen lr) at the rungs below, ascending), and its record."""
+    base_lr = rung.size.preset.train.lr
+    if rung.full_grid or not history["baseline"]:
+        grid, rule = default_grid(base_lr), {"rule": "full default grid (lr/3 .. 3 lr, 5 points)"}
+    else:
+        grid, rule = lr_rule_grid(rung.size.parameters, history, base_lr)
+    rung_started = time.perf_counter()
+    artifact = reproduce(rung.request.model_copy(update={"tune_grid": grid}), progress, code=code)
+    wall = time.perf_counter() - rung_started
+    assert artifact.tuning is not None, "ladder rungs are tuned"
+    return artifact, RungRecord.of(rung.rung, artifact, plan.folder / f"rung{rung.rung}.json",
+                                   grid=grid, rule=rule, wall_seconds=wall, peak_memory_mb=peak_memory_mb())
+
+
+def _write_ladder(plan: LadderPlan, records: list[RungRecord], arm_names: dict[str, str], code: CodeState,
+                  wall_seconds: float, rung_files: dict[str, bytes] | None = None) -> LadderFile:
+    """The ladder file from the rungs' records, written with its plots and README (and
+    ``rung_files``, name -> bytes, the rungs' artifacts as other workers wrote them)."""
+    ask = plan.request
     statistics = ladder_statistics([rung_result(r) for r in records], resamples=ask.resamples)
     provenance = collect_provenance(
         command=ask.command or f"python: llmevo.experiments.run_ladder({ask.name!r}, rungs={ask.rungs})",
@@ -371,10 +461,77 @@ def run_ladder(request: LadderRequest | LadderPlan, progress: Progress | None = 
         top_note = (f"the top rung used the first {ask.top_seeds} of the {len(ask.seeds)} report seeds; "
                     f"the rung below's noise floor was {records[-2].noise_floor_percent:.2f}%")
     built = ladder_file(
-        name=ask.name, against=plan.against, arm_names=arm_names, margin_percent=ask.margin, context=ask.context, tokens_per_parameter=ask.tokens_per_parameter or TOKENS_PER_PARAMETER, rungs=records,
-        statistics=statistics, provenance=provenance, top_seeds_note=top_note,
-        wall_seconds=time.perf_counter() - started)
+        name=ask.name, against=plan.against, arm_names=arm_names, margin_percent=ask.margin, context=ask.context,
+        tokens_per_parameter=ask.tokens_per_parameter or TOKENS_PER_PARAMETER, rungs=records,
+        statistics=statistics, provenance=provenance, top_seeds_note=top_note, wall_seconds=wall_seconds)
+    for name, data in (rung_files or {}).items():  # first, so that the folder is not empty below
+        write_bytes_atomic(plan.folder / name, data)
     with staged_folder(plan.folder) as staging:  # each file replaces its namesake; rungs stay
         write_json_atomic(staging / "ladder.json", built.to_json_dict())
         write_ladder_report(built, staging)
     return built
+
+
+RECORD_ATTR, ARTIFACT_ATTR, ARMS_ATTR = "record", "artifact_json", "arm_names"
+
+
+def run_shared_ladder(plan: LadderPlan, code: CodeState, progress: Progress | None = None,
+                      on_rung: Callable[[RungEvent], None] | None = None) -> LadderFile:
+    """This worker's share of a ladder whose rungs are a queue in ``plan.shared``'s study
+    (``ladder_queue``): each rung it pops runs once lower rungs its lr rule needs are complete
+    (their chosen lrs read from the rung records stored in their trials); each rung's record,
+    arm names and artifact file (its exact bytes) are stored in its trial, so that whichever
+    worker finds every rung complete writes the same ladder folder, on any machine. The ladder
+    file's ``wall_seconds`` is the span from the first rung's start to the last rung's end."""
+    from llmevo.experiments.ladder_queue import open_rung_queue, run_rung_queue
+
+    shared = plan.shared
+    assert shared is not None
+    index_of = {rung.rung: index for index, rung in enumerate(plan.rungs)}
+    needs = {rung.rung: [] if rung.full_grid else [r.rung for r in plan.rungs[:index]]
+             for index, rung in enumerate(plan.rungs)}
+    study = open_rung_queue(shared.url, shared.study_name, shared.description,
+                            [r.rung for r in plan.rungs], shared.heartbeat_interval, shared.grace_period)
+    started = time.perf_counter()
+
+    def event(rung: RungPlan, **fields: Any) -> RungEvent:
+        return RungEvent(index_of[rung.rung], len(plan.rungs), rung.rung, rung.size.parameters,
+                         rung.size.compute, time.perf_counter() - started, None, **fields)
+
+    def run(rung_number: int, below: dict) -> dict[str, Any]:
+        rung = plan.rungs[index_of[rung_number]]
+        history: dict[str, list[tuple[int, float]]] = {"baseline": [], "method": []}
+        for lower in needs[rung_number]:
+            record = RungRecord.model_validate(below[lower].user_attrs[RECORD_ATTR])
+            for arm in history:
+                history[arm].append((record.parameters, record.chosen_lr[arm]))
+        if on_rung is not None:
+            on_rung(event(rung))
+        artifact, record = _run_rung(plan, rung, history, code, progress)
+        if on_rung is not None:
+            on_rung(event(rung, artifact=artifact))
+        return {RECORD_ATTR: record.model_dump(mode="json"),
+                ARMS_ATTR: {"baseline": artifact.baseline.name, "method": artifact.method.name},
+                ARTIFACT_ATTR: (plan.folder / record.artifact).read_bytes().decode("utf-8")}
+
+    def waiting(rung_number: int, missing: list[int]) -> None:
+        if on_rung is not None:
+            on_rung(event(plan.rungs[index_of[rung_number]], waiting_for=tuple(missing)))
+
+    done = run_rung_queue(study, [r.rung for r in plan.rungs], needs, run,
+                          grace_period=shared.grace_period, poll_seconds=min(2.0, shared.heartbeat_interval),
+                          wait_timeout=shared.wait_timeout, on_wait=waiting)
+    records, files = [], {}
+    for rung in plan.rungs:
+        attrs = done[rung.rung].user_attrs
+        record = RungRecord.model_validate(attrs[RECORD_ATTR])
+        data = attrs[ARTIFACT_ATTR].encode("utf-8")
+        if hashlib.sha256(data).hexdigest() != record.artifact_sha256:
+            raise ConfigError(f"study '{shared.study_name}': rung {rung.rung}'s stored artifact does not "
+                              "match its record's sha256")
+        records.append(record)
+        files[record.artifact] = data
+    trials = list(done.values())
+    wall = max(t.datetime_complete for t in trials) - min(t.datetime_start for t in trials)
+    return _write_ladder(plan, records, done[plan.rungs[-1].rung].user_attrs[ARMS_ATTR], code,
+                         wall.total_seconds(), files)

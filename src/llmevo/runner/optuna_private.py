@@ -1,8 +1,8 @@
 """Every use of Optuna's private API, in one place (checked against Optuna 5.0).
 
 Optuna has no public way to reach a study's storage, a trial's storage id, or whether a
-RUNNING trial ever recorded a heartbeat; the evolution engine needs all three. Each
-function below is one such reach, with a test in tests/unit/test_evolve_optuna_private.py,
+RUNNING trial ever recorded a heartbeat; the evolution engine and the shared ladder need them. Each
+function below is one such reach, with a test in tests/unit/test_optuna_private.py,
 so an Optuna upgrade that moves one of them fails there, loudly, and is fixed here.
 """
 

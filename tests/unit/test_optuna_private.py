@@ -1,4 +1,4 @@
-"""One test per use of Optuna's private API (llmevo.evolve.optuna_private), so an Optuna
+"""One test per use of Optuna's private API (llmevo.runner.optuna_private), so an Optuna
 upgrade that moves any of them fails here, naming the use."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
-from llmevo.evolve.optuna_private import (
+from llmevo.runner.optuna_private import (
     has_heartbeat,
     rdb_storage,
     study_storage,

@@ -1,0 +1,195 @@
+"""A ladder shared by workers on one or many machines: its rungs as a queue in an Optuna
+RDB study (the storage ``evolve`` uses, ``runner.storage``).
+
+One study per ladder holds the ladder's description (a study user attribute; a request
+whose description differs is refused) and one enqueued trial per rung. A worker loops:
+fail the trials of killed workers (heartbeats: ``fail_stale_trials``, ``fail_silent_trials``;
+a failed one is re-enqueued), pop the lowest waiting trial (``study.optimize`` with one
+trial: ``ask`` pops enqueued trials atomically on an RDB and a heartbeat thread runs while
+the rung trains), wait (polling, at most ``wait_timeout`` seconds) for the rungs it depends
+on to be complete, run it, store what it produced as the trial's user attributes and
+complete it. A popped trial it does not run is *released* (failed, counting for nothing):
+a second trial of a rung already complete or held by a lower-numbered trial (two workers
+creating the study at once enqueue twice), a fresh trial ``ask`` made when another worker
+took the last waiting one, and a rung whose dependency nobody runs (waiting, or lost): that
+rung is enqueued again behind it, so the dependency is popped first. A rung that failed
+with an error stops every worker with one line; rerunning the command retries it. The loop
+ends when every rung is complete, and returns the rungs' trials.
+
+Public API: ``RUNG_ATTR``, ``LADDER_ATTR``, ``open_rung_queue``, ``run_rung_queue``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import optuna
+from optuna.samplers import RandomSampler
+from optuna.storages import fail_stale_trials
+from optuna.trial import FrozenTrial, TrialState
+
+from llmevo.errors import ConfigError
+from llmevo.runner.storage import describe_mismatch, fail_silent_trials, open_storage, quiet_optuna
+
+LADDER_ATTR = "llmevo:ladder"  # the study's ladder description
+RUNG_ATTR = "rung"  # a trial's rung
+ERROR_ATTR = "error"  # a rung that failed with an error: one line
+RELEASED_ATTR = "released"  # why a popped trial was not run
+ACTIVE = (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE)
+
+
+class _Released(Exception):
+    """A popped trial this worker does not run; its trial is failed and counts for nothing."""
+
+
+def open_rung_queue(url: str, study_name: str, description: dict[str, Any], rungs: list[int],
+                    heartbeat_interval: int, grace_period: int) -> optuna.Study:
+    """The ladder's study at ``url``: created with its description and one waiting trial per
+    rung, or loaded, its description checked, and any rung without a live trial (lost to a
+    kill, failed with an error) enqueued again. Unreachable storage, a study of another ladder
+    or of something else: ConfigError, before anything is written."""
+    quiet_optuna()
+    storage = open_storage(url, heartbeat_interval=heartbeat_interval, grace_period=grace_period)
+    expected = json.loads(json.dumps(description))  # as the storage returns it
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study = optuna.create_study(study_name=study_name, storage=storage, sampler=RandomSampler(),
+                                    load_if_exists=True)
+    attrs = study.user_attrs
+    if LADDER_ATTR not in attrs:
+        if attrs or study.get_trials(deepcopy=False):
+            raise ConfigError(f"study '{study_name}' is not a ladder's study; use another --study")
+        study.set_user_attr(LADDER_ATTR, expected)
+    elif attrs[LADDER_ATTR] != expected:
+        raise ConfigError(f"study '{study_name}' holds a different ladder "
+                          f"({describe_mismatch(attrs[LADDER_ATTR], expected)[:160]}); "
+                          "use another --study or the original settings")
+    _enqueue_lost(study, study.get_trials(deepcopy=False), rungs, retry_errors=True)
+    return study
+
+
+def _rung(trial: FrozenTrial | optuna.Trial) -> int | None:
+    return trial.user_attrs.get(RUNG_ATTR)
+
+
+def _complete(trials: list[FrozenTrial]) -> dict[int, FrozenTrial]:
+    """Each complete rung's trial (the lowest-numbered, should two ever complete)."""
+    done: dict[int, FrozenTrial] = {}
+    for trial in sorted(trials, key=lambda t: t.number):
+        rung = _rung(trial)
+        if trial.state == TrialState.COMPLETE and rung is not None:
+            done.setdefault(rung, trial)
+    return done
+
+
+def _enqueue_lost(study: optuna.Study, trials: list[FrozenTrial], rungs: list[int],
+                  retry_errors: bool) -> dict[int, str]:
+    """Enqueue each rung with no waiting, running or complete trial; a rung whose last trial
+    failed with an error is enqueued only with ``retry_errors``. Returns those not retried."""
+    errors = {}
+    for rung in rungs:
+        own = sorted((t for t in trials if _rung(t) == rung), key=lambda t: t.number)
+        if any(t.state in ACTIVE for t in own):
+            continue
+        failed = [t for t in own if RELEASED_ATTR not in t.user_attrs]
+        if failed and ERROR_ATTR in failed[-1].user_attrs and not retry_errors:
+            errors[rung] = failed[-1].user_attrs[ERROR_ATTR]
+            continue
+        study.enqueue_trial({}, user_attrs={RUNG_ATTR: rung})
+    return errors
+
+
+def _refresh(study: optuna.Study, grace_period: int) -> list[FrozenTrial]:
+    """Fail (and retry) the trials of killed workers; return every trial."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        fail_stale_trials(study)
+        fail_silent_trials(study, grace_period)
+    return study.get_trials(deepcopy=False)
+
+
+def run_rung_queue(study: optuna.Study, rungs: list[int], needs: dict[int, list[int]],
+                   run: Callable[[int, dict[int, FrozenTrial]], dict[str, Any]], *,
+                   grace_period: int, poll_seconds: float, wait_timeout: float,
+                   on_wait: Callable[[int, list[int]], None] | None = None) -> dict[int, FrozenTrial]:
+    """Work on the queue until every rung is complete; return each rung's complete trial.
+
+    ``run(rung, dependencies)`` runs one rung, given the complete trials of the rungs it
+    ``needs``, and returns the user attributes to store (JSON values). ``on_wait(rung,
+    missing)`` is told once when a popped rung starts waiting for others. A worker that waits
+    longer than ``wait_timeout`` seconds, for its rung's dependencies or for the other
+    workers' last rungs, stops with a ConfigError (its rung goes back to the queue)."""
+
+    def objective(trial: optuna.Trial) -> float:
+        rung = _rung(trial)
+        if rung is None:  # ask() made a fresh trial: another worker took the last waiting one
+            trial.set_user_attr(RELEASED_ATTR, "no waiting rung")
+            raise _Released
+        for other in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.COMPLETE)):
+            if _rung(other) == rung and other.number != trial.number and (
+                    other.state == TrialState.COMPLETE or other.number < trial.number):
+                trial.set_user_attr(RELEASED_ATTR, f"duplicate of trial {other.number}")
+                raise _Released
+        started, told = time.monotonic(), False
+        while True:
+            trials = _refresh(study, grace_period)
+            done = _complete(trials)
+            missing = [r for r in needs[rung] if r not in done]
+            if not missing:
+                break
+            unattended = [r for r in missing if not any(
+                _rung(t) == r and t.state == TrialState.RUNNING for t in trials)]
+            if unattended:  # nobody runs it: run it first (popped before this rung's new trial)
+                trial.set_user_attr(RELEASED_ATTR, f"rung {unattended[0]} was not running")
+                study.enqueue_trial({}, user_attrs={RUNG_ATTR: rung})
+                raise _Released
+            if not told and on_wait is not None:
+                on_wait(rung, missing)
+                told = True
+            if time.monotonic() - started > wait_timeout:
+                trial.set_user_attr(RELEASED_ATTR, "wait timeout")
+                study.enqueue_trial({}, user_attrs={RUNG_ATTR: rung})
+                raise ConfigError(
+                    f"rung {rung}: waited {wait_timeout:g} s for rung(s) {', '.join(map(str, missing))} "
+                    "to finish in other workers; rerun the same command to resume")
+            time.sleep(poll_seconds)
+        try:
+            attrs = run(rung, {r: done[r] for r in needs[rung]})
+        except Exception as error:
+            text = str(error).strip().splitlines()
+            trial.set_user_attr(ERROR_ATTR, (text[0] if text else type(error).__name__)[:300])
+            raise
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
+        return float(rung)
+
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # a released trial is no warning
+    try:
+        idle_since = time.monotonic()
+        while True:
+            trials = _refresh(study, grace_period)
+            done = _complete(trials)
+            if all(rung in done for rung in rungs):
+                return {rung: done[rung] for rung in rungs}
+            errors = _enqueue_lost(study, trials, rungs, retry_errors=False)
+            if errors:
+                rung, message = next(iter(errors.items()))
+                raise ConfigError(f"rung {rung} failed in another worker ({message}); "
+                                  "rerun the same command to retry it")
+            if any(t.state == TrialState.WAITING and _rung(t) not in done for t in trials):
+                study.optimize(objective, n_trials=1, catch=(_Released,), gc_after_trial=False)
+                idle_since = time.monotonic()
+                continue
+            if time.monotonic() - idle_since > wait_timeout:
+                running = sorted({r for t in trials if t.state == TrialState.RUNNING
+                                  and (r := _rung(t)) is not None})
+                raise ConfigError(f"waited {wait_timeout:g} s for rung(s) {', '.join(map(str, running))} "
+                                  "to finish in other workers; rerun the same command to resume")
+            time.sleep(poll_seconds)
+    finally:
+        optuna.logging.set_verbosity(verbosity)
