@@ -32,9 +32,12 @@ Here:
   Not built: a tuning is one process today.
 - **Edge extension.** The last ``trials // 4`` trials of an arm are its *extension phase*
   (none below 4 trials); the first ``trials - trials // 4`` form the *declared phase*. After
-  the declared phase, an axis is *on an edge* when the best trial's coordinate lies in the
-  outermost ``1 / n`` of [0, 1) on that side, ``n`` the declared phase's trials (the width of
-  one stratum of an n-point design: the analogue of a grid's end point). Each such axis is
+  the declared phase, an axis is *on an edge* when the best trial is the extreme trial on it:
+  its coordinate is the lowest (or highest) of all declared-phase trials, the analogue of a
+  grid's end point (with the other axes varying, no rule on the coordinate's value alone
+  works for every count: n Sobol points fill n equal strata only when n is a power of 2;
+  with few trials the best is often extreme on some axis, as a grid's often sits on an
+  end, and the extension is what checks it). Each such axis is
   extended once: the extension phase samples it over the interval beyond that edge of half
   the declared width in the axis's scale (coordinates (1, 1.5] or [-0.5, 0) of the same
   mapping), clipped at the axis's hard limit (an axis whose bound is its limit is not
@@ -87,9 +90,9 @@ SELECTION = ("lowest mean validation {metric} over the tuning seeds among the ar
              "(a diverged run counts as worst; ties: the earlier trial)")
 METHOD = ("Optuna QMCSampler (Sobol, scrambled, seed {seed}) over the unit cube of each arm's "
           "declared axes, one in-memory study per arm; {trials} trials per arm, each under every "
-          "tuning seed; the last trials // 4 extend, once, each axis whose best declared-phase "
-          "trial lies in its outermost 1/n (n declared-phase trials) by half the declared width "
-          "in the axis's scale (clipped at its limit), the other axes at the best's values")
+          "tuning seed; the last trials // 4 extend, once, each axis on which the best "
+          "declared-phase trial is the extreme trial, by half the declared width beyond that "
+          "edge in the axis's scale (clipped at its limit), the other axes at the best's values")
 
 
 @dataclass(frozen=True)
@@ -297,16 +300,17 @@ def sobol_study(dimensions: Sequence[str], seed: int) -> optuna.Study:
     return study
 
 
-def _edges(axes: Sequence[ResolvedAxis], best: Trial, declared: int) -> dict[str, Literal["up", "down"]]:
-    """The axes on which ``best`` lies in the outermost ``1 / declared`` of its declared line
-    (or beyond it, after an extension), with the side."""
-    stratum = 1.0 / declared
+def _edges(axes: Sequence[ResolvedAxis], best: Trial, trials: Sequence[Trial]
+           ) -> dict[str, Literal["up", "down"]]:
+    """The axes on which ``best`` is the extreme of ``trials`` (its coordinate the lowest:
+    ``down``, or the highest: ``up``), each with its side."""
     found: dict[str, Literal["up", "down"]] = {}
     for axis in axes:
+        places = [trial.coordinates[axis.name] for trial in trials]
         u = best.coordinates[axis.name]
-        if u < stratum:
+        if len(places) > 1 and u == min(places):
             found[axis.name] = "down"
-        elif u >= 1.0 - stratum:
+        elif len(places) > 1 and u == max(places):
             found[axis.name] = "up"
     return found
 
@@ -382,7 +386,7 @@ def tune_arm_space(
     run(plan.declared_trials, "declared", declared)
     if plan.extension_trials:
         best = tuning.best()
-        tuning.on_edge = _edges(axes, best, plan.declared_trials)
+        tuning.on_edge = _edges(axes, best, tuning.trials)
         tuning.at_limit = tuple(name for name, direction in tuning.on_edge.items()
                                 if not _extendable(next(a for a in axes if a.name == name), direction))
         tuning.extended = {name: d for name, d in tuning.on_edge.items() if name not in tuning.at_limit}
@@ -458,7 +462,7 @@ def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTun
             "chosen_trial": best.number,
             "space": space,
             "extended": None,  # the grid protocol's one direction; per axis in space.*.extended
-            "chosen_on_edge": bool(_edges(tuning.axes, best, max(1, plan.declared_trials))),
+            "chosen_on_edge": bool(_edges(tuning.axes, best, tuning.trials)),
             "confirmed": [],
         }
     return block
