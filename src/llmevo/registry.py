@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from llmevo.errors import ConfigError, LlmevoError
 
@@ -155,6 +155,52 @@ class SearchDimension(StrictModel):
     integer: bool = False
 
 
+class TuningAxis(StrictModel):
+    """One axis of a component's tuning space (``runner.tuning_space``, issue 22): the real
+    setting it moves, its bounds and scale.
+
+    ``target`` ``train`` moves a ``TrainConfig`` field (``lr``, ``weight_decay``,
+    ``warmup_steps``); ``optimizer`` a field of the optimizer component's config (set through
+    ``TrainConfig.optimizer.config``). With ``relative_to`` the bounds (and limits) are
+    multiples of the preset's ``lr`` or ``steps``. ``scale``: ``linear``, ``log`` (uniform in
+    log value) or ``log1m`` (uniform in log(1 - value): momentum-like settings near 1).
+    ``limit_low``/``limit_high``: the hard range an edge extension never crosses (absent:
+    unbounded on that side; a log axis stays positive, a log1m axis below 1)."""
+
+    target: Literal["train", "optimizer"]
+    setting: str
+    low: float
+    high: float
+    scale: Literal["linear", "log", "log1m"] = "linear"
+    relative_to: Literal["lr", "steps"] | None = None
+    integer: bool = False
+    limit_low: float | None = None
+    limit_high: float | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> TuningAxis:
+        if not self.low < self.high:
+            raise ValueError(f"low {self.low} must be below high {self.high}")
+        if self.scale == "log" and self.low <= 0:
+            raise ValueError(f"a log axis needs low > 0, got {self.low}")
+        if self.scale == "log1m" and self.high >= 1:
+            raise ValueError(f"a log1m axis needs high < 1, got {self.high}")
+        if self.limit_low is not None and self.limit_low > self.low:
+            raise ValueError(f"limit_low {self.limit_low} is above low {self.low}")
+        if self.limit_high is not None and self.limit_high < self.high:
+            raise ValueError(f"limit_high {self.limit_high} is below high {self.high}")
+        return self
+
+
+LR_AXIS = TuningAxis(target="train", setting="lr", low=1 / 3, high=3.0, scale="log", relative_to="lr")
+"""The learning rate, lr/3 .. 3·lr of the preset's (the default grid's span): every space has it."""
+WARMUP_AXIS = TuningAxis(target="train", setting="warmup_steps", low=0.0, high=0.2, relative_to="steps",
+                         integer=True, limit_low=0.0, limit_high=0.5)
+"""Linear warmup, 0 .. 20% of the steps (an extension stops at 0 and at half the run)."""
+WEIGHT_DECAY_AXIS = TuningAxis(target="train", setting="weight_decay", low=0.0, high=0.2, limit_low=0.0)
+"""Decoupled weight decay, 0 .. 0.2 (the value the optimizer's build receives)."""
+
+
 class Manifest(StrictModel):
     name: str
     slot: str
@@ -173,6 +219,12 @@ class Manifest(StrictModel):
     evolve_integrated: bool = False
     scope: str = ""
     search_space: dict[str, SearchDimension] = Field(default_factory=dict)
+    tuning_space: dict[str, TuningAxis] = Field(
+        default_factory=dict,
+        description="What a reproduction's space tuning (--tune-space) tunes for this component: "
+        "an optimizer's whole space (it must include lr); another component's axes add to its "
+        "arm's optimizer space (none declared: lr only, the optimizer's).",
+    )
     supports_kv_cache: bool = True
     supports_replicas: bool = Field(
         default=True,

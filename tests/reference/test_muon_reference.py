@@ -128,3 +128,32 @@ def test_muon_adamw_groups_are_bit_identical_to_torch_adamw() -> None:
     for role in ("embedding", "gain_or_bias"):
         for a, b in zip(roles[role], reference_roles[role], strict=True):
             assert torch.equal(a, b), role
+
+
+def test_muon_adamw_lr_ratio_gives_its_adamw_groups_torch_adamw_at_that_lr() -> None:
+    """``adamw_lr_ratio`` (Muon's tuning axis ``adamw_lr``): the AdamW half of MuonAdamW is
+    torch.optim.AdamW at lr x ratio (weight decay lr x ratio x wd, as a torch group's), exactly;
+    the Muon group keeps the lr."""
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(n_layers=1, max_seq_len=16))
+    reference = build_model(ModelConfig(n_layers=1, max_seq_len=16))
+    reference.load_state_dict(model.state_dict())
+    roles, reference_roles = parameters_by_role(model), parameters_by_role(reference)
+    ours = MuonAdamW(roles["hidden_matrix"], roles["embedding"] + roles["gain_or_bias"],
+                     lr=2e-3, weight_decay=0.1, betas=(0.9, 0.95), adamw_lr_ratio=3.0)
+    assert [g["lr"] for g in ours.param_groups] == [2e-3, 2e-3 * 3.0]
+    for p in roles["hidden_matrix"]:
+        p.requires_grad_(False)  # the AdamW half alone, as in the bit-identity test above
+    theirs = torch.optim.AdamW(reference_roles["embedding"] + reference_roles["gain_or_bias"],
+                               lr=2e-3 * 3.0, betas=(0.9, 0.95), weight_decay=0.1)
+    for p in reference_roles["hidden_matrix"]:
+        p.requires_grad_(False)
+    tokens = torch.randint(0, 512, (2, 9), generator=torch.Generator().manual_seed(3))
+    for _ in range(10):
+        for net, opt in ((model, ours), (reference, theirs)):
+            opt.zero_grad()
+            net(tokens).logsumexp(-1).mean().backward()
+            opt.step()
+    for role in ("embedding", "gain_or_bias"):
+        for a, b in zip(roles[role], reference_roles[role], strict=True):
+            assert torch.equal(a, b), role

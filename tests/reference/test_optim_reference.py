@@ -263,7 +263,7 @@ def test_optimizer_hyperparameters_are_validated() -> None:
 @pytest.mark.parametrize(("name", "second"), [
     ("adamw", {"beta1": 0.8, "beta2": 0.95, "eps": 1e-6}),
     ("lion", {"beta1": 0.95, "beta2": 0.98, "lr_multiplier": 0.5, "weight_decay_multiplier": 2.0}),
-    ("muon", {"momentum": 0.9, "rms_scale": 0.3, "beta1": 0.8, "beta2": 0.95}),
+    ("muon", {"momentum": 0.9, "rms_scale": 0.3, "beta1": 0.8, "beta2": 0.95, "adamw_lr_ratio": 2.5}),
     ("cautious_adamw", {"beta1": 0.8, "beta2": 0.95, "eps": 1e-6}),
 ], ids=["adamw", "lion", "muon", "cautious_adamw"])
 def test_batched_twin_follows_its_optimizer_on_every_replica(name: str, second: dict) -> None:

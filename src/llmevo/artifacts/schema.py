@@ -283,13 +283,41 @@ class TrainingCurves(_Block):
 
 
 class TuningSetting(_Block):
-    """One learning rate of one arm: validation metric per tuning seed (null: diverged)."""
+    """One learning rate of one arm: validation metric per tuning seed (null: diverged).
+    Space tuning (``protocol: space``, ``runner.tuning_space``): one trial, with every
+    setting it trained (``values``), its place on each axis's declared line
+    (``coordinates``: 0 low, 1 high, outside after an extension) and its Sobol point."""
 
     lr: float
     validation: dict[str, float | None]
     mean: float | None
     status: Literal["complete", "diverged"]
     extension: bool = False
+    trial: int | None = None
+    phase: Literal["declared", "extension"] | None = None
+    values: dict[str, float | int] | None = None
+    coordinates: dict[str, float] | None = None
+    sobol: dict[str, float] | None = None
+    cached_seeds: list[int] | None = None
+
+
+class TuningAxisRecord(_Block):
+    """One tuned axis of one arm (space tuning): the real setting, the resolved bounds and
+    the declared ones (multiples of ``relative_to`` where set), its scale, and its extension."""
+
+    setting: str  # train.<field> or optimizer.<field>
+    low: float
+    high: float
+    scale: Literal["linear", "log", "log1m"]
+    integer: bool = False
+    relative_to: Literal["lr", "steps"] | None = None
+    declared_low: float | None = None
+    declared_high: float | None = None
+    limit_low: float | None = None
+    limit_high: float | None = None
+    on_edge: Literal["up", "down"] | None = None
+    extended: Literal["up", "down"] | None = None
+    extension: list[float] | None = None  # the settings the extension reached (lowest, highest)
 
 
 class ArmTuning(_Block):
@@ -298,6 +326,8 @@ class ArmTuning(_Block):
     extended: Literal["up", "down"] | None = None
     chosen_on_edge: bool
     confirmed: list[float] = Field(default_factory=list)  # lrs retrained on the confirmation seeds
+    chosen_trial: int | None = None  # space tuning: the chosen trial's number
+    space: dict[str, TuningAxisRecord] | None = None  # space tuning: the arm's axes
 
     @model_validator(mode="after")
     def _chosen_is_a_setting(self) -> ArmTuning:
@@ -317,11 +347,34 @@ class Tuning(_Block):
     metric: str
     arms: dict[str, ArmTuning]
     confirm_seeds: list[int] = Field(default_factory=list)  # for a best at the stability edge
+    # "grid": one learning-rate grid (runner.tuning); "space": Sobol trials over each arm's
+    # declared space (runner.tuning_space), every arm the same number
+    protocol: Literal["grid", "space"] = "grid"
+    trials: int | None = None  # space: trials per arm
+    declared_trials: int | None = None
+    extension_trials: int | None = None
+    sampler: dict[str, Any] | None = None
+    axes_requested: str | list[str] | None = None
+
+    @property
+    def space(self) -> bool:
+        """Whether this is a space tuning (one plot and one table column per tuned axis)."""
+        return self.protocol == "space"
+
+    @model_validator(mode="after")
+    def _equal_trials(self) -> Tuning:
+        if self.protocol == "space":
+            counts = {label: len(arm.settings) for label, arm in self.arms.items()}
+            if self.trials is None or any(count != self.trials for count in counts.values()):
+                raise ValueError(f"space tuning: every arm needs exactly {self.trials} trials, "
+                                 f"got {counts}")
+        return self
 
 
 class CachedTuningRun(_Block):
     lr: float
     seed: int
+    trial: int | None = None  # space tuning: the trial (its lr alone does not name it)
 
 
 class CachedRuns(_Block):

@@ -125,6 +125,14 @@ def reproduce(
     tune_confirm: Annotated[int | None, typer.Option(
         help="With tuning: extra tuning seeds (default 2, at most 16) that confirm a best lr at the "
              "stability edge (the highest that trained) against its lower neighbour; 0 turns this off.")] = None,
+    tune_space: Annotated[str | None, typer.Option(
+        help="Tune each arm over its components' declared tuning space instead of one lr grid: "
+             "'full' (AdamW: lr, beta2, weight_decay, warmup; Muon: lr, momentum, adamw_lr; "
+             "Lion: lr, beta2, weight_decay) or axes such as lr,beta2; Sobol trials (Optuna "
+             "QMCSampler), the same number per arm; files say -tuned-space.")] = None,
+    tune_trials: Annotated[int | None, typer.Option(
+        help="With --tune-space: trials per arm (default 8, at least 2), each under every tuning "
+             "seed; the last quarter extends an axis whose best lies on its edge.")] = None,
     margin: Annotated[float, typer.Option(help="Non-inferiority margin of the verdict class, percent.")] = 1.0,
     post_steps: Annotated[int | None, typer.Option(help="Post-training methods: the stage's steps.")] = None,
     post_batch_size: Annotated[int | None, typer.Option(help="Post-training: examples per step.")] = None,
@@ -161,7 +169,8 @@ def reproduce(
         report=report, out=out, save_checkpoints=save_checkpoints, tensorboard=tensorboard,
         arm_cache=arm_cache, path="sequential" if sequential else path, replicas_max=replicas_max,
         tune=tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None,
-        tune_seeds=parse_seeds(None, tune_seeds, option="--tune-seeds"), tune_confirm=tune_confirm, margin=margin,
+        tune_seeds=parse_seeds(None, tune_seeds, option="--tune-seeds"), tune_confirm=tune_confirm,
+        tune_space=tune_space, tune_trials=tune_trials, margin=margin,
         post_steps=post_steps, post_batch_size=post_batch_size, post_lr=post_lr,
         post_seed_offset=post_seed_offset, method_config=method_config,
         preference_file=preference_file, arithmetic_max_operand=arithmetic_max_operand,

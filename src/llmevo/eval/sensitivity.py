@@ -102,7 +102,11 @@ def arm_sensitivity(label: str, arm: ArmTuning, seeds: Sequence[int],
 
 def lr_sensitivity(tuning: Tuning, tolerance_percent: float = DEFAULT_TOLERANCE_PERCENT
                    ) -> dict[str, ArmSensitivity]:
-    """``{arm: ArmSensitivity}`` for every arm of a tuning block."""
+    """``{arm: ArmSensitivity}`` for every arm of a tuning block; none for a space tuning
+    (``protocol: space``), where the other axes vary from trial to trial and loss against lr
+    is not a curve."""
+    if tuning.protocol == "space":
+        return {}
     return {label: arm_sensitivity(label, arm, tuning.seeds, tolerance_percent)
             for label, arm in tuning.arms.items()}
 
@@ -122,8 +126,8 @@ class AdvantageBand:
 
 def advantage_band(tuning: Tuning) -> AdvantageBand | None:
     """The method's advantage over the baseline arm's best across its grid; None unless the
-    block has both a ``baseline`` and a ``method`` arm."""
-    if "baseline" not in tuning.arms or "method" not in tuning.arms:
+    block has both a ``baseline`` and a ``method`` arm (and for a space tuning: no grid)."""
+    if "baseline" not in tuning.arms or "method" not in tuning.arms or tuning.protocol == "space":
         return None
     baseline = arm_sensitivity("baseline", tuning.arms["baseline"], tuning.seeds)
     method = tuning.arms["method"]

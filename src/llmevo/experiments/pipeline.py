@@ -64,9 +64,11 @@ from llmevo.runner.tuning import (
     DEFAULT_CONFIRM,
     DEFAULT_REPORT_SEEDS,
     DEFAULT_TUNING_SEEDS,
+    TuningPlan,
     check_plan,
     default_grid,
 )
+from llmevo.runner.tuning_space import DEFAULT_TRIALS, MAX_TRIALS, SpacePlan, check_space_plan
 from llmevo.train.device import accelerator_name, resolve_device
 from llmevo.train.execution import Execution, check_path
 from llmevo.train.logging import TensorBoardLogs
@@ -88,14 +90,15 @@ POST_TRAINING_OPTIONS = ("post_steps", "post_batch_size", "post_lr", "post_seed_
 
 def artifact_filename(preset: str, seeds: list[int], tuned: bool = False,
                       against: str | None = None, size: str | None = None,
-                      init: str | None = None) -> str:
-    """``public[-<preset>][-<size>][-init-<checkpoint>][-tuned][-vs-<other>]-seed42.json``,
+                      init: str | None = None, space: bool = False) -> str:
+    """``public[-<preset>][-<size>][-init-<checkpoint>][-tuned[-space]][-vs-<other>]-seed42.json``
+    (``-space``: tuned over the arms' declared spaces, ``--tune-space``),
     ``...-seeds42-44.json`` (a range) or ``...-seeds42-47-50.json``; ``-vs-<other>``: a
     baseline chosen by ``--against``; ``<size>``: ``rung1`` or ``d96-l2-h6`` (the size dial;
     none at rung 0); ``<checkpoint>``: ``init_label`` of an ``--init-from`` directory."""
     prefix = (("public" if preset == "smoke" else f"public-{preset}") + (f"-{size}" if size else "")
               + (f"-init-{init}" if init else "")
-              + ("-tuned" if tuned else "")
+              + ("-tuned" if tuned else "") + ("-space" if tuned and space else "")
               + (f"-vs-{against_slug(against)}" if against is not None else ""))
     if len(seeds) == 1:
         return f"{prefix}-seed{seeds[0]}.json"
@@ -116,7 +119,10 @@ class ReproductionRequest(RequestModel):
     ``tune`` (default: on for the quick and standard presets, or when ``tune_grid`` is given)
     tunes each arm's learning rate on ``tune_grid`` (default: 5 from lr/3 to 3*lr) under
     ``tune_seeds`` first (a best at the stability edge is confirmed on ``tune_confirm``
-    further seeds); ``seeds`` then defaults to 42..46 (else 42). ``margin`` is the
+    further seeds); ``seeds`` then defaults to 42..46 (else 42). ``tune_space`` (``"full"``
+    or axes such as ``"lr,beta2"``) instead tunes each arm over its components' declared
+    tuning space with ``tune_trials`` (default 8) Sobol trials per arm under ``tune_seeds``
+    (``runner.tuning_space``; files say ``-tuned-space``). ``margin`` is the
     non-inferiority margin (percent) of the verdict class.
     ``out`` defaults to ``runs/<paper>-<name>/<artifact_filename>`` (``--publish``:
     ``docs/reproductions/<paper>-<name>/metrics/...``, refused from a dirty checkout unless
@@ -160,6 +166,8 @@ class ReproductionRequest(RequestModel):
     tune_grid: list[float] | None = None
     tune_seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_TUNING_SEEDS))
     tune_confirm: int | None = Field(default=None, ge=0)  # extra tuning seeds for a best at the stability edge (None: 2); 0: off
+    tune_space: str | None = None  # "full" or axes "lr,beta2": space tuning (runner.tuning_space)
+    tune_trials: int | None = Field(default=None, ge=2, le=MAX_TRIALS)  # trials per arm (None: 8)
     margin: float = Field(default=1.0, gt=0)  # percent
     post_steps: int | None = Field(default=None, ge=1)  # post-training methods: the stage's steps
     post_batch_size: int | None = Field(default=None, ge=1)
@@ -195,6 +203,18 @@ class ReproductionRequest(RequestModel):
     def _tuning_wanted(self) -> ReproductionRequest:
         if self.tune is False and self.tune_grid is not None:
             raise ConfigError("--tune-grid needs tuning; drop --no-tune (tune=False with a tune_grid)")
+        if self.tune_trials is not None and self.tune_space is None:
+            raise ConfigError("--tune-trials needs --tune-space (e.g. --tune-space full); the "
+                              "learning-rate grid's size is --tune-grid")
+        if self.tune_space is not None:
+            if self.tune is False:
+                raise ConfigError("--tune-space needs tuning; drop --no-tune")
+            if self.tune_grid is not None:
+                raise ConfigError("--tune-grid and --tune-space are two protocols; give one "
+                                  "(the space's lr axis spans lr/3 .. 3*lr)")
+            if self.tune_confirm is not None:
+                raise ConfigError("--tune-confirm applies to the learning-rate grid only; space "
+                                  "tuning gives every arm the same trials (drop --tune-confirm)")
         return self
 
     @model_validator(mode="after")
@@ -237,7 +257,7 @@ class ReproductionRequest(RequestModel):
                               f"'{self.name}' fills the {comparison.spec.slot} slot")
         post_training = None
         if comparison.spec.slot == "post_training":
-            if self.tune or self.tune_grid is not None:  # both arms share one pretraining
+            if self.tune or self.tune_grid is not None or self.tune_space is not None:  # one pretraining
                 raise ConfigError(TUNING_REFUSAL.format(name=self.name))
             tuned = False
             post_training = post_training_request(
@@ -250,14 +270,20 @@ class ReproductionRequest(RequestModel):
             comparison = resolve_arms(comparison, post_training)
         elif self.tune is not None:
             tuned = self.tune
+        elif self.tune_space is not None:
+            tuned = True
         else:
             tuned = preset.name in TUNED_BY_DEFAULT or self.tune_grid is not None
         if self.seeds is not None:
             seeds = list(self.seeds)
         else:
             seeds = list(DEFAULT_REPORT_SEEDS) if tuned else [42]
-        tuning = None
-        if tuned:
+        tuning: TuningPlan | SpacePlan | None = None
+        if tuned and self.tune_space is not None:
+            tuning = check_space_plan(self.tune_space, self.tune_trials or DEFAULT_TRIALS,
+                                      self.tune_seeds, seeds)
+            reproduction.comparison_spaces(comparison, preset, tuning)  # an unknown axis fails here
+        elif tuned:
             confirm = DEFAULT_CONFIRM if self.tune_confirm is None else self.tune_confirm
             tuning = check_plan(self.tune_grid or default_grid(preset.train.lr), self.tune_seeds,
                                 seeds, confirm=confirm)
@@ -280,7 +306,8 @@ class ReproductionRequest(RequestModel):
             execution=Execution(self.path, self.replicas_max), tuning=tuning,
             margin_percent=self.margin, post_training=post_training,
             arm_cache="use" if self.arm_cache else "refresh",
-            outputs=self._outputs(comparison, preset, seeds, tuned, size, init_from),
+            outputs=self._outputs(comparison, preset, seeds, tuned, size, init_from,
+                                  space=isinstance(tuning, SpacePlan)),
             tensorboard=self.tensorboard,
             threads=self.threads, publish=self.publish, allow_dirty=self.allow_dirty,
             repo_root=self.repo_root, command=command, scale=size, replace=self.replace,
@@ -289,7 +316,7 @@ class ReproductionRequest(RequestModel):
 
     def _outputs(self, comparison: Comparison, preset: Preset, seeds: list[int],
                  tuned: bool, size: Scale | None,
-                 init_from: LlamaCheckpoint | None = None) -> ReproductionOutputs:
+                 init_from: LlamaCheckpoint | None = None, space: bool = False) -> ReproductionOutputs:
         paper = comparison.spec.manifest.paper
         folder = f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name
         out = self.out
@@ -297,7 +324,8 @@ class ReproductionRequest(RequestModel):
         if out is None:
             base = Path("docs/reproductions") / folder / "metrics" if self.publish else Path("runs") / folder
             out = base / artifact_filename(preset.name, seeds, tuned, against, size_label(size),
-                                           None if init_from is None else init_label(init_from))
+                                           None if init_from is None else init_label(init_from),
+                                           space)
         # a baseline chosen by --against gets its own report folder beside the declared ablation's
         suffix = f"vs-{against_slug(against)}" if against is not None else None
         if self.publish:

@@ -45,6 +45,7 @@ from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
 from llmevo.runner.scale import Scale, scale_model
 from llmevo.runner.tuning import TuningPlan
+from llmevo.runner.tuning_space import SpacePlan
 from llmevo.train.execution import Execution
 
 
@@ -314,7 +315,9 @@ class ReproductionPlan:
     cache_dir: Path
     device: torch.device
     execution: Execution = Execution()
-    tuning: TuningPlan | None = None  # tune each arm's learning rate first (runner.tuning)
+    # tune each arm first: its learning rate on one grid (runner.tuning), or its declared
+    # space with an equal number of trials per arm (runner.tuning_space)
+    tuning: TuningPlan | SpacePlan | None = None
     margin_percent: float = DEFAULT_MARGIN_PERCENT  # non-inferiority margin of the verdict class
     post_training: PostTrainRequest | None = None  # the stage of a post-training method
     arm_cache: CacheUse = "off"  # use / refresh / off the arm cache under cache_dir

@@ -62,7 +62,7 @@ from llmevo.eval.stats import (
 )
 from llmevo.experiments.plans import PREPARATIONS, Comparison, ReproductionPlan
 from llmevo.export.import_hf import LlamaCheckpoint
-from llmevo.registry import MODEL_SLOTS, ComponentSpec
+from llmevo.registry import MODEL_SLOTS, ComponentChoice, ComponentSpec
 from llmevo.runner.arm import Arm
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.cache import ArmCache
@@ -78,6 +78,15 @@ from llmevo.runner.run import (
 )
 from llmevo.runner.scale import Scale
 from llmevo.runner.tuning import ArmTuning, TuningPlan, tune_arm, tuning_block
+from llmevo.runner.tuning_space import (
+    ArmSpaceTuning,
+    SpacePlan,
+    arm_space,
+    check_axes,
+    chosen_config,
+    space_tuning_block,
+    tune_arm_space,
+)
 from llmevo.train.execution import Execution, check_path
 from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import Progress
@@ -136,7 +145,7 @@ def run_reproduction(
         arms.append(arm)
     resolved = replace(comparison, baseline=arms[0], method=arms[1])
     check_path(plan.execution.path, plan.execution.replicas_max)
-    most_runs = max(len(seeds), 0 if plan.tuning is None else len(plan.tuning.grid) * len(plan.tuning.seeds))
+    most_runs = max(len(seeds), tuning_runs_at_once(plan.tuning))
     # built on the meta device: an invalid genome, or one that cannot fit, fails before training
     for arm in resolved.arms:
         data = views[arm.data]
@@ -147,9 +156,15 @@ def run_reproduction(
     cache = ArmCache.open(plan.cache_dir, plan.device, plan.execution,
                           "off" if logs is not None else plan.arm_cache, cache_code_modules())
     tuning = None
-    cached_tuning: dict[str, list[tuple[float, int]]] = {}
-    if plan.tuning is not None:  # each arm at its best learning rate of the shared grid
-        arm_presets, tuning, cached_tuning = tune_comparison(
+    cached_tuning: dict[str, list[CachedTuningRun]] = {}
+    if isinstance(plan.tuning, TuningPlan):  # each arm at its best learning rate of the shared grid
+        arm_presets, tuning, cached_grid = tune_comparison(
+            resolved, views, preset, plan.tuning, plan.device, progress,
+            execution=plan.execution, cache=cache)
+        cached_tuning = {label: [CachedTuningRun(lr=lr, seed=seed) for lr, seed in runs]
+                         for label, runs in cached_grid.items()}
+    elif isinstance(plan.tuning, SpacePlan):  # each arm at its best trial of its declared space
+        resolved, arm_presets, tuning, cached_tuning = tune_comparison_space(
             resolved, views, preset, plan.tuning, plan.device, progress,
             execution=plan.execution, cache=cache)
     runs: dict[str, dict[int, ArmRun]] = {"baseline": {}, "method": {}}
@@ -183,8 +198,7 @@ def run_reproduction(
         body["cache"] = {
             arm.label: CachedRuns(
                 report_seeds=[seed for seed in seeds if runs[arm.label][seed].cached],
-                tuning=[CachedTuningRun(lr=lr, seed=seed)
-                        for lr, seed in cached_tuning.get(arm.label, [])],
+                tuning=cached_tuning.get(arm.label, []),
             )
             for arm in resolved.arms
         }
@@ -236,6 +250,75 @@ def tune_comparison(
             update={"train": preset.train.model_copy(update={"lr": chosen})})
     cached = {label: list(tuning.cached) for label, tuning in results.items()}
     return presets, tuning_block(plan, metric, results), cached
+
+
+def tuning_runs_at_once(plan: TuningPlan | SpacePlan | None) -> int:
+    """The most tuning runs of one arm that one ``train_many`` call trains (memory check)."""
+    if isinstance(plan, TuningPlan):
+        return len(plan.grid) * len(plan.seeds)
+    if isinstance(plan, SpacePlan):
+        return plan.declared_trials * len(plan.seeds)
+    return 0
+
+
+def comparison_spaces(comparison: Comparison, preset: Preset, plan: SpacePlan
+                      ) -> dict[str, list[Any]]:
+    """Each arm's tuning axes (``runner.tuning_space.arm_space``), resolved against the
+    preset; an axis no arm declares, or an arm left with none, is a ``ConfigError``."""
+    spaces, declared = {}, {}
+    for arm in comparison.arms:
+        components = [getattr(arm.model, slot) for slot in MODEL_SLOTS
+                      if isinstance(getattr(arm.model, slot, None), ComponentChoice)]
+        spaces[arm.label] = arm_space(arm.optimizer, components, preset.train, plan.axes)
+        declared[arm.label] = [axis.name for axis in
+                               arm_space(arm.optimizer, components, preset.train)]
+    check_axes(plan.axes, spaces, declared)
+    return spaces
+
+
+def tune_comparison_space(
+    comparison: Comparison,
+    views: dict[str, ArmData],
+    preset: Preset,
+    plan: SpacePlan,
+    device: torch.device,
+    progress: Progress | None = None,
+    execution: Execution = Execution(),
+    cache: ArmCache | None = None,
+) -> tuple[Comparison, dict[str, Preset], dict[str, Any], dict[str, list[CachedTuningRun]]]:
+    """Tune both arms over their declared spaces with ``plan.trials`` trials each
+    (``runner.tuning_space``); returns the comparison with each arm's optimizer at its chosen
+    settings, each arm's preset at its chosen training settings, the ``tuning`` block, and per
+    arm the (trial, lr, seed) runs that came from ``cache``."""
+    metric = comparison.metric
+    spaces = comparison_spaces(comparison, preset, plan)
+    results: dict[str, ArmSpaceTuning] = {}
+    presets: dict[str, Preset] = {}
+    arms = {}
+    for arm in comparison.arms:
+        data = views[arm.data]
+        seq_len = data.seq_len or preset.train.seq_len
+        config = preset.train.model_copy(update={"optimizer": arm.optimizer, "seq_len": seq_len})
+
+        def evaluate(model: nn.Module, data: ArmData = data, seq_len: int = seq_len) -> float:
+            scores = evaluate_lm(model, data.validation, seq_len, device, data.token_bytes,
+                                 batch_size=preset.eval_batch_size, max_windows=preset.eval_max_windows)
+            return scores[metric]
+
+        entries = None if cache is None else cache.tuning(arm, data, preset, metric, comparison.objective)
+        results[arm.label] = tune_arm_space(
+            arm.label, lambda arm=arm: build_arm_model(arm), data.stream, config,
+            spaces[arm.label], plan, evaluate, device, progress, execution, entries)
+        chosen = chosen_config(config, results[arm.label])
+        arms[arm.label] = replace(arm, optimizer=chosen.optimizer)
+        presets[arm.label] = preset.model_copy(update={"train": preset.train.model_copy(update={
+            "lr": chosen.lr, "weight_decay": chosen.weight_decay,
+            "warmup_steps": chosen.warmup_steps})})
+    cached = {label: [CachedTuningRun(lr=float(trial.values["lr"]), seed=seed, trial=trial.number)
+                      for trial in tuning.trials for seed in trial.cached]
+              for label, tuning in results.items()}
+    tuned = replace(comparison, baseline=arms["baseline"], method=arms["method"])
+    return tuned, presets, space_tuning_block(plan, metric, results), cached
 
 
 def implementation_objects(comparison: Comparison) -> list[object]:

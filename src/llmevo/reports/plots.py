@@ -212,3 +212,69 @@ def plot_tuning(
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize=8)
     return _save_png(figure, path)
+
+
+def tuned_axes(tuning: Mapping) -> list[str]:
+    """The axes of a space tuning block (``protocol: space``), in the arms' order, each once."""
+    names: list[str] = []
+    for arm in ("baseline", "method"):
+        for name in ((tuning.get("arms") or {}).get(arm) or {}).get("space") or {}:
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def plot_tuning_axis(
+    tuning: Mapping,
+    axis: str,
+    path: Path,
+    labels: Mapping[str, str] | None = None,
+) -> Path:
+    """One axis of a space tuning: every trial's mean validation metric against its value on
+    ``axis`` (the other axes vary: a scatter, not a curve), per arm; the chosen trial starred,
+    the declared range shaded, diverged trials dotted. Log axes are drawn on a log scale;
+    ``log1m`` axes (beta2, momentum) as ``1 - value`` on a log scale."""
+    metric = str(tuning.get("metric", "lm_loss"))
+    arms = tuning.get("arms") or {}
+    figure = Figure(figsize=(6.4, 4.0))
+    axes = figure.add_subplot()
+    scale, plotted = "linear", False
+    for arm in ("baseline", "method"):
+        block = arms.get(arm) or {}
+        record = (block.get("space") or {}).get(axis)
+        if record is None:
+            continue
+        scale = record.get("scale", "linear")
+
+        def shown(value: float, scale: str = scale) -> float:
+            return 1.0 - value if scale == "log1m" else value
+
+        colour, name = ARM_COLOURS[arm], (labels or {}).get(arm, arm)
+        settings = block.get("settings") or []
+        finite = [s for s in settings if s.get("mean") is not None and axis in (s.get("values") or {})]
+        axes.scatter([shown(s["values"][axis]) for s in finite], [s["mean"] for s in finite],
+                     color=colour, s=28, label=name,
+                     marker="o", edgecolors=[colour if s.get("phase") != "extension" else "black"
+                                             for s in finite])
+        chosen = [s for s in finite if s.get("trial") == block.get("chosen_trial")]
+        if chosen:
+            value = chosen[0]["values"][axis]
+            axes.plot([shown(value)], [chosen[0]["mean"]], marker="*", markersize=15, color=colour,
+                      linestyle="none", label=f"{name}: chosen {axis} {value:.3g}")
+        for s in settings:
+            if s.get("mean") is None and axis in (s.get("values") or {}):
+                axes.axvline(shown(s["values"][axis]), color=colour, linestyle=":", linewidth=1.0)
+        axes.axvspan(*sorted((shown(record["low"]), shown(record["high"]))), color=colour, alpha=0.06)
+        plotted = True
+    if not plotted:
+        raise ArtifactError(f"tuning: no arm tuned axis {axis!r}; nothing to plot")
+    if scale in ("log", "log1m"):
+        axes.set_xscale("log")
+    axes.set_xlabel(f"1 - {axis}" if scale == "log1m" else axis)
+    seeds = tuning.get("seeds") or []
+    axes.set_ylabel(f"validation {metric} (mean of {len(seeds)} tuning seed(s))")
+    axes.set_title(f"Tuning: validation {metric} vs {axis} (other axes vary; "
+                   "black edge: extension trial)", fontsize=9)
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=8)
+    return _save_png(figure, path)

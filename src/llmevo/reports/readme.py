@@ -23,6 +23,8 @@ from llmevo.reports.plots import (
     plot_paired_differences,
     plot_training_curves,
     plot_tuning,
+    plot_tuning_axis,
+    tuned_axes,
 )
 from llmevo.reports.sections import Section, artifact_sections
 
@@ -30,6 +32,7 @@ __all__ = ["against_slug", "default_report_dir", "markdown_section", "write_repo
 
 TRAINING_PLOT = "plots/training_loss.png"
 TUNING_PLOT = "plots/tuning_loss_vs_lr.png"
+TUNING_AXIS_PLOT = "plots/tuning_loss_vs_{axis}.png"  # space tuning: one per tuned axis
 FULL_EXPERIMENT_PLOT = "plots/full_experiment.png"
 
 
@@ -157,8 +160,15 @@ def _plots_after(artifact: Artifact, key: str, out_dir: Path) -> list[str]:
         if artifact.tuning is not None:
             labels = {"baseline": artifact.baseline.name, "method": artifact.method.name}
             tuning = artifact.tuning.model_dump(mode="python", exclude_unset=True)
-            plot_tuning(tuning, out_dir / TUNING_PLOT, labels)
-            lines += _image("Validation loss against learning rate, both arms", TUNING_PLOT)
+            if artifact.tuning.space:  # one plot per tuned axis
+                for axis in tuned_axes(tuning):
+                    relative = TUNING_AXIS_PLOT.format(axis=axis)
+                    plot_tuning_axis(tuning, axis, out_dir / relative, labels)
+                    lines += _image(f"Validation loss against {axis}, every trial of both arms",
+                                    relative)
+            else:
+                plot_tuning(tuning, out_dir / TUNING_PLOT, labels)
+                lines += _image("Validation loss against learning rate, both arms", TUNING_PLOT)
         return lines + _reproduction_plots(artifact, out_dir)
     if isinstance(artifact, DiagnosticArtifact) and key == "full_experiment":
         table = (artifact.full_experiment.model_extra or {}).get("table") or []

@@ -365,6 +365,51 @@ def cache_sentence(artifact: ReproductionArtifact) -> str | None:
             + "; ".join(parts) + ".")
 
 
+def _space_tuning_section(artifact: ReproductionArtifact, cached: tuple[str, ...]) -> Section:
+    """Space tuning (``runner.tuning_space``): per arm its axes and ranges, the chosen trial's
+    settings, and which axes were extended."""
+    tuning = artifact.tuning
+    assert tuning is not None
+    extra = tuning.model_extra or {}
+    seeds = ", ".join(str(seed) for seed in tuning.seeds)
+    sampler = tuning.sampler or {}
+    names = {"baseline": artifact.baseline.name, "method": artifact.method.name}
+    rows = []
+    for arm, block in tuning.arms.items():
+        space = block.space or {}
+        ranges = ", ".join(f"{name} {format_number(axis.low)}..{format_number(axis.high)} ({axis.scale})"
+                           for name, axis in space.items())
+        chosen = ", ".join(f"{name} {format_number(block.chosen.get(name))}" for name in space)
+        extended = [f"{name} {axis.extended} to {format_number(axis.extension[0])}.."
+                    f"{format_number(axis.extension[1])}"
+                    for name, axis in space.items() if axis.extended and axis.extension]
+        at_limit = [name for name, axis in space.items() if axis.on_edge and not axis.extended]
+        edges = "; ".join(filter(None, (
+            ("extended " + ", ".join(extended)) if extended else "",
+            ("on an edge at its limit: " + ", ".join(at_limit)) if at_limit else "",
+            "best still on an edge" if block.chosen_on_edge else ""))) or "no edge"
+        diverged = sum(1 for s in block.settings if s.mean is None)
+        trials = f"{len(block.settings)} trials" + (f", {diverged} diverged" if diverged else "")
+        rows.append((names.get(arm, arm), f"{ranges}; {trials}",
+                     f"trial {block.chosen_trial}: {chosen}", edges))
+    return Section(
+        "tuning",
+        "Tuning",
+        sentences=(
+            f"Each arm ran {tuning.trials} trials over its components' declared tuning space "
+            f"under tuning seed(s) {seeds} (disjoint from the report seeds), sampled by "
+            f"{sampler.get('name', 'QMCSampler')} ({sampler.get('qmc_type', 'sobol')}, scrambled, "
+            f"seed {sampler.get('seed')}); chosen by {extra.get('selection', 'validation')}.",
+            str(extra.get("method", "")),
+            *cached,
+            "Learning-rate sensitivity is not computed for a space tuning: the other axes vary "
+            "from trial to trial, so loss against lr is not a curve.",
+        ),
+        columns=("arm", "space", "chosen", "edges"),
+        rows=tuple(rows),
+    )
+
+
 def _tuning_section(artifact: ReproductionArtifact) -> Section:
     tuning = artifact.tuning
     cached = tuple(sentence for sentence in (cache_sentence(artifact),) if sentence)
@@ -389,6 +434,8 @@ def _tuning_section(artifact: ReproductionArtifact) -> Section:
                 "that needs another learning rate may lose for that reason.",
             ),
         )
+    if tuning.space:
+        return _space_tuning_section(artifact, cached)
     selection = (tuning.model_extra or {}).get("selection", "validation")
     seeds = ", ".join(str(seed) for seed in tuning.seeds)
     names = {"baseline": artifact.baseline.name, "method": artifact.method.name}

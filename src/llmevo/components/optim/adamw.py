@@ -34,7 +34,16 @@ from torch import Tensor, nn
 
 from llmevo.components.optim.base import OptimizerComponent
 from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica
-from llmevo.registry import Paper, SearchDimension, StrictModel, register
+from llmevo.registry import (
+    LR_AXIS,
+    WARMUP_AXIS,
+    WEIGHT_DECAY_AXIS,
+    Paper,
+    SearchDimension,
+    StrictModel,
+    TuningAxis,
+    register,
+)
 
 
 def adam_moments(
@@ -155,6 +164,17 @@ class AdamWBatched(BatchedOptimizer):
         return None
 
 
+ADAMW_TUNING_SPACE = {
+    "lr": LR_AXIS,
+    "beta2": TuningAxis(target="optimizer", setting="beta2", low=0.9, high=0.999, scale="log1m",
+                        limit_high=0.9999),
+    "weight_decay": WEIGHT_DECAY_AXIS,
+    "warmup": WARMUP_AXIS,
+}
+"""AdamW's tuning space (Porian et al. 2406.19146: beta2 matters at small batch; Wen et al.
+2509.02046 tune lr, weight decay, beta2 and warmup per optimizer)."""
+
+
 class AdamWConfig(StrictModel):
     beta1: float = 0.9
     beta2: float = 0.999
@@ -176,6 +196,7 @@ class AdamWConfig(StrictModel):
     evolve_integrated=True,
     scope="AdamW (bit-identical to torch.optim.AdamW on CPU) over all parameters in one group.",
     search_space={"beta2": SearchDimension(choices=(0.95, 0.99, 0.999))},
+    tuning_space=ADAMW_TUNING_SPACE,
 )
 class AdamW(OptimizerComponent):
     batched = AdamWBatched

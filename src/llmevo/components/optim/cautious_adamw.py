@@ -30,7 +30,12 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from llmevo.components.optim.adamw import AdamWBatched, AdamWConfig, adam_moments
+from llmevo.components.optim.adamw import (
+    ADAMW_TUNING_SPACE,
+    AdamWBatched,
+    AdamWConfig,
+    adam_moments,
+)
 from llmevo.components.optim.base import OptimizerComponent
 from llmevo.components.optim.optimizer import Optimizer, per_replica
 from llmevo.registry import Paper, SearchDimension, register
@@ -126,6 +131,7 @@ class CautiousAdamWConfig(AdamWConfig):
         "not reproduced."
     ),
     search_space={"beta2": SearchDimension(choices=(0.95, 0.99, 0.999))},
+    tuning_space=ADAMW_TUNING_SPACE,  # AdamW's settings, so both arms search the same space
 )
 class CautiousAdamW(OptimizerComponent):
     batched = CautiousAdamWBatched

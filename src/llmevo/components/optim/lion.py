@@ -29,7 +29,15 @@ from torch import Tensor, nn
 
 from llmevo.components.optim.base import OptimizerComponent
 from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica
-from llmevo.registry import Paper, SearchDimension, StrictModel, register
+from llmevo.registry import (
+    LR_AXIS,
+    WEIGHT_DECAY_AXIS,
+    Paper,
+    SearchDimension,
+    StrictModel,
+    TuningAxis,
+    register,
+)
 
 
 class LionOptimizer(Optimizer):
@@ -111,6 +119,12 @@ class LionConfig(StrictModel):
     search_space={
         "lr_multiplier": SearchDimension(low=0.1, high=1.0, log=True),
         "beta2": SearchDimension(choices=(0.98, 0.99)),
+    },
+    tuning_space={
+        "lr": LR_AXIS,  # the AdamW-equivalent lr; Lion's own is lr_multiplier times it
+        "beta2": TuningAxis(target="optimizer", setting="beta2", low=0.95, high=0.999,
+                            scale="log1m", limit_high=0.9999),
+        "weight_decay": WEIGHT_DECAY_AXIS,  # times weight_decay_multiplier in Lion's build
     },
 )
 class Lion(OptimizerComponent):

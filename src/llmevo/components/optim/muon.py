@@ -12,7 +12,10 @@ parameter whose role (``optim/base.py``, ``parameter_roles``) is ``hidden_matrix
 ``rms_scale = 0.2`` makes the update's RMS match AdamW's, so Muon reuses the AdamW
 learning rate and weight decay (Liu et al., section 2.2). Embeddings (including a tied
 output head) and gains/biases are updated by AdamW inside the same optimizer, one param
-group per role, so an LR scheduler scales every group and ``state_dict`` covers both.
+group per role, so an LR scheduler scales every group and ``state_dict`` covers both. The
+AdamW group's lr is ``adamw_lr_ratio`` times the Muon group's (default 1: the same lr, as
+above; its weight decay is then ``lr · ratio · wd``, as a torch param group with its own lr
+has); tuning it is the "AdamW groups' lr" axis of Muon's tuning space.
 ``MuonBatched`` is the same update for R stacked replicas (``train/replicas.py``), each with
 its own numeric settings; ``nesterov`` and ``ns_steps`` choose the code, so the replicas of
 one batched run share them.
@@ -48,7 +51,7 @@ from torch import Tensor, nn
 from llmevo.components.optim.adamw import AdamWBatched, adamw_group_update
 from llmevo.components.optim.base import OptimizerComponent, count, parameters_by_role
 from llmevo.components.optim.optimizer import Optimizer, per_replica
-from llmevo.registry import Paper, SearchDimension, StrictModel, register
+from llmevo.registry import LR_AXIS, Paper, SearchDimension, StrictModel, TuningAxis, register
 
 NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
 
@@ -100,6 +103,7 @@ class MuonAdamW(Optimizer):
         rms_scale: float = 0.2,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
+        adamw_lr_ratio: float = 1.0,
     ):
         defaults = dict(
             lr=lr,
@@ -112,7 +116,7 @@ class MuonAdamW(Optimizer):
             eps=eps,
         )
         groups = [
-            {"params": params, "use_muon": use_muon}
+            {"params": params, "use_muon": use_muon, **({} if use_muon else {"lr": lr * adamw_lr_ratio})}
             for params, use_muon in ((muon_params, True), (adamw_params, False))
             if params
         ]
@@ -169,8 +173,14 @@ class MuonBatched(AdamWBatched):
         super().__init__(configs, lr, weight_decay, roles, device, steps)
         self.momentum = self.column([c.momentum for c in configs])  # (R,)
         self.rms_scale = self.column([c.rms_scale for c in configs])  # (R,)
+        self.adamw_lr_ratio = self.column([c.adamw_lr_ratio for c in configs])  # (R,)
         self.nesterov = configs[0].nesterov
         self.ns_steps = configs[0].ns_steps
+
+    def parameter_lr(self, name: str, lr: Tensor) -> Tensor:
+        """The AdamW roles train at ``adamw_lr_ratio`` times the step's lr (the sequential
+        optimizer's AdamW param group)."""
+        return lr if self.roles[name] == "hidden_matrix" else lr * self.adamw_lr_ratio
 
     def update(self, name: str, param: Tensor, grad: Tensor, state: dict[str, Tensor],
                lr: Tensor) -> Tensor | None:
@@ -196,6 +206,7 @@ class MuonConfig(StrictModel):
     beta1: float = Field(default=0.9, ge=0.0, lt=1.0)
     beta2: float = Field(default=0.999, ge=0.0, lt=1.0)
     eps: PositiveFloat = 1e-8
+    adamw_lr_ratio: PositiveFloat = 1.0  # the AdamW groups' lr over the Muon group's
 
 
 @register(
@@ -220,6 +231,13 @@ class MuonConfig(StrictModel):
     search_space={
         "momentum": SearchDimension(choices=(0.9, 0.95)),
         "ns_steps": SearchDimension(choices=(3, 5)),
+    },
+    tuning_space={
+        "lr": LR_AXIS,
+        "momentum": TuningAxis(target="optimizer", setting="momentum", low=0.8, high=0.98,
+                               scale="log1m", limit_high=0.99),
+        "adamw_lr": TuningAxis(target="optimizer", setting="adamw_lr_ratio", low=1 / 3, high=3.0,
+                               scale="log"),
     },
 )
 class Muon(OptimizerComponent):
@@ -252,6 +270,7 @@ class Muon(OptimizerComponent):
             rms_scale=config.rms_scale,
             betas=(config.beta1, config.beta2),
             eps=config.eps,
+            adamw_lr_ratio=config.adamw_lr_ratio,
         )
         return self._optimizer
 

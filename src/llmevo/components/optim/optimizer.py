@@ -214,16 +214,21 @@ class BatchedOptimizer:
         """One update; ``lr`` (R,) is this step's schedule factor x alive (0 freezes a replica)."""
         self.step_count += 1
         lr = self.base_lr * lr  # (R,)
-        decay = 1 - lr * self.weight_decay  # (R,)
         errors = []
         for name in self.names:
             param = params[name]
-            param.mul_(per_replica(decay, param))
-            error = self.update(name, param, grads[name], self.state[name], lr)
+            param_lr = self.parameter_lr(name, lr)  # (R,)
+            param.mul_(per_replica(1 - param_lr * self.weight_decay, param))
+            error = self.update(name, param, grads[name], self.state[name], param_lr)
             if error is not None:
                 errors.append(error)
         if errors:
             self.last_errors = torch.stack(errors).mean(0)  # (R,)
+
+    def parameter_lr(self, name: str, lr: Tensor) -> Tensor:
+        """This step's learning rates (R,) for parameter ``name``: the step's own, unless an
+        optimizer gives a role its own lr (Muon's AdamW groups); its weight decay follows."""
+        return lr
 
     def update(self, name: str, param: Tensor, grad: Tensor, state: dict[str, Tensor],
                lr: Tensor) -> Tensor | None:  # pragma: no cover

@@ -1,0 +1,468 @@
+"""Space tuning: every arm searches its components' declared tuning space with the same number
+of trials (issue 22, item 1; opt-in, ``--tune-space``; ``runner.tuning`` stays the default).
+
+Tuning only the learning rate tunes a baseline on one axis: Wen et al., "Fantastic Pretraining
+Optimizers and Where to Find Them" (arXiv 2509.02046) tune lr, weight decay, beta2/momentum
+and warmup per optimizer and find that claimed speedups shrink once the baseline is tuned as
+well; AlgoPerf gives every submission a declared search space and the same number of trials.
+Here:
+
+- **The space.** An arm's space is its optimizer's ``Manifest.tuning_space`` (AdamW: lr,
+  beta2, weight decay, warmup; Muon: lr, momentum, the AdamW groups' lr; Lion: lr, beta2,
+  weight decay), plus any axis its model components declare that the optimizer does not
+  (none today: an architecture component tunes lr, the optimizer's). Each axis
+  (``registry.TuningAxis``) moves one real setting: a ``TrainConfig`` field or a field of the
+  optimizer component's config (``TrainConfig.optimizer.config``). Bounds ``relative_to`` the
+  preset's lr or steps are resolved against the preset (lr: lr/3 .. 3·lr, the default grid's
+  span). ``--tune-space lr,beta2`` keeps only those axes (each must be declared by an arm).
+- **The budget.** Every arm gets exactly ``trials`` trials, each trained under every tuning
+  seed (disjoint from the report seeds), so a comparison costs both arms the same.
+- **The sampler.** Optuna's ``QMCSampler`` (Sobol, scrambled with ``sampler_seed``; Bergstra
+  & Bengio 2012 on quasi-random search) in one in-memory Optuna study per arm. The study's
+  parameters are the unit-cube coordinates ``u:<axis>`` in [0, 1); each is mapped to its
+  setting by the axis's scale (``axis_value``), so trial k of an arm is point k of
+  ``scipy.stats.qmc.Sobol(d, scramble=True, seed=sampler_seed)`` in the order of the arm's
+  axes. Optuna's QMCSampler takes its search space from the study's first trial and samples
+  that first trial at random; a *space-defining* trial (state PRUNED, never trained, user
+  attribute ``role``) is therefore added before the first ask, so every trained trial is a
+  Sobol point. The same study could live on an RDB storage shared by several machines
+  (``optuna.create_study(storage="postgresql://...", study_name=<arm key>,
+  load_if_exists=True)`` with the same sampler seed; the space trial added once): the
+  sampler's Sobol index is a study system attribute, so the workers draw distinct points.
+  Not built: a tuning is one process today.
+- **Edge extension.** The last ``trials // 4`` trials of an arm are its *extension phase*
+  (none below 4 trials); the first ``trials - trials // 4`` form the *declared phase*. After
+  the declared phase, an axis is *on an edge* when the best trial is the extreme trial on it:
+  its coordinate is the lowest (or highest) of all declared-phase trials, the analogue of a
+  grid's end point (with the other axes varying, no rule on the coordinate's value alone
+  works for every count: n Sobol points fill n equal strata only when n is a power of 2;
+  with few trials the best is often extreme on some axis, as a grid's often sits on an
+  end, and the extension is what checks it). Each such axis is
+  extended once: the extension phase samples it over the interval beyond that edge of half
+  the declared width in the axis's scale (coordinates (1, 1.5] or [-0.5, 0) of the same
+  mapping), clipped at the axis's hard limit (an axis whose bound is its limit is not
+  extended), while every other axis stays at the best trial's value. Without an axis on an
+  edge, the extension phase continues the Sobol design over the declared space, so the
+  budget is the same either way.
+- **The choice.** Lowest mean validation metric over the tuning seeds among all trials (a
+  diverged run counts as worst; ties: the earlier trial). There is no stability-edge
+  confirmation here (``runner.tuning`` has one): it would give the arms unequal budgets.
+- **The arm cache.** A trial is a ``RunSpec`` whose ``TrainConfig`` holds every tuned setting
+  (the optimizer's config inside it), and the cache key covers the whole ``TrainConfig``
+  (``runner.cache.run_key``): a trial trained before with identical settings is loaded, and
+  is the number retraining would give; a trial equal to a learning-rate grid run is that run.
+
+The test split is never looked at here.
+
+Public API: ``SpacePlan``, ``check_space_plan``, ``ResolvedAxis``, ``arm_space``,
+``axis_value``, ``apply_settings``, ``Trial``, ``ArmSpaceTuning``, ``tune_arm_space``,
+``space_tuning_block``, ``sobol_study``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import optuna
+import torch
+from optuna.distributions import FloatDistribution
+from optuna.trial import TrialState, create_trial
+from torch import Tensor, nn
+
+from llmevo.catalog import build_optimizer, full_registry
+from llmevo.errors import ConfigError, DivergedError
+from llmevo.registry import MODEL_SLOTS, ComponentChoice, TuningAxis
+from llmevo.runner.cache import TuningEntries
+from llmevo.runner.tuning import check_plan
+from llmevo.train.execution import Execution, RunSpec, train_many
+from llmevo.train.trainer import Progress, TrainConfig
+
+DEFAULT_TRIALS = 8
+MAX_TRIALS = 256  # each trial trains once per tuning seed; more is a typo, not a protocol
+DEFAULT_SAMPLER_SEED = 0
+EXTENSION_SHARE = 4  # the last trials // 4 trials of an arm are its extension phase
+EXTENSION_WIDTH = 0.5  # an extension reaches half the declared width beyond the edge
+FULL = "full"
+SELECTION = ("lowest mean validation {metric} over the tuning seeds among the arm's trials "
+             "(a diverged run counts as worst; ties: the earlier trial)")
+METHOD = ("Optuna QMCSampler (Sobol, scrambled, seed {seed}) over the unit cube of each arm's "
+          "declared axes, one in-memory study per arm; {trials} trials per arm, each under every "
+          "tuning seed; the last trials // 4 extend, once, each axis on which the best "
+          "declared-phase trial is the extreme trial, by half the declared width beyond that "
+          "edge in the axis's scale (clipped at its limit), the other axes at the best's values")
+
+
+@dataclass(frozen=True)
+class SpacePlan:
+    """Which axes (None: every declared one), how many trials per arm, the tuning seeds and
+    the sampler's seed: the same for every arm."""
+
+    axes: tuple[str, ...] | None
+    trials: int
+    seeds: tuple[int, ...]
+    sampler_seed: int = DEFAULT_SAMPLER_SEED
+
+    @property
+    def declared_trials(self) -> int:
+        return self.trials - self.extension_trials
+
+    @property
+    def extension_trials(self) -> int:
+        return self.trials // EXTENSION_SHARE
+
+
+def check_space_plan(space: str, trials: int, seeds: Sequence[int], report_seeds: Sequence[int],
+                     sampler_seed: int = DEFAULT_SAMPLER_SEED) -> SpacePlan:
+    """A validated plan (``space``: ``full`` or a comma list of axis names); every problem is
+    one ``ConfigError`` line, before any training. Axis names are checked against the arms
+    later (``arm_space``), once the comparison is known."""
+    text = space.strip()
+    if not text:
+        raise ConfigError("--tune-space: give 'full' or a comma list of axes, e.g. lr,beta2")
+    axes = None if text == FULL else tuple(a.strip() for a in text.split(","))
+    if axes is not None:
+        if any(not a for a in axes):
+            raise ConfigError(f"--tune-space {space!r}: an empty axis name; e.g. lr,beta2")
+        if len(set(axes)) != len(axes):
+            raise ConfigError(f"--tune-space {space!r}: an axis is named twice")
+    if isinstance(trials, bool) or not isinstance(trials, int) or not 2 <= trials <= MAX_TRIALS:
+        raise ConfigError(f"--tune-trials {trials!r}: need 2 .. {MAX_TRIALS} trials per arm "
+                          "(a choice needs at least two)")
+    checked = check_plan([1.0, 2.0], seeds, report_seeds, extend_edges=False)  # the seed rules
+    return SpacePlan(axes, trials, checked.seeds, sampler_seed)
+
+
+@dataclass(frozen=True)
+class ResolvedAxis:
+    """One axis of one arm with its bounds resolved against the preset (absolute values)."""
+
+    name: str
+    axis: TuningAxis
+    low: float
+    high: float
+    limit_low: float | None
+    limit_high: float | None
+
+    @property
+    def label(self) -> str:
+        return f"{self.axis.target}.{self.axis.setting}"
+
+
+def _to_scale(scale: str, value: float) -> float:
+    return value if scale == "linear" else math.log(value) if scale == "log" else math.log1p(-value)
+
+
+def _from_scale(scale: str, t: float) -> float:
+    return t if scale == "linear" else math.exp(t) if scale == "log" else -math.expm1(t)
+
+
+def axis_value(axis: ResolvedAxis, u: float) -> float | int:
+    """The setting at coordinate ``u`` (0: ``low``, 1: ``high``, uniform in the axis's scale;
+    outside [0, 1] the same line extended), clipped at the axis's limits; integer axes round
+    to the nearest integer."""
+    scale = axis.axis.scale
+    t_low, t_high = _to_scale(scale, axis.low), _to_scale(scale, axis.high)
+    value = _from_scale(scale, t_low + u * (t_high - t_low))
+    if axis.limit_low is not None:
+        value = max(value, axis.limit_low)
+    if axis.limit_high is not None:
+        value = min(value, axis.limit_high)
+    return int(round(value)) if axis.axis.integer else value
+
+
+def _resolve(name: str, axis: TuningAxis, train: TrainConfig) -> ResolvedAxis:
+    factor = {"lr": train.lr, "steps": float(train.steps), None: 1.0}[axis.relative_to]
+
+    def scaled(value: float | None) -> float | None:
+        return None if value is None else value * factor
+
+    return ResolvedAxis(name, axis, axis.low * factor, axis.high * factor,
+                        scaled(axis.limit_low), scaled(axis.limit_high))
+
+
+def arm_space(optimizer: ComponentChoice, components: Sequence[ComponentChoice],
+              train: TrainConfig, wanted: Sequence[str] | None = None) -> list[ResolvedAxis]:
+    """The arm's axes (its optimizer's declared space, then its model components' axes the
+    optimizer lacks), resolved against the preset's ``train`` and kept to ``wanted`` (None:
+    all). A declared axis whose setting is not a real field is a ``ConfigError``."""
+    registry = full_registry()
+    spec = registry.get("optimizer", optimizer.name)
+    space = dict(spec.manifest.tuning_space)
+    if "lr" not in space:
+        raise ConfigError(f"optimizer '{optimizer.name}' declares no tuning space with lr "
+                          "(Manifest.tuning_space); it cannot be space-tuned")
+    for choice in components:
+        for slot in MODEL_SLOTS:
+            if choice.name in registry.names(slot):
+                for name, axis in registry.get(slot, choice.name).manifest.tuning_space.items():
+                    space.setdefault(name, axis)
+    for name, axis in space.items():
+        fields = (TrainConfig.model_fields if axis.target == "train"
+                  else spec.config_cls.model_fields)
+        if axis.setting not in fields:
+            raise ConfigError(f"tuning axis '{name}' of the {optimizer.name} arm moves "
+                              f"{axis.target}.{axis.setting}, which is not a setting")
+    names = list(space) if wanted is None else [name for name in space if name in wanted]
+    return [_resolve(name, space[name], train) for name in names]
+
+
+def check_axes(wanted: Sequence[str] | None, spaces: dict[str, list[ResolvedAxis]],
+               declared: dict[str, Sequence[str]]) -> None:
+    """Refuse an axis that no arm declares (``declared``: each arm's whole space), and an arm
+    left without any axis."""
+    if wanted is None:
+        return
+    known = sorted({name for names in declared.values() for name in names})
+    unknown = [name for name in wanted if name not in known]
+    if unknown:
+        raise ConfigError(f"--tune-space: unknown axis '{unknown[0]}'; the arms declare "
+                          f"{', '.join(known)} (or use --tune-space full)")
+    for label, axes in spaces.items():
+        if not axes:
+            raise ConfigError(f"--tune-space {','.join(wanted)}: the {label} arm declares none of "
+                              f"these axes (it has {', '.join(declared[label])})")
+
+
+def apply_settings(config: TrainConfig, axes: Sequence[ResolvedAxis],
+                   values: dict[str, float | int]) -> TrainConfig:
+    """``config`` with each axis's setting set: ``TrainConfig`` fields directly, optimizer
+    fields in ``config.optimizer.config``."""
+    train: dict[str, Any] = {}
+    optimizer: dict[str, Any] = dict(config.optimizer.config)
+    for axis in axes:
+        target = train if axis.axis.target == "train" else optimizer
+        target[axis.axis.setting] = values[axis.name]
+    choice = config.optimizer.model_copy(update={"config": optimizer})
+    return config.model_copy(update={**train, "optimizer": choice})
+
+
+@dataclass
+class Trial:
+    """One trial of one arm: its Sobol coordinates, settings and validation per tuning seed."""
+
+    number: int  # 0-based, in the arm's sampling order
+    phase: Literal["declared", "extension"]
+    sobol: dict[str, float]  # the study's u:<axis> values: the trial's Sobol point, [0, 1)
+    coordinates: dict[str, float]  # where each setting lies on its declared line (0: low, 1: high)
+    values: dict[str, float | int]  # the settings trained
+    validation: dict[int, float | None] = field(default_factory=dict)  # None: diverged
+    cached: tuple[int, ...] = ()  # tuning seeds loaded from the arm cache
+
+    @property
+    def mean(self) -> float | None:
+        if not self.validation or any(v is None or not math.isfinite(v) for v in self.validation.values()):
+            return None
+        return math.fsum(self.validation.values()) / len(self.validation)  # type: ignore[arg-type]
+
+
+@dataclass
+class ArmSpaceTuning:
+    label: str
+    axes: list[ResolvedAxis]
+    trials: list[Trial] = field(default_factory=list)
+    extended: dict[str, Literal["up", "down"]] = field(default_factory=dict)
+    on_edge: dict[str, Literal["up", "down"]] = field(default_factory=dict)  # after the declared phase
+    at_limit: tuple[str, ...] = ()  # on an edge that is the axis's hard limit: not extended
+
+    def best(self, trials: Sequence[Trial] | None = None) -> Trial:
+        pool = [t for t in (self.trials if trials is None else trials) if t.mean is not None]
+        if not pool:
+            raise DivergedError(f"{self.label} arm: every tuning trial diverged; narrow the space "
+                                "(e.g. --tune-space with fewer axes) or lower the preset's lr", 0)
+        return min(pool, key=lambda t: (t.mean, t.number))
+
+    def extension_range(self, name: str) -> tuple[float, float] | None:
+        """The settings an extended axis reached beyond its edge (lowest, highest)."""
+        if name not in self.extended:
+            return None
+        axis = next(a for a in self.axes if a.name == name)
+        direction = self.extended[name]
+        ends = (1.0, 1.0 + EXTENSION_WIDTH) if direction == "up" else (-EXTENSION_WIDTH, 0.0)
+        values = sorted(float(axis_value(axis, u)) for u in ends)
+        return values[0], values[1]
+
+
+def sobol_study(dimensions: Sequence[str], seed: int) -> optuna.Study:
+    """An in-memory Optuna study whose QMCSampler (Sobol, scrambled with ``seed``) draws point
+    k of the scrambled Sobol sequence for the k-th asked trial, over coordinates
+    ``u:<dimension>`` in [0, 1). The space-defining first trial (PRUNED, never trained) makes
+    the sampler's search space known before the first ask (see the module docstring)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sampler = optuna.samplers.QMCSampler(qmc_type="sobol", scramble=True, seed=seed)
+    study = optuna.create_study(direction="minimize", sampler=sampler)
+    distributions = {f"u:{name}": FloatDistribution(0.0, 1.0) for name in dimensions}
+    study.add_trial(create_trial(params={key: 0.5 for key in distributions},
+                                 distributions=distributions, state=TrialState.PRUNED,
+                                 user_attrs={"role": "search space (not trained)"}))
+    return study
+
+
+def _edges(axes: Sequence[ResolvedAxis], best: Trial, trials: Sequence[Trial]
+           ) -> dict[str, Literal["up", "down"]]:
+    """The axes on which ``best`` is the extreme of ``trials`` (its coordinate the lowest:
+    ``down``, or the highest: ``up``), each with its side."""
+    found: dict[str, Literal["up", "down"]] = {}
+    for axis in axes:
+        places = [trial.coordinates[axis.name] for trial in trials]
+        u = best.coordinates[axis.name]
+        if len(places) > 1 and u == min(places):
+            found[axis.name] = "down"
+        elif len(places) > 1 and u == max(places):
+            found[axis.name] = "up"
+    return found
+
+
+def _extendable(axis: ResolvedAxis, direction: str) -> bool:
+    """Whether the interval beyond the edge holds any setting the axis may take."""
+    inner = axis_value(axis, 1.0 if direction == "up" else 0.0)
+    outer = axis_value(axis, 1.0 + EXTENSION_WIDTH if direction == "up" else -EXTENSION_WIDTH)
+    return outer != inner
+
+
+def tune_arm_space(
+    label: str,
+    build: Callable[[], nn.Module],
+    stream: Tensor,
+    config: TrainConfig,
+    axes: Sequence[ResolvedAxis],
+    plan: SpacePlan,
+    evaluate: Callable[[nn.Module], float],
+    device: torch.device,
+    progress: Progress | None = None,
+    execution: Execution = Execution(),
+    cache: TuningEntries | None = None,
+) -> ArmSpaceTuning:
+    """Train ``plan.trials`` Sobol trials of ``build()`` over ``axes`` under every tuning seed
+    (one ``train_many`` call per phase), score each run with ``evaluate`` (validation, lower is
+    better), extend each axis whose best declared-phase trial lies on an edge (see the module
+    docstring). With ``cache`` (this arm's tuning entries) a run found there is not trained."""
+    tuning = ArmSpaceTuning(label, list(axes))
+    study = sobol_study([axis.name for axis in axes], plan.sampler_seed)
+    distributions = {f"u:{axis.name}": FloatDistribution(0.0, 1.0) for axis in axes}
+
+    def run(count: int, phase: Literal["declared", "extension"],
+            place: Callable[[dict[str, float]], dict[str, float]]) -> None:
+        asked = [study.ask(distributions) for _ in range(count)]
+        trials = []
+        for asked_trial in asked:
+            sobol = {axis.name: float(asked_trial.params[f"u:{axis.name}"]) for axis in axes}
+            coordinates = place(sobol)
+            values = {axis.name: axis_value(axis, coordinates[axis.name]) for axis in axes}
+            trials.append(Trial(len(tuning.trials) + len(trials), phase, sobol, coordinates, values))
+        specs = [RunSpec(seed, apply_settings(config, axes, trial.values),
+                         label=f"trial {trial.number} seed {seed}")
+                 for trial in trials for seed in plan.seeds]
+        hits = {} if cache is None else cache.hits(specs, lambda spec: cache.load(spec, specs))
+        values: dict[int, float | None] = {index: hit.value for index, hit in hits.items()}
+        missing = [index for index in range(len(specs)) if index not in hits]
+        outcomes = train_many(build, stream, [specs[i] for i in missing], device, progress,
+                              description=f"tune {label}", build_optimizer=build_optimizer,
+                              path=execution.path, replicas_max=execution.replicas_max) if missing else []
+        for index, outcome in zip(missing, outcomes, strict=True):
+            values[index] = None if outcome.result.status == "diverged" else float(evaluate(outcome.model))
+            outcome.model.cpu()
+            if cache is not None:
+                cache.store(outcome.spec, specs, values[index])
+        for index, spec in enumerate(specs):
+            trial = trials[index // len(plan.seeds)]
+            trial.validation[spec.seed] = values[index]
+            if index in hits:
+                trial.cached = (*trial.cached, spec.seed)
+        for asked_trial, trial in zip(asked, trials, strict=True):
+            asked_trial.set_user_attr("phase", phase)
+            asked_trial.set_user_attr("settings", trial.values)
+            if trial.mean is None:
+                study.tell(asked_trial, state=TrialState.FAIL)
+            else:
+                study.tell(asked_trial, trial.mean)
+        tuning.trials.extend(trials)
+
+    def declared(sobol: dict[str, float]) -> dict[str, float]:
+        return dict(sobol)
+
+    run(plan.declared_trials, "declared", declared)
+    if plan.extension_trials:
+        best = tuning.best()
+        tuning.on_edge = _edges(axes, best, tuning.trials)
+        tuning.at_limit = tuple(name for name, direction in tuning.on_edge.items()
+                                if not _extendable(next(a for a in axes if a.name == name), direction))
+        tuning.extended = {name: d for name, d in tuning.on_edge.items() if name not in tuning.at_limit}
+
+        def beyond(sobol: dict[str, float]) -> dict[str, float]:
+            """Extended axes beyond their edge, the others at the best's place; without an
+            extended axis, the Sobol design continues over the declared space."""
+            if not tuning.extended:
+                return dict(sobol)
+            coordinates = dict(best.coordinates)
+            for name, direction in tuning.extended.items():
+                u = sobol[name] * EXTENSION_WIDTH
+                coordinates[name] = 1.0 + u if direction == "up" else -u
+            return coordinates
+
+        run(plan.extension_trials, "extension", beyond)
+    return tuning
+
+
+def chosen_config(config: TrainConfig, tuning: ArmSpaceTuning) -> TrainConfig:
+    """``config`` at the arm's best trial's settings."""
+    return apply_settings(config, tuning.axes, tuning.best().values)
+
+
+def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTuning]) -> dict[str, Any]:
+    """The artifact's top-level ``tuning`` block for space tuning (``protocol: space``;
+    docs/ARTIFACTS.md): per arm its axes, every trial and the choice. Every trial is also a
+    ``settings`` row (its lr, per-seed validation, mean, status), so readers of the grid
+    protocol's block still read it."""
+    block: dict[str, Any] = {
+        "parameter": "space",
+        "protocol": "space",
+        "grid": [],
+        "seeds": list(plan.seeds),
+        "metric": metric,
+        "split": "validation",
+        "selection": SELECTION.format(metric=metric),
+        "method": METHOD.format(seed=plan.sampler_seed, trials=plan.trials),
+        "sampler": {"library": "optuna", "name": "QMCSampler", "qmc_type": "sobol",
+                    "scramble": True, "seed": plan.sampler_seed, "storage": "in-memory"},
+        "trials": plan.trials,
+        "declared_trials": plan.declared_trials,
+        "extension_trials": plan.extension_trials,
+        "axes_requested": FULL if plan.axes is None else list(plan.axes),
+        "extend_edges": plan.extension_trials > 0,
+        "confirm_seeds": [],
+        "arms": {},
+    }
+    for label, tuning in arms.items():
+        best = tuning.best()
+        space = {}
+        for axis in tuning.axes:
+            extension = tuning.extension_range(axis.name)
+            space[axis.name] = {
+                "setting": axis.label, "low": axis.low, "high": axis.high, "scale": axis.axis.scale,
+                "integer": axis.axis.integer, "relative_to": axis.axis.relative_to,
+                "declared_low": axis.axis.low, "declared_high": axis.axis.high,
+                "limit_low": axis.limit_low, "limit_high": axis.limit_high,
+                "on_edge": tuning.on_edge.get(axis.name),
+                "extended": tuning.extended.get(axis.name),
+                "extension": None if extension is None else list(extension),
+            }
+        block["arms"][label] = {
+            "settings": [
+                {"lr": float(t.values["lr"]), "validation": {str(k): v for k, v in t.validation.items()},
+                 "mean": t.mean, "status": "complete" if t.mean is not None else "diverged",
+                 "extension": t.phase == "extension", "trial": t.number, "phase": t.phase,
+                 "values": dict(t.values), "coordinates": dict(t.coordinates),
+                 "sobol": dict(t.sobol), "cached_seeds": list(t.cached)}
+                for t in tuning.trials
+            ],
+            "chosen": {k: float(v) for k, v in best.values.items()},
+            "chosen_trial": best.number,
+            "space": space,
+            "extended": None,  # the grid protocol's one direction; per axis in space.*.extended
+            "chosen_on_edge": bool(_edges(tuning.axes, best, tuning.trials)),
+            "confirmed": [],
+        }
+    return block

@@ -1,0 +1,84 @@
+"""`llmevo reproduce --tune-space full --tune-trials N` end to end (smoke) and its bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cli_runner import files_under, run_cli
+
+from llmevo.artifacts import load_artifact
+
+
+def test_space_tuned_smoke_reproduction_records_every_trial_and_plots_every_axis(
+        tmp_path, data_dir, cache_dir, monkeypatch):
+    monkeypatch.setenv("LLMEVO_CACHE", str(cache_dir))
+    out = tmp_path / "space.json"
+    code = run_cli(["reproduce", "muon", "--preset", "smoke", "--tune-space", "full",
+                    "--tune-trials", "4", "--seeds", "42,43,44", "--device", "cpu",
+                    "--data-dir", str(data_dir), "--out", str(out)])
+    assert code == 0
+    artifact = json.loads(out.read_text())
+    loaded = load_artifact(out)  # the schema accepts the block (equal trials enforced there)
+    assert loaded.tuning is not None and loaded.tuning.space
+    tuning = artifact["tuning"]
+    assert tuning["protocol"] == "space" and tuning["trials"] == 4 and tuning["seeds"] == [1000]
+    assert tuning["sampler"]["name"] == "QMCSampler" and tuning["sampler"]["scramble"] is True
+    assert set(tuning["arms"]["baseline"]["space"]) == {"lr", "beta2", "weight_decay", "warmup"}
+    assert set(tuning["arms"]["method"]["space"]) == {"lr", "momentum", "adamw_lr"}
+    for label in ("baseline", "method"):
+        block = tuning["arms"][label]
+        assert len(block["settings"]) == 4  # the same budget for both arms
+        assert [s["phase"] for s in block["settings"]] == ["declared"] * 3 + ["extension"]
+        finite = [s for s in block["settings"] if s["mean"] is not None]
+        best = min(finite, key=lambda s: (s["mean"], s["trial"]))
+        assert block["chosen_trial"] == best["trial"]
+        assert block["chosen"] == pytest.approx({k: float(v) for k, v in best["values"].items()})
+        assert artifact[label]["learning_rate"] == block["chosen"]["lr"]
+        assert all(set(s["validation"]) == {"1000"} for s in block["settings"])
+    # the chosen optimizer settings are the ones the report runs trained with
+    method_config = artifact["method"]["genome"]["optimizer"]["config"]
+    assert method_config["momentum"] == tuning["arms"]["method"]["chosen"]["momentum"]
+    assert artifact["evaluation_protocol"]["seeds"] == [42, 43, 44]
+    plots = tmp_path / "report" / "plots"
+    for axis in ("lr", "beta2", "weight_decay", "warmup", "momentum", "adamw_lr"):
+        assert (plots / f"tuning_loss_vs_{axis}.png").exists(), axis
+    assert not (plots / "tuning_loss_vs_lr_grid.png").exists()
+    readme = (tmp_path / "report" / "README.md").read_text()
+    assert "## Tuning" in readme and "QMCSampler" in readme
+
+    # again: every trial and report run comes from the arm cache, the numbers are the same
+    again = tmp_path / "again.json"
+    assert run_cli(["reproduce", "muon", "--preset", "smoke", "--tune-space", "full",
+                    "--tune-trials", "4", "--seeds", "42,43,44", "--device", "cpu", "--no-report",
+                    "--data-dir", str(data_dir), "--out", str(again)]) == 0
+    second = json.loads(again.read_text())
+    assert second["tuning"]["arms"] == tuning["arms"] | {
+        label: {**tuning["arms"][label], "settings": [
+            {**s, "cached_seeds": [1000]} for s in tuning["arms"][label]["settings"]]}
+        for label in ("baseline", "method")}
+    assert len(second["cache"]["method"]["tuning"]) == 4
+
+
+@pytest.mark.parametrize("name, args, message", [
+    ("rope", ["--tune-space", "full", "--tune-trials", "0"], "--tune-trials 0"),
+    ("rope", ["--tune-space", "full", "--tune-trials", "1"], "--tune-trials 1"),
+    ("sft", ["--tune-space", "full"], "not available for post-training"),
+    ("rope", ["--tune-space", "lr,gamma"], "unknown axis 'gamma'"),
+    ("muon", ["--tune-space", "momentum"], "the baseline arm declares none of these axes"),
+    ("rope", ["--tune-trials", "4"], "--tune-trials needs --tune-space"),
+    ("rope", ["--tune-space", "full", "--no-tune"], "--tune-space needs tuning"),
+    ("rope", ["--tune-space", "full", "--tune-grid", "1e-3,3e-3"], "two protocols"),
+    ("rope", ["--tune-space", "full", "--tune-confirm", "2"], "--tune-confirm applies"),
+    ("rope", ["--tune-space", "full", "--seeds", "42,1000"], "disjoint"),
+    ("rope", ["--tune-space", "lr,,beta2"], "empty axis"),
+])
+def test_bad_space_tuning_input_is_one_line_and_exit_2(name, args, message, tmp_path, data_dir,
+                                                       capsys, workdir):
+    before = files_under(workdir)
+    code = run_cli(["reproduce", name, "--preset", "smoke", "--data-dir", str(data_dir), *args])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert message in err, err
+    assert files_under(workdir) == before

@@ -1,0 +1,222 @@
+"""Space tuning (runner.tuning_space): Sobol points, axis maps, equal budgets, disjoint seeds,
+edge extension on a constructed objective, the artifact block and its schema."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import qmc
+from torch import nn
+
+from llmevo.artifacts.schema import Tuning
+from llmevo.catalog import full_registry
+from llmevo.errors import ConfigError
+from llmevo.registry import ComponentChoice, TuningAxis
+from llmevo.runner import tuning_space
+from llmevo.runner.tuning_space import ResolvedAxis, arm_space, axis_value, check_space_plan
+from llmevo.train.execution import RunOutcome
+from llmevo.train.trainer import TrainConfig
+
+CONFIG = TrainConfig(steps=100, batch_size=2, seq_len=8, lr=1e-3, weight_decay=0.1,
+                     optimizer=ComponentChoice(name="adamw"))
+
+
+def test_the_study_draws_scrambled_sobol_points_from_the_first_trial():
+    """Trial k of the QMCSampler study is point k of scipy's scrambled Sobol sequence with the
+    same seed (the space-defining trial keeps Optuna from sampling trial 0 at random)."""
+    study = tuning_space.sobol_study(["a", "b", "c"], seed=5)
+    distributions = study.trials[0].distributions
+    asked = [study.ask(distributions) for _ in range(8)]
+    points = np.array([[trial.params[f"u:{k}"] for k in "abc"] for trial in asked])
+    expected = qmc.Sobol(3, scramble=True, seed=5).random(8)
+    assert np.array_equal(points, expected)
+    assert not np.array_equal(points, qmc.Sobol(3, scramble=True, seed=6).random(8))
+
+
+def _axis(scale: str, low: float, high: float, **limits) -> ResolvedAxis:
+    axis = TuningAxis(target="train", setting="lr", low=low, high=high, scale=scale, **limits)
+    return ResolvedAxis("x", axis, low, high, axis.limit_low, axis.limit_high)
+
+
+def test_axis_maps_follow_their_scale():
+    log = _axis("log", 1e-3, 1e-1)
+    assert axis_value(log, 0.0) == pytest.approx(1e-3) and axis_value(log, 1.0) == pytest.approx(1e-1)
+    assert axis_value(log, 0.5) == pytest.approx(1e-2)  # the geometric mean
+    assert axis_value(log, 1.5) == pytest.approx(1.0)  # the line extended: half a width beyond
+    one_minus = _axis("log1m", 0.9, 0.999, limit_high=0.9999)
+    assert axis_value(one_minus, 0.0) == pytest.approx(0.9)
+    assert axis_value(one_minus, 1.0) == pytest.approx(0.999)
+    assert 1 - axis_value(one_minus, 0.5) == pytest.approx(math.sqrt(0.1 * 0.001))
+    assert axis_value(one_minus, 5.0) == 0.9999  # clipped at its limit
+    linear = _axis("linear", 0.0, 0.2, limit_low=0.0)
+    assert axis_value(linear, 0.25) == pytest.approx(0.05) and axis_value(linear, -0.5) == 0.0
+
+
+def test_declared_spaces_resolve_against_the_preset_and_name_real_settings():
+    adamw = arm_space(ComponentChoice(name="adamw"), [], CONFIG)
+    assert [a.name for a in adamw] == ["lr", "beta2", "weight_decay", "warmup"]
+    lr, warmup = adamw[0], adamw[3]
+    assert (lr.low, lr.high) == pytest.approx((1e-3 / 3, 3e-3))
+    assert (warmup.low, warmup.high) == pytest.approx((0.0, 20.0)) and warmup.axis.integer
+    assert [a.name for a in arm_space(ComponentChoice(name="muon"), [], CONFIG)] == [
+        "lr", "momentum", "adamw_lr"]
+    assert [a.name for a in arm_space(ComponentChoice(name="lion"), [], CONFIG)] == [
+        "lr", "beta2", "weight_decay"]
+    assert [a.name for a in arm_space(ComponentChoice(name="adamw"), [], CONFIG, ["lr", "beta2"])] == [
+        "lr", "beta2"]
+    for spec in full_registry().all():  # every declared axis moves a real setting
+        for name, axis in spec.manifest.tuning_space.items():
+            fields = (TrainConfig.model_fields if axis.target == "train"
+                      else spec.config_cls.model_fields)
+            assert axis.setting in fields, (spec.name, name)
+        if spec.slot == "optimizer":
+            assert "lr" in spec.manifest.tuning_space, spec.name
+
+
+def test_settings_reach_the_train_config_and_the_optimizer_config():
+    axes = arm_space(ComponentChoice(name="adamw"), [], CONFIG)
+    config = tuning_space.apply_settings(CONFIG, axes, {"lr": 2e-3, "beta2": 0.95,
+                                                        "weight_decay": 0.0, "warmup": 7})
+    assert (config.lr, config.weight_decay, config.warmup_steps) == (2e-3, 0.0, 7)
+    assert config.optimizer == ComponentChoice(name="adamw", config={"beta2": 0.95})
+    assert CONFIG.optimizer.config == {}  # the preset's config is untouched
+
+
+@pytest.mark.parametrize("space, trials, seeds, report, message", [
+    ("full", 0, [1000], [42], "--tune-trials 0"),
+    ("full", 1, [1000], [42], "--tune-trials 1"),
+    ("full", 4, [42, 1000], [42, 43], "disjoint"),
+    ("full", 4, [], [42], "no tuning seeds"),
+    ("lr,,beta2", 4, [1000], [42], "empty axis"),
+    ("lr,lr", 4, [1000], [42], "named twice"),
+    (" ", 4, [1000], [42], "full"),
+])
+def test_bad_space_plans_are_refused(space, trials, seeds, report, message):
+    with pytest.raises(ConfigError, match=message):
+        check_space_plan(space, trials, seeds, report)
+
+
+def test_extension_share_splits_every_budget_the_same_way():
+    plans = {n: check_space_plan("full", n, [1000], [42]) for n in (2, 3, 4, 8, 16)}
+    assert {n: (p.declared_trials, p.extension_trials) for n, p in plans.items()} == {
+        2: (2, 0), 3: (3, 0), 4: (3, 1), 8: (6, 2), 16: (12, 4)}
+
+
+class _Settings(nn.Module):
+    """A 'trained model' that only remembers the settings it was trained with."""
+
+    def __init__(self, config: TrainConfig, seed: int):
+        super().__init__()
+        self.config, self.seed = config, seed
+
+
+def _fake_train_many(calls: list):
+    def fake(build, stream, runs, device, progress=None, description="train", **execution):
+        calls.append(list(runs))
+        return [RunOutcome(spec, _Settings(spec.config, spec.seed),
+                           SimpleNamespace(status="complete"), "sequential") for spec in runs]
+    return fake
+
+
+def _objective(target_lr: float):
+    """Validation loss: a bowl in log lr with its minimum at ``target_lr``, rising with weight
+    decay (best at 0: an edge that is the axis's limit), flat in beta2 and warmup, plus a seed
+    offset."""
+    def evaluate(model: _Settings) -> float:
+        return (10.0 * (math.log(model.config.lr) - math.log(target_lr)) ** 2
+                + 0.5 * model.config.weight_decay + 0.001 * (model.seed - 1000))
+    return evaluate
+
+
+def _tune(monkeypatch, optimizer: str, target_lr: float, trials: int, calls: list):
+    monkeypatch.setattr(tuning_space, "train_many", _fake_train_many(calls))
+    config = CONFIG.model_copy(update={"optimizer": ComponentChoice(name=optimizer)})
+    axes = arm_space(config.optimizer, [], config)
+    plan = check_space_plan("full", trials, [1000, 1001], [42])
+    return plan, tuning_space.tune_arm_space(optimizer, lambda: None, torch.zeros(1), config, axes,
+                                             plan, _objective(target_lr), torch.device("cpu"))
+
+
+def test_a_best_on_an_edge_extends_that_axis_once_beyond_it(monkeypatch):
+    """Minimum at 20 x lr, far above the declared lr/3 .. 3 lr: the best declared trial is
+    the one with the highest lr, so the extension trials sample lr over (3 lr, 9 lr] (half the
+    declared width in log lr beyond the edge) with every other axis at the best's values."""
+    calls: list = []
+    plan, result = _tune(monkeypatch, "adamw", 20 * CONFIG.lr, 16, calls)
+    assert len(result.trials) == 16 and [len(c) for c in calls] == [12 * 2, 4 * 2]
+    declared = [t for t in result.trials if t.phase == "declared"]
+    expected = qmc.Sobol(4, scramble=True, seed=plan.sampler_seed).random(16)
+    assert np.array_equal(np.array([[t.sobol[a] for a in ("lr", "beta2", "weight_decay", "warmup")]
+                                    for t in result.trials]), expected)
+    best_declared = result.best(declared)
+    assert best_declared.values["lr"] == max(t.values["lr"] for t in declared)
+    assert result.extended.get("lr") == "up"
+    low, high = result.extension_range("lr")
+    assert (low, high) == pytest.approx((3 * CONFIG.lr, 9 * CONFIG.lr))
+    for trial in result.trials[12:]:
+        assert trial.phase == "extension" and 3 * CONFIG.lr < trial.values["lr"] <= 9 * CONFIG.lr
+        for axis in ("beta2", "weight_decay", "warmup"):
+            if axis not in result.extended:
+                assert trial.values[axis] == best_declared.values[axis]
+    assert result.best().phase == "extension"  # nearer the minimum than anything declared
+    # each run's TrainConfig carries the trial's settings (what the arm cache keys)
+    first = calls[0][0].config
+    assert first.lr == result.trials[0].values["lr"]
+    assert first.optimizer.config == {"beta2": result.trials[0].values["beta2"]}
+
+
+def test_an_edge_at_its_limit_is_not_extended_and_the_budget_stays_equal(monkeypatch):
+    """Weight decay's best is at 0, its limit: on the edge, not extended; an interior lr is
+    not extended; the extension trials then continue the Sobol design (same budget)."""
+    calls: list = []
+    _, result = _tune(monkeypatch, "lion", CONFIG.lr, 4, calls)
+    assert len(result.trials) == 4 and [len(c) for c in calls] == [3 * 2, 1 * 2]
+    assert result.on_edge == {"weight_decay": "down"} and result.at_limit == ("weight_decay",)
+    assert result.extended == {} and result.extension_range("weight_decay") is None
+    extension = result.trials[3]
+    assert extension.phase == "extension" and extension.coordinates == extension.sobol
+
+
+def test_every_arm_gets_the_same_trials_and_the_block_validates(monkeypatch):
+    calls: list = []
+    plan, adamw = _tune(monkeypatch, "adamw", 20 * CONFIG.lr, 8, calls)
+    _, muon = _tune(monkeypatch, "muon", CONFIG.lr, 8, calls)
+    assert len(adamw.trials) == len(muon.trials) == 8
+    assert sum(len(c) for c in calls) == 2 * 8 * 2  # trials x tuning seeds, per arm
+    block = tuning_space.space_tuning_block(plan, "lm_loss", {"baseline": adamw, "method": muon})
+    tuning = Tuning.model_validate(block)
+    assert tuning.space and tuning.trials == 8 and tuning.seeds == [1000, 1001]
+    assert list(tuning.arms["method"].space) == ["lr", "momentum", "adamw_lr"]
+    chosen = tuning.arms["baseline"]
+    assert chosen.chosen == {k: float(v) for k, v in adamw.best().values.items()}
+    assert chosen.space["lr"].extended == "up" and chosen.space["lr"].setting == "train.lr"
+    unequal = {**block, "arms": {**block["arms"], "method": {
+        **block["arms"]["method"], "settings": block["arms"]["method"]["settings"][:7]}}}
+    with pytest.raises(ValueError, match="exactly 8 trials"):
+        Tuning.model_validate(unequal)
+
+
+def test_a_cached_trial_is_not_trained_again(monkeypatch, tmp_path):
+    """The arm cache keys a trial by its whole TrainConfig: a second tuning of the same arm
+    trains nothing and gives the same trials."""
+    from llmevo.runner.cache import ArmCache, TuningEntries
+    from llmevo.train.execution import Execution
+
+    calls: list = []
+    monkeypatch.setattr(tuning_space, "train_many", _fake_train_many(calls))
+    cache = ArmCache.open(tmp_path, torch.device("cpu"), Execution("sequential"), "use",
+                          code_modules=["llmevo.runner.tuning_space"])
+    assert cache is not None
+    entries = TuningEntries(cache, "tuning", {"arm": "test"}, "data", {"metric": "lm_loss"})
+    axes = arm_space(CONFIG.optimizer, [], CONFIG)
+    plan = check_space_plan("full", 4, [1000], [42])
+    run = [tuning_space.tune_arm_space("baseline", lambda: None, torch.zeros(1), CONFIG, axes, plan,
+                                       _objective(CONFIG.lr), torch.device("cpu"), cache=entries)
+           for _ in range(2)]
+    assert len(calls) == 2  # the first tuning's two phases; the second trained nothing
+    assert [t.values for t in run[0].trials] == [t.values for t in run[1].trials]
+    assert all(t.cached == (1000,) for t in run[1].trials)
