@@ -101,12 +101,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--replicas", default=None,
                         help="Replica counts for the bench step (default 1,8,64; dry run 1,2).")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads of every step.")
-    for name, full, dry in (("tests", 120, 60), ("bench", 150, 60), ("train", 270, 60)):
+    for name, full, dry in (("tests", 90, 60), ("bench", 150, 90), ("train", 270, 120)):
         parser.add_argument(f"--budget-{name}", type=float, default=None,
                             help=f"Seconds the {name} step may run (default {full}; dry run {dry}).")
     parser.add_argument("--total-budget", type=float, default=None,
                         help="Seconds the whole plan may run; the step budgets must fit in it "
-                             "(default 560; dry run 180).")
+                             "(default 540; dry run 300).")
+    parser.add_argument("--commit", default=None,
+                        help="The tree's commit, where the copy has no .git (default: git rev-parse HEAD).")
     parser.add_argument("--train-child", type=Path, help=argparse.SUPPRESS)  # the train step itself
     return parser.parse_args(argv)
 
@@ -116,10 +118,10 @@ def plan_for(args: argparse.Namespace) -> Plan:
     dry = args.dry_run
     if args.out is None:
         fail("--out FILE is required: the JSON file for the figures")
-    budgets = {"cuda-tests": args.budget_tests or (60.0 if dry else 120.0),
-               "bench": args.budget_bench or (60.0 if dry else 150.0),
-               "train": args.budget_train or (60.0 if dry else 270.0)}
-    total = args.total_budget or (180.0 if dry else 560.0)
+    budgets = {"cuda-tests": args.budget_tests or (60.0 if dry else 90.0),
+               "bench": args.budget_bench or (90.0 if dry else 150.0),
+               "train": args.budget_train or (120.0 if dry else 270.0)}
+    total = args.total_budget or (300.0 if dry else 540.0)
     for name, seconds in [*budgets.items(), ("total", total)]:
         if not seconds > 0 or seconds != seconds:
             fail(f"the {name} budget must be a positive number of seconds, got {seconds}")
@@ -170,7 +172,7 @@ def plan_for(args: argparse.Namespace) -> Plan:
                 suite="core" if dry else None, threads=args.threads, budgets=budgets | {"total": total})
 
 
-def device_facts(device: str) -> dict[str, Any]:
+def device_facts(device: str, commit: str | None) -> dict[str, Any]:
     import torch
 
     facts: dict[str, Any] = {"type": device, "torch": torch.__version__, "cuda": torch.version.cuda,
@@ -184,6 +186,9 @@ def device_facts(device: str) -> dict[str, Any]:
                   "cudnn": torch.backends.cudnn.version()}
     else:
         facts["name"] = platform.processor() or platform.machine()
+    if commit:
+        facts["commit"] = commit
+        return facts
     try:
         facts["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
                                          text=True, timeout=10).stdout.strip() or None
@@ -287,6 +292,10 @@ def train_child(spec_path: Path) -> int:
 
         def update(self, step: int, loss: float, tokens_per_second: float) -> None:
             self.runs[-1] |= {"steps": step, "loss": loss, "tokens_per_second": tokens_per_second}
+            if step % 25 == 0:  # what a step stopped at its budget still reports
+                partial = {"partial": True, "rung": spec["rung"], "steps_per_arm": spec["steps"],
+                           "runs": self.runs, "seconds": round(time.perf_counter() - started, 2)}
+                Path(spec["figures"]).write_text(json.dumps(partial, indent=2))
 
         def stop(self) -> None:
             pass
@@ -367,7 +376,7 @@ def run_plan(plan: Plan, args: argparse.Namespace, work: Path) -> dict[str, Any]
                 step.figures = bench_figures((work / "bench.log").read_text())
             except (ValueError, KeyError, IndexError) as error:
                 step.status, step.message = "failed", f"bench printed no JSON rows ({error})"
-        elif step.name == "train" and step.status == "ok":
+        elif step.name == "train" and (work / "train.json").is_file():  # partial if stopped
             step.figures = json.loads((work / "train.json").read_text())
         print(f"[gpu-check] {step.name}: {step.status} in {step.wall_seconds:.1f} s", flush=True)
     ok = sum(step.status == "ok" for step in steps)
@@ -375,7 +384,7 @@ def run_plan(plan: Plan, args: argparse.Namespace, work: Path) -> dict[str, Any]
             "gpu_figures": not plan.dry_run,
             "note": ("dry run on the CPU at tiny sizes: it proves the plan runs; none of its "
                      "numbers is a GPU figure") if plan.dry_run else "measured on the CUDA device",
-            "device": device_facts(plan.device), "plan": asdict(plan),
+            "device": device_facts(plan.device, args.commit), "plan": asdict(plan),
             "steps": [asdict(step) for step in steps],
             "steps_ok": ok, "steps_failed": len(steps) - ok,
             "wall_seconds": round(time.perf_counter() - started, 2),
@@ -398,8 +407,11 @@ def figure_lines(report: dict[str, Any]) -> list[str]:
                f"commit {(device['commit'] or 'unknown')[:10]}"]
     for step in report["steps"]:
         figures = step["figures"]
+        message = step["message"]
+        if step["status"] == "failed" and not message and step["output_tail"].strip():
+            message = step["output_tail"].strip().splitlines()[-1][:300]  # the error's own line
         head = (f"- {step['name']}: {step['status']}, {step['wall_seconds']:.1f} s of "
-                f"{step['budget_seconds']:g} s" + (f" ({step['message']})" if step["message"] else ""))
+                f"{step['budget_seconds']:g} s" + (f" ({message})" if message else ""))
         if step["name"] == "cuda-tests" and figures:
             head += (f"; passed {figures['passed']}, failed {figures['failures']}, "
                      f"errors {figures['errors']}, skipped {figures['skipped']}")
@@ -410,6 +422,10 @@ def figure_lines(report: dict[str, Any]) -> list[str]:
                 head += (f"; R={row['replicas']} {row['path']} {_number(row['train_tokens_per_second'])} "
                          f"tok/s (steady {_number(row['steady_tokens_per_second'])}, "
                          f"{_number(row['vs_sequential'], 2)}x seq, peak {_number(row['peak_memory_mib'])} MiB)")
+        elif step["name"] == "train" and figures.get("partial"):
+            head += "; stopped during training: " + ", ".join(
+                f"{run['run']} {run['steps']} of {run['planned_steps']} steps at "
+                f"{_number(run['tokens_per_second'])} tok/s" for run in figures["runs"])
         elif step["name"] == "train" and figures:
             rates = ", ".join(_number(rate) for rate in figures["train_tokens_per_second"])
             head += (f"; rope rung {figures['rung']}, {figures['parameters']:,} parameters, "
