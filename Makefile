@@ -27,4 +27,17 @@ test: lint
 lint: $(BIN)/llmevo
 	$(BIN)/ruff check src tests scripts
 
-.PHONY: venv reproduce test lint
+.PHONY: venv reproduce test lint gpu-check gpu-check-prepare gpu-check-dry
+
+# The GPU check (scripts/gpu_check.py; issue 21 item 8). gpu-check-prepare here, in the
+# checkout the device tool sends; gpu-check on the device machine (what scripts/gpu_check.sh
+# does: the image's python3, no venv build); gpu-check-dry: the same plan on this CPU, tiny.
+gpu-check-prepare: $(BIN)/llmevo
+	LLMEVO_DATA=$(DATA) scripts/gpu_check_prepare.sh
+
+gpu-check:
+	bash scripts/gpu_check.sh $(GPU_CHECK_ARGS)
+
+gpu-check-dry: $(BIN)/llmevo
+	mkdir -p runs
+	$(BIN)/python scripts/gpu_check.py --dry-run --data-dir $(DATA) --out runs/gpu-check-dry.json $(GPU_CHECK_ARGS)

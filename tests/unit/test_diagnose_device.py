@@ -94,7 +94,7 @@ def test_the_library_runs_on_the_requested_device(tmp_path, recorded_devices):
     assert outcome.run.seeds == [7]
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 @pytest.mark.parametrize("name", ["rope", "muon", "rope-relay"])
 def test_cuda_agrees_with_the_cpu(name):
     """Same seeds, same drawn tensors: the checks agree and the measured numbers match."""
