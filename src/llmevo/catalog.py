@@ -28,6 +28,7 @@ import llmevo.components  # noqa: F401  (every component, by explicit import)
 import llmevo.model.blt.model  # noqa: F401  (architecture "blt-bytes")
 import llmevo.model.blt.standin  # noqa: F401  (architecture "blt", the token-level proxy)
 import llmevo.model.transformer  # noqa: F401  (architecture "transformer": llama_modern)
+from llmevo.components.data.base import DataRecipe
 from llmevo.components.optim.base import OptimizerComponent
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
@@ -94,4 +95,11 @@ def build_optimizer(choice: ComponentChoice) -> OptimizerComponent:
     """The optimizer component a choice names, with its typed settings (an unknown name or key
     fails here, before any training); the trainer builds the run's ``Optimizer`` from it."""
     spec = full_registry().get("optimizer", choice.name)
+    return spec.cls(spec.make_config(choice.config))
+
+
+def build_recipe(choice: ComponentChoice) -> DataRecipe:
+    """The data-recipe component a choice names, with its typed settings (an unknown name or
+    key, a negative weight or weights summing to zero fail here, before any training)."""
+    spec = full_registry().get("data", choice.name)
     return spec.cls(spec.make_config(choice.config))

@@ -32,6 +32,7 @@ SLOTS = (
     "kv_cache",
     "architecture",
     "post_training",
+    "data",
 )
 
 ImplementationStatus = Literal["component_only", "integrated", "full"]

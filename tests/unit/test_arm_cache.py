@@ -126,11 +126,13 @@ def test_reproduction_cache_covers_what_its_runs_execute_and_not_reports():
     assert not {m for m in modules if m.startswith(("llmevo.cli", "llmevo.reports", "llmevo.evolve"))}
 
 
-def _data(stream: torch.Tensor) -> SimpleNamespace:
+def _data(stream: torch.Tensor, narrative: torch.Tensor | None = None) -> SimpleNamespace:
     suite = SimpleNamespace(fingerprint="s" * 64)
+    sources = {"lm": stream, "narrative": torch.arange(50) if narrative is None else narrative}
     return SimpleNamespace(kind="bpe", seq_len=8, fingerprint="fp", suite_validation=suite,
                            suite_test=suite, stream=stream, validation=torch.arange(10),
-                           test=torch.arange(10), token_bytes=torch.ones(4, dtype=torch.int64))
+                           test=torch.arange(10), token_bytes=torch.ones(4, dtype=torch.int64),
+                           sources=sources)
 
 
 def test_data_digest_sees_one_changed_token():
@@ -139,6 +141,10 @@ def test_data_digest_sees_one_changed_token():
     changed[57] = 3
     assert arm_cache.data_sha256(_data(stream)) == arm_cache.data_sha256(_data(stream.clone()))
     assert arm_cache.data_sha256(_data(stream)) != arm_cache.data_sha256(_data(changed))
+    # a training source outside the concatenated stream counts too (a data recipe draws from it)
+    narrative = torch.arange(50)
+    narrative[3] = 0
+    assert arm_cache.data_sha256(_data(stream)) != arm_cache.data_sha256(_data(stream, narrative))
 
 
 def _build() -> nn.Module:

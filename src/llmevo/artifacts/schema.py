@@ -141,6 +141,9 @@ class DatasetInfo(_Block):
     fingerprint: str | None = None
     hh_rlhf_validation: int | None = None
     train_bytes: int | None = None
+    # each arm's data recipe when one is not the fixed concatenation (the data slot):
+    # name, full config, tokens it draws from, the arm's data fingerprint
+    data_recipes: dict[Literal["baseline", "method"], dict[str, Any]] | None = None
 
 
 class Setup(_Block):

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 def promotion_table(decisions: dict[str, Promotion]) -> Table:
     from rich.table import Table
 
-    table = Table(title="promotion into the search space (model slots and optimizers)")
+    table = Table(title="promotion into the search space (model slots, optimizers, post-training, data recipes)")
     for column in ("slot", "component", "promoted", "why"):
         table.add_column(column)
     for decision in sorted(decisions.values(), key=lambda d: (d.slot, d.name)):

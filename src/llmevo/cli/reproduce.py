@@ -140,7 +140,8 @@ def reproduce(
     post_seed_offset: Annotated[int | None, typer.Option(
         help="Post-training: the stage's seed is the run seed plus this.")] = None,
     method_config: Annotated[str | None, typer.Option(
-        help="Post-training: the method's settings, e.g. 'beta=0.1' or 'group_size=8,kl_beta=0.04'.")] = None,
+        help="Post-training or a data recipe: the method's settings, e.g. 'beta=0.1', "
+             "'group_size=8,kl_beta=0.04' or 'lm=0.5,narrative=0.5'.")] = None,
     preference_file: Annotated[Path | None, typer.Option(
         help="DPO: a JSONL file of {\"chosen\", \"rejected\"} dialogues instead of HH-RLHF helpful-base.")] = None,
     arithmetic_max_operand: Annotated[int | None, typer.Option(

@@ -12,6 +12,7 @@ from llmevo.components.attention import (  # noqa: F401
     value_residual,
 )
 from llmevo.components.block import post_norm, pre_norm, rezero, sandwich  # noqa: F401
+from llmevo.components.data import concat, curriculum, mixture, quality  # noqa: F401
 from llmevo.components.feedforward import geglu, gelu, relu2, swiglu  # noqa: F401
 from llmevo.components.kvcache import rope_relay  # noqa: F401
 from llmevo.components.norm import dyt, layernorm, rmsnorm  # noqa: F401

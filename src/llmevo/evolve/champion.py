@@ -131,8 +131,10 @@ def final_evaluation(
     validation and test metrics per run.
 
     When the champion is the baseline genome, its runs are the baseline's (same seeds).
-    Both arms of a seed must consume the same token stream (the trainer's hash); a
-    mismatch is an error, so the comparison's equal budget is checked, not declared."""
+    Both arms of a seed must consume the same token stream (the trainer's hash) when they
+    share a data recipe; a mismatch is an error, so the comparison's equal budget is checked,
+    not declared. Genomes with different data recipes draw different windows by design (each
+    hash covers its recipe) from equal steps x batch x seq_len tokens."""
     runs: dict[str, dict[int, dict[str, dict[str, float]]]] = {"baseline": {}, "champion": {}}
     paths: dict[str, dict[int, str]] = {"baseline": {}, "champion": {}}
     streams: dict[str, dict[int, str]] = {"baseline": {}, "champion": {}}
@@ -154,8 +156,9 @@ def final_evaluation(
             runs[label][seed] = clean
             paths[label][seed] = run.path
             streams[label][seed] = run.train.token_stream_sha256
+    same_recipe = champion.data == baseline.data
     for seed in seeds:
-        if streams["baseline"][seed] != streams["champion"][seed]:
+        if same_recipe and streams["baseline"][seed] != streams["champion"][seed]:
             raise ConfigError(f"final evaluation, seed {seed}: champion and baseline consumed "
                               "different token streams")
     return FinalEvaluation(seeds=list(seeds), runs=runs, token_streams=streams,

@@ -1,5 +1,6 @@
 """A genome: one serialisable description of a run — a component per model slot, the
-optimizer, and the training hyperparameters. Its hash (sha256 of the canonical JSON)
+optimizer, the training hyperparameters, an optional post-training stage and the data
+recipe (``data``: which training windows the run draws). Its hash (sha256 of the canonical JSON)
 identifies it, so the same run is never trained twice in one study."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pydantic import NonNegativeFloat, NonNegativeInt, PositiveFloat
 
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice, StrictModel
-from llmevo.runner.arm import Arm
+from llmevo.runner.arm import CONCAT, Arm
 from llmevo.runner.presets import Preset
 from llmevo.train.execution import RunSpec
 
@@ -25,6 +26,7 @@ class TrainGenes(StrictModel):
 
 
 NO_POST_TRAINING = ComponentChoice(name="none")
+FIXED_DATA = CONCAT  # the preset's sources concatenated: the data gene's baseline
 
 
 class Genome(StrictModel):
@@ -32,12 +34,16 @@ class Genome(StrictModel):
     optimizer: ComponentChoice
     train: TrainGenes
     post_training: ComponentChoice = NO_POST_TRAINING  # a stage after pretraining (experiments.post_training)
+    data: ComponentChoice = FIXED_DATA  # the data recipe (the ``data`` slot, components/data)
 
     def canonical_json(self) -> str:
-        """Without a post-training stage the JSON (and hash) is what it was before the gene."""
+        """Without a post-training stage or a data recipe the JSON (and hash) is what it was
+        before those genes."""
         data = self.model_dump(mode="json")
         if self.post_training == NO_POST_TRAINING:
             del data["post_training"]
+        if self.data == FIXED_DATA:
+            del data["data"]
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     def hash(self) -> str:
@@ -49,6 +55,8 @@ class Genome(StrictModel):
                                                           "norm", "block")]
         if self.post_training != NO_POST_TRAINING:
             slots.append("post:" + self.post_training.label())
+        if self.data != FIXED_DATA:
+            slots.append("data:" + self.data.label())
         return (" / ".join([*slots, self.optimizer.label()])
                 + f" / lr={self.train.lr:.2e},warmup={self.train.warmup_steps},"
                   f"wd={self.train.weight_decay:g}")
@@ -63,7 +71,8 @@ class Genome(StrictModel):
 
     def arm(self, label: str) -> Arm:
         """This genome as one arm of the shared runner (``runner.run``), named by its hash."""
-        return Arm(label, self.hash(), self.model, self.optimizer, post_training=self.post_training)
+        return Arm(label, self.hash(), self.model, self.optimizer, post_training=self.post_training,
+                   recipe=self.data)
 
     def runs(self, preset: Preset, runs: Sequence[tuple[float, int]]) -> list[RunSpec]:
         """One ``RunSpec`` per ``(lr, seed)``: ``preset`` with this genome's training genes,

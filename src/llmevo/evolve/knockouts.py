@@ -2,8 +2,8 @@
 
 For every gene where the champion differs from the baseline, the champion with that gene
 alone reverted (a component gene reverts the component with its hyperparameters); plus the
-champion's architecture at the baseline's training settings (optimizer, lr, warmup, weight
-decay) and the baseline's architecture at the champion's. Each variant is trained under the
+champion's architecture at the baseline's training settings (optimizer, data recipe, lr,
+warmup, weight decay) and the baseline's architecture at the champion's. Each variant is trained under the
 report seeds and compared, paired by seed, with the champion and with the baseline.
 
 Public API: ``differing_genes``, ``knockout_variants``, ``explain``, ``knockout_lines``.
@@ -55,8 +55,10 @@ def _revert(champion: Genome, baseline: Genome, space: SearchSpace, genes: Seque
 
 
 def _is_training_gene(gene: str) -> bool:
-    """The optimizer (with its hyperparameters) and the ``train.*`` genes."""
-    return gene in TRAIN_GENES or gene == "optimizer" or gene.startswith("optimizer.")
+    """The optimizer and the data recipe (each with its hyperparameters) and the ``train.*``
+    genes: how the model is trained, not what is built."""
+    return gene in TRAIN_GENES or any(gene == slot or gene.startswith(f"{slot}.")
+                                      for slot in ("optimizer", "data"))
 
 
 def knockout_variants(

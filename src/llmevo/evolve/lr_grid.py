@@ -20,12 +20,12 @@ from typing import Any
 
 import torch
 
-from llmevo.catalog import build_model
+from llmevo.catalog import build_model, build_recipe
 from llmevo.errors import ConfigError
 from llmevo.evolve.champion import FinalEvaluation, final_evaluation
 from llmevo.evolve.genome import Genome
 from llmevo.runner.arm import Arm
-from llmevo.runner.data import ArmData
+from llmevo.runner.data import ArmData, arm_stream
 from llmevo.runner.presets import Preset
 from llmevo.runner.run import PostData, evaluate_trained
 from llmevo.runner.tuning import TuningPlan, tune_arm, tuning_block
@@ -77,7 +77,8 @@ def tuned_final_evaluation(
                                           ("validation",), post_data=post_data)
             return -metrics["validation"]["fitness"]
 
-        tunings[label] = tune_arm(label, lambda genome=genome: build_model(genome.model), data.stream,
+        stream = arm_stream(build_recipe(genome.data), data)  # the genome's data recipe
+        tunings[label] = tune_arm(label, lambda genome=genome: build_model(genome.model), stream,
                                   train, plan, negative_fitness, device, progress, execution)
         tuned[label] = with_lr(genome, tunings[label].best().lr)
     final = final_evaluation(tuned["champion"], tuned["baseline"], data, preset, seeds, device,

@@ -3,8 +3,9 @@
 Genes are flat, named Optuna distributions:
 
 - ``<slot>`` (``position``, ``attention``, ``feedforward``, ``norm``, ``block``,
-  ``optimizer``, ``post_training``): the registered component for the slot, among those
-  whose manifest says ``baseline`` (the baseline has no post-training stage);
+  ``optimizer``, ``post_training``, ``data``): the registered component for the slot, among
+  the promoted ones (the baseline has no post-training stage and trains on the preset's
+  fixed concatenation, ``concat``);
 - ``<slot>.<component>.<key>``: a hyperparameter from that component's manifest
   ``search_space`` (active only when the component is chosen);
 - ``train.lr``, ``train.warmup_steps``, ``train.weight_decay``: training genes around the
@@ -33,13 +34,13 @@ from optuna.distributions import (
 
 from llmevo.catalog import build_model
 from llmevo.errors import ConfigError
-from llmevo.evolve.genome import NO_POST_TRAINING, Genome, TrainGenes
+from llmevo.evolve.genome import FIXED_DATA, NO_POST_TRAINING, Genome, TrainGenes
 from llmevo.model.config import ModelConfig
 from llmevo.registry import MODEL_SLOTS, ComponentChoice, Registry, SearchDimension
 from llmevo.runner.optuna_private import suggest
 from llmevo.runner.presets import Preset
 
-GENOME_SLOTS = (*MODEL_SLOTS, "optimizer", "post_training")
+GENOME_SLOTS = (*MODEL_SLOTS, "optimizer", "post_training", "data")
 TRAIN_GENES = ("train.lr", "train.warmup_steps", "train.weight_decay")
 DEFAULT_BUDGET_RATIO = 0.25
 
@@ -113,13 +114,12 @@ class SearchSpace:
             weight_decay=float(params["train.weight_decay"]),
         )
         return Genome(model=model, optimizer=choices["optimizer"], train=train,
-                      post_training=choices["post_training"])
+                      post_training=choices["post_training"], data=choices["data"])
 
     def to_params(self, genome: Genome) -> dict[str, Any]:
         params: dict[str, Any] = {}
         for slot in GENOME_SLOTS:
-            choice = (genome.optimizer if slot == "optimizer" else genome.post_training
-                      if slot == "post_training" else getattr(genome.model, slot))
+            choice = genome_choice(genome, slot)
             params[slot] = choice.name
             for gene in self.component_genes.get((slot, choice.name), ()):
                 params[gene] = choice.config[gene.rsplit(".", 1)[1]]
@@ -157,14 +157,30 @@ class SearchSpace:
         return count
 
     def describe(self) -> dict[str, Any]:
-        """A JSON-able description: compared when a study is resumed, printed by --list-space."""
+        """A JSON-able description: compared when a study is resumed, printed by --list-space.
+        A data slot holding only ``concat`` is left out, so a study made before the data gene
+        existed resumes."""
+        fixed = ["data"] if self.components["data"] == (FIXED_DATA.name,) else []
         return {
-            "genes": {name: json.loads(distribution_to_json(d)) for name, d in self.genes.items()},
-            "components": {slot: list(names) for slot, names in self.components.items()},
+            "genes": {name: json.loads(distribution_to_json(d)) for name, d in self.genes.items()
+                      if name not in fixed},
+            "components": {slot: list(names) for slot, names in self.components.items()
+                           if slot not in fixed},
             "parameter_budget": [self.min_parameters, self.max_parameters],
             "baseline_parameters": self.baseline_parameters,
             "baseline_genome": self.baseline.hash(),
         }
+
+
+def genome_choice(genome: Genome, slot: str) -> ComponentChoice:
+    """The genome's choice for one of ``GENOME_SLOTS``."""
+    if slot == "optimizer":
+        return genome.optimizer
+    if slot == "post_training":
+        return genome.post_training
+    if slot == "data":
+        return genome.data
+    return getattr(genome.model, slot)
 
 
 def _baseline_value(slot: str, choice: ComponentChoice, key: str, registry: Registry) -> Any:
@@ -193,6 +209,7 @@ def build_search_space(
     base_choices = {slot: getattr(base_model, slot) for slot in MODEL_SLOTS}
     base_choices["optimizer"] = base_optimizer
     base_choices["post_training"] = NO_POST_TRAINING
+    base_choices["data"] = FIXED_DATA
     genes: dict[str, BaseDistribution] = {}
     components: dict[str, tuple[str, ...]] = {}
     component_genes: dict[tuple[str, str], tuple[str, ...]] = {}

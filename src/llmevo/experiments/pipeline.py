@@ -51,6 +51,7 @@ from llmevo.experiments.plans import (
     post_training_request,
     resolve_arms,
     scale_comparison,
+    with_method_config,
 )
 from llmevo.experiments.post_training import run_post_training_reproduction
 from llmevo.export.import_hf import LlamaCheckpoint, read_llama_checkpoint
@@ -173,7 +174,7 @@ class ReproductionRequest(RequestModel):
     post_batch_size: int | None = Field(default=None, ge=1)
     post_lr: float | None = Field(default=None, gt=0)
     post_seed_offset: int | None = None  # the stage's seed is the run seed plus this
-    method_config: str | None = None  # e.g. 'beta=0.1' or 'group_size=8,kl_beta=0.04'
+    method_config: str | None = None  # e.g. 'beta=0.1' (post-training) or 'lm=0.5,narrative=0.5' (data)
     preference_file: Path | None = None  # DPO: JSONL {"chosen", "rejected"} instead of HH-RLHF
     arithmetic_max_operand: int | None = None  # GRPO: operands 0..N
     path: str = "auto"  # how an arm's seeds train: auto, sequential, batched, parallel, parallel-batched
@@ -250,8 +251,12 @@ class ReproductionRequest(RequestModel):
             "warmup_steps": self.warmup_steps, "weight_decay": self.weight_decay,
             "schedule": self.schedule, "suite": self.suite,
         })
+        data_recipe = comparison.spec.slot == "data"
         given = [f"--{name.replace('_', '-')} ({name})" for name in POST_TRAINING_OPTIONS
-                 if getattr(self, name) is not None]
+                 if getattr(self, name) is not None and not (data_recipe and name == "method_config")]
+        if data_recipe and self.method_config is not None:  # the recipe's weights, validated now
+            comparison = with_method_config(
+                comparison, ComponentChoice.parse(f"{self.name}:{self.method_config}").config)
         if given and comparison.spec.slot != "post_training":
             raise ConfigError(f"{', '.join(given)}: only for a post-training method; "
                               f"'{self.name}' fills the {comparison.spec.slot} slot")

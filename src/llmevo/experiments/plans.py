@@ -1,8 +1,9 @@
 """Reproduction plans: which two arms a reproduction trains, and the whole resolved plan.
 
-For a component in a model slot or the optimizer slot, the baseline arm is
+For a component in a model slot, the optimizer slot or the data slot, the baseline arm is
 ``llama_modern`` with that slot set to the component's declared ablation and the method
-arm is ``llama_modern`` with the component — nothing else differs. ``against=OTHER``
+arm is ``llama_modern`` with the component — nothing else differs (a data recipe changes
+which training windows an arm draws, never the model or the optimizer). ``against=OTHER``
 replaces the declared ablation with another registered component of the same slot (with
 optional config, ``"rope:theta=500000"``), for the comparisons a paper makes against
 llama_modern's own choice (ALiBi against RoPE, ReLU² against SwiGLU); naming llama_modern's
@@ -39,7 +40,7 @@ from llmevo.registry import (
     StrictModel,
     check_seeds,
 )
-from llmevo.runner.arm import Arm
+from llmevo.runner.arm import CONCAT, Arm
 from llmevo.runner.cache import CacheUse
 from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
@@ -80,16 +81,16 @@ def plan_comparison(
             f"component '{name}' declares no ablation, so there is nothing to compare it with; "
             f"components with one: {', '.join(s.name for s in registry.all() if s.manifest.ablation)}"
         )
-    reproducible = (spec.slot in MODEL_SLOTS or spec.slot in ("optimizer", "post_training")
+    reproducible = (spec.slot in MODEL_SLOTS or spec.slot in ("optimizer", "post_training", "data")
                     or spec.name in ARCHITECTURE_PLANS)
     if not reproducible:
         raise ConfigError(
             f"component '{name}' fills the {spec.slot} slot, which has no L2 reproduction here; "
             f"use `llmevo diagnose {name}`"
         )
-    if against is not None and (spec.slot not in MODEL_SLOTS and spec.slot != "optimizer"):
+    if against is not None and (spec.slot not in MODEL_SLOTS and spec.slot not in AGAINST_RUN_SLOTS):
         raise ConfigError(
-            f"--against is for components of a model slot or the optimizer; '{name}' "
+            f"--against is for components of a model slot, the optimizer or the data recipe; '{name}' "
             + ("is a post-training method, compared with its ablation on one shared pretraining"
                if spec.slot == "post_training" else "is a whole architecture with its own plan"))
     model = base_model or ModelConfig()
@@ -99,7 +100,8 @@ def plan_comparison(
     registry.get(spec.slot, ablation_choice.name)  # the ablation must exist in the same slot
     ablation_label = ablation_choice.name
     if against is not None:
-        current = getattr(model, spec.slot) if spec.slot in MODEL_SLOTS else optimizer
+        current = (getattr(model, spec.slot) if spec.slot in MODEL_SLOTS
+                   else optimizer if spec.slot == "optimizer" else CONCAT)
         ablation_choice = against_choice(spec, against, current)
         ablation_label = ComponentChoice.parse(against).label()  # as given: "rope", not its config
     if spec.slot in MODEL_SLOTS:
@@ -109,6 +111,10 @@ def plan_comparison(
     elif spec.slot == "optimizer":
         baseline = Arm("baseline", f"llama_modern[optimizer={ablation_label}]", model, ablation_choice)
         method = Arm("method", spec.name, model, method_choice)
+    elif spec.slot == "data":  # the same model and optimizer; the windows differ
+        baseline = Arm("baseline", f"llama_modern[data={ablation_label}]", model, optimizer,
+                       recipe=ablation_choice)
+        method = Arm("method", spec.name, model, optimizer, recipe=method_choice)
     elif spec.slot == "post_training":  # same pretrained model; the stage differs
         baseline = Arm("baseline", f"llama_modern+{ablation_choice.name}", model, optimizer,
                        post_training=ablation_choice)
@@ -146,6 +152,8 @@ def scale_comparison(comparison: Comparison, size: Scale) -> Comparison:
 
 # the slots whose two arms build the same model, so that both can start from one checkpoint
 INIT_FROM_SLOTS = ("post_training", "optimizer")
+# whole-run slots whose baseline may be another registered component (``--against``)
+AGAINST_RUN_SLOTS = ("optimizer", "data")
 
 
 def init_comparison(comparison: Comparison, checkpoint: LlamaCheckpoint) -> Comparison:
@@ -192,11 +200,30 @@ def against_choice(spec: ComponentSpec, against: str, current: ComponentChoice) 
     return choice
 
 
+def resolved_recipe(choice: ComponentChoice) -> tuple[str, dict[str, Any]]:
+    """A data recipe with every default filled in (``mixture`` equals ``mixture:lm=0.7``)."""
+    config = full_registry().get("data", choice.name).make_config(choice.config)
+    return choice.name, config.model_dump(mode="json")
+
+
+def with_method_config(comparison: Comparison, values: dict[str, Any]) -> Comparison:
+    """A data-recipe comparison whose method arm uses ``values`` as its recipe's config
+    (``--method-config lm=0.5,narrative=0.5``), validated now: a negative weight, weights
+    that sum to zero or an unknown source is a one-line ``ConfigError`` naming the component."""
+    spec, method = comparison.spec, comparison.method
+    config = spec.make_config(values)
+    recipe = method.recipe.model_copy(update={"config": config.model_dump(mode="json")})
+    comparison = replace(comparison, method=replace(method, recipe=recipe))
+    check_distinct(comparison)
+    return comparison
+
+
 def check_distinct(comparison: Comparison) -> None:
     """Refuse a comparison whose two arms build and train the same model."""
     baseline, method = comparison.arms
     if (baseline.model == method.model and baseline.optimizer == method.optimizer
-            and baseline.post_training == method.post_training):
+            and baseline.post_training == method.post_training
+            and resolved_recipe(baseline.recipe) == resolved_recipe(method.recipe)):
         raise ConfigError(
             f"the baseline and method arms of '{comparison.spec.name}' build the same model "
             f"({baseline.model.position.label()} / {baseline.optimizer.label()}); "

@@ -48,7 +48,7 @@ from llmevo.artifacts.schema import (
     Verdict,
     validate_artifact,
 )
-from llmevo.catalog import full_registry
+from llmevo.catalog import build_recipe, full_registry
 from llmevo.data.lm import LMCorpus
 from llmevo.errors import ConfigError
 from llmevo.eval.lm import evaluate_lm
@@ -60,13 +60,13 @@ from llmevo.eval.stats import (
     mean,
     verdict,
 )
-from llmevo.experiments.plans import PREPARATIONS, Comparison, ReproductionPlan
+from llmevo.experiments.plans import PREPARATIONS, Comparison, ReproductionPlan, resolved_recipe
 from llmevo.export.import_hf import LlamaCheckpoint
 from llmevo.registry import MODEL_SLOTS, ComponentChoice, ComponentSpec
-from llmevo.runner.arm import Arm
+from llmevo.runner.arm import CONCAT, Arm
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.cache import ArmCache
-from llmevo.runner.data import ArmData, load_views
+from llmevo.runner.data import ArmData, arm_stream, load_views, recipe_fingerprint
 from llmevo.runner.presets import Preset
 from llmevo.runner.resources import check_memory, concurrent_runs
 from llmevo.runner.run import (
@@ -181,11 +181,7 @@ def run_reproduction(
             if on_arm_done:
                 on_arm_done(arm.label, run.seed, run)
             run.model = run.model.cpu()
-    for seed in seeds:
-        if resolved.baseline.data == resolved.method.data:
-            hashes = {runs[label][seed].train.token_stream_sha256 for label in runs}
-            if len(hashes) != 1:
-                raise ConfigError(f"seed {seed}: the arms consumed different token streams")
+    check_equal_budget(resolved, runs, seeds)
     rates = None if tuning is None else {arm.label: arm_presets[arm.label].train.lr
                                          for arm in resolved.arms}
     body = assemble_artifact(resolved, preset, seeds, corpus, views, runs, plan.device,
@@ -204,6 +200,24 @@ def run_reproduction(
         }
     return ReproductionOutcome(resolved, body, runs, implementation_objects(resolved),
                                corpus.tokenizer.tokenizer.to_str())
+
+
+def check_equal_budget(comparison: Comparison, runs: dict[str, dict[int, ArmRun]],
+                       seeds: list[int]) -> None:
+    """Verify each seed's budget: arms of one data view and one data recipe consumed the same
+    token stream (equal hashes); arms whose recipes differ (a data-slot comparison, whose
+    hashes differ by design: each covers its recipe) consumed equally many tokens."""
+    baseline, method = comparison.arms
+    if baseline.data != method.data:
+        return  # different tokenizations: equal text per window, checked by the data views
+    same_recipe = resolved_recipe(baseline.recipe) == resolved_recipe(method.recipe)
+    for seed in seeds:
+        trained = [runs[label][seed].train for label in ("baseline", "method")]
+        if same_recipe and len({t.token_stream_sha256 for t in trained}) != 1:
+            raise ConfigError(f"seed {seed}: the arms consumed different token streams")
+        if len({t.tokens_seen for t in trained}) != 1:
+            raise ConfigError(f"seed {seed}: the arms consumed different numbers of tokens "
+                              f"({trained[0].tokens_seen:,} and {trained[1].tokens_seen:,})")
 
 
 def record_init_from(body: dict[str, Any], checkpoint: LlamaCheckpoint, details: dict[str, Any]) -> None:
@@ -243,7 +257,8 @@ def tune_comparison(
 
         entries = None if cache is None else cache.tuning(arm, data, preset, metric, comparison.objective)
         results[arm.label] = tune_arm(
-            arm.label, lambda arm=arm: build_arm_model(arm), data.stream, config, plan,
+            arm.label, lambda arm=arm: build_arm_model(arm), arm_stream(build_recipe(arm.recipe), data),
+            config, plan,
             evaluate, device, progress, execution, entries)
         chosen = results[arm.label].best().lr
         presets[arm.label] = preset.model_copy(
@@ -333,6 +348,7 @@ def _arm_specs(arm: Arm) -> list[ComponentSpec]:
     specs.append(registry.get("optimizer", arm.optimizer.name))
     if arm.post_training is not None:
         specs.append(registry.get("post_training", arm.post_training.name))
+    specs.append(registry.get("data", arm.recipe.name))
     return specs
 
 
@@ -391,7 +407,8 @@ def _arm_block(
         **optional,
         status="complete",
         genome={"model": arm.model.model_dump(mode="json"),
-                "optimizer": arm.optimizer.model_dump(mode="json")},
+                "optimizer": arm.optimizer.model_dump(mode="json"),
+                **({} if arm.recipe == CONCAT else {"data": arm.recipe.model_dump(mode="json")})},
         **measured,
         **tuned,
     )
@@ -414,7 +431,20 @@ def _paper(spec: ComponentSpec) -> Paper:
     return Paper(**paper.model_dump())
 
 
-def _dataset(corpus: LMCorpus, data: ArmData, preset: Preset) -> DatasetInfo:
+def _data_recipes(comparison: Comparison, data: ArmData) -> dict[str, Any]:
+    """Each arm's data recipe when one is not ``concat``: its full config, the tokens it
+    draws from and its data fingerprint (``recipe_fingerprint``); nothing otherwise."""
+    if all(arm.recipe == CONCAT for arm in comparison.arms):
+        return {}
+    recipes = {}
+    for arm in comparison.arms:
+        recipe = build_recipe(arm.recipe)
+        recipes[arm.label] = {**recipe.describe(data.train_sources()),
+                              "fingerprint": recipe_fingerprint(data, recipe)}
+    return {"data_recipes": recipes}
+
+
+def _dataset(corpus: LMCorpus, data: ArmData, preset: Preset, comparison: Comparison) -> DatasetInfo:
     suite_counts = data.suite_validation.counts
     return DatasetInfo(
         name="WikiText-2",
@@ -442,6 +472,7 @@ def _dataset(corpus: LMCorpus, data: ArmData, preset: Preset) -> DatasetInfo:
         tokenizer_sha256=corpus.tokenizer.sha256,
         train_bytes=corpus.n_bytes("train"),
         bytes_per_token=corpus.bytes_per_token("train"),
+        **_data_recipes(comparison, data),
     )
 
 
@@ -466,7 +497,7 @@ def _setup(comparison: Comparison, preset: Preset, seeds: list[int], corpus: LMC
         layers=comparison.method.model.n_layers,
         sequence_length=preset.train.seq_len,
         same_tokens_optimizer_and_budget=True,
-        evolve_architecture=spec.name if spec.slot != "optimizer" else "llama_modern",
+        evolve_architecture=spec.name if spec.slot not in ("optimizer", "data") else "llama_modern",
         evolve_optimizer=comparison.method.optimizer.name,
         preset=preset.name,
         seeds=list(seeds),
@@ -570,7 +601,7 @@ def assemble_artifact(
     }
     return {
         "paper": _paper(spec),
-        "dataset": _dataset(corpus, data, preset),
+        "dataset": _dataset(corpus, data, preset, comparison),
         "setup": _setup(comparison, preset, seeds, corpus, data, runs, size),
         "baseline": arms["baseline"],
         "method": arms["method"],

@@ -1,18 +1,20 @@
 """One arm of an experiment: what is built (a model config), how it is trained (the
-optimizer, the data view) and an optional post-training stage. Reproductions compare two,
+optimizer, the data view, the data recipe) and an optional post-training stage. Reproductions compare two,
 evolution turns each genome into one. An arm with ``init`` starts from a checkpoint's
 weights (``--init-from``) instead of the seed's random initialisation.
 
-Public API: ``Arm``.
+Public API: ``Arm``, ``CONCAT``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from llmevo.export.import_hf import LlamaCheckpoint
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice
+
+CONCAT = ComponentChoice(name="concat")  # the data slot's ablation: the preset's sources end to end
 
 
 @dataclass(frozen=True)
@@ -27,3 +29,4 @@ class Arm:
     prepare: str | None = None  # a step that resolves the model from the data (PREPARATIONS)
     post_training: ComponentChoice | None = None  # a post-training stage after pretraining
     init: LlamaCheckpoint | None = None  # start from these weights (model is their genome)
+    recipe: ComponentChoice = field(default_factory=lambda: CONCAT)  # the data recipe (``data`` slot)

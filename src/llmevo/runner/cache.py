@@ -13,14 +13,14 @@ numbers that already exist. This module stores two kinds of entry and gives them
   model with ``build_model`` and loads it (``--save-checkpoints`` works from a hit).
 
 **The key** is a sha256 over a canonical JSON (sorted keys, exact float reprs) of everything
-that can change a number: the arm (its model config, optimizer choice, post-training gene and
-data view), the run's resolved ``TrainConfig`` (lr, steps, batch, seq_len, warmup, schedule,
-weight decay, clipping, precision, optimizer), the seed, the preset's evaluation settings
-(every preset field but ``train``: suite, eval batch size, max windows, data budgets, …) with
-the comparison's objective and metric, a digest of the data itself (the training stream,
-validation, test and token-byte tensors, and the fingerprints of both suites), and the
-machine context: torch version, device and accelerator name, the CPU's kernel capability
-and architecture, the intra-op thread count, float32 matmul precision, the resolved
+that can change a number: the arm (its model config, optimizer choice, post-training gene,
+data view and data recipe), the run's resolved ``TrainConfig`` (lr, steps, batch, seq_len,
+warmup, schedule, weight decay, clipping, precision, optimizer), the seed, the preset's
+evaluation settings (every preset field but ``train``: suite, eval batch size, max windows,
+data budgets, …) with the comparison's objective and metric, a digest of the data itself
+(the training stream and every training source a recipe may draw from, validation, test
+and token-byte tensors, and the fingerprints of both suites), and the machine context: torch
+version, device and accelerator name, the CPU's kernel capability and architecture, the intra-op thread count, float32 matmul precision, the resolved
 execution path and ``replicas_max``, and a sha256 over the source of every llmevo module the
 caching pipeline reaches through its imports (``code_modules``: for a reproduction, what
 ``llmevo.experiments.reproduction`` imports, every component and architecture included;
@@ -80,7 +80,7 @@ from llmevo.artifacts.provenance import module_path
 from llmevo.catalog import full_registry
 from llmevo.errors import WriteError
 from llmevo.registry import MODEL_SLOTS, ComponentChoice
-from llmevo.runner.arm import Arm
+from llmevo.runner.arm import CONCAT, Arm
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
@@ -127,7 +127,8 @@ def _tensor_digest(digest: Any, tensor: torch.Tensor) -> None:
 
 
 def data_sha256(data: ArmData) -> str:
-    """A sha256 of what an arm trains and is evaluated on: its tensors and suite fingerprints."""
+    """A sha256 of what an arm trains and is evaluated on: its tensors (the concatenated
+    stream and every training source), validation, test and suite fingerprints."""
     digest = hashlib.sha256()
     digest.update(canonical_json({
         "kind": data.kind, "seq_len": data.seq_len, "fingerprint": data.fingerprint,
@@ -136,6 +137,9 @@ def data_sha256(data: ArmData) -> str:
     }).encode())
     for tensor in (data.stream, data.validation, data.test, data.token_bytes):
         _tensor_digest(digest, tensor)
+    for name in sorted(data.sources):  # every training source a data recipe may draw from
+        digest.update(f"source:{name}:".encode())
+        _tensor_digest(digest, data.sources[name])
     return digest.hexdigest()
 
 
@@ -187,8 +191,8 @@ def resolved_choice(slot: str, choice: ComponentChoice) -> dict[str, Any]:
 
 def arm_parts(arm: Arm) -> dict[str, Any]:
     """What is built and how it is fed: model config (components resolved to their full typed
-    configs), optimizer, post-training gene, data view, and the starting weights' sha256 of
-    an arm that starts from a checkpoint."""
+    configs), optimizer, post-training gene, data view, the data recipe (other than
+    ``concat``), and the starting weights' sha256 of an arm that starts from a checkpoint."""
     model = arm.model.model_dump(mode="json")
     if model.get("architecture") == "transformer":  # other architectures: as written
         for slot in MODEL_SLOTS:
@@ -201,6 +205,8 @@ def arm_parts(arm: Arm) -> dict[str, Any]:
     }
     if arm.init is not None:  # the starting weights (absent otherwise: earlier keys unchanged)
         parts["init_weights_sha256"] = arm.init.weights_sha256
+    if arm.recipe != CONCAT:  # the data recipe, its typed config in full (concat: as before)
+        parts["data_recipe"] = resolved_choice("data", arm.recipe)
     return parts
 
 

@@ -2,17 +2,24 @@
 
 ``bpe`` is the BPE-512 token view (or a checkpoint's own BPE tokenizer: ``load_views``); ``bytes`` is the UTF-8 byte view of exactly the same
 text spans (for byte-level models such as BLT), with windows of the same text length.
+
+Each view holds every training source (``sources``: ``lm``, ``narrative``, ``instruction``;
+the train split only, never validation or test) and ``stream``, the preset's ``train_on``
+sources concatenated (the ``concat`` recipe). ``arm_stream`` binds an arm's data recipe to
+them: what the trainer draws windows from.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from llmevo.components.data.base import DataRecipe, TrainSources, TrainStream
 from llmevo.data.bytes import byte_stream
 from llmevo.data.codec import BPECodec, ByteCodec, TextCodec
 from llmevo.data.lm import LMCorpus, load_lm_corpus
@@ -35,6 +42,31 @@ class ArmData:
     fingerprint: str
     seq_len: int = 0  # window length in this view's units; 0 means the preset's
     kind: str = "bpe"
+    sources: dict[str, Tensor] = field(default_factory=dict)  # every training source (SOURCES), train split only
+    train_on: tuple[str, ...] = ("lm",)  # the preset's sources, in the order ``stream`` concatenates them
+
+    def train_sources(self) -> TrainSources:
+        """The training sources as data recipes see them (the same tensors, held once)."""
+        if self._sources is None:
+            parts = self.sources or {part: self.stream for part in self.train_on[:1]}
+            self._sources = TrainSources(parts=parts, default=self.train_on, stream=self.stream)
+        return self._sources
+
+    _sources: TrainSources | None = field(default=None, init=False, repr=False, compare=False)
+
+
+def recipe_fingerprint(data: ArmData, recipe: DataRecipe) -> str:
+    """The data fingerprint of an arm: the view's, followed for a recipe other than
+    ``concat`` by 16 hex digits of the sha256 of the recipe's identity (name and full config)."""
+    identity = TrainStream(data.train_sources(), recipe).identity()
+    if not identity:
+        return data.fingerprint
+    return f"{data.fingerprint}+{hashlib.sha256(identity.encode()).hexdigest()[:16]}"
+
+
+def arm_stream(recipe: DataRecipe, data: ArmData) -> TrainStream:
+    """What an arm trains on: ``recipe`` (``catalog.build_recipe``) over ``data``'s sources."""
+    return TrainStream(data.train_sources(), recipe)
 
 
 def prepare_bpe_data(
@@ -42,12 +74,12 @@ def prepare_bpe_data(
 ) -> ArmData:
     """BPE tokens: the preset's training parts, validation/test splits and suites."""
     codec = BPECodec(corpus.tokenizer.tokenizer, corpus.tokenizer.special)
-    parts: dict[str, Callable[[], Tensor]] = {
-        "lm": lambda: corpus.tokens["train"],
-        "narrative": lambda: corpus.tokens["narrative"],
-        "instruction": lambda: instruction_train_stream(data_dir, codec),
+    sources = {
+        "lm": corpus.tokens["train"],
+        "narrative": corpus.tokens["narrative"],
+        "instruction": instruction_train_stream(data_dir, codec),
     }
-    stream = torch.cat([parts[part]() for part in preset.train_on])
+    stream = torch.cat([sources[part] for part in preset.train_on])
     suite_validation = load_suite(preset.suite, data_dir, codec, seq_len, "validation")
     suite_test = load_suite(preset.suite, data_dir, codec, seq_len, "test")
     return ArmData(
@@ -60,6 +92,8 @@ def prepare_bpe_data(
         suite_test=suite_test,
         fingerprint=f"{corpus.fingerprint[:32]}+{suite_validation.fingerprint[:16]}",
         seq_len=seq_len,
+        sources=sources,
+        train_on=tuple(preset.train_on),
     )
 
 
@@ -73,12 +107,12 @@ def prepare_byte_data(
     """
     codec = ByteCodec()
     byte_len = max(1, round(seq_len * corpus.bytes_per_token("train")))
-    parts: dict[str, Callable[[], Tensor]] = {
-        "lm": lambda: byte_stream(corpus.texts["train"]),
-        "narrative": lambda: byte_stream(corpus.texts["narrative"]),
-        "instruction": lambda: instruction_train_stream(data_dir, codec),
+    sources = {
+        "lm": byte_stream(corpus.texts["train"]),
+        "narrative": byte_stream(corpus.texts["narrative"]),
+        "instruction": instruction_train_stream(data_dir, codec),
     }
-    stream = torch.cat([parts[part]() for part in preset.train_on])
+    stream = torch.cat([sources[part] for part in preset.train_on])
     token_bytes = torch.zeros(codec.vocab_size, dtype=torch.int64)
     token_bytes[: ByteCodec.BYTE_COUNT] = 1
     suite_validation = load_suite(preset.suite, data_dir, codec, byte_len, "validation")
@@ -94,6 +128,8 @@ def prepare_byte_data(
         fingerprint=f"{corpus.fingerprint[:32]}+bytes+{suite_validation.fingerprint[:16]}",
         seq_len=byte_len,
         kind="bytes",
+        sources=sources,
+        train_on=tuple(preset.train_on),
     )
 
 

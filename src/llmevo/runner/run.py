@@ -24,7 +24,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from llmevo.catalog import build_model, build_optimizer
+from llmevo.catalog import build_model, build_optimizer, build_recipe
 from llmevo.components.post_training.stage import StageResult, post_train_genome_model
 from llmevo.components.post_training.tasks import PostTrainData
 from llmevo.errors import ConfigError, DivergedError
@@ -35,7 +35,7 @@ from llmevo.export.import_hf import load_llama_weights
 from llmevo.runner.arm import Arm
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.cache import ReportEntries
-from llmevo.runner.data import ArmData
+from llmevo.runner.data import ArmData, arm_stream
 from llmevo.runner.presets import Preset
 from llmevo.train.execution import Execution, RunSpec, train_many
 from llmevo.train.logging import RunLogger, RunLogs
@@ -80,11 +80,16 @@ def arm_train_config(arm: Arm, data: ArmData, preset: Preset) -> TrainConfig:
 
 
 def check_fits_data(arm: Arm, data: ArmData) -> None:
-    """Refuse, before training, a transformer arm whose vocabulary or window is smaller than
-    its data's (a token id past the embedding would fail deep inside the model)."""
+    """Refuse, before training, a data recipe that cannot draw from its sources (a source
+    with a positive weight shorter than one window), and a transformer arm whose vocabulary
+    or window is smaller than its data's (a token id past the embedding would fail deep
+    inside the model)."""
+    recipe = build_recipe(arm.recipe)
+    recipe.check(data.train_sources(), data.seq_len)
     if arm.model.architecture != "transformer":
         return  # the BLT architectures size themselves from their data (runner.data views)
-    largest = max(int(t.max()) for t in (data.stream, data.validation, data.test) if t.numel())
+    trained_on = [data.stream, *data.sources.values()]
+    largest = max(int(t.max()) for t in (*trained_on, data.validation, data.test) if t.numel())
     if arm.model.vocab_size <= largest:
         raise ConfigError(f"{arm.label} arm '{arm.name}': vocab_size {arm.model.vocab_size} is too "
                           f"small for its data (token ids up to {largest}); use at least {largest + 1}")
@@ -187,7 +192,9 @@ def run_arm(
 ) -> list[ArmRun]:
     """Train, post-train and evaluate ``arm`` once per ``RunSpec``; the runs in spec order.
 
-    Each model is built after ``torch.manual_seed(spec.seed)`` (an arm with ``init`` then
+    Every run draws its windows through the arm's data recipe (``arm.recipe`` over ``data``'s
+    training sources, ``runner.data.arm_stream``). Each model is built after
+    ``torch.manual_seed(spec.seed)`` (an arm with ``init`` then
     loads the checkpoint's weights over it). With ``logs`` (one logger
     per run, ``<log_name>-seed<seed>``: every training step and the final metrics) or
     ``make_hook`` (``make_hook(model)`` gives the per-step callback that may stop a run) the
@@ -197,6 +204,7 @@ def run_arm(
     trained, and every run trained is stored. ``description`` names the runs on progress
     bars (default ``"<label> <name>"``)."""
     description = description or f"{arm.label} {arm.name}"
+    stream = arm_stream(build_recipe(arm.recipe), data)
 
     def build() -> nn.Module:
         return build_arm_model(arm)
@@ -213,7 +221,7 @@ def run_arm(
             try:
                 torch.manual_seed(spec.seed)
                 model = build()
-                result = train(model, data.stream, spec.config, spec.seed, device,
+                result = train(model, stream, spec.config, spec.seed, device,
                                build_optimizer(spec.config.optimizer), progress,
                                description=f"{description} seed {spec.seed}",
                                on_step=None if make_hook is None else make_hook(model),
@@ -226,7 +234,7 @@ def run_arm(
     found = {} if cache is None else cache.hits(runs, lambda spec: cache.load(spec, runs, build))
     missing = [index for index in range(len(runs)) if index not in found]
     outcomes = train_many(
-        build, data.stream, [runs[index] for index in missing], device, progress,
+        build, stream, [runs[index] for index in missing], device, progress,
         description=description, build_optimizer=build_optimizer, path=execution.path,
         replicas_max=execution.replicas_max, workers=workers,
     ) if missing else []

@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from llmevo.catalog import build_optimizer
+from llmevo.components.data.base import TrainStream
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.runner.cache import TuningEntries
 from llmevo.train.execution import Execution, RunSpec, train_many
@@ -168,7 +169,7 @@ def extension_value(grid: Sequence[float], direction: Literal["up", "down"]) -> 
 def tune_arm(
     label: str,
     build: Callable[[], nn.Module],
-    stream: Tensor,
+    stream: Tensor | TrainStream,
     config: TrainConfig,
     plan: TuningPlan,
     evaluate: Callable[[nn.Module], float],

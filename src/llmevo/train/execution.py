@@ -48,6 +48,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from llmevo.components.data.base import TrainStream
 from llmevo.components.optim.base import OptimizerFactory
 from llmevo.errors import ConfigError, LlmevoError
 from llmevo.train.logging import RunLogs
@@ -140,7 +141,7 @@ def _plan(keys: Sequence[object | None], batched: bool, replicas_max: int | None
     return sorted(jobs, key=lambda job: job.indices[0])
 
 
-def _run_job(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, stream: Tensor,
+def _run_job(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, stream: Tensor | TrainStream,
              runs: Sequence[RunSpec], job: _Job, device: torch.device, progress: Progress | None,
              description: str, logs: RunLogs | None = None) -> list[tuple[int, nn.Module, TrainResult]]:
     if job.batched:
@@ -166,7 +167,7 @@ def _run_job(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, 
 
 def train_many(
     build: Callable[[], nn.Module],
-    stream: Tensor,
+    stream: Tensor | TrainStream,
     runs: Sequence[RunSpec],
     device: torch.device,
     progress: Progress | None = None,
@@ -242,7 +243,7 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-def _worker(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, stream: Tensor,
+def _worker(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, stream: Tensor | TrainStream,
             runs: Sequence[RunSpec], jobs: list[_Job], tasks: multiprocessing.Queue,
             results: multiprocessing.Queue, description: str) -> None:
     die_with_parent()
@@ -269,7 +270,7 @@ def _worker(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, s
             results.put(("crash", job_index, traceback.format_exc()))
 
 
-def _run_parallel(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, stream: Tensor,
+def _run_parallel(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, stream: Tensor | TrainStream,
                   runs: Sequence[RunSpec], jobs: list[_Job], count: int, progress: Progress | None,
                   description: str) -> dict[int, tuple[nn.Module, TrainResult, bool]]:
     """Run ``jobs`` on ``count`` forked single-thread CPU workers; rebuild models here."""

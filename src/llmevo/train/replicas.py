@@ -14,7 +14,8 @@ the end). Nothing here names an optimizer: each replica's component comes from
 Each replica reproduces the sequential ``train()`` run with the same seed and settings:
 
 - its model is built after ``torch.manual_seed(seed)`` and its windows come from its own
-  ``WindowSampler(stream, B, T, seed)``, so its ``token_stream_sha256`` is identical;
+  ``windows_for(stream, B, T, seed, steps)`` (a bare stream's ``WindowSampler`` or the
+  data recipe's sampler), so its ``token_stream_sha256`` is identical;
 - learning rate at step s: the replica's optimizer group base lr (AdamW: lr; Lion:
   lr x lr_multiplier; Muon: lr for both roles) x ``lr_at(s, config) / config.lr`` — the
   ``LambdaLR`` semantics of the sequential trainer;
@@ -53,6 +54,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state
 
+from llmevo.components.data.base import TrainStream, windows_for
 from llmevo.components.optim.base import OptimizerComponent, OptimizerFactory, parameter_roles
 from llmevo.components.optim.optimizer import per_replica
 from llmevo.errors import ConfigError
@@ -60,7 +62,6 @@ from llmevo.train.trainer import (
     Progress,
     TrainConfig,
     TrainResult,
-    WindowSampler,
     autocast,
     lr_at,
 )
@@ -140,7 +141,7 @@ def _expected_vmap_warnings() -> Any:
 @_expected_vmap_warnings()
 def train_replicas(
     build: Callable[[], nn.Module],
-    stream: Tensor,
+    stream: Tensor | TrainStream,
     seeds: Sequence[int],
     configs: Sequence[TrainConfig],
     device: torch.device,
@@ -177,8 +178,9 @@ def train_replicas(
     clip_enabled = clip > 0
     schedule = _column([0.0] * count, device).new_tensor(
         [[lr_at(step, c) / c.lr for c in configs] for step in range(first.steps)])  # (S, R)
-    samplers = [WindowSampler(stream, first.batch_size, first.seq_len, s) for s in seeds]
-    digests = [hashlib.sha256() for _ in seeds]
+    drawn = [windows_for(stream, first.batch_size, first.seq_len, s, first.steps) for s in seeds]
+    samplers = [sampler for sampler, _ in drawn]
+    digests = [hashlib.sha256(recipe) for _, recipe in drawn]
     snapshots: list[list[Any]] = [[] for _ in seeds]  # hash state after each step's window
     loss_table = torch.zeros(first.steps, count, device=device)  # (S, R)
     alive = torch.ones(count, dtype=torch.bool, device=device)

@@ -19,9 +19,15 @@ The trainer looks nothing up by name: it receives the run's optimizer component
 (``llmevo.catalog.build_optimizer(config.optimizer)``), which builds the ``Optimizer`` for
 the model; ``config.optimizer`` is the record of that choice.
 
+The windows come from ``stream``: a bare token tensor (uniform windows, ``WindowSampler``)
+or a ``TrainStream``, a data recipe bound to the training sources
+(``llmevo.components.data``); the hash then starts with the recipe's identity, so it covers
+the recipe as well as the windows (the ``concat`` recipe's identity is empty: a bare stream
+and ``concat`` hash alike).
+
 Public API: ``TrainConfig``, ``train(model, stream, config, seed, device, optimizer, ...)``,
-``TrainResult``, ``WindowSampler``, ``lr_at``, ``schedule_factor``,
-``build_schedule``.
+``TrainResult``, ``WindowSampler`` (from ``components.data.base``), ``lr_at``,
+``schedule_factor``, ``build_schedule``.
 """
 
 from __future__ import annotations
@@ -38,9 +44,10 @@ import torch.nn.functional as F
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
+from llmevo.components.data.base import TrainStream, windows_for
+from llmevo.components.data.base import WindowSampler as WindowSampler  # re-exported
 from llmevo.components.optim.base import OptimizerComponent
 from llmevo.components.optim.optimizer import LambdaSchedule, Optimizer
-from llmevo.errors import ConfigError
 from llmevo.eval.stats import mean
 from llmevo.registry import ComponentChoice, StrictModel
 from llmevo.train.logging import StepLogger, StepRecord
@@ -91,30 +98,6 @@ def build_schedule(optimizer: Optimizer, config: TrainConfig) -> LambdaSchedule:
     return LambdaSchedule(optimizer, lambda step: schedule_factor(step, config))
 
 
-class WindowSampler:
-    """Uniformly random (seq_len + 1)-token windows of a token stream, seeded.
-
-    The same seed, stream length and shape always give the same windows, whichever model
-    consumes them.
-    """
-
-    def __init__(self, stream: Tensor, batch_size: int, seq_len: int, seed: int):
-        if stream.numel() < seq_len + 2:
-            raise ConfigError(
-                f"the training stream has {stream.numel()} tokens; need at least {seq_len + 2}"
-            )
-        self.stream = stream
-        self.batch_size = batch_size
-        self.seq_len = seq_len
-        self.generator = torch.Generator().manual_seed(seed)
-        self.offsets = torch.arange(seq_len + 1)
-
-    def next(self) -> Tensor:
-        high = self.stream.numel() - self.seq_len
-        starts = torch.randint(0, high, (self.batch_size,), generator=self.generator)
-        return self.stream[starts[:, None] + self.offsets]  # (B, T + 1)
-
-
 class Progress(Protocol):
     def start(self, total: int, description: str) -> None: ...
     def update(self, step: int, loss: float, tokens_per_second: float) -> None: ...
@@ -144,7 +127,7 @@ def autocast(device: torch.device, precision: str) -> torch.autocast:
 
 def train(
     model: nn.Module,
-    stream: Tensor,
+    stream: Tensor | TrainStream,
     config: TrainConfig,
     seed: int,
     device: torch.device,
@@ -154,7 +137,8 @@ def train(
     on_step: Callable[[int, float], bool] | None = None,
     logger: StepLogger | None = None,
 ) -> TrainResult:
-    """Train ``model`` in place on random windows of ``stream``.
+    """Train ``model`` in place on random windows of ``stream`` (a token tensor, or a
+    ``TrainStream``: a data recipe over the training sources).
 
     ``optimizer`` is the component ``config.optimizer`` names (``llmevo.catalog.build_optimizer``);
     it builds the run's ``Optimizer`` for ``model`` at ``config.lr`` and ``config.weight_decay``.
@@ -165,8 +149,8 @@ def train(
     model.to(device).train()
     model_optimizer = optimizer.build(model, lr=config.lr, weight_decay=config.weight_decay)
     scheduler = build_schedule(model_optimizer, config)
-    sampler = WindowSampler(stream, config.batch_size, config.seq_len, seed)
-    digest = hashlib.sha256()
+    sampler, recipe = windows_for(stream, config.batch_size, config.seq_len, seed, config.steps)
+    digest = hashlib.sha256(recipe)
     losses: list[float] = []
     status: Literal["complete", "diverged", "stopped"] = "complete"
     message = ""

@@ -1,0 +1,1 @@
+"""Data-recipe components: which training windows an arm sees (the ``data`` slot)."""
