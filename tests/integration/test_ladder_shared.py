@@ -23,7 +23,7 @@ from optuna.trial import TrialState
 
 from llmevo.artifacts.ladder import load_ladder
 from llmevo.experiments.ladder import run_ladder
-from llmevo.experiments.ladder_queue import open_rung_queue
+from llmevo.experiments.work_queue import ITEM_ATTR, open_work_queue
 from llmevo.runner.storage import open_storage
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings(
@@ -49,11 +49,12 @@ def _rung_trials(url, study):
 
 def _comparable(ladder):
     """A ladder file without what differs between two runs of the same ladder: wall times,
-    provenance (its time and command) and the rung artifacts' digests (their provenance)."""
+    peak memory, provenance (its time and command) and the rung artifacts' digests (their
+    provenance)."""
     data = ladder.to_json_dict()
     data.pop("wall_seconds"), data.pop("provenance")
     for rung in data["rungs"]:
-        rung.pop("wall_seconds"), rung.pop("artifact_sha256")
+        rung.pop("wall_seconds"), rung.pop("artifact_sha256"), rung.pop("peak_memory_mb")
     return data
 
 
@@ -81,7 +82,7 @@ def test_two_workers_share_one_ladder_and_train_every_run_once(backend, tmp_path
     assert counts and max(counts.values()) == 1, [run for run, n in counts.items() if n > 1]
     assert runs[0] and runs[1]  # both workers trained rungs
     complete = _rung_trials(url, study)
-    assert sorted(t.user_attrs["rung"] for t in complete) == RUNGS  # each rung completed once
+    assert sorted(t.user_attrs[ITEM_ATTR] for t in complete) == RUNGS  # each rung completed once
     ladders = [load_ladder(tmp_path / f"machine{i}" / "ladder.json") for i in range(2)]
     assert _comparable(ladders[0]) == _comparable(ladders[1])
     for record in ladders[0].rungs:  # every rung's artifact, byte for byte, in both folders
@@ -106,7 +107,7 @@ def test_a_killed_worker_then_a_rerun_retrains_no_completed_rung(tmp_path, data_
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:  # rung -2 complete, rung -1 training
         time.sleep(1)
-        done = {t.user_attrs["rung"] for t in _rung_trials(url, "killed")}
+        done = {t.user_attrs[ITEM_ATTR] for t in _rung_trials(url, "killed")}
         if done and any(line[3] == 32 for line in trained(tmp_path / "first.txt")):
             break
     worker.kill()  # SIGKILL: its rung stays RUNNING until its heartbeat goes stale
@@ -117,14 +118,14 @@ def test_a_killed_worker_then_a_rerun_retrains_no_completed_rung(tmp_path, data_
     assert [r.rung for r in built.rungs] == RUNGS
     again = trained(tmp_path / "rerun.txt")
     assert again and all(line[3] != 24 for line in again)  # rung -2 (batch 24): not retrained
-    assert sorted(t.user_attrs["rung"] for t in _rung_trials(url, "killed")) == RUNGS
+    assert sorted(t.user_attrs[ITEM_ATTR] for t in _rung_trials(url, "killed")) == RUNGS
 
 
 def test_a_study_of_another_ladder_is_refused(tmp_path, data_dir, cache_dir, capsys, workdir):
     url = f"sqlite:///{tmp_path / 'ladder.db'}"
     other = tiny_request(tmp_path / "other", data_dir, cache_dir, rungs=[-2, -1], storage=url, study="mine")
     plan = other.plan()
-    open_rung_queue(url, "mine", plan.shared.description, [-2, -1], 1, 3)
+    open_work_queue(url, "mine", plan.shared.description, [-2, -1], 1, 3)
     before = files_under(workdir), (tmp_path / "ladder.db").read_bytes()
     status = run_cli(["ladder", "rope", "--rungs=-2,-1,0", "--storage", url, "--study", "mine"])
     err = capsys.readouterr().err

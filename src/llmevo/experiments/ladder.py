@@ -35,7 +35,7 @@ and not this module, the fits or the plots; a ladder killed and run again retrai
 that had finished (a rung in progress loses only the ``train_many`` call it was in).
 
 **Sharing** (``storage``): the rungs become a queue in an Optuna study on an RDB storage
-(SQLite, or PostgreSQL for several machines; ``ladder_queue``), and every worker running the
+(SQLite, or PostgreSQL for several machines; ``work_queue``), and every worker running the
 same request against it takes rungs from it: each rung is run by one worker, a rung whose lr
 rule needs lower rungs waits until they are complete, a worker killed mid-rung is noticed by
 heartbeats and its rung run again (from the arm cache of that machine, as far as it got),
@@ -148,7 +148,7 @@ class LadderRequest(RequestModel):
     turns the rule off: every rung gets the full grid). ``out``: the ladder folder.
     ``storage`` (a SQLAlchemy URL): the ladder is a queue of rungs in an Optuna study there
     (``study``, else a name derived from the description), shared by every worker that runs
-    the same request against it (``ladder_queue``); ``heartbeat_interval`` (default 5 s),
+    the same request against it (``work_queue``); ``heartbeat_interval`` (default 5 s),
     ``grace_period`` (20 s) and ``wait_timeout`` (24 h) apply to it."""
 
     name: str
@@ -246,7 +246,8 @@ class LadderRequest(RequestModel):
         """What makes two requests the same ladder (a shared ladder's study stores it): the
         comparison, rungs, seeds, tuning, budget and statistics; not where or how it runs."""
         preset = self.preset if isinstance(self.preset, str) else self.preset.model_dump(mode="json")
-        return {"name": self.name, "against": against, "rungs": list(self.rungs), "seeds": list(self.seeds),
+        return {"kind": "ladder", "name": self.name, "against": against, "rungs": list(self.rungs),
+                "seeds": list(self.seeds),
                 "top_seeds": self.top_seeds, "tune_seeds": list(self.tune_seeds),
                 "tune_confirm": self.tune_confirm, "full_grid_rungs": self.full_grid_rungs,
                 "tokens_per_parameter": self.tokens_per_parameter, "margin": self.margin,
@@ -478,19 +479,19 @@ RECORD_ATTR, ARTIFACT_ATTR, ARMS_ATTR = "record", "artifact_json", "arm_names"
 def run_shared_ladder(plan: LadderPlan, code: CodeState, progress: Progress | None = None,
                       on_rung: Callable[[RungEvent], None] | None = None) -> LadderFile:
     """This worker's share of a ladder whose rungs are a queue in ``plan.shared``'s study
-    (``ladder_queue``): each rung it pops runs once lower rungs its lr rule needs are complete
+    (``work_queue``): each rung it pops runs once lower rungs its lr rule needs are complete
     (their chosen lrs read from the rung records stored in their trials); each rung's record,
     arm names and artifact file (its exact bytes) are stored in its trial, so that whichever
     worker finds every rung complete writes the same ladder folder, on any machine. The ladder
     file's ``wall_seconds`` is the span from the first rung's start to the last rung's end."""
-    from llmevo.experiments.ladder_queue import open_rung_queue, run_rung_queue
+    from llmevo.experiments.work_queue import open_work_queue, run_work_queue
 
     shared = plan.shared
     assert shared is not None
     index_of = {rung.rung: index for index, rung in enumerate(plan.rungs)}
     needs = {rung.rung: [] if rung.full_grid else [r.rung for r in plan.rungs[:index]]
              for index, rung in enumerate(plan.rungs)}
-    study = open_rung_queue(shared.url, shared.study_name, shared.description,
+    study = open_work_queue(shared.url, shared.study_name, shared.description,
                             [r.rung for r in plan.rungs], shared.heartbeat_interval, shared.grace_period)
     started = time.perf_counter()
 
@@ -518,7 +519,7 @@ def run_shared_ladder(plan: LadderPlan, code: CodeState, progress: Progress | No
         if on_rung is not None:
             on_rung(event(plan.rungs[index_of[rung_number]], waiting_for=tuple(missing)))
 
-    done = run_rung_queue(study, [r.rung for r in plan.rungs], needs, run,
+    done = run_work_queue(study, [r.rung for r in plan.rungs], needs, run,
                           grace_period=shared.grace_period, poll_seconds=min(2.0, shared.heartbeat_interval),
                           wait_timeout=shared.wait_timeout, on_wait=waiting)
     records, files = [], {}

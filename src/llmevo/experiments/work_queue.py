@@ -1,8 +1,10 @@
-"""A ladder shared by workers on one or many machines: its rungs as a queue in an Optuna
-RDB study (the storage ``evolve`` uses, ``runner.storage``).
+"""Work shared by workers on one or many machines: numbered items (a ladder's rungs, an
+evidence table's comparisons) as a queue in an Optuna RDB study (the storage ``evolve``
+uses, ``runner.storage``), each item run once, an item waiting for the items it ``needs``.
 
-One study per ladder holds the ladder's description (a study user attribute; a request
-whose description differs is refused) and one enqueued trial per rung. A worker loops:
+One study per piece of work holds its description (a study user attribute, with its
+``kind``; a request whose description differs is refused) and one enqueued trial per item;
+below, "rung" stands for an item. A worker loops:
 fail the trials of killed workers (heartbeats: ``fail_stale_trials``, ``fail_silent_trials``;
 a failed one is re-enqueued), pop the lowest waiting trial (``study.optimize`` with one
 trial: ``ask`` pops enqueued trials atomically on an RDB and a heartbeat thread runs while
@@ -16,7 +18,7 @@ rung is enqueued again behind it, so the dependency is popped first. A rung that
 with an error stops every worker with one line; rerunning the command retries it. The loop
 ends when every rung is complete, and returns the rungs' trials.
 
-Public API: ``RUNG_ATTR``, ``LADDER_ATTR``, ``open_rung_queue``, ``run_rung_queue``.
+Public API: ``ITEM_ATTR``, ``DESCRIPTION_ATTR``, ``open_work_queue``, ``run_work_queue``.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ from optuna.trial import FrozenTrial, TrialState
 from llmevo.errors import ConfigError
 from llmevo.runner.storage import describe_mismatch, fail_silent_trials, open_storage, quiet_optuna
 
-LADDER_ATTR = "llmevo:ladder"  # the study's ladder description
-RUNG_ATTR = "rung"  # a trial's rung
+DESCRIPTION_ATTR = "llmevo:work"  # the study's description of its work (with its "kind")
+ITEM_ATTR = "item"  # a trial's item (a rung, a comparison's index)
 ERROR_ATTR = "error"  # a rung that failed with an error: one line
 RELEASED_ATTR = "released"  # why a popped trial was not run
 ACTIVE = (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE)
@@ -46,7 +48,7 @@ class _Released(Exception):
     """A popped trial this worker does not run; its trial is failed and counts for nothing."""
 
 
-def open_rung_queue(url: str, study_name: str, description: dict[str, Any], rungs: list[int],
+def open_work_queue(url: str, study_name: str, description: dict[str, Any], rungs: list[int],
                     heartbeat_interval: int, grace_period: int) -> optuna.Study:
     """The ladder's study at ``url``: created with its description and one waiting trial per
     rung, or loaded, its description checked, and any rung without a live trial (lost to a
@@ -55,25 +57,26 @@ def open_rung_queue(url: str, study_name: str, description: dict[str, Any], rung
     quiet_optuna()
     storage = open_storage(url, heartbeat_interval=heartbeat_interval, grace_period=grace_period)
     expected = json.loads(json.dumps(description))  # as the storage returns it
+    kind = description.get("kind", "ladder")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         study = optuna.create_study(study_name=study_name, storage=storage, sampler=RandomSampler(),
                                     load_if_exists=True)
     attrs = study.user_attrs
-    if LADDER_ATTR not in attrs:
+    if DESCRIPTION_ATTR not in attrs:
         if attrs or study.get_trials(deepcopy=False):
-            raise ConfigError(f"study '{study_name}' is not a ladder's study; use another --study")
-        study.set_user_attr(LADDER_ATTR, expected)
-    elif attrs[LADDER_ATTR] != expected:
-        raise ConfigError(f"study '{study_name}' holds a different ladder "
-                          f"({describe_mismatch(attrs[LADDER_ATTR], expected)[:160]}); "
+            raise ConfigError(f"study '{study_name}' is not a {kind}'s study; use another --study")
+        study.set_user_attr(DESCRIPTION_ATTR, expected)
+    elif attrs[DESCRIPTION_ATTR] != expected:
+        raise ConfigError(f"study '{study_name}' holds a different {kind} "
+                          f"({describe_mismatch(attrs[DESCRIPTION_ATTR], expected)[:160]}); "
                           "use another --study or the original settings")
     _enqueue_lost(study, study.get_trials(deepcopy=False), rungs, retry_errors=True)
     return study
 
 
 def _rung(trial: FrozenTrial | optuna.Trial) -> int | None:
-    return trial.user_attrs.get(RUNG_ATTR)
+    return trial.user_attrs.get(ITEM_ATTR)
 
 
 def _complete(trials: list[FrozenTrial]) -> dict[int, FrozenTrial]:
@@ -99,7 +102,7 @@ def _enqueue_lost(study: optuna.Study, trials: list[FrozenTrial], rungs: list[in
         if failed and ERROR_ATTR in failed[-1].user_attrs and not retry_errors:
             errors[rung] = failed[-1].user_attrs[ERROR_ATTR]
             continue
-        study.enqueue_trial({}, user_attrs={RUNG_ATTR: rung})
+        study.enqueue_trial({}, user_attrs={ITEM_ATTR: rung})
     return errors
 
 
@@ -112,10 +115,11 @@ def _refresh(study: optuna.Study, grace_period: int) -> list[FrozenTrial]:
     return study.get_trials(deepcopy=False)
 
 
-def run_rung_queue(study: optuna.Study, rungs: list[int], needs: dict[int, list[int]],
+def run_work_queue(study: optuna.Study, rungs: list[int], needs: dict[int, list[int]],
                    run: Callable[[int, dict[int, FrozenTrial]], dict[str, Any]], *,
                    grace_period: int, poll_seconds: float, wait_timeout: float,
-                   on_wait: Callable[[int, list[int]], None] | None = None) -> dict[int, FrozenTrial]:
+                   on_wait: Callable[[int, list[int]], None] | None = None,
+                   noun: str = "rung") -> dict[int, FrozenTrial]:
     """Work on the queue until every rung is complete; return each rung's complete trial.
 
     ``run(rung, dependencies)`` runs one rung, given the complete trials of the rungs it
@@ -144,17 +148,17 @@ def run_rung_queue(study: optuna.Study, rungs: list[int], needs: dict[int, list[
             unattended = [r for r in missing if not any(
                 _rung(t) == r and t.state == TrialState.RUNNING for t in trials)]
             if unattended:  # nobody runs it: run it first (popped before this rung's new trial)
-                trial.set_user_attr(RELEASED_ATTR, f"rung {unattended[0]} was not running")
-                study.enqueue_trial({}, user_attrs={RUNG_ATTR: rung})
+                trial.set_user_attr(RELEASED_ATTR, f"{noun} {unattended[0]} was not running")
+                study.enqueue_trial({}, user_attrs={ITEM_ATTR: rung})
                 raise _Released
             if not told and on_wait is not None:
                 on_wait(rung, missing)
                 told = True
             if time.monotonic() - started > wait_timeout:
                 trial.set_user_attr(RELEASED_ATTR, "wait timeout")
-                study.enqueue_trial({}, user_attrs={RUNG_ATTR: rung})
+                study.enqueue_trial({}, user_attrs={ITEM_ATTR: rung})
                 raise ConfigError(
-                    f"rung {rung}: waited {wait_timeout:g} s for rung(s) {', '.join(map(str, missing))} "
+                    f"{noun} {rung}: waited {wait_timeout:g} s for {noun}(s) {', '.join(map(str, missing))} "
                     "to finish in other workers; rerun the same command to resume")
             time.sleep(poll_seconds)
         try:
@@ -179,7 +183,7 @@ def run_rung_queue(study: optuna.Study, rungs: list[int], needs: dict[int, list[
             errors = _enqueue_lost(study, trials, rungs, retry_errors=False)
             if errors:
                 rung, message = next(iter(errors.items()))
-                raise ConfigError(f"rung {rung} failed in another worker ({message}); "
+                raise ConfigError(f"{noun} {rung} failed in another worker ({message}); "
                                   "rerun the same command to retry it")
             if any(t.state == TrialState.WAITING and _rung(t) not in done for t in trials):
                 study.optimize(objective, n_trials=1, catch=(_Released,), gc_after_trial=False)
@@ -188,7 +192,7 @@ def run_rung_queue(study: optuna.Study, rungs: list[int], needs: dict[int, list[
             if time.monotonic() - idle_since > wait_timeout:
                 running = sorted({r for t in trials if t.state == TrialState.RUNNING
                                   and (r := _rung(t)) is not None})
-                raise ConfigError(f"waited {wait_timeout:g} s for rung(s) {', '.join(map(str, running))} "
+                raise ConfigError(f"waited {wait_timeout:g} s for {noun}(s) {', '.join(map(str, running))} "
                                   "to finish in other workers; rerun the same command to resume")
             time.sleep(poll_seconds)
     finally:
