@@ -64,3 +64,18 @@ def counting_worker(request: LadderRequest, counter: str) -> None:
     torch.set_num_threads(1)
     count_trainings(Path(counter))
     run_ladder(request)
+
+
+def counting_evidence_worker(request, counter: str, folder: str) -> None:
+    """An evidence-table worker process (multiprocessing spawn) in ``folder``: one thread, its
+    trainings counted."""
+    import os
+
+    import torch
+
+    from llmevo.experiments.evidence import run_evidence
+
+    os.chdir(folder)
+    torch.set_num_threads(1)
+    count_trainings(Path(counter))
+    run_evidence(request)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from llmevo.artifacts.io import check_output_dir, check_output_file
+from llmevo.artifacts.io import check_output_dir
 from llmevo.cli.common import DATA_ENV, app, console
 from llmevo.errors import ConfigError
 
@@ -83,34 +83,15 @@ def leaderboard(
     reference folder) into docs/LEADERBOARD.md (+ .json) and print the table."""
     from rich.table import Table
 
-    from llmevo.artifacts.io import write_text_atomic
-    from llmevo.reports.evidence import EVIDENCE_START, evidence_table, replace_evidence
-    from llmevo.reports.ladder import scan_ladders
-    from llmevo.reports.leaderboard import (
-        build_leaderboard,
-        ladder_rows,
-        scan_artifacts,
-        write_leaderboard,
-    )
+    from llmevo.reports.leaderboard import regenerate
 
-    json_path = out.with_suffix(".json")
-    check_output_file(out)
-    check_output_file(json_path)
     if reference is None:
         reference = default_reference_dir()
-    entries, skipped = scan_artifacts(root, references=[reference] if reference is not None else [])
-    repository = Path.cwd()  # the defaults (docs/, docs/LEADERBOARD.md) are relative to it
-    rows = build_leaderboard(entries, repository)
-    ladders = ladder_rows(scan_ladders(root), repository)
-    target, new_readme = readme or Path("README.md"), None  # checked before anything is written
-    if readme is not None or (target.is_file() and EVIDENCE_START in target.read_text(encoding="utf-8")):
-        if not target.is_file():
-            raise ConfigError(f"--readme {target}: no such file")
-        new_readme = replace_evidence(target.read_text(encoding="utf-8"), evidence_table(rows, ladders))
-    write_leaderboard(rows, out, json_path, repository, replace=replace, ladders=ladders)
-    if new_readme is not None:
-        write_text_atomic(target, new_readme)
-        console.print(f"wrote the evidence table in {target}")
+    outcome = regenerate(Path.cwd(), roots=root, references=[reference] if reference is not None else [],
+                         out=out, readme=readme, replace=replace)
+    rows, skipped = outcome.rows, outcome.skipped
+    if outcome.readme is not None:
+        console.print(f"wrote the evidence table in {outcome.readme}")
     table = Table(title=f"Leaderboard ({len(rows)} artifacts; {len(skipped)} other JSON outside "
                         "metrics/ folders, not artifacts)")
     for column in ("kind", "name", "arXiv", "seeds", "formal", "metric Δ%"):
@@ -131,4 +112,4 @@ def leaderboard(
             row["claim"] if row["kind"] == "reproduction" else f"{row['status']}",
         )
     console.print(table)
-    console.print(f"wrote {out} and {json_path}")
+    console.print(f"wrote {out} and {out.with_suffix('.json')}")

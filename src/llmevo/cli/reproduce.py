@@ -29,6 +29,7 @@ from llmevo.cli.common import (
     resolve_cache_dir,
     resolve_data_dir,
 )
+from llmevo.errors import ConfigError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -67,7 +68,19 @@ def summary_table(artifact: ReproductionArtifact) -> Table:
 
 @app.command()
 def reproduce(
-    name: Annotated[str, typer.Argument(help="Component to reproduce against its ablation, e.g. rope, muon.")] = "rope",
+    name: Annotated[str | None, typer.Argument(
+        help="Component to reproduce against its ablation, e.g. rope, muon (default rope; none with --all).")] = None,
+    all_: Annotated[bool, typer.Option("--all", help=(
+        "The whole evidence table: every registered component against its ablation plus the declared "
+        "--against comparisons, each tuned; finished comparisons are not rerun (a state file in "
+        "runs/evidence/<preset>/, or --out DIR); with --publish the leaderboard and README table are "
+        "regenerated at the end."))] = False,
+    only: Annotated[str | None, typer.Option(help="With --all: only these components, e.g. rope,muon.")] = None,
+    time_limit: Annotated[float | None, typer.Option(
+        metavar="MINUTES", help="With --all: stop a comparison still running after this many minutes.")] = None,
+    storage: Annotated[str | None, typer.Option(
+        help="With --all: share the table with other workers through this Optuna RDB URL.")] = None,
+    study: Annotated[str | None, typer.Option(help="With --all --storage: the study's name.")] = None,
     against: Annotated[str | None, typer.Option(metavar="OTHER",
         help="Baseline arm: llama_modern with NAME's slot set to OTHER (a registered component of "
              "that slot, e.g. rope or 'swiglu:hidden=192') instead of NAME's declared ablation; "
@@ -159,6 +172,24 @@ def reproduce(
     from llmevo.experiments import ReproductionRequest
     from llmevo.experiments import reproduce as run_reproduction
 
+    table_only = {"--only": only, "--time-limit": time_limit, "--storage": storage, "--study": study}
+    if all_:
+        single = {"NAME": name, "--against": against, "--seed": seed, "--save-checkpoints": save_checkpoints,
+                  "--tensorboard": tensorboard, "--rung": rung, "--d-model": d_model, "--layers": layers,
+                  "--heads": heads, "--init-from": init_from, "--lr": lr, "--batch-size": batch_size,
+                  "--method-config": method_config, "--post-steps": post_steps, "--replace": replace or None,
+                  "--no-tune": tune is False or None, "--no-report": (not report) or None}
+        given = [option for option, value in single.items() if value is not None]
+        if given:
+            raise ConfigError(f"--all runs the whole table; {', '.join(given)} applies to one comparison")
+        _reproduce_all(preset, seeds, device, data_dir, threads, steps, path, tune_grid, tune_confirm, publish,
+                       allow_dirty, out, only, time_limit, storage, study)
+        return
+    given = [option for option, value in table_only.items() if value is not None]
+    if given:
+        raise ConfigError(f"{', '.join(given)} applies to --all only")
+    name = name or "rope"
+
     request = ReproductionRequest(
         name=name, against=against, preset=preset, device=device,
         seeds=None if seed is None and seeds is None else parse_seeds(seed, seeds),
@@ -191,3 +222,53 @@ def reproduce(
             console.print(f"checkpoint ({label}): {outputs.checkpoints / label}")
     if outputs.report is not None:
         console.print(f"report: {outputs.report / 'README.md'}")
+
+
+def _reproduce_all(preset: str, seeds: str | None, device: str, data_dir: Path | None, threads: int | None,
+                   steps: int | None, path: str, tune_grid: str | None, tune_confirm: int | None, publish: bool,
+                   allow_dirty: bool, out: Path | None, only: str | None, time_limit: float | None,
+                   storage: str | None, study: str | None) -> None:
+    """``reproduce --all``: the evidence table (``llmevo.experiments.run_evidence``), one line
+    per comparison as it starts and ends with the table's ETA, then a summary table."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from llmevo.cli.common import parse_names
+    from llmevo.cli.progress import RichTrainingProgress
+    from llmevo.experiments import EntryEvent, EvidenceRequest, run_evidence
+
+    request = EvidenceRequest(
+        preset=preset, only=parse_names(only, "--only", "component") if only else None,
+        seeds=parse_seeds(None, seeds) if seeds else None,
+        tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None, tune_confirm=tune_confirm,
+        steps=steps, data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device,
+        threads=threads, path=path, time_limit_minutes=time_limit, publish=publish, allow_dirty=allow_dirty,
+        out=out, storage=storage, study=study,
+        command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]))
+    apply_threads(request.threads)
+    plan = request.plan()  # every comparison checked before the first trains
+
+    def show(event: EntryEvent) -> None:
+        eta = "…" if event.eta_seconds is None else f"{event.eta_seconds / 60:.1f} min"
+        where = f"[{event.index + 1}/{event.total}] {escape(event.label)}"
+        if event.outcome is None:
+            console.print(f"[bold]{where}[/]: starting; elapsed {event.elapsed_seconds / 60:.1f} min, table ETA {eta}")
+        else:
+            outcome = event.outcome
+            said = ("finished before, not rerun" if outcome.skipped else
+                    f"{outcome.status} in {outcome.wall_seconds / 60:.1f} min")
+            detail = f"{outcome.classification} ({outcome.change_percent:+.2f}%)" if outcome.change_percent is not None \
+                else escape(outcome.message or "")
+            console.print(f"[bold]{where}[/]: {said}; {detail}; table ETA {eta}")
+
+    outcomes = run_evidence(plan, progress=RichTrainingProgress(console), on_entry=show)
+    table = Table(title=f"Evidence table ({preset}, {len(outcomes)} comparisons)")
+    for column in ("comparison", "status", "class", "Δ%", "minutes", "artifact"):
+        table.add_column(column)
+    for outcome in outcomes:
+        table.add_row(escape(outcome.label), outcome.status + (" (before)" if outcome.skipped else ""),
+                      outcome.classification or "—",
+                      "—" if outcome.change_percent is None else f"{outcome.change_percent:+.2f}",
+                      f"{outcome.wall_seconds / 60:.1f}", escape(outcome.artifact or outcome.message or ""))
+    console.print(table)
+    console.print(f"state: {plan.state_path}")

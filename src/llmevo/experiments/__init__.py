@@ -15,6 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from llmevo.experiments.evidence import EntryEvent, EvidenceRequest, run_evidence
     from llmevo.experiments.ladder import LadderRequest, RungEvent, run_ladder
     from llmevo.experiments.pipeline import (
         ReproductionOutputs,
@@ -26,9 +27,10 @@ if TYPE_CHECKING:
 _HOMES = {
     "ReproductionOutputs": "pipeline", "ReproductionPlan": "pipeline", "ReproductionRequest": "pipeline",
     "reproduce": "pipeline", "LadderRequest": "ladder", "RungEvent": "ladder", "run_ladder": "ladder",
+    "EvidenceRequest": "evidence", "EntryEvent": "evidence", "run_evidence": "evidence",
 }
-__all__ = ["LadderRequest", "ReproductionOutputs", "ReproductionPlan", "ReproductionRequest", "RungEvent",
-           "reproduce", "run_ladder"]
+__all__ = ["EntryEvent", "EvidenceRequest", "LadderRequest", "ReproductionOutputs", "ReproductionPlan", "ReproductionRequest", "RungEvent",
+           "reproduce", "run_evidence", "run_ladder"]
 
 
 def __getattr__(name: str) -> Any:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from llmevo.artifacts.io import write_text_atomic
@@ -411,3 +412,41 @@ def write_leaderboard(rows: Sequence[Mapping], md_path: Path, json_path: Path,
     payload = {"generated_by": "llmevo leaderboard", "rows": list(rows), "ladders": list(ladders),
                "transfer_calibration": calibration(list(ladders))}
     write_text_atomic(Path(json_path), json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+
+
+@dataclass(frozen=True)
+class Regenerated:
+    rows: list[dict]
+    skipped: list[Path]
+    readme: Path | None  # the README whose evidence table was rewritten, if any
+
+
+def regenerate(repository: Path, roots: Sequence[Path] | None = None, references: Sequence[Path] = (),
+               out: Path | None = None, readme: Path | None = None, *, replace: bool = False) -> Regenerated:
+    """``llmevo leaderboard``: the artifacts under ``roots`` (default ``<repository>/docs``) and
+    ``references`` into ``out`` (default ``docs/LEADERBOARD.md``, + .json), with the ladders, and
+    the evidence table between its markers in ``readme`` (default ``README.md`` when it has the
+    markers; given explicitly, it must have them). Paths are relative to ``repository``; every
+    check happens before anything is written."""
+    from llmevo.artifacts.io import check_output_file
+    from llmevo.reports.evidence import EVIDENCE_START, evidence_table, replace_evidence
+    from llmevo.reports.ladder import scan_ladders
+
+    repository = Path(repository)
+    roots = list(roots) if roots is not None else [repository / "docs"]
+    out = out if out is not None else repository / "docs" / "LEADERBOARD.md"
+    json_path = out.with_suffix(".json")
+    check_output_file(out)
+    check_output_file(json_path)
+    entries, skipped = scan_artifacts(roots, references=references)
+    rows = build_leaderboard(entries, repository)
+    ladders = ladder_rows(scan_ladders(roots), repository)
+    target, new_readme = readme or repository / "README.md", None
+    if readme is not None or (target.is_file() and EVIDENCE_START in target.read_text(encoding="utf-8")):
+        if not target.is_file():
+            raise ConfigError(f"--readme {target}: no such file")
+        new_readme = replace_evidence(target.read_text(encoding="utf-8"), evidence_table(rows, ladders))
+    write_leaderboard(rows, out, json_path, repository, replace=replace, ladders=ladders)
+    if new_readme is not None:
+        write_text_atomic(target, new_readme)
+    return Regenerated(rows, list(skipped), target if new_readme is not None else None)

@@ -1,0 +1,386 @@
+"""The whole evidence table in one command: ``reproduce --all``.
+
+``run_evidence(EvidenceRequest(preset="quick"))`` runs, one after another, the tuned
+reproduction of every registered component against its declared ablation and of the
+declared ``--against`` comparisons (``evidence_entries``), each exactly as ``llmevo
+reproduce NAME [--against OTHER]`` would (``ReproductionRequest`` with ``tune=True``: the
+same grid, seeds and artifact). Then, when published, it regenerates the leaderboard and the
+README's evidence table (``reports.leaderboard.regenerate``).
+
+**Which comparisons.** Every component with an ablation, except: post-training methods
+(their arms share one pretraining, so they have no tuned verdict), components built for
+diagnostics only (``implementation_status == "component_only"``), and the reverse of a pair
+already in the table (swiglu vs gelu is gelu vs swiglu read backwards: the entry is the one
+that is *not* llama_modern's own choice). Plus ``DECLARED_AGAINST``: llama_modern's own choice
+as the baseline where the declared ablation is another component (alibi vs rope, relu2 and
+geglu vs swiglu).
+
+**Shared arms train once**: through the arm cache (``runner.cache``), a baseline arm that
+several comparisons share (llama_modern itself, for every optimizer, attention, norm and
+block component) is trained under each setting once.
+
+**Resuming.** A state file (``<out>/evidence-state.json``, written atomically after each
+comparison) records each finished comparison with its artifact, the artifact's sha256 and
+the digest of the code its runs reach (the arm cache's code digest). A comparison finished
+under the same code digest, whose artifact is still there with the same sha256, is not run
+again: a table killed midway and restarted continues where it stopped (and the arm cache
+keeps the runs of the comparison that was interrupted).
+
+**Time limit.** With ``time_limit_minutes`` each comparison runs in a child process that is
+stopped at the limit (its training workers die with it); it is recorded as ``timed_out``
+and the table goes on with the next. The runs it finished are in the arm cache.
+
+**Several machines** (``storage``): the comparisons become items of a work queue on an
+Optuna RDB study (``experiments.work_queue``, the storage ``evolve`` and shared ladders use);
+each worker pops one, runs it and stores its artifact's bytes on the trial; the worker that
+finds every item complete writes every artifact (and regenerates the table when published).
+
+Public API: ``Entry``, ``evidence_entries``, ``DECLARED_AGAINST``, ``EvidenceRequest``,
+``EvidencePlan``, ``EntryOutcome``, ``EntryEvent``, ``run_evidence``, ``STATE_FILE``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import Field, field_validator
+
+from llmevo.artifacts.io import check_output_dir, write_bytes_atomic, write_json_atomic
+from llmevo.artifacts.provenance import REPO_ROOT, check_publishable
+from llmevo.artifacts.schema import read_json
+from llmevo.catalog import full_registry
+from llmevo.errors import ConfigError
+from llmevo.experiments.pipeline import ReproductionRequest, reproduce
+from llmevo.model.config import ModelConfig
+from llmevo.registry import Registry, RequestModel, check_seeds
+from llmevo.runner.presets import Preset
+from llmevo.train.trainer import Progress
+
+DECLARED_AGAINST: tuple[tuple[str, str], ...] = (("alibi", "rope"), ("relu2", "swiglu"), ("geglu", "swiglu"))
+UNTUNED_SLOTS = ("post_training",)  # both arms share one pretraining: no tuned verdict
+STATE_FILE = "evidence-state.json"
+Status = Literal["finished", "timed_out", "failed"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One comparison of the table: ``name`` against its ablation, or against ``against``."""
+
+    name: str
+    against: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.name if self.against is None else f"{self.name} --against {self.against}"
+
+
+def _is_default_choice(registry: Registry, slot: str, name: str) -> bool:
+    default = getattr(ModelConfig(), slot, None)
+    return getattr(default, "name", None) == name if default is not None else (
+        slot == "architecture" and name == "transformer")
+
+
+def evidence_entries(registry: Registry | None = None, only: Sequence[str] | None = None) -> list[Entry]:
+    """The table's comparisons in registry order, then the declared ``--against`` ones (see
+    the module docstring); ``only``: just these labels' names (an unknown name is an error)."""
+    registry = registry or full_registry()
+    entries = []
+    for spec in registry.all():
+        ablation = spec.manifest.ablation
+        if ablation is None or spec.slot in UNTUNED_SLOTS or spec.manifest.implementation_status == "component_only":
+            continue
+        reverse = ablation.split(":")[0]
+        other = next((s for s in registry.all() if s.slot == spec.slot and s.name == reverse), None)
+        if (other is not None and (other.manifest.ablation or "").split(":")[0] == spec.name
+                and _is_default_choice(registry, spec.slot, spec.name)):
+            continue  # the reverse pair's other entry is the one in the table
+        entries.append(Entry(spec.name))
+    entries += [Entry(name, against) for name, against in DECLARED_AGAINST]
+    if only is not None:
+        known = {entry.name for entry in entries}
+        unknown = [name for name in only if name not in known]
+        if unknown:
+            raise ConfigError(f"--only {unknown[0]}: not a comparison of the evidence table; "
+                              f"known: {', '.join(sorted(known))}")
+        entries = [entry for entry in entries if entry.name in set(only)]
+    return entries
+
+
+class EvidenceRequest(RequestModel):
+    """The whole table at ``preset`` (default quick), tuned as every reproduction of record.
+    ``only``: component names to run (every comparison of each); ``seeds``, ``tune_grid``,
+    ``tune_confirm`` and ``steps`` pass to each reproduction (defaults: the reproduction's);
+    ``time_limit_minutes``: a comparison still running at the limit is stopped and recorded
+    ``timed_out``; ``out``: the folder of the state file (default ``runs/evidence/<preset>``);
+    ``publish``: artifacts under docs/ and the leaderboard and README table regenerated at
+    the end; ``storage``: share the table with other workers (see the module docstring)."""
+
+    preset: str | Preset = "quick"
+    only: list[str] | None = None
+    seeds: list[int] | None = None
+    tune_grid: list[float] | None = None
+    tune_confirm: int | None = Field(default=None, ge=0)
+    steps: int | None = Field(default=None, ge=1)
+    data_dir: Path
+    cache_dir: Path = Path(".cache/llmevo")
+    device: str = "auto"
+    threads: int | None = Field(default=None, ge=1)
+    path: str = "auto"
+    time_limit_minutes: float | None = Field(default=None, gt=0)
+    publish: bool = False
+    allow_dirty: bool = False
+    out: Path | None = None
+    storage: str | None = None
+    study: str | None = None
+    regenerate: bool = True  # with publish: the leaderboard and the README table at the end
+    command: str | None = None
+    repo_root: Path = REPO_ROOT
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, seeds: list[int] | None) -> list[int] | None:
+        return None if seeds is None else check_seeds(seeds)
+
+    def plan(self) -> EvidencePlan:
+        """Every comparison's request checked (``ReproductionRequest.plan``) before any work."""
+        if self.study is not None and self.storage is None:
+            raise ConfigError("--study applies to --storage only")
+        if self.allow_dirty and not self.publish:
+            raise ConfigError("--allow-dirty applies to --publish only")
+        preset_name = self.preset if isinstance(self.preset, str) else self.preset.name
+        folder = self.out or Path("runs/evidence") / preset_name
+        check_output_dir(folder, "--out")
+        requests = []
+        for entry in evidence_entries(only=self.only):
+            request = ReproductionRequest(
+                name=entry.name, against=entry.against, preset=self.preset, seeds=self.seeds, tune=True,
+                tune_grid=self.tune_grid, tune_confirm=self.tune_confirm, steps=self.steps,
+                data_dir=self.data_dir, cache_dir=self.cache_dir, device=self.device, threads=self.threads,
+                path=self.path, publish=self.publish, allow_dirty=self.allow_dirty, repo_root=self.repo_root,
+                command=f"{self.command or 'python: llmevo.experiments.run_evidence'} ({entry.label})")
+            request.plan()
+            requests.append((entry, request))
+        if not requests:
+            raise ConfigError("no comparison to run")
+        return EvidencePlan(request=self, folder=folder, entries=requests)
+
+
+@dataclass(frozen=True)
+class EvidencePlan:
+    request: EvidenceRequest
+    folder: Path
+    entries: list[tuple[Entry, ReproductionRequest]]
+
+    @property
+    def state_path(self) -> Path:
+        return self.folder / STATE_FILE
+
+
+@dataclass(frozen=True)
+class EntryOutcome:
+    """What became of one comparison: its artifact and verdict class, or why it has none."""
+
+    label: str
+    status: Status
+    artifact: str | None = None
+    artifact_sha256: str | None = None
+    classification: str | None = None
+    change_percent: float | None = None
+    wall_seconds: float = 0.0
+    message: str | None = None
+    code_sha256: str | None = None
+    skipped: bool = False  # finished before, under the same code: not run again
+
+
+@dataclass(frozen=True)
+class EntryEvent:
+    """A progress display's view: comparison ``index`` of ``total`` starts (outcome None) or ends."""
+
+    index: int
+    total: int
+    label: str
+    elapsed_seconds: float
+    eta_seconds: float | None
+    outcome: EntryOutcome | None = None
+
+
+def _code_sha256() -> str:
+    from llmevo.experiments.reproduction import cache_code_modules
+    from llmevo.runner.cache import source_sha256
+
+    return source_sha256(modules=cache_code_modules())
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _load_state(path: Path) -> dict[str, dict[str, Any]]:
+    if not path.is_file():
+        return {}
+    data = read_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), dict):
+        raise ConfigError(f"{path}: not an evidence-table state file; move it away or pass another --out")
+    return data["entries"]
+
+
+def _still_finished(record: dict[str, Any] | None, code: str) -> bool:
+    """A state record of a comparison that need not run again: finished under ``code``, its
+    artifact still there with the recorded digest."""
+    if not record or record.get("status") != "finished" or record.get("code_sha256") != code:
+        return False
+    artifact = Path(record.get("artifact") or "")
+    return artifact.is_file() and _sha256(artifact) == record.get("artifact_sha256")
+
+
+def _outcome(entry: Entry, artifact_path: Path, wall: float, code: str) -> EntryOutcome:
+    from llmevo.artifacts.schema import load_artifact
+
+    artifact = load_artifact(artifact_path)
+    verdict = getattr(artifact, "verdict", None)
+    change = getattr(artifact, "headline_change", (None, None, None, None))[1]
+    return EntryOutcome(entry.label, "finished", str(artifact_path), _sha256(artifact_path),
+                        verdict.classification if verdict else None, change, wall, code_sha256=code)
+
+
+def _child(request_json: str, results: Any) -> None:
+    """A comparison in a child process (time-limited runs): its artifact path, or its error."""
+    try:
+        request = ReproductionRequest.model_validate_json(request_json)
+        plan = request.plan()
+        reproduce(plan)
+        results.put(("ok", str(plan.outputs.artifact if plan.outputs else "")))
+    except BaseException as error:  # reported to the parent as one line
+        lines = str(error).strip().splitlines() or [type(error).__name__]
+        results.put(("error", lines[0] if isinstance(error, ConfigError) else
+                     f"{type(error).__name__}: {lines[0]} ({traceback.format_exc(limit=1).splitlines()[-1]})"))
+
+
+def _run_entry(entry: Entry, request: ReproductionRequest, time_limit: float | None, code: str,
+               progress: Progress | None) -> EntryOutcome:
+    started = time.perf_counter()
+    artifact_path = request.plan().outputs.artifact  # type: ignore[union-attr]
+    if time_limit is None:
+        try:
+            reproduce(request, progress)
+        except ConfigError as error:
+            return EntryOutcome(entry.label, "failed", wall_seconds=time.perf_counter() - started,
+                                message=str(error))
+        return _outcome(entry, artifact_path, time.perf_counter() - started, code)
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    child = context.Process(target=_child, args=(request.model_dump_json(), results), daemon=False)
+    child.start()
+    child.join(time_limit * 60)
+    wall = time.perf_counter() - started
+    if child.is_alive():
+        child.terminate()
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+            child.join()
+        return EntryOutcome(entry.label, "timed_out", wall_seconds=wall,
+                            message=f"stopped at the {time_limit:g}-minute limit (its finished runs are in the arm cache)")
+    kind, value = results.get() if not results.empty() else ("error", f"exit status {child.exitcode}")
+    if kind != "ok":
+        return EntryOutcome(entry.label, "failed", wall_seconds=wall, message=value)
+    return _outcome(entry, Path(value), wall, code)
+
+
+def run_evidence(request: EvidenceRequest | EvidencePlan, progress: Progress | None = None,
+                 on_entry: Callable[[EntryEvent], None] | None = None) -> list[EntryOutcome]:
+    """Run every comparison not finished before under the same code (see the module
+    docstring), record each in the state file as it ends, and, when published, regenerate
+    the leaderboard and the README table; return every comparison's outcome in table order."""
+    plan = request.plan() if isinstance(request, EvidenceRequest) else request
+    ask = plan.request
+    if not Path(ask.data_dir).is_dir():
+        raise ConfigError(f"data directory {ask.data_dir} does not exist")
+    if ask.threads:
+        torch.set_num_threads(ask.threads)
+    if ask.publish:
+        check_publishable(ask.repo_root, ask.allow_dirty)
+    code = _code_sha256()
+    if ask.storage is not None:
+        outcomes = _run_shared(plan, code, progress, on_entry)
+    else:
+        state = _load_state(plan.state_path)
+        outcomes, started, durations = [], time.perf_counter(), []
+        for index, (entry, reproduction) in enumerate(plan.entries):
+            remaining = len(plan.entries) - index
+            eta = sum(durations) / len(durations) * remaining if durations else None
+            if on_entry is not None:
+                on_entry(EntryEvent(index, len(plan.entries), entry.label, time.perf_counter() - started, eta))
+            record = state.get(entry.label)
+            if _still_finished(record, code):
+                outcome = EntryOutcome(**{**record, "skipped": True})  # type: ignore[arg-type]
+            else:
+                outcome = _run_entry(entry, reproduction, ask.time_limit_minutes, code, progress)
+                durations.append(outcome.wall_seconds)
+                state[entry.label] = {k: v for k, v in asdict(outcome).items() if k != "skipped"}
+                write_json_atomic(plan.state_path, {"preset": str(ask.preset if isinstance(ask.preset, str)
+                                                                   else ask.preset.name),
+                                                    "entries": state})
+            outcomes.append(outcome)
+            if on_entry is not None:
+                remaining = len(plan.entries) - index - 1
+                eta = sum(durations) / len(durations) * remaining if durations else None
+                on_entry(EntryEvent(index, len(plan.entries), entry.label, time.perf_counter() - started,
+                                    eta, outcome))
+    if ask.publish and ask.regenerate:
+        from llmevo.reports.leaderboard import regenerate
+
+        regenerate(ask.repo_root)
+    return outcomes
+
+
+def _run_shared(plan: EvidencePlan, code: str, progress: Progress | None,
+                on_entry: Callable[[EntryEvent], None] | None) -> list[EntryOutcome]:
+    """This worker's share of the table on the work queue; every artifact written at the end."""
+    from llmevo.experiments.work_queue import open_work_queue, run_work_queue
+
+    ask = plan.request
+    labels = [entry.label for entry, _ in plan.entries]
+    description = {"kind": "evidence table", "comparisons": labels, "code_sha256": code,
+                   "preset": ask.preset if isinstance(ask.preset, str) else ask.preset.model_dump(mode="json"),
+                   "seeds": ask.seeds, "tune_grid": ask.tune_grid, "tune_confirm": ask.tune_confirm,
+                   "steps": ask.steps, "publish": ask.publish}
+    digest = hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()[:12]
+    study = open_work_queue(ask.storage or "", ask.study or f"evidence-{digest}", description,
+                            list(range(len(labels))), 5, 20)
+    started = time.perf_counter()
+
+    def run(index: int, _: dict) -> dict[str, Any]:
+        entry, reproduction = plan.entries[index]
+        if on_entry is not None:
+            on_entry(EntryEvent(index, len(labels), entry.label, time.perf_counter() - started, None))
+        outcome = _run_entry(entry, reproduction, ask.time_limit_minutes, code, progress)
+        attrs: dict[str, Any] = {"outcome": asdict(outcome)}
+        if outcome.artifact is not None:
+            attrs["artifact_text"] = Path(outcome.artifact).read_text(encoding="utf-8")
+        if on_entry is not None:
+            on_entry(EntryEvent(index, len(labels), entry.label, time.perf_counter() - started, None, outcome))
+        return attrs
+
+    done = run_work_queue(study, list(range(len(labels))), {i: [] for i in range(len(labels))}, run,
+                          grace_period=20, poll_seconds=2.0, wait_timeout=24 * 3600, noun="comparison")
+    outcomes = []
+    for index in range(len(labels)):
+        attrs = done[index].user_attrs
+        outcome = EntryOutcome(**attrs["outcome"])
+        if outcome.artifact is not None and "artifact_text" in attrs:
+            path = Path(outcome.artifact)
+            data = attrs["artifact_text"].encode("utf-8")
+            if not path.is_file() or path.read_bytes() != data:
+                write_bytes_atomic(path, data)
+        outcomes.append(outcome)
+    return outcomes

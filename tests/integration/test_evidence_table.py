@@ -1,0 +1,140 @@
+"""`llmevo reproduce --all`: which comparisons form the table, a tiny table end to end, a
+killed table resumed without rerunning a finished comparison, the per-comparison time limit,
+and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_runner import files_under, run_cli
+from ladder_support import counting_evidence_worker, trained
+from ladder_support import own_cache as make_own_cache
+
+from llmevo.experiments import evidence as evidence_module
+from llmevo.experiments.evidence import STATE_FILE, EvidenceRequest, evidence_entries, run_evidence
+from llmevo.runner import run as run_module
+from llmevo.runner import tuning as tuning_module
+
+
+def test_the_table_is_every_comparison_of_record():
+    labels = {entry.label for entry in evidence_entries()}
+    published = {"rope", "muon", "lion", "relu2", "post_norm", "alibi", "sandwich", "geglu", "qk_norm",
+                 "value_residual", "layernorm", "nope", "gelu", "sinusoidal", "blt-bytes",
+                 "alibi --against rope", "relu2 --against swiglu", "geglu --against swiglu"}
+    assert published <= labels
+    # the reverse of a pair already there, untuned post-training, diagnostics-only components
+    assert not labels & {"swiglu", "rmsnorm", "sft", "dpo", "grpo", "neftune", "blt", "rope-relay",
+                         "learned", "adamw", "mha", "pre_norm", "concat", "none", "transformer"}
+
+
+def _request(out: Path, data_dir: Path, cache_dir: Path, **changes) -> EvidenceRequest:
+    values = dict(preset="smoke", only=["nope", "qk_norm"], seeds=[42, 43, 44], tune_grid=[6e-4, 1.2e-3],
+                  tune_confirm=0, steps=3, data_dir=data_dir, cache_dir=cache_dir, device="cpu",
+                  path="sequential", out=out)
+    return EvidenceRequest(**(values | changes))
+
+
+@pytest.fixture
+def own_cache(tmp_path, cache_dir):
+    """A cache with the prepared data but none of the arm entries."""
+    return make_own_cache(tmp_path / "cache", cache_dir)
+
+
+def _forbid_training(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a finished comparison was trained again")
+
+    for module in (run_module, tuning_module):
+        monkeypatch.setattr(module, "train_many", refuse)
+
+
+def test_a_killed_table_resumes_without_rerunning_a_finished_comparison(tmp_path, data_dir, own_cache,
+                                                                        monkeypatch, workdir):
+    out = tmp_path / "table"
+    real, calls = evidence_module._run_entry, []
+
+    def killed_at_the_second(*args, **kwargs):
+        calls.append(args[0].label)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(evidence_module, "_run_entry", killed_at_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        run_evidence(_request(out, data_dir, own_cache))
+    state = json.loads((out / STATE_FILE).read_text())["entries"]
+    assert list(state) == ["nope"] and state["nope"]["status"] == "finished"
+    monkeypatch.setattr(evidence_module, "_run_entry", real)
+    outcomes = run_evidence(_request(out, data_dir, own_cache))
+    assert [(o.label, o.status, o.skipped) for o in outcomes] == [("nope", "finished", True),
+                                                                 ("qk_norm", "finished", False)]
+    assert all(Path(o.artifact).is_file() and o.classification is not None for o in outcomes)
+    _forbid_training(monkeypatch)  # a third run: nothing left to do
+    again = run_evidence(_request(out, data_dir, own_cache))
+    assert [o.skipped for o in again] == [True, True]
+
+
+def test_a_comparison_past_its_time_limit_is_stopped_and_recorded(tmp_path, data_dir, own_cache, workdir):
+    out = tmp_path / "limited"
+    outcomes = run_evidence(_request(out, data_dir, own_cache, only=["qk_norm"], time_limit_minutes=0.001))
+    assert [(o.label, o.status) for o in outcomes] == [("qk_norm", "timed_out")]
+    assert "limit" in outcomes[0].message
+    assert json.loads((out / STATE_FILE).read_text())["entries"]["qk_norm"]["status"] == "timed_out"
+
+
+BAD = [
+    (["reproduce", "rope", "--all"], "NAME applies to one comparison"),
+    (["reproduce", "--all", "--against", "rope"], "--against applies to one comparison"),
+    (["reproduce", "--only", "rope"], "--only applies to --all only"),
+    (["reproduce", "--all", "--only", "nosuch"], "--only nosuch: not a comparison"),
+    (["reproduce", "--all", "--time-limit", "0"], "time_limit_minutes"),
+    (["reproduce", "--all", "--study", "x"], "--study applies to --storage only"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD)
+def test_bad_tables_are_one_line_exit_2_nothing_written(args, message, capsys, workdir):
+    before = files_under(workdir)
+    status = run_cli(args)
+    err = capsys.readouterr().err
+    assert status == 2, f"{args}: exit {status}, stderr {err!r}"
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert message in err, err
+    assert files_under(workdir) == before
+
+
+def _spawned(context, request, counter: Path, folder: Path):
+    folder.mkdir()
+    return context.Process(target=counting_evidence_worker, args=(request, str(counter), str(folder)))
+
+
+def test_two_workers_share_one_table_and_train_every_run_once(tmp_path, data_dir, cache_dir):
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    only = ["nope", "sinusoidal"]  # no arm in common: rope vs nope, learned vs sinusoidal
+    # the same table in one process, on a cache of its own: how many runs it trains
+    alone = _spawned(context, _request(tmp_path / "alone" / "state", data_dir,
+                                       make_own_cache(tmp_path / "cache-alone", cache_dir), only=only),
+                     tmp_path / "alone.jsonl", tmp_path / "alone")
+    alone.start()
+    alone.join(600)
+    assert alone.exitcode == 0
+    url = f"sqlite:///{tmp_path / 'table.db'}"
+    shared_cache = make_own_cache(tmp_path / "cache-shared", cache_dir)
+    workers = [_spawned(context, _request(tmp_path / f"machine{i}" / "state", data_dir, shared_cache,
+                                          only=only, storage=url),
+                        tmp_path / f"trained{i}.jsonl", tmp_path / f"machine{i}") for i in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(600)
+    assert [w.exitcode for w in workers] == [0, 0]
+    shares = [trained(tmp_path / f"trained{i}.jsonl") for i in range(2)]
+    assert sorted(run for share in shares for run in share) == sorted(trained(tmp_path / "alone.jsonl"))
+    # each machine holds both artifacts, byte for byte those of the other
+    found = [sorted((tmp_path / f"machine{i}" / "runs").rglob("*.json")) for i in range(2)]
+    assert len(found[0]) == len(found[1]) == 2
+    assert [p.read_bytes() for p in found[0]] == [p.read_bytes() for p in found[1]]
