@@ -41,3 +41,24 @@ def test_grpo_smoke_records_its_stage(tmp_path, data_dir):
         assert (tmp_path / "report" / "plots" / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     pretraining = (tmp_path / "report" / "plots" / "training_loss.png").read_bytes()
     assert pretraining != (tmp_path / "report" / "plots" / "post_training_loss.png").read_bytes()
+
+
+def test_self_consistency_is_recorded_per_k(tmp_path, data_dir, capsys):
+    out = tmp_path / "sft.json"
+    try:
+        main(["reproduce", "sft", "--preset", "smoke", "--seed", "42", "--device", "cpu",
+              "--data-dir", str(data_dir), "--out", str(out), "--no-report", "--self-consistency"])
+    except SystemExit as exit_:
+        assert not exit_.code
+    artifact = json.loads(out.read_text())
+    row = artifact["per_seed"][0]
+    for arm in ("baseline", "method"):
+        tokens = [row[arm][f"arithmetic_sc{k}_tokens"] for k in (1, 4, 8)]
+        assert all(0.0 <= row[arm][f"arithmetic_sc{k}_exact_match"] <= 1.0 for k in (1, 4, 8))
+        assert 0 < tokens[0] <= tokens[1] <= tokens[2]  # the first k samples are shared by larger k
+    assert load_artifact(out).setup.post_training["self_consistency"] is True
+    try:  # not a post-training method: refused, one line
+        main(["reproduce", "rope", "--self-consistency", "--data-dir", str(data_dir)])
+    except SystemExit as exit_:
+        assert exit_.code == 2
+    assert "only for a post-training method" in capsys.readouterr().err

@@ -150,6 +150,9 @@ def reproduce(
     post_steps: Annotated[int | None, typer.Option(help="Post-training methods: the stage's steps.")] = None,
     post_batch_size: Annotated[int | None, typer.Option(help="Post-training: examples per step.")] = None,
     post_lr: Annotated[float | None, typer.Option(help="Post-training: learning rate.")] = None,
+    self_consistency: Annotated[bool, typer.Option(
+        "--self-consistency", help="Post-training: also score held-out arithmetic by majority vote over "
+                                   "k = 1, 4, 8 sampled answers (accuracy and generated tokens).")] = False,
     post_seed_offset: Annotated[int | None, typer.Option(
         help="Post-training: the stage's seed is the run seed plus this.")] = None,
     method_config: Annotated[str | None, typer.Option(
@@ -204,7 +207,8 @@ def reproduce(
         tune_seeds=parse_seeds(None, tune_seeds, option="--tune-seeds"), tune_confirm=tune_confirm,
         tune_space=tune_space, tune_trials=tune_trials, margin=margin,
         post_steps=post_steps, post_batch_size=post_batch_size, post_lr=post_lr,
-        post_seed_offset=post_seed_offset, method_config=method_config,
+        post_seed_offset=post_seed_offset, self_consistency=self_consistency or None,
+        method_config=method_config,
         preference_file=preference_file, arithmetic_max_operand=arithmetic_max_operand,
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
     )

@@ -172,6 +172,10 @@ METRICS: tuple[Metric, ...] = (
     Metric("heldout_preference_margin", lower_is_better=False, in_report=False),
     Metric("arithmetic_exact_match", lower_is_better=False, in_summary=True),
     Metric("arithmetic_error_rate", lower_is_better=True),
+    # self-consistency at k samples (PostTrainSettings.self_consistency): accuracy and its cost
+    *(metric for k in (1, 4, 8) for metric in (
+        Metric(f"arithmetic_sc{k}_exact_match", lower_is_better=False),
+        Metric(f"arithmetic_sc{k}_tokens", lower_is_better=True, in_report=False))),
     # per arm only, no paired statistics: each arm's post-training stage is its own
     Metric("post_training_loss", lower_is_better=True, in_statistics=False, in_summary=True),
     Metric("reward_bearing_group_rate", lower_is_better=False, in_statistics=False,

@@ -85,7 +85,7 @@ def _implementation_modules() -> list[str]:
 # shared pretraining)
 TUNED_BY_DEFAULT = ("quick", "standard")
 # a post-training method's stage options, refused for any other component
-POST_TRAINING_OPTIONS = ("post_steps", "post_batch_size", "post_lr", "post_seed_offset",
+POST_TRAINING_OPTIONS = ("post_steps", "post_batch_size", "post_lr", "post_seed_offset", "self_consistency",
                          "method_config", "preference_file", "arithmetic_max_operand")
 
 
@@ -174,6 +174,7 @@ class ReproductionRequest(RequestModel):
     post_batch_size: int | None = Field(default=None, ge=1)
     post_lr: float | None = Field(default=None, gt=0)
     post_seed_offset: int | None = None  # the stage's seed is the run seed plus this
+    self_consistency: bool | None = None  # post-training: majority vote over k = 1, 4, 8 samples too
     method_config: str | None = None  # e.g. 'beta=0.1' (post-training) or 'lm=0.5,narrative=0.5' (data)
     preference_file: Path | None = None  # DPO: JSONL {"chosen", "rejected"} instead of HH-RLHF
     arithmetic_max_operand: int | None = None  # GRPO: operands 0..N
@@ -268,7 +269,7 @@ class ReproductionRequest(RequestModel):
             post_training = post_training_request(
                 comparison, preset.post_training,
                 {"steps": self.post_steps, "batch_size": self.post_batch_size, "lr": self.post_lr,
-                 "seed_offset": self.post_seed_offset,
+                 "seed_offset": self.post_seed_offset, "self_consistency": self.self_consistency,
                  "arithmetic.max_operand": self.arithmetic_max_operand},
                 ComponentChoice.parse(f"{self.name}:{self.method_config or ''}").config,
                 self.preference_file)

@@ -130,8 +130,10 @@ def run_post_training_reproduction(
                 arm.post_training, post_data,
                 task, settings, seed + settings.seed_offset, plan.device)
             validation = evaluate_arm(arm_model, data, preset, "validation", plan.device)
+            consistency = seed if settings.self_consistency else None
             validation.update(evaluate_post_training(
-                arm_model, post_data, "validation", plan.device, settings.max_new_tokens))
+                arm_model, post_data, "validation", plan.device, settings.max_new_tokens,
+                consistency, settings.sampling_temperature))
             validation["initial_loss"] = pretrain.initial_loss
             validation["final_loss"] = pretrain.final_loss
             validation["post_training_loss"] = stage.post_training_loss
@@ -139,7 +141,8 @@ def run_post_training_reproduction(
             validation.update(stage.extra)
             test = evaluate_arm(arm_model, data, preset, "test", plan.device)
             test.update(evaluate_post_training(
-                arm_model, post_data, "test", plan.device, settings.max_new_tokens))
+                arm_model, post_data, "test", plan.device, settings.max_new_tokens,
+                consistency, settings.sampling_temperature))
             if logs is not None:
                 logger = logs.run(f"{arm.label}-seed{seed}")
                 try:

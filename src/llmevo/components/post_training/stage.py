@@ -54,6 +54,10 @@ class PostTrainSettings(StrictModel):
     arithmetic: ArithmeticConfig = Field(default_factory=ArithmeticConfig)
     held_out_pairs: PositiveInt = 128
     max_new_tokens: PositiveInt = 4
+    self_consistency: bool = Field(
+        default=False, description="Also score held-out arithmetic by majority vote over k = 1, 4, 8 "
+                                   "sampled answers (evaluate.self_consistency).")
+    sampling_temperature: PositiveFloat = 0.7  # of the self-consistency samples
 
     @property
     def examples(self) -> int:
