@@ -10,18 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import optuna
+from matplotlib.figure import Figure
+from optuna.trial import FrozenTrial, TrialState
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import optuna  # noqa: E402
-from optuna.trial import FrozenTrial, TrialState  # noqa: E402
-
-from llmevo.artifacts.io import write_json_atomic, write_text_atomic  # noqa: E402
-from llmevo.evolve.champion import FinalEvaluation, lineage  # noqa: E402
-from llmevo.evolve.knockouts import knockout_lines  # noqa: E402
-from llmevo.evolve.sampler import LOST_STATES  # noqa: E402
-from llmevo.reports.sections import format_decimals  # noqa: E402
+from llmevo.artifacts.io import write_json_atomic, write_text_atomic
+from llmevo.evolve.champion import FinalEvaluation, lineage
+from llmevo.evolve.knockouts import knockout_lines
+from llmevo.evolve.sampler import LOST_STATES
+from llmevo.reports.plots import save_png
+from llmevo.reports.sections import format_decimals
 
 SCHEMA_VERSION = 2
 STATE_COLOURS = {"complete": "#1f77b4", "pruned": "#ff7f0e", "diverged": "#d62728",
@@ -109,7 +107,10 @@ def build_summary(
 
 
 def plot_fitness(rows: list[dict[str, Any]], path: Path) -> Path:
-    figure, axis = plt.subplots(figsize=(7, 4))
+    """Fitness per trial with the best-so-far line (matplotlib's object API, no global state;
+    written atomically, a failed write one ``WriteError`` naming the file)."""
+    figure = Figure(figsize=(7, 4))
+    axis = figure.add_subplot()
     best: float | None = None
     xs, best_line = [], []
     for row in rows:
@@ -131,14 +132,12 @@ def plot_fitness(rows: list[dict[str, Any]], path: Path) -> Path:
     axis.legend(fontsize=8)
     axis.grid(alpha=0.3)
     figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return save_png(figure, path)
 
 
 def plot_fitness_vs_parameters(rows: list[dict[str, Any]], champion: int, path: Path) -> Path:
-    figure, axis = plt.subplots(figsize=(6, 4))
+    figure = Figure(figsize=(6, 4))
+    axis = figure.add_subplot()
     points = [r for r in rows if r["fitness"] is not None and r["parameters"]]
     axis.scatter([r["parameters"] for r in points], [r["fitness"] for r in points], s=18,
                  color="#1f77b4", label="trial")
@@ -150,9 +149,7 @@ def plot_fitness_vs_parameters(rows: list[dict[str, Any]], champion: int, path: 
     axis.set_ylabel("validation fitness (higher is better)")
     axis.grid(alpha=0.3)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return save_png(figure, path)
 
 
 def _tuning_lines(summary: dict[str, Any]) -> list[str]:

@@ -22,7 +22,7 @@ from matplotlib.ticker import ScalarFormatter
 
 from llmevo.artifacts.io import write_text_atomic
 from llmevo.artifacts.ladder import IntervalRecord, LadderFile
-from llmevo.reports.plots import ARM_COLOURS, _save_png
+from llmevo.reports.plots import ARM_COLOURS, save_png
 
 LOSS_PLOT = "loss-vs-compute.png"
 DELTA_PLOT = "delta-vs-compute.png"
@@ -61,7 +61,7 @@ def plot_ladder_loss(ladder: LadderFile, path: Path) -> Path:
     axes.set_title(f"{ladder.name} ladder: {ladder.metric} vs compute (dashed: extrapolation)")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize="small")
-    return _save_png(figure, path)
+    return save_png(figure, path)
 
 
 def plot_ladder_delta(ladder: LadderFile, path: Path) -> Path:
@@ -93,7 +93,7 @@ def plot_ladder_delta(ladder: LadderFile, path: Path) -> Path:
     axes.set_title(f"{ladder.name} vs {_labels(ladder)['baseline']}: the gap across scale ({ladder.ladder_class})")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize="small")
-    return _save_png(figure, path)
+    return save_png(figure, path)
 
 
 def _interval(record: IntervalRecord, digits: int = 2, suffix: str = "") -> str:

@@ -21,7 +21,9 @@ DPI = 120
 ARM_COLOURS = {"baseline": "#1f77b4", "method": "#d62728"}
 
 
-def _save_png(figure: Figure, path: Path) -> Path:
+def save_png(figure: Figure, path: Path) -> Path:
+    """``figure`` as PNG at ``path``, written atomically (its folder made; a failed write is one
+    ``WriteError`` naming the file)."""
     FigureCanvasAgg(figure)
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
@@ -86,7 +88,7 @@ def plot_training_curves(
     axes.set_ylabel(ylabel)
     axes.grid(True, alpha=0.3)
     axes.legend(loc="upper right", fontsize="small")
-    return _save_png(figure, path)
+    return save_png(figure, path)
 
 
 def plot_paired_differences(
@@ -137,7 +139,7 @@ def plot_paired_differences(
     )
     axes.grid(True, axis="y", alpha=0.3)
     axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize="small")
-    return _save_png(figure, path)
+    return save_png(figure, path)
 
 
 def plot_full_experiment(table: Sequence[Mapping], path: Path, metric: str = "lm_loss") -> Path:
@@ -169,7 +171,7 @@ def plot_full_experiment(table: Sequence[Mapping], path: Path, metric: str = "lm
     axes.invert_xaxis()
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize="small")
-    return _save_png(figure, path)
+    return save_png(figure, path)
 
 
 def plot_tuning(
@@ -211,7 +213,7 @@ def plot_tuning(
     axes.set_title("Tuning: validation loss vs learning rate (dotted: diverged)")
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize=8)
-    return _save_png(figure, path)
+    return save_png(figure, path)
 
 
 def tuned_axes(tuning: Mapping) -> list[str]:
@@ -277,4 +279,4 @@ def plot_tuning_axis(
                    "black edge: extension trial)", fontsize=9)
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize=8)
-    return _save_png(figure, path)
+    return save_png(figure, path)
