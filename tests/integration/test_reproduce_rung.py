@@ -52,6 +52,8 @@ def test_a_sized_reproduction_records_its_scale(tmp_path, data_dir):
     assert setup["epochs"] == tokens / stream
     assert setup["compute_6nd"] == 6 * 43_168 * tokens
     assert load_artifact(out).setup.rung == -2
+    # the cost of the verdict: CPU seconds of the process and its workers, and wall time
+    assert setup["cpu_seconds"] > 0 and setup["reproduction_wall_seconds"] > 0
 
 
 def test_a_sized_reproduction_at_a_longer_window(tmp_path, data_dir):

@@ -81,6 +81,7 @@ class RungRecord(_Block):
     dataset_fingerprint: str
     wall_seconds: float
     peak_memory_mb: float | None = None  # max resident set so far (this process, its workers)
+    cpu_seconds: float | None = None  # the rung's reproduction: CPU seconds, workers included
 
     @classmethod
     def of(cls, rung: int, artifact: ReproductionArtifact, path: Path, grid: list[float],
@@ -103,7 +104,7 @@ class RungRecord(_Block):
             grid=list(grid), grid_rule=rule, artifact=path.name,
             artifact_sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
             dataset_fingerprint=artifact.provenance.dataset_fingerprint, wall_seconds=wall_seconds,
-            peak_memory_mb=peak_memory_mb)
+            peak_memory_mb=peak_memory_mb, cpu_seconds=setup.cpu_seconds)
 
 
 class LadderFile(_Block):

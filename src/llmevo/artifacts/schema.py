@@ -175,6 +175,10 @@ class Setup(_Block):
     training_tokens: int | None = None  # per arm
     epochs: float | None = None  # training tokens over the training stream's tokens
     compute_6nd: float | None = None  # 6 x parameters x training_tokens
+    # the cost of the verdict: CPU seconds (user + system) of the reproduction's process and
+    # its training workers, tuning included, and its wall time; cached runs cost what loading them did
+    cpu_seconds: float | None = None
+    reproduction_wall_seconds: float | None = None
 
 
 class ArmResult(_Block):

@@ -267,12 +267,14 @@ def _reproduce_all(preset: str, seeds: str | None, device: str, data_dir: Path |
 
     outcomes = run_evidence(plan, progress=RichTrainingProgress(console), on_entry=show)
     table = Table(title=f"Evidence table ({preset}, {len(outcomes)} comparisons)")
-    for column in ("comparison", "status", "class", "Δ%", "minutes", "artifact"):
+    for column in ("comparison", "status", "class", "Δ%", "minutes", "core-min", "artifact"):
         table.add_column(column)
     for outcome in outcomes:
         table.add_row(escape(outcome.label), outcome.status + (" (before)" if outcome.skipped else ""),
                       outcome.classification or "—",
                       "—" if outcome.change_percent is None else f"{outcome.change_percent:+.2f}",
-                      f"{outcome.wall_seconds / 60:.1f}", escape(outcome.artifact or outcome.message or ""))
+                      f"{outcome.wall_seconds / 60:.1f}",
+                      "—" if outcome.cpu_seconds is None else f"{outcome.cpu_seconds / 60:.1f}",
+                      escape(outcome.artifact or outcome.message or ""))
     console.print(table)
     console.print(f"state: {plan.state_path}")

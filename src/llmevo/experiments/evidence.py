@@ -198,6 +198,7 @@ class EntryOutcome:
     wall_seconds: float = 0.0
     message: str | None = None
     code_sha256: str | None = None
+    cpu_seconds: float | None = None  # the verdict's cost (setup.cpu_seconds of its artifact)
     skipped: bool = False  # finished before, under the same code: not run again
 
 
@@ -249,7 +250,8 @@ def _outcome(entry: Entry, artifact_path: Path, wall: float, code: str) -> Entry
     verdict = getattr(artifact, "verdict", None)
     change = getattr(artifact, "headline_change", (None, None, None, None))[1]
     return EntryOutcome(entry.label, "finished", str(artifact_path), _sha256(artifact_path),
-                        verdict.classification if verdict else None, change, wall, code_sha256=code)
+                        verdict.classification if verdict else None, change, wall, code_sha256=code,
+                        cpu_seconds=artifact.setup.cpu_seconds)
 
 
 def _child(request_json: str, results: Any) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import re
 import shutil
+import time
 from pathlib import Path
 
 import torch
@@ -384,10 +385,12 @@ def reproduce(request: ReproductionRequest | ReproductionPlan,
         logs = TensorBoardLogs(plan.tensorboard)  # checks that tensorboard is installed
     if code is None:
         code = code_state(plan)
+    cost = CpuClock()
     if plan.post_training is not None:  # a post-training method: its own pipeline
         outcome = run_post_training_reproduction(plan, progress=progress, logs=logs)
     else:
         outcome = reproduction.run_reproduction(plan, progress=progress, logs=logs)
+    cpu_seconds, wall_seconds = cost.read()
     provenance = collect_provenance(
         command=plan.command,
         code=code,
@@ -396,11 +399,31 @@ def reproduce(request: ReproductionRequest | ReproductionPlan,
         artifact_path=str(outputs.artifact),
         allow_dirty=plan.allow_dirty if plan.publish else None,
     )
-    return _write_outputs(outcome, provenance, outputs, plan.preset, plan.seeds[0], plan.replace)
+    return _write_outputs(outcome, provenance, outputs, plan.preset, plan.seeds[0], plan.replace,
+                          cost=(cpu_seconds, wall_seconds))
+
+
+class CpuClock:
+    """CPU seconds (user + system) of this process and its finished children, and wall seconds,
+    since it was made (``resource.getrusage``; a worker pool's share counts once it has exited)."""
+
+    def __init__(self) -> None:
+        self._start = self._cpu(), time.perf_counter()
+
+    @staticmethod
+    def _cpu() -> float:
+        import resource
+
+        return sum(usage.ru_utime + usage.ru_stime for usage in
+                   (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+    def read(self) -> tuple[float, float]:
+        return self._cpu() - self._start[0], time.perf_counter() - self._start[1]
 
 
 def _write_outputs(outcome: reproduction.ReproductionOutcome, provenance: dict, outputs: ReproductionOutputs,
-                   preset: Preset, first_seed: int, replace: bool = False) -> ReproductionArtifact:
+                   preset: Preset, first_seed: int, replace: bool = False,
+                   cost: tuple[float, float] | None = None) -> ReproductionArtifact:
     """Artifact, then checkpoints, then report; on any failure remove what was written."""
     written: list[Path] = []  # the topmost path each write creates
 
@@ -415,6 +438,8 @@ def _write_outputs(outcome: reproduction.ReproductionOutcome, provenance: dict, 
 
     try:
         built = outcome.artifact(provenance, str(outputs.artifact))
+        if cost is not None:
+            built.setup.cpu_seconds, built.setup.reproduction_wall_seconds = cost
         check_replacement(outputs.artifact, Contents.of(built), replace=replace)
         track(outputs.artifact)
         artifact = save_artifact(built, outputs.artifact)

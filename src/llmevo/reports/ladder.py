@@ -162,7 +162,7 @@ def ladder_readme(ladder: LadderFile) -> str:
         f"- intervals: {ladder.bootstrap['method']}, {ladder.bootstrap['resamples']} resamples, seed {ladder.bootstrap['seed']}",
         *([f"- {ladder.top_seeds_note}"] if ladder.top_seeds_note else []),
         f"- tokens per parameter: {ladder.tokens_per_parameter:.2f}; wall time {ladder.wall_seconds / 60:.1f} min "
-        f"({', '.join(f'rung {r.rung}: {r.wall_seconds / 60:.1f} min' + (f', peak {r.peak_memory_mb:.0f} MiB' if r.peak_memory_mb else '') for r in ladder.rungs)})",
+        f"({', '.join(f'rung {r.rung}: {r.wall_seconds / 60:.1f} min' + (f', {r.cpu_seconds / 60:.1f} core-min' if r.cpu_seconds else '') + (f', peak {r.peak_memory_mb:.0f} MiB' if r.peak_memory_mb else '') for r in ladder.rungs)})",
         "",
         f"Command: `{provenance.get('command')}`; commit {provenance.get('code_commit')} "
         f"(dirty: {provenance.get('code_dirty')}). Each rung's full artifact: "
