@@ -203,6 +203,7 @@ def ladder_row(path: Path, ladder: LadderFile, source: str) -> dict:
     first, last = ladder.rungs[0], ladder.rungs[-1]
     return {
         "kind": "ladder", "name": ladder.name, "against": ladder.against, "source": source,
+        "baseline": ladder.arm_names.get("baseline"),
         "rungs": [r.rung for r in ladder.rungs], "parameters": [first.parameters, last.parameters],
         "compute_span": ladder.span[1], "ladder_class": ladder.ladder_class, "trend": ladder.trend,
         "bottom": {"delta_percent": first.delta_percent, "class": first.classification},
@@ -246,7 +247,7 @@ def ladder_section(rows: list[dict], link) -> list[str]:
         slope = IntervalRecord.model_validate(row["gap_slope_per_decade"])
         multiplier = IntervalRecord.model_validate(row["compute_multiplier"])
         lines.append(
-            f"| {row['name']} | {row['against'] or 'ablation'} | {row['rungs'][0]}..{row['rungs'][-1]} "
+            f"| {row['name']} | {row.get('baseline') or row['against'] or 'ablation'} | {row['rungs'][0]}..{row['rungs'][-1]} "
             f"| {row['parameters'][0]:,} → {row['parameters'][1]:,} | {row['compute_span']:.0f} "
             f"| {row['bottom']['delta_percent']:+.2f} ({row['bottom']['class']}) → "
             f"{row['top']['delta_percent']:+.2f} ({row['top']['class']}) "
