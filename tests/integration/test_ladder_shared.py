@@ -49,12 +49,13 @@ def _rung_trials(url, study):
 
 def _comparable(ladder):
     """A ladder file without what differs between two runs of the same ladder: wall times,
-    peak memory, provenance (its time and command) and the rung artifacts' digests (their
+    peak memory, CPU time, provenance (its time and command) and the rung artifacts' digests (their
     provenance)."""
     data = ladder.to_json_dict()
     data.pop("wall_seconds"), data.pop("provenance")
     for rung in data["rungs"]:
-        rung.pop("wall_seconds"), rung.pop("artifact_sha256"), rung.pop("peak_memory_mb")
+        for key in ("wall_seconds", "artifact_sha256", "peak_memory_mb", "cpu_seconds"):
+            rung.pop(key)
     return data
 
 

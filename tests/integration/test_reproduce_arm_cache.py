@@ -78,9 +78,11 @@ def _reproduce(name: str, data_dir: Path, cache: Path, out: Path, **changes) -> 
 
 
 def _comparable(artifact: dict, *wall_clock: str) -> dict:
-    """The artifact without provenance, the cache block and the named setup fields."""
+    """The artifact without provenance, the cache block, the measured cost of the run (CPU and
+    wall seconds: what loading from the cache saves) and the named setup fields."""
     kept = {key: value for key, value in artifact.items() if key not in ("provenance", "cache")}
-    kept["setup"] = {key: value for key, value in artifact["setup"].items() if key not in wall_clock}
+    dropped = {*wall_clock, "cpu_seconds", "reproduction_wall_seconds"}
+    kept["setup"] = {key: value for key, value in artifact["setup"].items() if key not in dropped}
     return kept
 
 
