@@ -25,7 +25,7 @@ path (same math, other rounding); this stays the single-tensor path on every dev
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -97,15 +97,17 @@ def adamw_update(
     param.addcdiv_(exp_avg, denom, value=-step_size)
 
 
-def adamw_group_update(group: dict[str, Any], state: dict[Tensor, dict[str, Any]]) -> None:
-    """``adamw_update`` for every parameter of ``group`` that has a gradient (its lr, betas,
-    eps and weight decay); ``state`` maps each parameter to its AdamW state."""
+def adamw_group_update(group: dict[str, Any], state: dict[Tensor, dict[str, Any]],
+                       update: Callable[..., None] = adamw_update) -> None:
+    """``update`` (default ``adamw_update``; any function of its signature, e.g. the cautious
+    step) for every parameter of ``group`` that has a gradient (its lr, betas, eps and weight
+    decay); ``state`` maps each parameter to its AdamW state."""
     beta1, beta2 = group["betas"]
     for p in group["params"]:
         if p.grad is None:
             continue
-        adamw_update(p, p.grad, state.setdefault(p, {}), lr=group["lr"], beta1=beta1,
-                     beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"])
+        update(p, p.grad, state.setdefault(p, {}), lr=group["lr"], beta1=beta1,
+               beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"])
 
 
 class AdamWOptimizer(Optimizer):

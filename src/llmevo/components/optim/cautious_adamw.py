@@ -34,10 +34,12 @@ from llmevo.components.optim.adamw import (
     ADAMW_TUNING_SPACE,
     AdamWBatched,
     AdamWConfig,
+    AdamWOptimizer,
     adam_moments,
+    adamw_group_update,
 )
 from llmevo.components.optim.base import OptimizerComponent
-from llmevo.components.optim.optimizer import Optimizer, per_replica
+from llmevo.components.optim.optimizer import per_replica
 from llmevo.registry import Paper, SearchDimension, register
 
 MIN_AGREEING = 1e-3  # the floor of mean(phi): only reached when (almost) every entry is masked
@@ -67,26 +69,11 @@ def cautious_adamw_update(
     param.addcdiv_(exp_avg * cautious_scale(exp_avg, grad), denom, value=-step_size)
 
 
-class CautiousAdamWOptimizer(Optimizer):
-    def __init__(
-        self,
-        params: Any,
-        *,
-        lr: float,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 0.01,
-    ):
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+class CautiousAdamWOptimizer(AdamWOptimizer):
+    """AdamW's optimizer and settings, stepping with ``cautious_adamw_update``."""
 
     def update_group(self, group: dict[str, Any]) -> None:
-        beta1, beta2 = group["betas"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            cautious_adamw_update(p, p.grad, self.state.setdefault(p, {}), lr=group["lr"],
-                                  beta1=beta1, beta2=beta2, eps=group["eps"],
-                                  weight_decay=group["weight_decay"])
+        adamw_group_update(group, self.state, cautious_adamw_update)
 
 
 class CautiousAdamWBatched(AdamWBatched):
