@@ -16,6 +16,7 @@ from llmevo.artifacts.schema import Tuning
 from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
 from llmevo.registry import ComponentChoice, TuningAxis
+from llmevo.runner import tuning as tuning_module
 from llmevo.runner import tuning_space
 from llmevo.runner.tuning_space import ResolvedAxis, arm_space, axis_value, check_space_plan
 from llmevo.train.execution import RunOutcome
@@ -133,7 +134,7 @@ def _objective(target_lr: float):
 
 
 def _tune(monkeypatch, optimizer: str, target_lr: float, trials: int, calls: list):
-    monkeypatch.setattr(tuning_space, "train_many", _fake_train_many(calls))
+    monkeypatch.setattr(tuning_module, "train_many", _fake_train_many(calls))  # score_runs trains
     config = CONFIG.model_copy(update={"optimizer": ComponentChoice(name=optimizer)})
     axes = arm_space(config.optimizer, [], config)
     plan = check_space_plan("full", trials, [1000, 1001], [42])
@@ -207,7 +208,7 @@ def test_a_cached_trial_is_not_trained_again(monkeypatch, tmp_path):
     from llmevo.train.execution import Execution
 
     calls: list = []
-    monkeypatch.setattr(tuning_space, "train_many", _fake_train_many(calls))
+    monkeypatch.setattr(tuning_module, "train_many", _fake_train_many(calls))  # score_runs trains
     cache = ArmCache.open(tmp_path, torch.device("cpu"), Execution("sequential"), "use",
                           code_modules=["llmevo.runner.tuning_space"])
     assert cache is not None

@@ -16,7 +16,7 @@ the arm takes the better of the two by the mean over all its tuning seeds.
 The test split is never looked at here.
 
 Public API: ``TuningPlan``, ``default_grid``, ``check_plan``, ``tune_arm``, ``ArmTuning``,
-``SettingResult``, ``tune_comparison``, ``tuning_block``.
+``SettingResult``, ``score_runs``, ``tune_comparison``, ``tuning_block``.
 """
 
 from __future__ import annotations
@@ -166,6 +166,34 @@ def extension_value(grid: Sequence[float], direction: Literal["up", "down"]) -> 
     return values[0] * values[0] / values[1]
 
 
+def score_runs(
+    label: str,
+    build: Callable[[], nn.Module],
+    stream: Tensor | TrainStream,
+    specs: Sequence[RunSpec],
+    evaluate: Callable[[nn.Module], float],
+    device: torch.device,
+    progress: Progress | None,
+    execution: Execution,
+    cache: TuningEntries | None,
+) -> tuple[dict[int, float | None], set[int]]:
+    """Each tuning run's validation score by its index in ``specs`` (None: diverged), and the
+    indices that came from the arm cache: the runs not found there train in one
+    ``train_many`` call, are scored with ``evaluate`` and stored."""
+    hits = {} if cache is None else cache.hits(specs, lambda spec: cache.load(spec, specs))
+    values: dict[int, float | None] = {index: hit.value for index, hit in hits.items()}
+    missing = [index for index in range(len(specs)) if index not in hits]
+    outcomes = train_many(build, stream, [specs[i] for i in missing], device, progress,
+                          description=f"tune {label}", build_optimizer=build_optimizer,
+                          path=execution.path, replicas_max=execution.replicas_max) if missing else []
+    for index, outcome in zip(missing, outcomes, strict=True):
+        values[index] = None if outcome.result.status == "diverged" else float(evaluate(outcome.model))
+        outcome.model.cpu()
+        if cache is not None:
+            cache.store(outcome.spec, specs, values[index])
+    return values, set(hits)
+
+
 def tune_arm(
     label: str,
     build: Callable[[], nn.Module],
@@ -191,17 +219,7 @@ def tune_arm(
                  for lr in lrs for seed in seeds]
         known = {s.lr: s for s in tuning.settings}
         results = {lr: known.get(lr) or SettingResult(lr, {}, extension) for lr in lrs}
-        hits = {} if cache is None else cache.hits(specs, lambda spec: cache.load(spec, specs))
-        values: dict[int, float | None] = {index: hit.value for index, hit in hits.items()}
-        missing = [index for index in range(len(specs)) if index not in hits]
-        outcomes = train_many(build, stream, [specs[i] for i in missing], device, progress,
-                              description=f"tune {label}", build_optimizer=build_optimizer,
-                              path=execution.path, replicas_max=execution.replicas_max) if missing else []
-        for index, outcome in zip(missing, outcomes, strict=True):
-            values[index] = None if outcome.result.status == "diverged" else float(evaluate(outcome.model))
-            outcome.model.cpu()
-            if cache is not None:
-                cache.store(outcome.spec, specs, values[index])
+        values, hits = score_runs(label, build, stream, specs, evaluate, device, progress, execution, cache)
         for index, spec in enumerate(specs):  # in run order, whichever came from the cache
             results[spec.config.lr].values[spec.seed] = values[index]
             if index in hits:

@@ -72,12 +72,12 @@ from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 from torch import Tensor, nn
 
-from llmevo.catalog import build_optimizer, full_registry
+from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.registry import MODEL_SLOTS, ComponentChoice, TuningAxis
 from llmevo.runner.cache import TuningEntries
-from llmevo.runner.tuning import check_plan
-from llmevo.train.execution import Execution, RunSpec, train_many
+from llmevo.runner.tuning import check_plan, score_runs
+from llmevo.train.execution import Execution, RunSpec
 from llmevo.train.trainer import Progress, TrainConfig
 
 DEFAULT_TRIALS = 8
@@ -355,17 +355,7 @@ def tune_arm_space(
         specs = [RunSpec(seed, apply_settings(config, axes, trial.values),
                          label=f"trial {trial.number} seed {seed}")
                  for trial in trials for seed in plan.seeds]
-        hits = {} if cache is None else cache.hits(specs, lambda spec: cache.load(spec, specs))
-        values: dict[int, float | None] = {index: hit.value for index, hit in hits.items()}
-        missing = [index for index in range(len(specs)) if index not in hits]
-        outcomes = train_many(build, stream, [specs[i] for i in missing], device, progress,
-                              description=f"tune {label}", build_optimizer=build_optimizer,
-                              path=execution.path, replicas_max=execution.replicas_max) if missing else []
-        for index, outcome in zip(missing, outcomes, strict=True):
-            values[index] = None if outcome.result.status == "diverged" else float(evaluate(outcome.model))
-            outcome.model.cpu()
-            if cache is not None:
-                cache.store(outcome.spec, specs, values[index])
+        values, hits = score_runs(label, build, stream, specs, evaluate, device, progress, execution, cache)
         for index, spec in enumerate(specs):
             trial = trials[index // len(plan.seeds)]
             trial.validation[spec.seed] = values[index]
