@@ -19,3 +19,15 @@ def run_cli(args: list[str]) -> int:
 def files_under(folder: Path) -> set[Path]:
     """Every file and folder below ``folder``, relative to it (what a command left behind)."""
     return {p.relative_to(folder) for p in folder.rglob("*")}
+
+
+def assert_refused(args: list[str], message: str, capsys, workdir: Path) -> None:
+    """``llmevo ARGS`` is refused as bad input: exit status 2, one line on stderr holding
+    ``message``, no traceback, and nothing written under ``workdir``."""
+    before = files_under(workdir)
+    status = run_cli(args)
+    err = capsys.readouterr().err
+    assert status == 2, f"{args}: exit {status}, stderr {err!r}"
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert message in err, err
+    assert files_under(workdir) == before

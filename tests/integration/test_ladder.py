@@ -8,7 +8,7 @@ import hashlib
 import math
 
 import pytest
-from cli_runner import files_under, run_cli
+from cli_runner import assert_refused, run_cli
 from ladder_support import own_cache, tiny_request
 
 from llmevo.artifacts.ladder import load_ladder
@@ -115,13 +115,7 @@ BAD = [
 
 @pytest.mark.parametrize(("args", "message"), BAD)
 def test_bad_ladders_are_one_line_exit_2_nothing_written(args, message, capsys, workdir):
-    before = files_under(workdir)
-    status = run_cli(args)
-    err = capsys.readouterr().err
-    assert status == 2, f"{args}: exit {status}, stderr {err!r}"
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    assert message in err, err
-    assert files_under(workdir) == before
+    assert_refused(args, message, capsys, workdir)
 
 
 def test_the_leaderboard_lists_ladders_and_the_transfer_calibration(tiny_ladder, tmp_path):

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_runner import files_under, run_cli
+from cli_runner import assert_refused
 from ladder_support import counting_evidence_worker, trained
 from ladder_support import own_cache as make_own_cache
 
@@ -96,13 +96,7 @@ BAD = [
 
 @pytest.mark.parametrize(("args", "message"), BAD)
 def test_bad_tables_are_one_line_exit_2_nothing_written(args, message, capsys, workdir):
-    before = files_under(workdir)
-    status = run_cli(args)
-    err = capsys.readouterr().err
-    assert status == 2, f"{args}: exit {status}, stderr {err!r}"
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    assert message in err, err
-    assert files_under(workdir) == before
+    assert_refused(args, message, capsys, workdir)
 
 
 def _spawned(context, request, counter: Path, folder: Path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_runner import files_under, run_cli
+from cli_runner import assert_refused, run_cli
 
 from llmevo.artifacts import load_artifact
 
@@ -29,13 +29,7 @@ BAD = [
 
 @pytest.mark.parametrize(("args", "message"), BAD)
 def test_bad_sizes_are_one_line_exit_2_nothing_written(args, message, capsys, workdir):
-    before = files_under(workdir)
-    status = run_cli(args)
-    err = capsys.readouterr().err
-    assert status == 2, f"{args}: exit {status}, stderr {err!r}"
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    assert message in err, err
-    assert files_under(workdir) == before
+    assert_refused(args, message, capsys, workdir)
 
 
 def test_a_sized_reproduction_records_its_scale(tmp_path, data_dir):
