@@ -89,7 +89,7 @@ from llmevo.runner.tuning_space import (
 )
 from llmevo.train.execution import Execution, check_path
 from llmevo.train.logging import RunLogs
-from llmevo.train.trainer import Progress
+from llmevo.train.trainer import Progress, TrainConfig
 
 CURVE_POINTS = 200
 
@@ -229,6 +229,25 @@ def record_init_from(body: dict[str, Any], checkpoint: LlamaCheckpoint, details:
         "init_from": {**checkpoint.provenance(), "tokenizer": "the checkpoint's own", **details}})
 
 
+def _tuning_inputs(arm: Arm, comparison: Comparison, views: dict[str, ArmData], preset: Preset,
+                   device: torch.device, cache: ArmCache | None
+                   ) -> tuple[TrainConfig, Any, Callable[[nn.Module], float], Any]:
+    """What tuning one arm needs, for the lr grid and the tuning space alike: its training
+    settings (``runner.run.arm_train_config``), its training stream (its data recipe's), the
+    validation score of a trained model, and its tuning entries in the arm cache."""
+    data = views[arm.data]
+    config = arm_train_config(arm, data, preset)
+    metric = comparison.metric
+
+    def evaluate(model: nn.Module) -> float:
+        scores = evaluate_lm(model, data.validation, config.seq_len, device, data.token_bytes,
+                             batch_size=preset.eval_batch_size, max_windows=preset.eval_max_windows)
+        return scores[metric]
+
+    entries = None if cache is None else cache.tuning(arm, data, preset, metric, comparison.objective)
+    return config, arm_stream(build_recipe(arm.recipe), data), evaluate, entries
+
+
 def tune_comparison(
     comparison: Comparison,
     views: dict[str, ArmData],
@@ -246,20 +265,9 @@ def tune_comparison(
     results: dict[str, ArmTuning] = {}
     presets: dict[str, Preset] = {}
     for arm in comparison.arms:
-        data = views[arm.data]
-        seq_len = data.seq_len or preset.train.seq_len
-        config = preset.train.model_copy(update={"optimizer": arm.optimizer, "seq_len": seq_len})
-
-        def evaluate(model: nn.Module, data: ArmData = data, seq_len: int = seq_len) -> float:
-            scores = evaluate_lm(model, data.validation, seq_len, device, data.token_bytes,
-                                 batch_size=preset.eval_batch_size, max_windows=preset.eval_max_windows)
-            return scores[metric]
-
-        entries = None if cache is None else cache.tuning(arm, data, preset, metric, comparison.objective)
-        results[arm.label] = tune_arm(
-            arm.label, lambda arm=arm: build_arm_model(arm), arm_stream(build_recipe(arm.recipe), data),
-            config, plan,
-            evaluate, device, progress, execution, entries)
+        config, stream, evaluate, entries = _tuning_inputs(arm, comparison, views, preset, device, cache)
+        results[arm.label] = tune_arm(arm.label, lambda arm=arm: build_arm_model(arm), stream, config, plan,
+                                      evaluate, device, progress, execution, entries)
         chosen = results[arm.label].best().lr
         presets[arm.label] = preset.model_copy(
             update={"train": preset.train.model_copy(update={"lr": chosen})})
@@ -311,18 +319,9 @@ def tune_comparison_space(
     presets: dict[str, Preset] = {}
     arms = {}
     for arm in comparison.arms:
-        data = views[arm.data]
-        seq_len = data.seq_len or preset.train.seq_len
-        config = preset.train.model_copy(update={"optimizer": arm.optimizer, "seq_len": seq_len})
-
-        def evaluate(model: nn.Module, data: ArmData = data, seq_len: int = seq_len) -> float:
-            scores = evaluate_lm(model, data.validation, seq_len, device, data.token_bytes,
-                                 batch_size=preset.eval_batch_size, max_windows=preset.eval_max_windows)
-            return scores[metric]
-
-        entries = None if cache is None else cache.tuning(arm, data, preset, metric, comparison.objective)
+        config, stream, evaluate, entries = _tuning_inputs(arm, comparison, views, preset, device, cache)
         results[arm.label] = tune_arm_space(
-            arm.label, lambda arm=arm: build_arm_model(arm), data.stream, config,
+            arm.label, lambda arm=arm: build_arm_model(arm), stream, config,
             spaces[arm.label], plan, evaluate, device, progress, execution, entries)
         chosen = chosen_config(config, results[arm.label])
         arms[arm.label] = replace(arm, optimizer=chosen.optimizer)
