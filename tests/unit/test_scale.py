@@ -114,9 +114,12 @@ def test_the_docstring_table_is_the_computed_one():
 
 
 def test_parameters_about_double_per_rung_and_span_the_ladder():
-    counts = [scale(rung).parameters for rung in sorted(RUNGS)]
+    counts = [scale(rung).parameters for rung in sorted(RUNGS) if rung > -3]
     assert all(1.6 < later / earlier < 2.5 for earlier, later in zip(counts, counts[1:], strict=False))
+    assert 2.5 < scale(-2).parameters / scale(-3).parameters < 3  # one 16-dimension head: no narrower
     assert scale(2).parameters / scale(-2).parameters >= 8  # the issue's >= 8x over rungs -2..2
+    assert scale(0).parameters / scale(-3).parameters >= 8  # and over four rungs, -3..0
+    assert scale(0).compute / scale(-3).compute >= 64  # >= 64x compute
     assert scale(7).parameters >= 10_000_000  # a GPU rung
 
 
@@ -155,7 +158,7 @@ def test_a_sized_evolution_searches_around_the_sized_baseline(tmp_path):
 
 
 BAD_SIZES = [
-    ({"rung": 99}, "--rung 99: unknown rung; known: -2..7"),
+    ({"rung": 99}, "--rung 99: unknown rung; known: -3..7"),
     ({"rung": 0, "heads": 5}, "--heads 5 does not divide --d-model 64"),
     ({"d_model": 90}, "--heads 4 does not divide --d-model 90"),
     ({"rung": -2, "batch_size": 100_000}, "less than one step of batch 100000"),

@@ -55,7 +55,7 @@ ThreadsOption = Annotated[int | None, typer.Option(
 # the size dial (llmevo.runner.scale), the same on every command that trains a model
 RungOption = Annotated[int | None, typer.Option(
     help="Model size: rung 0 is quick's llama_modern (139,584 parameters); each rung about "
-         "doubles it (-2..7), with the components' sizes, training tokens (7.26 per parameter), "
+         "doubles it (-3..7), with the components' sizes, training tokens (7.26 per parameter), "
          "batch and warmup following. Quick preset only.")]
 DModelOption = Annotated[int | None, typer.Option(
     help="Model width (replaces the rung's; components follow).")]

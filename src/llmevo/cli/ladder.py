@@ -39,7 +39,7 @@ def ladder(
     against: Annotated[str | None, typer.Option(metavar="OTHER",
         help="Baseline arm: NAME's slot set to OTHER (e.g. swiglu) instead of the declared ablation.")] = None,
     rungs: Annotated[str, typer.Option(help="Comma-separated rungs of the size dial (see `llmevo ladder --help`; "
-                                            "-2..7), e.g. -2,-1,0,1.")] = "-2,-1,0,1",
+                                            "-3..7), e.g. -3,-2,-1,0,1.")] = "-3,-2,-1,0,1",
     seeds: Annotated[str, typer.Option(help="Report seeds at every rung.")] = "42,43,44,45,46",
     top_seeds: Annotated[int | None, typer.Option(
         help="Only the first K report seeds at the top rung (a CPU's budget; the ladder file says so).")] = None,

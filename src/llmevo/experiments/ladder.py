@@ -96,7 +96,7 @@ from llmevo.runner.tuning import (
 from llmevo.train.device import accelerator_name, resolve_device
 from llmevo.train.trainer import Progress
 
-DEFAULT_RUNGS = (-2, -1, 0, 1)
+DEFAULT_RUNGS = (-3, -2, -1, 0, 1)
 FULL_GRID_RUNGS = 2
 
 

@@ -9,7 +9,8 @@ requests.
 
 What a rung sets, and the rule for each:
 
-- **Geometry** (``RUNGS``): each rung about doubles the parameters. The head dimension stays
+- **Geometry** (``RUNGS``): each rung about doubles the parameters (rung -3, the smallest
+  width with one 16-dimension head, is 2.9x below rung -2). The head dimension stays
   16 (heads = d_model / 16); the width grows by about sqrt(2) per rung (rounded to a multiple
   of 16) at depth 2 up to rung 2, then depth doubles at rungs 3 and 6 with the width growing
   in between. Depth never goes below 2: two layers are the fewest that can form induction
@@ -40,6 +41,7 @@ The rungs (``rung_table()`` computes this; ``tests/unit/test_scale.py`` checks i
 ====  =======  ======  =====  ==========  =====  =====  ===========  =========
 rung  d_model  layers  heads  parameters  batch  steps  tokens       6·N·D
 ====  =======  ======  =====  ==========  =====  =====  ===========  =========
+  -3       16       2      1      14,928     16    106      108,544  9.722e+09
   -2       32       2      2      43,168     24    204      313,344  8.116e+10
   -1       48       2      3      84,720     32    300      614,400  3.123e+11
    0       64       2      4     139,584     48    330    1,013,760  8.490e+11
@@ -54,7 +56,9 @@ rung  d_model  layers  heads  parameters  batch  steps  tokens       6·N·D
 
 Negative rungs exist so that a ladder can reach below today's model: the issue asks for four
 rungs spanning >= 8x parameters (>= 64x compute). With the head dimension kept and depth at
-least 2, rungs -2..+1 span 6.7x parameters (45x compute); -2..+2 span 11.4x (130x). From
+least 2, rungs -2..+1 span 6.7x parameters (45x compute); -3..0 span 9.4x (87x) at a fraction
+of a rung 2's cost, and -3..+1 19.4x (375x). Rung -3's one head of 16 dimensions is the
+narrowest model the dial builds (its embeddings are over half its parameters). From
 rung 3 on a rung trains more tokens than quick's training stream holds (about 6.0M: the
 WikiText-2 train split's 5.3M plus the narrative and instruction records), so it repeats
 data; its artifact records the epochs.
@@ -117,6 +121,7 @@ class Geometry:
 
 
 RUNGS: dict[int, Geometry] = {
+    -3: Geometry(16, 2, 1),
     -2: Geometry(32, 2, 2),
     -1: Geometry(48, 2, 3),
     0: Geometry(64, 2, 4),
