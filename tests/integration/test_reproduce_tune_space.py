@@ -40,11 +40,12 @@ def test_space_tuned_smoke_reproduction_records_every_trial_and_plots_every_axis
     method_config = artifact["method"]["genome"]["optimizer"]["config"]
     assert method_config["momentum"] == tuning["arms"]["method"]["chosen"]["momentum"]
     assert artifact["evaluation_protocol"]["seeds"] == [42, 43, 44]
-    plots = tmp_path / "report" / "plots"
+    assert not (tmp_path / "report").exists()  # a variant never reports over the lr grid's report
+    plots = tmp_path / "report-tune-space" / "plots"
     for axis in ("lr", "beta2", "weight_decay", "warmup", "momentum", "adamw_lr"):
         assert (plots / f"tuning_loss_vs_{axis}.png").exists(), axis
     assert not (plots / "tuning_loss_vs_lr_grid.png").exists()
-    readme = (tmp_path / "report" / "README.md").read_text()
+    readme = (tmp_path / "report-tune-space" / "README.md").read_text()
     assert "## Tuning" in readme and "QMCSampler" in readme
 
     # again: every trial and report run comes from the arm cache, the numbers are the same

@@ -20,8 +20,9 @@ from llmevo.reports.leaderboard import (
     scan_artifacts,
     write_leaderboard,
 )
-from llmevo.reports.readme import default_report_dir, write_report
+from llmevo.reports.readme import default_report_dir, report_variant, write_report
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SEEDS = [42, 43, 44]
 
@@ -410,3 +411,19 @@ def test_an_against_artifact_says_its_baseline_everywhere(tmp_path, capsys):
     assert "Baseline chosen with --against rope:theta=500000, not the declared ablation" in readme
     main(["show", str(against_path)])
     assert "Baseline chosen with --against rope:theta=500000" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_variant_reports_beside_the_declared_comparison_never_over_it():
+    """--against, space tuning and a rung each get their own report subfolder, in that
+    order, and `llmevo report` finds the one `reproduce --publish` wrote (the published
+    space-tuned muon artifact reports in tune-space/, not over the lr grid's report)."""
+    assert report_variant() == Path()
+    assert report_variant("rope:theta=5e5", True, "rung1") == Path("vs-rope-theta-5e5/tune-space/rung1")
+    assert report_variant(space=True) == Path("tune-space")
+    muon = REPO_ROOT / "docs/reproductions/2502.16982-muon/metrics/public-quick-tuned-space-seeds42-46.json"
+    assert default_report_dir(load_artifact(muon)) == Path("docs/reproductions/2502.16982-muon/tune-space")
+    rung = load_artifact(REPO_ROOT / "docs/ladders/2104.09864-rope/rung1.json")
+    assert default_report_dir(rung) == Path("docs/reproductions/2104.09864-rope/rung1")
+    explicit = rung.model_copy(update={"setup": rung.setup.model_copy(update={"rung": None})})
+    with pytest.raises(ArtifactError, match="explicit sizes"):
+        default_report_dir(explicit)

@@ -59,7 +59,7 @@ from llmevo.export.import_hf import LlamaCheckpoint, read_llama_checkpoint
 from llmevo.inference.checkpoint import save_checkpoint
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice, RequestModel, check_seeds
-from llmevo.reports.readme import against_slug, write_report
+from llmevo.reports.readme import against_slug, report_variant, write_report
 from llmevo.runner.presets import Preset, get_preset
 from llmevo.runner.scale import Scale, size_dial, size_label
 from llmevo.runner.tuning import (
@@ -333,12 +333,13 @@ class ReproductionRequest(RequestModel):
             out = base / artifact_filename(preset.name, seeds, tuned, against, size_label(size),
                                            None if init_from is None else init_label(init_from),
                                            space)
-        # a baseline chosen by --against gets its own report folder beside the declared ablation's
-        suffix = f"vs-{against_slug(against)}" if against is not None else None
+        # a variant (--against, --tune-space, a rung) reports in its own folder beside the
+        # declared comparison's, never over it
+        variant = report_variant(against, space, size_label(size))
         if self.publish:
-            report = Path("docs/reproductions") / folder / (suffix or "")
+            report = Path("docs/reproductions") / folder / variant
         else:
-            report = out.parent / (f"report-{suffix}" if suffix else "report")
+            report = out.parent / ("report-" + "-".join(variant.parts) if variant.parts else "report")
         return ReproductionOutputs(artifact=out, report=report if self.report else None,
                                    checkpoints=self.save_checkpoints)
 

@@ -28,7 +28,7 @@ from llmevo.reports.plots import (
 )
 from llmevo.reports.sections import Section, artifact_sections
 
-__all__ = ["against_slug", "default_report_dir", "markdown_section", "write_report"]
+__all__ = ["against_slug", "default_report_dir", "report_variant", "markdown_section", "write_report"]
 
 TRAINING_PLOT = "plots/training_loss.png"
 TUNING_PLOT = "plots/tuning_loss_vs_lr.png"
@@ -42,17 +42,33 @@ def against_slug(against: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", against).strip("-")
 
 
+def report_variant(against: str | None = None, space: bool = False, size: str | None = None) -> Path:
+    """The subfolder of a component's report folder that a variant of its reproduction
+    reports in, so that no variant overwrites the declared comparison's README and plots:
+    ``vs-<other>`` for a baseline chosen by ``--against``, then ``tune-space`` for space
+    tuning, then the size (``rung1``; ``runner.scale.size_label``). Empty for the declared,
+    grid-tuned comparison at rung 0."""
+    parts = [f"vs-{against_slug(against)}"] if against is not None else []
+    return Path(*parts, *(["tune-space"] if space else []), *([size] if size else []))
+
+
 def default_report_dir(artifact: Artifact) -> Path:
-    """``docs/reproductions/<arxiv>-<name>/`` (or ``docs/foundation-models/...``); a
-    baseline chosen by ``--against OTHER`` reports in the ``vs-<other>/`` subfolder, beside
-    the declared ablation's report (where ``reproduce --publish`` writes it too)."""
+    """``docs/reproductions/<arxiv>-<name>/`` (or ``docs/foundation-models/...``), with the
+    variant's subfolder (``report_variant``) where ``reproduce --publish`` writes it too: a
+    baseline chosen by ``--against OTHER``, space tuning, a rung other than 0. A reproduction
+    at explicit sizes (no rung) has no default folder: pass --out DIR."""
     if artifact.arxiv is None:
         raise ArtifactError("artifact names no arXiv id (paper.arxiv_id); pass --out DIR")
     parent = "reproductions" if artifact.kind == "reproduction" else "foundation-models"
     folder = Path("docs") / parent / f"{artifact.arxiv}-{artifact.name}"
-    if isinstance(artifact, ReproductionArtifact) and artifact.against is not None:
-        return folder / f"vs-{against_slug(artifact.against)}"
-    return folder
+    if not isinstance(artifact, ReproductionArtifact):
+        return folder
+    setup = artifact.setup
+    if setup.rung is None and setup.parameters is not None:
+        raise ArtifactError("the artifact was trained at explicit sizes (no rung), which have no "
+                            "default report folder; pass --out DIR")
+    space = artifact.tuning is not None and artifact.tuning.protocol == "space"
+    return folder / report_variant(artifact.against, space, f"rung{setup.rung}" if setup.rung else None)
 
 
 def _cell(text: str) -> str:
