@@ -27,6 +27,7 @@ from llmevo.cli.common import (
     resolve_cache_dir,
     resolve_data_dir,
 )
+from llmevo.errors import ConfigError
 
 
 def _minutes(seconds: float | None) -> str:
@@ -35,9 +36,14 @@ def _minutes(seconds: float | None) -> str:
 
 @app.command()
 def ladder(
-    name: Annotated[str, typer.Argument(help="Component to compare against its ablation at each rung, e.g. rope.")],
+    name: Annotated[str | None, typer.Argument(
+        help="Component to compare against its ablation at each rung, e.g. rope; with --genome, the "
+             "comparison's name (default <study>-champion).")] = None,
     against: Annotated[str | None, typer.Option(metavar="OTHER",
         help="Baseline arm: NAME's slot set to OTHER (e.g. swiglu) instead of the declared ablation.")] = None,
+    genome: Annotated[Path | None, typer.Option(metavar="FILE",
+        help="The method arm is this genome against llama_modern: an evolution report's summary.json "
+             "(its champion, e.g. docs/evolution/evolve-quick-fair/summary.json) or a genome JSON.")] = None,
     rungs: Annotated[str, typer.Option(help="Comma-separated rungs of the size dial (see `llmevo ladder --help`; "
                                             "-3..7), e.g. -3,-2,-1,0,1.")] = "-3,-2,-1,0,1",
     seeds: Annotated[str, typer.Option(help="Report seeds at every rung.")] = "42,43,44,45,46",
@@ -88,8 +94,14 @@ def ladder(
     from llmevo.experiments import LadderRequest, RungEvent, run_ladder
     from llmevo.reports.ladder import ladder_summary, rung_table
 
+    if name is None and genome is None:
+        raise ConfigError("give a component NAME (e.g. `llmevo ladder rope`) or --genome FILE")
+    if name is None:
+        from llmevo.experiments.genome_comparison import read_genome
+
+        name = read_genome(genome)[1]
     request = LadderRequest(
-        name=name, against=against, rungs=parse_int_list(rungs, "--rungs"),
+        name=name, against=against, genome=genome, rungs=parse_int_list(rungs, "--rungs"),
         seeds=parse_seeds(None, seeds), top_seeds=top_seeds,
         tune_seeds=parse_seeds(None, tune_seeds, option="--tune-seeds"), tune_confirm=tune_confirm,
         full_grid_rungs=full_grid_rungs, tokens_per_parameter=tokens_per_parameter, context=context, margin=margin,

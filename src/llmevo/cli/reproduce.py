@@ -103,6 +103,9 @@ def reproduce(
         help="Start both arms from a transformers Llama directory (config.json, model.safetensors, "
              "tokenizer.json; e.g. SmolLM2-135M) instead of pretraining, with the data tokenized by its "
              "own tokenizer; post-training methods, and optimizers for continued pretraining.")] = None,
+    genome: Annotated[Path | None, typer.Option(metavar="FILE",
+        help="Compare llama_modern with this genome instead of a component: an evolution report's "
+             "summary.json (its champion) or a genome JSON; NAME (default <study>-champion) names it.")] = None,
     batch_size: Annotated[int | None, typer.Option(help="Override the batch size.")] = None,
     lr: Annotated[float | None, typer.Option(help="Override the learning rate.")] = None,
     warmup_steps: Annotated[int | None, typer.Option(help="Override the warmup steps.")] = None,
@@ -179,7 +182,7 @@ def reproduce(
     if all_:
         single = {"NAME": name, "--against": against, "--seed": seed, "--save-checkpoints": save_checkpoints,
                   "--tensorboard": tensorboard, "--rung": rung, "--d-model": d_model, "--layers": layers,
-                  "--heads": heads, "--init-from": init_from, "--lr": lr, "--batch-size": batch_size,
+                  "--heads": heads, "--init-from": init_from, "--genome": genome, "--lr": lr, "--batch-size": batch_size,
                   "--method-config": method_config, "--post-steps": post_steps, "--replace": replace or None,
                   "--no-tune": tune is False or None, "--no-report": (not report) or None}
         given = [option for option, value in single.items() if value is not None]
@@ -191,13 +194,17 @@ def reproduce(
     given = [option for option, value in table_only.items() if value is not None]
     if given:
         raise ConfigError(f"{', '.join(given)} applies to --all only")
+    if name is None and genome is not None:
+        from llmevo.experiments.genome_comparison import read_genome
+
+        name = read_genome(genome)[1]
     name = name or "rope"
 
     request = ReproductionRequest(
         name=name, against=against, preset=preset, device=device,
         seeds=None if seed is None and seeds is None else parse_seeds(seed, seeds),
         data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), threads=threads,
-        rung=rung, d_model=d_model, layers=layers, heads=heads, init_from=init_from,
+        rung=rung, d_model=d_model, layers=layers, heads=heads, init_from=init_from, genome=genome,
         tokens_per_parameter=tokens_per_parameter, seq_len=seq_len,
         steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps, weight_decay=weight_decay,
         schedule=schedule, suite=suite, publish=publish, allow_dirty=allow_dirty, replace=replace,

@@ -78,6 +78,7 @@ from llmevo.artifacts.provenance import REPO_ROOT, CodeState, check_publishable,
 from llmevo.artifacts.schema import SCHEMA_VERSION, ReproductionArtifact
 from llmevo.errors import ConfigError
 from llmevo.eval.scaling import Interval, LadderStatistics, RungResult, ladder_statistics
+from llmevo.experiments.genome_comparison import read_genome
 from llmevo.experiments.pipeline import ReproductionRequest, code_state, reproduce
 from llmevo.experiments.plans import plan_comparison
 from llmevo.model.config import ModelConfig
@@ -153,6 +154,7 @@ class LadderRequest(RequestModel):
 
     name: str
     against: str | None = None
+    genome: Path | None = None  # the method arm is this genome (``experiments.genome_comparison``)
     rungs: list[int] = Field(default_factory=lambda: list(DEFAULT_RUNGS))
     seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_REPORT_SEEDS))
     top_seeds: int | None = Field(default=None, ge=2)
@@ -205,7 +207,11 @@ class LadderRequest(RequestModel):
     def plan(self) -> LadderPlan:
         """Every rung's size and request checked before any work (an unknown name or
         ``against``, a size a component cannot take, a ratio that gives zero steps)."""
-        comparison = plan_comparison(self.name, against=self.against)
+        if self.genome is None:
+            comparison = plan_comparison(self.name, against=self.against)
+        else:
+            comparison = ReproductionRequest(name=self.name, against=self.against, genome=self.genome,
+                                             data_dir=self.data_dir).comparison()
         if comparison.spec.slot == "post_training":
             raise ConfigError(f"'{self.name}' is a post-training method: its arms share one pretraining "
                               "and are not tuned, so a tuned ladder does not apply")
@@ -228,7 +234,7 @@ class LadderRequest(RequestModel):
             top = index == len(self.rungs) - 1
             seeds = self.seeds[: self.top_seeds] if top and self.top_seeds else list(self.seeds)
             request = ReproductionRequest(
-                name=self.name, against=self.against, preset=self.preset, seeds=seeds,
+                name=self.name, against=self.against, genome=self.genome, preset=self.preset, seeds=seeds,
                 data_dir=self.data_dir, cache_dir=self.cache_dir, device=self.device,
                 threads=self.threads, tune=True, tune_seeds=self.tune_seeds,
                 tune_confirm=self.tune_confirm, margin=self.margin, path=self.path,
@@ -246,7 +252,8 @@ class LadderRequest(RequestModel):
         """What makes two requests the same ladder (a shared ladder's study stores it): the
         comparison, rungs, seeds, tuning, budget and statistics; not where or how it runs."""
         preset = self.preset if isinstance(self.preset, str) else self.preset.model_dump(mode="json")
-        return {"kind": "ladder", "name": self.name, "against": against, "rungs": list(self.rungs),
+        genome = {} if self.genome is None else {"genome": read_genome(self.genome)[0].hash()}
+        return {"kind": "ladder", "name": self.name, "against": against, **genome, "rungs": list(self.rungs),
                 "seeds": list(self.seeds),
                 "top_seeds": self.top_seeds, "tune_seeds": list(self.tune_seeds),
                 "tune_confirm": self.tune_confirm, "full_grid_rungs": self.full_grid_rungs,

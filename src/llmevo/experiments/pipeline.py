@@ -42,6 +42,7 @@ from llmevo.artifacts.schema import ReproductionArtifact
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import check_margin
 from llmevo.experiments import reproduction
+from llmevo.experiments.genome_comparison import genome_comparison, read_genome
 from llmevo.experiments.plans import (
     TUNING_REFUSAL,
     Comparison,
@@ -189,6 +190,7 @@ class ReproductionRequest(RequestModel):
     tokens_per_parameter: float | None = None  # the size dial's training tokens (default quick's ~7.26)
     seq_len: int | None = None  # the size dial's training/evaluation window (default quick's 64)
     init_from: Path | None = None  # a transformers Llama directory both arms start from
+    genome: Path | None = None  # the method arm is this genome (experiments.genome_comparison); name labels it
     command: str | None = None
     repo_root: Path = REPO_ROOT
 
@@ -230,11 +232,23 @@ class ReproductionRequest(RequestModel):
         return size_dial(self.rung, self.d_model, self.layers, self.heads, self.preset,
                          self.batch_size, self.base_model, self.tokens_per_parameter, self.seq_len)
 
+    def comparison(self) -> Comparison:
+        """The two arms: ``name`` against its ablation or ``against``, or with ``genome``
+        llama_modern against that genome (named ``name``)."""
+        if self.genome is None:
+            return plan_comparison(self.name, self.base_model, against=self.against)
+        for option, value in (("--against", self.against), ("--init-from", self.init_from)):
+            if value is not None:
+                raise ConfigError(f"{option} does not apply with --genome: the baseline is llama_modern "
+                                  "and the method the genome, each from a random initialisation")
+        genome, _ = read_genome(self.genome)
+        return genome_comparison(genome, self.name, self.genome, self.base_model)
+
     def plan(self) -> ReproductionPlan:
         """The request resolved once, before any work: the comparison (an unknown name, a bad
         ``against`` or identical arms fail here), the preset with its overrides, the report
         seeds, the tuning plan, a post-training method's stage, the device and the outputs."""
-        comparison = plan_comparison(self.name, self.base_model, against=self.against)
+        comparison = self.comparison()
         size = self.size()
         init_from = None
         if self.init_from is not None:  # both arms start from the checkpoint, at its size
