@@ -146,7 +146,7 @@ def test_the_eta_fits_a_fixed_cost_plus_a_rate_from_two_rungs():
     from llmevo.experiments.ladder import remaining_seconds
 
     assert remaining_seconds([], [1.0]) is None
-    assert remaining_seconds([(2.0, 10.0)], [4.0, 8.0]) == pytest.approx(60.0)  # proportional
+    assert remaining_seconds([(2.0, 10.0)], [4.0, 8.0]) is None  # one rung cannot split fixed from rate
     # seconds = 30 + 5 * compute, exactly: the rest is 30 + 5*c per rung
     assert remaining_seconds([(1.0, 35.0), (3.0, 45.0)], [10.0, 20.0]) == pytest.approx(80.0 + 130.0)
 

@@ -376,14 +376,13 @@ def peak_memory_mb() -> float:
 
 def remaining_seconds(done: Sequence[tuple[float, float]], remaining: Sequence[float]) -> float | None:
     """The time the rungs of compute ``remaining`` will take, from the (compute, seconds) of
-    the rungs ``done``: one rung scales its time by compute; from two on, a line
-    ``seconds = fixed + rate * compute`` (least squares; a rung's evaluation and set-up cost
-    about the same at every size, so pure proportion overestimates the upper rungs)."""
-    if not done:
+    the rungs ``done``: from two on, a line ``seconds = fixed + rate * compute`` (least
+    squares); None before. A rung's evaluation and set-up cost about the same at every size,
+    so one rung cannot split its time into the two: scaled by compute alone it overestimates
+    the upper rungs by orders of magnitude (rung -3's 7 minutes, most of them evaluation, made
+    a 4-rung ladder's ETA 940 minutes), and taken as fixed it underestimates them."""
+    if len(done) < 2:
         return None
-    if len(done) == 1:
-        compute, seconds = done[0]
-        return seconds / compute * sum(remaining)
     import numpy as np
 
     x, y = np.array([c for c, _ in done]), np.array([t for _, t in done])
