@@ -60,6 +60,10 @@ components_app = typer.Typer(
 app.add_typer(components_app, name="components")
 
 
+WIDE_TABLE = 150  # terminal columns from which every column is shown
+MEDIUM_TABLE = 100  # ... the arXiv id and the ablation
+
+
 @components_app.callback()
 def components(
     context: typer.Context,
@@ -74,6 +78,7 @@ def components(
     ] = Path("docs"),
 ) -> None:
     """List every registered component: slot, paper, ablation, status, tier, artifact, origin."""
+    from rich import box
     from rich.table import Table
 
     if context.invoked_subcommand is not None:
@@ -86,36 +91,34 @@ def components(
     if as_json:
         typer.echo(json.dumps(records, indent=2))
         return
-    table = Table(title=f"{len(records)} registered components", show_lines=False)
-    for column in (
-        "slot",
-        "name",
-        "arXiv",
-        "paper",
-        "ablation",
-        "status",
-        "tier",
-        "promoted",
-        "artifact",
-        "batched",
-        "origin",
-    ):
-        table.add_column(column, no_wrap=True)
+    slots = sorted({record["slot"] for record in records})
+    # every column where the terminal has room; on a narrow one the columns that say what a
+    # component is and what evidence it has, so that none is cut off (--json has everything)
+    wide = console.width >= WIDE_TABLE
+    columns = (["slot", "name", "arXiv", "paper", "ablation", "status", "tier", "promoted", "artifact",
+                "batched", "origin"] if wide else
+               ["slot", "name", "arXiv", "ablation", "tier", "promoted", "artifact"]
+               if console.width >= MEDIUM_TABLE else ["slot", "name", "tier", "promoted", "artifact"])
+    table = Table(title=f"{len(records)} registered components in {len(slots)} slots", show_lines=False,
+                  box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD, pad_edge=wide)
+    for column in columns:
+        table.add_column(column, no_wrap=column != "ablation", overflow="fold")
     for record in records:
         paper = record["paper"] or {}
-        table.add_row(
-            record["slot"],
-            f"[bold]{record['name']}[/]",
-            paper.get("arxiv_id", "—"),
-            _short(paper.get("title", "—")),
-            record["ablation"] or "—",
-            record["implementation_status"],
-            record["tier_reached"],
-            _yes_no(record["promoted"]),
-            _yes_no(record["has_artifact"]),
-            "—" if record["batched_replicas"] is None else _yes_no(record["batched_replicas"]),
-            record["origin"],
-        )
+        cells = {
+            "slot": record["slot"],
+            "name": f"[bold]{record['name']}[/]",
+            "arXiv": paper.get("arxiv_id", "—"),
+            "paper": _short(paper.get("title", "—")),
+            "ablation": record["ablation"] or "—",
+            "status": record["implementation_status"],
+            "tier": record["tier_reached"],
+            "promoted": _yes_no(record["promoted"]),
+            "artifact": _yes_no(record["has_artifact"]),
+            "batched": "—" if record["batched_replicas"] is None else _yes_no(record["batched_replicas"]),
+            "origin": record["origin"],
+        }
+        table.add_row(*(cells[column] for column in columns))
     console.print(table)
 
 
