@@ -5,6 +5,7 @@ and bad input."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,30 @@ def test_a_killed_table_resumes_without_rerunning_a_finished_comparison(tmp_path
     _forbid_training(monkeypatch)  # a third run: nothing left to do
     again = run_evidence(_request(out, data_dir, own_cache))
     assert [o.skipped for o in again] == [True, True]
+
+
+def test_a_published_table_publishes_every_comparison_from_one_clean_start(tmp_path, data_dir, own_cache,
+                                                                          workdir):
+    """The first published comparison's artifact makes the tree dirty; the second must still
+    publish, recording the clean commit the table started from, and the leaderboard keeps the
+    reference artifacts beside the data (as `llmevo leaderboard` does)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=workdir, check=True, capture_output=True, text=True).stdout
+
+    git("init", "-q")
+    (workdir / "README.md").write_text("a repository\n")
+    git("add", "README.md")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
+    head = git("rev-parse", "HEAD").strip()
+    outcomes = run_evidence(_request(tmp_path / "table", data_dir, own_cache, publish=True, repo_root=workdir))
+    assert [(o.label, o.status) for o in outcomes] == [("nope", "finished"), ("qk_norm", "finished")], outcomes
+    for outcome in outcomes:
+        provenance = json.loads(Path(outcome.artifact).read_text())["provenance"]
+        assert provenance["code_dirty"] is False and provenance["code_commit"] == head
+    references = (data_dir.parent / "reference-artifacts")
+    if references.is_dir():
+        board = json.loads((workdir / "docs" / "LEADERBOARD.json").read_text())
+        assert any("reference-artifacts" in json.dumps(row) for row in board["rows"])
 
 
 def test_a_comparison_past_its_time_limit_is_stopped_and_recorded(tmp_path, data_dir, own_cache, workdir):

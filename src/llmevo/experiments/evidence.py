@@ -55,11 +55,11 @@ import torch
 from pydantic import Field, field_validator
 
 from llmevo.artifacts.io import check_output_dir, write_bytes_atomic, write_json_atomic
-from llmevo.artifacts.provenance import REPO_ROOT, check_publishable
+from llmevo.artifacts.provenance import REPO_ROOT, CodeState, check_publishable
 from llmevo.artifacts.schema import read_json
 from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
-from llmevo.experiments.pipeline import ReproductionRequest, reproduce
+from llmevo.experiments.pipeline import ReproductionRequest, code_state, reproduce
 from llmevo.model.config import ModelConfig
 from llmevo.registry import Registry, RequestModel, check_seeds
 from llmevo.runner.presets import Preset
@@ -122,7 +122,9 @@ class EvidenceRequest(RequestModel):
     ``time_limit_minutes``: a comparison still running at the limit is stopped and recorded
     ``timed_out``; ``out``: the folder of the state file (default ``runs/evidence/<preset>``);
     ``publish``: artifacts under docs/ and the leaderboard and README table regenerated at
-    the end; ``storage``: share the table with other workers (see the module docstring)."""
+    the end, with ``references`` (default: the ``reference-artifacts`` folder beside
+    ``data_dir``, when it exists, as ``llmevo leaderboard`` reads it); ``storage``: share the
+    table with other workers (see the module docstring)."""
 
     preset: str | Preset = "quick"
     only: list[str] | None = None
@@ -142,6 +144,7 @@ class EvidenceRequest(RequestModel):
     storage: str | None = None
     study: str | None = None
     regenerate: bool = True  # with publish: the leaderboard and the README table at the end
+    references: list[Path] | None = None  # reference artifacts in the leaderboard (None: beside the data)
     command: str | None = None
     repo_root: Path = REPO_ROOT
 
@@ -254,12 +257,12 @@ def _outcome(entry: Entry, artifact_path: Path, wall: float, code: str) -> Entry
                         cpu_seconds=artifact.setup.cpu_seconds)
 
 
-def _child(request_json: str, results: Any) -> None:
+def _child(request_json: str, results: Any, code_state: CodeState | None) -> None:
     """A comparison in a child process (time-limited runs): its artifact path, or its error."""
     try:
         request = ReproductionRequest.model_validate_json(request_json)
         plan = request.plan()
-        reproduce(plan)
+        reproduce(plan, code=code_state)
         results.put(("ok", str(plan.outputs.artifact if plan.outputs else "")))
     except BaseException as error:  # reported to the parent as one line
         lines = str(error).strip().splitlines() or [type(error).__name__]
@@ -268,19 +271,22 @@ def _child(request_json: str, results: Any) -> None:
 
 
 def _run_entry(entry: Entry, request: ReproductionRequest, time_limit: float | None, code: str,
-               progress: Progress | None) -> EntryOutcome:
+               progress: Progress | None, code_state: CodeState | None = None) -> EntryOutcome:
+    """One comparison, in this process or (``time_limit``) in a child; ``code_state``: what
+    its provenance records, read when the table started (see ``table_code_states``)."""
     started = time.perf_counter()
     artifact_path = request.plan().outputs.artifact  # type: ignore[union-attr]
     if time_limit is None:
         try:
-            reproduce(request, progress)
+            reproduce(request, progress, code=code_state)
         except ConfigError as error:
             return EntryOutcome(entry.label, "failed", wall_seconds=time.perf_counter() - started,
                                 message=str(error))
         return _outcome(entry, artifact_path, time.perf_counter() - started, code)
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
-    child = context.Process(target=_child, args=(request.model_dump_json(), results), daemon=False)
+    child = context.Process(target=_child, args=(request.model_dump_json(), results, code_state),
+                            daemon=False)
     child.start()
     child.join(time_limit * 60)
     wall = time.perf_counter() - started
@@ -312,8 +318,9 @@ def run_evidence(request: EvidenceRequest | EvidencePlan, progress: Progress | N
     if ask.publish:
         check_publishable(ask.repo_root, ask.allow_dirty)
     code = _code_sha256()
+    states = table_code_states(plan)
     if ask.storage is not None:
-        outcomes = _run_shared(plan, code, progress, on_entry)
+        outcomes = _run_shared(plan, code, progress, on_entry, states)
     else:
         state = _load_state(plan.state_path)
         outcomes, started, durations = [], time.perf_counter(), []
@@ -326,7 +333,8 @@ def run_evidence(request: EvidenceRequest | EvidencePlan, progress: Progress | N
             if _still_finished(record, code):
                 outcome = EntryOutcome(**{**record, "skipped": True})  # type: ignore[arg-type]
             else:
-                outcome = _run_entry(entry, reproduction, ask.time_limit_minutes, code, progress)
+                outcome = _run_entry(entry, reproduction, ask.time_limit_minutes, code, progress,
+                                     states[entry.label])
                 durations.append(outcome.wall_seconds)
                 state[entry.label] = {k: v for k, v in asdict(outcome).items() if k != "skipped"}
                 write_json_atomic(plan.state_path, {"preset": str(ask.preset if isinstance(ask.preset, str)
@@ -341,12 +349,28 @@ def run_evidence(request: EvidenceRequest | EvidencePlan, progress: Progress | N
     if ask.publish and ask.regenerate:
         from llmevo.reports.leaderboard import regenerate
 
-        regenerate(ask.repo_root)
+        regenerate(ask.repo_root, references=reference_folders(ask))
     return outcomes
 
 
+def table_code_states(plan: EvidencePlan) -> dict[str, CodeState]:
+    """Each comparison's code state, all read now, before the first artifact is written:
+    a published comparison's artifact makes the tree dirty, so a state read when the next
+    comparison starts would refuse to publish it (or, allowed, record it dirty)."""
+    return {entry.label: code_state(reproduction.plan()) for entry, reproduction in plan.entries}
+
+
+def reference_folders(request: EvidenceRequest) -> list[Path]:
+    """The reference artifacts the regenerated leaderboard keeps (``llmevo leaderboard``'s)."""
+    if request.references is not None:
+        return list(request.references)
+    beside = Path(request.data_dir).parent / "reference-artifacts"
+    return [beside] if beside.is_dir() else []
+
+
 def _run_shared(plan: EvidencePlan, code: str, progress: Progress | None,
-                on_entry: Callable[[EntryEvent], None] | None) -> list[EntryOutcome]:
+                on_entry: Callable[[EntryEvent], None] | None,
+                states: dict[str, CodeState]) -> list[EntryOutcome]:
     """This worker's share of the table on the work queue; every artifact written at the end."""
     from llmevo.experiments.work_queue import open_work_queue, run_work_queue
 
@@ -365,7 +389,8 @@ def _run_shared(plan: EvidencePlan, code: str, progress: Progress | None,
         entry, reproduction = plan.entries[index]
         if on_entry is not None:
             on_entry(EntryEvent(index, len(labels), entry.label, time.perf_counter() - started, None))
-        outcome = _run_entry(entry, reproduction, ask.time_limit_minutes, code, progress)
+        outcome = _run_entry(entry, reproduction, ask.time_limit_minutes, code, progress,
+                             states[entry.label])
         attrs: dict[str, Any] = {"outcome": asdict(outcome)}
         if outcome.artifact is not None:
             attrs["artifact_text"] = Path(outcome.artifact).read_text(encoding="utf-8")
