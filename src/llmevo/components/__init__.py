@@ -4,7 +4,9 @@ Adding a component: write its module, then add one import line here.
 """
 
 from llmevo.components.attention import (  # noqa: F401
+    gqa,
     mha,
+    mqa,
     qk_norm,
     sigmoid_attn,
     sliding_window,
