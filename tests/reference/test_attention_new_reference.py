@@ -1,10 +1,11 @@
 """Attention components added together, each against formulas written out head by head:
-grouped-query (2305.13245) and multi-query (1911.02150) attention.
+grouped-query (2305.13245) and multi-query (1911.02150) attention and gated attention
+(2505.06708).
 
 Every reference slices the layer's own weight matrices per head, multiplies them out with
 explicit matmuls, builds the causal mask entry by entry and applies the paper's formula with
-plain tensor ops, never the component's helpers. Each also has a textbook limit: group size
-1 is ``mha``.
+plain tensor ops (``exp`` for sigmoids), never the component's helpers. Each also has a
+textbook limit: group size 1 is ``mha``; a zero gate halves ``mha``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 import torch
 
 from llmevo.catalog import build_model
+from llmevo.components.attention.gated_attn import GatedAttention, GatedAttentionConfig
 from llmevo.components.attention.gqa import GroupedQueryAttention, GroupedQueryConfig
 from llmevo.components.attention.mha import MultiHeadAttention, MultiHeadConfig
 from llmevo.components.attention.mqa import MultiQueryAttention
@@ -51,6 +53,10 @@ def _softmax_rows(scores: torch.Tensor) -> torch.Tensor:
     shifted = shifted - shifted.max(-1, keepdim=True).values
     weights = torch.exp(shifted) * mask
     return weights / weights.sum(-1, keepdim=True)
+
+
+def _sigmoid(x: torch.Tensor) -> torch.Tensor:
+    return 1.0 / (1.0 + torch.exp(-x))
 
 
 def _rope() -> tuple[RotaryPosition, AttentionContext]:
@@ -115,3 +121,55 @@ def test_the_size_dial_keeps_gqa_at_half_the_heads_and_mqa_at_one() -> None:
         assert single.blocks[0].attention.kv_heads == 1, rung
     with pytest.raises(ConfigError, match="gqa.group_size=2 does not divide 3 heads"):
         scale_model(ModelConfig().with_slot("attention", "gqa"), RUNGS[-1])
+
+
+# --- gated attention --------------------------------------------------------------------
+
+@pytest.mark.parametrize(("granularity", "kv_heads"), [("elementwise", 4), ("elementwise", 2),
+                                                       ("headwise", 4)])
+def test_gated_attn_matches_the_formula_head_by_head(granularity: str, kv_heads: int) -> None:
+    torch.manual_seed(0)
+    config = GatedAttentionConfig(granularity=granularity, kv_heads=kv_heads)
+    attention = GatedAttention(config, DIMS, 0)
+    with torch.no_grad():  # gates far from 0.5, so that a wrong gate shows
+        attention.gate.weight.normal_(0.0, 0.5)
+    rope, context = _rope()
+    x = torch.randn(B, T, D)
+    width = DH if granularity == "elementwise" else 1
+    outs = []
+    for h, y in enumerate(_grouped_heads(attention, x, kv_heads, rope)):
+        gate = _sigmoid(x @ _rows(attention.gate.weight, h, width).T)  # (B, T, Dh or 1)
+        outs.append(y * gate)
+    torch.testing.assert_close(attention(x, context), _merge(outs, attention.output), atol=ATOL, rtol=RTOL)
+    assert attention.gate.weight.shape == (H * width, D)
+
+
+def test_gated_attn_with_a_zero_gate_is_half_of_mha() -> None:
+    torch.manual_seed(1)
+    gated = GatedAttention(GatedAttentionConfig(), DIMS, 0)
+    plain = MultiHeadAttention(MultiHeadConfig(), DIMS, 0)
+    plain.load_state_dict({k: v for k, v in gated.state_dict().items() if k != "gate.weight"})
+    with torch.no_grad():
+        gated.gate.weight.zero_()  # sigmoid(0) = 1/2 everywhere
+    _, context = _rope()
+    x = torch.randn(B, T, D)
+    torch.testing.assert_close(gated(x, context), 0.5 * plain(x, context), atol=ATOL, rtol=RTOL)
+
+
+def test_gated_attn_a_shut_headwise_gate_removes_its_head_per_token() -> None:
+    """Head 0's gate sigmoid(1e4 x_0) is 0 where x_0 < 0 and 1 where x_0 > 0 (query-dependent):
+    where it is shut, the output equals the layer with head 0's columns of W^O zeroed."""
+    torch.manual_seed(2)
+    gated = GatedAttention(GatedAttentionConfig(granularity="headwise"), DIMS, 0)
+    _, context = _rope()
+    x = torch.randn(B, T, D)
+    with torch.no_grad():
+        gated.gate.weight.zero_()
+        gated.gate.weight[0, 0] = 1e4
+        out = gated(x, context)
+        gated.output.weight[:, :DH] = 0.0  # head 0's columns of W^O
+        without_head0 = gated(x, context)
+    shut, open_ = x[..., 0] < -0.01, x[..., 0] > 0.01
+    assert shut.any() and open_.any()
+    torch.testing.assert_close(out[shut], without_head0[shut], atol=ATOL, rtol=RTOL)
+    assert not torch.allclose(out[open_], without_head0[open_], atol=1e-4)
