@@ -1,11 +1,12 @@
 """Attention components added together, each against formulas written out head by head:
-grouped-query (2305.13245) and multi-query (1911.02150) attention and gated attention
-(2505.06708).
+grouped-query (2305.13245) and multi-query (1911.02150) attention, gated attention
+(2505.06708) and differential attention (2410.05258).
 
 Every reference slices the layer's own weight matrices per head, multiplies them out with
 explicit matmuls, builds the causal mask entry by entry and applies the paper's formula with
-plain tensor ops (``exp`` for sigmoids), never the component's helpers. Each also has a
-textbook limit: group size 1 is ``mha``; a zero gate halves ``mha``.
+plain tensor ops (``exp`` for sigmoids, a written-out RMSNorm, ``math.exp`` for lambda),
+never the component's helpers. Each also has a textbook limit: group size 1 is ``mha``; a
+zero gate halves ``mha``; lambda 0 leaves one normalised softmax attention.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import pytest
 import torch
 
 from llmevo.catalog import build_model
+from llmevo.components.attention.diff_attn import DiffAttention, DiffAttentionConfig
 from llmevo.components.attention.gated_attn import GatedAttention, GatedAttentionConfig
 from llmevo.components.attention.gqa import GroupedQueryAttention, GroupedQueryConfig
 from llmevo.components.attention.mha import MultiHeadAttention, MultiHeadConfig
 from llmevo.components.attention.mqa import MultiQueryAttention
 from llmevo.components.base import AttentionContext, ModelDims
+from llmevo.components.position.alibi import AlibiConfig, AlibiPosition
 from llmevo.components.position.rope import RopeConfig, RotaryPosition
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
@@ -53,6 +56,10 @@ def _softmax_rows(scores: torch.Tensor) -> torch.Tensor:
     shifted = shifted - shifted.max(-1, keepdim=True).values
     weights = torch.exp(shifted) * mask
     return weights / weights.sum(-1, keepdim=True)
+
+
+def _rms(x: torch.Tensor, gain: torch.Tensor, eps: float) -> torch.Tensor:
+    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * gain
 
 
 def _sigmoid(x: torch.Tensor) -> torch.Tensor:
@@ -173,3 +180,91 @@ def test_gated_attn_a_shut_headwise_gate_removes_its_head_per_token() -> None:
     assert shut.any() and open_.any()
     torch.testing.assert_close(out[shut], without_head0[shut], atol=ATOL, rtol=RTOL)
     assert not torch.allclose(out[open_], without_head0[open_], atol=1e-4)
+
+
+# --- differential attention -------------------------------------------------------------
+
+def test_diff_attn_lambda_init_follows_the_papers_schedule() -> None:
+    for layer in range(6):  # the paper's l = layer + 1 in 1..L
+        expected = 0.8 - 0.6 * math.exp(-0.3 * ((layer + 1) - 1))
+        assert DiffAttention(DiffAttentionConfig(), DIMS, layer).lambda_init == pytest.approx(expected)
+    assert DiffAttention(DiffAttentionConfig(), DIMS, 0).lambda_init == pytest.approx(0.2)
+    assert DiffAttention(DiffAttentionConfig(), DIMS, 100).lambda_init == pytest.approx(0.8)
+    assert DiffAttention(DiffAttentionConfig(lambda_init=0.5), DIMS, 3).lambda_init == 0.5
+
+
+def _diff_reference(attention: DiffAttention, x: torch.Tensor, position, lam: float,
+                    lambda_init: float) -> torch.Tensor:
+    """H/2 heads: (A1 - lam A2) V_i, RMS-normalised with the gain, times (1 - lambda_init)."""
+    positions = torch.arange(T)
+    bias = position.attention_bias(positions, positions)  # (H, T, T) or None
+    outs = []
+    for i in range(H // 2):
+        maps = []
+        for sub in (2 * i, 2 * i + 1):  # Q1/K1, then Q2/K2
+            q = position.rotate(x @ _rows(attention.query.weight, sub, DH).T, positions)
+            k = position.rotate(x @ _rows(attention.key.weight, sub, DH).T, positions)
+            scores = q @ k.transpose(-1, -2) / math.sqrt(DH)
+            maps.append(_softmax_rows(scores if bias is None else scores + bias[sub]))
+        v = x @ _rows(attention.value.weight, i, 2 * DH).T  # (B, T, 2 Dh)
+        head = (maps[0] - lam * maps[1]) @ v
+        outs.append(_rms(head, attention.head_norm, 1e-5) * (1.0 - lambda_init))
+    return _merge(outs, attention.output)
+
+
+@pytest.mark.parametrize(("layer", "position_name"), [(0, "rope"), (1, "rope"), (3, "alibi")])
+def test_diff_attn_matches_the_formula_head_by_head(layer: int, position_name: str) -> None:
+    torch.manual_seed(layer)
+    attention = DiffAttention(DiffAttentionConfig(), DIMS, layer)
+    with torch.no_grad():  # a lambda well away from lambda_init and a non-trivial gain
+        attention.lambda_q1.uniform_(0.1, 0.3)  # q1 . k1 about 0.64
+        attention.lambda_k1.uniform_(0.1, 0.3)
+        attention.lambda_q2.normal_(0.0, 0.2)
+        attention.lambda_k2.normal_(0.0, 0.2)
+        attention.head_norm.uniform_(0.5, 2.0)
+    position = RotaryPosition(RopeConfig(), DIMS) if position_name == "rope" else AlibiPosition(AlibiConfig(), DIMS)
+    context = AttentionContext(positions=torch.arange(T), position=position)
+    x = torch.randn(B, T, D)
+    lambda_init = 0.8 - 0.6 * math.exp(-0.3 * layer)
+    q1, k1 = attention.lambda_q1.tolist(), attention.lambda_k1.tolist()
+    q2, k2 = attention.lambda_q2.tolist(), attention.lambda_k2.tolist()
+    lam = (math.exp(sum(a * b for a, b in zip(q1, k1, strict=True)))
+           - math.exp(sum(a * b for a, b in zip(q2, k2, strict=True))) + lambda_init)
+    assert abs(lam - lambda_init) > 0.3
+    assert attention.lambda_full().item() == pytest.approx(lam, rel=1e-5)
+    expected = _diff_reference(attention, x, position, lam, lambda_init)
+    torch.testing.assert_close(attention(x, context), expected, atol=ATOL, rtol=RTOL)
+
+
+def test_diff_attn_with_lambda_zero_is_a_scaled_normalised_softmax_attention() -> None:
+    """lambda = exp(q1.k1) - exp(q2.k2) + lambda_init = 0 when q2.k2 = 0 and
+    exp(q1.k1) = 1 - lambda_init: only the first map is left."""
+    torch.manual_seed(3)
+    attention = DiffAttention(DiffAttentionConfig(), DIMS, 1)
+    lambda_init = attention.lambda_init
+    with torch.no_grad():
+        for vector in (attention.lambda_q1, attention.lambda_k1, attention.lambda_q2, attention.lambda_k2):
+            vector.zero_()
+        attention.lambda_q1[0] = math.log(1.0 - lambda_init)
+        attention.lambda_k1[0] = 1.0
+    assert attention.lambda_full().item() == pytest.approx(0.0, abs=1e-6)
+    rope, context = _rope()
+    x = torch.randn(B, T, D)
+    positions = torch.arange(T)
+    outs = []
+    for i in range(H // 2):  # softmax(Q1 K1^T / sqrt(Dh)) V, nothing subtracted
+        q = rope.rotate(x @ _rows(attention.query.weight, 2 * i, DH).T, positions)
+        k = rope.rotate(x @ _rows(attention.key.weight, 2 * i, DH).T, positions)
+        scores = (q @ k.transpose(-1, -2) / math.sqrt(DH)).masked_fill(~_hand_mask(T), float("-inf"))
+        head = scores.softmax(-1) @ (x @ _rows(attention.value.weight, i, 2 * DH).T)
+        outs.append((1.0 - lambda_init) * head / head.pow(2).mean(-1, keepdim=True).add(1e-5).sqrt())
+    torch.testing.assert_close(attention(x, context), _merge(outs, attention.output), atol=ATOL, rtol=RTOL)
+
+
+def test_diff_attn_keeps_mha_projection_sizes_and_needs_even_heads() -> None:
+    attention = DiffAttention(DiffAttentionConfig(), DIMS, 0)
+    plain = MultiHeadAttention(MultiHeadConfig(), DIMS, 0)
+    extra = sum(p.numel() for p in attention.parameters()) - sum(p.numel() for p in plain.parameters())
+    assert extra == 4 * DH + 2 * DH  # four lambda vectors and the norm's gain
+    with pytest.raises(ConfigError, match="heads 3 must be even"):
+        DiffAttention(DiffAttentionConfig(), ModelDims(16, 48, 2, 3, 32), 0)

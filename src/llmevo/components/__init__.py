@@ -4,6 +4,7 @@ Adding a component: write its module, then add one import line here.
 """
 
 from llmevo.components.attention import (  # noqa: F401
+    diff_attn,
     gated_attn,
     gqa,
     mha,
