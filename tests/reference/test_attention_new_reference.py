@@ -1,12 +1,14 @@
 """Attention components added together, each against formulas written out head by head:
 grouped-query (2305.13245) and multi-query (1911.02150) attention, gated attention
-(2505.06708) and differential attention (2410.05258).
+(2505.06708), differential attention (2410.05258) and multi-head latent attention
+(DeepSeek-V2, 2405.04434).
 
 Every reference slices the layer's own weight matrices per head, multiplies them out with
 explicit matmuls, builds the causal mask entry by entry and applies the paper's formula with
 plain tensor ops (``exp`` for sigmoids, a written-out RMSNorm, ``math.exp`` for lambda),
 never the component's helpers. Each also has a textbook limit: group size 1 is ``mha``; a
-zero gate halves ``mha``; lambda 0 leaves one normalised softmax attention.
+zero gate halves ``mha``; lambda 0 leaves one normalised softmax attention; full-rank MLA
+without a rotary part is ``mha``.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from llmevo.components.attention.diff_attn import DiffAttention, DiffAttentionCo
 from llmevo.components.attention.gated_attn import GatedAttention, GatedAttentionConfig
 from llmevo.components.attention.gqa import GroupedQueryAttention, GroupedQueryConfig
 from llmevo.components.attention.mha import MultiHeadAttention, MultiHeadConfig
+from llmevo.components.attention.mla import LatentAttention, LatentAttentionConfig
 from llmevo.components.attention.mqa import MultiQueryAttention
-from llmevo.components.base import AttentionContext, ModelDims
+from llmevo.components.base import AttentionContext, ModelDims, PositionEncoding
 from llmevo.components.position.alibi import AlibiConfig, AlibiPosition
 from llmevo.components.position.rope import RopeConfig, RotaryPosition
 from llmevo.errors import ConfigError
@@ -268,3 +271,98 @@ def test_diff_attn_keeps_mha_projection_sizes_and_needs_even_heads() -> None:
     assert extra == 4 * DH + 2 * DH  # four lambda vectors and the norm's gain
     with pytest.raises(ConfigError, match="heads 3 must be even"):
         DiffAttention(DiffAttentionConfig(), ModelDims(16, 48, 2, 3, 32), 0)
+
+
+# --- multi-head latent attention --------------------------------------------------------
+
+def _mla_reference(attention: LatentAttention, x: torch.Tensor, position, q_rank: int | None,
+                   eps: float) -> torch.Tensor:
+    """DeepSeek-V2's MLA written per head (the rotary part before the content part)."""
+    positions = torch.arange(T)
+    latent = _rms(x @ attention.kv_down.weight.T, attention.kv_norm, eps)  # c^KV
+    key_rope = position.rotate(x @ attention.key_rope.weight.T, positions)  # k^R, shared
+    query_latent = x if q_rank is None else _rms(x @ attention.query_down.weight.T, attention.query_norm, eps)
+    bias = position.attention_bias(positions, positions)
+    outs = []
+    for h in range(H):
+        k_content = latent @ _rows(attention.key_up.weight, h, DH).T
+        v = latent @ _rows(attention.value_up.weight, h, DH).T
+        q_content = query_latent @ _rows(attention.query_up.weight, h, DH).T
+        q_rope = position.rotate(query_latent @ _rows(attention.query_rope.weight, h, DH).T, positions)
+        scores = (q_content @ k_content.transpose(-1, -2) + q_rope @ key_rope.transpose(-1, -2))
+        scores = scores / math.sqrt(DH + DH)  # sqrt(d_h + d_h^R)
+        if bias is not None:
+            scores = scores + bias[h]
+        outs.append(_softmax_rows(scores) @ v)
+    return _merge(outs, attention.output)
+
+
+@pytest.mark.parametrize(("q_rank", "kv_rank", "position_name"), [(None, 16, "rope"), (32, 8, "rope"),
+                                                                  (None, 16, "alibi")])
+def test_mla_matches_the_formulas_head_by_head(q_rank: int | None, kv_rank: int, position_name: str) -> None:
+    torch.manual_seed(kv_rank)
+    attention = LatentAttention(LatentAttentionConfig(kv_rank=kv_rank, q_rank=q_rank), DIMS, 0)
+    with torch.no_grad():  # non-trivial latent gains
+        attention.kv_norm.uniform_(0.5, 2.0)
+        if attention.query_norm is not None:
+            attention.query_norm.uniform_(0.5, 2.0)
+    position = RotaryPosition(RopeConfig(), DIMS) if position_name == "rope" else AlibiPosition(AlibiConfig(), DIMS)
+    context = AttentionContext(positions=torch.arange(T), position=position)
+    x = torch.randn(B, T, D)
+    expected = _mla_reference(attention, x, position, q_rank, 1e-6)
+    torch.testing.assert_close(attention(x, context), expected, atol=ATOL, rtol=RTOL)
+    assert attention.kv_down.weight.shape == (kv_rank, D)
+
+
+def test_mla_at_full_rank_without_a_rotary_part_is_mha() -> None:
+    """kv_rank = d_model with W^DKV = I on unit-RMS inputs: c^KV = x, so k = W^UK x and
+    v = W^UV x; with W^QR = W^KR = 0 the scores are q^C k^C / sqrt(Dh + Dr): ``mha`` with
+    W^Q = W^UQ sqrt(Dh / (Dh + Dr)) and no positions."""
+    torch.manual_seed(4)
+    latent = LatentAttention(LatentAttentionConfig(kv_rank=D, eps=1e-12), DIMS, 0)
+    plain = MultiHeadAttention(MultiHeadConfig(), DIMS, 0)
+    with torch.no_grad():
+        latent.kv_down.weight.copy_(torch.eye(D))
+        latent.key_rope.weight.zero_()
+        latent.query_rope.weight.zero_()
+        plain.query.weight.copy_(latent.query_up.weight * math.sqrt(DH / (DH + DH)))
+        plain.key.weight.copy_(latent.key_up.weight)
+        plain.value.weight.copy_(latent.value_up.weight)
+        plain.output.weight.copy_(latent.output.weight)
+    x = torch.randn(B, T, D)
+    x = x / x.pow(2).mean(-1, keepdim=True).sqrt()  # unit RMS: the latent's RMSNorm is the identity
+    context = AttentionContext(positions=torch.arange(T), position=PositionEncoding())
+    torch.testing.assert_close(latent(x, context), plain(x, context), atol=ATOL, rtol=RTOL)
+
+
+def test_mla_positions_enter_only_through_the_decoupled_rotary_part() -> None:
+    """RoPE on k^R/q^R only: with them zeroed the output ignores positions entirely (the
+    content part is not rotated); with them it depends on positions, but only relatively."""
+    torch.manual_seed(5)
+    attention = LatentAttention(LatentAttentionConfig(), DIMS, 0)
+    rope = RotaryPosition(RopeConfig(), DIMS)
+    x = torch.randn(B, T, D)
+
+    def run(positions: torch.Tensor) -> torch.Tensor:
+        return attention(x, AttentionContext(positions=positions, position=rope))
+
+    with torch.no_grad():
+        base, shifted, stretched = run(torch.arange(T)), run(torch.arange(T) + 7), run(torch.arange(T) * 3)
+        torch.testing.assert_close(shifted, base, atol=ATOL, rtol=RTOL)  # relative positions only
+        assert not torch.allclose(stretched, base, atol=1e-4)
+        attention.key_rope.weight.zero_()
+        attention.query_rope.weight.zero_()
+        torch.testing.assert_close(run(torch.arange(T) * 3), run(torch.arange(T)), atol=ATOL, rtol=RTOL)
+
+
+def test_mla_matches_mha_parameter_count_at_quick() -> None:
+    attention = LatentAttention(LatentAttentionConfig(), DIMS, 0)
+    kv_rank = 16
+    by_hand = D * kv_rank + kv_rank + 2 * kv_rank * D + D * DH + D * 2 * D + D * D
+    assert sum(p.numel() for p in attention.parameters()) == by_hand == 4 * D * D + 16
+
+
+def test_the_size_dial_scales_mla_latents_with_the_width() -> None:
+    latent = scale_model(ModelConfig().with_slot("attention", "mla:q_rank=32"), RUNGS[1])  # d 64 -> 96
+    assert latent.attention.config == {"kv_rank": 24, "q_rank": 48}
+    assert build_model(latent).blocks[0].attention.kv_down.weight.shape == (24, 96)

@@ -8,6 +8,7 @@ from llmevo.components.attention import (  # noqa: F401
     gated_attn,
     gqa,
     mha,
+    mla,
     mqa,
     qk_norm,
     sigmoid_attn,
