@@ -4,7 +4,12 @@ Adding a component: write its module, then add one import line here.
 """
 
 from llmevo.components.attention import (  # noqa: F401
+    diff_attn,
+    gated_attn,
+    gqa,
     mha,
+    mla,
+    mqa,
     qk_norm,
     sigmoid_attn,
     sliding_window,
