@@ -22,7 +22,8 @@ What a rung sets, and the rule for each:
   3 x d_model; GELU / ReLU² 288 stays 4.5 x d_model; kv_heads follow the heads). A size that
   does not scale to a whole number (a kv_heads of 2 over 4 heads taken to 3 heads) is
   refused. A sliding attention ``window`` is a length in tokens, and every rung keeps
-  quick's 64-token sequence, so its rule keeps it as it is.
+  quick's 64-token sequence, so its rule keeps it as it is. A mixture of experts keeps its
+  ``experts`` and ``top_k`` (counts) while each expert's ``hidden`` follows the width.
 - **Training tokens** at quick's tokens-per-parameter ratio (``TOKENS_PER_PARAMETER`` =
   330 x 48 x 64 / 139,584 ≈ 7.26) of the rung's model, as whole steps of the rung's batch.
 - **Batch** grows by sqrt(2) per rung (``8 * round(6 * 2 ** (rung / 2))``: 48 at rung 0),
@@ -145,6 +146,9 @@ SIZE_FIELDS: dict[str, Callable[[str, int, Geometry, Geometry], int]] = {
     "rotary_dim": lambda name, value, old, new: _factor(name, value, new.head_dim, old.head_dim),
     # a length in tokens (sliding_window): every rung keeps the 64-token sequence, so it stays
     "window": lambda name, value, old, new: value,
+    # counts, not widths (moe): the experts and the experts per token stay; the width follows
+    "experts": lambda name, value, old, new: value,
+    "top_k": lambda name, value, old, new: value,
 }
 
 
