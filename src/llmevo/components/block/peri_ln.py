@@ -1,20 +1,23 @@
 """Peri-LN block: normalise each sub-layer's input and its output before the residual addition.
 
 Kim et al., "Peri-LN: Revisiting Layer Normalization in the Transformer Architecture", arXiv
-2502.02732 (later versions: "Peri-LN: Revisiting Normalization Layer in the Transformer
-Architecture"; section 3, the Peri-LN layer ``y = x + Norm(Module(Norm(x)))`` for each of
-attention and the MLP; the paper's Peri-LN models also normalise the embeddings,
-``x_0 = Norm(Embedding(tokens))``, kept here as ``embedding_norm``): the residual stream itself is never normalised (as in
-pre-norm) but every update added to it is (as in post-norm), so the stream's variance grows
-about linearly with depth rather than exponentially. The first block (``layer_index`` 0)
-applies the embedding norm to its input, the only place a block sees the embeddings; with
-``embedding_norm=False`` the layout is sandwich-LN (``block/sandwich.py``). Reference test:
-the block against the formula composed by hand from its own sub-modules, with the embedding
-norm only in the first block, and the parameter count (tests/reference/test_block_new_reference.py).
+2502.02732 (later versions: "... Revisiting Normalization Layer ..."). Section 3: each of
+attention and the MLP is wrapped as ``y = x + Norm(Module(Norm(x)))``, and the paper's Peri-LN
+models also normalise the embeddings, ``x_0 = Norm(Embedding(tokens))``. The residual stream
+itself is never normalised (as in pre-norm) but every update added to it is (as in post-norm),
+so the stream's variance grows about linearly with depth rather than exponentially. Here the
+first block (``layer_index`` 0) applies the embedding norm to its input, the one place a block
+sees the embeddings; ``embedding_norm=False`` leaves exactly the sandwich-LN layout
+(``block/sandwich.py``). Reference test: the block against the formula composed from plain
+torch ops (RMSNorm written out) and its own attention and feed-forward, the embedding norm in
+the first block only, unit-RMS updates whatever the input's scale, equality with sandwich
+without the embedding norm, and the parameter count
+(tests/reference/test_block_new_reference.py).
 
-Deviations: the norm type is the model's norm slot (RMSNorm in llama_modern; the paper
-studies both LayerNorm and RMSNorm). The paper's scale (400M-3.2B parameters, 30B tokens),
-FP16 overflow study and its initialisation choices are not reproduced.
+Deviations: the norm type is the model's norm slot (RMSNorm in llama_modern; the paper studies
+LayerNorm and RMSNorm). In BLT's stacks the first block of each stack normalises that stack's
+input. The paper's scale (400M-3.2B parameters, 30B tokens) and its FP16 and variance-growth
+studies are not reproduced.
 """
 
 from __future__ import annotations

@@ -14,10 +14,11 @@ What it computes, per token ``x`` (D,): ``p = softmax(W_r x)`` (E,); the ``top_k
 entries choose the experts; their gates are ``p_i`` renormalised over the chosen ones (equal to
 Mixtral's softmax over the top-k logits; with ``top_k = 1`` the gate is Switch's ``p_i``
 itself, so the router still learns from the language-modelling loss); the output is
-``sum_i gate_i * SwiGLU_i(x)`` with each expert a SwiGLU of width ``hidden``. Each training
-forward stores ``balance_weight * E * sum_i f_i P_i`` as its auxiliary loss
-(``components.base.AuxiliaryLoss``), which the trainers add to the objective, summed over
-layers. ``f_i`` counts each of a token's ``top_k`` assignments as ``1/top_k`` of a token, so
+``sum_i gate_i * SwiGLU_i(x)`` with each expert a SwiGLU of width ``hidden``. While a trainer
+records, each forward stores ``balance_weight * E * sum_i f_i P_i`` over its batch's B x T
+tokens as its auxiliary loss (``components.base.AuxiliaryLoss``); ``train()`` and the batched
+replicas add the sum over layers to the cross-entropy they differentiate (the recorded
+training loss stays the cross-entropy). ``f_i`` counts each of a token's ``top_k`` assignments as ``1/top_k`` of a token, so
 ``sum_i f_i = 1`` and the loss is Switch's equation 4 exactly at ``top_k = 1`` and
 ``balance_weight`` at uniform routing for any ``top_k`` (Hugging Face's Mixtral loss sums the
 slots instead: ``top_k`` times this one).
