@@ -26,7 +26,8 @@ What a rung sets, and the rule for each:
   a length in tokens, and every rung keeps quick's 64-token sequence, so its rule keeps it
   as it is; GQA's ``group_size`` (query heads per key/value head) is a ratio, kept, so its
   key/value heads stay half the heads (refused where it does not divide them); MQA has no
-  size field (one key/value head at every rung).
+  size field (one key/value head at every rung). A mixture of experts keeps its
+  ``experts`` and ``top_k`` (counts) while each expert's ``hidden`` follows the width.
 - **Training tokens** at quick's tokens-per-parameter ratio (``TOKENS_PER_PARAMETER`` =
   330 x 48 x 64 / 139,584 ≈ 7.26) of the rung's model, as whole steps of the rung's batch.
 - **Batch** grows by sqrt(2) per rung (``8 * round(6 * 2 ** (rung / 2))``: 48 at rung 0),
@@ -164,6 +165,9 @@ SIZE_FIELDS: dict[str, Callable[[str, int, Geometry, Geometry], int]] = {
     # latent widths (mla's key/value and query latents) follow the width
     "kv_rank": lambda name, value, old, new: _factor(name, value, new.d_model, old.d_model),
     "q_rank": lambda name, value, old, new: _factor(name, value, new.d_model, old.d_model),
+    # counts, not widths (moe): the experts and the experts per token stay; the width follows
+    "experts": lambda name, value, old, new: value,
+    "top_k": lambda name, value, old, new: value,
 }
 
 

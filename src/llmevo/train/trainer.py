@@ -25,6 +25,11 @@ or a ``TrainStream``, a data recipe bound to the training sources
 the recipe as well as the windows (the ``concat`` recipe's identity is empty: a bare stream
 and ``concat`` hash alike).
 
+The objective is the cross-entropy plus the auxiliary terms of the model's ``AuxiliaryLoss``
+parts (a mixture of experts' load balancing, weighted in its own config; ``AuxiliaryLosses``
+in ``components/base.py``); the recorded losses stay the cross-entropy. A model without such
+parts adds nothing: its objective is the cross-entropy tensor itself.
+
 Public API: ``TrainConfig``, ``train(model, stream, config, seed, device, optimizer, ...)``,
 ``TrainResult``, ``WindowSampler`` (from ``components.data.base``), ``lr_at``,
 ``schedule_factor``, ``build_schedule``.
@@ -44,6 +49,7 @@ import torch.nn.functional as F
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
+from llmevo.components.base import AuxiliaryLosses
 from llmevo.components.data.base import TrainStream, windows_for
 from llmevo.components.data.base import WindowSampler as WindowSampler  # re-exported
 from llmevo.components.optim.base import OptimizerComponent
@@ -154,9 +160,11 @@ def train(
     losses: list[float] = []
     status: Literal["complete", "diverged", "stopped"] = "complete"
     message = ""
+    auxiliary = AuxiliaryLosses(model)  # parts adding to the objective (none: nothing added)
     if progress:
         progress.start(config.steps, description)
     started = time.perf_counter()
+    auxiliary.start()
     try:
         for step in range(config.steps):
             window = sampler.next()  # (B, T + 1)
@@ -166,12 +174,15 @@ def train(
             with autocast(device, config.precision):
                 logits = model(inputs)  # (B, T, V)
             loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+            extra = auxiliary.take()
+            objective = loss if extra is None else loss + extra.float()
             loss_value = loss.item()
-            if not math.isfinite(loss_value):
-                status, message = "diverged", f"non-finite loss {loss_value} at step {step}"
+            objective_value = loss_value if extra is None else objective.item()
+            if not math.isfinite(objective_value):
+                status, message = "diverged", f"non-finite loss {objective_value} at step {step}"
                 break
             model_optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            objective.backward()
             if config.grad_clip > 0:
                 grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             elif logger is not None:
@@ -191,6 +202,7 @@ def train(
                 status, message = "stopped", f"stopped by a hurdle after step {step}"
                 break
     finally:
+        auxiliary.stop()
         if progress:
             progress.stop()
     wall = time.perf_counter() - started
