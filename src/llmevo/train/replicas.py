@@ -174,6 +174,7 @@ def train_replicas(
     optimizer = optimizers[0].batched(  # not None: _check refused a component without a twin
         [o.config for o in optimizers], [c.lr for c in configs], [c.weight_decay for c in configs],
         {name: roles[name] for name in params}, device, first.steps)
+    optimizer.bind(template)
     clip = _column([c.grad_clip for c in configs], device)
     clip_enabled = clip > 0
     schedule = _column([0.0] * count, device).new_tensor(
@@ -241,6 +242,7 @@ def train_replicas(
     stops = diverged_at.cpu().tolist()
     errors = last_errors.cpu().tolist()
     outcomes = []
+    optimizer.to_evaluation_point(params)  # e.g. schedule-free: each replica's average x
     with torch.no_grad():
         for index, (model, config, component) in enumerate(zip(models, configs, optimizers, strict=True)):
             for name, stacked in params.items():
