@@ -155,9 +155,9 @@ class AdamMiniBatched(AdamWBatched):
             state["exp_avg"] = torch.zeros_like(param)
             state["exp_avg_sq"] = param.new_zeros(replicas, blocks, 1)  # (R, blocks, 1)
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        exp_avg.lerp_(grad, per_replica(1 - self.beta1, param))
+        exp_avg.lerp_(grad, per_replica(self.one_minus_beta1, param))
         mean_sq = grad.reshape(replicas, blocks, -1).square().mean(2, keepdim=True)  # (R, blocks, 1)
-        exp_avg_sq.mul_(per_replica(self.beta2, exp_avg_sq)).add_(mean_sq * per_replica(1 - self.beta2, mean_sq))
+        exp_avg_sq.mul_(per_replica(self.beta2, exp_avg_sq)).add_(mean_sq * per_replica(self.one_minus_beta2, mean_sq))
         bias2_sqrt = self.bias2_sqrt[self.step_count - 1]  # (R,)
         denom = (exp_avg_sq.sqrt() / per_replica(bias2_sqrt, exp_avg_sq)).add_(per_replica(self.eps, exp_avg_sq))
         step = per_replica(-lr / self.bias1[self.step_count - 1], exp_avg_sq)  # (R, 1, 1)

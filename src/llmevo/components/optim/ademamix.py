@@ -135,9 +135,10 @@ class AdEMAMixBatched(AdamWBatched):
         super().__init__(configs, lr, weight_decay, roles, device, steps)
         spans = [schedule_span(c.warmup_fraction, steps) for c in configs]
         rows = range(1, steps + 1)
-        self.beta3 = torch.tensor(
-            [[beta3_at(t, c.beta3, c.beta1, s) for c, s in zip(configs, spans, strict=True)] for t in rows],
-            dtype=torch.float32, device=device)  # (S, R)
+        # the slow EMA's 1 - beta3_t, from float64 (1 - float32(0.9999) is 1.7e-4 off)
+        self.slow_weight = torch.tensor(
+            [[1 - beta3_at(t, c.beta3, c.beta1, s) for c, s in zip(configs, spans, strict=True)]
+             for t in rows], dtype=torch.float32, device=device)  # (S, R)
         # the slow EMA's weight in the numerator: alpha_t (1 - beta1^t), per (step, replica)
         self.mixing = torch.tensor(
             [[alpha_at(t, c.alpha, s) * (1 - c.beta1**t) for c, s in zip(configs, spans, strict=True)]
@@ -149,7 +150,7 @@ class AdEMAMixBatched(AdamWBatched):
         if "exp_avg_slow" not in state:
             state["exp_avg_slow"] = torch.zeros_like(param)
         slow = state["exp_avg_slow"]
-        slow.lerp_(grad, per_replica(1 - self.beta3[self.step_count - 1], param))
+        slow.lerp_(grad, per_replica(self.slow_weight[self.step_count - 1], param))
         numerator = exp_avg + slow * per_replica(self.mixing[self.step_count - 1], param)
         param.addcdiv_(numerator * self.step_size(lr, param), denom)
         return None

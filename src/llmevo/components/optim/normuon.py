@@ -94,7 +94,7 @@ class NorMuonBatched(MuonBatched):
     def __init__(self, configs: Sequence[Any], lr: Sequence[float], weight_decay: Sequence[float],
                  roles: dict[str, str], device: torch.device, steps: int):
         super().__init__(configs, lr, weight_decay, roles, device, steps)
-        self.neuron_beta2 = self.column([c.neuron_beta2 for c in configs])  # (R,)
+        self.neuron_weight = self.column([1 - c.neuron_beta2 for c in configs])  # (R,) 1 - beta2
         self.neuron_eps = self.column([c.neuron_eps for c in configs])  # (R,)
 
     def update(self, name: str, param: Tensor, grad: Tensor, state: dict[str, Tensor],
@@ -110,7 +110,7 @@ class NorMuonBatched(MuonBatched):
         momentum = grad.lerp(buffer, mu) if self.nesterov else buffer
         update = newton_schulz(momentum, self.ns_steps)  # O: (R, rows, cols)
         neuron_sq = state["neuron_sq"]
-        neuron_sq.lerp_(update.square().mean(-1, keepdim=True), per_replica(1 - self.neuron_beta2, neuron_sq))
+        neuron_sq.lerp_(update.square().mean(-1, keepdim=True), per_replica(self.neuron_weight, neuron_sq))
         normalized = update / (neuron_sq.sqrt() + per_replica(self.neuron_eps, neuron_sq))
         norms = normalized.flatten(1).norm(dim=1).clamp(min=MIN_NORM)  # (R,)
         scale = self.rms_scale * math.sqrt(param[0].numel()) / norms  # (R,)

@@ -148,6 +148,8 @@ class ScheduleFreeAdamWBatched(BatchedOptimizer):
         self.weight_decay.zero_()
         self.beta1 = self.column([c.beta1 for c in configs])  # (R,)
         self.beta2 = self.column([c.beta2 for c in configs])  # (R,)
+        self.one_minus_beta2 = self.column([1 - c.beta2 for c in configs])  # (R,), from float64
+        self.to_x = self.column([1 - 1 / c.beta1 for c in configs])  # (R,) the lerp weight y -> x
         self.eps = self.column([c.eps for c in configs])  # (R,)
         self.r = self.column([c.r for c in configs])  # (R,)
         self.power = self.column([c.weight_lr_power for c in configs])  # (R,)
@@ -176,7 +178,7 @@ class ScheduleFreeAdamWBatched(BatchedOptimizer):
             state["z"] = param.detach().clone()
             state["exp_avg_sq"] = torch.zeros_like(param)
         z, exp_avg_sq = state["z"], state["exp_avg_sq"]
-        exp_avg_sq.mul_(per_replica(self.beta2, param)).addcmul_(grad * per_replica(1 - self.beta2, param), grad)
+        exp_avg_sq.mul_(per_replica(self.beta2, param)).addcmul_(grad * per_replica(self.one_minus_beta2, param), grad)
         bias2 = per_replica(self.bias2[self.step_count - 1], param)
         normalized = grad / (exp_avg_sq / bias2).sqrt_().add_(per_replica(self.eps, param))
         normalized.add_(param * per_replica(self.decay, param))
@@ -190,7 +192,7 @@ class ScheduleFreeAdamWBatched(BatchedOptimizer):
     def to_evaluation_point(self, params: dict[str, Tensor]) -> None:
         for name, param in params.items():
             if "z" in self.state[name]:
-                param.lerp_(self.state[name]["z"], per_replica(1 - 1 / self.beta1, param))
+                param.lerp_(self.state[name]["z"], per_replica(self.to_x, param))
 
 
 class ScheduleFreeAdamWConfig(StrictModel):
