@@ -32,6 +32,10 @@ shares (``BatchedOptimizer.shared``: Muon's ``nesterov`` and ``ns_steps``). Nume
 settings (lr, warmup, schedule, minimum lr ratio, weight decay, clipping, betas, momentum,
 eps, multipliers) may differ.
 
+The twin's hooks (``BatchedOptimizer``): ``bind(template)`` before the first step (what its
+update reads from the model's structure: Adam-mini's heads) and ``to_evaluation_point(params)``
+after the last, before the replicas are unstacked (schedule-free AdamW's average x).
+
 Components whose manifest says ``supports_replicas=False`` (and models that are not the
 component ``Transformer``, e.g. BLT) are refused by name: ``replica_refusals``; so is an
 optimizer component without a batched twin (``batched`` None).

@@ -20,10 +20,11 @@ default partition). With blocks of one entry the update is AdamW's (the referenc
 ``AdamMiniBatched`` is the same update for R stacked replicas (``train/replicas.py``); it reads
 the partition from the template replica (``BatchedOptimizer.bind``).
 
-Reference tests (tests/reference/test_optim_new_reference.py): two steps on a tiny matrix
-against the update written out by hand in numpy (per-row and per-head blocks); blocks of one
-entry against ``torch.optim.AdamW``; the partition of ``llama_modern`` (with grouped keys); the
-batched twin against ``AdamMiniOptimizer`` per replica.
+Reference tests (tests/reference/test_optim_new_reference.py): three steps on a tiny matrix
+against the update written out by hand in numpy (per-row, per-head and per-tensor blocks);
+blocks of one entry against ``torch.optim.AdamW``; the partition of ``llama_modern`` (grouped
+keys, an untied head); the batched twin against ``AdamMiniOptimizer`` per replica, and a frozen
+replica left bit for bit.
 
 Deviations: weight decay applies to every parameter, as in the ``adamw`` component (the
 authors' code skips norms and biases). The embedding and output layer keep per-entry ``v`` as

@@ -21,10 +21,11 @@ the authors' code's default. With ``alpha = 0`` the update is AdamW's bit for bi
 reference test). ``AdEMAMixBatched`` is the same update for R stacked replicas, its schedules
 tabled per step and replica on the device once.
 
-Reference tests (tests/reference/test_optim_new_reference.py): three steps on a tiny tensor
-against Algorithm 1 written out by hand in numpy, the schedulers included; ``alpha = 0``
-against ``torch.optim.AdamW``; the scheduler values at the ends of the span; the batched twin
-against ``AdEMAMixOptimizer`` per replica.
+Reference tests (tests/reference/test_optim_new_reference.py): five steps on a tiny tensor
+against Algorithm 1 written out by hand in numpy, over a four-step scheduler span (ramping, then
+at its end); ``alpha = 0`` bit-identical to ``torch.optim.AdamW``; the schedulers' values (the
+middle of the span at the mean half-life); the trainer telling the run's length; the batched
+twin against ``AdEMAMixOptimizer`` per replica, and a frozen replica left bit for bit.
 
 Deviations: none in the update. Weight decay is applied as ``W (1 - lr wd)`` before the step,
 which equals Algorithm 1's ``- lr wd W_{t-1}`` term. Defaults are the paper's language-model

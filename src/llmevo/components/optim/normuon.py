@@ -19,10 +19,11 @@ decay. ``NorMuonBatched`` is the same update for R stacked replicas (``train/rep
 ``orthogonality_error`` (the artifact's ``muon_orthogonality_error``) is measured on ``O``,
 the orthogonalised momentum before the per-row normalisation, as Muon's.
 
-Reference tests (tests/reference/test_optim_new_reference.py): two steps on a tiny matrix
-against Algorithm 1 written out by hand (numpy, with its own Newton-Schulz quintic); with
-``beta2 = 0`` and an exactly orthogonal momentum the normalisation is the identity and the
-step is Muon's; the batched twin against ``NorMuonAdamW`` per replica.
+Reference tests (tests/reference/test_optim_new_reference.py): three steps on a tall and on a
+wide matrix against Algorithm 1 written out by hand (numpy, with its own Newton-Schulz quintic);
+on an orthogonal gradient (rows of equal norm after Newton-Schulz) with ``neuron_beta2 = 0`` the
+normalisation only rescales: Muon's step (``MuonAdamW``) at an RMS of exactly 0.2 lr; the
+batched twin against ``NorMuonAdamW`` per replica, and a frozen replica left bit for bit.
 
 Deviations: Nesterov momentum is on by default, as in the authors' code and ``muon.py``
 (Algorithm 1 uses plain momentum; ``nesterov=false`` gives it); the Newton-Schulz iteration

@@ -23,15 +23,19 @@ decay, which schedule-free does not need, still applies on top of it.
 ``ScheduleFreeAdamWBatched`` is the same update for R stacked replicas (``train/replicas.py``),
 each with its own averaging weights.
 
-Reference tests (tests/reference/test_optim_new_reference.py): three steps on a tiny tensor
-against Algorithm 1 written out by hand with x, y and z kept explicitly (numpy); twenty steps
-with warmup against ``schedulefree.AdamWScheduleFree`` (the ``schedulefree`` package, a dev
-dependency; the test is skipped without it), parameters at y and, after ``eval()``, at x; the
-trainer leaving x in the model; the batched twin against ``ScheduleFreeAdamWOptimizer`` per
-replica.
+Reference tests (tests/reference/test_optim_new_reference.py): four warmup steps on a tiny
+tensor against Algorithm 1 written out by hand with x, y and z kept explicitly (numpy); twenty
+steps with warmup against ``schedulefree.AdamWScheduleFree`` (the ``schedulefree`` package, a
+dev dependency; the test is skipped without it), parameters at y and, after ``eval()``, at x; the
+trainer leaving x in the model and its hook seeing x; the batched twin against
+``ScheduleFreeAdamWOptimizer`` per replica, and a frozen replica left bit for bit.
 
-Deviations: none from the package's update; the package's own warmup is replaced by the
-trainer's schedule (the same lr_k). A batched replica whose lr is 0 (frozen after a non-finite
+Deviations: none from the package's update, which differs from Algorithm 1 in two details kept
+here: the second moment is bias-corrected inside the root, where Algorithm 1 folds
+sqrt(1 - beta2^k) into its step size gamma_k (so eps sits elsewhere, and c's weights gamma_k^2
+carry that factor); and the weights use the running maximum of lr_k, which is lr_k itself under
+a warmup then a constant rate. The package's own warmup is replaced by the trainer's schedule
+(the same lr_k). A batched replica whose lr is 0 (frozen after a non-finite
 loss) keeps its averaging weights (c = 0), so it stays bit-for-bit where it stopped; the
 sequential optimizer never sees lr 0 from the trainer's schedules.
 """

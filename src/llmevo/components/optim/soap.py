@@ -33,10 +33,11 @@ one update and by several steps' worth after three, so replicas could not follow
 sequential runs to float tolerance, as the contract requires. The sequential optimizer is
 deterministic; the authors' code has the same dependence.
 
-Reference tests (tests/reference/test_optim_new_reference.py): four steps on a 4 x 3 matrix
-with an eigenbasis refresh, against Algorithms 3 and 4 written out by hand in numpy (numpy's
-``eigh`` and ``qr``); with every side unpreconditioned, AdamW (``torch.optim.AdamW``) on the
-gradients after the first; the state-dict round trip mid-run (the contract suite).
+Reference tests (tests/reference/test_optim_new_reference.py): seven gradients on a 4 x 3
+matrix (the start, six updates, three refreshes) against Algorithms 3 and 4 written out by hand
+in numpy (numpy's ``eigh`` and ``qr``); with every side unpreconditioned, AdamW
+(``torch.optim.AdamW``) on the gradients after the first; the state-dict round trip mid-run and
+the refusal to batch (the contract suite).
 
 Deviations: ``eps`` is added to ``sqrt(V / (1 - beta2^t))`` as in AdamW (the authors' code adds
 it before the bias correction) and the weight decay is applied before the step (their code
