@@ -358,6 +358,10 @@ def test_schedule_free_matches_algorithm_1_by_hand(r: float, power: float) -> No
         _close(param, y, atol=1e-6, msg="the parameters hold y")
     optimizer.to_evaluation_point()
     _close(param, x, atol=1e-6, msg="the evaluation point is x")
+    with optimizer.at_evaluation_point():  # already there: nothing moves, it stays there
+        _close(param, x, atol=1e-6)
+    assert not optimizer.param_groups[0]["train_mode"]
+    _close(param, x, atol=1e-6)
     with pytest.raises(Exception, match="evaluation point"):
         _feed(optimizer, [param], [[grads[0]]])
     optimizer.to_training_point()

@@ -127,7 +127,8 @@ class ScheduleFreeAdamWOptimizer(Optimizer):
     @contextlib.contextmanager
     def at_evaluation_point(self) -> Iterator[None]:
         """x inside the block; y (bit for bit, not recomputed from x) and train mode after."""
-        params = [p for group in self.param_groups if group["train_mode"] for p in group["params"]]
+        training = [group for group in self.param_groups if group["train_mode"]]
+        params = [p for group in training for p in group["params"]]
         saved = [p.detach().clone() for p in params]
         self.to_evaluation_point()
         try:
@@ -136,7 +137,7 @@ class ScheduleFreeAdamWOptimizer(Optimizer):
             with torch.no_grad():
                 for p, value in zip(params, saved, strict=True):
                     p.copy_(value)
-            for group in self.param_groups:
+            for group in training:
                 group["train_mode"] = True
 
 
