@@ -28,7 +28,7 @@ MLP's 192-row L at most 64), the eigenbasis of its null space is arbitrary, and 
 first moment has real components there (the new gradient leaves the old span), so Adam's
 per-coordinate normalisation makes the update depend on which basis ``eigh`` / ``qr`` happen to
 return. A one-ulp change of L (``bmm`` against ``mm``, or a batched forward's rounding) picks
-another basis: on identical gradients a stacked update moved parameters by ~5% of a step after
+another basis: on identical gradients a stacked update moved parameters by ~6% of a step after
 one update and by several steps' worth after three, so replicas could not follow their
 sequential runs to float tolerance, as the contract requires. The sequential optimizer is
 deterministic; the authors' code has the same dependence.
