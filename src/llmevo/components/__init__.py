@@ -28,6 +28,16 @@ from llmevo.components.data import concat, curriculum, mixture, quality  # noqa:
 from llmevo.components.feedforward import geglu, gelu, moe, relu2, swiglu  # noqa: F401
 from llmevo.components.kvcache import rope_relay  # noqa: F401
 from llmevo.components.norm import dyt, layernorm, rmsnorm, scalenorm  # noqa: F401
-from llmevo.components.optim import adamw, cautious_adamw, lion, muon  # noqa: F401
+from llmevo.components.optim import (  # noqa: F401
+    adam_mini,
+    adamw,
+    ademamix,
+    cautious_adamw,
+    lion,
+    muon,
+    normuon,
+    schedule_free_adamw,
+    soap,
+)
 from llmevo.components.position import alibi, learned, nope, rope, sinusoidal  # noqa: F401
 from llmevo.components.post_training import dpo, grpo, neftune, none, sft  # noqa: F401

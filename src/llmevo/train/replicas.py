@@ -37,6 +37,10 @@ shares (``BatchedOptimizer.shared``: Muon's ``nesterov`` and ``ns_steps``). Nume
 settings (lr, warmup, schedule, minimum lr ratio, weight decay, clipping, betas, momentum,
 eps, multipliers) may differ.
 
+The twin's hooks (``BatchedOptimizer``): ``bind(template)`` before the first step (what its
+update reads from the model's structure: Adam-mini's heads) and ``to_evaluation_point(params)``
+after the last, before the replicas are unstacked (schedule-free AdamW's average x).
+
 Components whose manifest says ``supports_replicas=False`` (and models that are not the
 component ``Transformer``, e.g. BLT) are refused by name: ``replica_refusals``; so is an
 optimizer component without a batched twin (``batched`` None).
@@ -180,6 +184,7 @@ def train_replicas(
     optimizer = optimizers[0].batched(  # not None: _check refused a component without a twin
         [o.config for o in optimizers], [c.lr for c in configs], [c.weight_decay for c in configs],
         {name: roles[name] for name in params}, device, first.steps)
+    optimizer.bind(template)
     clip = _column([c.grad_clip for c in configs], device)
     clip_enabled = clip > 0
     schedule = _column([0.0] * count, device).new_tensor(
@@ -256,6 +261,7 @@ def train_replicas(
     stops = diverged_at.cpu().tolist()
     errors = last_errors.cpu().tolist()
     outcomes = []
+    optimizer.to_evaluation_point(params)  # e.g. schedule-free: each replica's average x
     with torch.no_grad():
         for index, (model, config, component) in enumerate(zip(models, configs, optimizers, strict=True)):
             for name, stacked in params.items():

@@ -15,6 +15,11 @@ So during step ``s`` a group whose base rate is ``b`` runs at ``b * lr_at(s) / c
 for AdamW (base ``config.lr``) that is exactly ``lr_at(s)``. ``schedule_factor`` is that
 factor; ``lr_at`` stays the public formula.
 
+The optimizer's hooks (``optim/optimizer.py``): ``set_run_steps`` before the first step,
+``at_evaluation_point`` around ``on_step`` and ``to_evaluation_point`` after the last step, so
+the model is left (and a hurdle evaluates it) where the optimizer says it is evaluated
+(schedule-free AdamW's average x; every other optimizer: where it trained).
+
 The trainer looks nothing up by name: it receives the run's optimizer component
 (``llmevo.catalog.build_optimizer(config.optimizer)``), which builds the ``Optimizer`` for
 the model; ``config.optimizer`` is the record of that choice.
@@ -154,6 +159,7 @@ def train(
     """
     model.to(device).train()
     model_optimizer = optimizer.build(model, lr=config.lr, weight_decay=config.weight_decay)
+    model_optimizer.set_run_steps(config.steps)
     scheduler = build_schedule(model_optimizer, config)
     sampler, recipe = windows_for(stream, config.batch_size, config.seq_len, seed, config.steps)
     digest = hashlib.sha256(recipe)
@@ -198,13 +204,17 @@ def train(
             elapsed = time.perf_counter() - started
             if progress:
                 progress.update(step + 1, loss_value, (step + 1) * config.tokens_per_step / elapsed)
-            if on_step is not None and not on_step(step, loss_value):
-                status, message = "stopped", f"stopped by a hurdle after step {step}"
-                break
+            if on_step is not None:
+                with model_optimizer.at_evaluation_point():
+                    keep = on_step(step, loss_value)
+                if not keep:
+                    status, message = "stopped", f"stopped by a hurdle after step {step}"
+                    break
     finally:
         auxiliary.stop()
         if progress:
             progress.stop()
+    model_optimizer.to_evaluation_point()
     wall = time.perf_counter() - started
     window_size = config.loss_window
     tokens_seen = len(losses) * config.tokens_per_step
