@@ -6,6 +6,11 @@ slot: ``Position(config, dims)``, ``Attention(config, dims, layer_index)``,
 ``layer_index`` counts the blocks of one stack from 0 (BLT's local encoder, latent transformer
 and local decoder each count their own), so a depth-dependent component (a per-layer init or
 schedule) needs nothing outside its module.
+
+Two optional hooks, both inert for a model without such parts: ``AdjustsInit`` (a part that
+rescales its submodules' default initialisation, DeepNorm's beta) and ``AuxiliaryLoss`` (a part
+that adds a term to the training objective, a mixture of experts' load-balancing loss, read by
+the trainers through ``AuxiliaryLosses``).
 """
 
 from __future__ import annotations
@@ -122,3 +127,62 @@ class BlockParts:
     make_attention: Callable[[int], Attention]  # (layer_index) -> the layer's attention
     make_feedforward: Callable[[], FeedForward]
     make_norm: Callable[[int], nn.Module]  # (dim) -> a norm over that width
+
+
+class AdjustsInit:
+    """A model part that adjusts the default initialisation of its own submodules.
+
+    The model initialises module by module in post-order (``nn.Module.apply``: children before
+    their parent) and calls ``adjust_init()`` on such a part right after its children received
+    the default init (``_init_weights`` in ``model/transformer.py``), so the part rescales
+    weights that are already drawn (DeepNorm's beta on the value, output and feed-forward
+    weights). It runs under ``torch.no_grad()``.
+    """
+
+    def adjust_init(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class AuxiliaryLoss:
+    """A model part that adds a term to the training objective (a mixture of experts'
+    load-balancing loss).
+
+    While a trainer records (``AuxiliaryLosses``, which sets ``recording``), each forward
+    stores its term, already weighted, as ``auxiliary_loss`` (a scalar); the trainer adds the
+    sum over parts to the language-modelling loss before the backward pass. Outside a trainer
+    nothing is stored, so a model never holds a graph between calls (a deep copy stays
+    possible).
+    """
+
+    recording: bool = False
+    auxiliary_loss: Tensor | None = None
+
+
+class AuxiliaryLosses:
+    """The auxiliary terms of one model's parts during training.
+
+    ``start()`` makes every ``AuxiliaryLoss`` part record, ``take()`` returns the sum of the
+    terms the last forward stored and clears them (None when no part stored one: the trainers
+    then add nothing, so a model without such parts trains on exactly its cross-entropy), and
+    ``stop()`` ends recording. The recorded training loss stays the cross-entropy; only the
+    objective that is differentiated gains the terms.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        self.parts = [module for module in model.modules() if isinstance(module, AuxiliaryLoss)]
+
+    def start(self) -> None:
+        for part in self.parts:
+            part.recording = True
+
+    def stop(self) -> None:
+        for part in self.parts:
+            part.recording, part.auxiliary_loss = False, None
+
+    def take(self) -> Tensor | None:
+        total: Tensor | None = None
+        for part in self.parts:
+            if part.auxiliary_loss is not None:
+                term, part.auxiliary_loss = part.auxiliary_loss, None
+                total = term if total is None else total + term
+        return total

@@ -16,7 +16,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from llmevo.components.base import AttentionContext, BlockParts, KVCacheLayer, ModelDims
+from llmevo.components.base import (
+    AdjustsInit,
+    AttentionContext,
+    BlockParts,
+    KVCacheLayer,
+    ModelDims,
+)
 from llmevo.model.config import ModelConfig
 from llmevo.registry import REGISTRY, ComponentChoice, ComponentSpec, EmptyConfig, register
 
@@ -116,9 +122,14 @@ class Transformer(nn.Module):
 
 
 def _init_weights(module: nn.Module) -> None:
+    """The default init, applied in post-order (``nn.Module.apply``): a part that adjusts
+    its submodules' init (``AdjustsInit``) runs after they received this one."""
     if isinstance(module, nn.Linear | nn.Embedding):
         nn.init.normal_(module.weight, mean=0.0, std=0.02)
     if isinstance(module, nn.Linear) and module.bias is not None:
         nn.init.zeros_(module.bias)
+    if isinstance(module, AdjustsInit):
+        with torch.no_grad():
+            module.adjust_init()
 
 

@@ -18,12 +18,16 @@ What a rung sets, and the rule for each:
   not only its size.
 - **Component sizes** follow the width: every size-bearing field of a model component's
   typed config (``SIZE_FIELDS``: a feed-forward ``hidden``, attention ``kv_heads``, RoPE
-  ``rotary_dim``) is read at the base model's size (its explicit value, else its config's
-  default) and scaled by the rung's width, head or head-dimension factor (SwiGLU 192 stays
-  3 x d_model; GELU / ReLU² 288 stays 4.5 x d_model; kv_heads follow the heads). A size that
-  does not scale to a whole number (a kv_heads of 2 over 4 heads taken to 3 heads) is
-  refused. A sliding attention ``window`` is a length in tokens, and every rung keeps
-  quick's 64-token sequence, so its rule keeps it as it is.
+  ``rotary_dim``, MLA's latent widths ``kv_rank`` / ``q_rank``) is read at the base model's
+  size (its explicit value, else its config's default) and scaled by the rung's width, head
+  or head-dimension factor (SwiGLU 192 stays 3 x d_model; GELU / ReLU² 288 stays 4.5 x
+  d_model; kv_heads follow the heads). A size that does not scale to a whole number (a
+  kv_heads of 2 over 4 heads taken to 3 heads) is refused. A sliding attention ``window`` is
+  a length in tokens, and every rung keeps quick's 64-token sequence, so its rule keeps it
+  as it is; GQA's ``group_size`` (query heads per key/value head) is a ratio, kept, so its
+  key/value heads stay half the heads (refused where it does not divide them); MQA has no
+  size field (one key/value head at every rung). A mixture of experts keeps its
+  ``experts`` and ``top_k`` (counts) while each expert's ``hidden`` follows the width.
 - **Training tokens** at quick's tokens-per-parameter ratio (``TOKENS_PER_PARAMETER`` =
   330 x 48 x 64 / 139,584 ≈ 7.26) of the rung's model, as whole steps of the rung's batch.
 - **Batch** grows by sqrt(2) per rung (``8 * round(6 * 2 ** (rung / 2))``: 48 at rung 0),
@@ -142,6 +146,12 @@ def _factor(name: str, value: int, new: int, old: int) -> int:
     return scaled
 
 
+def _divides(name: str, value: int, heads: int) -> int:
+    if heads % value:
+        raise ConfigError(f"{name}={value} does not divide {heads} heads")
+    return value
+
+
 # a size-bearing field of a model component's config -> its value at the new geometry, from
 # (field, value, the base model's geometry, the new geometry)
 SIZE_FIELDS: dict[str, Callable[[str, int, Geometry, Geometry], int]] = {
@@ -150,6 +160,14 @@ SIZE_FIELDS: dict[str, Callable[[str, int, Geometry, Geometry], int]] = {
     "rotary_dim": lambda name, value, old, new: _factor(name, value, new.head_dim, old.head_dim),
     # a length in tokens (sliding_window): every rung keeps the 64-token sequence, so it stays
     "window": lambda name, value, old, new: value,
+    # query heads per key/value head (gqa): a ratio of heads, kept (refused where it does not divide)
+    "group_size": lambda name, value, old, new: _divides(name, value, new.n_heads),
+    # latent widths (mla's key/value and query latents) follow the width
+    "kv_rank": lambda name, value, old, new: _factor(name, value, new.d_model, old.d_model),
+    "q_rank": lambda name, value, old, new: _factor(name, value, new.d_model, old.d_model),
+    # counts, not widths (moe): the experts and the experts per token stay; the width follows
+    "experts": lambda name, value, old, new: value,
+    "top_k": lambda name, value, old, new: value,
 }
 
 

@@ -26,11 +26,20 @@ Each replica reproduces the sequential ``train()`` run with the same seed and se
   unchanged) and reported ``diverged`` with the step's window included in its hash, as the
   sequential trainer reports it; the others continue.
 
+A model with ``AuxiliaryLoss`` parts (a mixture of experts' load balancing) adds their terms
+inside the vmapped step, as ``train()`` does: each replica's objective is its cross-entropy
+plus its own terms, and the loss table records the cross-entropy. Without such parts the step
+is the cross-entropy alone, as before.
+
 What must be equal across replicas (``replica_group_key``): steps, batch size, sequence
 length, precision, loss window, the optimizer component and the settings its batched twin
 shares (``BatchedOptimizer.shared``: Muon's ``nesterov`` and ``ns_steps``). Numeric
 settings (lr, warmup, schedule, minimum lr ratio, weight decay, clipping, betas, momentum,
 eps, multipliers) may differ.
+
+The twin's hooks (``BatchedOptimizer``): ``bind(template)`` before the first step (what its
+update reads from the model's structure: Adam-mini's heads) and ``to_evaluation_point(params)``
+after the last, before the replicas are unstacked (schedule-free AdamW's average x).
 
 Components whose manifest says ``supports_replicas=False`` (and models that are not the
 component ``Transformer``, e.g. BLT) are refused by name: ``replica_refusals``; so is an
@@ -54,6 +63,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state
 
+from llmevo.components.base import AuxiliaryLosses
 from llmevo.components.data.base import TrainStream, windows_for
 from llmevo.components.optim.base import OptimizerComponent, OptimizerFactory, parameter_roles
 from llmevo.components.optim.optimizer import per_replica
@@ -174,6 +184,7 @@ def train_replicas(
     optimizer = optimizers[0].batched(  # not None: _check refused a component without a twin
         [o.config for o in optimizers], [c.lr for c in configs], [c.weight_decay for c in configs],
         {name: roles[name] for name in params}, device, first.steps)
+    optimizer.bind(template)
     clip = _column([c.grad_clip for c in configs], device)
     clip_enabled = clip > 0
     schedule = _column([0.0] * count, device).new_tensor(
@@ -187,15 +198,23 @@ def train_replicas(
     diverged_at = torch.full((count,), first.steps, dtype=torch.long, device=device)
     last_errors = torch.zeros(count, device=device)
 
-    def replica_loss(p: dict[str, Tensor], b: dict[str, Tensor], inputs: Tensor, targets: Tensor) -> Tensor:
+    auxiliary = AuxiliaryLosses(template)
+
+    def replica_loss(p: dict[str, Tensor], b: dict[str, Tensor], inputs: Tensor,
+                     targets: Tensor) -> tuple[Tensor, Tensor]:
+        """(cross-entropy, objective) of one replica: the objective adds the auxiliary terms
+        this replica's forward stored (inside the vmap); without any it is the cross-entropy."""
         logits = functional_call(template, (p, b), (inputs,))  # (B, T, V)
-        return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+        extra = auxiliary.take()
+        return loss, loss if extra is None else loss + extra.float()
 
     batched_loss = torch.vmap(replica_loss, in_dims=(0, 0, 0, 0))
     sync_progress = progress is not None and device.type == "cpu"
     if progress:
         progress.start(first.steps, f"{description} ({count} replicas)")
     started = time.perf_counter()
+    auxiliary.start()
     try:
         for step in range(first.steps):
             windows = []
@@ -210,16 +229,16 @@ def train_replicas(
             else:
                 window = window.to(device)
             with autocast(device, first.precision):
-                losses = batched_loss(params, buffers, window[..., :-1], window[..., 1:])  # (R,)
+                losses, objectives = batched_loss(params, buffers, window[..., :-1], window[..., 1:])  # (R,)
             losses = losses.float()
-            finite = torch.isfinite(losses)
+            finite = torch.isfinite(objectives)
             newly = alive & ~finite
             diverged_at = torch.where(newly, step, diverged_at)
             alive = alive & finite
             loss_table[step] = losses.detach()
             for p in params.values():
                 p.grad = None
-            losses.sum().backward()
+            objectives.sum().backward()
             grads = {n: p.grad.masked_fill(~per_replica(alive, p.grad), 0.0) for n, p in params.items()}
             coefficient = _clip_coefficients(list(grads.values()), clip, clip_enabled)
             for g in grads.values():
@@ -234,6 +253,7 @@ def train_replicas(
             elif progress and (step + 1) % 25 == 0:
                 progress.update(step + 1, float("nan"), 0.0)
     finally:
+        auxiliary.stop()
         if progress:
             progress.stop()
     wall = time.perf_counter() - started
@@ -241,6 +261,7 @@ def train_replicas(
     stops = diverged_at.cpu().tolist()
     errors = last_errors.cpu().tolist()
     outcomes = []
+    optimizer.to_evaluation_point(params)  # e.g. schedule-free: each replica's average x
     with torch.no_grad():
         for index, (model, config, component) in enumerate(zip(models, configs, optimizers, strict=True)):
             for name, stacked in params.items():

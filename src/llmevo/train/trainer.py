@@ -15,6 +15,11 @@ So during step ``s`` a group whose base rate is ``b`` runs at ``b * lr_at(s) / c
 for AdamW (base ``config.lr``) that is exactly ``lr_at(s)``. ``schedule_factor`` is that
 factor; ``lr_at`` stays the public formula.
 
+The optimizer's hooks (``optim/optimizer.py``): ``set_run_steps`` before the first step,
+``at_evaluation_point`` around ``on_step`` and ``to_evaluation_point`` after the last step, so
+the model is left (and a hurdle evaluates it) where the optimizer says it is evaluated
+(schedule-free AdamW's average x; every other optimizer: where it trained).
+
 The trainer looks nothing up by name: it receives the run's optimizer component
 (``llmevo.catalog.build_optimizer(config.optimizer)``), which builds the ``Optimizer`` for
 the model; ``config.optimizer`` is the record of that choice.
@@ -24,6 +29,11 @@ or a ``TrainStream``, a data recipe bound to the training sources
 (``llmevo.components.data``); the hash then starts with the recipe's identity, so it covers
 the recipe as well as the windows (the ``concat`` recipe's identity is empty: a bare stream
 and ``concat`` hash alike).
+
+The objective is the cross-entropy plus the auxiliary terms of the model's ``AuxiliaryLoss``
+parts (a mixture of experts' load balancing, weighted in its own config; ``AuxiliaryLosses``
+in ``components/base.py``); the recorded losses stay the cross-entropy. A model without such
+parts adds nothing: its objective is the cross-entropy tensor itself.
 
 Public API: ``TrainConfig``, ``train(model, stream, config, seed, device, optimizer, ...)``,
 ``TrainResult``, ``WindowSampler`` (from ``components.data.base``), ``lr_at``,
@@ -44,6 +54,7 @@ import torch.nn.functional as F
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
+from llmevo.components.base import AuxiliaryLosses
 from llmevo.components.data.base import TrainStream, windows_for
 from llmevo.components.data.base import WindowSampler as WindowSampler  # re-exported
 from llmevo.components.optim.base import OptimizerComponent
@@ -148,15 +159,18 @@ def train(
     """
     model.to(device).train()
     model_optimizer = optimizer.build(model, lr=config.lr, weight_decay=config.weight_decay)
+    model_optimizer.set_run_steps(config.steps)
     scheduler = build_schedule(model_optimizer, config)
     sampler, recipe = windows_for(stream, config.batch_size, config.seq_len, seed, config.steps)
     digest = hashlib.sha256(recipe)
     losses: list[float] = []
     status: Literal["complete", "diverged", "stopped"] = "complete"
     message = ""
+    auxiliary = AuxiliaryLosses(model)  # parts adding to the objective (none: nothing added)
     if progress:
         progress.start(config.steps, description)
     started = time.perf_counter()
+    auxiliary.start()
     try:
         for step in range(config.steps):
             window = sampler.next()  # (B, T + 1)
@@ -166,12 +180,15 @@ def train(
             with autocast(device, config.precision):
                 logits = model(inputs)  # (B, T, V)
             loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+            extra = auxiliary.take()
+            objective = loss if extra is None else loss + extra.float()
             loss_value = loss.item()
-            if not math.isfinite(loss_value):
-                status, message = "diverged", f"non-finite loss {loss_value} at step {step}"
+            objective_value = loss_value if extra is None else objective.item()
+            if not math.isfinite(objective_value):
+                status, message = "diverged", f"non-finite loss {objective_value} at step {step}"
                 break
             model_optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            objective.backward()
             if config.grad_clip > 0:
                 grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             elif logger is not None:
@@ -187,12 +204,17 @@ def train(
             elapsed = time.perf_counter() - started
             if progress:
                 progress.update(step + 1, loss_value, (step + 1) * config.tokens_per_step / elapsed)
-            if on_step is not None and not on_step(step, loss_value):
-                status, message = "stopped", f"stopped by a hurdle after step {step}"
-                break
+            if on_step is not None:
+                with model_optimizer.at_evaluation_point():
+                    keep = on_step(step, loss_value)
+                if not keep:
+                    status, message = "stopped", f"stopped by a hurdle after step {step}"
+                    break
     finally:
+        auxiliary.stop()
         if progress:
             progress.stop()
+    model_optimizer.to_evaluation_point()
     wall = time.perf_counter() - started
     window_size = config.loss_window
     tokens_seen = len(losses) * config.tokens_per_step

@@ -13,13 +13,18 @@ here keep the parts of that interface this platform uses and import nothing from
   ``torch.no_grad()`` calling the subclass's ``update_group`` once per group in order, and
   ``state_dict()`` / ``load_state_dict()`` in ``torch.optim``'s layout (parameters numbered
   in group order).
+- Three hooks the trainer calls, no-ops here: ``set_run_steps(steps)`` before the first step
+  (AdEMAMix's schedulers span the run), ``at_evaluation_point()`` around its per-step hook and
+  ``to_evaluation_point()`` after the last step (schedule-free AdamW takes its gradients at y
+  but is evaluated at its average x).
 - ``LambdaSchedule``: ``torch.optim.lr_scheduler.LambdaLR``'s rule: each group's lr is its
   own base lr (its lr when the schedule was built) times ``factor(step)``; the factor for
   step 0 is applied on construction, ``step()`` moves to the next step.
 
 - ``BatchedOptimizer``: the base of an optimizer's batched twin, which updates R replicas
   of one model at once (``llmevo.train.replicas``): every parameter stacked along a leading
-  replica dimension, every hyperparameter an (R,) tensor.
+  replica dimension, every hyperparameter an (R,) tensor; ``bind(model)`` (before the first
+  step) and ``to_evaluation_point(params)`` (after the last) are its hooks, no-ops here.
 
 Not kept: closures, hooks, sparse or complex parameters, ``foreach``/``fused`` paths.
 Reference tests (tests/reference/test_optim_reference.py): AdamW bit-identical to
@@ -29,12 +34,13 @@ Reference tests (tests/reference/test_optim_reference.py): AdamW bit-identical t
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ClassVar
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 
 class Optimizer:
@@ -86,6 +92,20 @@ class Optimizer:
 
     def update_group(self, group: dict[str, Any]) -> None:  # pragma: no cover
         raise NotImplementedError
+
+    def set_run_steps(self, steps: int) -> None:
+        """The run's number of steps, told by the trainer before the first step (AdEMAMix's
+        alpha and beta3 schedulers span the run); ignored by default."""
+
+    def to_evaluation_point(self) -> None:
+        """Leave the parameters where the model is evaluated; the trainer calls it once after
+        the last step. Nothing by default (schedule-free AdamW moves them to its average x)."""
+
+    @contextlib.contextmanager
+    def at_evaluation_point(self) -> Iterator[None]:
+        """The parameters at the evaluation point inside the block, as they were after it (the
+        trainer wraps its per-step hook: evolution's hurdles evaluate the model mid-run)."""
+        yield
 
     def state_dict(self) -> dict[str, Any]:
         """``{"state": {index: state}, "param_groups": [{..., "params": [index]}]}``.
@@ -224,6 +244,16 @@ class BatchedOptimizer:
                 errors.append(error)
         if errors:
             self.last_errors = torch.stack(errors).mean(0)  # (R,)
+
+    def bind(self, model: nn.Module) -> None:
+        """Read what the update needs from one replica's module structure (``train_replicas``
+        passes its template before the first step; Adam-mini's blocks per attention head);
+        nothing by default."""
+
+    @torch.no_grad()
+    def to_evaluation_point(self, params: dict[str, Tensor]) -> None:
+        """``Optimizer.to_evaluation_point`` for the stacked ``params`` (after the last step,
+        before the replicas are unstacked); nothing by default."""
 
     def parameter_lr(self, name: str, lr: Tensor) -> Tensor:
         """This step's learning rates (R,) for parameter ``name``: the step's own, unless an

@@ -1,0 +1,197 @@
+"""NorMuon: Muon's orthogonalised update, normalised per neuron by its own second moment.
+
+Li, Liu, Liang, Chen and Zhao, "NorMuon: Making Muon more efficient and scalable", arXiv
+2510.05491 (Algorithm 1). For every hidden weight matrix ``W`` (m output rows x n inputs; the
+``hidden_matrix`` role of ``optim/base.py``), at step ``t``:
+
+    B <- mu B + (1 - mu) G;   M = G + mu (B - G) (Nesterov) or B       (Muon's momentum)
+    O = newton_schulz(M, steps)                                         (muon.py's iteration)
+    v <- beta2 v + (1 - beta2) mean_cols(O * O)                         (one scalar per row)
+    O' = O / (sqrt(v) + eps)                                            (rows broadcast)
+    W <- W (1 - lr wd) - lr * rms_scale * sqrt(m n) / ||O'||_F * O'
+
+so the update's RMS is ``rms_scale * lr`` (0.2 lr, AdamW's, as Muon's in ``muon.py``) whatever
+the normalisation does to its shape; ``v`` is not bias-corrected (a constant factor that the
+Frobenius rescaling removes). Embeddings (with a tied head) and gains/biases are updated by
+``MuonAdamW``'s AdamW groups, so NorMuon, like Muon, reuses the AdamW learning rate and weight
+decay. ``NorMuonBatched`` is the same update for R stacked replicas (``train/replicas.py``).
+
+``orthogonality_error`` (the artifact's ``muon_orthogonality_error``) is measured on ``O``,
+the orthogonalised momentum before the per-row normalisation, as Muon's.
+
+Reference tests (tests/reference/test_optim_new_reference.py): three steps on a tall and on a
+wide matrix against Algorithm 1 written out by hand (numpy, with its own Newton-Schulz quintic);
+on an orthogonal gradient (rows of equal norm after Newton-Schulz) with ``neuron_beta2 = 0`` the
+normalisation only rescales: Muon's step (``MuonAdamW``) at an RMS of exactly 0.2 lr; the
+batched twin against ``NorMuonAdamW`` per replica, and a frozen replica left bit for bit.
+
+Deviations: Nesterov momentum is on by default, as in the authors' code and ``muon.py``
+(Algorithm 1 uses plain momentum; ``nesterov=false`` gives it); the Newton-Schulz iteration
+runs in float32 (``muon.py``); ``||O'||_F`` is floored at 1e-30 so that an all-zero momentum
+(a frozen replica) gives no update instead of 0/0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from pydantic import Field, PositiveFloat
+from torch import Tensor, nn
+
+from llmevo.components.optim.base import OptimizerComponent, count, parameters_by_role
+from llmevo.components.optim.muon import (
+    MuonAdamW,
+    MuonBatched,
+    MuonConfig,
+    newton_schulz,
+    orthogonality_error,
+)
+from llmevo.components.optim.optimizer import per_replica
+from llmevo.registry import LR_AXIS, Paper, SearchDimension, TuningAxis, register
+
+MIN_NORM = 1e-30  # floor of ||O'||_F: only an all-zero momentum reaches it
+
+
+class NorMuonAdamW(MuonAdamW):
+    """``MuonAdamW`` whose Muon groups normalise each row of the orthogonalised update by its
+    second moment (``neuron_beta2``, ``neuron_eps``) before the RMS-matching step."""
+
+    def __init__(self, muon_params: list[nn.Parameter], adamw_params: list[nn.Parameter], *,
+                 neuron_beta2: float = 0.95, neuron_eps: float = 1e-8, **settings: Any):
+        super().__init__(muon_params, adamw_params, **settings)
+        for options in (self.defaults, *self.param_groups):
+            options.update(neuron_beta2=neuron_beta2, neuron_eps=neuron_eps)
+
+    def _muon_step(self, group: dict[str, Any]) -> list[Tensor]:
+        errors = []
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            grad = p.grad
+            state = self.state.setdefault(p, {})
+            if "momentum_buffer" not in state:
+                state["momentum_buffer"] = torch.zeros_like(p)
+                state["neuron_sq"] = p.new_zeros(p.shape[0], 1)  # (rows, 1)
+            buffer = state["momentum_buffer"]
+            buffer.lerp_(grad, 1 - group["momentum"])
+            momentum = grad.lerp(buffer, group["momentum"]) if group["nesterov"] else buffer
+            update = newton_schulz(momentum, group["ns_steps"])  # O: (rows, cols)
+            errors.append(orthogonality_error(update))
+            state["neuron_sq"].lerp_(update.square().mean(1, keepdim=True), 1 - group["neuron_beta2"])
+            normalized = update / (state["neuron_sq"].sqrt() + group["neuron_eps"])
+            scale = group["rms_scale"] * math.sqrt(p.numel()) / normalized.norm().clamp(min=MIN_NORM)
+            p.mul_(1 - group["lr"] * group["weight_decay"])
+            p.sub_(normalized * (group["lr"] * scale))
+        return errors
+
+
+class NorMuonBatched(MuonBatched):
+    """``NorMuonAdamW`` for R stacked replicas: Muon's settings per replica plus each replica's
+    ``neuron_beta2`` and ``neuron_eps``; AdamW on the other roles, as ``MuonBatched``."""
+
+    def __init__(self, configs: Sequence[Any], lr: Sequence[float], weight_decay: Sequence[float],
+                 roles: dict[str, str], device: torch.device, steps: int):
+        super().__init__(configs, lr, weight_decay, roles, device, steps)
+        self.neuron_weight = self.column([1 - c.neuron_beta2 for c in configs])  # (R,) 1 - beta2
+        self.neuron_eps = self.column([c.neuron_eps for c in configs])  # (R,)
+
+    def update(self, name: str, param: Tensor, grad: Tensor, state: dict[str, Tensor],
+               lr: Tensor) -> Tensor | None:
+        if self.roles[name] != "hidden_matrix":
+            return super().update(name, param, grad, state, lr)
+        if not state:
+            state["momentum_buffer"] = torch.zeros_like(param)
+            state["neuron_sq"] = param.new_zeros(*param.shape[:2], 1)  # (R, rows, 1)
+        buffer = state["momentum_buffer"]
+        mu = per_replica(self.momentum, param)
+        buffer.lerp_(grad, 1 - mu)
+        momentum = grad.lerp(buffer, mu) if self.nesterov else buffer
+        update = newton_schulz(momentum, self.ns_steps)  # O: (R, rows, cols)
+        neuron_sq = state["neuron_sq"]
+        neuron_sq.lerp_(update.square().mean(-1, keepdim=True), per_replica(self.neuron_weight, neuron_sq))
+        normalized = update / (neuron_sq.sqrt() + per_replica(self.neuron_eps, neuron_sq))
+        norms = normalized.flatten(1).norm(dim=1).clamp(min=MIN_NORM)  # (R,)
+        scale = self.rms_scale * math.sqrt(param[0].numel()) / norms  # (R,)
+        param.sub_(normalized * per_replica(lr * scale, param))
+        return orthogonality_error(update)  # (R,)
+
+
+class NorMuonConfig(MuonConfig):
+    """Muon's settings (momentum, Nesterov, Newton-Schulz steps, RMS scale, the AdamW groups'
+    betas, eps and lr ratio) plus the per-neuron second moment's."""
+
+    neuron_beta2: float = Field(default=0.95, ge=0.0, lt=1.0)
+    neuron_eps: PositiveFloat = 1e-8
+
+
+@register(
+    slot="optimizer",
+    name="normuon",
+    config=NorMuonConfig,
+    paper=Paper(
+        arxiv_id="2510.05491",
+        title="NorMuon: Making Muon more efficient and scalable",
+        url="https://arxiv.org/abs/2510.05491",
+        organization="Georgia Tech; Microsoft",
+    ),
+    ablation="muon",
+    implementation_status="integrated",
+    baseline=False,
+    evolve_integrated=True,
+    scope=(
+        "NorMuon (Muon's Newton-Schulz update, then a per-row second-moment normalisation and an "
+        "AdamW-matched RMS) on hidden Linear weights, AdamW on embeddings and gains, against Muon "
+        "with the same settings, so the arms differ only by the normalisation; both reuse AdamW's "
+        "lr and weight decay, so AdamW (Muon's own ablation) is one step further away. The "
+        "paper's FSDP2 distributed implementation and 1.1B runs are not reproduced."
+    ),
+    search_space={
+        "momentum": SearchDimension(choices=(0.9, 0.95)),
+        "neuron_beta2": SearchDimension(choices=(0.9, 0.95, 0.99)),
+    },
+    tuning_space={
+        "lr": LR_AXIS,
+        "momentum": TuningAxis(target="optimizer", setting="momentum", low=0.8, high=0.98,
+                               scale="log1m", limit_high=0.99),
+        "neuron_beta2": TuningAxis(target="optimizer", setting="neuron_beta2", low=0.8, high=0.99,
+                                   scale="log1m", limit_high=0.999),
+        "adamw_lr": TuningAxis(target="optimizer", setting="adamw_lr_ratio", low=1 / 3, high=3.0,
+                               scale="log"),
+    },
+)
+class NorMuon(OptimizerComponent):
+    batched = NorMuonBatched
+
+    def __init__(self, config: NorMuonConfig):
+        super().__init__(config)
+        self._optimizer: NorMuonAdamW | None = None
+        self._statistics: dict[str, Any] = {}
+
+    def build(self, model: nn.Module, lr: float, weight_decay: float) -> NorMuonAdamW:
+        config = self.config
+        roles = parameters_by_role(model)
+        muon_params = roles["hidden_matrix"]
+        adamw_params = roles["embedding"] + roles["gain_or_bias"]
+        self._statistics = {
+            "muon_parameters": count(muon_params),
+            "adamw_parameters": count(adamw_params),
+            "muon_tensors": len(muon_params),
+            "adamw_tensors": len(adamw_params),
+        }
+        self._optimizer = NorMuonAdamW(
+            muon_params, adamw_params, lr=lr, weight_decay=weight_decay,
+            momentum=config.momentum, nesterov=config.nesterov, ns_steps=config.ns_steps,
+            rms_scale=config.rms_scale, betas=(config.beta1, config.beta2), eps=config.eps,
+            adamw_lr_ratio=config.adamw_lr_ratio, neuron_beta2=config.neuron_beta2,
+            neuron_eps=config.neuron_eps,
+        )
+        return self._optimizer
+
+    def statistics(self) -> dict[str, Any]:
+        return dict(self._statistics)
+
+    def orthogonality_error(self) -> float:
+        return 0.0 if self._optimizer is None else self._optimizer.orthogonality_error()
