@@ -34,3 +34,20 @@ def test_the_table_replaces_only_what_lies_between_the_markers():
     assert replace_evidence(readme, "NEW") == f"intro\n{EVIDENCE_START}\nNEW\n{EVIDENCE_END}\noutro\n"
     with pytest.raises(ConfigError, match="no evidence-table markers"):
         replace_evidence("no markers here", "NEW")
+
+
+def test_the_committed_readme_table_is_the_one_the_committed_artifacts_give():
+    """A stale or emptied table (one was committed once, with 0 comparisons) fails here:
+    `llmevo leaderboard` regenerates it from docs/."""
+    from pathlib import Path
+
+    from llmevo.reports.ladder import scan_ladders
+    from llmevo.reports.leaderboard import build_leaderboard, ladder_rows, scan_artifacts
+
+    root = Path(__file__).resolve().parents[2]
+    entries, _ = scan_artifacts([root / "docs"], references=[])
+    rows = build_leaderboard(entries, root)
+    expected = evidence_table(rows, ladder_rows(scan_ladders([root / "docs"]), root))
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert replace_evidence(readme, expected) == readme, "run `llmevo leaderboard` and commit README.md"
+    assert "(0 comparisons)" not in readme
