@@ -86,3 +86,25 @@ def test_bad_genome_files_are_refused(tmp_path, capsys):
         (["ladder"], "give a component NAME"),
     ]:
         assert_refused([*args, "--out", str(workdir / "out")], message, capsys, workdir)
+
+
+def test_new_user_mistakes_are_refused_when_planned_not_once_training_starts(tmp_path, capsys):
+    """Found by a bad-input pass: an empty --only ran the whole table; a size a component
+    refuses only when built (diff_attn's even heads) started a rung first; a ledger decision
+    naming no registered component was written."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    ledger = workdir / "papers.json"
+    ledger.write_text((REPO / "docs" / "papers.json").read_text())
+    for args, message in [
+        (["reproduce", "--all", "--only="], "--only: give at least one component"),
+        (["reproduce", "--all", "--time-limit", "-1"], "--time-limit -1: give a positive number"),
+        (["ladder", "diff_attn", "--rungs=-1,0"], "heads 3 must be even"),
+        (["reproduce", "gqa", "--preset", "quick", "--rung", "-3"], "does not divide the 1 head(s)"),
+        (["papers", "decide", "2505.06708", "--decision", "implemented:nosuch", "--why", "y",
+          "--ledger", str(ledger)], "'nosuch' is not a registered component"),
+        (["papers", "decide", "2505.06708", "--decision", "implemented:gated_attn,,x", "--why", "y",
+          "--ledger", str(ledger)], "an empty component name"),
+        (["reproduce", "--genome", str(workdir)], "is a folder, not a file"),
+    ]:
+        assert_refused(args, message, capsys, workdir)

@@ -129,7 +129,7 @@ def test_the_size_dial_keeps_gqa_at_half_the_heads_and_mqa_at_one() -> None:
         single = build_model(scale_model(ModelConfig().with_slot("attention", "mqa"), RUNGS[rung]))
         assert grouped.blocks[0].attention.kv_heads == heads // 2, rung
         assert single.blocks[0].attention.kv_heads == 1, rung
-    with pytest.raises(ConfigError, match="gqa.group_size=2 does not divide 3 heads"):
+    with pytest.raises(ConfigError, match="gqa.group_size=2 does not divide the 3 head"):
         scale_model(ModelConfig().with_slot("attention", "gqa"), RUNGS[-1])
 
 

@@ -101,8 +101,10 @@ def components(
                if console.width >= MEDIUM_TABLE else ["slot", "name", "tier", "promoted", "artifact"])
     table = Table(title=f"{len(records)} registered components in {len(slots)} slots", show_lines=False,
                   box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD, pad_edge=wide)
-    for column in columns:
-        table.add_column(column, no_wrap=column != "ablation", overflow="fold")
+    longest = max(len(record["name"]) for record in records)
+    for column in columns:  # the name is never cut; on a very narrow terminal the others fold
+        table.add_column(column, no_wrap=column == "name", overflow="fold",
+                         min_width=longest if column == "name" else None)
     for record in records:
         paper = record["paper"] or {}
         cells = {

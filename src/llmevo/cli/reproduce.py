@@ -248,8 +248,13 @@ def _reproduce_all(preset: str, seeds: str | None, device: str, data_dir: Path |
     from llmevo.cli.progress import RichTrainingProgress
     from llmevo.experiments import EntryEvent, EvidenceRequest, run_evidence
 
+    if only is not None and not only.strip():
+        raise ConfigError("--only: give at least one component, e.g. --only rope,muon (or drop --only "
+                          "for the whole table)")
+    if time_limit is not None and not time_limit > 0:
+        raise ConfigError(f"--time-limit {time_limit:g}: give a positive number of minutes")
     request = EvidenceRequest(
-        preset=preset, only=parse_names(only, "--only", "component") if only else None,
+        preset=preset, only=parse_names(only, "--only", "component") if only is not None else None,
         seeds=parse_seeds(None, seeds) if seeds else None,
         tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None, tune_confirm=tune_confirm,
         steps=steps, data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device,

@@ -148,6 +148,13 @@ class EvidenceRequest(RequestModel):
     command: str | None = None
     repo_root: Path = REPO_ROOT
 
+    @field_validator("only")
+    @classmethod
+    def _only(cls, only: list[str] | None) -> list[str] | None:
+        if only is not None and not only:  # an empty filter is not "no filter": nothing would be chosen
+            raise ConfigError("--only: give at least one component, e.g. --only rope,muon")
+        return only
+
     @field_validator("seeds")
     @classmethod
     def _seeds(cls, seeds: list[int] | None) -> list[int] | None:

@@ -47,7 +47,8 @@ def read_genome(path: Path) -> tuple[Genome, str]:
     ``summary.json`` gives its champion (``<study>-champion``), a genome JSON its hash
     (``genome-<hash>``). A missing, unreadable or malformed file is a ``ConfigError``."""
     if not path.is_file():
-        raise ConfigError(f"--genome {path}: no such file; give an evolution report's summary.json "
+        what = "is a folder, not a file" if path.is_dir() else "no such file"
+        raise ConfigError(f"--genome {path}: {what}; give an evolution report's summary.json "
                           "(e.g. docs/evolution/evolve-quick-fair/summary.json) or a genome JSON")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -56,8 +57,10 @@ def read_genome(path: Path) -> tuple[Genome, str]:
     if not isinstance(data, dict):
         raise ConfigError(f"--genome {path}: expected a JSON object, found {type(data).__name__}")
     champion = data.get("champion") if data.get("kind") == "evolution" else None
-    if data.get("kind") == "evolution" and not (isinstance(champion, dict) and "genome" in champion):
-        raise ConfigError(f"--genome {path}: the evolution summary has no champion genome")
+    if data.get("kind") == "evolution" and not (isinstance(champion, dict)
+                                                and isinstance(champion.get("genome"), dict)):
+        raise ConfigError(f"--genome {path}: the evolution summary has no champion genome (an object "
+                          "at champion.genome)")
     try:
         genome = Genome.from_json(champion["genome"] if champion else data)
     except ValidationError as error:
@@ -79,6 +82,9 @@ def genome_comparison(genome: Genome, name: str, source: Path,
         raise ConfigError(f"--genome {source}: it has a post-training stage "
                           f"({genome.post_training.label()}); a tuned comparison of pretraining "
                           f"does not apply (use `reproduce {genome.post_training.name}`)")
+    from llmevo.catalog import build_model
+
+    build_model(genome.model)  # its own configs and sizes, checked before the size dial scales them
     manifest = Manifest(
         name=name, slot=GENOME_SLOT, manifest_ref=source.as_posix(), ablation="llama_modern",
         scope=(f"The genome {genome.label()} (from {source.as_posix()}) against llama_modern with "

@@ -262,6 +262,7 @@ class ReproductionRequest(RequestModel):
             base = size.preset
         else:
             base = get_preset(self.preset) if isinstance(self.preset, str) else self.preset
+        check_buildable(comparison)  # a size a component cannot take fails here, not once training starts
         preset = base.override({
             "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
             "warmup_steps": self.warmup_steps, "weight_decay": self.weight_decay,
@@ -356,6 +357,19 @@ class ReproductionRequest(RequestModel):
             report = out.parent / ("report-" + "-".join(variant.parts) if variant.parts else "report")
         return ReproductionOutputs(artifact=out, report=report if self.report else None,
                                    checkpoints=self.save_checkpoints)
+
+
+def check_buildable(comparison: Comparison) -> None:
+    """Build each arm's model once (milliseconds at these sizes), so that a configuration a
+    component refuses only when it is built (differential attention's even heads, a genome's
+    bad config) is refused when the request is planned; arms resolved from the data later
+    (``prepare``) and checkpoints' genomes (``--init-from``, checked as they are read) are not
+    built here."""
+    from llmevo.catalog import build_model
+
+    for arm in comparison.arms:
+        if arm.prepare is None and arm.init is None:  # a checkpoint's genome was checked on reading
+            build_model(arm.model)
 
 
 def code_state(plan: ReproductionPlan) -> CodeState:

@@ -68,9 +68,12 @@ def parse_decision(text: str) -> Queued | Implemented | Rejected:
     if kind == "queued" and not rest:
         return Queued()
     if kind == "implemented":
-        names = [name.strip() for name in rest.split(",") if name.strip()]
-        if not names:
+        names = [name.strip() for name in rest.split(",")]
+        if not any(names):
             raise ConfigError("--decision implemented needs the component name(s): implemented:NAME[,NAME]")
+        if not all(names):
+            raise ConfigError(f"--decision '{text}': an empty component name; implemented:NAME[,NAME]")
+        check_registered(names)
         try:
             return Implemented(components=names)
         except ValidationError as error:
@@ -81,6 +84,19 @@ def parse_decision(text: str) -> Queued | Implemented | Rejected:
         return Rejected(reason=rest)
     raise ConfigError(f"--decision '{text}': expected queued, implemented:COMPONENT[,COMPONENT] "
                       "or rejected:REASON")
+
+
+def check_registered(names: list[str]) -> None:
+    """Every name a decision marks implemented is a registered component (builtin or plugin),
+    so that the ledger never points at nothing."""
+    from llmevo.catalog import full_registry
+
+    registry = full_registry()
+    known = {spec.name for spec in registry.all()}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ConfigError(f"--decision implemented:{','.join(names)}: '{unknown[0]}' is not a registered "
+                          "component (`llmevo components` lists them); register it first")
 
 
 def describe_decision(decision: Queued | Implemented | Rejected) -> str:
@@ -271,6 +287,8 @@ def check_entry(values: dict[str, Any], *, arxiv_id: str) -> None:
 
 def decide_paper(ledger_path: Path, arxiv_id: str, *, decision: str, why: str) -> PaperEntry:
     """Change the decision (and why) of a paper already in the ledger; no network."""
+    if not ledger_path.exists():
+        raise ConfigError(f"ledger {ledger_path} does not exist; `llmevo papers add ID` starts one")
     ledger = load_ledger(ledger_path)
     entry = ledger.require(arxiv_id)
     changed = make_entry(entry.model_dump() | {"decision": parse_decision(decision), "why": why})

@@ -148,7 +148,9 @@ def _factor(name: str, value: int, new: int, old: int) -> int:
 
 def _divides(name: str, value: int, heads: int) -> int:
     if heads % value:
-        raise ConfigError(f"{name}={value} does not divide {heads} heads")
+        raise ConfigError(f"{name}={value} does not divide the {heads} head(s) of this size; choose a "
+                          f"rung whose heads are a multiple of {value} (rung 0 has 4, rung 1 has 6) or "
+                          f"a {name.split('.')[-1]} that divides {heads}")
     return value
 
 
