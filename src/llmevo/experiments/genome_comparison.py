@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import torch
 from pydantic import ValidationError
 
 from llmevo.errors import ConfigError
@@ -84,7 +85,8 @@ def genome_comparison(genome: Genome, name: str, source: Path,
                           f"does not apply (use `reproduce {genome.post_training.name}`)")
     from llmevo.catalog import build_model
 
-    build_model(genome.model)  # its own configs and sizes, checked before the size dial scales them
+    with torch.device("meta"):  # its own configs and sizes, checked before the size dial scales them
+        build_model(genome.model)
     manifest = Manifest(
         name=name, slot=GENOME_SLOT, manifest_ref=source.as_posix(), ablation="llama_modern",
         scope=(f"The genome {genome.label()} (from {source.as_posix()}) against llama_modern with "

@@ -360,7 +360,7 @@ class ReproductionRequest(RequestModel):
 
 
 def check_buildable(comparison: Comparison) -> None:
-    """Build each arm's model once (milliseconds at these sizes), so that a configuration a
+    """Build each arm's model once on the meta device (shapes, no memory), so that a configuration a
     component refuses only when it is built (differential attention's even heads, a genome's
     bad config) is refused when the request is planned; arms resolved from the data later
     (``prepare``) and checkpoints' genomes (``--init-from``, checked as they are read) are not
@@ -369,7 +369,8 @@ def check_buildable(comparison: Comparison) -> None:
 
     for arm in comparison.arms:
         if arm.prepare is None and arm.init is None:  # a checkpoint's genome was checked on reading
-            build_model(arm.model)
+            with torch.device("meta"):  # shapes only: no memory, whatever the size (checked later)
+                build_model(arm.model)
 
 
 def code_state(plan: ReproductionPlan) -> CodeState:
