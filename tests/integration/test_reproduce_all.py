@@ -114,7 +114,7 @@ BAD = [
     (["reproduce", "--all", "--against", "rope"], "--against applies to one comparison"),
     (["reproduce", "--only", "rope"], "--only applies to --all only"),
     (["reproduce", "--all", "--only", "nosuch"], "--only nosuch: not a comparison"),
-    (["reproduce", "--all", "--time-limit", "0"], "time_limit_minutes"),
+    (["reproduce", "--all", "--time-limit", "0"], "--time-limit 0: give a positive number of minutes"),
     (["reproduce", "--all", "--study", "x"], "--study applies to --storage only"),
 ]
 
