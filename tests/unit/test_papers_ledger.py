@@ -155,3 +155,13 @@ def test_a_broken_ledger_file_is_one_line(tmp_path, capsys):
     path.write_text("{not json")
     assert run_cli(["papers", "status", "--ledger", str(path)]) == 2
     assert "is not JSON" in capsys.readouterr().err
+
+
+def test_the_scaffold_adds_to_one_line_and_parenthesised_imports():
+    from llmevo.papers.scaffold import _with_import
+
+    one = "from llmevo.components.norm import dyt, rmsnorm  # noqa: F401\n"
+    assert _with_import(one, "norm", "ln2") == "from llmevo.components.norm import dyt, ln2, rmsnorm  # noqa: F401\n"
+    block = "x\nfrom llmevo.components.optim import (  # noqa: F401\n    adamw,\n    muon,\n)\ny\n"
+    assert _with_import(block, "optim", "lion") == (
+        "x\nfrom llmevo.components.optim import adamw, lion, muon  # noqa: F401\ny\n")

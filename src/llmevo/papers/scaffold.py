@@ -164,15 +164,25 @@ def test_{name}_matches_its_reference():
 '''
 
 
+IMPORT_WIDTH = 100  # the project's line length (pyproject's ruff line-length)
+
+
 def _with_import(init_text: str, package: str, name: str) -> str:
-    """``llmevo/components/__init__.py`` with ``name`` in its slot package's import line."""
-    pattern = re.compile(rf"^from llmevo\.components\.{package} import ([a-z0-9_, ]+?)(\s+# noqa: F401)?$",
-                         re.MULTILINE)
-    found = pattern.search(init_text)
+    """``llmevo/components/__init__.py`` with ``name`` in its slot package's import: one line
+    while it fits in ``IMPORT_WIDTH``, else one name a line in parentheses (as ruff formats it);
+    either form is read."""
+    single = re.compile(rf"^from llmevo\.components\.{package} import ([a-z0-9_, ]+?)(\s+# noqa: F401)?$",
+                        re.MULTILINE)
+    block = re.compile(rf"^from llmevo\.components\.{package} import \((?:\s+# noqa: F401)?\n"
+                       rf"((?:\s+[a-z0-9_]+,?\n)+)\)$", re.MULTILINE)
+    found = single.search(init_text) or block.search(init_text)
     if found is None:
         return init_text.rstrip("\n") + f"\nfrom llmevo.components.{package} import {name}  # noqa: F401\n"
-    names = sorted({*(n.strip() for n in found.group(1).split(",")), name})
+    names = sorted({*(n.strip() for n in found.group(1).replace("\n", ",").split(",") if n.strip()), name})
     line = f"from llmevo.components.{package} import {', '.join(names)}  # noqa: F401"
+    if len(line) > IMPORT_WIDTH:
+        line = (f"from llmevo.components.{package} import (  # noqa: F401\n"
+                + "".join(f"    {n},\n" for n in names) + ")")
     return init_text[: found.start()] + line + init_text[found.end():]
 
 
