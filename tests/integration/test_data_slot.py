@@ -13,7 +13,6 @@ from evolve_support import tiny_plan
 from llmevo.artifacts.schema import load_artifact
 from llmevo.catalog import full_registry
 from llmevo.evolve import workers
-from llmevo.evolve.genome import Genome
 from llmevo.evolve.knockouts import knockout_variants
 from llmevo.evolve.sampler import mutate, random_params
 from llmevo.evolve.space import build_search_space
@@ -23,6 +22,7 @@ from llmevo.experiments.plans import plan_comparison
 from llmevo.registry import ComponentChoice
 from llmevo.runner.arm import CONCAT
 from llmevo.runner.cache import arm_parts
+from llmevo.runner.genome import Genome
 from llmevo.runner.presets import get_preset
 
 RECIPES = ("mixture", "curriculum", "ppl_filter")

@@ -13,11 +13,11 @@ from ladder_support import tiny_request
 
 from llmevo.artifacts.ladder import load_ladder
 from llmevo.errors import ConfigError
-from llmevo.evolve.genome import Genome
 from llmevo.experiments.genome_comparison import genome_comparison, read_genome
 from llmevo.experiments.ladder import run_ladder
 from llmevo.experiments.plans import scale_comparison
 from llmevo.model.config import ModelConfig
+from llmevo.runner.genome import Genome
 from llmevo.runner.scale import scale
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,9 +6,9 @@ import pytest
 
 from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
-from llmevo.evolve.genome import Genome
 from llmevo.evolve.space import GENOME_SLOTS, build_search_space
 from llmevo.registry import ComponentChoice
+from llmevo.runner.genome import Genome
 from llmevo.runner.presets import get_preset
 
 

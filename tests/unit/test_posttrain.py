@@ -204,8 +204,8 @@ def test_cli_bad_input_is_one_line_and_exit_2(extra, message, tmp_path, capsys, 
 
 
 def test_post_training_is_an_evolution_gene():
-    from llmevo.evolve.genome import Genome
     from llmevo.evolve.space import build_search_space
+    from llmevo.runner.genome import Genome
 
     registry = full_registry()
     preset = get_preset("smoke")

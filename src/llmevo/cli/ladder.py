@@ -97,7 +97,7 @@ def ladder(
     if name is None and genome is None:
         raise ConfigError("give a component NAME (e.g. `llmevo ladder rope`) or --genome FILE")
     if name is None:
-        from llmevo.experiments.genome_comparison import read_genome
+        from llmevo.experiments import read_genome
 
         name = read_genome(genome)[1]
     request = LadderRequest(

@@ -195,7 +195,7 @@ def reproduce(
     if given:
         raise ConfigError(f"{', '.join(given)} applies to --all only")
     if name is None and genome is not None:
-        from llmevo.experiments.genome_comparison import read_genome
+        from llmevo.experiments import read_genome
 
         name = read_genome(genome)[1]
     name = name or "rope"

@@ -3,7 +3,7 @@
     from llmevo.evolve import EvolutionSettings, run
     summary = run(EvolutionSettings(preset="smoke", trials=4, data_dir="data"))
 
-The names are loaded on first use, so importing a submodule (``genome``) stays light.
+The names are loaded on first use, so importing a submodule (``space``) stays light.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import claim_policy, paired_relative_change, summarize, verdict
-from llmevo.evolve.genome import Genome
 from llmevo.runner.data import ArmData
+from llmevo.runner.genome import Genome
 from llmevo.runner.presets import Preset
 from llmevo.runner.run import PostData, run_arm, seed_runs
 from llmevo.train.execution import Execution

@@ -18,9 +18,9 @@ import torch
 
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import claim_policy, paired_relative_change, summarize
-from llmevo.evolve.genome import Genome
 from llmevo.evolve.space import GENOME_SLOTS, TRAIN_GENES, SearchSpace
 from llmevo.runner.data import ArmData
+from llmevo.runner.genome import Genome
 from llmevo.runner.presets import Preset
 from llmevo.runner.run import PostData, run_arm
 from llmevo.train.trainer import Progress

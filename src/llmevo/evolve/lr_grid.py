@@ -23,9 +23,9 @@ import torch
 from llmevo.catalog import build_model, build_recipe
 from llmevo.errors import ConfigError
 from llmevo.evolve.champion import FinalEvaluation, final_evaluation
-from llmevo.evolve.genome import Genome
 from llmevo.runner.arm import Arm
 from llmevo.runner.data import ArmData, arm_stream
+from llmevo.runner.genome import Genome
 from llmevo.runner.presets import Preset
 from llmevo.runner.run import PostData, evaluate_trained
 from llmevo.runner.tuning import TuningPlan, tune_arm, tuning_block

@@ -26,12 +26,12 @@ from torch import nn
 from llmevo.errors import ConfigError, LlmevoError
 from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.stats import summarize
-from llmevo.evolve.genome import Genome
 from llmevo.evolve.lr_grid import trial_lr_grid, with_lr
 from llmevo.evolve.plan import EvolutionPlan
 from llmevo.evolve.space import SearchSpace
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.data import ArmData
+from llmevo.runner.genome import Genome
 from llmevo.runner.presets import Preset
 from llmevo.runner.run import PostData, run_arm
 from llmevo.train.logging import RunLogs

@@ -49,7 +49,6 @@ from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
 from llmevo.evolve import workers
 from llmevo.evolve.champion import baseline_trial, final_evaluation, select_champion
-from llmevo.evolve.genome import Genome
 from llmevo.evolve.knockouts import explain as explain_genes
 from llmevo.evolve.knockouts import knockout_lines, knockout_variants
 from llmevo.evolve.lr_grid import DEFAULT_TRIAL_LR_FACTORS, trial_lr_grid, tuned_final_evaluation
@@ -62,6 +61,7 @@ from llmevo.model.config import ModelConfig
 from llmevo.promotion import Promotion, promotions
 from llmevo.registry import RequestModel, check_seeds
 from llmevo.runner import tuning
+from llmevo.runner.genome import Genome
 from llmevo.runner.presets import Preset, get_preset
 from llmevo.runner.scale import Scale, size_dial, size_label
 from llmevo.runner.storage import check_storage_url, quiet_optuna, sqlite_path

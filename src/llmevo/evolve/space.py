@@ -34,9 +34,9 @@ from optuna.distributions import (
 
 from llmevo.catalog import build_model
 from llmevo.errors import ConfigError
-from llmevo.evolve.genome import FIXED_DATA, NO_POST_TRAINING, Genome, TrainGenes
 from llmevo.model.config import ModelConfig
 from llmevo.registry import MODEL_SLOTS, ComponentChoice, Registry, SearchDimension
+from llmevo.runner.genome import FIXED_DATA, NO_POST_TRAINING, Genome, TrainGenes
 from llmevo.runner.optuna_private import suggest
 from llmevo.runner.presets import Preset
 

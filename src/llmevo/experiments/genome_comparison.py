@@ -7,7 +7,7 @@ what any reproduction's arms are: tuned on one learning-rate grid per arm (the g
 ``train.lr`` is a starting point the tuning replaces, as the evolution's final comparison
 tuned it too), trained under the same report seeds on the same tokens, and sized together by
 the size dial. The genome is read from a file: an evolution report's ``summary.json`` (its
-champion) or a genome's JSON (``evolve.genome.Genome``).
+champion) or a genome's JSON (``runner.genome.Genome``).
 
 Deviations from the study's own final comparison: its other training genes
 (``warmup_steps``, ``weight_decay``) are not carried, since a reproduction trains both arms
@@ -33,11 +33,11 @@ import torch
 from pydantic import ValidationError
 
 from llmevo.errors import ConfigError
-from llmevo.evolve.genome import NO_POST_TRAINING, Genome
 from llmevo.experiments.plans import Comparison, check_distinct
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice, ComponentSpec, EmptyConfig, Manifest
 from llmevo.runner.arm import Arm
+from llmevo.runner.genome import NO_POST_TRAINING, Genome
 
 GENOME_SLOT = "genome"  # what a genome comparison's spec says it fills: no registry slot
 NAME_CHARACTERS = set("abcdefghijklmnopqrstuvwxyz0123456789-_.")
