@@ -80,9 +80,17 @@ _received: list[int] = []  # the signals the running command received, in order
 
 
 def _unwind(number: int, _frame: object) -> None:
-    """While a command runs: stop it as Ctrl-C does, so that its cleanups run."""
+    """While a command runs: stop it as Ctrl-C does, so that its cleanups run. From then on a
+    background thread's failure is a consequence of the stop, not news: e.g. Optuna's heartbeat
+    thread finding the SQLite study locked while the interrupted trial rolls back (seen under
+    load), whose traceback would break the command's one closing line."""
     _received.append(number)
+    threading.excepthook = _after_stop
     raise KeyboardInterrupt
+
+
+def _after_stop(args: threading.ExceptHookArgs) -> None:
+    """``threading.excepthook`` once a stop signal arrived: say nothing."""
 
 
 def _is_usage_error(error: BaseException) -> bool:
@@ -142,11 +150,13 @@ def main(argv: list[str] | None = None) -> None:
     SIGINT and SIGTERM stop the command, which ends with one line and 130 or 143."""
     _received.clear()
     _catch_signals(_unwind)
+    excepthook = threading.excepthook
     try:
         status = _run(argv)
     finally:
         for number, handler in _BEFORE.items():
             signal.signal(number, handler)
+        threading.excepthook = excepthook
     if _received and any(not thread.daemon for thread in threading.enumerate()
                          if thread is not threading.main_thread()):
         # a library thread that the interrupt cut off before its owner could stop it (Optuna's
