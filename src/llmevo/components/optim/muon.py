@@ -249,7 +249,6 @@ class Muon(OptimizerComponent):
         self._statistics: dict[str, Any] = {}
 
     def build(self, model: nn.Module, lr: float, weight_decay: float) -> MuonAdamW:
-        config = self.config
         roles = parameters_by_role(model)
         muon_params = roles["hidden_matrix"]
         adamw_params = roles["embedding"] + roles["gain_or_bias"]
@@ -259,7 +258,14 @@ class Muon(OptimizerComponent):
             "muon_tensors": len(muon_params),
             "adamw_tensors": len(adamw_params),
         }
-        self._optimizer = MuonAdamW(
+        self._optimizer = self.make_optimizer(muon_params, adamw_params, lr, weight_decay)
+        return self._optimizer
+
+    def make_optimizer(self, muon_params: list[nn.Parameter], adamw_params: list[nn.Parameter],
+                       lr: float, weight_decay: float) -> MuonAdamW:
+        """The optimizer over the two groups (a variant such as NorMuon returns its own)."""
+        config = self.config
+        return MuonAdamW(
             muon_params,
             adamw_params,
             lr=lr,
@@ -272,7 +278,6 @@ class Muon(OptimizerComponent):
             eps=config.eps,
             adamw_lr_ratio=config.adamw_lr_ratio,
         )
-        return self._optimizer
 
     def statistics(self) -> dict[str, Any]:
         return dict(self._statistics)

@@ -41,8 +41,8 @@ import torch
 from pydantic import Field, PositiveFloat
 from torch import Tensor, nn
 
-from llmevo.components.optim.base import OptimizerComponent, count, parameters_by_role
 from llmevo.components.optim.muon import (
+    Muon,
     MuonAdamW,
     MuonBatched,
     MuonConfig,
@@ -162,36 +162,19 @@ class NorMuonConfig(MuonConfig):
                                scale="log"),
     },
 )
-class NorMuon(OptimizerComponent):
+class NorMuon(Muon):
+    """Muon's component (the parameter split, statistics, orthogonality error) with
+    NorMuon's optimizer."""
+
     batched = NorMuonBatched
 
-    def __init__(self, config: NorMuonConfig):
-        super().__init__(config)
-        self._optimizer: NorMuonAdamW | None = None
-        self._statistics: dict[str, Any] = {}
-
-    def build(self, model: nn.Module, lr: float, weight_decay: float) -> NorMuonAdamW:
+    def make_optimizer(self, muon_params: list[nn.Parameter], adamw_params: list[nn.Parameter],
+                       lr: float, weight_decay: float) -> NorMuonAdamW:
         config = self.config
-        roles = parameters_by_role(model)
-        muon_params = roles["hidden_matrix"]
-        adamw_params = roles["embedding"] + roles["gain_or_bias"]
-        self._statistics = {
-            "muon_parameters": count(muon_params),
-            "adamw_parameters": count(adamw_params),
-            "muon_tensors": len(muon_params),
-            "adamw_tensors": len(adamw_params),
-        }
-        self._optimizer = NorMuonAdamW(
+        return NorMuonAdamW(
             muon_params, adamw_params, lr=lr, weight_decay=weight_decay,
             momentum=config.momentum, nesterov=config.nesterov, ns_steps=config.ns_steps,
             rms_scale=config.rms_scale, betas=(config.beta1, config.beta2), eps=config.eps,
             adamw_lr_ratio=config.adamw_lr_ratio, neuron_beta2=config.neuron_beta2,
             neuron_eps=config.neuron_eps,
         )
-        return self._optimizer
-
-    def statistics(self) -> dict[str, Any]:
-        return dict(self._statistics)
-
-    def orthogonality_error(self) -> float:
-        return 0.0 if self._optimizer is None else self._optimizer.orthogonality_error()
