@@ -301,6 +301,10 @@ def test_leaderboard_missing_root(tmp_path):
 
 
 def test_cli_report_and_leaderboard(data_dir, tmp_path, capsys):
+    """Run from the repository root, as a user would: a leaderboard of another --root leaves
+    the repository's README (and its evidence table) alone."""
+    readme = REPO_ROOT / "README.md"
+    before = readme.read_bytes()
     reference = data_dir.parent / "reference-artifacts"
     out = tmp_path / "report"
     main(["report", str(reference / "2412.09871-blt.public-seed42.json"), "--out", str(out)])
@@ -312,6 +316,7 @@ def test_cli_report_and_leaderboard(data_dir, tmp_path, capsys):
           "--out", str(tmp_path / "LB.md")])
     assert (tmp_path / "LB.json").exists()
     assert "rope-relay" in capsys.readouterr().out
+    assert readme.read_bytes() == before
     bad = tmp_path / "bad.json"
     bad.write_text("{")
     with pytest.raises(SystemExit) as exit_info:

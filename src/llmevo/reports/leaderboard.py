@@ -426,7 +426,8 @@ def regenerate(repository: Path, roots: Sequence[Path] | None = None, references
     """``llmevo leaderboard``: the artifacts under ``roots`` (default ``<repository>/docs``) and
     ``references`` into ``out`` (default ``docs/LEADERBOARD.md``, + .json), with the ladders, and
     the evidence table between its markers in ``readme`` (default ``README.md`` when it has the
-    markers; given explicitly, it must have them). Paths are relative to ``repository``; every
+    markers and ``roots`` is the default, the repository's own docs; given explicitly, it must
+    have them). Paths are relative to ``repository``; every
     check happens before anything is written."""
     from llmevo.artifacts.io import check_output_file
     from llmevo.reports.evidence import EVIDENCE_START, evidence_table, replace_evidence
@@ -441,8 +442,12 @@ def regenerate(repository: Path, roots: Sequence[Path] | None = None, references
     entries, skipped = scan_artifacts(roots, references=references)
     rows = build_leaderboard(entries, repository)
     ladders = ladder_rows(scan_ladders(roots), repository)
+    # the repository's README is rewritten only from the repository's own docs: a leaderboard
+    # of other roots (``--root``) must not replace its table (a test once emptied it that way)
+    own_docs = [Path(root).resolve() for root in roots] == [(repository / "docs").resolve()]
     target, new_readme = readme or repository / "README.md", None
-    if readme is not None or (target.is_file() and EVIDENCE_START in target.read_text(encoding="utf-8")):
+    if readme is not None or (own_docs and target.is_file()
+                              and EVIDENCE_START in target.read_text(encoding="utf-8")):
         if not target.is_file():
             raise ConfigError(f"--readme {target}: no such file")
         new_readme = replace_evidence(target.read_text(encoding="utf-8"), evidence_table(rows, ladders))
