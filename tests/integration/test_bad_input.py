@@ -8,6 +8,7 @@ model use a two-step smoke run.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -364,7 +365,9 @@ def test_an_altered_tokenizer_cache_is_detected_and_rebuilt(tmp_path, data_dir, 
     from llmevo.data.lm import load_lm_corpus
 
     private, budgets, first, _ = _token_cache_setup(tmp_path, data_dir, cache_dir)
-    (tokenizer_file,) = [p for p in (private / "tokenizers").rglob("*.json")]
+    # the smoke corpus's tokenizer (a long-lived test cache may hold others, for other inputs)
+    (tokenizer_file,) = [p for p in (private / "tokenizers").rglob("*.json")
+                         if hashlib.sha256(p.read_bytes()).hexdigest() == first.tokenizer.sha256]
     original = tokenizer_file.read_text()
     for altered in (original.replace('"the"', '"THE"', 1),):  # a subtle edit, still valid JSON
         tokenizer_file.write_text(altered)
