@@ -150,10 +150,15 @@ class MuonAdamW(Optimizer):
             momentum = grad.lerp(buffer, group["momentum"]) if group["nesterov"] else buffer
             update = newton_schulz(momentum, group["ns_steps"])  # (rows, cols)
             errors.append(orthogonality_error(update))
-            scale = group["rms_scale"] * math.sqrt(max(p.shape[-2], p.shape[-1]))
-            p.mul_(1 - group["lr"] * group["weight_decay"])
-            p.add_(update, alpha=-group["lr"] * scale)
+            self._apply_update(p, update, state, group)
         return errors
+
+    def _apply_update(self, p: Tensor, update: Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
+        """Decoupled weight decay, then the orthogonalised ``update`` at Muon's RMS scale (a
+        variant such as NorMuon normalises it first)."""
+        scale = group["rms_scale"] * math.sqrt(max(p.shape[-2], p.shape[-1]))
+        p.mul_(1 - group["lr"] * group["weight_decay"])
+        p.add_(update, alpha=-group["lr"] * scale)
 
     def _adamw_step(self, group: dict[str, Any]) -> None:
         adamw_group_update(group, self.state)

@@ -65,27 +65,16 @@ class NorMuonAdamW(MuonAdamW):
         for options in (self.defaults, *self.param_groups):
             options.update(neuron_beta2=neuron_beta2, neuron_eps=neuron_eps)
 
-    def _muon_step(self, group: dict[str, Any]) -> list[Tensor]:
-        errors = []
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            grad = p.grad
-            state = self.state.setdefault(p, {})
-            if "momentum_buffer" not in state:
-                state["momentum_buffer"] = torch.zeros_like(p)
-                state["neuron_sq"] = p.new_zeros(p.shape[0], 1)  # (rows, 1)
-            buffer = state["momentum_buffer"]
-            buffer.lerp_(grad, 1 - group["momentum"])
-            momentum = grad.lerp(buffer, group["momentum"]) if group["nesterov"] else buffer
-            update = newton_schulz(momentum, group["ns_steps"])  # O: (rows, cols)
-            errors.append(orthogonality_error(update))
-            state["neuron_sq"].lerp_(update.square().mean(1, keepdim=True), 1 - group["neuron_beta2"])
-            normalized = update / (state["neuron_sq"].sqrt() + group["neuron_eps"])
-            scale = group["rms_scale"] * math.sqrt(p.numel()) / normalized.norm().clamp(min=MIN_NORM)
-            p.mul_(1 - group["lr"] * group["weight_decay"])
-            p.sub_(normalized * (group["lr"] * scale))
-        return errors
+    def _apply_update(self, p: Tensor, update: Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
+        """Each row of the orthogonalised update ``O`` over its second moment's root, then the
+        whole step rescaled to Muon's RMS (``rms_scale * sqrt(numel)`` over its norm)."""
+        if "neuron_sq" not in state:
+            state["neuron_sq"] = p.new_zeros(p.shape[0], 1)  # (rows, 1)
+        state["neuron_sq"].lerp_(update.square().mean(1, keepdim=True), 1 - group["neuron_beta2"])
+        normalized = update / (state["neuron_sq"].sqrt() + group["neuron_eps"])
+        scale = group["rms_scale"] * math.sqrt(p.numel()) / normalized.norm().clamp(min=MIN_NORM)
+        p.mul_(1 - group["lr"] * group["weight_decay"])
+        p.sub_(normalized * (group["lr"] * scale))
 
 
 class NorMuonBatched(MuonBatched):
