@@ -19,6 +19,7 @@ from llmevo.cli import main
 from llmevo.evolve import workers
 from llmevo.evolve.champion import baseline_trial, select_champion
 from llmevo.evolve.study import finished_trials, open_storage, open_study
+from llmevo.runner.genome import FIXED_DATA, Genome
 
 pytestmark = pytest.mark.slow
 
@@ -111,9 +112,13 @@ def test_cli_writes_the_report_and_refuses_bad_input(tmp_path, data_dir, cache_d
     assert summary["schema_version"] == 2 and summary["provenance"]["code_commit"]
     final = summary["final_evaluation"]
     assert final["seeds"] == [42, 43] and "test" in final["verdict"]
-    streams = final["token_stream_sha256"]  # both arms' training windows, per seed, equal
+    # both arms' training windows, per seed: equal when the champion keeps the baseline's data
+    # recipe, different by design when its data gene differs (equal steps x batch x seq_len)
+    streams = final["token_stream_sha256"]
     assert set(streams) == {"baseline", "champion"} and set(streams["baseline"]) == {"42", "43"}
-    assert streams["baseline"] == streams["champion"] and streams["baseline"]["42"] != streams["baseline"]["43"]
+    assert streams["baseline"]["42"] != streams["baseline"]["43"]
+    same_recipe = Genome.from_json(summary["champion"]["genome"]).data == FIXED_DATA
+    assert (streams["baseline"] == streams["champion"]) == same_recipe
     assert summary["champion"]["lineage"][-1] == summary["champion"]["trial"]
     for name in ("README.md", "fitness.png", "fitness_vs_parameters.png"):
         assert (tmp_path / "report" / name).stat().st_size > 0
