@@ -21,8 +21,11 @@ reproduce: $(BIN)/llmevo
 	LLMEVO_DATA=$(DATA) $(BIN)/llmevo reproduce $(ARGS)
 
 # CI (.ci/run) calls `make test`: the lint runs first and a lint error fails the build.
+# Every test runs torch on one intra-op thread (tests/conftest.py), so one pytest process
+# leaves a core idle: TEST_WORKERS processes (pytest-xdist), a test file per worker at a time.
+TEST_WORKERS ?= 2
 test: lint
-	LLMEVO_DATA=$(DATA) $(BIN)/python -m pytest
+	LLMEVO_DATA=$(DATA) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(BIN)/llmevo
 	$(BIN)/ruff check src tests scripts

@@ -10,6 +10,12 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
+# A pytest-xdist worker starts with COLUMNS=80 in its environment, and a rich Console created
+# while COLUMNS is set keeps that width for good (llmevo.cli's console is made at import), so
+# a test's own COLUMNS would be ignored. Unset before anything imports the CLI.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
+
 
 def _skip_cuda_tests_without_cuda(items) -> None:
     """A test marked ``cuda`` skips where torch sees no CUDA device (``scripts/gpu_check.py``
@@ -50,12 +56,18 @@ def cache_dir() -> Path:
     return folder
 
 
+def pytest_configure(config) -> None:
+    """The arm entries of earlier sessions are dropped, so every session starts from trained
+    numbers: once, in the main process, never in a pytest-xdist worker (a worker starting
+    late would delete what another had just trained)."""
+    if not hasattr(config, "workerinput"):
+        shutil.rmtree(REPO_ROOT / ".cache" / "llmevo-test" / "arms", ignore_errors=True)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _tests_never_touch_the_user_cache(cache_dir: Path):
     """CLI runs in tests use the test cache, never ``.cache/llmevo``: a test that patches
-    training must not leave arm-cache entries a real run would read. The arm entries of
-    earlier sessions are dropped, so every session starts from trained numbers."""
-    shutil.rmtree(cache_dir / "arms", ignore_errors=True)
+    training must not leave arm-cache entries a real run would read."""
     previous = os.environ.get("LLMEVO_CACHE")
     os.environ["LLMEVO_CACHE"] = str(cache_dir)
     yield

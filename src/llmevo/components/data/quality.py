@@ -53,17 +53,31 @@ class PerplexityFilterConfig(StrictModel):
     smoothing: PositiveFloat = 0.1  # add-k
 
 
-def bigram_log_probs(reference: Tensor, vocab: int, smoothing: float) -> Tensor:
-    """(V, V) log p(b | a) of an add-k bigram model counted on ``reference``."""
-    pairs = reference[:-1] * vocab + reference[1:]  # (N - 1,)
-    counts = torch.bincount(pairs, minlength=vocab * vocab).view(vocab, vocab).double()
-    totals = counts.sum(dim=1, keepdim=True)  # (V, 1)
-    return torch.log((counts + smoothing) / (totals + smoothing * vocab))
+class Bigram:
+    """An add-k bigram model counted on ``reference``: log p(b | a) = log((n(a, b) + k) /
+    (n(a) + k·V)). The pair counts are kept sparse (the distinct pairs, sorted), not as a V x V
+    table: at a 30k-id vocabulary the dense table is 7 GB of float64."""
+
+    def __init__(self, reference: Tensor, vocab: int, smoothing: float):
+        self.vocab, self.smoothing = vocab, smoothing
+        self.pairs, counts = torch.unique(reference[:-1] * vocab + reference[1:], return_counts=True)
+        self.pair_counts = counts.double()  # (P,) for the sorted distinct pair codes
+        self.totals = torch.bincount(reference[:-1], minlength=vocab).double()  # (V,) n(a)
+
+    def log_probs(self, first: Tensor, second: Tensor) -> Tensor:
+        """log p(second | first), elementwise over two equal-shape id tensors."""
+        query = first * self.vocab + second
+        if self.pairs.numel() == 0:
+            counts = torch.zeros(query.shape, dtype=torch.float64)
+        else:
+            where = torch.searchsorted(self.pairs, query).clamp(max=self.pairs.numel() - 1)
+            counts = torch.where(self.pairs[where] == query, self.pair_counts[where], 0.0)
+        return torch.log((counts + self.smoothing) / (self.totals[first] + self.smoothing * self.vocab))
 
 
-def chunk_scores(chunks: Tensor, log_probs: Tensor) -> Tensor:
+def chunk_scores(chunks: Tensor, model: Bigram) -> Tensor:
     """(n,) mean negative log-likelihood per inner transition of each (n, c) chunk."""
-    transitions = log_probs[chunks[:, :-1], chunks[:, 1:]]  # (n, c - 1)
+    transitions = model.log_probs(chunks[:, :-1], chunks[:, 1:])  # (n, c - 1)
     return -transitions.mean(dim=1)
 
 
@@ -81,12 +95,12 @@ def filtered_pool(sources: TrainSources, config: PerplexityFilterConfig) -> tupl
     pool_lm, reference = split_reference(sources, config.reference_share)
     parts = [pool_lm if name == "lm" else sources.get(name) for name in sources.default]
     vocab = int(max(int(part.max()) for part in sources.parts.values() if part.numel())) + 1
-    log_probs = bigram_log_probs(reference, vocab, config.smoothing)
+    model = Bigram(reference, vocab, config.smoothing)
     chunks = torch.cat([part[: part.numel() // config.chunk * config.chunk].view(-1, config.chunk)
                         for part in parts])  # (n, c)
     if chunks.shape[0] == 0:
         raise ConfigError(f"the training sources hold no chunk of {config.chunk} tokens")
-    scores = chunk_scores(chunks, log_probs)
+    scores = chunk_scores(chunks, model)
     kept_count = max(1, int(round(chunks.shape[0] * config.keep)))
     order = torch.argsort(scores, stable=True)[:kept_count]  # lowest first; ties: earlier chunk
     kept = chunks[torch.sort(order).values].reshape(-1)
