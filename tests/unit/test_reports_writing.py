@@ -427,8 +427,8 @@ def test_a_variant_reports_beside_the_declared_comparison_never_over_it():
     assert report_variant(space=True) == Path("tune-space")
     muon = REPO_ROOT / "docs/reproductions/2502.16982-muon/metrics/public-quick-tuned-space-seeds42-46.json"
     assert default_report_dir(load_artifact(muon)) == Path("docs/reproductions/2502.16982-muon/tune-space")
-    rung = load_artifact(REPO_ROOT / "docs/ladders/2104.09864-rope/rung1.json")
-    assert default_report_dir(rung) == Path("docs/reproductions/2104.09864-rope/rung1")
+    rung = load_artifact(REPO_ROOT / "docs/ladders/2104.09864-rope/rung-1.json")
+    assert default_report_dir(rung) == Path("docs/reproductions/2104.09864-rope/rung-1")
     explicit = rung.model_copy(update={"setup": rung.setup.model_copy(update={"rung": None})})
     with pytest.raises(ArtifactError, match="explicit sizes"):
         default_report_dir(explicit)
