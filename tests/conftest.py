@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+TEST_CACHE = REPO_ROOT / ".cache" / "llmevo-test"  # the cache_dir fixture's folder
 
 # A pytest-xdist worker starts with COLUMNS=80 in its environment, and a rich Console created
 # while COLUMNS is set keeps that width for good (llmevo.cli's console is made at import), so
@@ -51,9 +52,8 @@ def reference_dir(data_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def cache_dir() -> Path:
     """One cache for the whole test session (tokenizer, token arrays), kept between runs."""
-    folder = REPO_ROOT / ".cache" / "llmevo-test"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+    TEST_CACHE.mkdir(parents=True, exist_ok=True)
+    return TEST_CACHE
 
 
 def pytest_configure(config) -> None:
@@ -61,7 +61,7 @@ def pytest_configure(config) -> None:
     numbers: once, in the main process, never in a pytest-xdist worker (a worker starting
     late would delete what another had just trained)."""
     if not hasattr(config, "workerinput"):
-        shutil.rmtree(REPO_ROOT / ".cache" / "llmevo-test" / "arms", ignore_errors=True)
+        shutil.rmtree(TEST_CACHE / "arms", ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

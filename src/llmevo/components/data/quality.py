@@ -66,12 +66,9 @@ class Bigram:
 
     def log_probs(self, first: Tensor, second: Tensor) -> Tensor:
         """log p(second | first), elementwise over two equal-shape id tensors."""
-        query = first * self.vocab + second
-        if self.pairs.numel() == 0:
-            counts = torch.zeros(query.shape, dtype=torch.float64)
-        else:
-            where = torch.searchsorted(self.pairs, query).clamp(max=self.pairs.numel() - 1)
-            counts = torch.where(self.pairs[where] == query, self.pair_counts[where], 0.0)
+        query = first * self.vocab + second  # the reference holds >= 2 tokens: pairs never empty
+        where = torch.searchsorted(self.pairs, query).clamp(max=self.pairs.numel() - 1)
+        counts = torch.where(self.pairs[where] == query, self.pair_counts[where], 0.0)
         return torch.log((counts + self.smoothing) / (self.totals[first] + self.smoothing * self.vocab))
 
 
