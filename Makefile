@@ -22,10 +22,9 @@ reproduce: $(BIN)/llmevo
 
 # CI (.ci/run) calls `make test`: the lint runs first and a lint error fails the build.
 # Every test runs torch on one intra-op thread (tests/conftest.py), so one pytest process
-# leaves a core idle: TEST_WORKERS=2 runs two pytest-xdist processes, a file per worker at a time
-# (10.8 min under load against 22.6; off by default until one tune-space test flake under it is
-# understood, see docs/LOG.md).
-TEST_WORKERS ?= 0
+# leaves a core idle: two pytest-xdist processes run a file per worker at a time (10.8 min under
+# load against 22.6). TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
 test: lint
 	LLMEVO_DATA=$(DATA) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 

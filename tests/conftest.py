@@ -56,12 +56,19 @@ def cache_dir() -> Path:
     return TEST_CACHE
 
 
+_SESSION_MARK = "LLMEVO_TEST_SESSION"  # set by the outermost pytest; children inherit it
+
+
 def pytest_configure(config) -> None:
     """The arm entries of earlier sessions are dropped, so every session starts from trained
-    numbers: once, in the main process, never in a pytest-xdist worker (a worker starting
-    late would delete what another had just trained)."""
-    if not hasattr(config, "workerinput"):
-        shutil.rmtree(TEST_CACHE / "arms", ignore_errors=True)
+    numbers: once, in the outermost pytest's main process. Never in a pytest-xdist worker,
+    and never in a pytest a test starts (``components check`` runs the contract suite on this
+    tree, which loads this file): either would delete, in the middle of another test, what
+    that test had just trained."""
+    if hasattr(config, "workerinput") or os.environ.get(_SESSION_MARK):
+        return
+    os.environ[_SESSION_MARK] = "1"
+    shutil.rmtree(TEST_CACHE / "arms", ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)
