@@ -50,12 +50,15 @@ def main() -> int:
             for arm, grid in values.items():
                 noise = selection_changes(arm, grid, reference)
                 pairs, changes = pairs + len(noise.chosen), changes + len(noise.changed)
+                regrets = [r for r in noise.regret_percent.values() if r is not None]
+                worst = f"{max(regrets):.2f}%" if regrets else "n/a"
                 print(f"{path} {arm}: lr {noise.reference:.3g} on seed {reference}; "
                       + ", ".join(f"{lr:.3g} on {seed}" for seed, lr in noise.chosen.items())
-                      + f" ({len(noise.changed)} of {len(noise.chosen)} changed)")
+                      + f" ({len(noise.changed)} of {len(noise.chosen)} changed; regret {worst})")
                 report[f"{path}:{arm}"] = {"values": {str(lr): v for lr, v in grid.items()},
                                            "reference": noise.reference,
-                                           "chosen": noise.chosen, "changed": list(noise.changed)}
+                                           "chosen": noise.chosen, "changed": list(noise.changed),
+                                           "regret_percent": noise.regret_percent}
     except (LlmevoError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -27,3 +27,12 @@ def test_changes_are_counted_against_the_reference_seed():
     assert noise.changed == (2000,) and noise.change_rate == pytest.approx(0.5)
     with pytest.raises(ConfigError, match="reference seed 7"):
         selection_changes("baseline", GRID, 7)
+
+
+def test_regret_is_how_much_worse_the_reference_choice_scores_under_each_other_seed():
+    noise = selection_changes("baseline", GRID, 1000)  # seed 1000 chose 3e-3
+    # seed 2000 chose 1e-3 (3.7); 3e-3 scored 3.9 there: 5.41% worse; seed 2001 agreed: 0
+    assert noise.regret_percent == pytest.approx({2000: 100 * 0.2 / 3.7, 2001: 0.0})
+    # a reference choice that diverged under another seed has no finite regret
+    lost = selection_changes("method", {1e-3: {1: 2.0, 2: None}, 3e-3: {1: 2.5, 2: 3.0}}, 1)
+    assert lost.chosen == {2: 3e-3} and lost.regret_percent == {2: None}

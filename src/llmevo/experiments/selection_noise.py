@@ -8,7 +8,9 @@ seeds) at the artifact's training settings, through ``runner.tuning.tune_arm`` w
 extension nor confirmation, and with the arm cache (a run trained before is loaded). Per arm,
 the lr with the lowest value under each seed alone is compared with the one under the
 artifact's first tuning seed; the *change rate* is the share of (arm, new seed) pairs whose
-choice differs. That rate decides how many tuning seeds the protocol needs (LOG).
+choice differs, and the *regret* is how much worse the reference's choice scores under the
+new seed than that seed's own best (% of the best). Together they decide how many tuning
+seeds the protocol needs (LOG).
 
 ``chosen_per_seed`` and ``selection_changes`` are the measurement (pure, tested);
 ``retrain_grid`` trains.
@@ -56,6 +58,9 @@ class SelectionNoise:
     reference: float | None
     chosen: dict[int, float | None]  # every other seed's choice
     changed: tuple[int, ...]  # the seeds whose choice differs from the reference's
+    # per other seed: how much worse, in % of that seed's best, the reference's choice scored
+    # under it (0 where the choice held; None where the reference's lr diverged under it)
+    regret_percent: dict[int, float | None]
 
     @property
     def change_rate(self) -> float:
@@ -70,7 +75,13 @@ def selection_changes(arm: str, values: Mapping[float, Mapping[int, float | None
         raise ConfigError(f"{arm}: reference seed {reference_seed} is not a seed of every lr")
     reference = chosen.pop(reference_seed)
     changed = tuple(seed for seed, lr in chosen.items() if lr != reference)
-    return SelectionNoise(arm, reference_seed, reference, chosen, changed)
+    regret: dict[int, float | None] = {}
+    for seed, lr in chosen.items():
+        kept = None if reference is None else values[reference][seed]
+        best = None if lr is None else values[lr][seed]
+        regret[seed] = (None if kept is None or best is None
+                        else 100.0 * (kept - best) / abs(best))
+    return SelectionNoise(arm, reference_seed, reference, chosen, changed, regret)
 
 
 def recorded_values(tuning: ArmTuning) -> dict[float, dict[int, float | None]]:
