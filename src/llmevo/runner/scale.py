@@ -275,7 +275,8 @@ def scale(rung: int | None = 0, *, d_model: int | None = None, n_layers: int | N
         raise ConfigError(
             f"{parameters:,} parameters at {ratio:.2f} tokens each are "
             f"{ratio * parameters:,.0f} tokens, less than one step of batch {batch}; "
-            "choose a larger model, more tokens per parameter or a smaller --batch-size")
+            "choose a larger model or more tokens per parameter (reproduce also takes a "
+            "smaller --batch-size)")
     preset = quick.override({"batch_size": batch, "steps": steps,
                              "warmup_steps": round(steps * WARMUP_SHARE)})
     return Scale(rung=rung, geometry=shape, model=model, preset=preset, parameters=parameters)
