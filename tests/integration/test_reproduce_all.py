@@ -14,7 +14,13 @@ from ladder_support import counting_evidence_worker, trained
 from ladder_support import own_cache as make_own_cache
 
 from llmevo.experiments import evidence as evidence_module
-from llmevo.experiments.evidence import STATE_FILE, EvidenceRequest, evidence_entries, run_evidence
+from llmevo.experiments.evidence import (
+    STATE_FILE,
+    EvidenceRequest,
+    evidence_entries,
+    run_evidence,
+    shared_arm_needs,
+)
 from llmevo.runner import run as run_module
 from llmevo.runner import tuning as tuning_module
 
@@ -28,6 +34,15 @@ def test_the_table_is_every_comparison_of_record():
     # the reverse of a pair already there, untuned post-training, diagnostics-only components
     assert not labels & {"swiglu", "rmsnorm", "sft", "dpo", "grpo", "neftune", "blt", "rope-relay",
                          "learned", "adamw", "mha", "pre_norm", "concat", "none", "transformer"}
+
+
+def test_a_comparison_waits_for_the_first_comparison_with_an_arm_it_shares():
+    keys = [("llama", "learned"), ("nope", "llama"), ("mha", "gqa"), ("llama", "learned"), ("mha", "x")]
+    assert shared_arm_needs(keys) == {0: [], 1: [0], 2: [], 3: [0], 4: [2]}
+    # the planned table: rope trains llama_modern first, nope (its baseline) waits for it
+    plan = _request(Path("unused"), Path("unused"), Path("unused"), only=["rope", "nope", "qk_norm"]).plan()
+    assert [entry.label for entry, _ in plan.entries] == ["rope", "nope", "qk_norm"]
+    assert shared_arm_needs(plan.arm_keys)[1] == [0]
 
 
 def _request(out: Path, data_dir: Path, cache_dir: Path, **changes) -> EvidenceRequest:
@@ -133,7 +148,9 @@ def test_two_workers_share_one_table_and_train_every_run_once(tmp_path, data_dir
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")
-    only = ["nope", "sinusoidal"]  # no arm in common: rope vs nope, learned vs sinusoidal
+    # an arm in common: llama_modern is rope's method arm and nope's baseline; nope waits for
+    # rope (shared_arm_needs), so the two workers never train that arm at once
+    only = ["rope", "nope"]
     # the same table in one process, on a cache of its own: how many runs it trains
     alone = _spawned(context, _request(tmp_path / "alone" / "state", data_dir,
                                        make_own_cache(tmp_path / "cache-alone", cache_dir), only=only),

@@ -34,9 +34,14 @@ and the table goes on with the next. The runs it finished are in the arm cache.
 Optuna RDB study (``experiments.work_queue``, the storage ``evolve`` and shared ladders use);
 each worker pops one, runs it and stores its artifact's bytes on the trial; the worker that
 finds every item complete writes every artifact (and regenerates the table when published).
+A comparison with an arm an earlier comparison also has waits until the first comparison
+with that arm is complete (``shared_arm_needs``), so two workers never train a shared arm
+at once: with one arm cache (one machine, or a cache folder the machines share) every run
+is trained once. Workers with separate caches each train a shared arm they need.
 
 Public API: ``Entry``, ``evidence_entries``, ``DECLARED_AGAINST``, ``EvidenceRequest``,
-``EvidencePlan``, ``EntryOutcome``, ``EntryEvent``, ``run_evidence``, ``STATE_FILE``.
+``EvidencePlan``, ``EntryOutcome``, ``EntryEvent``, ``run_evidence``, ``shared_arm_needs``,
+``STATE_FILE``.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ from llmevo.errors import ConfigError
 from llmevo.experiments.pipeline import ReproductionRequest, code_state, reproduce
 from llmevo.model.config import ModelConfig
 from llmevo.registry import Registry, RequestModel, check_seeds
+from llmevo.runner.cache import arm_parts, canonical_json
 from llmevo.runner.presets import Preset
 from llmevo.train.trainer import Progress
 
@@ -169,7 +175,7 @@ class EvidenceRequest(RequestModel):
         preset_name = self.preset if isinstance(self.preset, str) else self.preset.name
         folder = self.out or Path("runs/evidence") / preset_name
         check_output_dir(folder, "--out")
-        requests = []
+        requests, arm_keys = [], []
         for entry in evidence_entries(only=self.only):
             request = ReproductionRequest(
                 name=entry.name, against=entry.against, preset=self.preset, seeds=self.seeds, tune=True,
@@ -177,11 +183,24 @@ class EvidenceRequest(RequestModel):
                 data_dir=self.data_dir, cache_dir=self.cache_dir, device=self.device, threads=self.threads,
                 path=self.path, publish=self.publish, allow_dirty=self.allow_dirty, repo_root=self.repo_root,
                 command=f"{self.command or 'python: llmevo.experiments.run_evidence'} ({entry.label})")
-            request.plan()
+            arms = request.plan().comparison.arms
             requests.append((entry, request))
+            arm_keys.append(tuple(canonical_json(arm_parts(arm)) for arm in arms))
         if not requests:
             raise ConfigError("no comparison to run")
-        return EvidencePlan(request=self, folder=folder, entries=requests)
+        return EvidencePlan(request=self, folder=folder, entries=requests, arm_keys=arm_keys)
+
+
+def shared_arm_needs(arm_keys: Sequence[Sequence[str]]) -> dict[int, list[int]]:
+    """For each comparison (by index), the earlier comparisons it waits for: for every arm an
+    earlier comparison also has, the first comparison that has it (its trainer)."""
+    first: dict[str, int] = {}
+    needs: dict[int, list[int]] = {}
+    for index, keys in enumerate(arm_keys):
+        needs[index] = sorted({first[key] for key in keys if key in first})
+        for key in keys:
+            first.setdefault(key, index)
+    return needs
 
 
 @dataclass(frozen=True)
@@ -189,6 +208,7 @@ class EvidencePlan:
     request: EvidenceRequest
     folder: Path
     entries: list[tuple[Entry, ReproductionRequest]]
+    arm_keys: list[tuple[str, ...]]  # per comparison, its arms (``runner.cache.arm_parts``)
 
     @property
     def state_path(self) -> Path:
@@ -405,7 +425,7 @@ def _run_shared(plan: EvidencePlan, code: str, progress: Progress | None,
             on_entry(EntryEvent(index, len(labels), entry.label, time.perf_counter() - started, None, outcome))
         return attrs
 
-    done = run_work_queue(study, list(range(len(labels))), {i: [] for i in range(len(labels))}, run,
+    done = run_work_queue(study, list(range(len(labels))), shared_arm_needs(plan.arm_keys), run,
                           grace_period=20, poll_seconds=2.0, wait_timeout=24 * 3600, noun="comparison")
     outcomes = []
     for index in range(len(labels)):
