@@ -261,7 +261,7 @@ def fast_diagnostics(monkeypatch):
 
 @pytest.fixture
 def dirty(monkeypatch):
-    monkeypatch.setattr(provenance, "git_state", lambda root: ("0" * 40, True))
+    monkeypatch.setattr(provenance, "git_state", lambda root, ignore=None: ("0" * 40, True))
 
 
 def test_diagnose_writes_under_runs_unless_published(capsys, workdir, fast_diagnostics, dirty):

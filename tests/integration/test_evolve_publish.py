@@ -70,7 +70,7 @@ def test_publish_refuses_a_dirty_tree_before_any_work(tmp_path, data_dir, monkey
     """The same helper as ``reproduce --publish`` (``check_publishable``), told the tree is dirty."""
     import llmevo.artifacts.provenance as provenance
 
-    monkeypatch.setattr(provenance, "git_state", lambda root: ("0" * 40, True))
+    monkeypatch.setattr(provenance, "git_state", lambda root, ignore=None: ("0" * 40, True))
     monkeypatch.chdir(tmp_path)
     storage = f"sqlite:///{tmp_path}/never.db"
     for extra in ((), ("--explain",)):

@@ -164,3 +164,26 @@ def test_code_state_is_the_one_captured_when_the_run_started(tmp_path: Path) -> 
     assert provenance["code_commit"] == commit and provenance["code_dirty"] is False
     assert provenance["implementation_files"] == {"rope.py": hashlib.sha256(b"ROPE = 1\n").hexdigest()}
     assert _collect(repo, [component], component)["code_commit"] != commit
+
+
+def test_a_publications_own_output_folder_does_not_make_the_tree_dirty(tmp_path: Path) -> None:
+    """``evolve --explain --publish`` adds to the study report the search just wrote there."""
+    from llmevo.artifacts.provenance import check_publishable
+    from llmevo.errors import ConfigError
+
+    repo = tmp_path / "repo"
+    (repo / "docs" / "evolution" / "study").mkdir(parents=True)
+    (repo / "a.py").write_text("A = 1\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "a.py")
+    _git(repo, "commit", "-q", "-m", "init")
+    own = repo / "docs" / "evolution" / "study"
+    (own / "summary.json").write_text("{}\n")  # untracked, inside the publication's own folder
+    check_publishable(repo, allow_dirty=False, own_output=own)
+    with pytest.raises(ConfigError, match="uncommitted changes"):  # without it: dirty
+        check_publishable(repo, allow_dirty=False)
+    with pytest.raises(ConfigError, match="uncommitted changes"):  # a folder outside the checkout
+        check_publishable(repo, allow_dirty=False, own_output=tmp_path / "elsewhere")
+    (repo / "a.py").write_text("A = 2\n")  # a code edit still counts
+    with pytest.raises(ConfigError, match="uncommitted changes"):
+        check_publishable(repo, allow_dirty=False, own_output=own)

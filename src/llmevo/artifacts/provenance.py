@@ -132,23 +132,33 @@ def _git(repo_root: Path, *args: str) -> str | None:
     return completed.stdout if completed.returncode == 0 else None
 
 
-def git_state(repo_root: Path) -> tuple[str, bool | None]:
+def git_state(repo_root: Path, ignore: Path | None = None) -> tuple[str, bool | None]:
     """``(commit, dirty)`` of the checkout at ``repo_root``; ``(NOT_A_CHECKOUT, None)``
-    when it is not one. Untracked files count as dirty."""
+    when it is not one. Untracked files count as dirty; changes under ``ignore`` (a folder
+    relative to ``repo_root``) do not."""
     commit = _git(repo_root, "rev-parse", "HEAD")
     if commit is None:
         return NOT_A_CHECKOUT, None
-    status = _git(repo_root, "status", "--porcelain")
+    spec = () if ignore is None else ("--", ".", f":(exclude){Path(ignore).as_posix()}")
+    status = _git(repo_root, "status", "--porcelain", *spec)
     return commit.strip(), None if status is None else bool(status.strip())
 
 
-def check_publishable(repo_root: Path, allow_dirty: bool) -> None:
+def check_publishable(repo_root: Path, allow_dirty: bool, own_output: Path | None = None) -> None:
     """Refuse to publish from a checkout with uncommitted changes (or untracked files),
     unless ``allow_dirty``; a published result must trace to an exact commit. Outside a git
-    checkout nothing can be checked, and publishing is refused too unless ``allow_dirty``."""
+    checkout nothing can be checked, and publishing is refused too unless ``allow_dirty``.
+    ``own_output``: the folder this publication writes (e.g. an evolution study's report,
+    which ``evolve --explain`` adds to after the search wrote it); changes there do not count."""
     if allow_dirty:
         return
-    commit, dirty = git_state(repo_root)
+    inside = None
+    if own_output is not None:
+        try:  # a folder outside the checkout changes nothing git sees
+            inside = Path(own_output).resolve().relative_to(Path(repo_root).resolve())
+        except ValueError:
+            inside = None
+    commit, dirty = git_state(repo_root, inside)
     if dirty is None:
         raise ConfigError(f"cannot publish: {repo_root} is {NOT_A_CHECKOUT}; "
                           "pass --allow-dirty to publish anyway (recorded in provenance)")

@@ -219,8 +219,8 @@ class EvolutionSettings(RequestModel):
         if not Path(self.data_dir).is_dir():
             raise ConfigError(f"data directory {self.data_dir} does not exist")
         resolve_device(self.device)  # refuses an unavailable device
-        if self.publish:
-            check_publishable(self.repo_root, self.allow_dirty)
+        if self.publish:  # the study's own report may be there, uncommitted (then --explain)
+            check_publishable(self.repo_root, self.allow_dirty, self.report_folder())
         study_name, storage_url = self.study_name(), self.storage_url()
         check_storage_url(storage_url)
         return EvolutionPlan(
