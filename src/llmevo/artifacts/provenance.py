@@ -152,12 +152,9 @@ def check_publishable(repo_root: Path, allow_dirty: bool, own_output: Path | Non
     which ``evolve --explain`` adds to after the search wrote it); changes there do not count."""
     if allow_dirty:
         return
-    inside = None
-    if own_output is not None:
-        try:  # a folder outside the checkout changes nothing git sees
-            inside = Path(own_output).resolve().relative_to(Path(repo_root).resolve())
-        except ValueError:
-            inside = None
+    inside = None  # a folder outside the checkout changes nothing git sees
+    if own_output is not None and Path(own_output).resolve().is_relative_to(Path(repo_root).resolve()):
+        inside = Path(own_output).resolve().relative_to(Path(repo_root).resolve())
     commit, dirty = git_state(repo_root, inside)
     if dirty is None:
         raise ConfigError(f"cannot publish: {repo_root} is {NOT_A_CHECKOUT}; "
