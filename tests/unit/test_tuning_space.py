@@ -4,6 +4,7 @@ edge extension on a constructed objective, the artifact block and its schema."""
 from __future__ import annotations
 
 import math
+import warnings
 from types import SimpleNamespace
 
 import numpy as np
@@ -37,6 +38,13 @@ def test_the_study_draws_scrambled_sobol_points_from_the_first_trial():
     assert np.array_equal(points, expected)
     assert not np.array_equal(points, qmc.Sobol(3, scramble=True, seed=6).random(8))
 
+
+
+def test_the_study_warns_of_nothing():
+    """Optuna marks QMCSampler experimental; a user's reproduction should not print that."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tuning_space.sobol_study(["a"], seed=0)
 
 def _axis(scale: str, low: float, high: float, **limits) -> ResolvedAxis:
     axis = TuningAxis(target="train", setting="lr", low=low, high=high, scale=scale, **limits)

@@ -62,6 +62,7 @@ Public API: ``SpacePlan``, ``check_space_plan``, ``ResolvedAxis``, ``arm_space``
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -291,7 +292,9 @@ def sobol_study(dimensions: Sequence[str], seed: int) -> optuna.Study:
     ``u:<dimension>`` in [0, 1). The space-defining first trial (PRUNED, never trained) makes
     the sampler's search space known before the first ask (see the module docstring)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sampler = optuna.samplers.QMCSampler(qmc_type="sobol", scramble=True, seed=seed)
+    with warnings.catch_warnings():  # QMCSampler is "experimental" in Optuna
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        sampler = optuna.samplers.QMCSampler(qmc_type="sobol", scramble=True, seed=seed)
     study = optuna.create_study(direction="minimize", sampler=sampler)
     distributions = {f"u:{name}": FloatDistribution(0.0, 1.0) for name in dimensions}
     study.add_trial(create_trial(params={key: 0.5 for key in distributions},
