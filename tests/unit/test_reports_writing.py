@@ -432,3 +432,20 @@ def test_a_variant_reports_beside_the_declared_comparison_never_over_it():
     explicit = rung.model_copy(update={"setup": rung.setup.model_copy(update={"rung": None})})
     with pytest.raises(ArtifactError, match="explicit sizes"):
         default_report_dir(explicit)
+
+
+def test_a_tuned_report_gives_each_arms_chosen_learning_rate_not_the_presets():
+    """A tuned artifact's arms never trained at the preset's lr: the protocol row names each
+    arm's choice (the lion space artifact: AdamW 3.71e-3, Lion 1.13e-2, preset 3e-3)."""
+    from llmevo.reports.sections import artifact_sections
+
+    root = Path(__file__).resolve().parents[2] / "docs/reproductions/2302.06675-lion/metrics"
+
+    def protocol_row(name: str) -> str:
+        sections = artifact_sections(load_artifact(root / name))
+        protocol = next(section for section in sections if section.key == "protocol")
+        return next(" ".join(map(str, row)) for row in protocol.rows if "learning rate" in row[0])
+
+    tuned = protocol_row("public-quick-tuned-space-seeds42-46.json")
+    assert "baseline 0.0037" in tuned and "method 0.0113" in tuned and "preset's 0.0030" in tuned
+    assert protocol_row("public-quick-seeds42-44.json").endswith("48 / 0.0030")

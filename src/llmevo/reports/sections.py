@@ -223,6 +223,17 @@ def sensitivity_sentence(name: str, arm: ArmSensitivity) -> str:
             f"trained{diverged}; within {arm.tolerance_percent:g}% of its best: {band}.")
 
 
+def _learning_rate(artifact: ReproductionArtifact) -> str:
+    """The preset's learning rate, or, in a tuned artifact, each arm's chosen one (the preset's
+    is then only the grid's centre, never what an arm trained at)."""
+    preset = format_number(artifact.setup.learning_rate)
+    if artifact.tuning is None:
+        return preset
+    chosen = ", ".join(f"{label} {format_number(arm.chosen['lr'])}"
+                       for label, arm in artifact.tuning.arms.items())
+    return f"tuned per arm: {chosen} (the preset's {preset}; see Tuning)"
+
+
 def _protocol_section(artifact: ReproductionArtifact) -> Section:
     setup, dataset, protocol = artifact.setup, artifact.dataset, artifact.evaluation_protocol
     seeds = artifact.seed_list
@@ -241,10 +252,7 @@ def _protocol_section(artifact: ReproductionArtifact) -> Section:
         ("data", f"{dataset.name} ({tokens})"),
         ("seeds", f"{len(seeds)}: {', '.join(str(seed) for seed in seeds)}" if seeds else "none"),
         ("steps per arm", setup.steps_per_variant),
-        (
-            "batch size / learning rate",
-            f"{format_number(setup.batch_size)} / {format_number(setup.learning_rate)}",
-        ),
+        ("batch size / learning rate", f"{format_number(setup.batch_size)} / {_learning_rate(artifact)}"),
         (
             "model",
             f"d_model {format_number(setup.dimensions)}, {format_number(setup.layers)} layers, "
