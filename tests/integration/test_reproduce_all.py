@@ -4,6 +4,7 @@ and bad input."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from pathlib import Path
@@ -13,14 +14,19 @@ from cli_runner import assert_refused
 from ladder_support import counting_evidence_worker, trained
 from ladder_support import own_cache as make_own_cache
 
+from llmevo.artifacts.provenance import REPO_ROOT
+from llmevo.catalog import full_registry
 from llmevo.experiments import evidence as evidence_module
 from llmevo.experiments.evidence import (
     STATE_FILE,
     EvidenceRequest,
     evidence_entries,
+    request_sha256,
     run_evidence,
     shared_arm_needs,
 )
+from llmevo.experiments.pipeline import ReproductionRequest
+from llmevo.promotion import family_entries
 from llmevo.runner import run as run_module
 from llmevo.runner import tuning as tuning_module
 
@@ -43,6 +49,40 @@ def test_a_comparison_waits_for_the_first_comparison_with_an_arm_it_shares():
     plan = _request(Path("unused"), Path("unused"), Path("unused"), only=["rope", "nope", "qk_norm"]).plan()
     assert [entry.label for entry, _ in plan.entries] == ["rope", "nope", "qk_norm"]
     assert shared_arm_needs(plan.arm_keys)[1] == [0]
+
+
+def test_one_command_plans_exactly_the_published_table():
+    """`reproduce --all --preset quick --publish` writes every member of the published family
+    (each comparison at the path, so under the protocol, of its row: optimizers over their
+    declared space, the rest over the lr grid) and nothing else."""
+    plan = EvidenceRequest(preset="quick", data_dir=Path("unused"), publish=True).plan()
+    planned = {}
+    for entry, reproduction in plan.entries:
+        artifact = reproduction.plan().outputs.artifact
+        planned[(REPO_ROOT / artifact).resolve()] = (entry, reproduction)
+    published = {path.resolve(): artifact for path, artifact in family_entries(REPO_ROOT / "docs")}
+    assert set(planned) == set(published)
+    for path, (entry, reproduction) in planned.items():
+        space_tuned = entry.name in {s.name for s in full_registry().all() if s.slot == "optimizer"}
+        assert (reproduction.tune_space == "full") is space_tuned, entry.label
+        assert (published[path].tuning.protocol == "space") is space_tuned, entry.label
+        assert reproduction.tune_grid is None or not space_tuned
+
+
+def test_a_finished_comparison_asked_for_differently_runs_again(tmp_path):
+    base = ReproductionRequest(name="rope", preset="smoke", seeds=[42, 43], tune=True, data_dir=tmp_path)
+    same = base.model_copy(update={"threads": 2, "command": "another", "cache_dir": tmp_path / "c"})
+    other_seeds = base.model_copy(update={"seeds": [42, 44]})
+    assert request_sha256(same) == request_sha256(base) != request_sha256(other_seeds)
+    artifact = tmp_path / "a.json"
+    artifact.write_text("{}")
+    record = {"status": "finished", "code_sha256": "c", "request_sha256": request_sha256(base),
+              "artifact": str(artifact), "artifact_sha256": hashlib.sha256(b"{}").hexdigest()}
+    assert evidence_module._still_finished(record, "c", request_sha256(same))
+    assert not evidence_module._still_finished(record, "c", request_sha256(other_seeds))
+    assert not evidence_module._still_finished(record, "other code", request_sha256(base))
+    assert not evidence_module._still_finished({k: v for k, v in record.items() if k != "request_sha256"},
+                                               "c", request_sha256(base))  # a state file from before the digest
 
 
 def _request(out: Path, data_dir: Path, cache_dir: Path, **changes) -> EvidenceRequest:
@@ -131,6 +171,8 @@ BAD = [
     (["reproduce", "--all", "--only", "nosuch"], "--only nosuch: not a comparison"),
     (["reproduce", "--all", "--time-limit", "0"], "--time-limit 0: give a positive number of minutes"),
     (["reproduce", "--all", "--study", "x"], "--study applies to --storage only"),
+    (["reproduce", "--all", "--tune-space", "full"], "--tune-space applies to one comparison"),
+    (["reproduce", "--all", "--only", "rope", "--tune-trials", "4"], "--tune-trials applies to the space-tuned"),
 ]
 
 

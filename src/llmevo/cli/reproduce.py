@@ -147,8 +147,9 @@ def reproduce(
              "Lion: lr, beta2, weight_decay) or axes such as lr,beta2; Sobol trials (Optuna "
              "QMCSampler), the same number per arm; files say -tuned-space.")] = None,
     tune_trials: Annotated[int | None, typer.Option(
-        help="With --tune-space: trials per arm (default 8, at least 2), each under every tuning "
-             "seed; the last quarter extends an axis whose best lies on its edge.")] = None,
+        help="With --tune-space, or with --all for its optimizer comparisons: trials per arm "
+             "(default 8, at least 2), each under every tuning seed; the last quarter extends an "
+             "axis whose best lies on its edge.")] = None,
     margin: Annotated[float, typer.Option(help="Non-inferiority margin of the verdict class, percent.")] = 1.0,
     post_steps: Annotated[int | None, typer.Option(help="Post-training methods: the stage's steps.")] = None,
     post_batch_size: Annotated[int | None, typer.Option(help="Post-training: examples per step.")] = None,
@@ -188,8 +189,12 @@ def reproduce(
         given = [option for option, value in single.items() if value is not None]
         if given:
             raise ConfigError(f"--all runs the whole table; {', '.join(given)} applies to one comparison")
+        if tune_space is not None:
+            raise ConfigError("--all tunes each comparison by its protocol of record (optimizers over "
+                              "their declared space, the rest over the lr grid); --tune-space applies "
+                              "to one comparison")
         _reproduce_all(preset, seeds, device, data_dir, threads, steps, path, tune_grid, tune_confirm, publish,
-                       allow_dirty, out, only, time_limit, storage, study)
+                       allow_dirty, out, only, time_limit, storage, study, tune_trials)
         return
     given = [option for option, value in table_only.items() if value is not None]
     if given:
@@ -238,7 +243,7 @@ def reproduce(
 def _reproduce_all(preset: str, seeds: str | None, device: str, data_dir: Path | None, threads: int | None,
                    steps: int | None, path: str, tune_grid: str | None, tune_confirm: int | None, publish: bool,
                    allow_dirty: bool, out: Path | None, only: str | None, time_limit: float | None,
-                   storage: str | None, study: str | None) -> None:
+                   storage: str | None, study: str | None, tune_trials: int | None = None) -> None:
     """``reproduce --all``: the evidence table (``llmevo.experiments.run_evidence``), one line
     per comparison as it starts and ends with the table's ETA, then a summary table."""
     from rich.markup import escape
@@ -257,7 +262,7 @@ def _reproduce_all(preset: str, seeds: str | None, device: str, data_dir: Path |
         preset=preset, only=parse_names(only, "--only", "component") if only is not None else None,
         seeds=parse_seeds(None, seeds) if seeds else None,
         tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None, tune_confirm=tune_confirm,
-        steps=steps, data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device,
+        tune_trials=tune_trials, steps=steps, data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device,
         threads=threads, path=path, time_limit_minutes=time_limit, publish=publish, allow_dirty=allow_dirty,
         out=out, storage=storage, study=study,
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]))

@@ -15,15 +15,24 @@ that is *not* llama_modern's own choice). Plus ``DECLARED_AGAINST``: llama_moder
 as the baseline where the declared ablation is another component (alibi vs rope, relu2 and
 geglu vs swiglu).
 
+**How each is tuned: the protocol of record.** A comparison of optimizers (``SPACE_TUNED_SLOTS``)
+searches each arm's declared tuning space with the same number of Sobol trials (``reproduce NAME
+--tune-space full --tune-trials 8``; an optimizer's verdict moves with more than its lr, Wen et
+al. 2509.02046); every other comparison tunes each arm's lr over the grid (``reproduce NAME``;
+an architecture component declares only lr). So the table rebuilt by one command is the table
+published, artifact for artifact (``Entry.tune_space``).
+
 **Shared arms train once**: through the arm cache (``runner.cache``), a baseline arm that
 several comparisons share (llama_modern itself, for every optimizer, attention, norm and
 block component) is trained under each setting once.
 
 **Resuming.** A state file (``<out>/evidence-state.json``, written atomically after each
-comparison) records each finished comparison with its artifact, the artifact's sha256 and
-the digest of the code its runs reach (the arm cache's code digest). A comparison finished
-under the same code digest, whose artifact is still there with the same sha256, is not run
-again: a table killed midway and restarted continues where it stopped (and the arm cache
+comparison) records each finished comparison with its artifact, the artifact's sha256, the
+digest of the code its runs reach (the arm cache's code digest) and the digest of its request
+(``request_sha256``: preset, seeds, tuning, steps, data; not the command, the cache folder or
+the thread count). A comparison finished under the same code and request digests, whose
+artifact is still there with the same sha256, is not run again (other seeds or another trial
+count run it again): a table killed midway and restarted continues where it stopped (and the arm cache
 keeps the runs of the comparison that was interrupted).
 
 **Time limit.** With ``time_limit_minutes`` each comparison runs in a child process that is
@@ -41,7 +50,7 @@ is trained once. Workers with separate caches each train a shared arm they need.
 
 Public API: ``Entry``, ``evidence_entries``, ``DECLARED_AGAINST``, ``EvidenceRequest``,
 ``EvidencePlan``, ``EntryOutcome``, ``EntryEvent``, ``run_evidence``, ``shared_arm_needs``,
-``STATE_FILE``.
+``request_sha256``, ``SPACE_TUNED_SLOTS``, ``STATE_FILE``.
 """
 
 from __future__ import annotations
@@ -52,7 +61,7 @@ import multiprocessing
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -72,6 +81,7 @@ from llmevo.runner.presets import Preset
 from llmevo.train.trainer import Progress
 
 DECLARED_AGAINST: tuple[tuple[str, str], ...] = (("alibi", "rope"), ("relu2", "swiglu"), ("geglu", "swiglu"))
+SPACE_TUNED_SLOTS = ("optimizer",)  # comparisons of record tuned over each arm's declared space
 UNTUNED_SLOTS = ("post_training",)  # both arms share one pretraining: no tuned verdict
 STATE_FILE = "evidence-state.json"
 Status = Literal["finished", "timed_out", "failed"]
@@ -79,10 +89,12 @@ Status = Literal["finished", "timed_out", "failed"]
 
 @dataclass(frozen=True)
 class Entry:
-    """One comparison of the table: ``name`` against its ablation, or against ``against``."""
+    """One comparison of the table: ``name`` against its ablation, or against ``against``;
+    ``tune_space``: ``"full"`` where its protocol of record is space tuning, else None (lr)."""
 
     name: str
     against: str | None = None
+    tune_space: str | None = None
 
     @property
     def label(self) -> str:
@@ -109,7 +121,7 @@ def evidence_entries(registry: Registry | None = None, only: Sequence[str] | Non
         if (other is not None and (other.manifest.ablation or "").split(":")[0] == spec.name
                 and _is_default_choice(registry, spec.slot, spec.name)):
             continue  # the reverse pair's other entry is the one in the table
-        entries.append(Entry(spec.name))
+        entries.append(Entry(spec.name, tune_space="full" if spec.slot in SPACE_TUNED_SLOTS else None))
     entries += [Entry(name, against) for name, against in DECLARED_AGAINST]
     if only is not None:
         known = {entry.name for entry in entries}
@@ -123,8 +135,10 @@ def evidence_entries(registry: Registry | None = None, only: Sequence[str] | Non
 
 class EvidenceRequest(RequestModel):
     """The whole table at ``preset`` (default quick), tuned as every reproduction of record.
-    ``only``: component names to run (every comparison of each); ``seeds``, ``tune_grid``,
-    ``tune_confirm`` and ``steps`` pass to each reproduction (defaults: the reproduction's);
+    ``only``: component names to run (every comparison of each); ``seeds`` and ``steps`` pass
+    to each reproduction, ``tune_grid`` and ``tune_confirm`` to each lr-tuned one,
+    ``tune_trials`` to each space-tuned one (defaults: the reproduction's; see the module
+    docstring for which is which);
     ``time_limit_minutes``: a comparison still running at the limit is stopped and recorded
     ``timed_out``; ``out``: the folder of the state file (default ``runs/evidence/<preset>``);
     ``publish``: artifacts under docs/ and the leaderboard and README table regenerated at
@@ -137,6 +151,7 @@ class EvidenceRequest(RequestModel):
     seeds: list[int] | None = None
     tune_grid: list[float] | None = None
     tune_confirm: int | None = Field(default=None, ge=0)
+    tune_trials: int | None = Field(default=None, ge=2)
     steps: int | None = Field(default=None, ge=1)
     data_dir: Path
     cache_dir: Path = Path(".cache/llmevo")
@@ -177,9 +192,11 @@ class EvidenceRequest(RequestModel):
         check_output_dir(folder, "--out")
         requests, arm_keys = [], []
         for entry in evidence_entries(only=self.only):
+            lr_only = entry.tune_space is None
             request = ReproductionRequest(
                 name=entry.name, against=entry.against, preset=self.preset, seeds=self.seeds, tune=True,
-                tune_grid=self.tune_grid, tune_confirm=self.tune_confirm, steps=self.steps,
+                tune_grid=self.tune_grid if lr_only else None, tune_confirm=self.tune_confirm if lr_only else None,
+                tune_space=entry.tune_space, tune_trials=None if lr_only else self.tune_trials, steps=self.steps,
                 data_dir=self.data_dir, cache_dir=self.cache_dir, device=self.device, threads=self.threads,
                 path=self.path, publish=self.publish, allow_dirty=self.allow_dirty, repo_root=self.repo_root,
                 command=f"{self.command or 'python: llmevo.experiments.run_evidence'} ({entry.label})")
@@ -188,6 +205,9 @@ class EvidenceRequest(RequestModel):
             arm_keys.append(tuple(canonical_json(arm_parts(arm)) for arm in arms))
         if not requests:
             raise ConfigError("no comparison to run")
+        if self.tune_trials is not None and all(entry.tune_space is None for entry, _ in requests):
+            raise ConfigError("--tune-trials applies to the space-tuned (optimizer) comparisons; none is "
+                              "chosen (the others tune lr over --tune-grid)")
         return EvidencePlan(request=self, folder=folder, entries=requests, arm_keys=arm_keys)
 
 
@@ -229,6 +249,7 @@ class EntryOutcome:
     message: str | None = None
     code_sha256: str | None = None
     cpu_seconds: float | None = None  # the verdict's cost (setup.cpu_seconds of its artifact)
+    request_sha256: str | None = None  # what was asked (``request_sha256``); None: not recorded
     skipped: bool = False  # finished before, under the same code: not run again
 
 
@@ -264,10 +285,20 @@ def _load_state(path: Path) -> dict[str, dict[str, Any]]:
     return data["entries"]
 
 
-def _still_finished(record: dict[str, Any] | None, code: str) -> bool:
-    """A state record of a comparison that need not run again: finished under ``code``, its
-    artifact still there with the recorded digest."""
-    if not record or record.get("status") != "finished" or record.get("code_sha256") != code:
+REQUEST_FIELDS_NOT_DIGESTED = {"command", "cache_dir", "threads"}  # how it runs, not what it measures
+
+
+def request_sha256(request: ReproductionRequest) -> str:
+    """The digest of what a comparison asks for (every field but ``REQUEST_FIELDS_NOT_DIGESTED``)."""
+    asked = request.model_dump(mode="json", exclude=REQUEST_FIELDS_NOT_DIGESTED)
+    return hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()
+
+
+def _still_finished(record: dict[str, Any] | None, code: str, request: str) -> bool:
+    """A state record of a comparison that need not run again: finished under ``code`` for the
+    same ``request`` digest, its artifact still there with the recorded digest."""
+    if (not record or record.get("status") != "finished" or record.get("code_sha256") != code
+            or record.get("request_sha256") != request):
         return False
     artifact = Path(record.get("artifact") or "")
     return artifact.is_file() and _sha256(artifact) == record.get("artifact_sha256")
@@ -356,12 +387,12 @@ def run_evidence(request: EvidenceRequest | EvidencePlan, progress: Progress | N
             eta = sum(durations) / len(durations) * remaining if durations else None
             if on_entry is not None:
                 on_entry(EntryEvent(index, len(plan.entries), entry.label, time.perf_counter() - started, eta))
-            record = state.get(entry.label)
-            if _still_finished(record, code):
+            record, asked = state.get(entry.label), request_sha256(reproduction)
+            if _still_finished(record, code, asked):
                 outcome = EntryOutcome(**{**record, "skipped": True})  # type: ignore[arg-type]
             else:
-                outcome = _run_entry(entry, reproduction, ask.time_limit_minutes, code, progress,
-                                     states[entry.label])
+                outcome = replace(_run_entry(entry, reproduction, ask.time_limit_minutes, code, progress,
+                                             states[entry.label]), request_sha256=asked)
                 durations.append(outcome.wall_seconds)
                 state[entry.label] = {k: v for k, v in asdict(outcome).items() if k != "skipped"}
                 write_json_atomic(plan.state_path, {"preset": str(ask.preset if isinstance(ask.preset, str)
@@ -406,7 +437,7 @@ def _run_shared(plan: EvidencePlan, code: str, progress: Progress | None,
     description = {"kind": "evidence table", "comparisons": labels, "code_sha256": code,
                    "preset": ask.preset if isinstance(ask.preset, str) else ask.preset.model_dump(mode="json"),
                    "seeds": ask.seeds, "tune_grid": ask.tune_grid, "tune_confirm": ask.tune_confirm,
-                   "steps": ask.steps, "publish": ask.publish}
+                   "tune_trials": ask.tune_trials, "steps": ask.steps, "publish": ask.publish}
     digest = hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()[:12]
     study = open_work_queue(ask.storage or "", ask.study or f"evidence-{digest}", description,
                             list(range(len(labels))), 5, 20)
