@@ -77,17 +77,18 @@ class LionBatched(BatchedOptimizer):
             [rate * c.lr_multiplier for rate, c in zip(lr, configs, strict=True)],
             [decay * c.weight_decay_multiplier for decay, c in zip(weight_decay, configs, strict=True)],
             roles, device, steps)
-        self.beta1 = self.column([c.beta1 for c in configs])  # (R,)
-        self.beta2 = self.column([c.beta2 for c in configs])  # (R,)
+        # 1 - beta in double, then float32: the sequential step's scalar weight, not 1 - float32(beta)
+        self.one_minus_beta1 = self.column([1 - c.beta1 for c in configs])  # (R,)
+        self.one_minus_beta2 = self.column([1 - c.beta2 for c in configs])  # (R,)
 
     def update(self, name: str, param: Tensor, grad: Tensor, state: dict[str, Tensor],
                lr: Tensor) -> Tensor | None:
         if not state:
             state["exp_avg"] = torch.zeros_like(param)
         momentum = state["exp_avg"]
-        direction = momentum.lerp(grad, per_replica(1 - self.beta1, param)).sign_()  # sign(c)
+        direction = momentum.lerp(grad, per_replica(self.one_minus_beta1, param)).sign_()  # sign(c)
         param.sub_(direction * per_replica(lr, param))
-        momentum.lerp_(grad, per_replica(1 - self.beta2, param))
+        momentum.lerp_(grad, per_replica(self.one_minus_beta2, param))
         return None
 
 

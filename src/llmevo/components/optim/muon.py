@@ -177,6 +177,7 @@ class MuonBatched(AdamWBatched):
                  roles: dict[str, str], device: torch.device, steps: int):
         super().__init__(configs, lr, weight_decay, roles, device, steps)
         self.momentum = self.column([c.momentum for c in configs])  # (R,)
+        self.one_minus_momentum = self.column([1 - c.momentum for c in configs])  # (R,), as AdamW's betas
         self.rms_scale = self.column([c.rms_scale for c in configs])  # (R,)
         self.adamw_lr_ratio = self.column([c.adamw_lr_ratio for c in configs])  # (R,)
         self.nesterov = configs[0].nesterov
@@ -195,7 +196,7 @@ class MuonBatched(AdamWBatched):
             state["momentum_buffer"] = torch.zeros_like(param)
         buffer = state["momentum_buffer"]
         mu = per_replica(self.momentum, param)
-        buffer.lerp_(grad, 1 - mu)
+        buffer.lerp_(grad, per_replica(self.one_minus_momentum, param))
         momentum = grad.lerp(buffer, mu) if self.nesterov else buffer
         update = newton_schulz(momentum, self.ns_steps)  # (R, rows, cols)
         scale = self.rms_scale * math.sqrt(max(param.shape[-2], param.shape[-1]))  # (R,)
