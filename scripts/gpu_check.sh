@@ -20,7 +20,7 @@ if compgen -G "$wheels/*.whl" >/dev/null; then
     || { echo "error: the carried wheels in $wheels did not install" >&2; exit 2; }
   export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 fi
-"$py" -c 'import torch, pydantic, typer, rich, tokenizers, safetensors, matplotlib' \
+"$py" -c 'import torch, pydantic, typer, rich, tokenizers, safetensors, matplotlib, optuna, scipy, statsmodels' \
   || { echo "error: $py lacks a package llmevo needs; run scripts/gpu_check_prepare.sh and carry .gpucheck" >&2; exit 2; }
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
 commit=$(cat .gpucheck/commit 2>/dev/null || true)

@@ -4,8 +4,9 @@
 # lacks, since nothing outside it can be reached there and ../shared does not travel:
 #   .gpucheck/data    the data the check reads (../shared/data without wikitext-2, the tokens variant)
 #   .gpucheck/commit  the commit (the device's copy has no .git), "+uncommitted" if dirty
-#   .gpucheck/wheels  pydantic and its four needs for Python 3.12 x86-64 (the device image has
-#                     every other package the check imports), at this venv's versions
+#   .gpucheck/wheels  pydantic and its four needs, and Optuna and its needs (the first GPU check
+#                     found it missing: the train step imports it), for Python 3.12 x86-64, at
+#                     this venv's versions; the image had every other package the check imports
 # Then it says how big the travelling tree is (the device tool's limit is 64 MiB).
 #   scripts/gpu_check_prepare.sh [DATA_DIR]   (default $LLMEVO_DATA, else ../shared/data)
 set -euo pipefail
@@ -19,7 +20,9 @@ for folder in wikitext-2-raw tinyshakespeare alpaca gsm8k hh-rlhf self-instruct;
   cp -r "$data/$folder" .gpucheck/data/
 done
 pins=$("$venv_py" -c 'from importlib.metadata import version as v
-print(" ".join(f"{n}=={v(n)}" for n in ("pydantic", "pydantic-core", "annotated-types", "typing-inspection", "typing-extensions")))')
+print(" ".join(f"{n}=={v(n)}" for n in ("pydantic", "pydantic-core", "annotated-types", "typing-inspection", "typing-extensions",
+                                        "optuna", "alembic", "sqlalchemy", "mako", "markupsafe", "colorlog",
+                                        "tqdm", "pyyaml")))')
 "$venv_py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   -d .gpucheck/wheels $pins

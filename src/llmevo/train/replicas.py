@@ -62,6 +62,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from llmevo.components.base import AuxiliaryLosses
 from llmevo.components.data.base import TrainStream, windows_for
@@ -81,6 +82,18 @@ from llmevo.train.trainer import (
 # slower: docs/LOG.md 2026-12-01), so this one warning is silenced inside train_replicas.
 FLASH_LOOP_WARNING = (r"There is a performance drop because we have not yet implemented the batching "
                       r"rule for aten::_scaled_dot_product_flash_attention_for_cpu")
+
+
+# On CUDA, the vmapped step's attention runs on the math backend: the fused memory-efficient
+# kernel's backward under vmap fails on an H200 ("LSE is not correctly aligned (strideH)",
+# torch 2.11, the first GPU check: docs/LOG.md 2026-12-04), and the math backend batches over
+# the replicas natively. The probe behind this choice is scripts/gpu_sdpa_vmap_probe.py.
+CUDA_REPLICA_ATTENTION = [SDPBackend.MATH]
+
+
+def _replica_attention(device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    """The attention backends of the vmapped step on ``device`` (every backend off CUDA)."""
+    return sdpa_kernel(CUDA_REPLICA_ATTENTION) if device.type == "cuda" else contextlib.nullcontext()
 
 
 class ReplicaRefused(ConfigError):
@@ -228,7 +241,7 @@ def train_replicas(
                 window = window.pin_memory().to(device, non_blocking=True)
             else:
                 window = window.to(device)
-            with autocast(device, first.precision):
+            with autocast(device, first.precision), _replica_attention(device):
                 losses, objectives = batched_loss(params, buffers, window[..., :-1], window[..., 1:])  # (R,)
             losses = losses.float()
             finite = torch.isfinite(objectives)
