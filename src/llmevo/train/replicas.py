@@ -84,11 +84,12 @@ FLASH_LOOP_WARNING = (r"There is a performance drop because we have not yet impl
                       r"rule for aten::_scaled_dot_product_flash_attention_for_cpu")
 
 
-# On CUDA, the vmapped step's attention runs on the math backend: the fused memory-efficient
-# kernel's backward under vmap fails on an H200 ("LSE is not correctly aligned (strideH)",
-# torch 2.11, the first GPU check: docs/LOG.md 2026-12-04), and the math backend batches over
-# the replicas natively. The probe behind this choice is scripts/gpu_sdpa_vmap_probe.py.
-CUDA_REPLICA_ATTENTION = [SDPBackend.MATH]
+# On CUDA, the vmapped step's attention never uses the fused memory-efficient kernel: its
+# backward under vmap fails on an H200 ("LSE is not correctly aligned (strideH)", torch 2.11,
+# fp32 and bf16; scripts/gpu_sdpa_vmap_probe.py, docs/LOG.md 2026-12-04). cuDNN and flash
+# attention survive vmap in bf16 (fastest there); in fp32 neither has a kernel, so the math
+# backend runs, which batches over the replicas natively.
+CUDA_REPLICA_ATTENTION = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]
 
 
 def _replica_attention(device: torch.device) -> contextlib.AbstractContextManager[Any]:
