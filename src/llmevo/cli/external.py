@@ -23,11 +23,11 @@ def _show_run(record: Mapping, labels: Mapping[str, str], tuned: str | None) -> 
     if record["phase"] == "tune" and tuned is not None:
         where += f" {tuned}={record['params'][tuned]}"
     if record["status"] == "failed":
-        console.print(f"[red]failed[/] {escape(where)}: {escape(record['error'])}", highlight=False)
+        console.print(f"[red]failed[/] {escape(where)}: {escape(record['error'])}", highlight=False, soft_wrap=True)
         return
     values = " ".join(f"{k}={v:.5g}" for k, v in sorted(record["metrics"].items()))
     how = "cached" if record["cached"] else f"{record['wall_s']:.1f} s"
-    console.print(f"{escape(where)}: {escape(values)} ({how})", highlight=False)
+    console.print(f"{escape(where)}: {escape(values)} ({how})", highlight=False, soft_wrap=True)
 
 
 def _table(artifact: Mapping):
