@@ -65,7 +65,7 @@ def run_experiment(experiment: Path | None, baseline: str | None, method: str | 
     reproduction that were given (refused here)."""
     from rich.markup import escape
 
-    from llmevo.experiments.external import ExternalRequest, plan_external, run_external
+    from llmevo.experiments import ExternalRequest, plan_external, run_external
 
     if experiment is None:
         raise ConfigError("--baseline, --method and --timeout apply with --experiment FILE only")
