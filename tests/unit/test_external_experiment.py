@@ -233,3 +233,14 @@ def test_requests_are_checked_before_anything_runs(tmp_path):
         plan_external(request(path, tmp_path, seeds=[1, 1]))
     assert plan_external(request(path, tmp_path, method="lr=0.01", tune=False)).tuning is None
     assert not (tmp_path / "runs").exists() and not (tmp_path / "cache").exists()
+
+
+def test_the_artifact_is_named_by_the_arms_difference_and_shared_settings(tmp_path):
+    path = make_experiment(tmp_path / "exp", QUADRATIC, QUADRATIC_TOML)
+    plan = plan_external(request(path, tmp_path, baseline="offset=0.5", method="offset=-0.5"))
+    assert plan.labels == {"baseline": "offset=0.5", "method": "offset=-0.5"}
+    assert plan.artifact == tmp_path / "runs" / "quadratic" / "offset--0.5-vs-offset-0.5.json"  # the sign kept
+    plan = plan_external(request(path, tmp_path, baseline="lr=0.1,offset=1", method="lr=0.1",
+                                 tune=False))
+    assert plan.labels == {"baseline": "offset=1.0", "method": "offset=0.0"}
+    assert plan.artifact.name == "offset-0.0-vs-offset-1.0_lr-0.1.json"

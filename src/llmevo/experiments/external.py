@@ -456,7 +456,11 @@ def plan_external(request: ExternalRequest) -> ExternalPlan:
                 raise ConfigError(f"{label} sets {tuning.param}, the tuned axis; pass --no-tune to fix it")
         if not all(math.isfinite(value) for value in tuning.grid):
             raise ConfigError("--tune-grid: every value must be finite")
-    artifact = request.out or request.runs_dir / spec.name / f"{_slug(labels['method'])}-vs-{_slug(labels['baseline'])}.json"
+    stem = f"{_slug(labels['method'])}-vs-{_slug(labels['baseline'])}"
+    shared = {key: value for key, value in baseline.items() if method.get(key) == value}
+    if shared:  # settings both arms override alike name the file too (steps-150)
+        stem += "_" + _slug(arm_label(shared, {}))
+    artifact = request.out or request.runs_dir / spec.name / f"{stem}.json"
     check_output_file(artifact, "--out")
     return ExternalPlan(request=request, experiment=loaded, baseline=baseline, method=method, labels=labels,
                         tuning=tuning, timeout=request.timeout or spec.timeout, artifact=artifact)
