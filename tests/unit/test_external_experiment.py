@@ -244,3 +244,29 @@ def test_the_artifact_is_named_by_the_arms_difference_and_shared_settings(tmp_pa
                                  tune=False))
     assert plan.labels == {"baseline": "offset=1.0", "method": "offset=0.0"}
     assert plan.artifact.name == "offset-0.0-vs-offset-1.0_lr-0.1.json"
+
+
+def test_provenance_names_the_scripts_commit_and_whether_it_changed(tmp_path):
+    import subprocess
+
+    folder = tmp_path / "repo"
+    path = make_experiment(folder, QUADRATIC, QUADRATIC_TOML)
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(folder), "-c", "user.name=t", "-c", "user.email=t@t",
+                               *args], check=True, capture_output=True, text=True).stdout.strip()
+
+    outside = run_external(plan_external(request(path, tmp_path, tune=False)), dict(os.environ))
+    assert outside["provenance"]["git"] == {"commit": "unknown (not a git checkout)", "dirty": None,
+                                            "files_dirty": None}
+    git("init", "-q")
+    git("add", "script.py", "experiment.toml")
+    git("commit", "-qm", "script")
+    (folder / "notes.txt").write_text("an untracked file elsewhere in the tree")
+    clean = run_external(plan_external(request(path, tmp_path, tune=False)), dict(os.environ))
+    assert clean["provenance"]["git"] == {"commit": git("rev-parse", "HEAD"), "dirty": True,
+                                          "files_dirty": False}
+    (folder / "script.py").write_text(textwrap.dedent(QUADRATIC) + "# edited\n")
+    edited = run_external(plan_external(request(path, tmp_path, tune=False)), dict(os.environ))
+    assert edited["provenance"]["git"]["files_dirty"] is True
+    assert edited["provenance"]["files"]["script.py"] != clean["provenance"]["files"]["script.py"]

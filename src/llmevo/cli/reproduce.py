@@ -190,7 +190,8 @@ def reproduce(
         from llmevo.cli.external import run_experiment
 
         run_experiment(experiment, baseline, method, seed, seeds, tune, tune_grid, tune_seeds, timeout,
-                       margin, arm_cache, out, report, others={"NAME": name, "--all": all_ or None, "--genome": genome})
+                       margin, arm_cache, out, report, others={"NAME": name, "--all": all_ or None, "--genome": genome, "--against": against,
+                               "--publish": publish or None, "--tune-space": tune_space, "--init-from": init_from})
         return
     table_only = {"--only": only, "--time-limit": time_limit, "--storage": storage, "--study": study}
     if all_:

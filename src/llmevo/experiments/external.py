@@ -67,8 +67,9 @@ where it stopped.
 - ``verdict``: ``eval.stats.classified_verdict`` of the decisive metric (``classification``
   one of better / non-inferior / inconclusive / worse; null below 3 seeds), or null with
   ``verdict_withheld`` saying why;
-- ``provenance``: ``files`` (path -> sha256), ``git`` (``commit``, ``dirty`` of the
-  repository holding the experiment file), ``libraries``.
+- ``provenance``: ``files`` (path -> sha256), ``git`` (``commit`` and ``dirty`` of the
+  repository holding the experiment file; ``files_dirty``: whether the declared files
+  themselves differ from that commit; all null outside a checkout), ``libraries``.
 """
 
 from __future__ import annotations
@@ -566,6 +567,7 @@ def run_external(plan: ExternalPlan, base_env: Mapping[str, str], on_run: RunEve
     elif not withheld:
         withheld.append(f"no relative change of {spec.metric} (a baseline value of 0)")
     commit, dirty = git_state(plan.experiment.folder)
+    files_dirty = None if dirty is None else _files_dirty(plan.experiment.folder, plan.experiment.files)
     artifact = {
         "schema": SCHEMA,
         "name": spec.name,
@@ -585,7 +587,8 @@ def run_external(plan: ExternalPlan, base_env: Mapping[str, str], on_run: RunEve
         "statistics": statistics,
         "verdict": outcome,
         "verdict_withheld": "; ".join(withheld) or None,
-        "provenance": {"files": plan.experiment.files, "git": {"commit": commit, "dirty": dirty},
+        "provenance": {"files": plan.experiment.files, "git": {"commit": commit, "dirty": dirty,
+                                                                   "files_dirty": files_dirty},
                        "libraries": library_versions()},
     }
     plan.artifact.parent.mkdir(parents=True, exist_ok=True)
@@ -593,6 +596,18 @@ def run_external(plan: ExternalPlan, base_env: Mapping[str, str], on_run: RunEve
     if plan.request.report:
         write_text_atomic(plan.artifact.with_suffix(".md"), readme(artifact))
     return artifact
+
+
+def _files_dirty(folder: Path, files: Mapping[str, str]) -> bool | None:
+    """Whether git sees uncommitted changes to (or untracked) ``files`` of ``folder``."""
+    if not files:
+        return False
+    try:
+        status = subprocess.run(["git", "-C", str(folder), "status", "--porcelain", "--", *files],
+                                capture_output=True, text=True, check=False, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return bool(status.stdout.strip()) if status.returncode == 0 else None
 
 
 def readme(artifact: Mapping) -> str:
@@ -621,5 +636,6 @@ def readme(artifact: Mapping) -> str:
         lines += [f"- {run['arm']} {run['phase']} seed {run['seed']}: {run['error']}" for run in failed]
     git = artifact["provenance"]["git"]
     lines += ["", f"Script: {', '.join(f'`{k}` sha256 {v[:12]}' for k, v in artifact['provenance']['files'].items())}; "
-              f"commit {git['commit']}{' (dirty)' if git['dirty'] else ''}.", ""]
+              f"commit {git['commit']}{' (script changed since)' if git['files_dirty'] else ''}"
+              f"{' (tree dirty)' if git['dirty'] else ''}.", ""]
     return "\n".join(lines)
