@@ -29,10 +29,10 @@ def workdir(tmp_path, monkeypatch):
     return tmp_path
 
 
-def reproduce(out: Path, *extra: str) -> int:
+def reproduce(out: Path, *extra: str, seeds: str = "42,43,44") -> int:
     return run_cli(["reproduce", "--experiment", str(EXAMPLE / "experiment.toml"),
                     "--baseline", f"norm=layernorm,{TINY}", "--method", f"norm=rmsnorm,{TINY}",
-                    "--seeds", "42,43,44", "--no-tune", "--out", str(out), *extra])
+                    "--seeds", seeds, "--no-tune", "--out", str(out), *extra])
 
 
 def test_the_example_script_does_not_import_llmevo():
@@ -60,10 +60,10 @@ def test_tiny_gpt_reproduced_end_to_end(workdir, data_dir, monkeypatch, capsys):
     assert all(run["cached"] for run in second["runs"])
     assert second["per_seed"] == first["per_seed"] and second["verdict"] == first["verdict"]
     # recomputed (--no-arm-cache): the same numbers again (the script is deterministic on a CPU)
-    assert reproduce(workdir / "third.json", "--no-arm-cache") == 0
+    assert reproduce(workdir / "third.json", "--no-arm-cache", seeds="43,44") == 0  # two seeds: fewer runs
     third = json.loads((workdir / "third.json").read_text())
     assert not any(run["cached"] for run in third["runs"])
-    assert third["per_seed"] == first["per_seed"]
+    assert third["per_seed"] == first["per_seed"][1:]
     out = capsys.readouterr().out
     assert "verdict:" in out and "mean ± std" in out
 
