@@ -270,3 +270,12 @@ def test_provenance_names_the_scripts_commit_and_whether_it_changed(tmp_path):
     edited = run_external(plan_external(request(path, tmp_path, tune=False)), dict(os.environ))
     assert edited["provenance"]["git"]["files_dirty"] is True
     assert edited["provenance"]["files"]["script.py"] != clean["provenance"]["files"]["script.py"]
+
+
+def test_output_that_is_not_utf8_is_a_failed_run_not_a_crash(tmp_path):
+    path = make_experiment(tmp_path, """
+        import sys
+        sys.stdout.buffer.write(b"\\xff\\xfe not text\\n")
+    """, 'name = "bytes"\ncommand = ["{python}", "script.py"]\nmetric = "loss"\n')
+    with pytest.raises(RunFailed, match="not a JSON object"):
+        execute(load_experiment(path), {}, 1, 60, dict(os.environ))

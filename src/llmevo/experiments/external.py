@@ -315,7 +315,8 @@ def execute(experiment: LoadedExperiment, params: Mapping[str, Value], seed: int
         env = {**base_env, **run_environment(params, seed, params_file, metrics_file)}
         try:
             process = subprocess.Popen(argv, cwd=experiment.folder, env=env, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                       stderr=subprocess.PIPE, text=True, errors="replace",
+                                       start_new_session=True)
         except OSError as error:
             raise RunFailed(f"cannot start {argv[0]}: {error.strerror or error}") from None
         try:
