@@ -173,12 +173,26 @@ def reproduce(
         help="Load tuning and report runs trained before with identical settings, code and data "
              "from $LLMEVO_CACHE/arms (default .cache/llmevo/arms) instead of retraining them (the artifact lists them); --no-arm-cache "
              "retrains everything. Not used with --tensorboard.")] = True,
+    experiment: Annotated[Path | None, typer.Option(metavar="FILE", help=(
+        "Run an external experiment declared in this TOML file (a command that prints a JSON "
+        "line of metrics) instead of a component; its arms by --baseline/--method 'k=v,...'."))] = None,
+    baseline: Annotated[str | None, typer.Option(help="With --experiment: the baseline's parameters, k=v,...")] = None,
+    method: Annotated[str | None, typer.Option(help="With --experiment: the method's parameters, k=v,...")] = None,
+    timeout: Annotated[float | None, typer.Option(
+        metavar="SECONDS", help="With --experiment: a run still going after this long is killed and recorded as failed.")] = None,
 ) -> None:
     """Train a baseline arm and a method arm on the same tokens and compare them."""
     from llmevo.cli.progress import RichTrainingProgress
     from llmevo.experiments import ReproductionRequest
     from llmevo.experiments import reproduce as run_reproduction
 
+    if experiment is not None or baseline is not None or method is not None or timeout is not None:
+        from llmevo.cli.external import run_experiment
+
+        run_experiment(experiment, baseline, method, seed, seeds, tune, tune_grid, tune_seeds, timeout,
+                       margin, arm_cache, out, report, others={"NAME": name, "--all": all_ or None, "--genome": genome, "--against": against,
+                               "--publish": publish or None, "--tune-space": tune_space, "--init-from": init_from})
+        return
     table_only = {"--only": only, "--time-limit": time_limit, "--storage": storage, "--study": study}
     if all_:
         single = {"NAME": name, "--against": against, "--seed": seed, "--save-checkpoints": save_checkpoints,

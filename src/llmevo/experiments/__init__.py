@@ -6,6 +6,10 @@
     from llmevo.experiments import LadderRequest, run_ladder
     ladder = run_ladder(LadderRequest(name="rope", rungs=[-2, -1, 0, 1], data_dir="data"))
 
+    from llmevo.experiments import ExternalRequest, plan_external, run_external
+    artifact = run_external(plan_external(ExternalRequest(experiment="experiment.toml",
+                                                          method="norm=rmsnorm")), base_env={})
+
 The names are loaded on first use, so importing a submodule (``presets``) stays light.
 """
 
@@ -16,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from llmevo.experiments.evidence import EntryEvent, EvidenceRequest, run_evidence
+    from llmevo.experiments.external import ExternalRequest, plan_external, run_external
     from llmevo.experiments.genome_comparison import read_genome
     from llmevo.experiments.ladder import LadderRequest, RungEvent, run_ladder
     from llmevo.experiments.pipeline import (
@@ -30,9 +35,10 @@ _HOMES = {
     "reproduce": "pipeline", "LadderRequest": "ladder", "RungEvent": "ladder", "run_ladder": "ladder",
     "EvidenceRequest": "evidence", "EntryEvent": "evidence", "run_evidence": "evidence",
     "read_genome": "genome_comparison",
+    "ExternalRequest": "external", "plan_external": "external", "run_external": "external",
 }
-__all__ = ["EntryEvent", "EvidenceRequest", "LadderRequest", "ReproductionOutputs", "ReproductionPlan", "ReproductionRequest", "RungEvent",
-           "read_genome", "reproduce", "run_evidence", "run_ladder"]
+__all__ = ["EntryEvent", "EvidenceRequest", "ExternalRequest", "LadderRequest", "ReproductionOutputs", "ReproductionPlan", "ReproductionRequest", "RungEvent",
+           "plan_external", "read_genome", "reproduce", "run_evidence", "run_external", "run_ladder"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,642 @@
+"""External experiments: llmevo's paired protocol around anyone's training command.
+
+A researcher's own script (one that does not import llmevo) is declared in a small TOML
+file; ``run_external`` runs a baseline and a method arm of it through the same protocol a
+built-in reproduction follows: the same lr grid under the same tuning seeds for both arms
+(equal budget), report seeds disjoint from the tuning seeds, paired statistics and the
+four-class verdict of ``llmevo.eval.stats``, an arm cache, and provenance.
+
+**The experiment file** (every key but ``name``, ``command`` and ``metric`` optional;
+unknown keys are refused)::
+
+    name = "tiny_gpt"                  # the artifact folder: runs/external/<name>/
+    command = ["{python}", "train.py", "--lr={lr}", "--seed={seed}"]
+    files = ["train.py"]               # hashed into the cache key and the provenance
+                                       # (default: the command's entries naming files)
+    metric = "val_loss"                # the metric that decides
+    direction = "lower"                # or "higher"
+    report = "stdout"                  # or "file"
+    timeout = 600                      # seconds per run (``--timeout`` overrides)
+
+    [params]                           # every parameter with its default value
+    lr = 3e-3
+    norm = "layernorm"
+
+    [tune]                             # optional: tune one axis of each arm
+    param = "lr"
+    grid = [1e-3, 3e-3, 1e-2]
+    seeds = [1000]
+
+The command runs in the TOML file's folder; its entries are ``str.format`` templates over
+the parameters and ``seed`` (``{python}`` is this interpreter; ``{{`` a literal brace).
+**A run receives** its parameters three ways: the templates, an environment variable
+``LLMEVO_PARAM_<NAME>`` per parameter (``LLMEVO_PARAM_SEED`` too; strings as they are,
+other values as JSON), and a JSON object ``{"seed": ..., <name>: <value>, ...}`` in the
+file named by ``LLMEVO_PARAMS_FILE``. **A run reports** its metrics as one JSON object:
+the last non-empty line of its stdout (``report = "stdout"``) or the file named by
+``LLMEVO_METRICS_FILE`` (``report = "file"``). The decisive metric must be present and
+finite; other finite numbers are kept, anything else in the object is ignored.
+
+A run that exits nonzero, outlives the timeout (its whole process group is killed) or
+reports no usable metric is a *failed run*: one line, recorded, never an exception. A
+failed tuning run removes its grid point; a failed report run withholds the verdict.
+
+**The cache**: a successful run is stored at ``<cache_dir>/external/<key[:2]>/<key>.json``
+(the folder convention of ``runner.cache``; written atomically, with a sha256 of its own
+payload; an unreadable or altered entry is a miss). The key is a sha256 over the resolved
+command line, the sha256 of every declared file, the report mode and the run's parameters
+and seed, so an edit to the script invalidates its runs and an interrupted command resumes
+where it stopped.
+
+**The artifact** (``SCHEMA`` = ``"llmevo.external/1"``), a JSON object:
+
+- ``schema``, ``name``, ``created`` (UTC ISO time), ``command`` (the llmevo command line);
+- ``experiment``: ``file``, ``sha256`` (of the TOML), ``command``, ``files``, ``metric``,
+  ``direction``, ``report``, ``params`` (the declared defaults);
+- ``protocol``: ``report_seeds``, ``tuning`` (``{param, grid, seeds}`` or null),
+  ``timeout_s``, ``margin_percent``;
+- ``baseline`` / ``method``: ``label`` (the parameters where it differs from the other
+  arm), ``settings`` (as given), ``params`` (resolved, tuned value
+  included), ``tuning`` (``{param, chosen, grid_means}`` or null), ``report`` (``{mean,
+  std, n}`` of the metric over its successful report seeds, or null);
+- ``runs``: every run, ``{arm, phase ("tune"|"report"), seed, params, status ("ok" |
+  "failed"), metrics, error, cached, wall_s, key}``;
+- ``per_seed``: ``{seed, baseline: {metric: value}, method: {...}}`` for the report seeds
+  both arms completed;
+- ``statistics``: ``eval.stats.build_statistics`` over the metrics every report run gave;
+- ``verdict``: ``eval.stats.classified_verdict`` of the decisive metric (``classification``
+  one of better / non-inferior / inconclusive / worse; null below 3 seeds), or null with
+  ``verdict_withheld`` saying why;
+- ``provenance``: ``files`` (path -> sha256), ``git`` (``commit`` and ``dirty`` of the
+  repository holding the experiment file; ``files_dirty``: whether the declared files
+  themselves differ from that commit; all null outside a checkout), ``libraries``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from llmevo.artifacts.io import check_output_file, write_json_atomic, write_text_atomic
+from llmevo.artifacts.provenance import git_state, library_versions
+from llmevo.digests import sha256_file
+from llmevo.errors import ConfigError, LlmevoError
+from llmevo.eval.stats import (
+    DEFAULT_MARGIN_PERCENT,
+    build_statistics,
+    check_margin,
+    classified_verdict,
+    summarize,
+    verdict,
+)
+from llmevo.registry import RequestModel, StrictModel, check_seeds, one_line_error
+
+SCHEMA = "llmevo.external/1"
+CACHE_FOLDER = "external"
+ENTRY_VERSION = 1
+PARAM_ENV_PREFIX = "LLMEVO_PARAM_"
+PARAMS_FILE_ENV = "LLMEVO_PARAMS_FILE"
+METRICS_FILE_ENV = "LLMEVO_METRICS_FILE"
+PYTHON_TOKEN = "python"  # ``{python}`` in a command is this interpreter
+_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+Value = bool | int | float | str
+CacheUse = Literal["use", "refresh", "off"]
+
+
+class Tuning(StrictModel):
+    """One tuned axis: the same grid under the same seeds for both arms."""
+
+    param: str
+    grid: list[float] = Field(min_length=1)
+    seeds: list[int] = Field(default_factory=lambda: [1000])
+
+
+class Experiment(StrictModel):
+    """A declared external experiment (the TOML file; see the module docstring)."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    command: list[str] = Field(min_length=1)
+    files: list[str] | None = None
+    metric: str = Field(min_length=1)
+    direction: Literal["lower", "higher"] = "lower"
+    report: Literal["stdout", "file"] = "stdout"
+    timeout: float = Field(default=600.0, gt=0)
+    params: dict[str, Value] = Field(default_factory=dict)
+    tune: Tuning | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Experiment:
+        for name in self.params:
+            if not _NAME.match(name) or name in ("seed", PYTHON_TOKEN):
+                raise ValueError(f"parameter name {name!r} must match [a-z_][a-z0-9_]* and not be "
+                                 f"'seed' or '{PYTHON_TOKEN}'")
+        if self.tune is not None and self.tune.param not in self.params:
+            raise ValueError(f"tune.param {self.tune.param!r} is not a declared parameter "
+                             f"({', '.join(self.params) or 'none declared'})")
+        return self
+
+    @property
+    def lower_is_better(self) -> bool:
+        return self.direction == "lower"
+
+
+class LoadedExperiment(StrictModel):
+    """An experiment with where it lives: its folder (the runs' working directory) and the
+    sha256 of its file and of every file it names."""
+
+    spec: Experiment
+    path: Path
+    sha256: str
+    files: dict[str, str]  # path relative to the folder -> sha256
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+
+def load_experiment(path: Path | str) -> LoadedExperiment:
+    """Read and check an experiment file; any problem is one ``ConfigError`` line."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"--experiment {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"--experiment {path}: cannot read: {error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"--experiment {path}: not valid TOML: {error}") from None
+    try:
+        spec = Experiment(**raw)
+    except ValidationError as error:
+        raise one_line_error(error, f"--experiment {path}") from None
+    folder = path.resolve().parent
+    named = spec.files if spec.files is not None else [
+        entry for entry in spec.command if "{" not in entry and (folder / entry).is_file()]
+    files = {}
+    for name in named:
+        file = folder / name
+        if not file.is_file():
+            raise ConfigError(f"--experiment {path}: files: {name} is not a file in {folder}")
+        files[name] = sha256_file(file)
+    return LoadedExperiment(spec=spec, path=path.resolve(), sha256=sha256_file(path), files=files)
+
+
+def _coerce(name: str, value: Value, default: Value) -> Value:
+    """``value`` as the type of the parameter's declared default (an int where a float is
+    declared becomes a float; text where text is declared stays text)."""
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+    elif isinstance(default, str):
+        return value if isinstance(value, str) else json.dumps(value)
+    elif isinstance(default, int):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        if math.isfinite(float(value)):
+            return float(value)
+    raise ConfigError(f"parameter {name}={value!r}: expected a {type(default).__name__} like its "
+                      f"default {default!r}")
+
+
+def parse_settings(text: str, experiment: Experiment, option: str) -> dict[str, Value]:
+    """``'k=v,k=v'`` (values read as JSON, else as text) checked against the declared
+    parameters and coerced to their types; ``''`` is the declared defaults."""
+    settings: dict[str, Value] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, equals, raw = item.partition("=")
+        key = key.strip()
+        if not equals:
+            raise ConfigError(f"{option} {text!r}: {item!r} is not k=v")
+        if key not in experiment.params:
+            raise ConfigError(f"{option}: {key!r} is not a parameter of {experiment.name} "
+                              f"({', '.join(experiment.params) or 'none declared'})")
+        if key in settings:
+            raise ConfigError(f"{option}: {key!r} is given twice")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw.strip()
+        if not isinstance(value, bool | int | float | str):
+            raise ConfigError(f"{option}: {key}={raw}: expected a number, true/false or text")
+        settings[key] = _coerce(key, value, experiment.params[key])
+    return settings
+
+
+def resolve_command(command: Sequence[str], params: Mapping[str, Value], seed: int) -> list[str]:
+    """The argv of one run: each entry formatted with the parameters and ``seed``."""
+    values = {**params, "seed": seed, PYTHON_TOKEN: sys.executable}
+    try:
+        return [entry.format_map(values) for entry in command]
+    except (KeyError, IndexError, ValueError) as error:
+        raise ConfigError(f"command {list(command)}: cannot fill in {error} (parameters: "
+                          f"{', '.join(sorted(values))})") from None
+
+
+def _env_text(value: Value) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def run_environment(params: Mapping[str, Value], seed: int, params_file: Path,
+                    metrics_file: Path | None) -> dict[str, str]:
+    """The variables a run receives: ``LLMEVO_PARAM_<NAME>`` per parameter and the seed,
+    ``LLMEVO_PARAMS_FILE`` and, with a file report, ``LLMEVO_METRICS_FILE``."""
+    env = {f"{PARAM_ENV_PREFIX}{name.upper()}": _env_text(value) for name, value in params.items()}
+    env[f"{PARAM_ENV_PREFIX}SEED"] = str(seed)
+    env[PARAMS_FILE_ENV] = str(params_file)
+    if metrics_file is not None:
+        env[METRICS_FILE_ENV] = str(metrics_file)
+    return env
+
+
+class RunFailed(LlmevoError):
+    """One run failed (exit status, timeout, no usable metric); the message is its line."""
+
+
+def parse_metrics(text: str, metric: str, source: str) -> dict[str, float]:
+    """The finite numbers of one JSON object (``source`` names where it came from); the
+    decisive ``metric`` must be among them, else ``RunFailed``."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        shown = text.strip()[:80]
+        raise RunFailed(f"{source} is not a JSON object of metrics: {shown!r}") from None
+    if not isinstance(value, dict):
+        raise RunFailed(f"{source} is JSON but not an object of metrics: {text.strip()[:80]!r}")
+    if metric not in value:
+        raise RunFailed(f"{source} has no metric {metric!r} (it has {', '.join(value) or 'none'})")
+    number = value[metric]
+    if isinstance(number, bool) or not isinstance(number, int | float) or not math.isfinite(number):
+        raise RunFailed(f"metric {metric!r} is {number!r}, not a finite number")
+    return {key: float(item) for key, item in value.items()
+            if isinstance(item, int | float) and not isinstance(item, bool) and math.isfinite(item)}
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _stop(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.communicate()
+
+
+def execute(experiment: LoadedExperiment, params: Mapping[str, Value], seed: int, timeout: float,
+            base_env: Mapping[str, str]) -> dict[str, float]:
+    """Run the command once for ``params`` and ``seed``: its metrics, or ``RunFailed``.
+
+    The run is its own process group (a timeout or an interrupt kills all of it) in the
+    experiment's folder, with ``base_env`` plus the variables of ``run_environment``."""
+    spec = experiment.spec
+    argv = resolve_command(spec.command, params, seed)
+    with tempfile.TemporaryDirectory(prefix="llmevo-external-") as scratch:
+        params_file = Path(scratch) / "params.json"
+        params_file.write_text(json.dumps({"seed": seed, **params}), encoding="utf-8")
+        metrics_file = Path(scratch) / "metrics.json" if spec.report == "file" else None
+        env = {**base_env, **run_environment(params, seed, params_file, metrics_file)}
+        try:
+            process = subprocess.Popen(argv, cwd=experiment.folder, env=env, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True, errors="replace",
+                                       start_new_session=True)
+        except OSError as error:
+            raise RunFailed(f"cannot start {argv[0]}: {error.strerror or error}") from None
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _stop(process)
+            raise RunFailed(f"timed out after {timeout:g} s (process group killed)") from None
+        except BaseException:  # an interrupt: leave no run behind
+            _stop(process)
+            raise
+        if process.returncode != 0:
+            last = _last_line(stderr) or _last_line(stdout)
+            raise RunFailed(f"exit status {process.returncode}" + (f": {last.strip()[:160]}" if last else ""))
+        if metrics_file is None:
+            return parse_metrics(_last_line(stdout), spec.metric, "the last stdout line")
+        if not metrics_file.is_file():
+            raise RunFailed(f"wrote no metrics file (${METRICS_FILE_ENV})")
+        return parse_metrics(metrics_file.read_text(encoding="utf-8", errors="replace"), spec.metric,
+                             "the metrics file")
+
+
+# --- the cache ----------------------------------------------------------------------------
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def run_key(experiment: LoadedExperiment, params: Mapping[str, Value], seed: int) -> str:
+    """The sha256 that names one run: resolved command, declared files' sha256, report
+    mode, parameters and seed."""
+    fields = {"version": ENTRY_VERSION, "argv": resolve_command(experiment.spec.command, params, seed),
+              "files": experiment.files, "report": experiment.spec.report,
+              "params": dict(params), "seed": seed}
+    return hashlib.sha256(_canonical(fields).encode()).hexdigest()
+
+
+def _entry_path(cache_dir: Path, key: str) -> Path:
+    return cache_dir / CACHE_FOLDER / key[:2] / f"{key}.json"
+
+
+def read_entry(cache_dir: Path, key: str) -> dict[str, float] | None:
+    """The metrics stored under ``key``, or ``None`` (missing, unreadable or altered)."""
+    try:
+        entry = json.loads(_entry_path(cache_dir, key).read_text(encoding="utf-8"))
+        payload = entry["payload"]
+        if entry["payload_sha256"] != hashlib.sha256(_canonical(payload).encode()).hexdigest():
+            return None
+        if payload["key"] != key or entry["version"] != ENTRY_VERSION:
+            return None
+        return {str(name): float(value) for name, value in payload["metrics"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def write_entry(cache_dir: Path, key: str, metrics: Mapping[str, float], wall_s: float) -> None:
+    """Store a successful run (atomically); a write that fails is skipped."""
+    payload = {"key": key, "metrics": dict(metrics), "wall_s": wall_s}
+    entry = {"version": ENTRY_VERSION, "payload": payload,
+             "payload_sha256": hashlib.sha256(_canonical(payload).encode()).hexdigest()}
+    try:
+        path = _entry_path(cache_dir, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, entry)
+    except (OSError, LlmevoError):
+        pass
+
+
+# --- the protocol ---------------------------------------------------------------------------
+
+class ExternalRequest(RequestModel):
+    """One external comparison: the experiment, its two arms, seeds, budget and outputs."""
+
+    experiment: Path
+    baseline: str = ""
+    method: str = ""
+    seeds: list[int] = Field(default_factory=lambda: [42, 43, 44])
+    tune: bool | None = None  # None: tune when the file declares [tune] or a grid is given
+    tune_grid: list[float] | None = None
+    tune_seeds: list[int] | None = None
+    timeout: float | None = Field(default=None, gt=0)
+    margin: float = DEFAULT_MARGIN_PERCENT
+    cache: CacheUse = "use"
+    cache_dir: Path = Path(".cache/llmevo")
+    out: Path | None = None
+    runs_dir: Path = Path("runs/external")
+    report: bool = True
+    command: str = ""
+
+
+class ExternalPlan(StrictModel):
+    """A checked request: every error found before the first run."""
+
+    request: ExternalRequest
+    experiment: LoadedExperiment
+    baseline: dict[str, Value]
+    method: dict[str, Value]
+    labels: dict[str, str]  # each arm by where it differs from the other
+    tuning: Tuning | None
+    timeout: float
+    artifact: Path
+
+
+def arm_label(params: Mapping[str, Value], other: Mapping[str, Value]) -> str:
+    """An arm by the parameters where it differs from the other arm (``norm=rmsnorm``)."""
+    return ",".join(f"{key}={_env_text(value)}" for key, value in sorted(params.items())
+                    if other.get(key) != value) or "defaults"
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", label)[:80]
+
+
+def plan_external(request: ExternalRequest) -> ExternalPlan:
+    """Check everything a comparison needs before it runs (one ``ConfigError`` line each)."""
+    loaded = load_experiment(request.experiment)
+    spec = loaded.spec
+    baseline = parse_settings(request.baseline, spec, "--baseline")
+    method = parse_settings(request.method, spec, "--method")
+    baseline_params, method_params = {**spec.params, **baseline}, {**spec.params, **method}
+    if baseline_params == method_params:
+        raise ConfigError("--baseline and --method resolve to the same parameters; nothing to compare")
+    labels = {"baseline": arm_label(baseline_params, method_params),
+              "method": arm_label(method_params, baseline_params)}
+    check_seeds(request.seeds, "--seeds")
+    check_margin(request.margin)
+    tuning = None
+    if request.tune is not False and (spec.tune is not None or request.tune_grid is not None):
+        if spec.tune is None:
+            raise ConfigError(f"--tune-grid: {spec.name} declares no [tune] axis to tune")
+        tuning = Tuning(param=spec.tune.param, grid=request.tune_grid or spec.tune.grid,
+                        seeds=request.tune_seeds or spec.tune.seeds)
+        check_seeds(tuning.seeds, "--tune-seeds")
+        overlap = sorted(set(tuning.seeds) & set(request.seeds))
+        if overlap:
+            raise ConfigError(f"--tune-seeds {overlap} are also report seeds; tuning and report seeds "
+                              "must be disjoint")
+        for label, settings in (("--baseline", baseline), ("--method", method)):
+            if tuning.param in settings:
+                raise ConfigError(f"{label} sets {tuning.param}, the tuned axis; pass --no-tune to fix it")
+        if not all(math.isfinite(value) for value in tuning.grid):
+            raise ConfigError("--tune-grid: every value must be finite")
+    stem = f"{_slug(labels['method'])}-vs-{_slug(labels['baseline'])}"
+    shared = {key: value for key, value in baseline.items() if method.get(key) == value}
+    if shared:  # settings both arms override alike name the file too (steps-150)
+        stem += "_" + _slug(arm_label(shared, {}))
+    artifact = request.out or request.runs_dir / spec.name / f"{stem}.json"
+    check_output_file(artifact, "--out")
+    return ExternalPlan(request=request, experiment=loaded, baseline=baseline, method=method, labels=labels,
+                        tuning=tuning, timeout=request.timeout or spec.timeout, artifact=artifact)
+
+
+RunEvent = Callable[[dict], None]
+
+
+def _one_run(plan: ExternalPlan, arm: str, phase: str, params: dict[str, Value], seed: int,
+             base_env: Mapping[str, str]) -> dict:
+    key = run_key(plan.experiment, params, seed)
+    cache_dir = plan.request.cache_dir
+    record = {"arm": arm, "phase": phase, "seed": seed, "params": params, "status": "ok",
+              "metrics": None, "error": None, "cached": False, "wall_s": 0.0, "key": key}
+    if plan.request.cache == "use" and (hit := read_entry(cache_dir, key)) is not None:
+        record.update(metrics=hit, cached=True)
+        return record
+    start = time.perf_counter()
+    try:
+        metrics = execute(plan.experiment, params, seed, plan.timeout, base_env)
+    except RunFailed as failure:
+        record.update(status="failed", error=str(failure), wall_s=time.perf_counter() - start)
+        return record
+    record.update(metrics=metrics, wall_s=time.perf_counter() - start)
+    if plan.request.cache != "off":
+        write_entry(cache_dir, key, metrics, record["wall_s"])
+    return record
+
+
+def _tune_arm(plan: ExternalPlan, arm: str, settings: dict[str, Value], base_env: Mapping[str, str],
+              runs: list[dict], on_run: RunEvent) -> dict:
+    """Every grid value under every tuning seed; the best mean over the seeds (a grid point
+    with a failed seed is out; ties go to the earlier value)."""
+    tuning = plan.tuning
+    assert tuning is not None
+    spec = plan.experiment.spec
+    means: dict[str, float | None] = {}
+    chosen, best = None, None
+    for value in tuning.grid:
+        params = {**spec.params, **settings, tuning.param: _coerce(tuning.param, value, spec.params[tuning.param])}
+        values = []
+        for seed in tuning.seeds:
+            record = _one_run(plan, arm, "tune", params, seed, base_env)
+            runs.append(record)
+            on_run(record)
+            values.append(None if record["metrics"] is None else record["metrics"][spec.metric])
+        point = None if None in values else math.fsum(values) / len(values)
+        means[repr(value)] = point
+        if point is not None and (best is None or (point < best if spec.lower_is_better else point > best)):
+            chosen, best = params[tuning.param], point
+    return {"param": tuning.param, "chosen": chosen, "grid_means": means}
+
+
+def run_external(plan: ExternalPlan, base_env: Mapping[str, str], on_run: RunEvent = lambda record: None,
+                 created: str | None = None) -> dict:
+    """Run the comparison of ``plan`` and write its artifact (and README); returns it.
+
+    ``base_env`` is the environment every run starts from (the command line passes its own);
+    ``on_run`` sees each run's record as it completes."""
+    spec = plan.experiment.spec
+    runs: list[dict] = []
+    arms: dict[str, dict] = {}
+    withheld: list[str] = []
+    for arm, settings in (("baseline", plan.baseline), ("method", plan.method)):
+        params = {**spec.params, **settings}
+        tuned = None
+        if plan.tuning is not None:
+            tuned = _tune_arm(plan, arm, settings, base_env, runs, on_run)
+            if tuned["chosen"] is None:
+                withheld.append(f"every {plan.tuning.param} of the {arm}'s tuning grid had a failed run")
+            else:
+                params[plan.tuning.param] = tuned["chosen"]
+        arms[arm] = {"label": plan.labels[arm], "settings": settings, "params": params, "tuning": tuned, "report": None}
+    values: dict[str, dict[int, dict[str, float]]] = {"baseline": {}, "method": {}}
+    if not withheld:
+        for seed in plan.request.seeds:
+            for arm in ("baseline", "method"):
+                record = _one_run(plan, arm, "report", arms[arm]["params"], seed, base_env)
+                runs.append(record)
+                on_run(record)
+                if record["metrics"] is None:
+                    withheld.append(f"the {arm}'s report seed {seed} failed: {record['error']}")
+                else:
+                    values[arm][seed] = record["metrics"]
+    for arm in ("baseline", "method"):
+        decisive = [metrics[spec.metric] for metrics in values[arm].values()]
+        arms[arm]["report"] = summarize(decisive) if decisive else None
+    paired = [seed for seed in plan.request.seeds if seed in values["baseline"] and seed in values["method"]]
+    per_seed = [{"seed": seed, "baseline": values["baseline"][seed], "method": values["method"][seed]}
+                for seed in paired]
+    statistics = None
+    if per_seed:  # the metrics every paired report run gave
+        common = set.intersection(*(set(row[arm]) for row in per_seed for arm in ("baseline", "method")))
+        statistics = build_statistics(per_seed, sorted(common))
+    outcome = None
+    if not withheld and spec.metric in (statistics or {}):
+        baseline_values = [row["baseline"][spec.metric] for row in per_seed]
+        method_values = [row["method"][spec.metric] for row in per_seed]
+        block = verdict(spec.metric, baseline_values, method_values, spec.lower_is_better,
+                        method_name=plan.labels["method"])
+        outcome = classified_verdict(block, statistics[spec.metric]["paired_relative_change_percent"],
+                                     plan.request.margin)
+    elif not withheld:
+        withheld.append(f"no relative change of {spec.metric} (a baseline value of 0)")
+    commit, dirty = git_state(plan.experiment.folder)
+    files_dirty = None if dirty is None else _files_dirty(plan.experiment.folder, plan.experiment.files)
+    artifact = {
+        "schema": SCHEMA,
+        "name": spec.name,
+        "created": created or datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "command": plan.request.command,
+        "experiment": {"file": str(plan.experiment.path), "sha256": plan.experiment.sha256,
+                       "command": spec.command, "files": sorted(plan.experiment.files),
+                       "metric": spec.metric, "direction": spec.direction, "report": spec.report,
+                       "params": spec.params},
+        "protocol": {"report_seeds": plan.request.seeds,
+                     "tuning": None if plan.tuning is None else plan.tuning.model_dump(),
+                     "timeout_s": plan.timeout, "margin_percent": plan.request.margin},
+        "baseline": arms["baseline"],
+        "method": arms["method"],
+        "runs": runs,
+        "per_seed": per_seed,
+        "statistics": statistics,
+        "verdict": outcome,
+        "verdict_withheld": "; ".join(withheld) or None,
+        "provenance": {"files": plan.experiment.files, "git": {"commit": commit, "dirty": dirty,
+                                                                   "files_dirty": files_dirty},
+                       "libraries": library_versions()},
+    }
+    plan.artifact.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(plan.artifact, artifact)
+    if plan.request.report:
+        write_text_atomic(plan.artifact.with_suffix(".md"), readme(artifact))
+    return artifact
+
+
+def _files_dirty(folder: Path, files: Mapping[str, str]) -> bool | None:
+    """Whether git sees uncommitted changes to (or untracked) ``files`` of ``folder``."""
+    if not files:
+        return False
+    try:
+        status = subprocess.run(["git", "-C", str(folder), "status", "--porcelain", "--", *files],
+                                capture_output=True, text=True, check=False, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return bool(status.stdout.strip()) if status.returncode == 0 else None
+
+
+def readme(artifact: Mapping) -> str:
+    """A short markdown report of an external comparison's artifact."""
+    spec = artifact["experiment"]
+    metric = spec["metric"]
+    lines = [f"# {artifact['name']}: {artifact['method']['label']} vs {artifact['baseline']['label']}", "",
+             f"Decisive metric: `{metric}` ({spec['direction']} is better). Report seeds: "
+             f"{', '.join(map(str, artifact['protocol']['report_seeds']))}.", ""]
+    tuning = artifact["protocol"]["tuning"]
+    if tuning is not None:
+        lines += [f"Tuned `{tuning['param']}` over {tuning['grid']} on seeds {tuning['seeds']} (both arms); "
+                  f"chosen: baseline {artifact['baseline']['tuning']['chosen']}, method "
+                  f"{artifact['method']['tuning']['chosen']}.", ""]
+    lines += ["| seed | baseline | method |", "|---|---:|---:|"]
+    for row in artifact["per_seed"]:
+        lines.append(f"| {row['seed']} | {row['baseline'][metric]:.4f} | {row['method'][metric]:.4f} |")
+    lines.append("")
+    if artifact["verdict"] is not None:
+        lines.append(f"**Verdict:** {artifact['verdict']['summary']}")
+    else:
+        lines.append(f"**Verdict withheld:** {artifact['verdict_withheld']}")
+    failed = [run for run in artifact["runs"] if run["status"] == "failed"]
+    if failed:
+        lines += ["", "Failed runs:", ""]
+        lines += [f"- {run['arm']} {run['phase']} seed {run['seed']}: {run['error']}" for run in failed]
+    git = artifact["provenance"]["git"]
+    lines += ["", f"Script: {', '.join(f'`{k}` sha256 {v[:12]}' for k, v in artifact['provenance']['files'].items())}; "
+              f"commit {git['commit']}{' (script changed since)' if git['files_dirty'] else ''}"
+              f"{' (tree dirty)' if git['dirty'] else ''}.", ""]
+    return "\n".join(lines)
