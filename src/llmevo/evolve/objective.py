@@ -5,7 +5,9 @@ under the search seed with hurdle checkpoints (a cheap validation loss reported 
 pruner), then evaluates the whole validation split. A trial that would become champion —
 its fitness beats the best score so far — is re-trained under ``rescore_seeds`` more seeds,
 and its ``score`` is the mean fitness minus ``score_k`` standard errors; only trials with a
-score can be champion. Everything is stored as user attributes: ``genome``,
+score can be champion. A trial interrupted by Ctrl-C or SIGTERM is failed (state
+``interrupted``, it does not count) and its genome enqueued again (``retry_of``), so a
+resumed study trains it first. Everything is stored as user attributes: ``genome``,
 ``genome_hash``, ``parent``, ``seeds``, ``metrics`` (per seed), ``fitness_per_seed``,
 ``score``, ``parameters``, ``state`` (running, complete, pruned, diverged, failed, invalid,
 duplicate, interrupted).
@@ -99,6 +101,17 @@ def _finished_duplicate(study: optuna.Study, trial: optuna.Trial, genome_hash: s
     return None
 
 
+def retry_interrupted(trial: optuna.Trial, genes: set[str]) -> None:
+    """An interrupted trial (Ctrl-C, SIGTERM) is failed and does not count; its genome is
+    enqueued again, so the resumed study trains it next (the baseline included) rather
+    than losing it to the interrupt. ``retry_of`` names the interrupted trial."""
+    if set(trial.params) != genes:  # interrupted while its genes were drawn: none to retry
+        return
+    attrs = trial.user_attrs
+    trial.study.enqueue_trial(dict(trial.params), user_attrs={
+        "parent": attrs.get("parent"), "role": attrs.get("role"), "retry_of": trial.number})
+
+
 def trial_record(run: ArmRun) -> dict[str, Any]:
     """What a trial stores per seed (user attribute ``metrics``): the run's training
     summary, its post-training stage's loss and reward-bearing rate (a stage gene), and
@@ -181,6 +194,7 @@ def make_objective(context: TrialContext, worker: int | None = None) -> Callable
             raise
         except KeyboardInterrupt:
             trial.set_user_attr("state", "interrupted")
+            retry_interrupted(trial, set(context.space.genes))
             raise
         except TrialDiverged:
             raise
