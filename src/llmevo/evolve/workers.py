@@ -133,6 +133,12 @@ def worker_main(plan: EvolutionPlan, index: int, context: TrialContext | None = 
         return -1
 
 
+def _stopping(_number: int, _frame: object) -> None:
+    """A worker's handler once it is stopping: nothing. Not SIG_IGN: a signal that arrived
+    with the first, and is handled after it, would find SIG_IGN and raise OSError ("signal
+    ignored due to race condition") wherever the worker is."""
+
+
 def _stop_once(number: int, _frame: object) -> None:
     """A worker's handler of SIGINT and SIGTERM: unwind as Ctrl-C does, once. The signal
     usually comes twice (a terminal's Ctrl-C reaches the whole group, and the command passes
@@ -140,7 +146,7 @@ def _stop_once(number: int, _frame: object) -> None:
     interrupted trial being recorded); from then on a background thread's failure (Optuna's
     heartbeat finding SQLite locked while the trial rolls back) is a consequence, not news."""
     for each in WORKER_SIGNALS:
-        signal.signal(each, signal.SIG_IGN)
+        signal.signal(each, _stopping)
     threading.excepthook = lambda _args: None
     raise KeyboardInterrupt
 
@@ -148,7 +154,7 @@ def _stop_once(number: int, _frame: object) -> None:
 def _spawned(plan: EvolutionPlan, index: int) -> None:
     """A spawned worker. SIGINT and SIGTERM are ignored while it starts (a signal that
     reaches it then is lost: the command passes SIGINT on until its workers have gone), then
-    stop it once, as Ctrl-C does; ignored again once it is done, so that nothing is raised
+    stop it once, as Ctrl-C does; ignored (``_stopping``) once it is done, so that nothing is raised
     on its way out."""
     die_with_parent()
     try:
@@ -160,7 +166,7 @@ def _spawned(plan: EvolutionPlan, index: int) -> None:
         pass
     finally:
         for number in WORKER_SIGNALS:
-            signal.signal(number, signal.SIG_IGN)
+            signal.signal(number, _stopping)
 
 
 def stop_workers(processes: list[Any], timeout: float = STOP_TIMEOUT) -> None:
