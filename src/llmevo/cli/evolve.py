@@ -96,7 +96,9 @@ def evolve(
     eval_windows: Annotated[int | None, typer.Option(help="Validation LM windows per trial (default: whole split).")] = None,
     heartbeat: Annotated[int, typer.Option(help="Heartbeat interval of running trials, seconds.")] = 5,
     grace_period: Annotated[int, typer.Option(help="A trial silent this long is failed and retried.")] = 20,
-    sampler_seed: Annotated[int | None, typer.Option(help="Seed of the sampler's random choices.")] = None,
+    sampler_seed: Annotated[int, typer.Option(
+        help="Seed of the sampler's random choices (fixed by default: the same one-worker command "
+             "gives the same trials; recorded in the study and the summary).")] = 0,
     out: Annotated[Path | None, typer.Option(metavar="DIR", help="Report folder (default runs/evolve/<study>; with --publish docs/evolution/<study>).")] = None,
     publish: Annotated[bool, typer.Option(
         help="Write the report (and --explain's knockouts) under docs/evolution/ instead of runs/evolve/; "

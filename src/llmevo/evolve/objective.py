@@ -5,7 +5,9 @@ under the search seed with hurdle checkpoints (a cheap validation loss reported 
 pruner), then evaluates the whole validation split. A trial that would become champion —
 its fitness beats the best score so far — is re-trained under ``rescore_seeds`` more seeds,
 and its ``score`` is the mean fitness minus ``score_k`` standard errors; only trials with a
-score can be champion. Everything is stored as user attributes: ``genome``,
+score can be champion. A trial interrupted by Ctrl-C or SIGTERM is failed (state
+``interrupted``, it does not count) and its genome enqueued again (``retry_of``), so a
+resumed study trains it first. Everything is stored as user attributes: ``genome``,
 ``genome_hash``, ``parent``, ``seeds``, ``metrics`` (per seed), ``fitness_per_seed``,
 ``score``, ``parameters``, ``state`` (running, complete, pruned, diverged, failed, invalid,
 duplicate, interrupted).
@@ -14,6 +16,7 @@ duplicate, interrupted).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +43,8 @@ FINAL_STATES = ("complete", "pruned", "diverged", "failed", "invalid", "duplicat
 SEARCH_SEED = 1000  # every trial trains under it; rescoring seeds follow it
 HURDLE_FRACTIONS = (0.5,)  # of the trial's steps: where its cheap validation loss is reported
 HURDLE_WINDOWS = 16  # validation windows of that estimate
+CHOOSING_POLL = 0.05  # seconds between reads while lower-numbered trials draw their genes
+CHOOSING_TIMEOUT = 30.0  # seconds (default) a trial waits on a lower one that never claims
 
 
 class TrialDiverged(LlmevoError):
@@ -80,12 +85,42 @@ def best_score(study: optuna.Study) -> float | None:
     return max(scores) if scores else None
 
 
-def _finished_duplicate(study: optuna.Study, trial: optuna.Trial, genome_hash: str):
+def lower_trials_choosing(study: optuna.Study, number: int) -> list[int]:
+    """RUNNING trials numbered before ``number`` that have not recorded their genome hash
+    yet (still drawing their genes)."""
+    return [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            if t.number < number and "genome_hash" not in t.user_attrs]
+
+
+def wait_for_lower_claims(study: optuna.Study, number: int, timeout: float,
+                          sleep: Callable[[float], None] = time.sleep) -> list[int]:
+    """Wait until every RUNNING trial numbered before ``number`` has recorded its genome
+    hash: Lamport's bakery algorithm's "choosing" wait, the trial number as the ticket.
+    Without it the duplicate check races: a higher-numbered trial can check before a
+    lower-numbered one that drew the same genome has recorded it, and that one never
+    yields to a higher number, so both train it. A trial never waits for a higher number,
+    so the lowest running one never waits (no deadlock). ``timeout`` (seconds) bounds the
+    wait on a dead worker's trial (it is failed as stale, later); returns the trials
+    still choosing when it ran out (empty: every claim is in)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        choosing = lower_trials_choosing(study, number)
+        if not choosing or time.monotonic() >= deadline:
+            return choosing
+        sleep(CHOOSING_POLL)
+
+
+def _finished_duplicate(study: optuna.Study, trial: optuna.Trial, genome_hash: str,
+                        timeout: float = CHOOSING_TIMEOUT,
+                        sleep: Callable[[float], None] = time.sleep):
     """An earlier trial of the same genome: finished, or running and numbered before this one.
 
-    Every trial records its genome hash before it gets here, so of two workers that drew
-    the same genome at the same moment the higher-numbered one yields (claim, then check).
+    Every trial records its genome hash before it gets here, and waits here until every
+    running lower-numbered trial has recorded its own (``wait_for_lower_claims``), so of two
+    workers that drew the same genome at the same moment the higher-numbered one yields
+    (claim, wait for lower claims, then check).
     """
+    wait_for_lower_claims(study, trial.number, timeout, sleep)
     for other in study.get_trials(deepcopy=False):
         if other.number == trial.number or other.user_attrs.get("genome_hash") != genome_hash:
             continue
@@ -97,6 +132,17 @@ def _finished_duplicate(study: optuna.Study, trial: optuna.Trial, genome_hash: s
         if other.state == TrialState.RUNNING and other.number < trial.number:
             return other
     return None
+
+
+def retry_interrupted(trial: optuna.Trial, genes: set[str]) -> None:
+    """An interrupted trial (Ctrl-C, SIGTERM) is failed and does not count; its genome is
+    enqueued again, so the resumed study trains it next (the baseline included) rather
+    than losing it to the interrupt. ``retry_of`` names the interrupted trial."""
+    if set(trial.params) != genes:  # interrupted while its genes were drawn: none to retry
+        return
+    attrs = trial.user_attrs
+    trial.study.enqueue_trial(dict(trial.params), user_attrs={
+        "parent": attrs.get("parent"), "role": attrs.get("role"), "retry_of": trial.number})
 
 
 def trial_record(run: ArmRun) -> dict[str, Any]:
@@ -181,6 +227,7 @@ def make_objective(context: TrialContext, worker: int | None = None) -> Callable
             raise
         except KeyboardInterrupt:
             trial.set_user_attr("state", "interrupted")
+            retry_interrupted(trial, set(context.space.genes))
             raise
         except TrialDiverged:
             raise
@@ -198,7 +245,9 @@ def make_objective(context: TrialContext, worker: int | None = None) -> Callable
             trial.set_user_attr("error", str(error))
             raise optuna.TrialPruned(f"invalid genome: {error}") from None
         trial.set_user_attr("parameters", parameters)
-        duplicate = _finished_duplicate(study, trial, genome_hash)
+        # a dead worker's trial that never claims: waited on for as long as it takes to be stale
+        duplicate = _finished_duplicate(study, trial, genome_hash,
+                                        timeout=plan.grace_period + plan.heartbeat_interval)
         if duplicate is not None:
             trial.set_user_attr("duplicate_of", duplicate.number)
             trial.set_user_attr("state", "duplicate")

@@ -56,7 +56,13 @@ from llmevo.evolve.objective import SEARCH_SEED, TrialContext
 from llmevo.evolve.plan import EvolutionPlan
 from llmevo.evolve.report import build_summary, write_report
 from llmevo.evolve.space import SearchSpace, build_search_space
-from llmevo.evolve.study import check_sampler, finished_trials, open_storage, open_study
+from llmevo.evolve.study import (
+    SAMPLER_SEED_ATTR,
+    check_sampler,
+    finished_trials,
+    open_storage,
+    open_study,
+)
 from llmevo.model.config import ModelConfig
 from llmevo.promotion import Promotion, promotions
 from llmevo.registry import RequestModel, check_seeds
@@ -83,6 +89,7 @@ def masked(url: str) -> str:
     return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
 
 
+DEFAULT_SAMPLER_SEED = 0  # fixed: the same command proposes the same genomes (one worker)
 STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
@@ -116,7 +123,7 @@ class EvolutionSettings(RequestModel):
     eval_windows: int | None = Field(default=None, ge=1)
     heartbeat: int = Field(default=5, ge=1)
     grace_period: int = Field(default=20, ge=1)
-    sampler_seed: int | None = Field(default=None, ge=0)
+    sampler_seed: int = Field(default=DEFAULT_SAMPLER_SEED, ge=0)
     out: Path | None = None
     report: bool = True
     threads: int | None = Field(default=None, ge=1)
@@ -216,6 +223,8 @@ class EvolutionSettings(RequestModel):
             else self.tune_confirm) if self.final_tune else None
         if not self.final_tune and self.tune_confirm is not None:
             raise ConfigError("--tune-confirm needs the final tuning: drop --no-final-tune")
+        if not self.final_tune and self.tune_grid is not None:
+            raise ConfigError("--tune-grid needs the final tuning: drop --no-final-tune")
         if not Path(self.data_dir).is_dir():
             raise ConfigError(f"data directory {self.data_dir} does not exist")
         resolve_device(self.device)  # refuses an unavailable device
@@ -374,6 +383,8 @@ def _final_report(plan: EvolutionPlan, context: TrialContext, opened: optuna.Stu
                   "workers": plan.workers, "population": plan.population,
                   "tournament": plan.tournament, "rescore_seeds": plan.rescore_seeds,
                   "score_k": plan.score_k, "search_seed": SEARCH_SEED,
+                  "sampler_seed": plan.sampler_seed,
+                  "study_sampler_seed": opened.user_attrs.get(SAMPLER_SEED_ATTR),
                   "final_seeds": seeds, "storage_display": masked(plan.storage_url),
                   "study": plan.study_name, "search_wall_seconds_this_invocation": search_seconds,
                   "trial_lr_factors": list(plan.lr_factors), **_size_settings(plan)},

@@ -34,7 +34,7 @@ class EvolutionPlan:
     threads_per_worker: int  # torch's CPU threads in each worker (and its parallel path's processes)
     population: int
     tournament: int
-    sampler_seed: int | None
+    sampler_seed: int
     heartbeat_interval: int  # seconds
     grace_period: int  # seconds; a trial silent this long is failed and retried
     # a trial

@@ -42,6 +42,7 @@ SPACE_ATTR = "llmevo:search_space"
 PRESET_ATTR = "llmevo:preset"
 SAMPLER_ATTR = "llmevo:sampler"
 LR_FACTORS_ATTR = "llmevo:trial_lr_factors"
+SAMPLER_SEED_ATTR = "llmevo:sampler_seed"  # the seed the study was created with
 
 # name -> sampler of (space, population, tournament, seed)
 SAMPLERS: dict[str, Callable[[SearchSpace, int, int, int | None], BaseSampler]] = {
@@ -92,6 +93,7 @@ def open_study(plan: EvolutionPlan, space: SearchSpace, storage: RDBStorage) -> 
             study.set_user_attr(key, value)
         else:
             study.set_user_attr(SAMPLER_ATTR, plan.sampler)
+            study.set_user_attr(SAMPLER_SEED_ATTR, plan.sampler_seed)
             if not study.get_trials(deepcopy=False):
                 study.enqueue_trial(space.to_params(space.baseline),
                                     user_attrs={"parent": None, "role": "baseline"})

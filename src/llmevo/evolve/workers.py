@@ -6,17 +6,24 @@ its share of CPU threads, each looping: fail stale trials, count finished trials
 more if the target is not met. One worker runs in the command's own process, on the
 context the command prepared. Other machines join by running the same command against the
 same storage and study. A worker dies with the command that spawned it (Linux ``prctl``),
-and Ctrl-C stops them all cleanly: the in-flight trials are marked failed and do not count.
+and Ctrl-C (SIGINT or SIGTERM, to the command or its whole group) stops them all cleanly,
+the command passing the signal on until they are gone: the in-flight trials are marked
+failed, do not count and are enqueued again for the resumed study; multiprocessing's resource
+tracker is stopped with them, so no process of the group outlives the command.
 
 Public API: ``build_space``, ``prepare_context``, ``run_workers``, ``worker_main``,
-``worker_loop``, ``check_workers_outcome``.
+``worker_loop``, ``stop_workers``, ``stop_resource_tracker``, ``check_workers_outcome``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import multiprocessing
+import multiprocessing.connection
+import os
 import signal
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -36,6 +43,8 @@ from llmevo.evolve.study import finished_trials, is_finished, open_storage, open
 from llmevo.runner.storage import fail_silent_trials, quiet_optuna
 from llmevo.train.execution import WORKER_SIGNALS, die_with_parent
 
+STOP_TIMEOUT = 30.0  # seconds interrupted workers get to record their trials
+RESEND_INTERVAL = 0.5  # seconds between the SIGINTs passed on to workers still running
 MAX_ATTEMPTS_FACTOR = 3  # a worker stops after trials x this many attempts, finished or not
 
 
@@ -124,13 +133,85 @@ def worker_main(plan: EvolutionPlan, index: int, context: TrialContext | None = 
         return -1
 
 
+def _stopping(_number: int, _frame: object) -> None:
+    """A worker's handler once it is stopping: nothing. Not SIG_IGN: a signal that arrived
+    with the first, and is handled after it, would find SIG_IGN and raise OSError ("signal
+    ignored due to race condition") wherever the worker is."""
+
+
+def _stop_once(number: int, _frame: object) -> None:
+    """A worker's handler of SIGINT and SIGTERM: unwind as Ctrl-C does, once. The signal
+    usually comes twice (a terminal's Ctrl-C reaches the whole group, and the command passes
+    it on to its workers), so the second must not cut the first one's cleanup short (the
+    interrupted trial being recorded); from then on a background thread's failure (Optuna's
+    heartbeat finding SQLite locked while the trial rolls back) is a consequence, not news."""
+    for each in WORKER_SIGNALS:
+        signal.signal(each, _stopping)
+    threading.excepthook = lambda _args: None
+    raise KeyboardInterrupt
+
+
 def _spawned(plan: EvolutionPlan, index: int) -> None:
+    """A spawned worker. SIGINT and SIGTERM are ignored while it starts (a signal that
+    reaches it then is lost: the command passes SIGINT on until its workers have gone), then
+    stop it once, as Ctrl-C does; ignored (``_stopping``) once it is done, so that nothing is raised
+    on its way out."""
     die_with_parent()
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored while importing
     try:
+        for number in WORKER_SIGNALS:
+            signal.signal(number, _stop_once)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, WORKER_SIGNALS)
         worker_main(plan, index)
     except KeyboardInterrupt:
         pass
+    finally:
+        for number in WORKER_SIGNALS:
+            signal.signal(number, _stopping)
+
+
+def stop_workers(processes: list[Any], timeout: float = STOP_TIMEOUT) -> None:
+    """Stop interrupted workers: pass SIGINT on, again every ``RESEND_INTERVAL`` (a worker
+    still starting ignores it; one stopping ignores the repeats), give them ``timeout``
+    seconds to record their trials, then kill what is left."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = [process for process in processes if process.is_alive()]
+        if not alive:
+            break
+        for process in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGINT)
+        multiprocessing.connection.wait([p.sentinel for p in alive],
+                                        timeout=min(RESEND_INTERVAL, deadline - time.monotonic()))
+    for process in processes:
+        if process.is_alive():
+            process.kill()  # SIGTERM is ignored once a worker is stopping
+        process.join(timeout=5)
+
+
+def stop_resource_tracker(timeout: float = 5.0) -> None:
+    """End multiprocessing's resource tracker, which the first spawned worker started: it
+    ignores SIGINT and SIGTERM and exits only when every holder of its pipe has, so it
+    would outlive the command, a process of its group left running (private: the
+    tracker's ``_fd`` and ``_pid``, as ``ResourceTracker._stop`` reads them; it restarts
+    on demand)."""
+    from multiprocessing import resource_tracker
+
+    tracker = resource_tracker._resource_tracker
+    fd, pid = getattr(tracker, "_fd", None), getattr(tracker, "_pid", None)
+    if fd is None or pid is None:
+        return
+    tracker._fd = tracker._pid = None
+    with contextlib.suppress(OSError):
+        os.close(fd)  # its end of file: it cleans up and exits
+    deadline = time.monotonic() + timeout
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:  # a holder of the pipe is still alive
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return
+            time.sleep(0.01)
 
 
 def check_workers_outcome(exit_codes: dict[str, int | None], finished: int, target: int) -> None:
@@ -155,26 +236,26 @@ def run_workers(plan: EvolutionPlan, context: TrialContext | None = None) -> Non
     spawn = multiprocessing.get_context("spawn")
     processes = [spawn.Process(target=_spawned, args=(plan, i), name=f"llmevo-worker-{i}")
                  for i in range(plan.workers)]
-    # the children start with SIGINT ignored (a spawned child inherits that, not a blocked
-    # mask); here it is held meanwhile, so one that arrives is received afterwards, not lost
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, WORKER_SIGNALS)
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        for process in processes:
-            process.start()
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
-    try:
+        # the children start with SIGINT and SIGTERM ignored (a spawned child inherits that,
+        # not a blocked mask) until their handlers are in; here both are held meanwhile, so
+        # one that arrives is received after the starts, by the handler below
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, WORKER_SIGNALS)
+        previous = {number: signal.signal(number, signal.SIG_IGN) for number in WORKER_SIGNALS}
+        try:
+            for process in processes:
+                process.start()
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         for process in processes:
             process.join()
     except KeyboardInterrupt:
-        for process in processes:  # they received SIGINT too; give them time to record it
-            process.join(timeout=30)
-            if process.is_alive():
-                process.terminate()
-                process.join(timeout=5)
+        stop_workers([p for p in processes if p.pid is not None])
         raise
+    finally:
+        stop_resource_tracker()
     study = optuna.load_study(study_name=plan.study_name,
                               storage=open_storage(plan, heartbeat=False))
     check_workers_outcome({p.name: p.exitcode for p in processes},
