@@ -367,7 +367,7 @@ def _run_entry(entry: Entry, request: ReproductionRequest, time_limit: float | N
         return _outcome(entry, artifact_path, time.perf_counter() - started, code)
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
-    child = context.Process(target=_child, args=(request.model_dump_json(), results, code_state),
+    child = context.Process(target=_child, args=(request.model_dump_json(exclude_unset=True), results, code_state),
                             daemon=False)
     child.start()
     child.join(time_limit * 60)
