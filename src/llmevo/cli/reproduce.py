@@ -42,6 +42,7 @@ def summary_table(artifact: ReproductionArtifact) -> Table:
     from rich.table import Table
 
     from llmevo.eval.metrics import SUMMARY_METRICS
+    from llmevo.reports.sections import applicable_metrics
 
     # escaped: arm names such as llama_modern[position=rope] are not rich markup
     table = Table(title=escape(f"{artifact.method.name} vs {artifact.baseline.name} "
@@ -51,7 +52,7 @@ def summary_table(artifact: ReproductionArtifact) -> Table:
     table.add_column("method", justify="right")
     table.add_column("Δ% (95% CI)", justify="right")
     stats = artifact.statistics or {}
-    for metric in SUMMARY_METRICS:
+    for metric in applicable_metrics(artifact, SUMMARY_METRICS):
         baseline, method = artifact.baseline.recorded(metric), artifact.method.recorded(metric)
         if baseline is None or method is None:
             continue
