@@ -53,8 +53,13 @@ def load_plugin(entry_point: EntryPoint, registry: Registry = REGISTRY) -> list[
         entry_point.load()
     except ConfigError as error:
         raise ConfigError(f"{where}: {error}") from None
-    except Exception as error:  # an arbitrary package's import: any error is the plugin's
-        raise ConfigError(f"{where} failed to load: {type(error).__name__}: {error}") from None
+    except (KeyboardInterrupt, GeneratorExit):  # the user's interrupt is not the plugin's failure
+        raise
+    except BaseException as error:  # an arbitrary package's import: any error is the plugin's,
+        # SystemExit included (a module that calls sys.exit() would end llmevo silently)
+        detail = f"SystemExit({error.code!r})" if isinstance(error, SystemExit) else \
+            f"{type(error).__name__}: {error}"
+        raise ConfigError(f"{where} failed to load: {detail}") from None
     added = sorted({(spec.slot, spec.name) for spec in registry.all()} - before)
     if not added:
         raise ConfigError(f"{where} registered no component; its module must use "

@@ -152,9 +152,21 @@ def test_a_broken_plugin_is_one_line_naming_it(tmp_path):
         "ModuleNotFoundError: No module named 'a_module_that_does_not_exist'")
 
 
+def test_a_plugin_that_exits_on_import_is_one_line_naming_it(tmp_path):
+    """sys.exit() in a plugin's import used to end llmevo with the plugin's status and
+    nothing on stderr."""
+    exits = _fake_distribution(tmp_path / "site", "llmevo-exits", "llmevo_exits", "import sys\nsys.exit(3)\n")
+    result = _llmevo(["components"], exits)
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert result.stderr.strip() == (
+        "error: plugin 'llmevo-exits' (entry point broken = llmevo_exits) failed to load: SystemExit(3)")
+
+
 @pytest.mark.parametrize(("source", "message"), [
     ("x = 1\n", "registered no component; its module must use llmevo.registry.register"),
     ("raise RuntimeError('boom')\n", "failed to load: RuntimeError: boom"),
+    ("import sys\nsys.exit(3)\n", "failed to load: SystemExit(3)"),
+    ("raise SystemExit('bye')\n", "failed to load: SystemExit('bye')"),
 ])
 def test_load_plugin_errors_name_the_plugin(tmp_path, monkeypatch, source, message):
     module = f"llmevo_plugin_{abs(hash(source))}"

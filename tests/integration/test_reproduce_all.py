@@ -181,6 +181,29 @@ def test_bad_tables_are_one_line_exit_2_nothing_written(args, message, capsys, w
     assert_refused(args, message, capsys, workdir)
 
 
+@pytest.mark.parametrize("kind", ["folder", "fifo", "not a state file", "broken link"])
+def test_a_bad_state_path_is_refused_before_any_work(kind, capsys, workdir):
+    """The state file's path is checked when the table is planned: a folder there was refused
+    only after the first comparison had trained and written its artifact, a FIFO was silently
+    replaced (exit 0)."""
+    import os
+
+    state = workdir / "table" / STATE_FILE
+    state.parent.mkdir()
+    if kind == "folder":
+        state.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(state)
+    elif kind == "broken link":
+        state.symlink_to(workdir / "nowhere.json")
+    else:
+        state.write_text('{"preset": "smoke"}')
+    message = {"folder": "is a folder", "fifo": "is a FIFO", "broken link": "is a broken symbolic link",
+               "not a state file": "not an evidence-table state file"}[kind]
+    assert_refused(["reproduce", "--all", "--only", "rope", "--preset", "smoke", "--steps", "2",
+                    "--threads", "1", "--out", "table"], message, capsys, workdir)
+
+
 def _spawned(context, request, counter: Path, folder: Path):
     folder.mkdir()
     return context.Process(target=counting_evidence_worker, args=(request, str(counter), str(folder)))

@@ -48,6 +48,11 @@ def _snapshot(root: Path) -> dict[Path, bytes]:
     ([NAME, "--slot", "feedforward", "--paper", "2410.05258"],
      "paper 2410.05258 is not in the ledger; add it first with 'llmevo papers add 2410.05258"),
     (["Bad-Name", "--slot", "feedforward", "--paper", "2103.17239"], "must be a lowercase Python identifier"),
+    # a keyword would write 'from llmevo.components.feedforward import class', which breaks the package
+    (["class", "--slot", "feedforward", "--paper", "2103.17239"], "component name 'class' is a Python keyword"),
+    (["import", "--slot", "position", "--paper", "2103.17239"], "component name 'import' is a Python keyword"),
+    (["abc\n", "--slot", "feedforward", "--paper", "2103.17239"], "must be a lowercase Python identifier"),
+    (["名前", "--slot", "feedforward", "--paper", "2103.17239"], "must be a lowercase Python identifier"),
 ])
 def test_refusals_exit_2_and_write_nothing(tmp_path, capsys, args, message):
     root, ledger = _tree(tmp_path), _ledger(tmp_path)

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from llmevo.artifacts import validate_artifact
-from llmevo.artifacts.schema import MeanStd
+from llmevo.artifacts.schema import MeanStd, load_artifact
 from llmevo.cli import main
 from llmevo.reports.readme import write_report
 from llmevo.reports.sections import (
@@ -24,6 +24,7 @@ from llmevo.reports.sections import (
 )
 from llmevo.reports.terminal import artifact_view, comparison_view
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 BLT = "2412.09871-blt.public-seed42.json"
 RELAY = "2610.21126-rope-relay.component-cpu-seeds42-44.json"
 
@@ -164,3 +165,30 @@ def test_show_broken_file_exits_2_with_one_line(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert "broken.json: baseline.lm_loss:" in err
+
+
+STAGE_ROWS = ("post_training_loss", "reward_bearing_group_rate")
+
+
+@pytest.mark.parametrize(("folder", "shown"), [
+    ("2104.09864-rope", ()),  # a pretraining component: no stage ran (its arms record 0 for both)
+    ("2305.18290-dpo", ("post_training_loss",)),  # a stage without sampled groups: no rate
+    ("2402.03300-grpo", STAGE_ROWS),
+])
+def test_tables_show_only_the_metrics_that_apply(folder, shown):
+    """A smoke reproduction of a pretraining component printed post_training_loss and
+    reward_bearing_group_rate rows of zeros, which read as measurements."""
+    from llmevo.cli.reproduce import summary_table
+    from llmevo.reports.sections import artifact_sections
+
+    path = sorted((REPO_ROOT / "docs" / "reproductions" / folder / "metrics").glob("public-*.json"))[0]
+    artifact = load_artifact(path)
+    if not shown:
+        assert artifact.baseline.post_training_loss == 0.0 == artifact.method.reward_bearing_group_rate
+    sections = {section.key: section for section in artifact_sections(artifact)}
+    validation = {row[0].split()[0] for row in sections["validation"].rows}
+    terminal = set(summary_table(artifact).columns[0]._cells)
+    for metric in STAGE_ROWS:
+        assert (metric in validation) == (metric in shown), (metric, validation)
+        assert (metric in terminal) == (metric in shown), (metric, terminal)
+    assert "lm_loss" in validation and "lm_loss" in terminal

@@ -3,8 +3,12 @@ loopback server (``tests/arxiv_server.py``): no test touches the network."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
+import time
 from datetime import date
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from arxiv_server import FakeArxiv, serve_arxiv
@@ -151,3 +155,85 @@ def test_cli_add_refuses_and_writes_nothing(capsys, tmp_path):
         capsys.readouterr()
         assert run_cli(["papers", "add", "2409.04431", "--why", "x", "--api-url", fake.url, *common]) == 2
         assert "already in the ledger (queued); pass --update" in capsys.readouterr().err
+
+
+@contextlib.contextmanager
+def _server(answer):
+    """A loopback HTTP server whose GET handler is ``answer(handler)``."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            answer(self)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/api/query"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _reply(body: bytes, content_type: str):
+    def answer(handler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", content_type)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+    return answer
+
+
+@pytest.mark.parametrize("command", [["search", "attention"], ["add", "2409.04431", "--why", "x"]])
+def test_a_server_that_never_answers_times_out_as_one_line(command, capsys, tmp_path):
+    """The client passed no timeout: a server that accepts and never answers hung the command,
+    even with --retries 0."""
+    release = threading.Event()
+    with _server(lambda handler: release.wait(30)) as url:
+        started = time.perf_counter()
+        code = run_cli(["papers", *command, "--api-url", url, "--delay", "0", "--retries", "0",
+                        "--timeout", "0.5", "--ledger", str(tmp_path / "papers.json")])
+        elapsed = time.perf_counter() - started
+        release.set()
+    err = capsys.readouterr().err
+    assert code == 2 and elapsed < 10, (code, elapsed, err)
+    assert len(err.strip().splitlines()) == 1 and "did not answer within 0.5 s (--timeout)" in err, err
+    assert files_under(tmp_path) == set()
+
+
+@pytest.mark.parametrize(("body", "found"), [
+    (b"<!doctype html><html><body><h1>Welcome to the portal</h1></body></html>",
+     "a reply that is not XML (text/html)"),
+    (b"<html><body><p>Welcome</p></body></html>", "a <html> document (text/html)"),
+    (b"this is not xml at all", "a reply that is not XML (text/html)"),
+    (b'<?xml version="1.0"?><rss version="2.0"><channel></channel></rss>', "a <rss> document (text/html)"),
+])
+@pytest.mark.parametrize("command", [["search", "attention"], ["add", "2409.04431", "--why", "x"]])
+def test_a_reply_that_is_not_an_atom_feed_is_an_error(body, found, command, capsys, tmp_path):
+    """An HTML page with status 200 was read as a feed of no papers: exit 0, '0 papers'."""
+    with _server(_reply(body, "text/html")) as url:
+        code = run_cli(["papers", *command, "--api-url", url, "--delay", "0", "--retries", "0",
+                        "--ledger", str(tmp_path / "papers.json")])
+    err = capsys.readouterr().err
+    assert code == 2, (code, err)
+    assert len(err.strip().splitlines()) == 1 and f"answered with {found}, not an Atom feed" in err, err
+    assert files_under(tmp_path) == set()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_a_bad_timeout_is_refused_before_any_request(value, capsys):
+    with serve_arxiv() as fake:
+        code = run_cli(["papers", "search", "attention", "--api-url", fake.url, "--timeout", value])
+    assert code == 2 and fake.queries == []
+    assert "timeout_seconds" in capsys.readouterr().err
+
+
+def test_a_real_feed_still_reads_with_the_timeout():
+    with serve_arxiv() as fake:
+        record = fetch("2409.04431", settings(api_url=fake.url, delay_seconds=0, timeout_seconds=5))
+    assert record.arxiv_id == "2409.04431"

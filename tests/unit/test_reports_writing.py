@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -12,7 +13,7 @@ import pytest
 
 from llmevo.artifacts.schema import load_artifact, validate_artifact
 from llmevo.cli import main
-from llmevo.errors import ArtifactError
+from llmevo.errors import ArtifactError, WriteError
 from llmevo.eval.metrics import derive_arm_metrics
 from llmevo.eval.stats import build_statistics, claim_policy, verdict
 from llmevo.reports.leaderboard import (
@@ -449,3 +450,67 @@ def test_a_tuned_report_gives_each_arms_chosen_learning_rate_not_the_presets():
     tuned = protocol_row("public-quick-tuned-space-seeds42-46.json")
     assert "baseline 0.0037" in tuned and "method 0.0113" in tuned and "preset's 0.0030" in tuned
     assert protocol_row("public-quick-seeds42-44.json").endswith("48 / 0.0030")
+
+
+def test_the_leaderboard_pair_records_its_page_and_a_torn_pair_is_detected(tmp_path):
+    from llmevo.reports.leaderboard import check_pair
+
+    md_path, json_path = tmp_path / "LEADERBOARD.md", tmp_path / "LEADERBOARD.json"
+    write_leaderboard([], md_path, json_path, tmp_path)
+    recorded = json.loads(json_path.read_text())["markdown_sha256"]
+    assert recorded == hashlib.sha256(md_path.read_bytes()).hexdigest()  # an independent digest
+    check_pair(md_path, json_path)
+    md_path.write_text(md_path.read_text() + "edited\n")
+    with pytest.raises(ArtifactError, match="not the page .* was written with"):
+        check_pair(md_path, json_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["LEADERBOARD.json", "LEADERBOARD.md"]
+
+
+def test_a_failed_leaderboard_json_leaves_both_files_as_they_were(tmp_path, monkeypatch):
+    """The two files were written one after the other: a failure writing the JSON left a new
+    page beside the old JSON."""
+    from llmevo.reports import leaderboard
+
+    md_path, json_path = tmp_path / "LEADERBOARD.md", tmp_path / "LEADERBOARD.json"
+    md_path.write_text("the old page\n")
+    json_path.write_text(json.dumps({"generated_by": "llmevo leaderboard", "rows": []}))
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    real = leaderboard.write_text_atomic
+
+    def failing(path, text):
+        if ".json" in Path(path).name:
+            raise OSError(28, "No space left on device")
+        real(path, text)
+
+    monkeypatch.setattr(leaderboard, "write_text_atomic", failing)
+    with pytest.raises(OSError):
+        write_leaderboard([], md_path, json_path, tmp_path)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_a_pair_torn_between_its_renames_is_detected(tmp_path, monkeypatch):
+    from llmevo.reports import leaderboard
+
+    md_path, json_path = tmp_path / "LB.md", tmp_path / "LB.json"
+    leaderboard.write_pair(md_path, "page one\n", json_path, json.dumps({"markdown_sha256": hashlib.sha256(
+        b"page one\n").hexdigest(), "rows": []}))
+    leaderboard.check_pair(md_path, json_path)
+    renames = []
+    real = leaderboard.os.replace
+
+    def second_fails(source, target):
+        if Path(target).name.endswith(".pair.tmp"):  # a staged file's own atomic write
+            return real(source, target)
+        renames.append(target)
+        if len(renames) == 2:
+            raise OSError(5, "Input/output error")
+        real(source, target)
+
+    monkeypatch.setattr(leaderboard.os, "replace", second_fails)
+    with pytest.raises(WriteError, match="LB.json"):
+        leaderboard.write_pair(md_path, "page two\n", json_path, json.dumps({"markdown_sha256": hashlib.sha256(
+            b"page two\n").hexdigest(), "rows": []}))
+    assert md_path.read_text() == "page two\n"  # the page was renamed, its JSON was not
+    with pytest.raises(ArtifactError, match="torn or edited pair"):
+        leaderboard.check_pair(md_path, json_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["LB.json", "LB.md"]  # no temporary left

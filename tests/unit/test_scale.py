@@ -165,6 +165,10 @@ BAD_SIZES = [
     ({"rung": 1, "preset": "smoke"}, "scale the quick preset (rung 0 is quick); got --preset smoke"),
     ({"d_model": 0}, "--d-model 0: Input should be greater than or equal to 1"),
     ({"rung": 2, "heads": 6, "name": "rope"}, "--heads 6 does not divide --d-model 128"),
+    # heads of odd width: RoPE rotates channel pairs (this ended in a traceback at the first step)
+    ({"d_model": 15, "heads": 3}, "rope: the head dimension 5 (d_model 15 / 3 heads) is odd"),
+    ({"d_model": 30, "heads": 4}, "--heads 4 does not divide --d-model 30"),
+    ({"rung": -3, "heads": 16}, "rope: the head dimension 1 (d_model 16 / 16 heads) is odd"),
 ]
 
 

@@ -24,16 +24,19 @@ ApiUrlOption = Annotated[str, typer.Option(help="The arXiv API query endpoint (a
 DelayOption = Annotated[float, typer.Option(
     help="Seconds between API requests (arXiv's terms of use ask for 3).")]
 RetriesOption = Annotated[int, typer.Option(help="Retries of a failing API request.")]
+TimeoutOption = Annotated[float, typer.Option(
+    metavar="SECONDS", help="Give up on an API request that has not answered after this long.")]
 WhyOption = Annotated[str, typer.Option(help="One line: why this decision (required).")]
 TrackOption = Annotated[str, typer.Option(
     help="The ledger's topic group: attention, position, feedforward, norm, block, optimizer, "
          "schedule, objective, moe, post-training, architecture, ...")]
 
 
-def _settings(api_url: str, delay: float, retries: int, page_size: int = 100):
+def _settings(api_url: str, delay: float, retries: int, timeout: float, page_size: int = 100):
     from llmevo.papers.intake import settings
 
-    return settings(api_url=api_url, page_size=page_size, delay_seconds=delay, num_retries=retries)
+    return settings(api_url=api_url, page_size=page_size, delay_seconds=delay, num_retries=retries,
+                    timeout_seconds=timeout)
 
 
 @papers_app.command("search")
@@ -48,6 +51,7 @@ def search(
     page_size: Annotated[int, typer.Option(help="Results per API request (at most 2000).")] = 100,
     delay: DelayOption = 3.0,
     retries: RetriesOption = 3,
+    timeout: TimeoutOption = 30.0,
 ) -> None:
     """Search arXiv; each result shows the ledger's decision on it, if any."""
     from rich.table import Table
@@ -58,7 +62,7 @@ def search(
 
     categories = parse_categories(category) if category is not None else []
     start = parse_since(since) if since is not None else None
-    config = _settings(api_url, delay, retries, page_size)
+    config = _settings(api_url, delay, retries, timeout, page_size)
     known = load_ledger(ledger)
     records = search_arxiv(query, categories=categories, since=start, max_results=max_results,
                            config=config)
@@ -88,12 +92,13 @@ def add(
     api_url: ApiUrlOption = "https://export.arxiv.org/api/query",
     delay: DelayOption = 3.0,
     retries: RetriesOption = 3,
+    timeout: TimeoutOption = 30.0,
 ) -> None:
     """Fetch a paper's metadata from arXiv and add it to the ledger with a decision."""
     from llmevo.papers.intake import add_paper
 
     entry = add_paper(ledger, arxiv_id, decision=decision, why=why, track=track, update=update,
-                      config=_settings(api_url, delay, retries))
+                      config=_settings(api_url, delay, retries, timeout))
     console.print(f"{'updated' if update else 'added'} {entry.arxiv_id} ({entry.title}): "
                   f"{entry.decision.status} — {ledger}", highlight=False, markup=False)
 

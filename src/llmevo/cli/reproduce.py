@@ -42,6 +42,7 @@ def summary_table(artifact: ReproductionArtifact) -> Table:
     from rich.table import Table
 
     from llmevo.eval.metrics import SUMMARY_METRICS
+    from llmevo.reports.sections import applicable_metrics
 
     # escaped: arm names such as llama_modern[position=rope] are not rich markup
     table = Table(title=escape(f"{artifact.method.name} vs {artifact.baseline.name} "
@@ -51,7 +52,7 @@ def summary_table(artifact: ReproductionArtifact) -> Table:
     table.add_column("method", justify="right")
     table.add_column("Δ% (95% CI)", justify="right")
     stats = artifact.statistics or {}
-    for metric in SUMMARY_METRICS:
+    for metric in applicable_metrics(artifact, SUMMARY_METRICS):
         baseline, method = artifact.baseline.recorded(metric), artifact.method.recorded(metric)
         if baseline is None or method is None:
             continue
@@ -137,7 +138,8 @@ def reproduce(
              "to 42..46.")] = None,
     tune_grid: Annotated[str | None, typer.Option(
         help="Learning rates to tune over, e.g. 1e-3,3e-3,1e-2 (default: 5 from lr/3 to 3*lr).")] = None,
-    tune_seeds: Annotated[str, typer.Option(help="Tuning seeds, disjoint from the report seeds.")] = "1000",
+    tune_seeds: Annotated[str | None, typer.Option(
+        help="Tuning seeds, disjoint from the report seeds (default 1000).")] = None,
     tune_confirm: Annotated[int | None, typer.Option(
         help="With tuning: extra tuning seeds (default 2, at most 16) that confirm a best lr at the "
              "stability edge (the highest that trained) against its lower neighbour; 0 turns this off.")] = None,
@@ -150,7 +152,8 @@ def reproduce(
         help="With --tune-space, or with --all for its optimizer comparisons: trials per arm "
              "(default 8, at least 2), each under every tuning seed; the last quarter extends an "
              "axis whose best lies on its edge.")] = None,
-    margin: Annotated[float, typer.Option(help="Non-inferiority margin of the verdict class, percent.")] = 1.0,
+    margin: Annotated[float | None, typer.Option(
+        help="Non-inferiority margin of the verdict class, percent (default 1).")] = None,
     post_steps: Annotated[int | None, typer.Option(help="Post-training methods: the stage's steps.")] = None,
     post_batch_size: Annotated[int | None, typer.Option(help="Post-training: examples per step.")] = None,
     post_lr: Annotated[float | None, typer.Option(help="Post-training: learning rate.")] = None,
@@ -168,11 +171,11 @@ def reproduce(
         help="GRPO: the arithmetic difficulty (operands 0..N).")] = None,
     tensorboard: Annotated[Path | None, typer.Option(metavar="DIR",
         help="Write TensorBoard event files here: per-step loss, lr, grad norm and final metrics, one run per arm and seed.")] = None,
-    arm_cache: Annotated[bool, typer.Option(
+    arm_cache: Annotated[bool | None, typer.Option(
         "--arm-cache/--no-arm-cache",
         help="Load tuning and report runs trained before with identical settings, code and data "
              "from $LLMEVO_CACHE/arms (default .cache/llmevo/arms) instead of retraining them (the artifact lists them); --no-arm-cache "
-             "retrains everything. Not used with --tensorboard.")] = True,
+             "retrains everything. Not used with --tensorboard.")] = None,
     experiment: Annotated[Path | None, typer.Option(metavar="FILE", help=(
         "Run an external experiment declared in this TOML file (a command that prints a JSON "
         "line of metrics) instead of a component; its arms by --baseline/--method 'k=v,...'."))] = None,
@@ -190,16 +193,27 @@ def reproduce(
         from llmevo.cli.external import run_experiment
 
         run_experiment(experiment, baseline, method, seed, seeds, tune, tune_grid, tune_seeds, timeout,
-                       margin, arm_cache, out, report, others={"NAME": name, "--all": all_ or None, "--genome": genome, "--against": against,
+                       margin, arm_cache is not False, out, report, others={"NAME": name, "--all": all_ or None, "--genome": genome, "--against": against,
                                "--publish": publish or None, "--tune-space": tune_space, "--init-from": init_from})
         return
     table_only = {"--only": only, "--time-limit": time_limit, "--storage": storage, "--study": study}
+    if sequential and path != "auto":
+        raise ConfigError("--sequential is --path sequential; give one of them")
+    if sequential:
+        path = "sequential"
     if all_:
         single = {"NAME": name, "--against": against, "--seed": seed, "--save-checkpoints": save_checkpoints,
                   "--tensorboard": tensorboard, "--rung": rung, "--d-model": d_model, "--layers": layers,
                   "--heads": heads, "--init-from": init_from, "--genome": genome, "--lr": lr, "--batch-size": batch_size,
                   "--method-config": method_config, "--post-steps": post_steps, "--replace": replace or None,
-                  "--no-tune": tune is False or None, "--no-report": (not report) or None}
+                  "--no-tune": tune is False or None, "--no-report": (not report) or None,
+                  "--tokens-per-parameter": tokens_per_parameter, "--seq-len": seq_len,
+                  "--warmup-steps": warmup_steps, "--weight-decay": weight_decay, "--schedule": schedule,
+                  "--suite": suite, "--tune-seeds": tune_seeds, "--margin": margin,
+                  "--replicas-max": replicas_max, "--post-batch-size": post_batch_size, "--post-lr": post_lr,
+                  "--self-consistency": self_consistency or None, "--post-seed-offset": post_seed_offset,
+                  "--preference-file": preference_file, "--arithmetic-max-operand": arithmetic_max_operand,
+                  "--arm-cache" if arm_cache else "--no-arm-cache": arm_cache}
         given = [option for option, value in single.items() if value is not None]
         if given:
             raise ConfigError(f"--all runs the whole table; {', '.join(given)} applies to one comparison")
@@ -219,6 +233,9 @@ def reproduce(
         name = read_genome(genome)[1]
     name = name or "rope"
 
+    given_only = {key: value for key, value in (  # the request's own default where not given
+        ("tune_seeds", None if tune_seeds is None else parse_seeds(None, tune_seeds, option="--tune-seeds")),
+        ("margin", margin), ("arm_cache", arm_cache)) if value is not None}
     request = ReproductionRequest(
         name=name, against=against, preset=preset, device=device,
         seeds=None if seed is None and seeds is None else parse_seeds(seed, seeds),
@@ -228,15 +245,14 @@ def reproduce(
         steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps, weight_decay=weight_decay,
         schedule=schedule, suite=suite, publish=publish, allow_dirty=allow_dirty, replace=replace,
         report=report, out=out, save_checkpoints=save_checkpoints, tensorboard=tensorboard,
-        arm_cache=arm_cache, path="sequential" if sequential else path, replicas_max=replicas_max,
+        path=path, replicas_max=replicas_max,
         tune=tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None,
-        tune_seeds=parse_seeds(None, tune_seeds, option="--tune-seeds"), tune_confirm=tune_confirm,
-        tune_space=tune_space, tune_trials=tune_trials, margin=margin,
+        tune_confirm=tune_confirm, tune_space=tune_space, tune_trials=tune_trials,
         post_steps=post_steps, post_batch_size=post_batch_size, post_lr=post_lr,
         post_seed_offset=post_seed_offset, self_consistency=self_consistency or None,
         method_config=method_config,
         preference_file=preference_file, arithmetic_max_operand=arithmetic_max_operand,
-        command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
+        command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]), **given_only,
     )
     apply_threads(request.threads)  # the request checked every value (the CLI only parses)
     plan = request.plan()  # every check, output paths included, happens before training

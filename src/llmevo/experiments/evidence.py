@@ -58,6 +58,8 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
+import os
+import stat
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -190,6 +192,7 @@ class EvidenceRequest(RequestModel):
         preset_name = self.preset if isinstance(self.preset, str) else self.preset.name
         folder = self.out or Path("runs/evidence") / preset_name
         check_output_dir(folder, "--out")
+        check_state_file(folder / STATE_FILE)  # before any work, not after the first comparison
         requests, arm_keys = [], []
         for entry in evidence_entries(only=self.only):
             lr_only = entry.tune_space is None
@@ -276,6 +279,27 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def check_state_file(path: Path) -> None:
+    """The state file's path before any work: absent, or a regular file that reads as a state
+    file (a folder, a FIFO, a device or an unreadable file there is refused, never replaced);
+    its folder must be writable (``check_output_dir`` of the folder checks that)."""
+    try:
+        mode = path.stat().st_mode  # stat, not open: opening a FIFO would block
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise ConfigError(f"state file {path} is a broken symbolic link; remove it or pass "
+                              "another --out") from None
+        return
+    except OSError as error:
+        raise ConfigError(f"state file {path}: {error.strerror or error}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+        raise ConfigError(f"state file {path} is {kind}; move it away or pass another --out")
+    if not os.access(path, os.R_OK):
+        raise ConfigError(f"state file {path} is not readable; fix its permissions or pass another --out")
+    _load_state(path)  # a file that is not a state file fails now too
+
+
 def _load_state(path: Path) -> dict[str, dict[str, Any]]:
     if not path.is_file():
         return {}
@@ -343,7 +367,7 @@ def _run_entry(entry: Entry, request: ReproductionRequest, time_limit: float | N
         return _outcome(entry, artifact_path, time.perf_counter() - started, code)
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
-    child = context.Process(target=_child, args=(request.model_dump_json(), results, code_state),
+    child = context.Process(target=_child, args=(request.model_dump_json(exclude_unset=True), results, code_state),
                             daemon=False)
     child.start()
     child.join(time_limit * 60)

@@ -73,7 +73,7 @@ from llmevo.runner.tuning import (
 )
 from llmevo.runner.tuning_space import DEFAULT_TRIALS, MAX_TRIALS, SpacePlan, check_space_plan
 from llmevo.train.device import accelerator_name, resolve_device
-from llmevo.train.execution import Execution, check_path
+from llmevo.train.execution import Execution, check_path, default_path
 from llmevo.train.logging import TensorBoardLogs
 from llmevo.train.trainer import Progress
 
@@ -89,6 +89,14 @@ TUNED_BY_DEFAULT = ("quick", "standard")
 # a post-training method's stage options, refused for any other component
 POST_TRAINING_OPTIONS = ("post_steps", "post_batch_size", "post_lr", "post_seed_offset", "self_consistency",
                          "method_config", "preference_file", "arithmetic_max_operand")
+# a stage option that sets the data of one task: refused for a method that trains on another
+TASK_OPTIONS = {"preference_file": ("preference", "DPO's preference pairs"),
+                "arithmetic_max_operand": ("arithmetic", "GRPO's arithmetic problems")}
+# what only pretraining reads: refused where nothing is pretrained (a post-training method
+# started from --init-from)
+PRETRAINING_OPTIONS = ("steps", "batch_size", "lr", "warmup_steps", "weight_decay", "schedule",
+                       "replicas_max")
+NO_REPLICAS = ("sequential", "parallel")  # paths that train no replicas: --replicas-max cannot apply
 
 
 def artifact_filename(preset: str, seeds: list[int], tuned: bool = False,
@@ -281,6 +289,7 @@ class ReproductionRequest(RequestModel):
         if comparison.spec.slot == "post_training":
             if self.tune or self.tune_grid is not None or self.tune_space is not None:  # one pretraining
                 raise ConfigError(TUNING_REFUSAL.format(name=self.name))
+            self._check_post_training_options(comparison)
             tuned = False
             post_training = post_training_request(
                 comparison, preset.post_training,
@@ -309,9 +318,15 @@ class ReproductionRequest(RequestModel):
             confirm = DEFAULT_CONFIRM if self.tune_confirm is None else self.tune_confirm
             tuning = check_plan(self.tune_grid or default_grid(preset.train.lr), self.tune_seeds,
                                 seeds, confirm=confirm)
-        elif self.tune_confirm is not None:
-            raise ConfigError("--tune-confirm needs tuning: add --tune (this run is untuned)")
+        else:
+            untuned = ("post-training methods are not tuned" if post_training is not None
+                       else "add --tune (this run is untuned)")
+            for option in ("tune_confirm", "tune_seeds"):
+                if option in self.model_fields_set and getattr(self, option) is not None:
+                    raise ConfigError(f"--{option.replace('_', '-')} needs tuning: {untuned}")
         check_path(self.path, self.replicas_max)
+        device = resolve_device(self.device)
+        self._check_execution(device)
         check_margin(self.margin)
         if self.allow_dirty and not self.publish:
             raise ConfigError("--allow-dirty applies to --publish only (an unpublished run may "
@@ -324,7 +339,7 @@ class ReproductionRequest(RequestModel):
                        f"{preset.name!r}, seeds={seeds}{init})")
         return ReproductionPlan(
             comparison=comparison, preset=preset, seeds=seeds, data_dir=Path(self.data_dir),
-            cache_dir=Path(self.cache_dir), device=resolve_device(self.device),
+            cache_dir=Path(self.cache_dir), device=device,
             execution=Execution(self.path, self.replicas_max), tuning=tuning,
             margin_percent=self.margin, post_training=post_training,
             arm_cache="use" if self.arm_cache else "refresh",
@@ -335,6 +350,50 @@ class ReproductionRequest(RequestModel):
             repo_root=self.repo_root, command=command, scale=size, replace=self.replace,
             init_from=init_from,
         )
+
+    def _check_post_training_options(self, comparison: Comparison) -> None:
+        """Refuse a stage option the method does not read (``TASK_OPTIONS``) and, when both
+        arms start from a checkpoint, every option only pretraining reads."""
+        task = comparison.spec.cls.task or "instruction"
+        if "arm_cache" in self.model_fields_set:
+            raise ConfigError(f"--{'' if self.arm_cache else 'no-'}arm-cache: a post-training method's "
+                              "runs are not cached (both arms post-train one pretraining each seed); drop it")
+        for option, (wanted, what) in TASK_OPTIONS.items():
+            if getattr(self, option) is not None and task != wanted:
+                raise ConfigError(f"--{option.replace('_', '-')} sets {what}; '{self.name}' trains on the "
+                                  f"{task} task, not on them; drop it")
+        if self.init_from is not None:
+            given = [f"--{option.replace('_', '-')}" for option in PRETRAINING_OPTIONS
+                     if getattr(self, option) is not None]
+            if self.path != "auto":
+                given.append(f"--path {self.path}")
+            if given:
+                raise ConfigError(f"{', '.join(given)}: with --init-from a post-training method pretrains "
+                                  "nothing (both arms start from the checkpoint); the stage's options "
+                                  "are --post-steps, --post-batch-size, --post-lr")
+
+    def _check_execution(self, device: torch.device) -> None:
+        """Refuse execution options the chosen path never reads: ``replicas_max`` on a path
+        that trains no replicas (``auto`` resolved for ``device``), and a batched or parallel
+        path with ``tensorboard`` (per-step logs come from the sequential trainer)."""
+        chosen = default_path(device) if self.path == "auto" else self.path
+        if "arm_cache" in self.model_fields_set and self.tensorboard is not None:
+            raise ConfigError(f"--{'' if self.arm_cache else 'no-'}arm-cache with --tensorboard: the step "
+                              "logs need every run trained here, so the arm cache is not used; drop it")
+        if self.tensorboard is not None and self.path not in ("auto", "sequential"):
+            raise ConfigError(f"--path {self.path} with --tensorboard: per-step logs are written by the "
+                              "sequential trainer, so the seeds would train sequentially; drop one of them")
+        if chosen.startswith("parallel") and device.type != "cpu":
+            raise ConfigError(f"--path {self.path}: the parallel paths run CPU worker processes; the "
+                              f"device is {device.type} (use --path batched or sequential)")
+        if self.tensorboard is not None:
+            chosen = "sequential"
+        if self.replicas_max is not None and chosen in NO_REPLICAS:
+            how = ("--tensorboard trains sequentially, with no replicas" if self.tensorboard is not None
+                   else f"--path auto on {device.type} is {chosen}, which trains no replicas"
+                   if self.path == "auto" else f"--path {self.path} trains no replicas")
+            raise ConfigError(f"--replicas-max caps the replicas of a batched path; {how}; add --path "
+                              "batched (or parallel-batched) or drop --replicas-max")
 
     def _outputs(self, comparison: Comparison, preset: Preset, seeds: list[int],
                  tuned: bool, size: Scale | None,

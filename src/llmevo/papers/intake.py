@@ -50,6 +50,7 @@ class ArxivSettings(StrictModel):
     page_size: PositiveInt = Field(default=100, le=2000)  # the API's limit per page
     delay_seconds: NonNegativeFloat = 3.0
     num_retries: NonNegativeInt = 3
+    timeout_seconds: float = Field(default=30.0, gt=0, allow_inf_nan=False)  # per request: a server that never answers is an error
 
 
 class PaperRecord(StrictModel):
@@ -68,11 +69,11 @@ class PaperRecord(StrictModel):
 
 
 def settings(api_url: str = ARXIV_API, page_size: int = 100, delay_seconds: float = 3.0,
-             num_retries: int = 3) -> ArxivSettings:
+             num_retries: int = 3, timeout_seconds: float = 30.0) -> ArxivSettings:
     """``ArxivSettings`` from plain values; a bad one is a one-line ``ConfigError``."""
     try:
         return ArxivSettings(api_url=api_url, page_size=page_size, delay_seconds=delay_seconds,
-                             num_retries=num_retries)
+                             num_retries=num_retries, timeout_seconds=timeout_seconds)
     except ValidationError as error:
         raise one_line_error(error, "arXiv client") from None
 
@@ -115,12 +116,56 @@ def build_query(text: str, categories: list[str], since: date | None,
     return " AND ".join(parts)
 
 
+class NotAFeed(LlmevoError):
+    """The API answered 200 with something that is not an Atom feed (an HTML page, a portal)."""
+
+
+ATOM_FEED = "{http://www.w3.org/2005/Atom}feed"
+
+
+def check_feed(content: bytes, url: str, content_type: str | None = None) -> None:
+    """Refuse a reply that is not an Atom feed: the client parses any XML it can recover and
+    reads an HTML page (a captive portal, a wrong ``--api-url``) as a feed of no papers."""
+    from lxml import etree
+
+    try:
+        root = etree.fromstring(content, etree.XMLParser(resolve_entities=False, no_network=True))
+    except etree.XMLSyntaxError:
+        root = None
+    if root is None or root.tag != ATOM_FEED:
+        found = "a reply that is not XML" if root is None else f"a <{etree.QName(root).localname}> document"
+        sent = f" ({content_type})" if content_type else ""
+        raise NotAFeed(f"the arXiv API at {url} answered with {found}{sent}, not an Atom feed; "
+                       "check --api-url")
+
+
+def _guard(session: Any, config: ArxivSettings) -> None:
+    """Give the client's ``requests`` session a timeout on every request (the ``arxiv`` client
+    passes none, so a server that never answers would hang it, whatever the retries) and check
+    every 200 reply to be an Atom feed (``check_feed``)."""
+    request = session.request
+
+    def timed(method: str, url: str, **options: Any) -> Any:
+        options.setdefault("timeout", config.timeout_seconds)
+        return request(method, url, **options)
+
+    def feed_only(response: Any, *args: Any, **options: Any) -> Any:
+        if response.status_code == 200:
+            check_feed(response.content, config.api_url, response.headers.get("Content-Type"))
+        return response
+
+    session.request = timed
+    session.hooks["response"].append(feed_only)
+
+
 def _client(config: ArxivSettings) -> arxiv.Client:
     import arxiv
 
     client = arxiv.Client(page_size=config.page_size, delay_seconds=config.delay_seconds,
                           num_retries=config.num_retries)
     client.query_url_format = config.api_url.rstrip("?") + "?{}"
+    # the package keeps its requests.Session as ``_session`` and offers no timeout of its own
+    _guard(client._session, config)
     return client
 
 
@@ -148,6 +193,9 @@ def _results(config: ArxivSettings, search: arxiv.Search) -> list[PaperRecord]:
     except arxiv.UnexpectedEmptyPageError:
         raise ArxivUnavailable(f"the arXiv API at {config.api_url} returned an empty page "
                                f"({config.num_retries + 1} tries); try again later") from None
+    except requests.Timeout:
+        raise ArxivUnavailable(f"the arXiv API at {config.api_url} did not answer within "
+                               f"{config.timeout_seconds:g} s (--timeout); try again later") from None
     except requests.RequestException as error:
         raise ArxivUnavailable(f"cannot reach the arXiv API at {config.api_url}: "
                                f"{type(error).__name__}") from None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import keyword
 import re
 import textwrap
 from dataclasses import dataclass
@@ -200,9 +201,12 @@ def plan_component(root: Path, name: str, slot: str, arxiv_id: str, ledger: Ledg
     if slot not in TEMPLATES:
         raise ConfigError(f"--slot {slot}: the scaffold writes components of the slots "
                           f"{', '.join(TEMPLATES)}; a {slot} component is written by hand")
-    if not NAME.match(name):
-        raise ConfigError(f"component name '{name}' must be a lowercase Python identifier "
+    if not (NAME.fullmatch(name) and name.isidentifier()):  # fullmatch: no trailing newline
+        raise ConfigError(f"component name {name!r} must be a lowercase Python identifier "
                           "(letters, digits, underscores), e.g. scaled_swiglu")
+    if keyword.iskeyword(name):
+        raise ConfigError(f"component name '{name}' is a Python keyword: its module could not be "
+                          f"imported by name ('from ... import {name}'); choose another, e.g. {name}_x")
     if name in registered:
         raise ConfigError(f"component '{name}' is already registered; choose another name")
     entry = ledger.require(arxiv_id)

@@ -17,13 +17,15 @@ deleted, or a reference folder this machine lacks) unless ``replace``.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmevo.artifacts.io import write_text_atomic
+from llmevo.artifacts.io import guarded_write, write_text_atomic
 from llmevo.artifacts.ladder import LadderFile
 from llmevo.artifacts.schema import (
     Artifact,
@@ -408,10 +410,49 @@ def write_leaderboard(rows: Sequence[Mapping], md_path: Path, json_path: Path,
     if Path(md_path).resolve() == Path(json_path).resolve():
         raise ConfigError(f"leaderboard Markdown and JSON paths must differ; both are {md_path}")
     _check_rows_kept(json_path, rows, replace=replace)
-    write_text_atomic(Path(md_path), render_markdown(rows, Path(md_path), repository, ladders))
-    payload = {"generated_by": "llmevo leaderboard", "rows": list(rows), "ladders": list(ladders),
+    markdown = render_markdown(rows, Path(md_path), repository, ladders)
+    payload = {"generated_by": "llmevo leaderboard",
+               "markdown_sha256": hashlib.sha256(markdown.encode("utf-8")).hexdigest(),
+               "rows": list(rows), "ladders": list(ladders),
                "transfer_calibration": calibration(list(ladders))}
-    write_text_atomic(Path(json_path), json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    write_pair(Path(md_path), markdown, Path(json_path), json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_pair(md_path: Path, markdown: str, json_path: Path, text: str) -> None:
+    """The Markdown page and its JSON as a pair: both written in full (and synced) under
+    temporary names beside them first, then renamed, the JSON last. A failure before the
+    renames leaves both files as they were; the JSON's ``markdown_sha256`` lets a reader tell
+    a pair torn between the two renames (``check_pair``)."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for target, content in ((md_path, markdown), (json_path, text)):
+            temporary = target.with_name(f".{target.name}.pair.tmp")
+            write_text_atomic(temporary, content)
+            staged.append((temporary, target))
+        for temporary, target in staged:
+            with guarded_write(target):
+                os.replace(temporary, target)
+    except BaseException:
+        for temporary, _ in staged:
+            temporary.unlink(missing_ok=True)
+        raise
+
+
+def check_pair(md_path: Path, json_path: Path) -> None:
+    """Refuse a leaderboard pair whose Markdown is not the one its JSON was written with (a
+    write torn between the two renames, or a page edited by hand); a JSON from before the
+    digest was recorded is taken as it is."""
+    data = read_json(json_path)
+    recorded = data.get("markdown_sha256") if isinstance(data, dict) else None
+    if recorded is None:
+        return
+    try:
+        actual = hashlib.sha256(Path(md_path).read_bytes()).hexdigest()
+    except OSError as error:
+        raise ArtifactError(f"{md_path}: cannot read the leaderboard page ({error.strerror or error})") from None
+    if actual != recorded:
+        raise ArtifactError(f"{md_path} is not the page {json_path} was written with (a torn or edited "
+                            "pair); run 'llmevo leaderboard' again")
 
 
 @dataclass(frozen=True)

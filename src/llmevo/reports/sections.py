@@ -130,6 +130,20 @@ def numeric_values(arm: ArmResult | Mapping[str, Any] | None) -> dict[str, float
     }
 
 
+# a post-training stage's own metrics, each with the stage curve that shows a stage measured it
+STAGE_METRICS = {"post_training_loss": "losses", "reward_bearing_group_rate": "reward_bearing_rates"}
+
+
+def applicable_metrics(artifact: ReproductionArtifact, metrics: Iterable[str]) -> tuple[str, ...]:
+    """``metrics`` less those that do not apply to this comparison: a post-training stage's
+    own metrics (``STAGE_METRICS``) where no arm's stage recorded their curve. The schema
+    keeps them on every arm, as 0 for a pretraining comparison (no stage ran) and a rate of 0
+    for a stage without sampled groups (SFT, DPO): zeros that are not measurements."""
+    curves = artifact.post_training_curves or {}
+    return tuple(metric for metric in metrics if metric not in STAGE_METRICS
+                 or any(STAGE_METRICS[metric] in arm for arm in curves.values()))
+
+
 def ordered_union(*key_lists: Iterable[str]) -> list[str]:
     """Every key of the lists once, in the order first seen."""
     keys: list[str] = []
@@ -271,7 +285,7 @@ def _validation_section(artifact: ReproductionArtifact) -> Section:
     statistics = artifact.statistics or {}
     baseline, method = numeric_values(artifact.baseline), numeric_values(artifact.method)
     rows = []
-    for metric in REPORT_METRICS:
+    for metric in applicable_metrics(artifact, REPORT_METRICS):
         stats = statistics.get(metric)
         if stats is not None:
             cells = [format_mean_std(stats.baseline), format_mean_std(stats.method)]
@@ -315,7 +329,7 @@ def _test_section(artifact: ReproductionArtifact) -> Section:
             format_number(float(method[metric])),
             format_percent(relative_change_percent(baseline[metric], method[metric])),
         )
-        for metric in REPORT_METRICS
+        for metric in applicable_metrics(artifact, REPORT_METRICS)
         if metric in baseline and metric in method
     )
     return Section(

@@ -105,6 +105,11 @@ class RotaryPosition(PositionEncoding):
             raise ConfigError(
                 f"rope: rotary_dim {rotary_dim} is larger than the head dimension {dims.head_dim}"
             )
+        if rotary_dim % 2:  # the default, the whole head dimension, may be odd (d_model 15, 3 heads)
+            raise ConfigError(
+                f"rope: the head dimension {dims.head_dim} (d_model {dims.d_model} / {dims.n_heads} "
+                "heads) is odd, and RoPE rotates channel pairs; choose heads whose width "
+                "d_model / heads is even (or an even rope rotary_dim)")
         self.rotary_dim = rotary_dim
         self.register_buffer(
             "inv_freq", rotary_frequencies(rotary_dim, config.theta), persistent=False
