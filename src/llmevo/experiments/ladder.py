@@ -441,11 +441,13 @@ def _statistics(records: list[RungRecord], slots: list[str], include_degenerate:
 
 
 def refit_ladder(ladder: LadderFile, folder: Path, include_degenerate: bool = False,
-                 command: str | None = None) -> LadderFile:
+                 command: str | None = None, repo_root: Path = REPO_ROOT) -> LadderFile:
     """``ladder``'s across-rung statistics recomputed from its stored per-seed values under
     the current rule (the rung-level trend, leave-one-rung-out, degenerate rungs), nothing
     trained. A ladder file written before records no heads or slots: they are read from its
-    rungs' artifacts in ``folder``, each checked against the sha256 the ladder file names."""
+    rungs' artifacts in ``folder``, each checked against the sha256 the ladder file names.
+    With ``command`` the provenance gains a ``refit`` entry (the command, the rule, the code
+    commit of ``repo_root`` and whether it was dirty outside ``docs/ladders``)."""
     records = list(ladder.rungs)
     slots = ladder.slots
     if slots is None or any(r.n_heads is None for r in records):
@@ -468,7 +470,10 @@ def refit_ladder(ladder: LadderFile, folder: Path, include_degenerate: bool = Fa
                                          int(ladder.bootstrap["resamples"]), int(ladder.bootstrap["seed"]))
     provenance = dict(ladder.provenance)
     if command is not None:
-        provenance["refit"] = {"command": command, "rule": TREND_METHOD,
+        from llmevo.artifacts.provenance import git_state
+
+        commit, dirty = git_state(repo_root, ignore=Path("docs/ladders"))
+        provenance["refit"] = {"command": command, "rule": TREND_METHOD, "code_commit": commit, "code_dirty": dirty,
                                "from": "the per-seed values stored in this file; nothing retrained"}
     return ladder_file(
         name=ladder.name, against=ladder.against, arm_names=dict(ladder.arm_names),

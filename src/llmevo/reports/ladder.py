@@ -124,7 +124,7 @@ def trend_interval(ladder: LadderFile) -> IntervalRecord:
 
 def _slope(record: IntervalRecord) -> str:
     if record.low is None or record.high is None:
-        return f"{record.value:+.2f} (no interval)"
+        return f"{record.value:+.2f} (two rungs: no interval)"
     return f"{record.value:+.2f} [{record.low:+.2f}, {record.high:+.2f}]"
 
 
@@ -142,7 +142,7 @@ def trend_lines(ladder: LadderFile) -> list[str]:
              f"tau² = {'—' if trend.tau2 is None else f'{trend.tau2:.2f}'}) → **{ladder.trend}**"
              + (f" (the interval alone: {trend.trend})" if trend.unstable else "")]
     if trend.leave_one_out:
-        refits = "; ".join(f"without rung {r.left_out}: {_slope(r.slope)} ({r.trend if r.df else 'no class'})"
+        refits = "; ".join(f"without rung {r.left_out}: {_slope(r.slope)}" + (f" ({r.trend})" if r.df else "")
                            + (" — sign flips" if r.sign_flip else "") + (" — class flips" if r.class_flip else "")
                            for r in trend.leave_one_out)
         verdict = "unstable: a refit flips" if trend.unstable else "stable: no refit flips its sign or class"
