@@ -53,7 +53,7 @@ def report(
             import sys
 
             from llmevo.artifacts.io import write_json_atomic
-            from llmevo.experiments.ladder import refit_ladder
+            from llmevo.experiments import refit_ladder
 
             ladder = refit_ladder(ladder, artifact.parent, include_degenerate,
                                   command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]))

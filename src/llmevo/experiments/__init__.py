@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from llmevo.experiments.evidence import EntryEvent, EvidenceRequest, run_evidence
     from llmevo.experiments.genome_comparison import read_genome
-    from llmevo.experiments.ladder import LadderRequest, RungEvent, run_ladder
+    from llmevo.experiments.ladder import LadderRequest, RungEvent, refit_ladder, run_ladder
     from llmevo.experiments.pipeline import (
         ReproductionOutputs,
         ReproductionPlan,
@@ -28,11 +28,12 @@ if TYPE_CHECKING:
 _HOMES = {
     "ReproductionOutputs": "pipeline", "ReproductionPlan": "pipeline", "ReproductionRequest": "pipeline",
     "reproduce": "pipeline", "LadderRequest": "ladder", "RungEvent": "ladder", "run_ladder": "ladder",
+    "refit_ladder": "ladder",
     "EvidenceRequest": "evidence", "EntryEvent": "evidence", "run_evidence": "evidence",
     "read_genome": "genome_comparison",
 }
 __all__ = ["EntryEvent", "EvidenceRequest", "LadderRequest", "ReproductionOutputs", "ReproductionPlan", "ReproductionRequest", "RungEvent",
-           "read_genome", "reproduce", "run_evidence", "run_ladder"]
+           "read_genome", "refit_ladder", "reproduce", "run_evidence", "run_ladder"]
 
 
 def __getattr__(name: str) -> Any:
