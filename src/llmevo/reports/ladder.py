@@ -75,15 +75,16 @@ def plot_ladder_delta(ladder: LadderFile, path: Path) -> Path:
     deltas = np.array([r.delta_percent for r in ladder.rungs])
     low = np.array([r.ci_low if r.ci_low is not None else r.delta_percent for r in ladder.rungs])
     high = np.array([r.ci_high if r.ci_high is not None else r.delta_percent for r in ladder.rungs])
-    axes.errorbar(computes, deltas, yerr=[deltas - low, high - deltas], fmt="o", color="#333333",
-                  capsize=4, label="per rung: mean, 95% paired t-interval")
+    fitted = np.array([r.rung in fitted_rungs(ladder) for r in ladder.rungs])
+    axes.errorbar(computes[fitted], deltas[fitted], yerr=[(deltas - low)[fitted], (high - deltas)[fitted]],
+                  fmt="o", color="#333333", capsize=4, label="per rung: mean, 95% paired t-interval")
+    if not fitted.all():
+        axes.errorbar(computes[~fitted], deltas[~fitted], yerr=[(deltas - low)[~fitted], (high - deltas)[~fitted]],
+                      fmt="o", color="#333333", markerfacecolor="white", capsize=4,
+                      label="degenerate rung (left out of the trend)")
     axes.axhline(0.0, color="black", linewidth=1.0)
     margin_percent = ladder.margin_percent
     axes.axhspan(-margin_percent, margin_percent, color="#bbbbbb", alpha=0.3, label=f"±{margin_percent:g}% margin")
-    fitted = np.array([r.rung in fitted_rungs(ladder) for r in ladder.rungs])
-    if not fitted.all():
-        axes.plot(computes[~fitted], deltas[~fitted], "o", markerfacecolor="white", markeredgecolor="#333333",
-                  markersize=9, label="degenerate rung (left out of the trend)")
     trend = ladder.trend_fit
     slope = trend.slope.value if trend is not None else ladder.gap_slope_per_decade.value
     if slope is not None:
