@@ -20,13 +20,35 @@ from llmevo.reports.ladder import calibration, ladder_readme, ladder_row, ladder
 LADDERS = Path(__file__).resolve().parents[2] / "docs" / "ladders"
 
 
+NEW_FIELDS = ("slots", "trend_fit", "degenerate")
+
+
 @pytest.fixture
 def published(tmp_path):
+    """A published ladder folder copied, its ladder file as written before the rung-level
+    trend (the new fields removed, the trend the seed bootstrap's class)."""
     def copy(name: str) -> Path:
         target = tmp_path / name
         shutil.copytree(LADDERS / name, target)
-        return target / "ladder.json"
+        path = target / "ladder.json"
+        data = json.loads(path.read_text())
+        if data.get("trend_fit"):
+            data["trend"] = data["trend_fit"]["seed_only_trend"]
+        for key in NEW_FIELDS:
+            data.pop(key, None)
+        data["provenance"].pop("refit", None)
+        for rung in data["rungs"]:
+            rung.pop("n_heads", None)
+        path.write_text(json.dumps(data))
+        return path
     return copy
+
+
+def test_refitting_a_refitted_file_changes_nothing(published):
+    path = published("2104.09864-rope")
+    once = refit_ladder(load_ladder(path), path.parent)
+    path.write_text(json.dumps(once.to_json_dict()))
+    assert refit_ladder(load_ladder(path), path.parent).to_json_dict() == once.to_json_dict()
 
 
 def test_a_position_ladder_leaves_its_one_head_rung_out(published):
