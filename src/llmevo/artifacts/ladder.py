@@ -8,7 +8,15 @@ so that it can be read and recomputed alone, names each rung's artifact with its
 and holds the across-rung statistics (``eval.scaling``) and the ladder's provenance.
 Blocks are strict (``artifacts.schema._Block``): no NaN, no coercion, unknown keys kept.
 
+Fields added with the rung-level trend (all optional, so that ladder files written before
+load): ``slots`` (the slots in which the two arms differ, from the rungs' genomes),
+``trend_fit`` (the rung-level trend of record, its leave-one-rung-out refits and the
+seed-only class), ``degenerate`` (the rungs left out of the across-rung quantities and why),
+and each rung's ``n_heads``. A file without ``trend_fit`` classifies its trend by the seed
+bootstrap alone (the rule before); ``experiments.ladder.refit_ladder`` recomputes it.
+
 Public API: ``LadderFile``, ``RungRecord``, ``FitRecord``, ``IntervalRecord``,
+``TrendRecord``, ``LeaveOneOutRecord``, ``DegenerateRecord``, ``arms_differ_in``,
 ``load_ladder``, ``is_ladder``, ``LADDER_KIND``.
 """
 
@@ -30,6 +38,8 @@ from llmevo.artifacts.schema import (
 from llmevo.errors import ArtifactError
 
 LADDER_KIND = "ladder"
+# what a genome without the key trains with (a genome written before the data slot has none)
+DEFAULT_CHOICE = {"data": {"name": "concat", "config": {}}}
 
 
 class IntervalRecord(_Block):
@@ -82,6 +92,7 @@ class RungRecord(_Block):
     wall_seconds: float
     peak_memory_mb: float | None = None  # max resident set so far (this process, its workers)
     cpu_seconds: float | None = None  # the rung's reproduction: CPU seconds, workers included
+    n_heads: int | None = None  # the rung's attention heads (absent in ladders written before)
 
     @classmethod
     def of(cls, rung: int, artifact: ReproductionArtifact, path: Path, grid: list[float],
@@ -104,7 +115,60 @@ class RungRecord(_Block):
             grid=list(grid), grid_rule=rule, artifact=path.name,
             artifact_sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
             dataset_fingerprint=artifact.provenance.dataset_fingerprint, wall_seconds=wall_seconds,
-            peak_memory_mb=peak_memory_mb, cpu_seconds=setup.cpu_seconds)
+            peak_memory_mb=peak_memory_mb, cpu_seconds=setup.cpu_seconds, n_heads=artifact_heads(artifact))
+
+
+def artifact_heads(artifact: ReproductionArtifact) -> int | None:
+    """The attention heads of a rung's models (both arms have the rung's geometry)."""
+    genome = artifact.baseline.genome or {}
+    heads = (genome.get("model") or {}).get("n_heads")
+    return int(heads) if isinstance(heads, int) else None
+
+
+def arms_differ_in(artifact: ReproductionArtifact) -> list[str]:
+    """The slots (model slots, ``optimizer``, ``data``) in which a reproduction's two arms'
+    genomes differ; sizes are the rung's for both. Empty when an arm records no genome."""
+    baseline, method = artifact.baseline.genome, artifact.method.genome
+    if not baseline or not method:
+        return []
+    model_b, model_m = baseline.get("model") or {}, method.get("model") or {}
+    slots = [key for key in model_b if isinstance(model_b[key], dict) and model_b[key] != model_m.get(key)]
+    slots += [key for key in ("optimizer", "data")
+              if (baseline.get(key) or DEFAULT_CHOICE.get(key)) != (method.get(key) or DEFAULT_CHOICE.get(key))]
+    return slots
+
+
+class LeaveOneOutRecord(_Block):
+    left_out: int  # the rung refitted without
+    slope: IntervalRecord  # null bounds: two rungs left, no interval
+    df: int
+    trend: Literal["growing", "shrinking", "stable"]
+    sign_flip: bool
+    class_flip: bool
+
+
+class TrendRecord(_Block):
+    """The rung-level trend (``eval.scaling.rung_level_trend``) and its leave-one-rung-out check."""
+
+    slope: IntervalRecord  # percentage points of delta per decade of compute
+    df: int
+    tau2: float | None  # rung-level residual variance (points^2); null with two rungs
+    weights: list[float]
+    rungs: list[int]  # the rungs fitted
+    trend: Literal["growing", "shrinking", "stable"]  # the interval's class, before the check
+    seed_only_trend: Literal["growing", "shrinking", "stable"]  # the seed bootstrap's class (the old rule)
+    leave_one_out: list[LeaveOneOutRecord]
+    unstable: bool
+    method: str
+
+
+class DegenerateRecord(_Block):
+    """Rungs whose geometry cannot show what the compared slots do (one head for a
+    head-dependent slot), and whether the across-rung quantities left them out."""
+
+    rungs: list[int]
+    reason: str
+    excluded: bool
 
 
 class LadderFile(_Block):
@@ -120,7 +184,7 @@ class LadderFile(_Block):
     rungs: list[RungRecord]
     fits: dict[str, FitRecord]  # baseline, method
     gap_slope_per_decade: IntervalRecord  # delta percentage points per decade of compute
-    trend: Literal["growing", "shrinking", "stable"]
+    trend: Literal["growing", "shrinking", "stable", "unstable"]
     compute_multiplier: IntervalRecord
     projection: dict[str, Any]  # compute, delta_percent (IntervalRecord), label
     ladder_class: Literal["holds", "reverses", "fades", "emerges", "absent"]
@@ -129,6 +193,10 @@ class LadderFile(_Block):
     top_seeds_note: str | None = None
     wall_seconds: float
     provenance: dict[str, Any]
+    slots: list[str] | None = None  # where the arms differ (absent in ladders written before)
+    trend_fit: TrendRecord | None = None  # absent: ``trend`` is the seed bootstrap's class
+    degenerate: DegenerateRecord | None = None
+
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_unset=False)

@@ -69,6 +69,9 @@ def ladder(
     replicas_max: Annotated[int | None, typer.Option(
         help="At most this many seeds of an arm train at once (memory).")] = None,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples for the across-rung intervals.")] = 2000,
+    include_degenerate: Annotated[bool, typer.Option(
+        help="Keep a one-head rung (rung -3) in the across-rung fits of a position or attention "
+             "comparison (left out by default: one head cannot show what the slot does).")] = False,
     publish: Annotated[bool, typer.Option(
         help="Write under docs/ladders/ instead of runs/ladders/; refuses from a dirty checkout.")] = False,
     allow_dirty: Annotated[bool, typer.Option(help="With --publish: allow a dirty tree (recorded).")] = False,
@@ -106,7 +109,8 @@ def ladder(
         tune_seeds=parse_seeds(None, tune_seeds, option="--tune-seeds"), tune_confirm=tune_confirm,
         full_grid_rungs=full_grid_rungs, tokens_per_parameter=tokens_per_parameter, context=context, margin=margin,
         data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device, threads=threads,
-        path=path, replicas_max=replicas_max, resamples=resamples, publish=publish, allow_dirty=allow_dirty,
+        path=path, replicas_max=replicas_max, resamples=resamples, include_degenerate=include_degenerate,
+        publish=publish, allow_dirty=allow_dirty,
         replace=replace, out=out, command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
         storage=storage, study=study, heartbeat_interval=heartbeat, grace_period=grace_period,
         wait_timeout=wait_timeout)

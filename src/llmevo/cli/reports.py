@@ -24,6 +24,12 @@ def report(
     ),
     publish: bool = typer.Option(
         False, help="Write the report where the published one is (under docs/, not runs/)."),
+    refit: bool = typer.Option(
+        False, help="A ladder file: recompute its across-rung statistics from its stored per-seed values "
+                    "under the current rule (rung-level trend, leave-one-rung-out, degenerate rungs) and "
+                    "write them back into it; nothing retrains."),
+    include_degenerate: bool = typer.Option(
+        False, help="With --refit: keep a one-head rung in the fits of a position or attention ladder."),
 ) -> None:
     """Write a README.md with tables, verdict, plots and provenance for one artifact
     (under runs/ unless --publish); a ladder file's README and plots go beside it (or --out)."""
@@ -36,8 +42,23 @@ def report(
         raise ConfigError("--publish chooses the report folder under docs/; with --out it "
                           "cannot apply (give one of them)")
     check_output_dir(out)
+    if (refit or include_degenerate) and not is_ladder(artifact):
+        raise ConfigError("--refit and --include-degenerate apply to a ladder file only")
+    if include_degenerate and not refit:
+        raise ConfigError("--include-degenerate applies with --refit only")
     if is_ladder(artifact):
         ladder = load_ladder(artifact)
+        if refit:
+            import shlex
+            import sys
+
+            from llmevo.artifacts.io import write_json_atomic
+            from llmevo.experiments import refit_ladder
+
+            ladder = refit_ladder(ladder, artifact.parent, include_degenerate,
+                                  command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]))
+            write_json_atomic(artifact, ladder.to_json_dict())
+            console.print(f"refit {artifact}: trend {ladder.trend}, class {ladder.ladder_class}")
         written = write_ladder_report(ladder, out or artifact.parent)
         console.print(f"wrote {written[-1]}")
         return

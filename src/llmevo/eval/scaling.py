@@ -26,9 +26,31 @@ per rung it is rough, and the record says how many seeds each rung had).
 - ``delta`` per rung: the mean per-seed relative change of the method against the baseline
   (percent; negative: the method's loss is lower) with its paired t-interval
   (``stats.paired_relative_change``, the reproduction's own interval).
-- ``gap_trend``: the slope of the per-rung delta against log10 compute (percentage points per
-  decade of compute, ``linregress``). Read as the method's *advantage* (-delta): a slope whose
-  interval shows the advantage growing is *growing*, shrinking is *shrinking*, else *stable*.
+- ``gap_slope`` (seeds only): the slope of the per-rung delta (of the rung means) against
+  log10 compute (percentage points per decade of compute, ``linregress``) with its paired
+  bootstrap interval over seeds. It holds the rungs fixed, so it ignores their own scatter
+  about the line: with four rungs it is 5-10x narrower than the scatter allows.
+- ``trend_fit`` (the trend of record, ``rung_level_trend``): a weighted least-squares line of
+  the per-rung delta on log10 compute that carries both sources of error, a random-effects
+  meta-regression. Rung k's delta d_k has seed variance s_k^2 (the per-seed changes'
+  variance over n_k) and the rungs scatter about the line with a rung-level variance tau^2,
+  estimated by the method of moments from the OLS residuals (E[RSS] = (K-2) tau^2 +
+  sum (1 - h_kk) s_k^2, clipped at 0). Each rung gets weight 1 / (tau^2 + s_k^2)
+  (``statsmodels`` WLS); the slope's variance is its fixed-weight variance (X'WX)^-1 times
+  max(1, q), q the weighted residual mean square (the Knapp-Hartung scaling, not allowed to
+  shrink below the variance the weights imply: Roever et al. 2015), with a Student t of
+  K-2 degrees of freedom. With no seed variance it is exactly the OLS slope's t-interval;
+  with fewer than 3 rungs there is no interval. Read as the method's *advantage* (-delta):
+  a slope whose interval lies below zero is *growing*, above zero *shrinking*, else *stable*.
+- ``leave_one_out`` (``leave_one_rung_out``): the trend refitted without each rung in turn;
+  when a refit's slope has the other sign, or its class (where it has an interval) differs,
+  the trend is *unstable* (``trend``: the class, or ``unstable``).
+- **Degenerate rungs** (``exclude``): rungs left out of every across-rung quantity (the fits,
+  both slopes, the multiplier, the projection, the class and the transfers) but kept in the
+  per-rung table, marked. The ladder leaves out a one-head rung (rung -3) for a comparison
+  whose arms differ in a head-dependent slot (``HEAD_DEPENDENT_SLOTS``: with one head,
+  attention has no heads to differ across and a position or attention variant acts on one
+  head of width 16), unless told to include it.
 - ``compute_multiplier``: the compute the baseline's fit needs to reach the method's
   measured loss at the top rung, over the top rung's compute (> 1: the method is worth that
   much more compute; < 1: the baseline gets there with less). Infinite when the method's
@@ -45,7 +67,8 @@ per rung it is rough, and the record says how many seeds each rung had).
 
 Public API: ``RungResult``, ``LossFit``, ``fit_loss``, ``Interval``, ``LadderStatistics``,
 ``ladder_statistics``, ``ladder_class``, ``trend_class``, ``transfer_rate``,
-``compute_to_reach``, ``SATURATING_MIN_RUNGS``.
+``compute_to_reach``, ``TrendFit``, ``rung_level_trend``, ``leave_one_rung_out``,
+``trend_of_record``, ``HEAD_DEPENDENT_SLOTS``, ``SATURATING_MIN_RUNGS``.
 """
 
 from __future__ import annotations
@@ -58,12 +81,18 @@ from typing import Literal
 import numpy as np
 
 from llmevo.errors import ConfigError
-from llmevo.eval.stats import paired_relative_change
+from llmevo.eval.stats import paired_relative_change, relative_changes_percent
 
 SATURATING_MIN_RUNGS = 5
 DIRECTIONS = {"better": 1, "worse": -1}  # the significant classes; the others carry none
 LadderClass = Literal["holds", "reverses", "fades", "emerges", "absent"]
 TrendClass = Literal["growing", "shrinking", "stable"]
+TrendOfRecord = Literal["growing", "shrinking", "stable", "unstable"]
+# slots whose components act per attention head: a one-head rung cannot show what they do
+HEAD_DEPENDENT_SLOTS = frozenset({"position", "attention"})
+TREND_METHOD = ("WLS of per-rung Δ% on log10 compute, weights 1/(tau^2 + s_k^2) (rung-level residual "
+                "variance by moments + each rung's seed variance), Knapp-Hartung variance (scale >= 1), "
+                "Student t with n_rungs - 2 df, 95%")
 POWER_LAW = "power law L = a * C^-alpha (log-log linear fit)"
 SATURATING = "saturating power law L = a * C^-alpha + L_inf (scipy curve_fit)"
 
@@ -173,9 +202,9 @@ class LadderStatistics:
 
     fits: dict[str, LossFit]
     alpha: dict[str, Interval]
-    delta: list[dict]  # per rung: rung, compute, mean, ci_low, ci_high, n
-    gap_slope: Interval  # delta percentage points per decade of compute
-    trend: TrendClass
+    delta: list[dict]  # per rung (every rung, fitted or not): rung, compute, mean, ci_low, ci_high, n, fitted
+    gap_slope: Interval  # delta percentage points per decade of compute: seed bootstrap, rungs fixed
+    trend: TrendOfRecord  # trend_fit's class, or unstable (leave_one_out)
     compute_multiplier: Interval
     projection_compute: float
     projection: Interval  # delta percent at projection_compute (an extrapolation)
@@ -183,6 +212,14 @@ class LadderStatistics:
     transfers: list[dict] = field(default_factory=list)  # rung, next, class, held
     resamples: int = 0
     bootstrap_seed: int = 0
+    trend_fit: TrendFit | None = None
+    leave_one_out: list[tuple[int, TrendFit]] = field(default_factory=list)
+    excluded: tuple[int, ...] = ()  # rungs left out of every across-rung quantity (degenerate)
+
+    @property
+    def seed_only_trend(self) -> TrendClass:
+        """The class the seed bootstrap alone gives (the rule before the rung-level fit)."""
+        return trend_class(self.gap_slope)
 
 
 def _direction(classification: str | None) -> int:
@@ -209,6 +246,98 @@ def trend_class(slope: Interval) -> TrendClass:
     if slope.low > 0:
         return "shrinking"
     return "stable"
+
+
+@dataclass(frozen=True)
+class TrendFit:
+    """The rung-level trend: the slope of delta per decade with its t-interval (nan bounds
+    with fewer than 3 rungs), the degrees of freedom, the rung-level variance tau^2 and the
+    weights (both in percentage points squared / their inverse), the rungs fitted and the class."""
+
+    slope: float
+    low: float
+    high: float
+    df: int
+    tau2: float
+    weights: tuple[float, ...]
+    rungs: tuple[int, ...]
+    trend: TrendClass
+
+    @property
+    def interval(self) -> Interval:
+        return Interval(self.slope, self.low, self.high)
+
+
+def rung_level_trend(rungs: Sequence[int], log10_compute: Sequence[float], delta: Sequence[float],
+                     seed_variance: Sequence[float], level: float = 0.95) -> TrendFit:
+    """The trend of ``delta`` (per rung, percent) on ``log10_compute`` that carries the rungs'
+    scatter and each rung's ``seed_variance`` (the variance of its mean delta); see the
+    module docstring for the estimator."""
+    x, y = np.asarray(log10_compute, dtype=float), np.asarray(delta, dtype=float)
+    s2 = np.asarray(seed_variance, dtype=float)
+    if not (x.size == y.size == s2.size == len(rungs)) or x.size < 2 or len(set(x.tolist())) < 2:
+        raise ConfigError(f"a trend needs >= 2 rungs of distinct compute, got {x.size}")
+    if np.any(s2 < 0) or not np.all(np.isfinite(np.concatenate([x, y, s2]))):
+        raise ConfigError("a trend needs finite deltas and non-negative seed variances")
+    import statsmodels.api as sm
+    from scipy.stats import t as student_t
+
+    design = sm.add_constant(x)  # (K, 2): intercept, log10 compute
+    df = x.size - 2
+    if df == 0:  # two rungs: the line through them, no interval
+        slope = float((y[1] - y[0]) / (x[1] - x[0]))
+        return TrendFit(slope, math.nan, math.nan, 0, math.nan, (1.0, 1.0), tuple(rungs), "stable")
+    ols = sm.OLS(y, design).fit()
+    leverage = ols.get_influence().hat_matrix_diag
+    tau2 = max(0.0, float((ols.ssr - np.sum((1.0 - leverage) * s2)) / df))
+    total = tau2 + s2
+    weights = np.ones_like(total) if np.any(total <= 0) else 1.0 / total
+    wls = sm.WLS(y, design, weights=weights).fit()
+    scale = max(1.0, float(wls.scale)) if np.all(total > 0) else float(wls.scale)
+    # all rungs without variance (no seed spread, no scatter): weights are uniform, the
+    # fixed-weight variance is undefined and the OLS t-interval (scale = wls.scale) is the answer
+    stderr = math.sqrt(scale * float(wls.normalized_cov_params[1, 1]))
+    half = float(student_t.ppf(0.5 + level / 2.0, df)) * stderr
+    slope = float(wls.params[1])
+    interval = Interval(slope, slope - half, slope + half)
+    return TrendFit(slope, interval.low, interval.high, df, tau2, tuple(float(w) for w in weights),
+                    tuple(rungs), trend_class(interval))
+
+
+def rung_deltas(rungs: Sequence[RungResult]) -> tuple[np.ndarray, np.ndarray]:
+    """(mean per-seed delta percent, the variance of that mean) per rung; no seed spread
+    (one seed) is variance 0."""
+    means, variances = [], []
+    for rung in rungs:
+        changes = np.asarray(relative_changes_percent(list(rung.baseline), list(rung.method)), dtype=float)
+        means.append(float(changes.mean()))
+        variances.append(float(changes.var(ddof=1)) / changes.size if changes.size > 1 else 0.0)
+    return np.array(means), np.array(variances)
+
+
+def trend_fit(rungs: Sequence[RungResult], level: float = 0.95) -> TrendFit:
+    """``rung_level_trend`` of ``rungs``' paired deltas on log10 compute."""
+    means, variances = rung_deltas(rungs)
+    return rung_level_trend([r.rung for r in rungs], np.log10([r.compute for r in rungs]), means, variances,
+                            level)
+
+
+def leave_one_rung_out(rungs: Sequence[RungResult], level: float = 0.95) -> list[tuple[int, TrendFit]]:
+    """The trend refitted without each rung in turn (needs >= 3 rungs: two are left)."""
+    if len(rungs) < 3:
+        return []
+    return [(left.rung, trend_fit([r for r in rungs if r is not left], level)) for left in rungs]
+
+
+def trend_of_record(full: TrendFit, leave_one_out: Sequence[tuple[int, TrendFit]]) -> TrendOfRecord:
+    """The class of ``full``, or *unstable* when a leave-one-out refit's slope has the other
+    sign or its class (where it has an interval) differs."""
+    for _, refit in leave_one_out:
+        if np.sign(refit.slope) != np.sign(full.slope):
+            return "unstable"
+        if refit.df >= 1 and refit.trend != full.trend:
+            return "unstable"
+    return full.trend
 
 
 def transfers(rungs: Sequence[RungResult]) -> list[dict]:
@@ -243,13 +372,20 @@ def _derived(computes: np.ndarray, baseline: np.ndarray, method: np.ndarray, top
 
 
 def ladder_statistics(rungs: Sequence[RungResult], resamples: int = 2000, seed: int = 0,
-                      projection_factor: float = 10.0) -> LadderStatistics:
-    """The across-rung statistics of ``rungs`` (ascending compute), with bootstrap intervals."""
-    if len(rungs) < 2:
-        raise ConfigError(f"a ladder needs at least 2 rungs, got {len(rungs)}")
-    ordered = sorted(rungs, key=lambda r: r.compute)
-    if [r.rung for r in ordered] != [r.rung for r in rungs]:
+                      projection_factor: float = 10.0, exclude: Sequence[int] = ()) -> LadderStatistics:
+    """The across-rung statistics of ``rungs`` (ascending compute), with bootstrap intervals;
+    the rungs in ``exclude`` are in the per-rung deltas only (see the module docstring)."""
+    every = list(rungs)
+    ordered = sorted(every, key=lambda r: r.compute)
+    if [r.rung for r in ordered] != [r.rung for r in every]:
         raise ConfigError("rungs must be given in ascending compute")
+    unknown = set(exclude) - {r.rung for r in every}
+    if unknown:
+        raise ConfigError(f"excluded rung(s) {sorted(unknown)} are not in the ladder")
+    rungs = [r for r in every if r.rung not in set(exclude)]
+    if len(rungs) < 2:
+        raise ConfigError(f"a ladder needs at least 2 fitted rungs, got {len(rungs)}"
+                          + (f" (rungs {sorted(exclude)} left out as degenerate)" if exclude else ""))
     if resamples < 1:
         raise ConfigError(f"bootstrap resamples must be >= 1, got {resamples}")
     computes = np.array([r.compute for r in rungs], dtype=float)
@@ -274,18 +410,22 @@ def ladder_statistics(rungs: Sequence[RungResult], resamples: int = 2000, seed: 
                             ("multiplier", k), ("projected", p)):
             samples[name].append(value)
     delta = []
-    for rung, b_values, m_values in zip(rungs, base, meth, strict=True):
-        change = paired_relative_change(b_values.tolist(), m_values.tolist())
+    for rung in every:
+        change = paired_relative_change(list(rung.baseline), list(rung.method))
         delta.append({"rung": rung.rung, "compute": rung.compute, "mean": change["mean"],
-                      "ci_low": change["ci_low"], "ci_high": change["ci_high"], "n": change["n"]})
+                      "ci_low": change["ci_low"], "ci_high": change["ci_high"], "n": change["n"],
+                      "fitted": rung.rung not in set(exclude)})
     gap_slope = Interval.of(slope, samples["slope"])
+    fitted_trend = trend_fit(rungs)
+    loro = leave_one_rung_out(rungs)
     return LadderStatistics(
         fits={"baseline": fit_b, "method": fit_m},
         alpha={"baseline": Interval.of(fit_b.alpha, samples["alpha_b"]),
                "method": Interval.of(fit_m.alpha, samples["alpha_m"])},
-        delta=delta, gap_slope=gap_slope, trend=trend_class(gap_slope),
+        delta=delta, gap_slope=gap_slope, trend=trend_of_record(fitted_trend, loro),
         compute_multiplier=Interval.of(multiplier, samples["multiplier"]),
         projection_compute=projection_compute, projection=Interval.of(projected, samples["projected"]),
         ladder_class=ladder_class([r.classification for r in rungs]),
         transfers=transfers(rungs), resamples=resamples, bootstrap_seed=seed,
+        trend_fit=fitted_trend, leave_one_out=loro, excluded=tuple(sorted(set(exclude))),
     )

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from llmevo.experiments.evidence import EntryEvent, EvidenceRequest, run_evidence
     from llmevo.experiments.external import ExternalRequest, plan_external, run_external
     from llmevo.experiments.genome_comparison import read_genome
-    from llmevo.experiments.ladder import LadderRequest, RungEvent, run_ladder
+    from llmevo.experiments.ladder import LadderRequest, RungEvent, refit_ladder, run_ladder
     from llmevo.experiments.pipeline import (
         ReproductionOutputs,
         ReproductionPlan,
@@ -33,12 +33,13 @@ if TYPE_CHECKING:
 _HOMES = {
     "ReproductionOutputs": "pipeline", "ReproductionPlan": "pipeline", "ReproductionRequest": "pipeline",
     "reproduce": "pipeline", "LadderRequest": "ladder", "RungEvent": "ladder", "run_ladder": "ladder",
+    "refit_ladder": "ladder",
     "EvidenceRequest": "evidence", "EntryEvent": "evidence", "run_evidence": "evidence",
     "read_genome": "genome_comparison",
     "ExternalRequest": "external", "plan_external": "external", "run_external": "external",
 }
 __all__ = ["EntryEvent", "EvidenceRequest", "ExternalRequest", "LadderRequest", "ReproductionOutputs", "ReproductionPlan", "ReproductionRequest", "RungEvent",
-           "plan_external", "read_genome", "reproduce", "run_evidence", "run_external", "run_ladder"]
+           "plan_external", "read_genome", "refit_ladder", "reproduce", "run_evidence", "run_external", "run_ladder"]
 
 
 def __getattr__(name: str) -> Any:

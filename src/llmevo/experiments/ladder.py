@@ -43,6 +43,13 @@ and the worker that finds every rung complete writes the ladder folder from what
 trials store (their records and their artifacts' exact bytes), so it needs no files from
 other machines. Without ``storage`` nothing of this runs.
 
+**Degenerate rungs.** A rung with one attention head cannot show what a head-dependent slot
+(``eval.scaling.HEAD_DEPENDENT_SLOTS``: position, attention) does; when the arms differ in
+such a slot (read from the rungs' genomes, a whole-genome comparison included), that rung is
+left out of the across-rung quantities (``include_degenerate`` keeps it) and the ladder file
+says so. ``refit_ladder`` recomputes a ladder file's across-rung statistics from its stored
+per-seed values under this rule, without training.
+
 **Publishing** (``publish``): the tree must be clean when the ladder starts; its code state
 is read once then and recorded in every rung's provenance and the ladder file's, since the
 rungs' own artifacts make the tree dirty as they are written. Files go to
@@ -50,7 +57,8 @@ rungs' own artifacts make the tree dirty as they are written. Files go to
 
 Public API: ``LadderRequest``, ``LadderPlan``, ``RungPlan``, ``SharedLadder``, ``RungEvent``,
 ``run_ladder``, ``run_shared_ladder``, ``lr_rule_grid``, ``lattice_lr``, ``remaining_seconds``,
-``peak_memory_mb``, ``ladder_file``, ``rung_result``, ``DEFAULT_RUNGS``, ``ladder_folder``.
+``peak_memory_mb``, ``ladder_file``, ``rung_result``, ``degenerate_rungs``, ``refit_ladder``,
+``DEFAULT_RUNGS``, ``ladder_folder``.
 """
 
 from __future__ import annotations
@@ -73,11 +81,29 @@ from llmevo.artifacts.io import (
     write_bytes_atomic,
     write_json_atomic,
 )
-from llmevo.artifacts.ladder import FitRecord, IntervalRecord, LadderFile, RungRecord
+from llmevo.artifacts.ladder import (
+    DegenerateRecord,
+    FitRecord,
+    IntervalRecord,
+    LadderFile,
+    LeaveOneOutRecord,
+    RungRecord,
+    TrendRecord,
+    arms_differ_in,
+    artifact_heads,
+)
 from llmevo.artifacts.provenance import REPO_ROOT, CodeState, check_publishable, collect_provenance
-from llmevo.artifacts.schema import SCHEMA_VERSION, ReproductionArtifact
+from llmevo.artifacts.schema import SCHEMA_VERSION, ReproductionArtifact, load_artifact
 from llmevo.errors import ConfigError
-from llmevo.eval.scaling import Interval, LadderStatistics, RungResult, ladder_statistics
+from llmevo.eval.scaling import (
+    HEAD_DEPENDENT_SLOTS,
+    TREND_METHOD,
+    Interval,
+    LadderStatistics,
+    RungResult,
+    TrendFit,
+    ladder_statistics,
+)
 from llmevo.experiments.genome_comparison import read_genome
 from llmevo.experiments.pipeline import ReproductionRequest, code_state, reproduce
 from llmevo.experiments.plans import plan_comparison
@@ -172,6 +198,7 @@ class LadderRequest(RequestModel):
     path: str = "auto"
     replicas_max: int | None = Field(default=None, ge=1)
     resamples: int = Field(default=2000, ge=1)
+    include_degenerate: bool = False  # keep a one-head rung in the fits of a head-dependent slot
     publish: bool = False
     allow_dirty: bool = False
     replace: bool = False
@@ -258,7 +285,8 @@ class LadderRequest(RequestModel):
                 "top_seeds": self.top_seeds, "tune_seeds": list(self.tune_seeds),
                 "tune_confirm": self.tune_confirm, "full_grid_rungs": self.full_grid_rungs,
                 "tokens_per_parameter": self.tokens_per_parameter, "margin": self.margin,
-                "resamples": self.resamples, "preset": preset, "context": self.context}
+                "resamples": self.resamples, "preset": preset, "context": self.context,
+                **({"include_degenerate": True} if self.include_degenerate else {})}
 
     def _shared(self, against: str | None) -> SharedLadder | None:
         if self.storage is None:
@@ -342,10 +370,45 @@ def _interval(interval: Interval) -> IntervalRecord:
     return IntervalRecord.of(interval.value, interval.low, interval.high)
 
 
+def degenerate_rungs(records: Sequence[RungRecord], slots: Sequence[str]) -> list[int]:
+    """The rungs with one attention head, when the arms differ in a head-dependent slot."""
+    if not set(slots) & HEAD_DEPENDENT_SLOTS:
+        return []
+    return [r.rung for r in records if r.n_heads == 1]
+
+
+def _degenerate_record(rungs: list[int], slots: Sequence[str], excluded: bool) -> DegenerateRecord | None:
+    if not rungs:
+        return None
+    dependent = ", ".join(s for s in slots if s in HEAD_DEPENDENT_SLOTS)
+    return DegenerateRecord(
+        rungs=rungs, excluded=excluded,
+        reason=f"one attention head: the arms differ in the head-dependent slot(s) {dependent}, which "
+               "a one-head model cannot show (no heads to differ across, one head of d_model width)")
+
+
+def _trend_record(statistics: LadderStatistics) -> TrendRecord:
+    fit = statistics.trend_fit
+    assert fit is not None
+
+    def record(of: TrendFit) -> IntervalRecord:
+        return IntervalRecord.of(of.slope, of.low, of.high)
+
+    refits = [LeaveOneOutRecord(left_out=rung, slope=record(refit), df=refit.df, trend=refit.trend,
+                                sign_flip=bool(math.copysign(1, refit.slope) != math.copysign(1, fit.slope)),
+                                class_flip=refit.df >= 1 and refit.trend != fit.trend)
+              for rung, refit in statistics.leave_one_out]
+    return TrendRecord(slope=record(fit), df=fit.df, tau2=fit.tau2 if math.isfinite(fit.tau2) else None,
+                       weights=list(fit.weights), rungs=list(fit.rungs), trend=fit.trend,
+                       seed_only_trend=statistics.seed_only_trend, leave_one_out=refits,
+                       unstable=statistics.trend == "unstable", method=TREND_METHOD)
+
+
 def ladder_file(*, name: str, against: str | None, arm_names: dict[str, str], margin_percent: float,
                 context: str, tokens_per_parameter: float,
                 rungs: list[RungRecord], statistics: LadderStatistics, provenance: dict,
-                top_seeds_note: str | None, wall_seconds: float) -> LadderFile:
+                top_seeds_note: str | None, wall_seconds: float, slots: list[str] | None = None,
+                degenerate: DegenerateRecord | None = None) -> LadderFile:
     """The ladder file from its rungs' records and their across-rung statistics."""
     return LadderFile(
         kind="ladder", schema_version=SCHEMA_VERSION, name=name, against=against, arm_names=arm_names,
@@ -363,7 +426,61 @@ def ladder_file(*, name: str, against: str | None, arm_names: dict[str, str], ma
         ladder_class=statistics.ladder_class, transfers=statistics.transfers,
         bootstrap={"resamples": statistics.resamples, "seed": statistics.bootstrap_seed,
                    "method": "paired percentile bootstrap over each rung's report seeds, 95%"},
-        top_seeds_note=top_seeds_note, wall_seconds=wall_seconds, provenance=provenance)
+        top_seeds_note=top_seeds_note, wall_seconds=wall_seconds, provenance=provenance, slots=slots,
+        trend_fit=_trend_record(statistics), degenerate=degenerate)
+
+
+def _statistics(records: list[RungRecord], slots: list[str], include_degenerate: bool, resamples: int,
+                seed: int = 0) -> tuple[LadderStatistics, DegenerateRecord | None]:
+    """The across-rung statistics with the degenerate rungs left out (unless included)."""
+    flagged = degenerate_rungs(records, slots)
+    excluded = [] if include_degenerate else flagged
+    statistics = ladder_statistics([rung_result(r) for r in records], resamples=resamples, seed=seed,
+                                   exclude=excluded)
+    return statistics, _degenerate_record(flagged, slots, excluded=bool(excluded))
+
+
+def refit_ladder(ladder: LadderFile, folder: Path, include_degenerate: bool = False,
+                 command: str | None = None, repo_root: Path = REPO_ROOT) -> LadderFile:
+    """``ladder``'s across-rung statistics recomputed from its stored per-seed values under
+    the current rule (the rung-level trend, leave-one-rung-out, degenerate rungs), nothing
+    trained. A ladder file written before records no heads or slots: they are read from its
+    rungs' artifacts in ``folder``, each checked against the sha256 the ladder file names.
+    With ``command`` the provenance gains a ``refit`` entry (the command, the rule, the code
+    commit of ``repo_root`` and whether it was dirty outside ``docs/ladders``)."""
+    records = list(ladder.rungs)
+    slots = ladder.slots
+    if slots is None or any(r.n_heads is None for r in records):
+        found: list[str] = []
+        for index, record in enumerate(records):
+            path = Path(folder) / record.artifact
+            if not path.is_file():
+                raise ConfigError(f"{path}: rung {record.rung}'s artifact is missing; the ladder file "
+                                  "records no heads or slots to refit without it")
+            if hashlib.sha256(path.read_bytes()).hexdigest() != record.artifact_sha256:
+                raise ConfigError(f"{path}: does not match the sha256 the ladder file records for rung "
+                                  f"{record.rung}")
+            artifact = load_artifact(path)
+            if not isinstance(artifact, ReproductionArtifact):
+                raise ConfigError(f"{path}: not a reproduction artifact")
+            records[index] = record.model_copy(update={"n_heads": artifact_heads(artifact)})
+            found += [slot for slot in arms_differ_in(artifact) if slot not in found]
+        slots = slots if slots is not None else found
+    statistics, degenerate = _statistics(records, slots, include_degenerate,
+                                         int(ladder.bootstrap["resamples"]), int(ladder.bootstrap["seed"]))
+    provenance = dict(ladder.provenance)
+    if command is not None:
+        from llmevo.artifacts.provenance import git_state
+
+        commit, dirty = git_state(repo_root, ignore=Path("docs/ladders"))
+        provenance["refit"] = {"command": command, "rule": TREND_METHOD, "code_commit": commit, "code_dirty": dirty,
+                               "from": "the per-seed values stored in this file; nothing retrained"}
+    return ladder_file(
+        name=ladder.name, against=ladder.against, arm_names=dict(ladder.arm_names),
+        margin_percent=ladder.margin_percent, context=ladder.context,
+        tokens_per_parameter=ladder.tokens_per_parameter, rungs=records, statistics=statistics,
+        provenance=provenance, top_seeds_note=ladder.top_seeds_note, wall_seconds=ladder.wall_seconds,
+        slots=slots, degenerate=degenerate)
 
 
 def peak_memory_mb() -> float:
@@ -456,7 +573,12 @@ def _write_ladder(plan: LadderPlan, records: list[RungRecord], arm_names: dict[s
     """The ladder file from the rungs' records, written with its plots and README (and
     ``rung_files``, name -> bytes, the rungs' artifacts as other workers wrote them)."""
     ask = plan.request
-    statistics = ladder_statistics([rung_result(r) for r in records], resamples=ask.resamples)
+    top = records[-1].artifact
+    top_artifact = (ReproductionArtifact.model_validate(json.loads(rung_files[top])) if rung_files and top in rung_files
+                    else load_artifact(plan.folder / top))
+    assert isinstance(top_artifact, ReproductionArtifact)
+    slots = arms_differ_in(top_artifact)
+    statistics, degenerate = _statistics(records, slots, ask.include_degenerate, ask.resamples)
     provenance = collect_provenance(
         command=ask.command or f"python: llmevo.experiments.run_ladder({ask.name!r}, rungs={ask.rungs})",
         code=code, dataset_fingerprint=records[0].dataset_fingerprint,
@@ -470,7 +592,8 @@ def _write_ladder(plan: LadderPlan, records: list[RungRecord], arm_names: dict[s
     built = ladder_file(
         name=ask.name, against=plan.against, arm_names=arm_names, margin_percent=ask.margin, context=ask.context,
         tokens_per_parameter=ask.tokens_per_parameter or TOKENS_PER_PARAMETER, rungs=records,
-        statistics=statistics, provenance=provenance, top_seeds_note=top_note, wall_seconds=wall_seconds)
+        statistics=statistics, provenance=provenance, top_seeds_note=top_note, wall_seconds=wall_seconds,
+        slots=slots, degenerate=degenerate)
     for name, data in (rung_files or {}).items():  # first, so that the folder is not empty below
         write_bytes_atomic(plan.folder / name, data)
     with staged_folder(plan.folder) as staging:  # each file replaces its namesake; rungs stay

@@ -5,8 +5,11 @@
   the rungs and dashed one decade past the top rung (the projection).
 - ``delta-vs-compute.png``: the per-rung change of the method against the baseline
   (percent) with its 95% paired t-interval, the margin band, and the fitted trend line.
-- ``README.md``: the per-rung table, the fits, the trend, the multiplier, the projection
-  (labelled an extrapolation), the class and the transfers.
+- ``README.md``: the per-rung table (degenerate rungs marked), the fits, the trend (the
+  rung-level interval of record, its leave-one-rung-out check, and the seed bootstrap's
+  narrower interval beside it), the multiplier, the projection (labelled an extrapolation),
+  the class and the transfers. A ladder file without ``trend_fit`` (written before) shows
+  the seed bootstrap's trend alone.
 
 Public API: ``write_ladder_report``, ``plot_ladder_loss``, ``plot_ladder_delta``,
 ``ladder_summary``, ``rung_table``.
@@ -72,16 +75,23 @@ def plot_ladder_delta(ladder: LadderFile, path: Path) -> Path:
     deltas = np.array([r.delta_percent for r in ladder.rungs])
     low = np.array([r.ci_low if r.ci_low is not None else r.delta_percent for r in ladder.rungs])
     high = np.array([r.ci_high if r.ci_high is not None else r.delta_percent for r in ladder.rungs])
-    axes.errorbar(computes, deltas, yerr=[deltas - low, high - deltas], fmt="o", color="#333333",
-                  capsize=4, label="per rung: mean, 95% paired t-interval")
+    fitted = np.array([r.rung in fitted_rungs(ladder) for r in ladder.rungs])
+    axes.errorbar(computes[fitted], deltas[fitted], yerr=[(deltas - low)[fitted], (high - deltas)[fitted]],
+                  fmt="o", color="#333333", capsize=4, label="per rung: mean, 95% paired t-interval")
+    if not fitted.all():
+        axes.errorbar(computes[~fitted], deltas[~fitted], yerr=[(deltas - low)[~fitted], (high - deltas)[~fitted]],
+                      fmt="o", color="#333333", markerfacecolor="white", capsize=4,
+                      label="degenerate rung (left out of the trend)")
     axes.axhline(0.0, color="black", linewidth=1.0)
     margin_percent = ladder.margin_percent
     axes.axhspan(-margin_percent, margin_percent, color="#bbbbbb", alpha=0.3, label=f"±{margin_percent:g}% margin")
-    slope = ladder.gap_slope_per_decade.value
+    trend = ladder.trend_fit
+    slope = trend.slope.value if trend is not None else ladder.gap_slope_per_decade.value
     if slope is not None:
-        centre = np.log10(computes)
-        intercept = float(np.mean(deltas) - slope * np.mean(centre))
-        line = np.geomspace(computes[0], computes[-1], 20)
+        centre = np.log10(computes[fitted])
+        weights = np.asarray(trend.weights) if trend is not None else np.ones(centre.size)
+        intercept = float(np.sum(weights * (deltas[fitted] - slope * centre)) / np.sum(weights))
+        line = np.geomspace(computes[fitted][0], computes[fitted][-1], 20)
         axes.plot(line, intercept + slope * np.log10(line), color="#d62728", linewidth=1.2,
                   label=f"trend: {slope:+.2f} points per decade ({ladder.trend})")
     for record, compute, delta in zip(ladder.rungs, computes, deltas, strict=True):
@@ -102,9 +112,63 @@ def _interval(record: IntervalRecord, digits: int = 2, suffix: str = "") -> str:
     return f"{show(record.value)} [{show(record.low)}, {show(record.high)}]"
 
 
+def fitted_rungs(ladder: LadderFile) -> list[int]:
+    """The rungs the across-rung quantities read (all but the excluded degenerate ones)."""
+    left_out = set(ladder.degenerate.rungs) if ladder.degenerate and ladder.degenerate.excluded else set()
+    return [r.rung for r in ladder.rungs if r.rung not in left_out]
+
+
+def trend_interval(ladder: LadderFile) -> IntervalRecord:
+    """The trend's interval of record: the rung-level one, else (a file written before) the seed bootstrap's."""
+    return ladder.trend_fit.slope if ladder.trend_fit is not None else ladder.gap_slope_per_decade
+
+
+def _slope(record: IntervalRecord) -> str:
+    if record.low is None or record.high is None:
+        return f"{record.value:+.2f} (two rungs: no interval)"
+    return f"{record.value:+.2f} [{record.low:+.2f}, {record.high:+.2f}]"
+
+
+def trend_lines(ladder: LadderFile) -> list[str]:
+    """The README's trend bullets: the rung-level interval, the leave-one-rung-out check, the
+    seed bootstrap's interval, and the degenerate-rung note."""
+    trend = ladder.trend_fit
+    seed_only = (f"seed bootstrap only (rungs fixed): {_interval(ladder.gap_slope_per_decade, 2)}")
+    if trend is None:
+        return [f"- gap trend: {_interval(ladder.gap_slope_per_decade, 2)} percentage points of Δ per decade "
+                f"of compute → {ladder.trend} ({seed_only}; this file has no rung-level fit: "
+                "`llmevo report --refit` recomputes it)"]
+    lines = [f"- gap trend (rung-level, of record): {_slope(trend.slope)} percentage points of Δ per decade of "
+             f"compute over rungs {', '.join(map(str, trend.rungs))} (t, {trend.df} df; rung-level variance "
+             f"tau² = {'—' if trend.tau2 is None else f'{trend.tau2:.2f}'}) → **{ladder.trend}**"
+             + (f" (the interval alone: {trend.trend})" if trend.unstable else "")]
+    if trend.leave_one_out:
+        refits = "; ".join(f"without rung {r.left_out}: {_slope(r.slope)}" + (f" ({r.trend})" if r.df else "")
+                           + (" — sign flips" if r.sign_flip else "") + (" — class flips" if r.class_flip else "")
+                           for r in trend.leave_one_out)
+        verdict = "unstable: a refit flips" if trend.unstable else "stable: no refit flips its sign or class"
+        lines.append(f"- leave one rung out: {refits} → {verdict}")
+    else:
+        lines.append("- leave one rung out: not applicable (fewer than 3 rungs fitted)")
+    lines.append(f"- {seed_only} → {trend.seed_only_trend} (too narrow: it ignores the rungs' scatter)")
+    lines.append(f"- trend method: {trend.method}")
+    return lines
+
+
+def degenerate_line(ladder: LadderFile) -> list[str]:
+    record = ladder.degenerate
+    if record is None:
+        return []
+    rungs = ", ".join(map(str, record.rungs))
+    what = ("left out of the fits, the trend, the multiplier, the projection, the class and the transfers "
+            "(shown in the table)") if record.excluded else "kept in every across-rung quantity (asked for)"
+    return [f"- degenerate rung(s) {rungs}: {record.reason}; {what}"]
+
+
 def rung_table(ladder: LadderFile) -> str:
     """The per-rung table in Markdown."""
     labels = _labels(ladder)
+    degenerate = set(ladder.degenerate.rungs) if ladder.degenerate else set()
     lines = [f"| rung | parameters | context | tokens | epochs | 6·N·D | seeds | {labels['baseline']} | {labels['method']} "
              "| Δ% [95% CI] | class | noise floor | chosen lr (baseline / method) | grid |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -113,7 +177,7 @@ def rung_table(ladder: LadderFile) -> str:
         floor = "" if r.noise_floor_percent is None else f"{r.noise_floor_percent:.2f}%"
         grid = f"{len(r.grid)} points, {r.grid[0]:.3g} … {r.grid[-1]:.3g}"
         lines.append(
-            f"| {r.rung} | {r.parameters:,} | {r.sequence_length} | {r.training_tokens:,} | {r.epochs:.2f} | {r.compute_6nd:.2e} "
+            f"| {r.rung}{' (degenerate)' if r.rung in degenerate else ''} | {r.parameters:,} | {r.sequence_length} | {r.training_tokens:,} | {r.epochs:.2f} | {r.compute_6nd:.2e} "
             f"| {len(r.seeds)} | {np.mean(r.baseline):.4f} | {np.mean(r.method):.4f} | {r.delta_percent:+.2f}{ci} "
             f"| {r.classification} | {floor} | {r.chosen_lr['baseline']:.3g} / {r.chosen_lr['method']:.3g} "
             f"| {grid} ({r.grid_rule.get('rule', '')}) |")
@@ -122,12 +186,17 @@ def rung_table(ladder: LadderFile) -> str:
 
 def ladder_summary(ladder: LadderFile) -> str:
     """One sentence: the class, the gap at the ends, the trend and the multiplier."""
-    first, last = ladder.rungs[0], ladder.rungs[-1]
+    kept = fitted_rungs(ladder)
+    fitted = [r for r in ladder.rungs if r.rung in kept]
+    first, last = fitted[0], fitted[-1]
     multiplier = ladder.compute_multiplier
+    left_out = [r.rung for r in ladder.rungs if r.rung not in kept]
     return (f"{ladder.name} vs {_labels(ladder)['baseline']} over rungs {first.rung}..{last.rung} "
-            f"({ladder.span[0]:.1f}x parameters, {ladder.span[1]:.0f}x compute): **{ladder.ladder_class}** — "
+            + (f"(rung {', '.join(map(str, left_out))} left out: degenerate) " if left_out else "")
+            + f"({last.parameters / first.parameters:.1f}x parameters, {last.compute_6nd / first.compute_6nd:.0f}x "
+            f"compute): **{ladder.ladder_class}** — "
             f"Δ {first.delta_percent:+.2f}% ({first.classification}) at the bottom, {last.delta_percent:+.2f}% "
-            f"({last.classification}) at the top; the gap moves {_interval(ladder.gap_slope_per_decade, 2)} "
+            f"({last.classification}) at the top; the gap moves {_interval(trend_interval(ladder), 2)} "
             f"points per decade of compute (**{ladder.trend}**); at the top rung the baseline needs "
             f"{_interval(multiplier, 2, '×')} its compute to match the method.")
 
@@ -155,7 +224,8 @@ def ladder_readme(ladder: LadderFile) -> str:
         "## Across rungs",
         "",
         fits,
-        f"- gap trend: {_interval(ladder.gap_slope_per_decade, 2)} percentage points of Δ per decade of compute → {ladder.trend}",
+        *trend_lines(ladder),
+        *degenerate_line(ladder),
         f"- compute multiplier at the top rung: {_interval(ladder.compute_multiplier, 2, '×')}",
         f"- projected Δ at {projection['compute']:.2e} FLOPs: {_interval(delta, 2, '%')} — {projection['label']}",
         f"- transfers: {transfers}",
@@ -200,15 +270,23 @@ def scan_ladders(roots: list[Path]) -> list[tuple[Path, LadderFile]]:
 
 def ladder_row(path: Path, ladder: LadderFile, source: str) -> dict:
     """One leaderboard row of a ladder (the JSON the leaderboard writes)."""
-    first, last = ladder.rungs[0], ladder.rungs[-1]
+    kept = fitted_rungs(ladder)
+    fitted = [r for r in ladder.rungs if r.rung in kept]
+    first, last = fitted[0], fitted[-1]
+    trend = ladder.trend_fit
     return {
         "kind": "ladder", "name": ladder.name, "against": ladder.against, "source": source,
         "baseline": ladder.arm_names.get("baseline"),
-        "rungs": [r.rung for r in ladder.rungs], "parameters": [first.parameters, last.parameters],
-        "compute_span": ladder.span[1], "ladder_class": ladder.ladder_class, "trend": ladder.trend,
+        "rungs": kept, "all_rungs": [r.rung for r in ladder.rungs], "parameters": [first.parameters, last.parameters],
+        "compute_span": last.compute_6nd / first.compute_6nd, "ladder_class": ladder.ladder_class, "trend": ladder.trend,
         "bottom": {"delta_percent": first.delta_percent, "class": first.classification},
         "top": {"delta_percent": last.delta_percent, "class": last.classification},
         "gap_slope_per_decade": ladder.gap_slope_per_decade.model_dump(),
+        "trend_interval": trend_interval(ladder).model_dump(),
+        "trend_rule": "rung-level" if trend is not None else "seed bootstrap",
+        "leave_one_out_flips": None if trend is None else trend.unstable,
+        "degenerate_rungs": [r for r in (ladder.degenerate.rungs if ladder.degenerate else [])
+                             if r not in kept],
         "compute_multiplier": ladder.compute_multiplier.model_dump(),
         "transfers": ladder.transfers, "code_dirty": ladder.provenance.get("code_dirty"),
     }
@@ -238,20 +316,24 @@ def ladder_section(rows: list[dict], link) -> list[str]:
     """The leaderboard's Markdown section for the ladders (``link(row)``: the file's link)."""
     lines = ["", "## Scale ladders", "",
              "Each ladder is the tuned, paired comparison at every rung of the size dial "
-             "(`llmevo ladder`); its class reads the lowest and highest rungs' verdicts, its trend "
-             "the slope of Δ% with log compute (bootstrap interval over seeds).", "",
+             "(`llmevo ladder`); its class reads the lowest and highest fitted rungs' verdicts, its trend "
+             "the slope of Δ% with log compute (a t-interval carrying the rungs' scatter and their seed "
+             "variance; *unstable* when leaving out one rung flips it). A one-head rung is left out of "
+             "ladders of head-dependent slots (position, attention).", "",
              "| method | baseline | rungs | parameters | compute × | Δ% bottom → top | trend [pts/decade] "
              "| compute multiplier | class | ladder |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
-        slope = IntervalRecord.model_validate(row["gap_slope_per_decade"])
+        slope = IntervalRecord.model_validate(row.get("trend_interval") or row["gap_slope_per_decade"])
         multiplier = IntervalRecord.model_validate(row["compute_multiplier"])
         lines.append(
             f"| {row['name']} | {row.get('baseline') or row['against'] or 'ablation'} | {row['rungs'][0]}..{row['rungs'][-1]} "
             f"| {row['parameters'][0]:,} → {row['parameters'][1]:,} | {row['compute_span']:.0f} "
             f"| {row['bottom']['delta_percent']:+.2f} ({row['bottom']['class']}) → "
             f"{row['top']['delta_percent']:+.2f} ({row['top']['class']}) "
-            f"| {row['trend']} {_interval(slope)} | {_interval(multiplier, 2, '×')} | {row['ladder_class']} "
+            f"| {row['trend']} {_interval(slope)}"
+            + (f" (rung {', '.join(map(str, row['degenerate_rungs']))} left out)" if row.get("degenerate_rungs") else "")
+            + f" | {_interval(multiplier, 2, '×')} | {row['ladder_class']} "
             f"| {link(row)} |")
     if not rows:
         lines.append("| — | | | | | | | | no ladders published | |")
