@@ -59,7 +59,7 @@ DEFAULT_TUNE_SEEDS = "1000"  # reproduce's --tune-seeds default: here, the exper
 
 def run_experiment(experiment: Path | None, baseline: str | None, method: str | None, seed: int | None,
                    seeds: str | None, tune: bool | None, tune_grid: str | None, tune_seeds: str | None,
-                   timeout: float | None, margin: float, arm_cache: bool, out: Path | None,
+                   timeout: float | None, margin: float | None, arm_cache: bool, out: Path | None,
                    report: bool, others: Mapping[str, object]) -> None:
     """The ``--experiment`` branch of ``llmevo reproduce``; ``others``: options of a built-in
     reproduction that were given (refused here)."""
@@ -80,7 +80,7 @@ def run_experiment(experiment: Path | None, baseline: str | None, method: str | 
         tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None,
         tune_seeds=(parse_seeds(None, tune_seeds, option="--tune-seeds")
                     if tune_seeds not in (None, DEFAULT_TUNE_SEEDS) else None),
-        timeout=timeout, margin=margin, cache="use" if arm_cache else "refresh",
+        timeout=timeout, **({} if margin is None else {"margin": margin}), cache="use" if arm_cache else "refresh",
         cache_dir=resolve_cache_dir(), out=out, report=report,
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
     )
