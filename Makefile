@@ -31,7 +31,12 @@ test: lint
 lint: $(BIN)/llmevo
 	$(BIN)/ruff check src tests scripts
 
-.PHONY: venv reproduce test lint gpu-check gpu-check-prepare gpu-check-dry
+# The documentation site from docs/ (mkdocs.yml); --strict: a broken link or anchor fails it.
+# NO_MKDOCS_2_WARNING silences Material's notice about a future MkDocs release (we pin mkdocs<2).
+docs: $(BIN)/llmevo
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+.PHONY: venv reproduce test lint docs gpu-check gpu-check-prepare gpu-check-dry
 
 # The GPU check (scripts/gpu_check.py; issue 21 item 8). gpu-check-prepare here, in the
 # checkout the device tool sends; gpu-check on the device machine (what scripts/gpu_check.sh

@@ -1,9 +1,19 @@
-"""The README's generated evidence table (reports/evidence.py)."""
+"""The generated evidence tables: the README's headline table and the results page's full
+table (reports/evidence.py), and their regeneration (reports/leaderboard.py regenerate)."""
 
 import pytest
 
 from llmevo.errors import ConfigError
-from llmevo.reports.evidence import EVIDENCE_END, EVIDENCE_START, evidence_table, replace_evidence
+from llmevo.reports.evidence import (
+    EVIDENCE_END,
+    EVIDENCE_START,
+    HEADLINE_END,
+    HEADLINE_START,
+    evidence_table,
+    headline_table,
+    replace_evidence,
+    replace_generated,
+)
 
 
 def _row(name, holm=True, against=None, **extra):
@@ -36,18 +46,50 @@ def test_the_table_replaces_only_what_lies_between_the_markers():
         replace_evidence("no markers here", "NEW")
 
 
-def test_the_committed_readme_table_is_the_one_the_committed_artifacts_give():
+def test_the_headline_table_orders_by_the_adjusted_class_then_the_change():
+    worse = _row("dyt", change_percent=30.0, classification="worse",
+                 holm={"ci_low": 1.0, "ci_high": 9.0, "classification": "worse", "family_size": 2})
+    small = _row("qk_norm", change_percent=-0.5, classification="non-inferior",
+                 holm={"ci_low": -2.0, "ci_high": 0.9, "classification": "non-inferior", "family_size": 2})
+    ladder = {"name": "rope", "against": None, "ladder_class": "emerges", "trend": "stable", "rungs": [-2, 0],
+              "bottom": {"delta_percent": -2.76}, "top": {"delta_percent": -12.1}}
+    table = headline_table([worse, small, _row("rope"), _row("untuned", holm=False)], [ladder]).splitlines()
+    assert "after Holm (2)" in table[0] and len(table) == 5
+    names = [line.split("|")[1].strip() for line in table[2:]]
+    assert names == ["rope", "qk_norm", "dyt"]
+    assert [cell.strip() for cell in table[2].split("|")[1:-1]] == [
+        "rope", "learned", "-12.06 [-14.21, -9.91]", "better", "better", "emerges"]
+
+
+def test_each_marker_pair_gets_its_own_table():
+    rows = [_row("rope")]
+    text = f"a\n{HEADLINE_START}\nold\n{HEADLINE_END}\nb\n{EVIDENCE_START}\nold\n{EVIDENCE_END}\n"
+    new = replace_generated(text, rows)
+    assert new == (f"a\n{HEADLINE_START}\n{headline_table(rows)}\n{HEADLINE_END}\nb\n"
+                   f"{EVIDENCE_START}\n{evidence_table(rows)}\n{EVIDENCE_END}\n")
+    assert replace_generated("no markers", rows) is None
+
+
+def test_the_committed_tables_are_the_ones_the_committed_artifacts_give():
     """A stale or emptied table (one was committed once, with 0 comparisons) fails here:
-    `llmevo leaderboard` regenerates it from docs/."""
+    `llmevo leaderboard` regenerates both from docs/."""
     from pathlib import Path
 
     from llmevo.reports.ladder import scan_ladders
-    from llmevo.reports.leaderboard import build_leaderboard, ladder_rows, scan_artifacts
+    from llmevo.reports.leaderboard import (
+        RESULTS_PAGE,
+        build_leaderboard,
+        ladder_rows,
+        scan_artifacts,
+    )
 
     root = Path(__file__).resolve().parents[2]
     entries, _ = scan_artifacts([root / "docs"], references=[])
     rows = build_leaderboard(entries, root)
-    expected = evidence_table(rows, ladder_rows(scan_ladders([root / "docs"]), root))
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    assert replace_evidence(readme, expected) == readme, "run `llmevo leaderboard` and commit README.md"
-    assert "(0 comparisons)" not in readme
+    ladders = ladder_rows(scan_ladders([root / "docs"]), root)
+    for page in (root / "README.md", root / RESULTS_PAGE):
+        text = page.read_text(encoding="utf-8")
+        assert replace_generated(text, rows, ladders) == text, f"run `llmevo leaderboard` and commit {page.name}"
+        assert "(0 comparisons)" not in text and "after Holm (0)" not in text
+    assert HEADLINE_START in (root / "README.md").read_text(encoding="utf-8")
+    assert EVIDENCE_START in (root / RESULTS_PAGE).read_text(encoding="utf-8")

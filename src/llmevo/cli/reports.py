@@ -97,8 +97,8 @@ def leaderboard(
                     "artifacts deleted or not scanned here), or over a file that is not one."),
     readme: Path | None = typer.Option(
         None, "--readme", metavar="FILE",
-        help="Also regenerate the evidence table between its markers in this README (default: "
-             "README.md here, when it has the markers)."),
+        help="Regenerate the generated tables between their markers in this file only (default: "
+             "README.md and docs/results/index.md here, those that have the markers)."),
 ) -> None:
     """Collect the artifacts (the *.json in each root's metrics/ folders, every *.json in the
     reference folder) into docs/LEADERBOARD.md (+ .json) and print the table."""
@@ -111,8 +111,8 @@ def leaderboard(
     outcome = regenerate(Path.cwd(), roots=root, references=[reference] if reference is not None else [],
                          out=out, readme=readme, replace=replace)
     rows, skipped = outcome.rows, outcome.skipped
-    if outcome.readme is not None:
-        console.print(f"wrote the evidence table in {outcome.readme}")
+    for page in outcome.pages:
+        console.print(f"wrote the generated tables in {page}")
     table = Table(title=f"Leaderboard ({len(rows)} artifacts; {len(skipped)} other JSON outside "
                         "metrics/ folders, not artifacts)")
     for column in ("kind", "name", "arXiv", "seeds", "formal", "metric Δ%"):

@@ -455,23 +455,35 @@ def check_pair(md_path: Path, json_path: Path) -> None:
                             "pair); run 'llmevo leaderboard' again")
 
 
+RESULTS_PAGE = Path("docs") / "results" / "index.md"  # the site's page with the full evidence table
+
+
 @dataclass(frozen=True)
 class Regenerated:
     rows: list[dict]
     skipped: list[Path]
-    readme: Path | None  # the README whose evidence table was rewritten, if any
+    readme: Path | None  # the README whose generated table was rewritten, if any
+    pages: tuple[Path, ...] = ()  # every file whose generated tables were rewritten (README first)
 
 
 def regenerate(repository: Path, roots: Sequence[Path] | None = None, references: Sequence[Path] = (),
                out: Path | None = None, readme: Path | None = None, *, replace: bool = False) -> Regenerated:
     """``llmevo leaderboard``: the artifacts under ``roots`` (default ``<repository>/docs``) and
     ``references`` into ``out`` (default ``docs/LEADERBOARD.md``, + .json), with the ladders, and
-    the evidence table between its markers in ``readme`` (default ``README.md`` when it has the
-    markers and ``roots`` is the default, the repository's own docs; given explicitly, it must
-    have them). Paths are relative to ``repository``; every
-    check happens before anything is written."""
+    the generated tables (``reports.evidence``: the headline table, the full evidence table)
+    between their markers in ``readme`` (default ``README.md``) and in the site's results page
+    (``docs/results/index.md``). Defaults are rewritten only when they have markers and
+    ``roots`` is the default, the repository's own docs; a ``readme`` given explicitly must
+    have markers. Paths are relative to ``repository``; every check happens before anything
+    is written."""
     from llmevo.artifacts.io import check_output_file
-    from llmevo.reports.evidence import EVIDENCE_START, evidence_table, replace_evidence
+    from llmevo.reports.evidence import (
+        EVIDENCE_END,
+        EVIDENCE_START,
+        HEADLINE_END,
+        HEADLINE_START,
+        replace_generated,
+    )
     from llmevo.reports.ladder import scan_ladders
 
     repository = Path(repository)
@@ -483,16 +495,28 @@ def regenerate(repository: Path, roots: Sequence[Path] | None = None, references
     entries, skipped = scan_artifacts(roots, references=references)
     rows = build_leaderboard(entries, repository)
     ladders = ladder_rows(scan_ladders(roots), repository)
-    # the repository's README is rewritten only from the repository's own docs: a leaderboard
-    # of other roots (``--root``) must not replace its table (a test once emptied it that way)
+    # the repository's own pages are rewritten only from the repository's own docs: a
+    # leaderboard of other roots (``--root``) must not replace their tables (a test once
+    # emptied the README's that way)
     own_docs = [Path(root).resolve() for root in roots] == [(repository / "docs").resolve()]
-    target, new_readme = readme or repository / "README.md", None
-    if readme is not None or (own_docs and target.is_file()
-                              and EVIDENCE_START in target.read_text(encoding="utf-8")):
+    targets = [readme] if readme is not None else (
+        [repository / "README.md", repository / RESULTS_PAGE] if own_docs else [])
+    rewritten: list[tuple[Path, str]] = []
+    for target in targets:
         if not target.is_file():
-            raise ConfigError(f"--readme {target}: no such file")
-        new_readme = replace_evidence(target.read_text(encoding="utf-8"), evidence_table(rows, ladders))
+            if target is readme:
+                raise ConfigError(f"--readme {target}: no such file")
+            continue
+        text = replace_generated(target.read_text(encoding="utf-8"), rows, ladders)
+        if text is None and target is readme:
+            raise ConfigError(f"--readme {target}: no generated-table markers ({EVIDENCE_START!r} … "
+                              f"{EVIDENCE_END!r}, or {HEADLINE_START!r} … {HEADLINE_END!r}); add them "
+                              "where the table goes")
+        if text is not None:
+            rewritten.append((target, text))
     write_leaderboard(rows, out, json_path, repository, replace=replace, ladders=ladders)
-    if new_readme is not None:
-        write_text_atomic(target, new_readme)
-    return Regenerated(rows, list(skipped), target if new_readme is not None else None)
+    for target, text in rewritten:
+        write_text_atomic(target, text)
+    pages = tuple(target for target, _ in rewritten)
+    readme_written = next((page for page in pages if page.name == "README.md" or page == readme), None)
+    return Regenerated(rows, list(skipped), readme_written, pages)
