@@ -194,7 +194,13 @@ class TuningAxis(StrictModel):
 
 
 LR_AXIS = TuningAxis(target="train", setting="lr", low=1 / 3, high=3.0, scale="log", relative_to="lr")
-"""The learning rate, lr/3 .. 3·lr of the preset's (the default grid's span): every space has it."""
+"""The learning rate, lr/3 .. 3·lr of the preset's (the default grid's span): the lr axis of
+AdamW-like optimizers, whose good region sits around the preset's AdamW lr."""
+HIGH_LR_AXIS = TuningAxis(target="train", setting="lr", low=5e-3, high=5e-2, scale="log")
+"""The learning rate of an optimizer whose good region lies well above AdamW's (Muon, NorMuon,
+SOAP: their lr grids chose 1.56e-2 at quick, Muon's ladder 2.7e-2 to 4.7e-2), declared in
+absolute terms rather than as multiples of the preset's AdamW lr: 5e-3 .. 5e-2 puts those
+choices inside the range, not at an edge an extension has to reach (issue 34)."""
 WARMUP_AXIS = TuningAxis(target="train", setting="warmup_steps", low=0.0, high=0.2, relative_to="steps",
                          integer=True, limit_low=0.0, limit_high=0.5)
 """Linear warmup, 0 .. 20% of the steps (an extension stops at 0 and at half the run)."""

@@ -203,8 +203,11 @@ def test_every_arm_gets_the_same_trials_and_the_block_validates(monkeypatch):
     chosen = tuning.arms["baseline"]
     assert chosen.chosen == {k: float(v) for k, v in adamw.best().values.items()}
     assert chosen.space["lr"].extended == "up" and chosen.space["lr"].setting == "train.lr"
+    settings = block["arms"]["method"]["settings"]
+    best = block["arms"]["method"]["chosen"]
+    dropped = next(i for i, setting in enumerate(settings) if setting != best)  # keep the chosen trial
     unequal = {**block, "arms": {**block["arms"], "method": {
-        **block["arms"]["method"], "settings": block["arms"]["method"]["settings"][:7]}}}
+        **block["arms"]["method"], "settings": settings[:dropped] + settings[dropped + 1:]}}}
     with pytest.raises(ValueError, match="exactly 8 trials"):
         Tuning.model_validate(unequal)
 

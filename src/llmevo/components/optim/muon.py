@@ -51,7 +51,7 @@ from torch import Tensor, nn
 from llmevo.components.optim.adamw import AdamWBatched, adamw_group_update
 from llmevo.components.optim.base import OptimizerComponent, count, parameters_by_role
 from llmevo.components.optim.optimizer import Optimizer, per_replica
-from llmevo.registry import LR_AXIS, Paper, SearchDimension, StrictModel, TuningAxis, register
+from llmevo.registry import HIGH_LR_AXIS, Paper, SearchDimension, StrictModel, TuningAxis, register
 
 NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
 
@@ -239,7 +239,7 @@ class MuonConfig(StrictModel):
         "ns_steps": SearchDimension(choices=(3, 5)),
     },
     tuning_space={
-        "lr": LR_AXIS,
+        "lr": HIGH_LR_AXIS,
         "momentum": TuningAxis(target="optimizer", setting="momentum", low=0.8, high=0.98,
                                scale="log1m", limit_high=0.99),
         "adamw_lr": TuningAxis(target="optimizer", setting="adamw_lr_ratio", low=1 / 3, high=3.0,

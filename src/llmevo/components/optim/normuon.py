@@ -50,7 +50,7 @@ from llmevo.components.optim.muon import (
     orthogonality_error,
 )
 from llmevo.components.optim.optimizer import per_replica
-from llmevo.registry import LR_AXIS, Paper, SearchDimension, TuningAxis, register
+from llmevo.registry import HIGH_LR_AXIS, Paper, SearchDimension, TuningAxis, register
 
 MIN_NORM = 1e-30  # floor of ||O'||_F: only an all-zero momentum reaches it
 
@@ -142,7 +142,7 @@ class NorMuonConfig(MuonConfig):
         "neuron_beta2": SearchDimension(choices=(0.9, 0.95, 0.99)),
     },
     tuning_space={
-        "lr": LR_AXIS,
+        "lr": HIGH_LR_AXIS,
         "momentum": TuningAxis(target="optimizer", setting="momentum", low=0.8, high=0.98,
                                scale="log1m", limit_high=0.99),
         "neuron_beta2": TuningAxis(target="optimizer", setting="neuron_beta2", low=0.8, high=0.99,

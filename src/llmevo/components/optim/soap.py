@@ -59,7 +59,7 @@ from torch import Tensor, nn
 from llmevo.components.optim.base import OptimizerComponent
 from llmevo.components.optim.optimizer import Optimizer
 from llmevo.registry import (
-    LR_AXIS,
+    HIGH_LR_AXIS,
     WEIGHT_DECAY_AXIS,
     Paper,
     SearchDimension,
@@ -231,7 +231,7 @@ class SOAPConfig(StrictModel):
         "precondition_frequency": SearchDimension(choices=(1, 10, 30)),
     },
     tuning_space={
-        "lr": LR_AXIS,
+        "lr": HIGH_LR_AXIS,
         "beta2": TuningAxis(target="optimizer", setting="beta2", low=0.9, high=0.99, scale="log1m",
                             limit_high=0.999),
         "precondition_frequency": TuningAxis(target="optimizer", setting="precondition_frequency",
