@@ -73,6 +73,7 @@ from llmevo.cli import new as _new  # noqa: E402,F401
 from llmevo.cli import papers as _papers  # noqa: E402,F401
 from llmevo.cli import reports as _reports  # noqa: E402,F401
 from llmevo.cli import reproduce as _reproduce  # noqa: E402,F401
+from llmevo.cli import verdict as _verdict  # noqa: E402,F401
 
 # --- end of command modules ---
 

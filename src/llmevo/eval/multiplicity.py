@@ -3,10 +3,13 @@
 A table of m comparisons, each read at 95% as if alone, calls about m/20 differences that
 are not there. Holm (1979) controls the family-wise error rate at α: sort the p-values,
 reject the r-th smallest while it is at most α / (m − r + 1), and stop at the first that is
-not. The adjustment itself is ``statsmodels.stats.multitest.multipletests(method="holm")``;
-this module adds only what the library does not give: each comparison's p-value from the
-same paired Student t procedure its interval uses (``llmevo.eval.stats``), and an adjusted
-interval.
+not. The adjustment is statsmodels' ``multipletests(method="holm")`` step for step
+(``holm_step_down``; a reference test holds the two equal, bit for bit, on random families
+with ties): statsmodels' Holm branch calls ``gc.collect()`` on every call, 0.35-0.9 s in a
+process with torch loaded (measured, docs/LOG.md), which a research loop asking for thousands
+of verdicts (``experiments.verdict``) cannot pay. This module adds what the library does not
+give: each comparison's p-value from the same paired Student t procedure its interval uses
+(``llmevo.eval.stats``), and an adjusted interval.
 
 **The adjusted interval.** For the comparison of rank r (by ascending p), it is the same
 paired t-interval at confidence 1 − α / (m − r + 1), the level Holm's step r tests at; once
@@ -113,18 +116,39 @@ class HolmAdjusted:
     alpha: float
 
 
+def holm_step_down(p_values: Sequence[float], alpha: float = DEFAULT_ALPHA):
+    """(reject, adjusted p-values), in the order given: Holm's procedure exactly as
+    statsmodels' ``multipletests(method="holm")`` computes it (sort, reject while
+    p_(r) <= alpha / (m - r + 1), adjusted p the running maximum of (m - r + 1) p_(r), at most
+    1), without its ``gc.collect()`` (module docstring)."""
+    import numpy as np
+
+    p = np.asarray(p_values, dtype=float)
+    m = len(p)
+    order = np.argsort(p)
+    p_sorted = p[order]
+    steps = np.arange(m, 0, -1)
+    not_rejected = p_sorted > alpha / steps
+    first = np.nonzero(not_rejected)[0]
+    not_rejected[(first.min() if first.size else m):] = True
+    adjusted = np.maximum.accumulate(p_sorted * steps)
+    adjusted[adjusted > 1] = 1
+    reject, p_holm = np.empty(m, dtype=bool), np.empty(m)
+    reject[order], p_holm[order] = ~not_rejected, adjusted
+    return reject, p_holm
+
+
 def holm(estimates: Sequence[PairedT], alpha: float = DEFAULT_ALPHA) -> list[HolmAdjusted]:
     """Holm's step-down adjustment of ``estimates`` (one family), in their order: p-values
-    and rejections from statsmodels' ``multipletests(method="holm")``, intervals at each
-    comparison's step-down level (module docstring)."""
+    and rejections from ``holm_step_down``, intervals at each comparison's step-down level
+    (module docstring)."""
     _check_level("alpha", alpha)
     if not estimates:
         return []
     import numpy as np
-    from statsmodels.stats.multitest import multipletests  # slow import; only when a family is read
 
     p_values = [p_value(estimate) for estimate in estimates]
-    reject, p_holm, _, _ = multipletests(p_values, alpha=alpha, method="holm")
+    reject, p_holm = holm_step_down(p_values, alpha)
     m = len(estimates)
     order = [int(i) for i in np.argsort(np.asarray(p_values), kind="stable")]
     rejected_count = int(np.sum(reject))

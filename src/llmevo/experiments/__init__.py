@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         ReproductionRequest,
         reproduce,
     )
+    from llmevo.experiments.verdict import VerdictRecord, VerdictService, verdict_record
 
 _HOMES = {
     "ReproductionOutputs": "pipeline", "ReproductionPlan": "pipeline", "ReproductionRequest": "pipeline",
@@ -37,9 +38,10 @@ _HOMES = {
     "EvidenceRequest": "evidence", "EntryEvent": "evidence", "run_evidence": "evidence",
     "read_genome": "genome_comparison",
     "ExternalRequest": "external", "plan_external": "external", "run_external": "external",
+    "VerdictRecord": "verdict", "VerdictService": "verdict", "verdict_record": "verdict",
 }
 __all__ = ["EntryEvent", "EvidenceRequest", "ExternalRequest", "LadderRequest", "ReproductionOutputs", "ReproductionPlan", "ReproductionRequest", "RungEvent",
-           "plan_external", "read_genome", "refit_ladder", "reproduce", "run_evidence", "run_external", "run_ladder"]
+           "VerdictRecord", "VerdictService", "plan_external", "read_genome", "refit_ladder", "reproduce", "run_evidence", "run_external", "run_ladder", "verdict_record"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,268 @@
+"""The verdict interface for research loops: one comparison's answer as a small, versioned record.
+
+A loop (a person's script, an LLM agent, a sweep) that asks "is this candidate better than
+that baseline?" needs the protocol's answer in a form it can read, not a table. A
+``VerdictRecord`` (schema ``llmevo.verdict/1``, documented field by field below and in the
+user guide) is made from any comparison artifact: a built-in reproduction (a component
+against its ablation, ``--against``, or ``--genome``) or an external experiment
+(``--experiment``). It carries
+
+- the class (better / non-inferior / inconclusive / worse, or ``no verdict`` with the reason),
+  the change of the verdict metric with its 95% paired interval, the seeds, and the p-value
+  of the paired t-test (``eval.multiplicity.p_value``, the procedure the interval uses);
+- the family reading: Holm's adjustment over the published family (``promotion.family_entries``)
+  with this comparison in it, a published comparison of the same key replaced by it (a rerun
+  supersedes), so ``family_p_value`` and ``family_classification`` are what the leaderboard
+  would show if it were published;
+- the noise floor (the baseline's seed-to-seed spread, percent of its mean);
+- the budget: runs in the comparison, how many were trained and how many loaded from the
+  cache, the wall seconds spent, and what is left under a declared cap.
+
+``VerdictService`` is the warm mode: it reads the published family once and answers many
+artifacts without reading it again, so a loop pays the family's fixed cost once
+(``verdict_record`` is the one-shot form).
+
+Public API: ``VERDICT_SCHEMA``, ``VerdictRecord``, ``Budget``, ``FamilyReading``,
+``VerdictService``, ``verdict_record``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from llmevo.errors import ArtifactError, ConfigError
+from llmevo.registry import StrictModel
+
+__all__ = ["VERDICT_SCHEMA", "Budget", "FamilyReading", "VerdictRecord", "VerdictService", "verdict_record"]
+
+VERDICT_SCHEMA = "llmevo.verdict/1"
+EXTERNAL_SCHEMA = "llmevo.external/1"
+
+
+class Budget(StrictModel):
+    """What the comparison cost: runs (report and tuning, both arms), trained or loaded."""
+
+    runs: int = Field(description="training runs the comparison consists of (both arms, tuning and report)")
+    runs_trained: int = Field(description="of those, trained by this command")
+    runs_cached: int = Field(description="of those, loaded from the arm cache (trained before)")
+    wall_seconds: float | None = Field(description="wall seconds the command spent training and evaluating")
+    cap_seconds: float | None = Field(description="the declared cap (--budget-seconds), if any")
+    left_seconds: float | None = Field(description="cap minus wall seconds, if a cap was declared")
+
+
+class FamilyReading(StrictModel):
+    """Holm over the published family with this comparison in it."""
+
+    size: int = Field(description="comparisons in the family, this one included")
+    p_value: float = Field(description="Holm-adjusted p-value of this comparison")
+    ci_low: float = Field(description="the interval widened to its Holm step-down level (percent)")
+    ci_high: float
+    classification: str | None = Field(description="the class read from the widened interval")
+    replaces: str | None = Field(description="the published artifact of the same comparison this one stands in for")
+
+
+class VerdictRecord(StrictModel):
+    """One comparison's answer (schema ``llmevo.verdict/1``)."""
+
+    schema_: Literal["llmevo.verdict/1"] = Field(VERDICT_SCHEMA, alias="schema")
+    kind: Literal["reproduction", "external"]
+    name: str
+    baseline: str = Field(description="the baseline arm, as the artifact names it")
+    method: str = Field(description="the candidate arm")
+    metric: str
+    lower_is_better: bool
+    classification: str | None = Field(description="better / non-inferior / inconclusive / worse; None: no verdict")
+    no_verdict_reason: str | None = None
+    change_percent: float | None = Field(description="mean per-seed relative change of the metric (percent)")
+    ci_low: float | None = Field(description="95% paired Student t-interval (percent)")
+    ci_high: float | None = None
+    seeds: int
+    p_value: float | None = Field(description="two-sided paired t-test of no change")
+    margin_percent: float
+    noise_floor_percent: float | None = Field(description="the baseline's seed-to-seed std, percent of its mean")
+    formal: bool = Field(description="3 or more paired seeds (a formal comparison)")
+    tuned: bool
+    family: FamilyReading | None = Field(description="Holm over the published family; None without an interval")
+    budget: Budget
+    artifact: str
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such artifact") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ArtifactError(f"{path}: not a readable JSON artifact ({error})") from None
+    if not isinstance(data, dict):
+        raise ArtifactError(f"{path}: not an artifact (a JSON object)")
+    return data
+
+
+def _external(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
+    spec = data["experiment"]
+    verdict = data.get("verdict")
+    change = ((data.get("statistics") or {}).get(spec["metric"]) or {}).get("paired_relative_change_percent") or {}
+    runs = data.get("runs") or []
+    cached = sum(1 for run in runs if run.get("cached"))
+    return {
+        "kind": "external", "name": data["name"], "key": None,
+        "baseline": data["baseline"]["label"], "method": data["method"]["label"],
+        "metric": spec["metric"], "lower_is_better": spec["direction"] == "lower",
+        "classification": (verdict or {}).get("classification"), "no_verdict_reason": data.get("verdict_withheld"),
+        "change": change, "seeds": len(data.get("per_seed") or []),
+        "margin": float(data["protocol"]["margin_percent"]),
+        "noise": (verdict or {}).get("noise_floor_percent"),
+        "tuned": data["protocol"].get("tuning") is not None,
+        "runs": len(runs), "cached": cached,
+        "wall": sum(float(run.get("wall_s") or 0.0) for run in runs if not run.get("cached")),
+    }
+
+
+def _tuning_runs(tuning: Mapping[str, Any] | None) -> int:
+    if not tuning:
+        return 0
+    seeds = len(tuning.get("seeds") or [])
+    total = 0
+    for arm in (tuning.get("arms") or {}).values():
+        total += len(arm.get("settings") or []) * seeds
+        total += sum(len(item.get("seeds") or [1]) if isinstance(item, Mapping) else 1
+                     for item in arm.get("confirmed") or [])
+    return total
+
+
+def _reproduction(path: Path) -> dict[str, Any]:
+    from llmevo.artifacts import load_artifact
+    from llmevo.artifacts.schema import ReproductionArtifact
+    from llmevo.promotion import comparison_key
+
+    artifact = load_artifact(path)
+    if not isinstance(artifact, ReproductionArtifact):
+        raise ConfigError(f"{path}: a {artifact.kind} artifact has no comparison verdict; "
+                          "give a reproduction or an --experiment artifact")
+    change = artifact.headline_change
+    stats = artifact.statistics.get(change.metric) if artifact.statistics else None
+    paired = stats.paired_relative_change_percent if stats is not None else None
+    verdict = artifact.verdict
+    raw = _read(path)
+    cache = raw.get("cache") or {}
+    cached = sum(len(block.get("report_seeds") or []) + len(block.get("tuning") or []) for block in cache.values())
+    seeds = len(artifact.per_seed)
+    wall = (raw.get("setup") or {}).get("wall_seconds")
+    baseline = raw["baseline"].get("name") or artifact.against or "baseline"
+    return {
+        "kind": "reproduction", "name": artifact.name, "key": comparison_key(artifact),
+        "baseline": str(raw["baseline"].get("arm") or baseline), "method": str(raw["method"].get("arm") or artifact.name),
+        "metric": change.metric, "lower_is_better": verdict.lower_is_better if verdict else True,
+        "classification": verdict.classification if verdict else None,
+        "no_verdict_reason": None if verdict and verdict.classification else
+        ("fewer than 3 paired seeds: no interval" if seeds < 3 else None),
+        "change": {"mean": change.percent, "ci_low": change.ci_low, "ci_high": change.ci_high,
+                   "n": paired.n if paired is not None else seeds},
+        "seeds": seeds, "margin": float((verdict.margin_percent if verdict else None) or 1.0),
+        "noise": verdict.noise_floor_percent if verdict else None,
+        "tuned": artifact.tuning is not None,
+        "runs": 2 * seeds + _tuning_runs(raw.get("tuning")), "cached": cached,
+        "wall": sum(wall.values()) if isinstance(wall, Mapping) else wall,
+    }
+
+
+class VerdictService:
+    """Answers many artifacts against one read of the published family (the warm mode).
+
+    ``docs``: the folder whose ``reproductions/*/metrics/`` hold the published family (None:
+    no family reading)."""
+
+    def __init__(self, docs: Path | None = Path("docs")):
+        from llmevo.eval.multiplicity import from_interval
+        from llmevo.promotion import comparison_key, family_entries
+
+        self.docs = docs
+        members = [] if docs is None or not (Path(docs) / "reproductions").is_dir() else family_entries(Path(docs))
+        # only what Holm reads is kept: the typed artifacts would stay alive for every answer,
+        # and multipletests runs gc.collect(), whose cost grows with the objects alive (0.5 s
+        # a call with the family's artifacts held, measured; docs/LOG.md)
+        self._family = []
+        for member_path, member in members:
+            head = member.headline_change
+            n = member.statistics[head.metric].paired_relative_change_percent.n  # type: ignore[index]
+            self._family.append((comparison_key(member), member_path,
+                                 from_interval(head.percent, head.ci_low, head.ci_high, n)))
+
+    def _family_reading(self, facts: Mapping[str, Any], path: Path) -> FamilyReading | None:
+        from llmevo.eval.multiplicity import from_interval, holm
+        from llmevo.eval.stats import classify_change
+
+        change = facts["change"]
+        if self.docs is None or None in (change.get("mean"), change.get("ci_low"), change.get("ci_high")) \
+                or (change.get("n") or 0) < 2:
+            return None
+        estimates, replaced = [], None
+        for key, member_path, estimate in self._family:
+            if facts["key"] is not None and key == facts["key"]:
+                replaced = member_path
+                continue
+            estimates.append(estimate)
+        estimates.append(from_interval(change["mean"], change["ci_low"], change["ci_high"], int(change["n"])))
+        result = holm(estimates)[-1]
+        same = replaced is not None and replaced.resolve() == Path(path).resolve()
+        return FamilyReading(size=result.family_size, p_value=float(result.p_holm),
+                             ci_low=float(result.ci_low), ci_high=float(result.ci_high),
+                             classification=classify_change(result.ci_low, result.ci_high, facts["margin"],
+                                                            facts["lower_is_better"]),
+                             replaces=None if replaced is None or same else str(replaced))
+
+    def verdict(self, path: Path | str, budget_seconds: float | None = None) -> VerdictRecord:
+        """The record for the artifact at ``path`` (a reproduction or an external experiment)."""
+        from llmevo.eval.multiplicity import from_interval, p_value
+
+        if budget_seconds is not None and not budget_seconds > 0:
+            raise ConfigError(f"--budget-seconds must be positive, got {budget_seconds}")
+        path = Path(path)
+        data = _read(path)
+        facts = _external(path, data) if data.get("schema") == EXTERNAL_SCHEMA else _reproduction(path)
+        change = facts["change"]
+        interval = None not in (change.get("mean"), change.get("ci_low"), change.get("ci_high")) \
+            and (change.get("n") or 0) >= 2
+        p = p_value(from_interval(change["mean"], change["ci_low"], change["ci_high"], int(change["n"]))) \
+            if interval else None
+        classification = facts["classification"]
+        if classification is None and interval and facts["seeds"] >= 3:
+            from llmevo.eval.stats import classify_change
+
+            # an artifact written before the four classes: the class its interval gives by the same rule
+            classification = classify_change(change["ci_low"], change["ci_high"], facts["margin"],
+                                             facts["lower_is_better"])
+        wall = None if facts["wall"] is None else float(facts["wall"])
+        trained = max(facts["runs"] - facts["cached"], 0)
+        return VerdictRecord(
+            kind=facts["kind"], name=facts["name"], baseline=facts["baseline"], method=facts["method"],
+            metric=facts["metric"], lower_is_better=facts["lower_is_better"],
+            classification=classification,
+            no_verdict_reason=None if classification else (facts["no_verdict_reason"] or "no paired interval"),
+            change_percent=change.get("mean"), ci_low=change.get("ci_low"), ci_high=change.get("ci_high"),
+            seeds=facts["seeds"], p_value=p, margin_percent=facts["margin"], noise_floor_percent=facts["noise"],
+            formal=facts["seeds"] >= 3, tuned=facts["tuned"],
+            family=self._family_reading(facts, path) if interval else None,
+            budget=Budget(runs=facts["runs"], runs_trained=trained, runs_cached=facts["cached"], wall_seconds=wall,
+                          cap_seconds=budget_seconds,
+                          left_seconds=None if budget_seconds is None or wall is None else budget_seconds - wall),
+            artifact=str(path),
+        )
+
+    def many(self, paths: Sequence[Path | str]) -> list[VerdictRecord]:
+        return [self.verdict(path) for path in paths]
+
+
+def verdict_record(path: Path | str, docs: Path | None = Path("docs"),
+                   budget_seconds: float | None = None) -> VerdictRecord:
+    """One artifact's ``VerdictRecord`` (reads the published family under ``docs`` once)."""
+    return VerdictService(docs).verdict(path, budget_seconds)

@@ -1,0 +1,98 @@
+"""The verdict interface (experiments/verdict.py, `llmevo verdict`): the record's figures
+against independent computations, the family reading against the leaderboard's, bad input."""
+
+import json
+from pathlib import Path
+
+import pytest
+from scipy import stats
+
+from llmevo.experiments.verdict import VerdictRecord, VerdictService, verdict_record
+from tests.cli_runner import assert_refused, run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+ROPE = ROOT / "docs" / "reproductions" / "2104.09864-rope" / "metrics" / "public-quick-tuned-seeds42-46.json"
+
+
+@pytest.fixture(scope="module")
+def service():
+    return VerdictService(ROOT / "docs")
+
+
+def test_a_published_row_reads_as_the_leaderboard_and_scipy_read_it(service):
+    record = service.verdict(ROPE, budget_seconds=1000.0)
+    artifact = json.loads(ROPE.read_text())
+    changes = [100 * (row["method"]["lm_loss"] - row["baseline"]["lm_loss"]) / row["baseline"]["lm_loss"]
+               for row in artifact["per_seed"]]
+    test = stats.ttest_1samp(changes, 0.0)
+    assert record.change_percent == pytest.approx(sum(changes) / len(changes), rel=1e-9)
+    assert record.p_value == pytest.approx(test.pvalue, rel=1e-6)
+    low, high = test.confidence_interval(0.95)
+    assert (record.ci_low, record.ci_high) == (pytest.approx(low, rel=1e-6), pytest.approx(high, rel=1e-6))
+    row = next(r for r in json.loads((ROOT / "docs" / "LEADERBOARD.json").read_text())["rows"]
+               if r.get("holm") and r["source"].endswith("2104.09864-rope/metrics/public-quick-tuned-seeds42-46.json"))
+    assert record.family.size == row["holm"]["family_size"] and record.family.replaces is None
+    assert record.family.p_value == pytest.approx(row["holm"]["p_holm"], rel=1e-9)
+    assert record.family.classification == row["holm"]["classification"] == "better"
+    assert record.classification == "better" and record.formal and record.tuned and record.seeds == 5
+    assert record.budget.runs == 2 * 5 + 2 * 5  # report runs, and a 5-point grid per arm on one tuning seed
+    assert record.budget.left_seconds == pytest.approx(1000.0 - record.budget.wall_seconds)
+
+
+def test_a_rerun_stands_in_for_its_published_row_and_an_old_artifact_gets_its_class(service):
+    untuned = ROPE.with_name("public-quick-seeds42-44.json")
+    record = service.verdict(untuned)
+    assert record.family.size == 41 and record.family.replaces.endswith("public-quick-tuned-seeds42-46.json")
+    standard = service.verdict(ROPE.with_name("public-standard-seeds42-44.json"))
+    assert standard.family.size == 42 and standard.family.replaces is None  # another preset: a new row
+    assert standard.classification == "better" and standard.no_verdict_reason is None
+
+
+def test_an_external_experiment_and_a_record_without_an_interval(tmp_path):
+    per_seed = [{"seed": s, "baseline": {"loss": b}, "method": {"loss": m}}
+                for s, b, m in ((42, 2.0, 1.9), (43, 2.1, 2.0), (44, 2.05, 1.96))]
+    changes = [100 * (r["method"]["loss"] - r["baseline"]["loss"]) / r["baseline"]["loss"] for r in per_seed]
+    test = stats.ttest_1samp(changes, 0.0)
+    low, high = test.confidence_interval(0.95)
+    artifact = {
+        "schema": "llmevo.external/1", "name": "tiny", "experiment": {"metric": "loss", "direction": "lower"},
+        "protocol": {"margin_percent": 1.0, "tuning": None},
+        "baseline": {"label": "norm=layernorm"}, "method": {"label": "norm=rmsnorm"},
+        "runs": [{"cached": i < 2, "wall_s": 10.0} for i in range(6)], "per_seed": per_seed,
+        "statistics": {"loss": {"paired_relative_change_percent": {
+            "mean": sum(changes) / 3, "ci_low": low, "ci_high": high, "n": 3}}},
+        "verdict": {"classification": "better", "noise_floor_percent": 2.4}, "verdict_withheld": None}
+    path = tmp_path / "external.json"
+    path.write_text(json.dumps(artifact))
+    record = verdict_record(path, docs=None)
+    assert record.kind == "external" and record.method == "norm=rmsnorm" and record.family is None
+    assert record.p_value == pytest.approx(test.pvalue, rel=1e-6)
+    assert (record.budget.runs, record.budget.runs_cached, record.budget.wall_seconds) == (6, 2, 40.0)
+    artifact |= {"per_seed": per_seed[:1], "statistics": None, "verdict": None,
+                 "verdict_withheld": "2 of 3 report runs failed"}
+    path.write_text(json.dumps(artifact))
+    record = verdict_record(path, docs=None)
+    assert record.classification is None and record.no_verdict_reason == "2 of 3 report runs failed"
+    assert record.p_value is None and record.change_percent is None
+
+
+def test_the_family_is_read_once_for_many_answers(monkeypatch):
+    import llmevo.promotion as promotion
+
+    calls = []
+    real = promotion.family_entries
+    monkeypatch.setattr(promotion, "family_entries", lambda docs: calls.append(docs) or real(docs))
+    service = VerdictService(ROOT / "docs")
+    records = service.many([ROPE, ROPE, ROPE.with_name("public-quick-seeds42-44.json")])
+    assert len(calls) == 1 and len({r.family.p_value for r in records[:2]}) == 1
+
+
+def test_the_command_prints_one_record_per_line_and_refuses_bad_input(capsys, tmp_path):
+    assert run_cli(["verdict", str(ROPE), "--json", "--docs", str(ROOT / "docs")]) == 0
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    record = VerdictRecord.model_validate_json(line)
+    assert json.loads(line)["schema"] == "llmevo.verdict/1" and record.name == "rope"
+    assert_refused(["verdict", str(tmp_path / "missing.json")], "no such artifact", capsys, tmp_path)
+    (tmp_path / "bad.json").write_text("{")
+    assert_refused(["verdict", str(tmp_path / "bad.json")], "not a readable JSON artifact", capsys, tmp_path)
+    assert_refused(["verdict", str(ROPE), "--budget-seconds", "0"], "must be positive", capsys, tmp_path)
