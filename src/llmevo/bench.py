@@ -9,6 +9,9 @@ Peak memory is the process's peak resident set on CPU and the allocator's peak o
 goes, op by op (``torch.profiler``, grouped by op, sorted by self CPU time).
 ``benchmark_replicas``: R runs through ``train_many`` per execution path, with set-up and
 steady state separated and each path's ratio to the same R runs executed sequentially.
+``benchmark_fixed_costs``: a command's wall time (a warm smoke reproduction, say) next to
+``import torch``'s, each in fresh processes, and their ratio: what a command costs beyond
+the library it cannot avoid importing.
 """
 
 from __future__ import annotations
@@ -17,8 +20,11 @@ import math
 import multiprocessing
 import os
 import resource
+import statistics
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -400,3 +406,59 @@ def benchmark_replicas(
                                             sequential["steady_tokens_per_second"]),
             ))
     return results
+
+
+IMPORT_TORCH = (sys.executable, "-c", "import torch")
+
+
+@dataclass(frozen=True)
+class FixedCostResult:
+    command: list[str]
+    repetitions: int
+    import_torch_seconds: list[float]  # each repetition's, in the order run
+    command_seconds: list[float]
+
+    @property
+    def import_torch_median(self) -> float:
+        return statistics.median(self.import_torch_seconds)
+
+    @property
+    def command_median(self) -> float:
+        return statistics.median(self.command_seconds)
+
+    @property
+    def ratio(self) -> float:
+        """The command's median wall time over ``import torch``'s."""
+        return _ratio(self.command_median, self.import_torch_median)
+
+    def as_dict(self) -> dict:
+        return asdict(self) | {"import_torch_median": self.import_torch_median,
+                               "command_median": self.command_median, "ratio": self.ratio}
+
+
+def _wall_seconds(command: Sequence[str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(list(command), capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise ConfigError(f"`{' '.join(command)}` exited with {done.returncode}: {' / '.join(tail)}")
+    return seconds
+
+
+def benchmark_fixed_costs(command: Sequence[str], repetitions: int = 5,
+                          baseline: Sequence[str] = IMPORT_TORCH) -> FixedCostResult:
+    """``command``'s wall time beside ``baseline``'s (``import torch`` in a fresh interpreter),
+    each run ``repetitions`` times in fresh processes, alternating so that a load that comes
+    and goes on a shared machine falls on both; each is run once untimed first (a cold arm
+    cache filled, files in the page cache). A failing run is a ``ConfigError`` with its last
+    lines. The figures to read are the medians and their ratio."""
+    if repetitions < 1:
+        raise ConfigError(f"the fixed-cost benchmark needs at least 1 repetition, got {repetitions}")
+    _wall_seconds(command)
+    _wall_seconds(baseline)
+    baseline_seconds, command_seconds = [], []
+    for _ in range(repetitions):
+        baseline_seconds.append(_wall_seconds(baseline))
+        command_seconds.append(_wall_seconds(command))
+    return FixedCostResult(list(command), repetitions, baseline_seconds, command_seconds)

@@ -155,3 +155,23 @@ def test_train_replicas_silences_only_the_flash_attention_loop_warning() -> None
         warnings.simplefilter("always")
         _flash_under_vmap()
     assert any(FLASH_LOOP_WARNING.split(" because")[0] in str(w.message) for w in after)
+
+
+def test_fixed_costs_are_medians_of_alternating_fresh_processes_and_their_ratio(tmp_path) -> None:
+    import sys
+
+    from llmevo.bench import benchmark_fixed_costs
+    from llmevo.errors import ConfigError
+
+    log = tmp_path / "order"
+    quick = [sys.executable, "-c", f"open({str(log)!r}, 'a').write('c')"]
+    baseline = [sys.executable, "-c", f"open({str(log)!r}, 'a').write('b')"]
+    result = benchmark_fixed_costs(quick, repetitions=3, baseline=baseline)
+    assert log.read_text() == "cb" + "bc" * 3  # one untimed run of each, then alternating
+    assert len(result.import_torch_seconds) == len(result.command_seconds) == 3
+    data = result.as_dict()
+    assert data["command_median"] == sorted(result.command_seconds)[1]
+    assert data["ratio"] == pytest.approx(data["command_median"] / data["import_torch_median"])
+    with pytest.raises(ConfigError, match="exited with 3: gone"):
+        benchmark_fixed_costs([sys.executable, "-c", "import sys; print('gone', file=sys.stderr); sys.exit(3)"],
+                              repetitions=1, baseline=baseline)

@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("llmevo.components",),
     ("llmevo.model",),
     ("llmevo.train",),  # receives built models and optimizer components: never the catalog
-    ("llmevo.catalog",),  # imports every component and architecture module
+    ("llmevo.catalog", "llmevo.skeleton"),  # every component and architecture module; shapes-only builds
     ("llmevo.inference",),
     ("llmevo.promotion", "llmevo.reports", "llmevo.diagnostics", "llmevo.export", "llmevo.papers",
      "llmevo.contract"),

@@ -14,7 +14,7 @@ import importlib.metadata
 import inspect
 import platform
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,11 +42,34 @@ def module_path(name: str, root: Path = PACKAGE_ROOT) -> Path | None:
     return None
 
 
+def _statements(nodes: Iterable[ast.AST]) -> Iterator[ast.AST]:
+    """Every statement of ``nodes`` and of the bodies nested in them: where an import can be
+    (an expression holds none), without ``ast.walk``'s visit of every expression node."""
+    for node in nodes:
+        yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            inner = getattr(node, field, None)
+            if isinstance(inner, list):
+                yield from _statements(inner)
+
+
+_parsed: dict[tuple[str, Path, int, int], frozenset[str]] = {}  # (name, file, mtime, size) -> imports
+
+
 def _imports(name: str, path: Path) -> set[str]:
-    """The llmevo modules a module's file imports anywhere (lazy imports too)."""
+    """The llmevo modules a module's file imports anywhere (lazy imports too); a file read
+    once per process while it is unchanged (two pipelines' closures share most files)."""
+    stat = path.stat()
+    key = (name, path, stat.st_mtime_ns, stat.st_size)
+    if key not in _parsed:
+        _parsed[key] = frozenset(_read_imports(name, path))
+    return set(_parsed[key])
+
+
+def _read_imports(name: str, path: Path) -> set[str]:
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _statements(ast.parse(path.read_text(encoding="utf-8")).body):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -76,6 +99,19 @@ def pipeline_modules(*roots: str, package_root: Path = PACKAGE_ROOT,
         if follow_catalog or name != REGISTERS_EVERYTHING:
             pending.extend(_imports(name, path))
     return sorted(seen)
+
+
+def module_sources(names: Iterable[str], root: Path = PACKAGE_ROOT) -> list[Path]:
+    """Source files of the llmevo modules ``names`` (``pipeline_modules``' list), found on
+    disk without importing them: hashing a module's file must not import matplotlib or
+    whatever else it imports (an error names a module with no file)."""
+    files = []
+    for name in names:
+        path = module_path(name, root)
+        if path is None:
+            raise ArtifactError(f"no Python source file for module {name}")
+        files.append(path.resolve())
+    return files
 
 
 def module_files(objects: Iterable[object]) -> list[Path]:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import math
 import platform
+import sys
+import tempfile
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -19,6 +22,7 @@ from llmevo.cli.common import (
     check_count,
     console,
     parse_int_list,
+    resolve_data_dir,
 )
 from llmevo.errors import ConfigError
 
@@ -47,12 +51,28 @@ def bench(
         "--profile", help="Profile one training step with torch.profiler: top ops by self CPU time.")] = False,
     profile_top: Annotated[int | None, typer.Option(
         help="Ops listed by --profile (the rest are summed; default 15).")] = None,
+    fixed_costs: Annotated[bool, typer.Option(
+        "--fixed-costs", help="Wall time of a warm smoke reproduction (rope, seed 42, --no-report) "
+                              "beside `import torch`'s, fresh processes, medians and their ratio.")] = False,
+    repetitions: Annotated[int | None, typer.Option(
+        help="With --fixed-costs: timed runs of each command (default 5).")] = None,
+    data_dir: Annotated[Path | None, typer.Option(
+        help="With --fixed-costs: the reproduction's data directory (else $LLMEVO_DATA).")] = None,
 ) -> None:
     """Measure llama_modern's training and evaluation tokens/s and peak memory."""
     check_count("--batch-size", batch_size)
     check_count("--seq-len", seq_len, minimum=2)
     check_count("--steps", steps)
     check_count("--profile-top", profile_top)
+    check_count("--repetitions", repetitions)
+    check_applies("--repetitions", repetitions is not None, fixed_costs, "--fixed-costs")
+    check_applies("--data-dir", data_dir is not None, fixed_costs, "--fixed-costs")
+    if fixed_costs:
+        if profile or replicas is not None:
+            raise ConfigError("--fixed-costs times whole commands; it does not combine with "
+                              "--profile or --replicas")
+        _fixed_costs(resolve_data_dir(data_dir), repetitions or 5, as_json)
+        return
     if profile and replicas is not None:
         raise ConfigError("--profile measures one model's step; it does not combine with --replicas")
     check_count("--warmup", warmup, minimum=0)
@@ -122,6 +142,31 @@ def bench(
     for key, value in result.items():
         table.add_row(key, f"{value:,.1f}" if isinstance(value, float) else str(value))
     console.print(table)
+
+
+SMOKE_TARGET = 1.5  # issue 34: a warm smoke reproduction within 1.5x an `import torch`
+
+
+def _fixed_costs(data_dir: Path, repetitions: int, as_json: bool) -> None:
+    """The warm smoke reproduction against ``import torch`` (``bench.benchmark_fixed_costs``);
+    its artifact goes to a temporary folder, its arm results come from (or go to) the cache."""
+    from llmevo.bench import benchmark_fixed_costs
+
+    with tempfile.TemporaryDirectory(prefix="llmevo-fixed-costs-") as folder:
+        command = [sys.executable, "-m", "llmevo", "reproduce", "rope", "--preset", "smoke",
+                   "--seed", "42", "--no-report", "--data-dir", str(data_dir),
+                   "--out", str(Path(folder) / "smoke.json")]
+        result = benchmark_fixed_costs(command, repetitions).as_dict()
+    result["command"] = " ".join(["llmevo", *command[3:-2]])  # the temporary --out left out
+    if as_json:
+        console.print_json(json.dumps(result))
+        return
+    console.print(f"import torch: median {result['import_torch_median']:.2f} s of "
+                  f"{', '.join(f'{v:.2f}' for v in result['import_torch_seconds'])}")
+    console.print(f"{result['command']} (warm): median {result['command_median']:.2f} s of "
+                  f"{', '.join(f'{v:.2f}' for v in result['command_seconds'])}")
+    console.print(f"ratio: {result['ratio']:.2f}x import torch (target <= {SMOKE_TARGET}x; "
+                  f"{repetitions} repetitions each, alternating)")
 
 
 def _print_replica_table(rows: list[dict], single: dict, batch_size: int, seq_len: int) -> None:

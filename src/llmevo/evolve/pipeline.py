@@ -22,7 +22,6 @@ Public API: ``EvolutionSettings``, ``EvolutionSummary``, ``run``, ``explain``, `
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
@@ -42,7 +41,7 @@ from llmevo.artifacts.provenance import (
     capture_code_state,
     check_publishable,
     collect_provenance,
-    module_files,
+    module_sources,
     pipeline_modules,
 )
 from llmevo.catalog import full_registry
@@ -303,7 +302,7 @@ def _code_state(plan: EvolutionPlan) -> CodeState:
     pipeline reaches through its imports, and the architecture every genome builds (reached
     through the catalog, which ``pipeline_modules`` does not follow)."""
     modules = pipeline_modules("llmevo.evolve.pipeline", "llmevo.model.transformer")
-    return capture_code_state(module_files([importlib.import_module(m) for m in modules]),
+    return capture_code_state(module_sources(modules),
                               Path(workers.__file__), plan.repo_root)
 
 

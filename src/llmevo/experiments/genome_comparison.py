@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import torch
 from pydantic import ValidationError
 
 from llmevo.errors import ConfigError
@@ -83,10 +82,9 @@ def genome_comparison(genome: Genome, name: str, source: Path,
         raise ConfigError(f"--genome {source}: it has a post-training stage "
                           f"({genome.post_training.label()}); a tuned comparison of pretraining "
                           f"does not apply (use `reproduce {genome.post_training.name}`)")
-    from llmevo.catalog import build_model
+    from llmevo.skeleton import build_skeleton
 
-    with torch.device("meta"):  # its own configs and sizes, checked before the size dial scales them
-        build_model(genome.model)
+    build_skeleton(genome.model)  # its own configs and sizes, checked before the size dial scales them
     manifest = Manifest(
         name=name, slot=GENOME_SLOT, manifest_ref=source.as_posix(), ablation="llama_modern",
         scope=(f"The genome {genome.label()} (from {source.as_posix()}) against llama_modern with "

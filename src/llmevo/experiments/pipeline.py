@@ -18,7 +18,6 @@ Public API: ``ReproductionRequest``, ``reproduce``, ``code_state``,
 
 from __future__ import annotations
 
-import importlib
 import re
 import shutil
 import time
@@ -35,6 +34,7 @@ from llmevo.artifacts.provenance import (
     check_publishable,
     collect_provenance,
     module_files,
+    module_sources,
     pipeline_modules,
 )
 from llmevo.artifacts.replacement import Contents, check_replacement
@@ -419,26 +419,25 @@ class ReproductionRequest(RequestModel):
 
 
 def check_buildable(comparison: Comparison) -> None:
-    """Build each arm's model once on the meta device (shapes, no memory), so that a configuration a
+    """Build each arm's model once as a skeleton (``llmevo.skeleton``: shapes, no
+    training-sized memory), so that a configuration a
     component refuses only when it is built (differential attention's even heads, a genome's
     bad config) is refused when the request is planned; arms resolved from the data later
     (``prepare``) and checkpoints' genomes (``--init-from``, checked as they are read) are not
     built here."""
-    from llmevo.catalog import build_model
+    from llmevo.skeleton import build_skeleton
 
     for arm in comparison.arms:
         if arm.prepare is None and arm.init is None:  # a checkpoint's genome was checked on reading
-            with torch.device("meta"):  # shapes only: no memory, whatever the size (checked later)
-                build_model(arm.model)
+            build_skeleton(arm.model)  # shapes only: bounded memory, whatever the size (checked later)
 
 
 def code_state(plan: ReproductionPlan) -> CodeState:
     """The code a reproduction of ``plan`` runs, read now (commit, dirty, file digests): a
     commit or an edit made during training must not reach provenance."""
     return capture_code_state(
-        module_files(reproduction.implementation_objects(plan.comparison)
-                     + [importlib.import_module(module) for module in _implementation_modules()]),
-        Path(reproduction.__file__), plan.repo_root)
+        module_files(reproduction.implementation_objects(plan.comparison))
+        + module_sources(_implementation_modules()), Path(reproduction.__file__), plan.repo_root)
 
 
 def reproduce(request: ReproductionRequest | ReproductionPlan,

@@ -39,6 +39,7 @@ from llmevo.errors import ConfigError, LlmevoError
 from llmevo.export.hf import interleaved_to_half_permutation
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice
+from llmevo.skeleton import build_skeleton
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -246,9 +247,8 @@ def _llama_names(config: ModelConfig) -> dict[str, str]:
 
 
 def _expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """transformers' name -> the shape the genome needs (built on the meta device: no memory)."""
-    with torch.device("meta"):
-        skeleton = build_model(config)
+    """transformers' name -> the shape the genome needs (built as a skeleton: bounded memory)."""
+    skeleton = build_skeleton(config)
     shapes = {name: tuple(tensor.shape) for name, tensor in skeleton.state_dict().items()}
     return {theirs: shapes[ours] for ours, theirs in _llama_names(config).items()}
 

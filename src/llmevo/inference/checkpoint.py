@@ -30,6 +30,7 @@ from llmevo.digests import sha256_file
 from llmevo.errors import ArtifactError
 from llmevo.model.config import ModelConfig
 from llmevo.registry import one_line_error
+from llmevo.skeleton import build_skeleton
 
 CHECKPOINT_FORMAT = "llmevo-checkpoint"
 CHECKPOINT_VERSION = 1
@@ -116,8 +117,7 @@ def _read_config(config_path: Path) -> dict[str, Any]:
 
 def _check_shapes(model_config: ModelConfig, weights: Path) -> None:
     """The weights file's tensors have exactly the shapes the config's model has, checked
-    on the meta device (no memory), so an absurd config is refused before it is built."""
-    import torch
+    on a skeleton (``llmevo.skeleton``: bounded memory), so an absurd config is refused before it is built."""
     from safetensors import safe_open
 
     try:
@@ -132,11 +132,10 @@ def _check_shapes(model_config: ModelConfig, weights: Path) -> None:
         if value > limit:
             raise ArtifactError(f"{weights.parent}: {field}={value:,} is impossible for a weights "
                                 f"file of {len(stored)} tensors and {total:,} numbers")
-    with torch.device("meta"):
-        try:
-            skeleton = build_model(model_config)
-        except (ValueError, TypeError, RuntimeError, AssertionError) as error:
-            raise ArtifactError(f"{weights.parent}: model config is invalid ({str(error)[:120]})") from None
+    try:
+        skeleton = build_skeleton(model_config)
+    except (ValueError, TypeError, RuntimeError, AssertionError) as error:
+        raise ArtifactError(f"{weights.parent}: model config is invalid ({str(error)[:120]})") from None
     expected = {name: tuple(tensor.shape) for name, tensor in skeleton.state_dict().items()}
     for name, shape in expected.items():
         if name in stored and stored[name] != shape:

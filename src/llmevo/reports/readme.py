@@ -18,14 +18,6 @@ from llmevo.artifacts.io import write_text_atomic
 from llmevo.artifacts.schema import Artifact, DiagnosticArtifact, ReproductionArtifact
 from llmevo.errors import ArtifactError
 from llmevo.eval.metrics import LOWER_IS_BETTER
-from llmevo.reports.plots import (
-    plot_full_experiment,
-    plot_paired_differences,
-    plot_training_curves,
-    plot_tuning,
-    plot_tuning_axis,
-    tuned_axes,
-)
 from llmevo.reports.sections import Section, artifact_sections
 
 __all__ = ["against_slug", "default_report_dir", "report_variant", "markdown_section", "write_report"]
@@ -97,13 +89,15 @@ def _image(alt: str, relative: str) -> list[str]:
 
 def _reproduction_plots(artifact: ReproductionArtifact, out_dir: Path) -> list[str]:
     """The training-curve and paired-difference plots, or why there are none."""
+    from llmevo.reports import plots  # matplotlib: imported only where a plot is drawn
+
     lines = ["## Plots", ""]
     labels = {"baseline": artifact.baseline.name, "method": artifact.method.name}
     curves = artifact.training_curves
     if artifact.post_training_curves and artifact.pretraining_curve is not None:
         # post-training: one shared pretraining per seed (its curve), then each arm's stage
         # (the per-step post-training plots below; training_curves holds the same losses)
-        plot_training_curves(
+        plots.plot_training_curves(
             {"method": artifact.pretraining_curve.model_dump(mode="python", exclude_unset=True)},
             out_dir / TRAINING_PLOT,
             {"method": "llama_modern pretraining, shared by both arms"},
@@ -112,7 +106,7 @@ def _reproduction_plots(artifact: ReproductionArtifact, out_dir: Path) -> list[s
         lines += _image("Pretraining loss per step, mean over seeds with min-max band",
                         TRAINING_PLOT)
     elif curves is not None:
-        plot_training_curves(
+        plots.plot_training_curves(
             curves.model_dump(mode="python", exclude_unset=True),
             out_dir / TRAINING_PLOT,
             labels,
@@ -131,7 +125,7 @@ def _reproduction_plots(artifact: ReproductionArtifact, out_dir: Path) -> list[s
         for row in rows
     ):
         relative = f"plots/paired_{metric}.png"
-        plot_paired_differences(
+        plots.plot_paired_differences(
             rows, metric, out_dir / relative, labels,
             lower_is_better=LOWER_IS_BETTER.get(metric, True),
         )
@@ -155,6 +149,8 @@ POST_TRAINING_SERIES = {  # post_training_curves.<arm>.<series>: (file, title, y
 def _post_training_plots(artifact: ReproductionArtifact, out_dir: Path,
                          labels: dict[str, str]) -> list[str]:
     """Per-step curves of a post-training stage (``post_training_curves``), where recorded."""
+    from llmevo.reports import plots  # matplotlib: imported only where a plot is drawn
+
     curves = artifact.post_training_curves
     if not curves:
         return []
@@ -164,32 +160,34 @@ def _post_training_plots(artifact: ReproductionArtifact, out_dir: Path,
                 for arm in ("baseline", "method") if arm in curves and series in curves[arm]}
         if not arms:
             continue
-        plot_training_curves(arms, out_dir / relative, labels, title=title, ylabel=ylabel)
+        plots.plot_training_curves(arms, out_dir / relative, labels, title=title, ylabel=ylabel)
         lines += _image(title, relative)
     return lines
 
 
 def _plots_after(artifact: Artifact, key: str, out_dir: Path) -> list[str]:
     """Plots that belong right after a section (Markdown only: the terminal draws none)."""
+    from llmevo.reports import plots  # matplotlib: imported only where a plot is drawn
+
     if isinstance(artifact, ReproductionArtifact) and key == "tuning":
         lines: list[str] = []
         if artifact.tuning is not None:
             labels = {"baseline": artifact.baseline.name, "method": artifact.method.name}
             tuning = artifact.tuning.model_dump(mode="python", exclude_unset=True)
             if artifact.tuning.space:  # one plot per tuned axis
-                for axis in tuned_axes(tuning):
+                for axis in plots.tuned_axes(tuning):
                     relative = TUNING_AXIS_PLOT.format(axis=axis)
-                    plot_tuning_axis(tuning, axis, out_dir / relative, labels)
+                    plots.plot_tuning_axis(tuning, axis, out_dir / relative, labels)
                     lines += _image(f"Validation loss against {axis}, every trial of both arms",
                                     relative)
             else:
-                plot_tuning(tuning, out_dir / TUNING_PLOT, labels)
+                plots.plot_tuning(tuning, out_dir / TUNING_PLOT, labels)
                 lines += _image("Validation loss against learning rate, both arms", TUNING_PLOT)
         return lines + _reproduction_plots(artifact, out_dir)
     if isinstance(artifact, DiagnosticArtifact) and key == "full_experiment":
         table = (artifact.full_experiment.model_extra or {}).get("table") or []
         if "retention_ratio" in table[0] and "lm_loss" in table[0]:
-            plot_full_experiment(table, out_dir / FULL_EXPERIMENT_PLOT)
+            plots.plot_full_experiment(table, out_dir / FULL_EXPERIMENT_PLOT)
             return _image("lm_loss against retention ratio", FULL_EXPERIMENT_PLOT)
     return []
 

@@ -1,7 +1,7 @@
 """Memory before work: estimate what an arm's training needs and refuse what cannot fit.
 
-An arm is built on PyTorch's ``meta`` device (shapes, no storage), so a model of any size is
-counted without allocating it. The estimate of one run is its fp32 weights, their gradients
+An arm is built as a skeleton (``llmevo.skeleton``: on the CPU while it is small, else on
+PyTorch's ``meta`` device), so a model of any size is counted without allocating it. The estimate of one run is its fp32 weights, their gradients
 and the optimizer's state (at most two tensors per weight: AdamW's moments), plus the
 activations a training step keeps for the backward pass: per layer a fixed number of
 ``d_model``-wide and feed-forward-wide tensors and the attention scores, and the logits with
@@ -21,15 +21,14 @@ Public API: ``MemoryEstimate``, ``estimate_memory``, ``available_memory``, ``con
 from __future__ import annotations
 
 import os
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from llmevo.catalog import build_model
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
+from llmevo.skeleton import parameter_count
 from llmevo.train.execution import Execution, default_path
 from llmevo.train.trainer import TrainConfig
 
@@ -59,12 +58,7 @@ def _hidden(config: ModelConfig) -> int:
 
 def estimate_memory(config: ModelConfig, train: TrainConfig) -> MemoryEstimate:
     """What one training run of ``config`` at ``train``'s batch and window needs."""
-    with torch.device("meta"), warnings.catch_warnings():
-        # an architecture that loads weights at construction (BLT's entropy model) loads
-        # nothing onto the meta device, and says so; the count is what matters here
-        warnings.filterwarnings("ignore", message=".*meta parameter.*", category=UserWarning)
-        model = build_model(config)
-    parameters = sum(p.numel() for p in model.parameters())
+    parameters = parameter_count(config)
     weights = parameters * (2 + OPTIMIZER_STATE_PER_WEIGHT) * BYTES_PER_VALUE
     positions = train.batch_size * train.seq_len
     per_layer = (WIDE_TENSORS_PER_LAYER * config.d_model + HIDDEN_TENSORS_PER_LAYER * _hidden(config)

@@ -88,13 +88,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-import torch
-
-from llmevo.catalog import build_model, full_registry
+from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
 from llmevo.registry import MODEL_SLOTS, ComponentChoice
 from llmevo.runner.presets import Preset, get_preset
+from llmevo.skeleton import parameter_count
 
 REFERENCE_PRESET = "quick"  # rung 0 is this preset, with llama_modern
 TOKENS_PER_PARAMETER = 330 * 48 * 64 / 139_584  # quick's: 1,013,760 tokens over 139,584 parameters
@@ -198,13 +197,6 @@ def scale_model(model: ModelConfig, geometry: Geometry) -> ModelConfig:
     update = {slot: _scaled_choice(slot, getattr(model, slot), old, geometry) for slot in MODEL_SLOTS}
     return model.model_copy(update={"d_model": geometry.d_model, "n_layers": geometry.n_layers,
                                     "n_heads": geometry.n_heads, **update})
-
-
-def parameter_count(model: ModelConfig) -> int:
-    """The parameters ``model`` builds, counted on the meta device (no storage)."""
-    with torch.device("meta"):
-        built = build_model(model)
-    return sum(p.numel() for p in built.parameters())
 
 
 def batch_size(rung: int) -> int:

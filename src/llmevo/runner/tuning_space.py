@@ -65,12 +65,9 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import optuna
 import torch
-from optuna.distributions import FloatDistribution
-from optuna.trial import TrialState, create_trial
 from torch import Tensor, nn
 
 from llmevo.catalog import full_registry
@@ -80,6 +77,9 @@ from llmevo.runner.cache import TuningEntries
 from llmevo.runner.tuning import check_plan, score_runs
 from llmevo.train.execution import Execution, RunSpec
 from llmevo.train.trainer import Progress, TrainConfig
+
+if TYPE_CHECKING:
+    import optuna
 
 DEFAULT_TRIALS = 8
 MAX_TRIALS = 256  # each trial trains once per tuning seed; more is a typo, not a protocol
@@ -291,6 +291,10 @@ def sobol_study(dimensions: Sequence[str], seed: int) -> optuna.Study:
     k of the scrambled Sobol sequence for the k-th asked trial, over coordinates
     ``u:<dimension>`` in [0, 1). The space-defining first trial (PRUNED, never trained) makes
     the sampler's search space known before the first ask (see the module docstring)."""
+    import optuna  # 0.1 s: imported by the runs that tune a space, not by every command
+    from optuna.distributions import FloatDistribution
+    from optuna.trial import TrialState, create_trial
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with warnings.catch_warnings():  # QMCSampler is "experimental" in Optuna
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -342,6 +346,9 @@ def tune_arm_space(
     (one ``train_many`` call per phase), score each run with ``evaluate`` (validation, lower is
     better), extend each axis whose best declared-phase trial lies on an edge (see the module
     docstring). With ``cache`` (this arm's tuning entries) a run found there is not trained."""
+    from optuna.distributions import FloatDistribution
+    from optuna.trial import TrialState
+
     tuning = ArmSpaceTuning(label, list(axes))
     study = sobol_study([axis.name for axis in axes], plan.sampler_seed)
     distributions = {f"u:{axis.name}": FloatDistribution(0.0, 1.0) for axis in axes}

@@ -1,0 +1,51 @@
+"""A warm smoke reproduction with ``--no-report`` imports neither matplotlib (reports are not
+drawn) nor ``torch._dynamo`` (1.3 s: the first operation on the meta device imports it, and
+the memory estimate and the planning checks build their skeletons on the CPU instead), nor
+Optuna (no space is tuned). Checked on ``sys.modules`` of a fresh interpreter, never by
+timing: ``llmevo bench --fixed-costs`` measures the time (LOG, 2026-12-04).
+
+The first run fills this session's arm cache (or finds it filled); the second, the one
+checked, must train nothing: its artifact's cache block lists the seed as loaded."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+COMMAND = ["reproduce", "rope", "--preset", "smoke", "--seed", "42", "--no-report", "--threads", "1"]
+NEVER = ("matplotlib", "torch._dynamo", "optuna", "llmevo.reports.plots")
+
+CHECKED = r"""
+import json, runpy, sys
+out, sys.argv = sys.argv[1], ["llmevo", *sys.argv[2:]]
+try:
+    runpy.run_module("llmevo", run_name="__main__")
+    code = 0
+except SystemExit as error:
+    code = error.code or 0
+with open(out, "w") as handle:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, handle)
+"""
+
+
+def test_a_warm_smoke_reproduction_imports_no_plotting_dynamo_or_optuna(workdir: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    first = subprocess.run([sys.executable, "-m", "llmevo", *COMMAND, "--out", "cold.json"],
+                           capture_output=True, text=True, env=env, timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    second = subprocess.run([sys.executable, "-c", CHECKED, "modules.json", *COMMAND, "--out", "warm.json"],
+                            capture_output=True, text=True, env=env, timeout=600)
+    assert second.returncode == 0, second.stderr[-2000:]
+    report = json.loads((workdir / "modules.json").read_text())
+    assert report["code"] == 0
+    artifact = json.loads((workdir / "warm.json").read_text())
+    assert artifact["cache"]["baseline"]["report_seeds"] == [42]  # warm: nothing trained
+    assert artifact["cache"]["method"]["report_seeds"] == [42]
+    imported = [name for name in report["modules"] if name.split(".")[0] in {"matplotlib", "optuna"}
+                or name in NEVER or name.startswith("torch._dynamo.")]
+    assert imported == []
+    assert "torch" in report["modules"] and "llmevo.skeleton" in report["modules"]  # the control
