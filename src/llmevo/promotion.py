@@ -13,7 +13,9 @@ learning-rate grid: a ``tuning`` block) classed it ``better`` or ``non-inferior`
 ablation on validation (the four-class verdict with margin δ,
 ``llmevo.eval.stats.classify_change``): evidence of non-inferiority, not absence of
 evidence. An untuned reproduction never promotes; neither does an ``inconclusive`` or
-``worse`` one. The newest tuned formal artifact decides (by its ``provenance.created_at``).
+``worse`` one, nor a ``no-op`` one (its arms compute the same function, measured before
+training by ``llmevo.runner.equivalence`` and run only on ``--allow-noop``: whatever its
+interval, it is no evidence about the component). The newest tuned formal artifact decides (by its ``provenance.created_at``).
 Only comparisons against the declared ablation count: an artifact whose baseline was chosen
 with ``llmevo reproduce NAME --against OTHER`` (``setup.against``) is extra evidence about
 llama_modern's own choice, shown by ``show``/``report``/``leaderboard``, never a claim
@@ -23,7 +25,9 @@ llama_modern's own choice, shown by ``show``/``report``/``leaderboard``, never a
 ``llmevo.eval.multiplicity``): the family is the published table of tuned evidence
 (``family_entries``: every tuned formal reproduction under ``docs/reproductions/``, the newest
 per comparison: component, baseline choice, preset), each comparison's interval widened to
-its Holm step-down level and classed by the same rules. A component better than its ablation
+its Holm step-down level and classed by the same rules. A no-op member stays in the family
+(it was run and published; counting it only makes the others' levels stricter) and is classed
+``no-op`` alone and after Holm. A component better than its ablation
 alone but inconclusive once the table's other comparisons are counted is not promoted.
 
 Artifacts are read through the validated schema (``load_artifact``): a file in a metrics
@@ -41,7 +45,7 @@ from typing import Literal
 from llmevo.artifacts.schema import Artifact, ReproductionArtifact, load_artifact
 from llmevo.errors import ConfigError
 from llmevo.eval.multiplicity import DEFAULT_ALPHA, HolmAdjusted, from_interval, holm
-from llmevo.eval.stats import DEFAULT_MARGIN_PERCENT, classify_change
+from llmevo.eval.stats import DEFAULT_MARGIN_PERCENT, NOOP_CLASS, classify_change
 from llmevo.registry import ComponentSpec, Registry
 
 PROMOTING_CLASSES = ("better", "non-inferior")
@@ -134,6 +138,11 @@ def promotion(spec: ComponentSpec, docs: Path,
         return Promotion(spec.name, spec.slot, False,
                          f"no tuned formal reproduction yet; untuned evidence does not promote{worse}", path)
     path, artifact = tuned[0]
+    if artifact.noop:
+        return Promotion(spec.name, spec.slot, False,
+                         f"{NOOP_CLASS} (tuned): its arms compute the same function "
+                         f"({artifact.equivalence.reason if artifact.equivalence else 'recorded'}); "
+                         "a no-op never promotes", path)
     if family is None:
         family = family_verdicts(family_entries(docs))
     summary = artifact.verdict.summary if artifact.verdict else "no verdict recorded"
@@ -153,6 +162,8 @@ def verdict_class(artifact: ReproductionArtifact) -> str | None:
     """The artifact's four-class verdict: recorded, or classified from the interval of its
     headline change at its margin (``DEFAULT_MARGIN_PERCENT`` where none is recorded)."""
     verdict = artifact.verdict
+    if artifact.noop:
+        return NOOP_CLASS
     if verdict is not None and verdict.classification:
         return verdict.classification
     change = artifact.headline_change
@@ -230,7 +241,8 @@ def family_verdicts(members: Sequence[tuple[Path, ReproductionArtifact]],
     return {
         path.resolve(): FamilyVerdict(
             alone=verdict_class(artifact),
-            classification=classify_change(result.ci_low, result.ci_high, margin, lower),
+            classification=NOOP_CLASS if artifact.noop else classify_change(
+                result.ci_low, result.ci_high, margin, lower),
             margin_percent=margin, holm=result)
         for (path, artifact), result, margin, lower in zip(members, adjusted, margins, lowers, strict=True)
     }

@@ -81,6 +81,7 @@ def _options(data_dir: Path) -> dict[str, list[list[str]]]:
         "--method-config": ["--method-config", "beta=0.2"],
         "--preference-file": ["--preference-file", preference],
         "--arithmetic-max-operand": ["--arithmetic-max-operand", "9"],
+        "--allow-noop": ["--allow-noop"],
         "--publish": ["--publish"],
         "--allow-dirty": ["--allow-dirty"],
         "--replace": ["--replace"],

@@ -197,3 +197,36 @@ def test_superseded_and_untuned_artifacts_are_not_in_the_family(tmp_path):
                        created="2026-11-28T00:00:00+00:00", against="swiglu")
     members = [path for path, _ in family_entries(tmp_path)]
     assert sorted(members) == sorted([new, against]) and old not in members
+
+
+def _noop(path: Path) -> None:
+    """Mark a published artifact as a no-op run on ``--allow-noop`` (``runner.equivalence``)."""
+    artifact = json.loads(path.read_text())
+    artifact["equivalence"] = {
+        "how": "outputs", "same_function": True, "reason": "their logits agree within 0.0001",
+        "tolerance": 1e-4, "probe_steps": 3, "init_difference": 1e-6, "trained_difference": 2e-6,
+        "run_difference": 1e-6, "logit_scale": 0.16, "seconds": 0.5, "allowed_noop": True}
+    artifact["verdict"]["classification"] = "no-op"
+    path.write_text(json.dumps(artifact))
+
+
+def test_a_noop_never_promotes_and_is_classed_noop_in_the_family(tmp_path):
+    """softcap's published row read non-inferior although its arms computed the same
+    function; classed no-op, the same interval promotes nothing, alone or after Holm."""
+    from llmevo.promotion import family_entries, family_verdicts, verdict_class
+    from llmevo.reports.evidence import evidence_table
+    from llmevo.reports.leaderboard import _reproduction_row
+
+    spec = full_registry().get("attention", "softcap")
+    path = _publish(tmp_path, "2408.00118-softcap", "reproduction:softcap", -0.015, False, ci=(-0.08, 0.05))
+    assert promotion(spec, tmp_path).promoted  # non-inferior: the interval alone would promote
+    _noop(path)
+    result = promotion(spec, tmp_path)
+    assert not result.promoted and result.reason.startswith("no-op (tuned)")
+    (member,) = family_entries(tmp_path)
+    assert verdict_class(member[1]) == "no-op"
+    family = family_verdicts([member])[path.resolve()]
+    assert family.alone == family.classification == "no-op"
+    row = _reproduction_row(member[1], family)
+    assert row["classification"] == "no-op" and row["holm"]["classification"] == "no-op"
+    assert "| no-op | " in evidence_table([row])

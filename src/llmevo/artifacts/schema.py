@@ -262,13 +262,31 @@ class MetricStatistics(_Block):
     significant: bool | None = None
 
 
+class EquivalenceCheck(_Block):
+    """The no-op check run before training (``runner.equivalence``): how the arms were
+    compared, the relative logit differences measured (null where not measured), and whether
+    they compute the same function (``allowed_noop``: run anyway, on ``--allow-noop``)."""
+
+    how: Literal["outputs", "token streams", "not applicable"]
+    same_function: bool
+    reason: str
+    tolerance: float
+    probe_steps: int
+    init_difference: float | None = None
+    trained_difference: float | None = None
+    run_difference: float | None = None
+    logit_scale: float | None = None
+    seconds: float
+    allowed_noop: bool = False
+
+
 class Verdict(_Block):
     metric: str
     lower_is_better: bool
     significant: bool | None = None
     noise_floor_percent: float | None
     summary: str
-    classification: Literal["better", "non-inferior", "inconclusive", "worse"] | None = None
+    classification: Literal["better", "non-inferior", "inconclusive", "worse", "no-op"] | None = None
     margin_percent: float | None = None  # δ of the non-inferiority class
 
 
@@ -420,6 +438,7 @@ class ReproductionArtifact(_Block):
     per_seed: list[SeedArms] | None = None
     statistics: dict[str, MetricStatistics] | None = None
     verdict: Verdict | None = None
+    equivalence: EquivalenceCheck | None = None  # the no-op check (absent: not run)
     test: HeldOutTest | None = None
     training_curves: TrainingCurves | None = None
     tuning: Tuning | None = None
@@ -455,6 +474,12 @@ class ReproductionArtifact(_Block):
     def against(self) -> str | None:
         """The baseline's slot choice when it is not the declared ablation (``--against``)."""
         return self.setup.against
+
+    @property
+    def noop(self) -> bool:
+        """Its arms compute the same function (run on ``--allow-noop``): classed no-op."""
+        return (self.equivalence is not None and self.equivalence.allowed_noop) or (
+            self.verdict is not None and self.verdict.classification == "no-op")
 
     @property
     def seed_list(self) -> list[int]:

@@ -163,8 +163,13 @@ def reproduce(
     post_seed_offset: Annotated[int | None, typer.Option(
         help="Post-training: the stage's seed is the run seed plus this.")] = None,
     method_config: Annotated[str | None, typer.Option(
-        help="Post-training or a data recipe: the method's settings, e.g. 'beta=0.1', "
-             "'group_size=8,kl_beta=0.04' or 'lm=0.5,narrative=0.5'.")] = None,
+        help="The method arm's component settings, e.g. 'cap=10' (a model slot or an optimizer), "
+             "'beta=0.1', 'group_size=8,kl_beta=0.04' (post-training) or 'lm=0.5,narrative=0.5' "
+             "(a data recipe).")] = None,
+    allow_noop: Annotated[bool, typer.Option(
+        "--allow-noop", help="Run a comparison whose arms compute the same function (the check before "
+                             "training refuses it otherwise); its artifact is classed no-op and never "
+                             "promotes.")] = False,
     preference_file: Annotated[Path | None, typer.Option(
         help="DPO: a JSONL file of {\"chosen\", \"rejected\"} dialogues instead of HH-RLHF helpful-base.")] = None,
     arithmetic_max_operand: Annotated[int | None, typer.Option(
@@ -194,7 +199,8 @@ def reproduce(
 
         run_experiment(experiment, baseline, method, seed, seeds, tune, tune_grid, tune_seeds, timeout,
                        margin, arm_cache is not False, out, report, others={"NAME": name, "--all": all_ or None, "--genome": genome, "--against": against,
-                               "--publish": publish or None, "--tune-space": tune_space, "--init-from": init_from})
+                               "--publish": publish or None, "--tune-space": tune_space, "--init-from": init_from,
+                               "--allow-noop": allow_noop or None})
         return
     table_only = {"--only": only, "--time-limit": time_limit, "--storage": storage, "--study": study}
     if sequential and path != "auto":
@@ -205,7 +211,7 @@ def reproduce(
         single = {"NAME": name, "--against": against, "--seed": seed, "--save-checkpoints": save_checkpoints,
                   "--tensorboard": tensorboard, "--rung": rung, "--d-model": d_model, "--layers": layers,
                   "--heads": heads, "--init-from": init_from, "--genome": genome, "--lr": lr, "--batch-size": batch_size,
-                  "--method-config": method_config, "--post-steps": post_steps, "--replace": replace or None,
+                  "--method-config": method_config, "--allow-noop": allow_noop or None, "--post-steps": post_steps, "--replace": replace or None,
                   "--no-tune": tune is False or None, "--no-report": (not report) or None,
                   "--tokens-per-parameter": tokens_per_parameter, "--seq-len": seq_len,
                   "--warmup-steps": warmup_steps, "--weight-decay": weight_decay, "--schedule": schedule,
@@ -250,7 +256,7 @@ def reproduce(
         tune_confirm=tune_confirm, tune_space=tune_space, tune_trials=tune_trials,
         post_steps=post_steps, post_batch_size=post_batch_size, post_lr=post_lr,
         post_seed_offset=post_seed_offset, self_consistency=self_consistency or None,
-        method_config=method_config,
+        method_config=method_config, allow_noop=allow_noop,
         preference_file=preference_file, arithmetic_max_operand=arithmetic_max_operand,
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]), **given_only,
     )

@@ -224,6 +224,9 @@ def build_statistics(per_seed_rows: Sequence[Mapping], metrics: Sequence[str]) -
 # --- four-class verdicts with a margin (non-inferiority) ---------------------------------
 
 VERDICT_CLASSES = ("better", "non-inferior", "inconclusive", "worse")
+# the class of a comparison whose arms compute the same function (``runner.equivalence``), run
+# on ``--allow-noop``: whatever its interval says, it is no evidence and never promotes
+NOOP_CLASS = "no-op"
 DEFAULT_MARGIN_PERCENT = 1.0
 
 

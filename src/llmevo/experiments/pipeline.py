@@ -44,6 +44,7 @@ from llmevo.eval.stats import check_margin
 from llmevo.experiments import reproduction
 from llmevo.experiments.genome_comparison import genome_comparison, read_genome
 from llmevo.experiments.plans import (
+    METHOD_CONFIG_SLOTS,
     TUNING_REFUSAL,
     Comparison,
     ReproductionOutputs,
@@ -185,7 +186,7 @@ class ReproductionRequest(RequestModel):
     post_lr: float | None = Field(default=None, gt=0)
     post_seed_offset: int | None = None  # the stage's seed is the run seed plus this
     self_consistency: bool | None = None  # post-training: majority vote over k = 1, 4, 8 samples too
-    method_config: str | None = None  # e.g. 'beta=0.1' (post-training) or 'lm=0.5,narrative=0.5' (data)
+    method_config: str | None = None  # e.g. 'beta=0.1' (post-training), 'cap=10' (a model slot, an optimizer), 'lm=0.5,narrative=0.5' (data)
     preference_file: Path | None = None  # DPO: JSONL {"chosen", "rejected"} instead of HH-RLHF
     arithmetic_max_operand: int | None = None  # GRPO: operands 0..N
     path: str = "auto"  # how an arm's seeds train: auto, sequential, batched, parallel, parallel-batched
@@ -199,6 +200,7 @@ class ReproductionRequest(RequestModel):
     seq_len: int | None = None  # the size dial's training/evaluation window (default quick's 64)
     init_from: Path | None = None  # a transformers Llama directory both arms start from
     genome: Path | None = None  # the method arm is this genome (experiments.genome_comparison); name labels it
+    allow_noop: bool = False  # run arms that compute the same function (runner.equivalence), classed no-op
     command: str | None = None
     repo_root: Path = REPO_ROOT
 
@@ -276,10 +278,10 @@ class ReproductionRequest(RequestModel):
             "warmup_steps": self.warmup_steps, "weight_decay": self.weight_decay,
             "schedule": self.schedule, "suite": self.suite,
         })
-        data_recipe = comparison.spec.slot == "data"
+        configurable = comparison.spec.slot in METHOD_CONFIG_SLOTS  # the method arm's own config
         given = [f"--{name.replace('_', '-')} ({name})" for name in POST_TRAINING_OPTIONS
-                 if getattr(self, name) is not None and not (data_recipe and name == "method_config")]
-        if data_recipe and self.method_config is not None:  # the recipe's weights, validated now
+                 if getattr(self, name) is not None and not (configurable and name == "method_config")]
+        if configurable and self.method_config is not None:  # validated now
             comparison = with_method_config(
                 comparison, ComponentChoice.parse(f"{self.name}:{self.method_config}").config)
         if given and comparison.spec.slot != "post_training":
@@ -290,6 +292,9 @@ class ReproductionRequest(RequestModel):
             if self.tune or self.tune_grid is not None or self.tune_space is not None:  # one pretraining
                 raise ConfigError(TUNING_REFUSAL.format(name=self.name))
             self._check_post_training_options(comparison)
+            if self.allow_noop:
+                raise ConfigError("--allow-noop: a post-training method's arms share one pretraining "
+                                  "and are not checked for a no-op; drop it")
             tuned = False
             post_training = post_training_request(
                 comparison, preset.post_training,
@@ -348,7 +353,7 @@ class ReproductionRequest(RequestModel):
             tensorboard=self.tensorboard,
             threads=self.threads, publish=self.publish, allow_dirty=self.allow_dirty,
             repo_root=self.repo_root, command=command, scale=size, replace=self.replace,
-            init_from=init_from,
+            init_from=init_from, allow_noop=self.allow_noop,
         )
 
     def _check_post_training_options(self, comparison: Comparison) -> None:

@@ -206,14 +206,29 @@ def resolved_recipe(choice: ComponentChoice) -> tuple[str, dict[str, Any]]:
     return choice.name, config.model_dump(mode="json")
 
 
+# the slots whose method arm takes ``--method-config`` here (post-training methods take it
+# through their stage request, ``post_training_request``)
+METHOD_CONFIG_SLOTS = (*MODEL_SLOTS, "optimizer", "data")
+
+
 def with_method_config(comparison: Comparison, values: dict[str, Any]) -> Comparison:
-    """A data-recipe comparison whose method arm uses ``values`` as its recipe's config
-    (``--method-config lm=0.5,narrative=0.5``), validated now: a negative weight, weights
-    that sum to zero or an unknown source is a one-line ``ConfigError`` naming the component."""
+    """The comparison whose method arm's component uses ``values`` as its config
+    (``--method-config cap=10`` for a model slot or an optimizer, ``lm=0.5,narrative=0.5`` for
+    a data recipe), validated now: an unknown key or a bad value (a negative weight, weights
+    that sum to zero) is a one-line ``ConfigError`` naming the component."""
     spec, method = comparison.spec, comparison.method
-    config = spec.make_config(values)
-    recipe = method.recipe.model_copy(update={"config": config.model_dump(mode="json")})
-    comparison = replace(comparison, method=replace(method, recipe=recipe))
+    if spec.slot not in METHOD_CONFIG_SLOTS:
+        raise ConfigError(f"--method-config: '{spec.name}' fills the {spec.slot} slot, which takes "
+                          "no method config here")
+    config = spec.make_config(values).model_dump(mode="json")
+    if spec.slot == "data":
+        arm = replace(method, recipe=method.recipe.model_copy(update={"config": config}))
+    elif spec.slot == "optimizer":
+        arm = replace(method, optimizer=method.optimizer.model_copy(update={"config": config}))
+    else:
+        choice = getattr(method.model, spec.slot).model_copy(update={"config": config})
+        arm = replace(method, model=method.model.with_slot(spec.slot, choice))
+    comparison = replace(comparison, method=arm)
     check_distinct(comparison)
     return comparison
 
@@ -358,6 +373,7 @@ class ReproductionPlan:
     replace: bool = False  # replace an artifact at the output path that holds more
     scale: Scale | None = None  # the size dial (a rung or explicit sizes); None: the preset's model
     init_from: LlamaCheckpoint | None = None  # both arms start from it, on its own tokenizer
+    allow_noop: bool = False  # run arms that compute the same function, classed no-op
 
     def __post_init__(self) -> None:
         check_seeds(self.seeds)

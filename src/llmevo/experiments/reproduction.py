@@ -35,6 +35,7 @@ from llmevo.artifacts.schema import (
     CachedRuns,
     CachedTuningRun,
     DatasetInfo,
+    EquivalenceCheck,
     EvaluationProtocol,
     HeldOutTest,
     MetricStatistics,
@@ -54,6 +55,7 @@ from llmevo.errors import ConfigError
 from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.metrics import LOWER_IS_BETTER, METRICS, STATISTICS_METRICS, derive_arm_metrics
 from llmevo.eval.stats import (
+    NOOP_CLASS,
     build_statistics,
     claim_policy,
     classified_verdict,
@@ -67,6 +69,7 @@ from llmevo.runner.arm import CONCAT, Arm
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.cache import ArmCache
 from llmevo.runner.data import ArmData, arm_stream, load_views, recipe_fingerprint
+from llmevo.runner.equivalence import Equivalence, check_equivalence, refusal
 from llmevo.runner.presets import Preset
 from llmevo.runner.resources import check_memory, concurrent_runs
 from llmevo.runner.run import (
@@ -128,7 +131,11 @@ def run_reproduction(
     ``logs`` (e.g. ``TensorBoardLogs``) gets one run per arm and seed, ``<arm>-seed<seed>``;
     it turns the arm cache off (its step loggers need the training). ``plan.arm_cache``
     ``use`` loads runs trained before under identical settings (``runner.cache``)
-    and the body's ``cache`` block lists them; ``refresh`` trains everything and stores it."""
+    and the body's ``cache`` block lists them; ``refresh`` trains everything and stores it.
+
+    Before anything trains, the no-op check (``runner.equivalence``) compares the two arms'
+    outputs; arms that compute the same function are a ``ConfigError`` unless
+    ``plan.allow_noop``, and then the artifact is classed no-op (its ``equivalence`` block)."""
     seeds, comparison = plan.seeds, plan.comparison
     if comparison.spec.slot == "post_training":
         raise ConfigError(f"'{plan.name}' is a post-training method: use "
@@ -152,6 +159,9 @@ def run_reproduction(
         check_fits_data(arm, data)
         check_memory(f"{arm.label} arm '{arm.name}'", arm.model, arm_train_config(arm, data, preset),
                      plan.device, concurrent_runs(plan.execution, plan.device, most_runs))
+    equivalence = check_equivalence(*resolved.arms, views, preset, seeds[0], plan.device)
+    if equivalence.same_function and not plan.allow_noop:
+        raise ConfigError(refusal(plan.name, equivalence))  # before anything is trained or written
     arm_presets = {arm.label: preset for arm in resolved.arms}
     cache = ArmCache.open(plan.cache_dir, plan.device, plan.execution,
                           "off" if logs is not None else plan.arm_cache, cache_code_modules())
@@ -185,7 +195,7 @@ def run_reproduction(
     rates = None if tuning is None else {arm.label: arm_presets[arm.label].train.lr
                                          for arm in resolved.arms}
     body = assemble_artifact(resolved, preset, seeds, corpus, views, runs, plan.device,
-                             plan.margin_percent, rates, plan.scale)
+                             plan.margin_percent, rates, plan.scale, equivalence)
     if tuning is not None:
         body["tuning"] = Tuning.model_validate(tuning)
     if init is not None:
@@ -541,8 +551,10 @@ def _relative(baseline: ArmResult, method: ArmResult) -> Relative:
 
 
 def _verdict(comparison: Comparison, per_seed: list[SeedArms],
-             statistics: dict[str, MetricStatistics], margin_percent: float) -> Verdict:
-    """The claim in words on the comparison's metric, with its four-way class (3+ seeds)."""
+             statistics: dict[str, MetricStatistics], margin_percent: float,
+             noop: Equivalence | None = None) -> Verdict:
+    """The claim in words on the comparison's metric, with its four-way class (3+ seeds);
+    with ``noop`` (arms that compute the same function, run anyway) the class is no-op."""
     metric = comparison.metric
     spec = comparison.spec
     decision = verdict(
@@ -555,6 +567,9 @@ def _verdict(comparison: Comparison, per_seed: list[SeedArms],
     if metric in statistics:
         change = statistics[metric].paired_relative_change_percent.model_dump()
         decision = classified_verdict(decision, change, margin_percent)
+    if noop is not None:
+        decision = {**decision, "classification": NOOP_CLASS, "margin_percent": margin_percent,
+                    "summary": f"{decision['summary']} Class: no-op ({noop.reason}); it never promotes."}
     return Verdict(**decision)
 
 
@@ -569,11 +584,13 @@ def assemble_artifact(
     margin_percent: float,
     learning_rates: dict[str, float] | None = None,
     size: Scale | None = None,
+    equivalence: Equivalence | None = None,
 ) -> dict[str, Any]:
     """Every block of the reproduction artifact but provenance (known only to the caller),
     each built as its typed schema block, in the artifact's key order (docs/ARTIFACTS.md).
     ``learning_rates``: each arm's tuned lr, recorded on its block; ``size``: the size dial,
-    recorded in the setup."""
+    recorded in the setup; ``equivalence``: the no-op check's finding (a same-function
+    finding classes the verdict no-op)."""
     spec = comparison.spec
     data = views.get("bpe") or next(iter(views.values()))
     rates = learning_rates or {}
@@ -622,7 +639,10 @@ def assemble_artifact(
         ),
         "per_seed": per_seed,
         "statistics": statistics,
-        "verdict": _verdict(comparison, per_seed, statistics, margin_percent),
+        "verdict": _verdict(comparison, per_seed, statistics, margin_percent,
+                            equivalence if equivalence is not None and equivalence.same_function else None),
+        **({} if equivalence is None else {
+            "equivalence": EquivalenceCheck.model_validate(equivalence.block(allowed=True))}),
         "test": HeldOutTest(**test_means),
         "training_curves": TrainingCurves(**{
             label: _curve({s: runs[label][s].train.losses for s in seeds}) for label in runs}),
