@@ -2,7 +2,7 @@
 
 A random ``LlamaForCausalLM`` of SmolLM2-135M's configuration (no download: the weights are
 random, the cost is the same) is saved with ``save_pretrained`` (bfloat16, as SmolLM2 ships),
-read and loaded by ``llmevo.export.import_hf``, then timed for a few post-training steps
+read and loaded by ``llmevo.hf.load``, then timed for a few post-training steps
 (forward, backward, AdamW on every parameter) and evaluation forwards at the preset's window
 (64 tokens) and the stage's batch. The numbers are estimates for that machine and thread
 count; multiply by the preset's steps and windows.
@@ -39,7 +39,7 @@ def main() -> None:
     import transformers
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    from llmevo.export.import_hf import load_llama
+    from llmevo.hf.load import load_llama
 
     with tempfile.TemporaryDirectory() as folder:
         directory = Path(folder) / "smollm2-135m-random"

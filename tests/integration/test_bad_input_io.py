@@ -113,7 +113,7 @@ def _read_only_by_permissions(folder: Path) -> Path:
 
 def test_export_on_a_full_disk_names_the_weights_file(checkpoint, capsys, workdir,
                                                       safetensors_disk_full):
-    from llmevo.export.hf import export_hf
+    from llmevo.hf.export import export_hf
 
     out = workdir / "exported"
     safetensors_disk_full()
@@ -126,7 +126,7 @@ def test_export_on_a_full_disk_names_the_weights_file(checkpoint, capsys, workdi
 
 def test_export_on_a_disk_that_fills_after_the_weights_leaves_nothing(checkpoint, capsys, workdir,
                                                                       disk_full):
-    from llmevo.export.hf import export_hf
+    from llmevo.hf.export import export_hf
 
     out = workdir / "exported"
     disk_full(files_ok=2)
@@ -139,7 +139,7 @@ def test_export_on_a_disk_that_fills_after_the_weights_leaves_nothing(checkpoint
 
 
 def test_export_into_a_read_only_folder(checkpoint, capsys, workdir):
-    from llmevo.export.hf import export_hf
+    from llmevo.hf.export import export_hf
 
     assert_refused(["export", str(checkpoint), "--out", f"{READ_ONLY}/exported"], capsys, workdir,
                    message="--out")
@@ -148,7 +148,7 @@ def test_export_into_a_read_only_folder(checkpoint, capsys, workdir):
 
 
 def test_export_into_a_folder_without_write_permission(checkpoint, tmp_path):
-    from llmevo.export.hf import export_hf
+    from llmevo.hf.export import export_hf
 
     locked = _read_only_by_permissions(tmp_path / "locked")
     with pytest.raises(LlmevoError, match=re.escape(f"cannot write {locked}/exported: permission denied")):

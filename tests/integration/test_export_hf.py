@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from llmevo.catalog import build_model
 from llmevo.cli import app, main
 from llmevo.errors import ConfigError
-from llmevo.export.hf import export_hf, hf_refusals, interleaved_to_half_permutation
+from llmevo.hf.export import export_hf, hf_refusals, interleaved_to_half_permutation
 from llmevo.inference.checkpoint import save_checkpoint
 from llmevo.inference.generate import SamplingConfig, generate
 from llmevo.model.config import ModelConfig

@@ -18,8 +18,8 @@ from tokenizers import Tokenizer
 from llmevo.catalog import build_model
 from llmevo.data.codec import BPECodec
 from llmevo.errors import ConfigError
-from llmevo.export.hf import export_hf, interleaved_to_half_permutation
-from llmevo.export.import_hf import (
+from llmevo.hf.export import export_hf, interleaved_to_half_permutation
+from llmevo.hf.load import (
     half_to_interleaved_permutation,
     load_llama,
     read_llama_checkpoint,
@@ -162,7 +162,7 @@ def test_missing_files_and_foreign_directories(tmp_path, smol_tokenizer, smoke_c
 
 
 def test_changed_weights_after_reading_are_refused(tmp_path, smol_tokenizer) -> None:
-    from llmevo.export.import_hf import load_llama_weights
+    from llmevo.hf.load import load_llama_weights
 
     folder = make_hf_llama(tmp_path / "hf", smol_tokenizer)
     checkpoint = read_llama_checkpoint(folder)

@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("llmevo.train",),  # receives built models and optimizer components: never the catalog
     ("llmevo.catalog", "llmevo.skeleton"),  # every component and architecture module; shapes-only builds
     ("llmevo.inference",),
-    ("llmevo.promotion", "llmevo.reports", "llmevo.diagnostics", "llmevo.export", "llmevo.papers",
+    ("llmevo.promotion", "llmevo.reports", "llmevo.diagnostics", "llmevo.hf", "llmevo.papers",
      "llmevo.contract"),
     ("llmevo.runner",),  # the shared arm runner: presets, data views, tuning, cache
     ("llmevo.experiments",),

@@ -24,7 +24,7 @@ def export(
     if format not in FORMATS:
         raise ConfigError(f"unknown export format '{format}'; known: {', '.join(FORMATS)}")
     check_output_dir(out)
-    from llmevo.export.hf import export_hf
+    from llmevo.hf.export import export_hf
 
     written = export_hf(checkpoint, out)
     console.print(

@@ -25,7 +25,7 @@ def verdict(
 ) -> None:
     """The protocol's answer for each comparison artifact: class, change with its interval, p
     alone and within the published family (Holm), noise floor, budget spent and left."""
-    from llmevo.experiments.verdict import VerdictService
+    from llmevo.experiments import VerdictService
 
     service = VerdictService(None if no_family else docs)
     records = [service.verdict(path, budget_seconds) for path in artifacts]  # all checked before printing

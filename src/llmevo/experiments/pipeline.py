@@ -57,7 +57,7 @@ from llmevo.experiments.plans import (
     with_method_config,
 )
 from llmevo.experiments.post_training import run_post_training_reproduction
-from llmevo.export.import_hf import LlamaCheckpoint, read_llama_checkpoint
+from llmevo.hf.load import LlamaCheckpoint, read_llama_checkpoint
 from llmevo.inference.checkpoint import save_checkpoint
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice, RequestModel, check_seeds
@@ -146,7 +146,7 @@ class ReproductionRequest(RequestModel):
     ``<cache_dir>/arms`` instead of training it again (``runner.cache``; the
     artifact's ``cache`` block lists them); False retrains everything (and stores it). It is
     not used with ``tensorboard`` or for post-training methods. ``init_from`` (a
-    ``transformers`` Llama directory, ``export.import_hf``) starts both arms from its weights,
+    ``transformers`` Llama directory, ``hf.load``) starts both arms from its weights,
     at its size and on data tokenized with its own tokenizer: a post-training method then
     pretrains nothing, an optimizer continues pretraining; other components, and the size
     dial, are refused. ``command`` is what provenance records as the command that ran."""

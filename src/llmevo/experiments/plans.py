@@ -29,7 +29,7 @@ from llmevo.data.bytes import byte_stream
 from llmevo.data.lm import LMCorpus
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import DEFAULT_MARGIN_PERCENT
-from llmevo.export.import_hf import LlamaCheckpoint
+from llmevo.hf.load import LlamaCheckpoint
 from llmevo.model.blt import blt_model_config, blt_standin_config, prepare_blt
 from llmevo.model.config import ModelConfig
 from llmevo.registry import (

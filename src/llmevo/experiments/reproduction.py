@@ -63,7 +63,7 @@ from llmevo.eval.stats import (
     verdict,
 )
 from llmevo.experiments.plans import PREPARATIONS, Comparison, ReproductionPlan, resolved_recipe
-from llmevo.export.import_hf import LlamaCheckpoint
+from llmevo.hf.load import LlamaCheckpoint
 from llmevo.registry import MODEL_SLOTS, ComponentChoice, ComponentSpec
 from llmevo.runner.arm import CONCAT, Arm
 from llmevo.runner.arm_run import ArmRun

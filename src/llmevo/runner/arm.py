@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from llmevo.export.import_hf import LlamaCheckpoint
+from llmevo.hf.load import LlamaCheckpoint
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice
 

@@ -31,7 +31,7 @@ from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.metrics import derive_arm_metrics
 from llmevo.eval.suites import evaluate_suite
-from llmevo.export.import_hf import load_llama_weights
+from llmevo.hf.load import load_llama_weights
 from llmevo.runner.arm import Arm
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.cache import ReportEntries

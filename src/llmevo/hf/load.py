@@ -1,6 +1,6 @@
 """Load a Hugging Face ``transformers`` Llama checkpoint directory as an llmevo model.
 
-The inverse of ``export.hf``: a directory with ``config.json`` (``model_type: llama``),
+The inverse of ``hf.export``: a directory with ``config.json`` (``model_type: llama``),
 ``model.safetensors`` and ``tokenizer.json`` (SmolLM2-135M is one) becomes a ``Transformer``
 whose genome is llama_modern's components at the checkpoint's sizes — RoPE at its theta
 over the whole head, grouped attention with its key/value heads, SwiGLU at its
@@ -36,7 +36,7 @@ from llmevo.data.codec import BPECodec, SpecialIds
 from llmevo.data.tokenizer import TokenizerInfo
 from llmevo.digests import sha256_file
 from llmevo.errors import ConfigError, LlmevoError
-from llmevo.export.hf import interleaved_to_half_permutation
+from llmevo.hf.export import interleaved_to_half_permutation
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice
 from llmevo.skeleton import build_skeleton

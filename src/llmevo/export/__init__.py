@@ -1,1 +1,0 @@
-"""Carrying trained llmevo models into other tools (Hugging Face ``transformers``)."""
