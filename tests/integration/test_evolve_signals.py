@@ -71,12 +71,6 @@ def assert_resumable(database: Path) -> None:
     assert retried == sorted(interrupted), trials  # each interrupted genome is enqueued again
 
 
-UNDER_LOAD = pytest.mark.skip(reason=(
-    "fails in the full suite on 2 loaded cores (trials left RUNNING, one stop hung past 300 s; "
-    "docs/LOG.md 2026-12-04): the group-signal stop is not yet robust under load (issue 37)"))
-
-
-@UNDER_LOAD
 @pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
 def test_a_signal_to_the_group_mid_trial_stops_two_workers(number, tmp_path, cache_dir, data_dir):
     database = tmp_path / "s.db"
@@ -91,7 +85,6 @@ def test_a_signal_to_the_group_mid_trial_stops_two_workers(number, tmp_path, cac
     assert any(user_state == '"interrupted"' for *_, user_state, _ in _trials(database))
 
 
-@UNDER_LOAD
 def test_ctrl_c_while_the_workers_start_is_not_lost(tmp_path, cache_dir, data_dir):
     """A spawned worker ignores SIGINT while it imports and prepares its data: the group's
     signal reaches it then and is lost. The command passes it on until its workers are
@@ -108,7 +101,6 @@ def test_ctrl_c_while_the_workers_start_is_not_lost(tmp_path, cache_dir, data_di
         assert_resumable(database)
 
 
-@UNDER_LOAD
 def test_ctrl_c_with_one_worker_enqueues_the_interrupted_genome(tmp_path, cache_dir, data_dir):
     """The in-flight trial (here the baseline, trial 0) is failed and does not count; its
     genome is enqueued again, so the resumed study trains it rather than losing it."""

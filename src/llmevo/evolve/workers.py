@@ -34,17 +34,20 @@ import torch
 from optuna.storages import fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
+from llmevo import interrupts
 from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
-from llmevo.evolve.objective import TrialContext, make_objective
+from llmevo.evolve.objective import TrialContext, fail_interrupted, make_objective
 from llmevo.evolve.plan import EvolutionPlan
 from llmevo.evolve.space import SearchSpace, build_search_space
 from llmevo.evolve.study import finished_trials, is_finished, open_storage, open_study
-from llmevo.runner.storage import fail_silent_trials, quiet_optuna
+from llmevo.runner.optuna_private import rdb_storage
+from llmevo.runner.storage import DeferringStorage, fail_silent_trials, quiet_optuna
 from llmevo.train.execution import WORKER_SIGNALS, die_with_parent
 
-STOP_TIMEOUT = 30.0  # seconds interrupted workers get to record their trials
+STOP_TIMEOUT = 60.0  # seconds interrupted workers get to record their trials (SQLite's lock timeout)
 RESEND_INTERVAL = 0.5  # seconds between the SIGINTs passed on to workers still running
+NO_TRIAL = -1  # a worker's in-flight slot between trials
 MAX_ATTEMPTS_FACTOR = 3  # a worker stops after trials x this many attempts, finished or not
 
 
@@ -92,8 +95,11 @@ def prepare_context(plan: EvolutionPlan, space: SearchSpace) -> TrialContext:
 def worker_loop(plan: EvolutionPlan, study: optuna.Study,
                 objective: Callable[[optuna.Trial], float],
                 log: Callable[[str], None] = lambda _: None) -> int:
-    """Run trials until the study has ``plan.trials`` finished ones; returns trials run."""
+    """Run trials until the study has ``plan.trials`` finished ones; returns trials run.
+    The storage's ``started`` holds only the trial in flight (cleared after each); an
+    interrupt that something swallowed (Optuna's ``catch``) still stops the loop."""
     ran = 0
+    storage = rdb_storage(study)
     limit = plan.trials * MAX_ATTEMPTS_FACTOR
     while ran < limit:
         with warnings.catch_warnings():
@@ -111,6 +117,12 @@ def worker_loop(plan: EvolutionPlan, study: optuna.Study,
         ended: list[FrozenTrial] = []
         study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=False,
                        callbacks=[lambda _study, trial, into=ended: into.append(trial)])
+        if interrupts.received():
+            raise KeyboardInterrupt
+        if isinstance(storage, DeferringStorage):
+            storage.started.clear()  # that trial ended as Optuna records it
+            if storage.on_start is not None:
+                storage.on_start(NO_TRIAL)
         ran += 1
         for trial in ended:
             log(f"trial {trial.number}: {trial.user_attrs.get('state', trial.state.name.lower())}"
@@ -118,18 +130,29 @@ def worker_loop(plan: EvolutionPlan, study: optuna.Study,
     return ran
 
 
-def worker_main(plan: EvolutionPlan, index: int, context: TrialContext | None = None) -> int:
+def worker_main(plan: EvolutionPlan, index: int, context: TrialContext | None = None,
+                in_flight: Any = None) -> int:
     """Entry point of one worker process; ``context``: the one the calling process prepared
-    (one worker in the command's own process), else prepared here."""
+    (one worker in the command's own process), else prepared here; ``in_flight``: a shared
+    array whose slot ``index`` this worker keeps at the id of the trial it runs (``NO_TRIAL``
+    between trials), for its parent to fail should it have to kill it. Interrupted: the
+    trial it last started is failed and its genome enqueued again, wherever the interrupt
+    landed (``fail_interrupted``); returns -1."""
     quiet_optuna()
     torch.set_num_threads(plan.threads_per_worker)
     if context is None:
         context = prepare_context(plan, build_space(plan))
-    study = open_study(plan, context.space, open_storage(plan))
+    storage = open_storage(plan)
+    if in_flight is not None:
+        storage.on_start = functools.partial(in_flight.__setitem__, index)
+    study = open_study(plan, context.space, storage)
     try:
         return worker_loop(plan, study, make_objective(context, worker=index),
                            log=lambda line: print(f"[worker {index}] {line}", flush=True))
     except KeyboardInterrupt:
+        with interrupts.deferred():  # a second Ctrl-C (one worker: the command's) waits for it
+            for trial in storage.started[-1:]:
+                fail_interrupted(study, trial, set(context.space.genes))
         return -1
 
 
@@ -148,10 +171,10 @@ def _stop_once(number: int, _frame: object) -> None:
     for each in WORKER_SIGNALS:
         signal.signal(each, _stopping)
     threading.excepthook = lambda _args: None
-    raise KeyboardInterrupt
+    interrupts.interrupt()  # not inside a database call: held until it returns
 
 
-def _spawned(plan: EvolutionPlan, index: int) -> None:
+def _spawned(plan: EvolutionPlan, index: int, in_flight: Any) -> None:
     """A spawned worker. SIGINT and SIGTERM are ignored while it starts (a signal that
     reaches it then is lost: the command passes SIGINT on until its workers have gone), then
     stop it once, as Ctrl-C does; ignored (``_stopping``) once it is done, so that nothing is raised
@@ -161,7 +184,7 @@ def _spawned(plan: EvolutionPlan, index: int) -> None:
         for number in WORKER_SIGNALS:
             signal.signal(number, _stop_once)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, WORKER_SIGNALS)
-        worker_main(plan, index)
+        worker_main(plan, index, in_flight=in_flight)
     except KeyboardInterrupt:
         pass
     finally:
@@ -172,7 +195,8 @@ def _spawned(plan: EvolutionPlan, index: int) -> None:
 def stop_workers(processes: list[Any], timeout: float = STOP_TIMEOUT) -> None:
     """Stop interrupted workers: pass SIGINT on, again every ``RESEND_INTERVAL`` (a worker
     still starting ignores it; one stopping ignores the repeats), give them ``timeout``
-    seconds to record their trials, then kill what is left."""
+    seconds to record their trials, then kill what is left (``fail_in_flight`` fails the
+    trials of those)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         alive = [process for process in processes if process.is_alive()]
@@ -187,6 +211,19 @@ def stop_workers(processes: list[Any], timeout: float = STOP_TIMEOUT) -> None:
         if process.is_alive():
             process.kill()  # SIGTERM is ignored once a worker is stopping
         process.join(timeout=5)
+
+
+def fail_in_flight(plan: EvolutionPlan, context: TrialContext | None, trials: list[int]) -> None:
+    """After the workers are gone: fail (``fail_interrupted``) a trial one still held, which
+    a worker that had to be killed could not record (one that stopped by itself has)."""
+    trials = [trial for trial in trials if trial != NO_TRIAL]
+    if not trials:
+        return
+    space = context.space if context is not None else build_space(plan)
+    study = optuna.load_study(study_name=plan.study_name,
+                              storage=open_storage(plan, heartbeat=False))
+    for trial in trials:
+        fail_interrupted(study, trial, set(space.genes))
 
 
 def stop_resource_tracker(timeout: float = 5.0) -> None:
@@ -234,7 +271,8 @@ def run_workers(plan: EvolutionPlan, context: TrialContext | None = None) -> Non
             raise KeyboardInterrupt
         return
     spawn = multiprocessing.get_context("spawn")
-    processes = [spawn.Process(target=_spawned, args=(plan, i), name=f"llmevo-worker-{i}")
+    in_flight = spawn.Array("q", [NO_TRIAL] * plan.workers, lock=False)
+    processes = [spawn.Process(target=_spawned, args=(plan, i, in_flight), name=f"llmevo-worker-{i}")
                  for i in range(plan.workers)]
     try:
         # the children start with SIGINT and SIGTERM ignored (a spawned child inherits that,
@@ -252,7 +290,9 @@ def run_workers(plan: EvolutionPlan, context: TrialContext | None = None) -> Non
         for process in processes:
             process.join()
     except KeyboardInterrupt:
-        stop_workers([p for p in processes if p.pid is not None])
+        with interrupts.deferred():  # a second Ctrl-C cannot cut the stop short
+            stop_workers([p for p in processes if p.pid is not None])
+            fail_in_flight(plan, context, list(in_flight))
         raise
     finally:
         stop_resource_tracker()

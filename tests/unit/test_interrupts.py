@@ -1,0 +1,166 @@
+"""Ctrl-C never lands inside a database call (``llmevo.interrupts``, ``runner.storage``), and
+the trial an interrupt stopped is failed and retried wherever it landed
+(``evolve.objective.fail_interrupted``).
+
+Under load a group Ctrl-C to ``evolve --workers 2`` left trials RUNNING: the interrupt
+landed inside a SQLAlchemy session (the workers read every trial while they check for
+duplicates), and the interrupted session broke the writes that were to record the trial
+(docs/LOG.md, 2026-12-04).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import threading
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from llmevo import interrupts
+from llmevo.evolve.objective import fail_interrupted
+from llmevo.runner.optuna_private import trial_id
+from llmevo.runner.storage import DeferringStorage, open_storage
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    interrupts.reset()
+    yield
+    interrupts.reset()
+
+
+def test_an_interrupt_outside_a_deferred_block_is_raised_at_once():
+    with pytest.raises(KeyboardInterrupt):
+        interrupts.interrupt()
+    assert interrupts.received()
+
+
+def test_an_interrupt_inside_is_held_until_the_outermost_block_ends():
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts.deferred():
+            with interrupts.deferred():
+                interrupts.interrupt()
+                reached.append("inner")
+            reached.append("outer")  # the inner block's end does not raise
+    assert reached == ["inner", "outer"]
+    with interrupts.deferred():  # held once: nothing is left pending
+        pass
+
+
+def test_an_error_in_the_block_gives_way_to_the_held_interrupt():
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts.deferred():
+            interrupts.interrupt()
+            raise ValueError("the call failed")
+
+
+def test_another_thread_is_never_deferred():
+    """Only the main thread receives signals: a heartbeat thread's storage call must not
+    count as the main thread's."""
+    inside = threading.Event()
+    leave = threading.Event()
+
+    def heartbeat() -> None:
+        with interrupts.deferred():
+            inside.set()
+            leave.wait(10)
+
+    thread = threading.Thread(target=heartbeat)
+    thread.start()
+    try:
+        inside.wait(10)
+        with pytest.raises(KeyboardInterrupt):
+            interrupts.interrupt()
+    finally:
+        leave.set()
+        thread.join()
+
+
+@pytest.fixture
+def sigint_interrupts():
+    """SIGINT handled as the command's handlers do: through ``interrupts.interrupt``."""
+    before = signal.signal(signal.SIGINT, lambda _number, _frame: interrupts.interrupt())
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_a_signal_during_a_storage_call_waits_for_it(tmp_path, sigint_interrupts):
+    """The signal arrives while the trial is being created: the call completes (the trial
+    exists, RUNNING, and is remembered as started), the interrupt follows, and the file is
+    not left locked (another connection writes at once)."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    storage = open_storage(url)
+    assert isinstance(storage, DeferringStorage)
+    study = optuna.create_study(storage=storage, study_name="s")
+    storage.on_start = lambda _trial: os.kill(os.getpid(), signal.SIGINT)  # inside the call
+    with pytest.raises(KeyboardInterrupt):
+        study.ask()
+    [trial] = study.get_trials(deepcopy=False)
+    assert trial.state == TrialState.RUNNING and storage.started == [trial_id(trial)]
+    with sqlite3.connect(tmp_path / "s.db", timeout=0.5) as connection:
+        connection.execute("UPDATE studies SET study_name = study_name")
+
+
+def test_a_popped_waiting_trial_counts_as_started(tmp_path):
+    storage = open_storage(f"sqlite:///{tmp_path / 's.db'}")
+    study = optuna.create_study(storage=storage, study_name="s")
+    study.enqueue_trial({"x": 0.5})
+    assert storage.started == []  # enqueued: not started
+    trial = study.ask()
+    assert storage.started == [trial_id(trial)]
+
+
+def _running(study: optuna.Study, params: dict[str, float], **attrs: object) -> optuna.Trial:
+    """A RUNNING trial that drew ``params`` (enqueued, then popped) and holds ``attrs``."""
+    study.enqueue_trial(params)
+    trial = study.ask()
+    for name in params:
+        trial.suggest_float(name, 0.0, 1.0)
+    for key, value in attrs.items():
+        trial.set_user_attr(key, value)
+    return trial
+
+
+def test_the_interrupted_trial_is_failed_and_its_genome_enqueued_once(tmp_path):
+    study = optuna.create_study(storage=open_storage(f"sqlite:///{tmp_path / 's.db'}"), study_name="s")
+    trial = _running(study, {"a": 0.25, "b": 0.5}, role="baseline", parent=None, state="running")
+    assert fail_interrupted(study, trial_id(trial), {"a", "b"})
+    assert not fail_interrupted(study, trial_id(trial), {"a", "b"})  # once
+    interrupted, retry = study.get_trials(deepcopy=False)
+    assert interrupted.state == TrialState.FAIL and interrupted.user_attrs["state"] == "interrupted"
+    assert retry.state == TrialState.WAITING
+    assert retry.system_attrs["fixed_params"] == {"a": 0.25, "b": 0.5}  # what enqueue_trial holds
+    assert retry.user_attrs == {"parent": None, "role": "baseline", "retry_of": interrupted.number}
+
+
+def test_a_trial_without_its_whole_genome_is_failed_but_not_retried(tmp_path):
+    study = optuna.create_study(storage=open_storage(f"sqlite:///{tmp_path / 's.db'}"), study_name="s")
+    trial = _running(study, {"a": 0.25})
+    assert fail_interrupted(study, trial_id(trial), {"a", "b"})
+    [only] = study.get_trials(deepcopy=False)
+    assert only.state == TrialState.FAIL and only.user_attrs["state"] == "interrupted"
+
+
+def test_the_objective_marks_the_trial_and_leaves_telling_to_optuna(tmp_path):
+    """``tell=False`` (the objective, as the interrupt passes): marked and retried, still
+    RUNNING for Optuna to fail; the worker's second call on its way out only fails it."""
+    study = optuna.create_study(storage=open_storage(f"sqlite:///{tmp_path / 's.db'}"), study_name="s")
+    trial = _running(study, {"a": 0.25})
+    assert fail_interrupted(study, trial_id(trial), {"a"}, tell=False)
+    assert study.get_trials(deepcopy=False)[0].state == TrialState.RUNNING
+    assert fail_interrupted(study, trial_id(trial), {"a"})
+    states = [t.state for t in study.get_trials(deepcopy=False)]
+    assert states == [TrialState.FAIL, TrialState.WAITING]  # one retry, not two
+
+
+def test_a_finished_trial_is_left_alone(tmp_path):
+    study = optuna.create_study(storage=open_storage(f"sqlite:///{tmp_path / 's.db'}"), study_name="s")
+    trial = _running(study, {"a": 0.25}, state="complete")
+    study.tell(trial, 1.0)
+    assert not fail_interrupted(study, trial_id(trial), {"a"})
+    [only] = study.get_trials(deepcopy=False)
+    assert only.state == TrialState.COMPLETE and only.user_attrs["state"] == "complete"
