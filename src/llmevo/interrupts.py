@@ -14,13 +14,22 @@ block ends, the call complete. Other threads (Optuna's heartbeat) are never inte
 ``deferred()`` does nothing in them. ``received()`` says whether a stop arrived, for a loop
 that must not go on after an interrupt something swallowed.
 
-Public API: ``interrupt``, ``deferred``, ``received``, ``reset``.
+``defer_imports("torch")`` does the same for a module's import: torch's runs C++ that calls
+back into Python, and a KeyboardInterrupt raised there crosses C++ frames and aborts the
+process (SIGABRT and a 100-line stack, seen for a Ctrl-C 2 s into ``evolve`` under load).
+The command line asks for it; the library never installs an import hook by itself.
+
+Public API: ``interrupt``, ``deferred``, ``received``, ``reset``, ``defer_imports``.
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
+import sys
 import threading
-from types import TracebackType
+from types import ModuleType, TracebackType
+from typing import Any
 
 
 class _State:
@@ -67,3 +76,49 @@ class deferred:  # noqa: N801 - used as a context manager, named as the state it
         if not _State.depth and _State.held:
             _State.held = False
             raise KeyboardInterrupt
+
+
+class _DeferredLoader(importlib.abc.Loader):
+    """A module's own loader, its execution inside ``deferred()``."""
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        with deferred():
+            self._loader.exec_module(module)
+
+    def __getattr__(self, name: str) -> Any:  # resources, get_source, ...
+        return getattr(self._loader, name)
+
+
+class _DeferredImports(importlib.abc.MetaPathFinder):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def find_spec(self, name: str, path: Any, target: ModuleType | None = None) -> Any:
+        if name not in self.names:
+            return None
+        for finder in sys.meta_path:  # the spec the import would have found without this
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _DeferredLoader(spec.loader)
+                return spec
+        return None
+
+
+def defer_imports(*names: str) -> None:
+    """An interrupt during the import of one of these modules is raised once the module has
+    run to its end (as an interrupted import: the import fails, torch's C++ never sees the
+    exception); a module already imported is not affected."""
+    finder = next((f for f in sys.meta_path if isinstance(f, _DeferredImports)), None)
+    if finder is None:
+        finder = _DeferredImports()
+        sys.meta_path.insert(0, finder)
+    finder.names.update(names)

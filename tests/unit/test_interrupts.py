@@ -88,6 +88,26 @@ def sigint_interrupts():
     signal.signal(signal.SIGINT, before)
 
 
+def test_a_deferred_import_runs_to_its_end_before_the_interrupt(tmp_path, monkeypatch,
+                                                                 sigint_interrupts):
+    """torch's import runs C++ that calls back into Python: an interrupt raised there aborts
+    the process (SIGABRT). A module named to ``defer_imports`` runs to its end first."""
+    (tmp_path / "slow_extension.py").write_text(
+        "import os, signal\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "for _ in range(1000):\n"  # a signal is handled at the next bytecodes: here
+        "    pass\n"
+        "open(__file__ + '.finished', 'w').close()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    interrupts.defer_imports("slow_extension")
+    namespace: dict[str, object] = {}
+    with pytest.raises(KeyboardInterrupt) as raised:
+        exec("import slow_extension", namespace)
+    assert (tmp_path / "slow_extension.py.finished").exists()  # its body ran to the end
+    assert raised.traceback[-1].name == "__exit__"  # raised as the deferred block ended
+    assert not any(str(entry.path).endswith("slow_extension.py") for entry in raised.traceback)
+
+
 def test_a_signal_during_a_storage_call_waits_for_it(tmp_path, sigint_interrupts):
     """The signal arrives while the trial is being created: the call completes (the trial
     exists, RUNNING, and is remembered as started), the interrupt follows, and the file is

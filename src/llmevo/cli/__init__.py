@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     SIGINT and SIGTERM stop the command, which ends with one line and 130 or 143."""
     _received.clear()
     interrupts.reset()
+    interrupts.defer_imports("torch")  # its C++ start-up cannot unwind an interrupt: it aborts
     _catch_signals(_unwind)
     excepthook = threading.excepthook
     try:
