@@ -184,3 +184,23 @@ def test_a_finished_trial_is_left_alone(tmp_path):
     assert not fail_interrupted(study, trial_id(trial), {"a"})
     [only] = study.get_trials(deepcopy=False)
     assert only.state == TrialState.COMPLETE and only.user_attrs["state"] == "complete"
+
+
+def test_the_trial_of_a_worker_that_had_to_be_killed_is_failed_by_the_command(tmp_path, data_dir):
+    """A worker that did not stop within the grace period is killed; the command fails the
+    trial its in-flight slot names, and retries its genome, as the worker would have."""
+    from llmevo.evolve import EvolutionSettings
+    from llmevo.evolve.study import open_study
+    from llmevo.evolve.workers import NO_TRIAL, build_space, fail_in_flight
+
+    plan = EvolutionSettings(preset="smoke", data_dir=data_dir, study="s", promotion="manifest",
+                             storage=f"sqlite:///{tmp_path / 's.db'}").plan()
+    space = build_space(plan)
+    study = open_study(plan, space, open_storage(plan.storage_url))
+    trial = study.ask()  # the baseline, popped by a worker that is then killed
+    space.suggest(trial)
+    fail_in_flight(plan, None, [trial_id(trial), NO_TRIAL])
+    killed, retry = study.get_trials(deepcopy=False)
+    assert killed.state == TrialState.FAIL and killed.user_attrs["state"] == "interrupted"
+    assert retry.state == TrialState.WAITING and retry.user_attrs["retry_of"] == killed.number
+    assert retry.user_attrs["role"] == "baseline"

@@ -9,10 +9,14 @@ same storage and study. A worker dies with the command that spawned it (Linux ``
 and Ctrl-C (SIGINT or SIGTERM, to the command or its whole group) stops them all cleanly,
 the command passing the signal on until they are gone: the in-flight trials are marked
 failed, do not count and are enqueued again for the resumed study; multiprocessing's resource
-tracker is stopped with them, so no process of the group outlives the command.
+tracker is stopped with them, so no process of the group outlives the command. An interrupt
+never lands inside a storage call (``runner.storage.DeferringStorage``), and wherever else
+it lands the worker fails the trial it last started on its way out; a worker that had to be
+killed has its trial failed by the command (``fail_in_flight``).
 
 Public API: ``build_space``, ``prepare_context``, ``run_workers``, ``worker_main``,
-``worker_loop``, ``stop_workers``, ``stop_resource_tracker``, ``check_workers_outcome``.
+``worker_loop``, ``stop_workers``, ``fail_in_flight``, ``stop_resource_tracker``,
+``check_workers_outcome``.
 """
 
 from __future__ import annotations
