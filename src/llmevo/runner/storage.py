@@ -12,8 +12,9 @@ worker was killed is failed and retried (``RetryHeartbeatStaleTrialCallback``);
 
 Every call of the storage is a whole call even under Ctrl-C: ``open_storage`` returns a
 ``DeferringStorage``, whose methods hold an interrupt of the main thread until they return
-(``llmevo.interrupts``), and which remembers the trials this process set RUNNING
-(``started``), so that the one an interrupt left behind can be failed.
+(``llmevo.interrupts``), which remembers the trials this process set RUNNING
+(``started``), so that the one an interrupt left behind can be failed, and which pops a
+waiting trial atomically (two SQLite workers could both pop one and train it twice).
 
 Public API: ``MAX_RETRY``, ``sqlite_path``, ``check_storage_url``, ``open_storage``,
 ``DeferringStorage``, ``fail_silent_trials``, ``quiet_optuna``, ``describe_mismatch``.
@@ -38,7 +39,13 @@ from optuna.trial import FrozenTrial, TrialState
 
 from llmevo import interrupts
 from llmevo.errors import ConfigError
-from llmevo.runner.optuna_private import has_heartbeat, rdb_storage, study_storage, trial_id
+from llmevo.runner.optuna_private import (
+    claim_waiting_trial,
+    has_heartbeat,
+    rdb_storage,
+    study_storage,
+    trial_id,
+)
 
 MAX_RETRY = 1  # a trial lost to a killed worker is retried once
 
@@ -129,10 +136,13 @@ class DeferringStorage(RDBStorage):
     def set_trial_state_values(self, trial_id: int, state: TrialState,
                                values: Sequence[float] | None = None) -> bool:
         with interrupts.deferred():
-            changed = super().set_trial_state_values(trial_id, state, values)
-            if changed and state == TrialState.RUNNING:  # a waiting trial popped
+            if state != TrialState.RUNNING or values is not None:
+                return super().set_trial_state_values(trial_id, state, values)
+            # a waiting trial popped: atomically, or two workers may pop the same one
+            claimed = claim_waiting_trial(self, trial_id)
+            if claimed:
                 self._started(trial_id)
-            return changed
+            return claimed
 
 
 _OWN = {"_create_new_trial", "set_trial_state_values"}
