@@ -19,7 +19,11 @@ back into Python, and a KeyboardInterrupt raised there crosses C++ frames and ab
 process (SIGABRT and a 100-line stack, seen for a Ctrl-C 2 s into ``evolve`` under load).
 The command line asks for it; the library never installs an import hook by itself.
 
-Public API: ``interrupt``, ``deferred``, ``received``, ``reset``, ``defer_imports``.
+``allowed()`` opens an interruptible stretch inside a deferred one: a worker defers the
+whole of Optuna's ``optimize`` and allows only the objective, so an interrupt stops the
+training, never Optuna's recording of the trial.
+
+Public API: ``interrupt``, ``deferred``, ``allowed``, ``received``, ``reset``, ``defer_imports``.
 """
 
 from __future__ import annotations
@@ -76,6 +80,26 @@ class deferred:  # noqa: N801 - used as a context manager, named as the state it
         if not _State.depth and _State.held:
             _State.held = False
             raise KeyboardInterrupt
+
+
+class allowed:  # noqa: N801
+    """``with allowed():`` inside ``deferred()``, an interrupt is raised at once again (one
+    held already is raised on entry): the work a deferred stretch encloses, e.g. a trial's
+    objective inside Optuna's bookkeeping, which must not be cut (Optuna 5.1 answers an
+    interrupt while it records a trial with an ``UnboundLocalError`` and leaves it RUNNING)."""
+
+    def __enter__(self) -> None:
+        self._saved = None
+        if threading.current_thread() is threading.main_thread():
+            if _State.held:  # __exit__ does not run when __enter__ raises: nothing to undo
+                _State.held = False
+                raise KeyboardInterrupt
+            self._saved, _State.depth = _State.depth, 0
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        if self._saved is not None:
+            _State.depth = self._saved
 
 
 class _DeferredLoader(importlib.abc.Loader):

@@ -58,6 +58,36 @@ def test_an_error_in_the_block_gives_way_to_the_held_interrupt():
             raise ValueError("the call failed")
 
 
+def test_an_allowed_stretch_inside_a_deferred_one_is_interruptible_again():
+    """A worker defers Optuna's optimize and allows its objective: an interrupt during the
+    objective is raised there (caught by it), one during Optuna's bookkeeping after it waits
+    for optimize to return."""
+    seen = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts.deferred():  # optimize
+            try:
+                with interrupts.allowed():  # the objective
+                    interrupts.interrupt()
+                    seen.append("not reached")
+            except KeyboardInterrupt:
+                seen.append("objective")
+            interrupts.interrupt()  # Optuna recording the trial: held
+            seen.append("recorded")
+    assert seen == ["objective", "recorded"]
+
+
+def test_an_interrupt_held_before_the_allowed_stretch_is_raised_as_it_starts():
+    seen = []
+    with interrupts.deferred():
+        interrupts.interrupt()  # Optuna creating the trial
+        try:
+            with interrupts.allowed():
+                seen.append("not reached")
+        except KeyboardInterrupt:
+            seen.append("objective")
+    assert seen == ["objective"]  # and nothing is left held for the deferred block's end
+
+
 def test_another_thread_is_never_deferred():
     """Only the main thread receives signals: a heartbeat thread's storage call must not
     count as the main thread's."""

@@ -232,7 +232,8 @@ def make_objective(context: TrialContext, worker: int | None = None) -> Callable
 
     def objective(trial: optuna.Trial) -> float:
         try:
-            return _claimed(trial)
+            with interrupts.allowed():  # the worker defers Optuna's bookkeeping, not the trial
+                return _claimed(trial)
         except KeyboardInterrupt:
             with interrupts.deferred():  # a second Ctrl-C waits until the trial is recorded
                 fail_interrupted(trial.study, trial_id(trial), set(context.space.genes), tell=False)

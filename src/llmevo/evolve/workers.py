@@ -100,8 +100,10 @@ def worker_loop(plan: EvolutionPlan, study: optuna.Study,
                 objective: Callable[[optuna.Trial], float],
                 log: Callable[[str], None] = lambda _: None) -> int:
     """Run trials until the study has ``plan.trials`` finished ones; returns trials run.
-    The storage's ``started`` holds only the trial in flight (cleared after each); an
-    interrupt that something swallowed (Optuna's ``catch``) still stops the loop."""
+    An interrupt stops a trial's objective (``interrupts.allowed``), never Optuna's
+    recording of it, which runs deferred. The storage's ``started`` holds only the trial in
+    flight (cleared after each); an interrupt that something swallowed (Optuna's ``catch``)
+    still stops the loop."""
     ran = 0
     storage = rdb_storage(study)
     limit = plan.trials * MAX_ATTEMPTS_FACTOR
@@ -119,8 +121,9 @@ def worker_loop(plan: EvolutionPlan, study: optuna.Study,
             time.sleep(min(2.0, plan.heartbeat_interval))  # others hold the last trials
             continue
         ended: list[FrozenTrial] = []
-        study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=False,
-                       callbacks=[lambda _study, trial, into=ended: into.append(trial)])
+        with interrupts.deferred():  # Optuna's bookkeeping whole; the objective allows interrupts
+            study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=False,
+                           callbacks=[lambda _study, trial, into=ended: into.append(trial)])
         if interrupts.received():
             raise KeyboardInterrupt
         if isinstance(storage, DeferringStorage):
@@ -153,7 +156,10 @@ def worker_main(plan: EvolutionPlan, index: int, context: TrialContext | None = 
     try:
         return worker_loop(plan, study, make_objective(context, worker=index),
                            log=lambda line: print(f"[worker {index}] {line}", flush=True))
-    except KeyboardInterrupt:
+    except BaseException as error:
+        if not isinstance(error, KeyboardInterrupt) and not interrupts.received():
+            raise  # a bug, not a stop: keep its traceback
+        # after a stop anything raised on the way out is its consequence
         with interrupts.deferred():  # a second Ctrl-C (one worker: the command's) waits for it
             for trial in storage.started[-1:]:
                 fail_interrupted(study, trial, set(context.space.genes))

@@ -133,6 +133,10 @@ def run_work_queue(study: optuna.Study, rungs: list[int], needs: dict[int, list[
     workers' last rungs, stops with a ConfigError (its rung goes back to the queue)."""
 
     def objective(trial: optuna.Trial) -> float:
+        with interrupts.allowed():  # Optuna's bookkeeping around it runs deferred
+            return _objective(trial)
+
+    def _objective(trial: optuna.Trial) -> float:
         rung = _rung(trial)
         if rung is None:  # ask() made a fresh trial: another worker took the last waiting one
             trial.set_user_attr(RELEASED_ATTR, "no waiting rung")
@@ -190,7 +194,8 @@ def run_work_queue(study: optuna.Study, rungs: list[int], needs: dict[int, list[
                 raise ConfigError(f"{noun} {rung} failed in another worker ({message}); "
                                   "rerun the same command to retry it")
             if any(t.state == TrialState.WAITING and _rung(t) not in done for t in trials):
-                study.optimize(objective, n_trials=1, catch=(_Released,), gc_after_trial=False)
+                with interrupts.deferred():  # an interrupt stops the rung, never its recording
+                    study.optimize(objective, n_trials=1, catch=(_Released,), gc_after_trial=False)
                 idle_since = time.monotonic()
                 continue
             if time.monotonic() - idle_since > wait_timeout:
