@@ -234,3 +234,36 @@ def test_the_trial_of_a_worker_that_had_to_be_killed_is_failed_by_the_command(tm
     assert killed.state == TrialState.FAIL and killed.user_attrs["state"] == "interrupted"
     assert retry.state == TrialState.WAITING and retry.user_attrs["retry_of"] == killed.number
     assert retry.user_attrs["role"] == "baseline"
+
+
+def test_a_ctrl_c_while_the_workers_start_is_received_after_the_starts(sigint_interrupts,
+                                                                       monkeypatch):
+    """Starting multiprocessing's resource tracker unblocked SIGINT in the command while its
+    workers started with it ignored: a Ctrl-C then was thrown away (and the workers, which
+    ignore it while they start, trained on until the test's deadline)."""
+    import multiprocessing
+    import time
+
+    from llmevo.evolve.workers import start_workers, stop_resource_tracker
+
+    stop_resource_tracker()  # the first start launches it, as in a fresh command
+    spawn = multiprocessing.get_context("spawn")
+    processes = [spawn.Process(target=time.sleep, args=(0,)) for _ in range(2)]
+    start, started = spawn.Process.start, []
+
+    def start_then_ctrl_c(process) -> None:
+        start(process)
+        started.append(process)
+        if len(started) == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # inside the window, as a terminal's Ctrl-C
+
+    monkeypatch.setattr(spawn.Process, "start", start_then_ctrl_c)  # the class: not pickled
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            start_workers(processes)
+        assert all(process.pid is not None for process in processes)  # after both starts
+    finally:
+        for process in processes:
+            if process.pid is not None:
+                process.join(30)
+        stop_resource_tracker()

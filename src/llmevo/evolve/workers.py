@@ -15,7 +15,7 @@ it lands the worker fails the trial it last started on its way out; a worker tha
 killed has its trial failed by the command (``fail_in_flight``).
 
 Public API: ``build_space``, ``prepare_context``, ``run_workers``, ``worker_main``,
-``worker_loop``, ``stop_workers``, ``fail_in_flight``, ``stop_resource_tracker``,
+``worker_loop``, ``start_workers``, ``stop_workers``, ``fail_in_flight``, ``stop_resource_tracker``,
 ``check_workers_outcome``.
 """
 
@@ -25,12 +25,14 @@ import contextlib
 import functools
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.util
 import os
 import signal
 import threading
 import time
 import warnings
 from collections.abc import Callable
+from multiprocessing import resource_tracker
 from typing import Any
 
 import optuna
@@ -242,8 +244,6 @@ def stop_resource_tracker(timeout: float = 5.0) -> None:
     would outlive the command, a process of its group left running (private: the
     tracker's ``_fd`` and ``_pid``, as ``ResourceTracker._stop`` reads them; it restarts
     on demand)."""
-    from multiprocessing import resource_tracker
-
     tracker = resource_tracker._resource_tracker
     fd, pid = getattr(tracker, "_fd", None), getattr(tracker, "_pid", None)
     if fd is None or pid is None:
@@ -272,6 +272,35 @@ def check_workers_outcome(exit_codes: dict[str, int | None], finished: int, targ
                           "rerun the same command to resume")
 
 
+def start_workers(processes: list[Any]) -> None:
+    """Start spawned workers with SIGINT and SIGTERM ignored in them until their handlers are
+    in (a spawned child inherits an ignored signal, not a blocked mask), without this process
+    ever throwing a Ctrl-C away. Both are ignored here only around the fork and exec of each
+    child (multiprocessing's ``util.spawnv_passfds``, looked up at each call); the rest of the
+    starts runs ``deferred``, so an interrupt is raised once every worker has started. Before:
+    both were ignored (and blocked) for all the starts, and a Ctrl-C then was lost, the
+    workers ignoring it too trained on (the stop that hung past 300 s): starting the resource
+    tracker unblocks both signals in this process, and a blocked signal reaches the native
+    threads (tokenizers, OpenMP) that do not block it, where SIG_IGN discards it."""
+    spawnv = multiprocessing.util.spawnv_passfds
+
+    def spawnv_ignoring(path: str, args: list[str], passfds: Any) -> int:
+        previous = {number: signal.signal(number, signal.SIG_IGN) for number in WORKER_SIGNALS}
+        try:
+            return spawnv(path, args, passfds)
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+
+    multiprocessing.util.spawnv_passfds = spawnv_ignoring
+    try:
+        with interrupts.deferred():
+            for process in processes:
+                process.start()
+    finally:
+        multiprocessing.util.spawnv_passfds = spawnv
+
+
 def run_workers(plan: EvolutionPlan, context: TrialContext | None = None) -> None:
     """Run ``plan.workers`` worker processes to completion; one worker runs in this process
     (on ``context`` when given). Ctrl-C stops them cleanly (the in-flight trials are marked
@@ -285,18 +314,7 @@ def run_workers(plan: EvolutionPlan, context: TrialContext | None = None) -> Non
     processes = [spawn.Process(target=_spawned, args=(plan, i, in_flight), name=f"llmevo-worker-{i}")
                  for i in range(plan.workers)]
     try:
-        # the children start with SIGINT and SIGTERM ignored (a spawned child inherits that,
-        # not a blocked mask) until their handlers are in; here both are held meanwhile, so
-        # one that arrives is received after the starts, by the handler below
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, WORKER_SIGNALS)
-        previous = {number: signal.signal(number, signal.SIG_IGN) for number in WORKER_SIGNALS}
-        try:
-            for process in processes:
-                process.start()
-        finally:
-            for number, handler in previous.items():
-                signal.signal(number, handler)
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        start_workers(processes)
         for process in processes:
             process.join()
     except KeyboardInterrupt:
