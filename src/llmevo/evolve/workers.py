@@ -186,7 +186,7 @@ def _stop_once(number: int, _frame: object) -> None:
     interrupts.interrupt()  # not inside a database call: held until it returns
 
 
-def _spawned(plan: EvolutionPlan, index: int, in_flight: Any) -> None:
+def _spawned(plan: EvolutionPlan, index: int, in_flight: Any = None) -> None:
     """A spawned worker. SIGINT and SIGTERM are ignored while it starts (a signal that
     reaches it then is lost: the command passes SIGINT on until its workers have gone), then
     stop it once, as Ctrl-C does; ignored (``_stopping``) once it is done, so that nothing is raised
