@@ -15,7 +15,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("llmevo", "llmevo.errors", "llmevo.digests"),
+    ("llmevo", "llmevo.errors", "llmevo.digests", "llmevo.interrupts"),
     ("llmevo.registry",),
     ("llmevo.artifacts",),
     ("llmevo.data",),

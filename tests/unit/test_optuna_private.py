@@ -3,6 +3,9 @@ upgrade that moves any of them fails here, naming the use."""
 
 from __future__ import annotations
 
+import collections
+import threading
+
 import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
@@ -10,6 +13,7 @@ from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
 from llmevo.runner.optuna_private import (
+    claim_waiting_trial,
     has_heartbeat,
     rdb_storage,
     study_storage,
@@ -90,3 +94,41 @@ def test_suggest_rejects_an_unknown_distribution():
     with pytest.raises(TypeError, match="gene 'g'"):
         suggest(trial, "g", object())  # type: ignore[arg-type]
     assert suggest(trial, "h", Odd((1, 2))) in (1, 2)  # subclasses of known kinds are fine
+
+
+def test_claim_waiting_trial_sets_a_waiting_trial_running_once(tmp_path):
+    study = _sqlite_study(tmp_path)
+    study.enqueue_trial({"x": 1.0})
+    waiting = study.trials[0]
+    storage = rdb_storage(study)
+    assert claim_waiting_trial(storage, trial_id(waiting))
+    assert not claim_waiting_trial(storage, trial_id(waiting))  # already running
+    [running] = study.get_trials()
+    assert running.state == TrialState.RUNNING and running.datetime_start is not None
+    study.tell(running.number, 1.0)
+    assert not claim_waiting_trial(storage, trial_id(running))  # finished
+
+
+def test_workers_popping_one_queue_never_pop_a_trial_twice(tmp_path):
+    """Four connections popping 60 waiting trials from one SQLite file: Optuna's own pop
+    (read the state, then write it) gave 8-18 double pops in 200 here; through the storage
+    ``open_storage`` returns (``claim_waiting_trial``) each trial is popped once."""
+    from llmevo.runner.storage import open_storage
+
+    url = f"sqlite:///{tmp_path / 'queue.db'}"
+    study = optuna.create_study(study_name="q", storage=open_storage(url))
+    for value in range(60):
+        study.enqueue_trial({"x": float(value)})
+    popped: collections.Counter[int] = collections.Counter()
+
+    def worker() -> None:
+        own = optuna.load_study(study_name="q", storage=open_storage(url))
+        while (popped_id := own._pop_waiting_trial_id()) is not None:  # what ask() calls
+            popped[popped_id] += 1
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(popped) == 60 and set(popped.values()) == {1}

@@ -55,6 +55,7 @@ import threading  # noqa: E402
 
 import typer  # noqa: E402
 
+from llmevo import interrupts  # noqa: E402
 from llmevo.cli.common import app, console, err_console  # noqa: E402
 from llmevo.errors import LlmevoError  # noqa: E402
 
@@ -84,10 +85,11 @@ def _unwind(number: int, _frame: object) -> None:
     """While a command runs: stop it as Ctrl-C does, so that its cleanups run. From then on a
     background thread's failure is a consequence of the stop, not news: e.g. Optuna's heartbeat
     thread finding the SQLite study locked while the interrupted trial rolls back (seen under
-    load), whose traceback would break the command's one closing line."""
+    load), whose traceback would break the command's one closing line. An interrupt landing
+    in a storage call waits for it to return (``llmevo.interrupts``)."""
     _received.append(number)
     threading.excepthook = _after_stop
-    raise KeyboardInterrupt
+    interrupts.interrupt()  # at once, or as the database call it lands in returns
 
 
 def _after_stop(args: threading.ExceptHookArgs) -> None:
@@ -150,6 +152,8 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: user errors become one line on stderr and exit status 2;
     SIGINT and SIGTERM stop the command, which ends with one line and 130 or 143."""
     _received.clear()
+    interrupts.reset()
+    interrupts.defer_imports("torch")  # its C++ start-up cannot unwind an interrupt: it aborts
     _catch_signals(_unwind)
     excepthook = threading.excepthook
     try:

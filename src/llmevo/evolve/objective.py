@@ -5,9 +5,9 @@ under the search seed with hurdle checkpoints (a cheap validation loss reported 
 pruner), then evaluates the whole validation split. A trial that would become champion —
 its fitness beats the best score so far — is re-trained under ``rescore_seeds`` more seeds,
 and its ``score`` is the mean fitness minus ``score_k`` standard errors; only trials with a
-score can be champion. A trial interrupted by Ctrl-C or SIGTERM is failed (state
-``interrupted``, it does not count) and its genome enqueued again (``retry_of``), so a
-resumed study trains it first. Everything is stored as user attributes: ``genome``,
+score can be champion. A trial interrupted by Ctrl-C or SIGTERM is failed by its worker
+on the way out (``fail_interrupted``: state ``interrupted``, it does not count) and its
+genome enqueued again (``retry_of``), so a resumed study trains it first. Everything is stored as user attributes: ``genome``,
 ``genome_hash``, ``parent``, ``seeds``, ``metrics`` (per seed), ``fitness_per_seed``,
 ``score``, ``parameters``, ``state`` (running, complete, pruned, diverged, failed, invalid,
 duplicate, interrupted).
@@ -15,6 +15,7 @@ duplicate, interrupted).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +27,7 @@ import torch
 from optuna.trial import TrialState
 from torch import nn
 
+from llmevo import interrupts
 from llmevo.errors import ConfigError, LlmevoError
 from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.stats import summarize
@@ -35,6 +37,7 @@ from llmevo.evolve.space import SearchSpace
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.data import ArmData
 from llmevo.runner.genome import Genome
+from llmevo.runner.optuna_private import study_storage, trial_id
 from llmevo.runner.presets import Preset
 from llmevo.runner.run import PostData, run_arm
 from llmevo.train.logging import RunLogs
@@ -134,15 +137,30 @@ def _finished_duplicate(study: optuna.Study, trial: optuna.Trial, genome_hash: s
     return None
 
 
-def retry_interrupted(trial: optuna.Trial, genes: set[str]) -> None:
-    """An interrupted trial (Ctrl-C, SIGTERM) is failed and does not count; its genome is
-    enqueued again, so the resumed study trains it next (the baseline included) rather
-    than losing it to the interrupt. ``retry_of`` names the interrupted trial."""
-    if set(trial.params) != genes:  # interrupted while its genes were drawn: none to retry
-        return
-    attrs = trial.user_attrs
-    trial.study.enqueue_trial(dict(trial.params), user_attrs={
-        "parent": attrs.get("parent"), "role": attrs.get("role"), "retry_of": trial.number})
+def fail_interrupted(study: optuna.Study, trial_id: int, genes: set[str], tell: bool = True) -> bool:
+    """Fail the trial that an interrupt (Ctrl-C, SIGTERM) stopped: state ``interrupted`` (it
+    does not count) and its genome enqueued again, so the resumed study trains it next (the
+    baseline too) rather than losing it; ``retry_of`` names the interrupted trial. Not
+    retried: a trial interrupted while its genes were drawn (no whole genome). The objective
+    calls it as the interrupt passes through (``tell`` False: Optuna then fails the trial);
+    the worker calls it again on its way out for the trial it last started, which an
+    interrupt landing in Optuna around the objective (the trial created or popped, its
+    heartbeat starting or stopping) used to leave RUNNING. A trial that is no longer
+    running is left as it is. Returns whether the trial was still running."""
+    storage = study_storage(study)
+    trial = storage.get_trial(trial_id)
+    if trial.state != TrialState.RUNNING:
+        return False
+    if trial.user_attrs.get("state") != "interrupted":
+        storage.set_trial_user_attr(trial_id, "state", "interrupted")
+        if set(trial.params) == genes:
+            attrs = trial.user_attrs
+            study.enqueue_trial(dict(trial.params), user_attrs={
+                "parent": attrs.get("parent"), "role": attrs.get("role"), "retry_of": trial.number})
+    if tell:
+        with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
+            storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
+    return True
 
 
 def trial_record(run: ArmRun) -> dict[str, Any]:
@@ -213,6 +231,15 @@ def make_objective(context: TrialContext, worker: int | None = None) -> Callable
     plan = context.plan
 
     def objective(trial: optuna.Trial) -> float:
+        try:
+            with interrupts.allowed():  # the worker defers Optuna's bookkeeping, not the trial
+                return _claimed(trial)
+        except KeyboardInterrupt:
+            with interrupts.deferred():  # a second Ctrl-C waits until the trial is recorded
+                fail_interrupted(trial.study, trial_id(trial), set(context.space.genes), tell=False)
+            raise
+
+    def _claimed(trial: optuna.Trial) -> float:
         params = context.space.suggest(trial)
         genome = context.space.to_genome(params)
         genome_hash = genome.hash()
@@ -224,10 +251,6 @@ def make_objective(context: TrialContext, worker: int | None = None) -> Callable
         try:
             return _run(trial, genome, genome_hash)
         except optuna.TrialPruned:
-            raise
-        except KeyboardInterrupt:
-            trial.set_user_attr("state", "interrupted")
-            retry_interrupted(trial, set(context.space.genes))
             raise
         except TrialDiverged:
             raise

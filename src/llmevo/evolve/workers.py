@@ -9,10 +9,14 @@ same storage and study. A worker dies with the command that spawned it (Linux ``
 and Ctrl-C (SIGINT or SIGTERM, to the command or its whole group) stops them all cleanly,
 the command passing the signal on until they are gone: the in-flight trials are marked
 failed, do not count and are enqueued again for the resumed study; multiprocessing's resource
-tracker is stopped with them, so no process of the group outlives the command.
+tracker is stopped with them, so no process of the group outlives the command. An interrupt
+never lands inside a storage call (``runner.storage.DeferringStorage``), and wherever else
+it lands the worker fails the trial it last started on its way out; a worker that had to be
+killed has its trial failed by the command (``fail_in_flight``).
 
 Public API: ``build_space``, ``prepare_context``, ``run_workers``, ``worker_main``,
-``worker_loop``, ``stop_workers``, ``stop_resource_tracker``, ``check_workers_outcome``.
+``worker_loop``, ``start_workers``, ``stop_workers``, ``fail_in_flight``, ``stop_resource_tracker``,
+``check_workers_outcome``.
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ import contextlib
 import functools
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.util
 import os
 import signal
 import threading
 import time
 import warnings
 from collections.abc import Callable
+from multiprocessing import resource_tracker
 from typing import Any
 
 import optuna
@@ -34,17 +40,20 @@ import torch
 from optuna.storages import fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
+from llmevo import interrupts
 from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
-from llmevo.evolve.objective import TrialContext, make_objective
+from llmevo.evolve.objective import TrialContext, fail_interrupted, make_objective
 from llmevo.evolve.plan import EvolutionPlan
 from llmevo.evolve.space import SearchSpace, build_search_space
 from llmevo.evolve.study import finished_trials, is_finished, open_storage, open_study
-from llmevo.runner.storage import fail_silent_trials, quiet_optuna
+from llmevo.runner.optuna_private import rdb_storage
+from llmevo.runner.storage import DeferringStorage, fail_silent_trials, quiet_optuna
 from llmevo.train.execution import WORKER_SIGNALS, die_with_parent
 
-STOP_TIMEOUT = 30.0  # seconds interrupted workers get to record their trials
+STOP_TIMEOUT = 60.0  # seconds interrupted workers get to record their trials (SQLite's lock timeout)
 RESEND_INTERVAL = 0.5  # seconds between the SIGINTs passed on to workers still running
+NO_TRIAL = -1  # a worker's in-flight slot between trials
 MAX_ATTEMPTS_FACTOR = 3  # a worker stops after trials x this many attempts, finished or not
 
 
@@ -92,8 +101,13 @@ def prepare_context(plan: EvolutionPlan, space: SearchSpace) -> TrialContext:
 def worker_loop(plan: EvolutionPlan, study: optuna.Study,
                 objective: Callable[[optuna.Trial], float],
                 log: Callable[[str], None] = lambda _: None) -> int:
-    """Run trials until the study has ``plan.trials`` finished ones; returns trials run."""
+    """Run trials until the study has ``plan.trials`` finished ones; returns trials run.
+    An interrupt stops a trial's objective (``interrupts.allowed``), never Optuna's
+    recording of it, which runs deferred. The storage's ``started`` holds only the trial in
+    flight (cleared after each); an interrupt that something swallowed (Optuna's ``catch``)
+    still stops the loop."""
     ran = 0
+    storage = rdb_storage(study)
     limit = plan.trials * MAX_ATTEMPTS_FACTOR
     while ran < limit:
         with warnings.catch_warnings():
@@ -109,8 +123,15 @@ def worker_loop(plan: EvolutionPlan, study: optuna.Study,
             time.sleep(min(2.0, plan.heartbeat_interval))  # others hold the last trials
             continue
         ended: list[FrozenTrial] = []
-        study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=False,
-                       callbacks=[lambda _study, trial, into=ended: into.append(trial)])
+        with interrupts.deferred():  # Optuna's bookkeeping whole; the objective allows interrupts
+            study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=False,
+                           callbacks=[lambda _study, trial, into=ended: into.append(trial)])
+        if interrupts.received():
+            raise KeyboardInterrupt
+        if isinstance(storage, DeferringStorage):
+            storage.started.clear()  # that trial ended as Optuna records it
+            if storage.on_start is not None:
+                storage.on_start(NO_TRIAL)
         ran += 1
         for trial in ended:
             log(f"trial {trial.number}: {trial.user_attrs.get('state', trial.state.name.lower())}"
@@ -118,18 +139,32 @@ def worker_loop(plan: EvolutionPlan, study: optuna.Study,
     return ran
 
 
-def worker_main(plan: EvolutionPlan, index: int, context: TrialContext | None = None) -> int:
+def worker_main(plan: EvolutionPlan, index: int, context: TrialContext | None = None,
+                in_flight: Any = None) -> int:
     """Entry point of one worker process; ``context``: the one the calling process prepared
-    (one worker in the command's own process), else prepared here."""
+    (one worker in the command's own process), else prepared here; ``in_flight``: a shared
+    array whose slot ``index`` this worker keeps at the id of the trial it runs (``NO_TRIAL``
+    between trials), for its parent to fail should it have to kill it. Interrupted: the
+    trial it last started is failed and its genome enqueued again, wherever the interrupt
+    landed (``fail_interrupted``); returns -1."""
     quiet_optuna()
     torch.set_num_threads(plan.threads_per_worker)
     if context is None:
         context = prepare_context(plan, build_space(plan))
-    study = open_study(plan, context.space, open_storage(plan))
+    storage = open_storage(plan)
+    if in_flight is not None:
+        storage.on_start = functools.partial(in_flight.__setitem__, index)
+    study = open_study(plan, context.space, storage)
     try:
         return worker_loop(plan, study, make_objective(context, worker=index),
                            log=lambda line: print(f"[worker {index}] {line}", flush=True))
-    except KeyboardInterrupt:
+    except BaseException as error:
+        if not isinstance(error, KeyboardInterrupt) and not interrupts.received():
+            raise  # a bug, not a stop: keep its traceback
+        # after a stop anything raised on the way out is its consequence
+        with interrupts.deferred():  # a second Ctrl-C (one worker: the command's) waits for it
+            for trial in storage.started[-1:]:
+                fail_interrupted(study, trial, set(context.space.genes))
         return -1
 
 
@@ -148,10 +183,10 @@ def _stop_once(number: int, _frame: object) -> None:
     for each in WORKER_SIGNALS:
         signal.signal(each, _stopping)
     threading.excepthook = lambda _args: None
-    raise KeyboardInterrupt
+    interrupts.interrupt()  # not inside a database call: held until it returns
 
 
-def _spawned(plan: EvolutionPlan, index: int) -> None:
+def _spawned(plan: EvolutionPlan, index: int, in_flight: Any = None) -> None:
     """A spawned worker. SIGINT and SIGTERM are ignored while it starts (a signal that
     reaches it then is lost: the command passes SIGINT on until its workers have gone), then
     stop it once, as Ctrl-C does; ignored (``_stopping``) once it is done, so that nothing is raised
@@ -161,7 +196,7 @@ def _spawned(plan: EvolutionPlan, index: int) -> None:
         for number in WORKER_SIGNALS:
             signal.signal(number, _stop_once)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, WORKER_SIGNALS)
-        worker_main(plan, index)
+        worker_main(plan, index, in_flight=in_flight)
     except KeyboardInterrupt:
         pass
     finally:
@@ -172,7 +207,8 @@ def _spawned(plan: EvolutionPlan, index: int) -> None:
 def stop_workers(processes: list[Any], timeout: float = STOP_TIMEOUT) -> None:
     """Stop interrupted workers: pass SIGINT on, again every ``RESEND_INTERVAL`` (a worker
     still starting ignores it; one stopping ignores the repeats), give them ``timeout``
-    seconds to record their trials, then kill what is left."""
+    seconds to record their trials, then kill what is left (``fail_in_flight`` fails the
+    trials of those)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         alive = [process for process in processes if process.is_alive()]
@@ -189,14 +225,25 @@ def stop_workers(processes: list[Any], timeout: float = STOP_TIMEOUT) -> None:
         process.join(timeout=5)
 
 
+def fail_in_flight(plan: EvolutionPlan, context: TrialContext | None, trials: list[int]) -> None:
+    """After the workers are gone: fail (``fail_interrupted``) a trial one still held, which
+    a worker that had to be killed could not record (one that stopped by itself has)."""
+    trials = [trial for trial in trials if trial != NO_TRIAL]
+    if not trials:
+        return
+    space = context.space if context is not None else build_space(plan)
+    study = optuna.load_study(study_name=plan.study_name,
+                              storage=open_storage(plan, heartbeat=False))
+    for trial in trials:
+        fail_interrupted(study, trial, set(space.genes))
+
+
 def stop_resource_tracker(timeout: float = 5.0) -> None:
     """End multiprocessing's resource tracker, which the first spawned worker started: it
     ignores SIGINT and SIGTERM and exits only when every holder of its pipe has, so it
     would outlive the command, a process of its group left running (private: the
     tracker's ``_fd`` and ``_pid``, as ``ResourceTracker._stop`` reads them; it restarts
     on demand)."""
-    from multiprocessing import resource_tracker
-
     tracker = resource_tracker._resource_tracker
     fd, pid = getattr(tracker, "_fd", None), getattr(tracker, "_pid", None)
     if fd is None or pid is None:
@@ -225,6 +272,35 @@ def check_workers_outcome(exit_codes: dict[str, int | None], finished: int, targ
                           "rerun the same command to resume")
 
 
+def start_workers(processes: list[Any]) -> None:
+    """Start spawned workers with SIGINT and SIGTERM ignored in them until their handlers are
+    in (a spawned child inherits an ignored signal, not a blocked mask), without this process
+    ever throwing a Ctrl-C away. Both are ignored here only around the fork and exec of each
+    child (multiprocessing's ``util.spawnv_passfds``, looked up at each call); the rest of the
+    starts runs ``deferred``, so an interrupt is raised once every worker has started. Before:
+    both were ignored (and blocked) for all the starts, and a Ctrl-C then was lost, the
+    workers ignoring it too trained on (the stop that hung past 300 s): starting the resource
+    tracker unblocks both signals in this process, and a blocked signal reaches the native
+    threads (tokenizers, OpenMP) that do not block it, where SIG_IGN discards it."""
+    spawnv = multiprocessing.util.spawnv_passfds
+
+    def spawnv_ignoring(path: str, args: list[str], passfds: Any) -> int:
+        previous = {number: signal.signal(number, signal.SIG_IGN) for number in WORKER_SIGNALS}
+        try:
+            return spawnv(path, args, passfds)
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+
+    multiprocessing.util.spawnv_passfds = spawnv_ignoring
+    try:
+        with interrupts.deferred():
+            for process in processes:
+                process.start()
+    finally:
+        multiprocessing.util.spawnv_passfds = spawnv
+
+
 def run_workers(plan: EvolutionPlan, context: TrialContext | None = None) -> None:
     """Run ``plan.workers`` worker processes to completion; one worker runs in this process
     (on ``context`` when given). Ctrl-C stops them cleanly (the in-flight trials are marked
@@ -234,25 +310,17 @@ def run_workers(plan: EvolutionPlan, context: TrialContext | None = None) -> Non
             raise KeyboardInterrupt
         return
     spawn = multiprocessing.get_context("spawn")
-    processes = [spawn.Process(target=_spawned, args=(plan, i), name=f"llmevo-worker-{i}")
+    in_flight = spawn.Array("q", [NO_TRIAL] * plan.workers, lock=False)
+    processes = [spawn.Process(target=_spawned, args=(plan, i, in_flight), name=f"llmevo-worker-{i}")
                  for i in range(plan.workers)]
     try:
-        # the children start with SIGINT and SIGTERM ignored (a spawned child inherits that,
-        # not a blocked mask) until their handlers are in; here both are held meanwhile, so
-        # one that arrives is received after the starts, by the handler below
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, WORKER_SIGNALS)
-        previous = {number: signal.signal(number, signal.SIG_IGN) for number in WORKER_SIGNALS}
-        try:
-            for process in processes:
-                process.start()
-        finally:
-            for number, handler in previous.items():
-                signal.signal(number, handler)
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        start_workers(processes)
         for process in processes:
             process.join()
     except KeyboardInterrupt:
-        stop_workers([p for p in processes if p.pid is not None])
+        with interrupts.deferred():  # a second Ctrl-C cannot cut the stop short
+            stop_workers([p for p in processes if p.pid is not None])
+            fail_in_flight(plan, context, list(in_flight))
         raise
     finally:
         stop_resource_tracker()

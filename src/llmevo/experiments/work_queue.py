@@ -16,13 +16,15 @@ creating the study at once enqueue twice), a fresh trial ``ask`` made when anoth
 took the last waiting one, and a rung whose dependency nobody runs (waiting, or lost): that
 rung is enqueued again behind it, so the dependency is popped first. A rung that failed
 with an error stops every worker with one line; rerunning the command retries it. The loop
-ends when every rung is complete, and returns the rungs' trials.
+ends when every rung is complete, and returns the rungs' trials. Interrupted (Ctrl-C,
+SIGTERM), the worker fails the trial it holds, so a rerun enqueues its rung again at once.
 
 Public API: ``ITEM_ATTR``, ``DESCRIPTION_ATTR``, ``open_work_queue``, ``run_work_queue``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import warnings
@@ -34,7 +36,9 @@ from optuna.samplers import RandomSampler
 from optuna.storages import fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
+from llmevo import interrupts
 from llmevo.errors import ConfigError
+from llmevo.runner.optuna_private import rdb_storage
 from llmevo.runner.storage import describe_mismatch, fail_silent_trials, open_storage, quiet_optuna
 
 DESCRIPTION_ATTR = "llmevo:work"  # the study's description of its work (with its "kind")
@@ -129,6 +133,10 @@ def run_work_queue(study: optuna.Study, rungs: list[int], needs: dict[int, list[
     workers' last rungs, stops with a ConfigError (its rung goes back to the queue)."""
 
     def objective(trial: optuna.Trial) -> float:
+        with interrupts.allowed():  # Optuna's bookkeeping around it runs deferred
+            return _objective(trial)
+
+    def _objective(trial: optuna.Trial) -> float:
         rung = _rung(trial)
         if rung is None:  # ask() made a fresh trial: another worker took the last waiting one
             trial.set_user_attr(RELEASED_ATTR, "no waiting rung")
@@ -186,7 +194,8 @@ def run_work_queue(study: optuna.Study, rungs: list[int], needs: dict[int, list[
                 raise ConfigError(f"{noun} {rung} failed in another worker ({message}); "
                                   "rerun the same command to retry it")
             if any(t.state == TrialState.WAITING and _rung(t) not in done for t in trials):
-                study.optimize(objective, n_trials=1, catch=(_Released,), gc_after_trial=False)
+                with interrupts.deferred():  # an interrupt stops the rung, never its recording
+                    study.optimize(objective, n_trials=1, catch=(_Released,), gc_after_trial=False)
                 idle_since = time.monotonic()
                 continue
             if time.monotonic() - idle_since > wait_timeout:
@@ -195,5 +204,20 @@ def run_work_queue(study: optuna.Study, rungs: list[int], needs: dict[int, list[
                 raise ConfigError(f"waited {wait_timeout:g} s for {noun}(s) {', '.join(map(str, running))} "
                                   "to finish in other workers; rerun the same command to resume")
             time.sleep(poll_seconds)
+    except KeyboardInterrupt:
+        with interrupts.deferred():  # a second Ctrl-C waits until the rung is given back
+            _release_interrupted(study)
+        raise
     finally:
         optuna.logging.set_verbosity(verbosity)
+
+
+def _release_interrupted(study: optuna.Study) -> None:
+    """Fail the trial this worker last popped if an interrupt left it RUNNING (it landed in
+    Optuna around the objective: the trial popped, its heartbeat starting or stopping), so
+    the rerun enqueues its rung again at once instead of waiting for it to go stale."""
+    storage = rdb_storage(study)
+    for trial in getattr(storage, "started", [])[-1:]:
+        if storage.get_trial(trial).state == TrialState.RUNNING:
+            with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
+                storage.set_trial_state_values(trial, state=TrialState.FAIL)

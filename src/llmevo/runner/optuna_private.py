@@ -50,6 +50,35 @@ def has_heartbeat(storage: RDBStorage, trial_id: int) -> bool:
         session.close()
 
 
+def claim_waiting_trial(storage: RDBStorage, trial_id: int) -> bool:
+    """Set a WAITING trial RUNNING in one conditional UPDATE (compare and swap); False when it
+    was not waiting. Optuna's own ``set_trial_state_values`` reads the state, then writes it:
+    on SQLite (``SELECT ... FOR UPDATE`` is a no-op there, and the driver begins the
+    transaction only at the write) two workers can both pop one waiting trial, train it
+    twice, and the second dies on "Cannot tell a COMPLETE trial" (private: the ``_rdb.models``
+    table and the storage's session)."""
+    from datetime import datetime
+
+    import sqlalchemy
+    from optuna.storages._rdb import models
+    from optuna.trial import TrialState
+
+    trials = models.TrialModel.__table__
+    session = storage.scoped_session()
+    try:
+        claimed = session.execute(
+            sqlalchemy.update(trials)
+            .where(trials.c.trial_id == trial_id, trials.c.state == TrialState.WAITING)
+            .values(state=TrialState.RUNNING, datetime_start=datetime.now()))
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+    return claimed.rowcount == 1
+
+
 def suggest(trial: optuna.Trial, name: str, distribution: BaseDistribution) -> Any:
     """Suggest ``name`` from a prebuilt distribution through the public ``suggest_*`` calls
     (replaces the private ``Trial._suggest``); the distribution recorded is the same."""

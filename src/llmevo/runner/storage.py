@@ -10,26 +10,42 @@ worker was killed is failed and retried (``RetryHeartbeatStaleTrialCallback``);
 ``fail_silent_trials`` fails those killed before their first heartbeat, which Optuna's own
 ``fail_stale_trials`` skips. ``quiet_optuna`` silences Optuna's INFO lines.
 
+Every call of the storage is a whole call even under Ctrl-C: ``open_storage`` returns a
+``DeferringStorage``, whose methods hold an interrupt of the main thread until they return
+(``llmevo.interrupts``), which remembers the trials this process set RUNNING
+(``started``), so that the one an interrupt left behind can be failed, and which pops a
+waiting trial atomically (two SQLite workers could both pop one and train it twice).
+
 Public API: ``MAX_RETRY``, ``sqlite_path``, ``check_storage_url``, ``open_storage``,
-``fail_silent_trials``, ``quiet_optuna``, ``describe_mismatch``.
+``DeferringStorage``, ``fail_silent_trials``, ``quiet_optuna``, ``describe_mismatch``.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 import logging
 import time
 import warnings
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
+from llmevo import interrupts
 from llmevo.errors import ConfigError
-from llmevo.runner.optuna_private import has_heartbeat, rdb_storage, study_storage, trial_id
+from llmevo.runner.optuna_private import (
+    claim_waiting_trial,
+    has_heartbeat,
+    rdb_storage,
+    study_storage,
+    trial_id,
+)
 
 MAX_RETRY = 1  # a trial lost to a killed worker is retried once
 
@@ -71,8 +87,74 @@ def check_storage_url(url: str) -> None:
                           f"({error.strerror or error})") from None
 
 
+def _deferring(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with interrupts.deferred():
+            return method(*args, **kwargs)
+
+    return call
+
+
+class DeferringStorage(RDBStorage):
+    """Optuna's RDB storage whose every call completes before an interrupt is raised (an
+    interrupt inside a SQLAlchemy session left the SQLite file locked, or a trial RUNNING
+    with nobody to end it). ``started``: the ids of the trials this process set RUNNING, in
+    order (a new trial, or a waiting one popped); whoever runs trials may clear it;
+    ``on_start``: called with each of them as it starts."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.started: list[int] = []
+        self.on_start: Callable[[int], None] | None = None
+        with interrupts.deferred():
+            super().__init__(*args, **kwargs)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state.pop("on_start", None)  # this process's, as is what it started
+        state.pop("started", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.started, self.on_start = [], None
+        super().__setstate__(state)
+
+    def _started(self, trial_id: int) -> None:
+        self.started.append(trial_id)
+        if self.on_start is not None:
+            self.on_start(trial_id)
+
+    def _create_new_trial(self, study_id: int,
+                          template_trial: FrozenTrial | None = None) -> FrozenTrial:
+        # private, as Optuna's cache wrapper calls it (and create_new_trial does)
+        with interrupts.deferred():
+            trial = super()._create_new_trial(study_id, template_trial)
+            if template_trial is None or template_trial.state == TrialState.RUNNING:
+                self._started(trial._trial_id)
+            return trial
+
+    def set_trial_state_values(self, trial_id: int, state: TrialState,
+                               values: Sequence[float] | None = None) -> bool:
+        with interrupts.deferred():
+            if state != TrialState.RUNNING or values is not None:
+                return super().set_trial_state_values(trial_id, state, values)
+            # a waiting trial popped: atomically, or two workers may pop the same one
+            claimed = claim_waiting_trial(self, trial_id)
+            if claimed:
+                self._started(trial_id)
+            return claimed
+
+
+_OWN = {"_create_new_trial", "set_trial_state_values"}
+for _name, _method in list(vars(RDBStorage).items()):
+    # every database call, the private ones too: Optuna's cache wrapper calls _get_trials,
+    # _create_new_trial, _set_trial_param, fail_stale_trials calls _get_stale_trial_ids
+    if inspect.isfunction(_method) and not _name.startswith("__") and _name not in _OWN:
+        setattr(DeferringStorage, _name, _deferring(_method))
+
+
 def open_storage(url: str, heartbeat_interval: int | None = None, grace_period: int | None = None,
-                 max_retry: int | None = MAX_RETRY) -> RDBStorage:
+                 max_retry: int | None = MAX_RETRY) -> DeferringStorage:
     """The RDB storage at ``url``; with ``heartbeat_interval`` (seconds), trials record
     heartbeats and one silent for ``grace_period`` is failed and retried up to ``max_retry``
     times. Unreachable: ConfigError."""
@@ -96,7 +178,7 @@ def open_storage(url: str, heartbeat_interval: int | None = None, grace_period: 
                     max_retry=max_retry)
             for attempt in range(10):
                 try:
-                    return RDBStorage(url, engine_kwargs=engine_kwargs, **options)
+                    return DeferringStorage(url, engine_kwargs=engine_kwargs, **options)
                 except Exception as error:  # two commands creating the tables at once
                     racing = ("already exists", "UNIQUE constraint", "duplicate key", "locked")
                     if not any(text in str(error) for text in racing) or attempt == 9:
@@ -167,7 +249,9 @@ def fail_silent_trials(study: optuna.Study, grace_period: float,
                if t.datetime_start is not None and t.datetime_start < cutoff]
     failed = []
     for trial in running:
-        if has_heartbeat(storage, trial_id(trial)):
+        with interrupts.deferred():  # a session of its own, outside the storage's calls
+            beating = has_heartbeat(storage, trial_id(trial))
+        if beating:
             continue  # fail_stale_trials judges these
         try:
             if study_storage(study).set_trial_state_values(trial_id(trial), state=TrialState.FAIL):
