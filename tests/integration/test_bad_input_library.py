@@ -125,3 +125,16 @@ def test_allow_dirty_applies_to_publish_only(tmp_path, data_dir, capsys):
     with pytest.raises(ConfigError) as error:
         ReproductionRequest(name="rope", allow_dirty=True, data_dir=data_dir).plan()
     assert str(error.value) == err and "--allow-dirty applies to --publish only" in err
+
+
+def test_an_evolution_that_cannot_fit_in_memory_is_refused_before_any_work(tmp_path, data_dir, capsys):
+    """evolve used to skip the memory check reproduce makes: an impossible size started a study."""
+    storage = tmp_path / "s.db"
+    cli = _cli_error(["evolve", "--preset", "quick", "--trials", "1", "--workers", "2", "--d-model", "16384",
+                      "--layers", "48", "--heads", "1024",
+                      "--device", "cpu", "--threads", "1", "--no-report", "--data-dir", str(data_dir),
+                      "--storage", f"sqlite:///{storage}", "--study", "x"], capsys)
+    assert cli.startswith("evolution: llama_modern at the study's size: training needs about")
+    assert "167,513,702,400 parameters" in cli and "x 6 runs at once" in cli
+    assert "GiB available; use a smaller model or batch" in cli
+    assert list(tmp_path.iterdir()) == []

@@ -68,6 +68,7 @@ from llmevo.registry import RequestModel, check_seeds
 from llmevo.runner import tuning
 from llmevo.runner.genome import Genome
 from llmevo.runner.presets import Preset, get_preset
+from llmevo.runner.resources import check_memory
 from llmevo.runner.scale import Scale, size_dial, size_label
 from llmevo.runner.storage import check_storage_url, quiet_optuna, sqlite_path
 from llmevo.train.device import accelerator_name, resolve_device
@@ -226,7 +227,11 @@ class EvolutionSettings(RequestModel):
             raise ConfigError("--tune-grid needs the final tuning: drop --no-final-tune")
         if not Path(self.data_dir).is_dir():
             raise ConfigError(f"data directory {self.data_dir} does not exist")
-        resolve_device(self.device)  # refuses an unavailable device
+        device = resolve_device(self.device)  # refuses an unavailable device
+        # the memory check a reproduction makes: llama_modern at the study's size, as many runs
+        # at once as the workers train (each trial trains its genome at every lr factor at once)
+        check_memory("evolution: llama_modern at the study's size", self.base_model(), trial_preset.train,
+                     device, self.workers * max(1, len(factors)))
         if self.publish:  # the study's own report may be there, uncommitted (then --explain)
             check_publishable(self.repo_root, self.allow_dirty, self.report_folder())
         study_name, storage_url = self.study_name(), self.storage_url()
