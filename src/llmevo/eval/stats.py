@@ -262,6 +262,30 @@ def classify_change(
     return "inconclusive"
 
 
+def leave_one_seed_out(baseline: Sequence[float], method: Sequence[float], margin_percent: float,
+                       lower_is_better: bool = True) -> list[tuple[int, str | None]]:
+    """The class of the paired comparison read again without each seed in turn: ``(index of
+    the seed left out, class)``. Needs 4 or more seeds (3 left: the smallest formal
+    comparison); fewer give an empty list."""
+    if len(baseline) < 4:
+        return []
+    found = []
+    for left in range(len(baseline)):
+        kept_b = [value for i, value in enumerate(baseline) if i != left]
+        kept_m = [value for i, value in enumerate(method) if i != left]
+        change = paired_relative_change(kept_b, kept_m)
+        found.append((left, classify_change(change["ci_low"], change["ci_high"], margin_percent, lower_is_better)))
+    return found
+
+
+def fragile_seeds(seeds: Sequence[int], baseline: Sequence[float], method: Sequence[float],
+                  classification: str | None, margin_percent: float, lower_is_better: bool = True) -> list[int]:
+    """The report seeds whose leaving out changes ``classification``: a verdict with any is
+    *fragile* (it rests on one seed; issue 34)."""
+    return [seeds[left] for left, other in leave_one_seed_out(baseline, method, margin_percent, lower_is_better)
+            if other != classification]
+
+
 def classified_verdict(block: dict, change: Mapping, margin_percent: float) -> dict:
     """``block`` (a ``verdict`` dict) with ``classification`` and ``margin_percent`` added and
     the class named in its summary; ``None`` below the formal seed count."""

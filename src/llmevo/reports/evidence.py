@@ -80,7 +80,7 @@ def evidence_table(rows: Sequence[Mapping], ladders: Sequence[Mapping] = ()) -> 
         baseline = _short(row["baseline"]) + (" (--against)" if row.get("against") else "")
         metric = "" if row["metric"] == "lm_loss" else f" ({row['metric']})"
         chosen = row.get("chosen_lr") or {}
-        narrow = " (narrow)" if row.get("narrow_advantage") else ""
+        narrow = (" (narrow)" if row.get("narrow_advantage") else "") + _fragile(row)
         lines.append(
             f"| {row['name']}{metric} | {baseline} | {_num(row['baseline_value'])} → {_num(row['method_value'])} "
             f"| {row['change_percent']:+.2f}{_interval(row['ci_low'], row['ci_high'])} "
@@ -90,6 +90,15 @@ def evidence_table(rows: Sequence[Mapping], ladders: Sequence[Mapping] = ()) -> 
     if not members:
         lines.append("| — | | | | | | | no published tuned comparison |")
     return "\n".join(lines)
+
+
+def _fragile(row: Mapping, short: bool = False) -> str:
+    """`` (fragile: seed 44)`` when leaving out a report seed changes the class (``short``:
+    `` (fragile)``)."""
+    seeds = row.get("fragile_seeds")
+    if not seeds:
+        return ""
+    return " (fragile)" if short else f" (fragile: seed {', '.join(str(seed) for seed in seeds)})"
 
 
 def _members(rows: Sequence[Mapping]) -> list[Mapping]:
@@ -108,7 +117,7 @@ def headline_table(rows: Sequence[Mapping], ladders: Sequence[Mapping] = ()) -> 
     for row in members:
         baseline = _short(row["baseline"]) + (" (--against)" if row.get("against") else "")
         metric = "" if row["metric"] == "lm_loss" else f" ({row['metric']})"
-        narrow = " (narrow)" if row.get("narrow_advantage") else ""
+        narrow = (" (narrow)" if row.get("narrow_advantage") else "") + _fragile(row, short=True)
         ladder = next((ladder["ladder_class"] for ladder in ladders if ladder["name"] == row["name"]
                        and ladder.get("against") == row.get("against")), "—")
         lines.append(f"| {row['name']}{metric} | {baseline} "

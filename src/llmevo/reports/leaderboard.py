@@ -135,6 +135,20 @@ def _chosen_fields(artifact: ReproductionArtifact) -> dict | None:
             for arm, block in artifact.tuning.arms.items()}
 
 
+def _fragile_seeds(artifact: ReproductionArtifact, metric: str, classification: str | None) -> list[int] | None:
+    """The report seeds whose leaving out changes the class (``eval.stats.fragile_seeds``);
+    None where there is no class or fewer than 4 paired seeds."""
+    from llmevo.eval.stats import fragile_seeds
+
+    pairs = artifact.paired_values(metric)
+    rows = artifact.per_seed or []
+    verdict = artifact.verdict
+    if classification is None or verdict is None or pairs is None or len(rows) < 4 or classification == "no-op":
+        return None
+    margin = float(verdict.margin_percent or 1.0)
+    return fragile_seeds([row.seed for row in rows], *pairs, classification, margin, verdict.lower_is_better)
+
+
 def _reproduction_row(artifact: ReproductionArtifact, family: FamilyVerdict | None = None) -> dict:
     protocol, verdict = artifact.evaluation_protocol, artifact.verdict
     # the protocol's seeds; a top-level seeds key (kept unknown) where the protocol lists none
@@ -145,6 +159,7 @@ def _reproduction_row(artifact: ReproductionArtifact, family: FamilyVerdict | No
              or policy_default)
     narrow = narrow_advantage(artifact)
     classification = verdict_class(artifact) if protocol.formal_comparison else None
+    fragile = _fragile_seeds(artifact, metric, classification)
     judged = artifact.tuning is not None and classification == "better"  # narrow is said of a better
     return {
         "kind": "reproduction",
@@ -170,6 +185,7 @@ def _reproduction_row(artifact: ReproductionArtifact, family: FamilyVerdict | No
         "lr_sensitivity": _sensitivity_fields(artifact),
         "chosen_lr": _chosen_fields(artifact),
         "narrow_advantage": (narrow is not None) if judged else None,
+        "fragile_seeds": fragile,  # None: not a formal comparison of 4+ seeds
         "claim": f"{claim} {narrow}" if narrow else claim,
         "status": None,
     }
