@@ -22,7 +22,7 @@ def main(argv: list[str]) -> int:
                                             *sorted((ROOT / "docs" / "results").glob("*.md"))]
     missing = [page for page in pages if not page.is_file()]
     if missing:
-        print(f"error: {missing[0]}: no such file", file=sys.stderr)
+        print(f"error: {missing[0]}: not a file (give Markdown pages)", file=sys.stderr)
         return 2
     stale = stale_citations(pages, artifact_numbers([ROOT / "docs"]))
     cited = sum(len(cited_figures(page)) for page in pages)

@@ -96,3 +96,7 @@ def test_the_command_prints_one_record_per_line_and_refuses_bad_input(capsys, tm
     (tmp_path / "bad.json").write_text("{")
     assert_refused(["verdict", str(tmp_path / "bad.json")], "not a readable JSON artifact", capsys, tmp_path)
     assert_refused(["verdict", str(ROPE), "--budget-seconds", "0"], "must be positive", capsys, tmp_path)
+    assert_refused(["verdict", str(ROPE), "--docs", str(tmp_path / "nowhere")], "no such folder", capsys, tmp_path)
+    assert_refused(["verdict", str(tmp_path)], "not a readable JSON artifact", capsys, tmp_path)
+    assert run_cli(["verdict", str(ROPE), "--json", "--no-family", "--docs", str(tmp_path / "nowhere")]) == 0
+    assert json.loads(capsys.readouterr().out)["family"] is None

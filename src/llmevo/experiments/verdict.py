@@ -185,6 +185,9 @@ class VerdictService:
         from llmevo.eval.multiplicity import from_interval
         from llmevo.promotion import comparison_key, family_entries
 
+        if docs is not None and not Path(docs).is_dir():
+            raise ConfigError(f"--docs {docs}: no such folder (the published family Holm reads); "
+                              "give the repository's docs/ or --no-family")
         self.docs = docs
         members = [] if docs is None or not (Path(docs) / "reproductions").is_dir() else family_entries(Path(docs))
         # only what Holm reads is kept: the typed artifacts would stay alive for every answer,
