@@ -100,7 +100,7 @@ def _read(path: Path) -> dict[str, Any]:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such artifact") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
         raise ArtifactError(f"{path}: not a readable JSON artifact ({error})") from None
     if not isinstance(data, dict):
         raise ArtifactError(f"{path}: not an artifact (a JSON object)")
@@ -139,12 +139,11 @@ def _tuning_runs(tuning: Mapping[str, Any] | None) -> int:
     return total
 
 
-def _reproduction(path: Path) -> dict[str, Any]:
-    from llmevo.artifacts import load_artifact
-    from llmevo.artifacts.schema import ReproductionArtifact
+def _reproduction(path: Path, raw: Mapping[str, Any]) -> dict[str, Any]:
+    from llmevo.artifacts.schema import ReproductionArtifact, validate_artifact
     from llmevo.promotion import comparison_key
 
-    artifact = load_artifact(path)
+    artifact = validate_artifact(raw, str(path))
     if not isinstance(artifact, ReproductionArtifact):
         raise ConfigError(f"{path}: a {artifact.kind} artifact has no comparison verdict; "
                           "give a reproduction or an --experiment artifact")
@@ -152,7 +151,6 @@ def _reproduction(path: Path) -> dict[str, Any]:
     stats = artifact.statistics.get(change.metric) if artifact.statistics else None
     paired = stats.paired_relative_change_percent if stats is not None else None
     verdict = artifact.verdict
-    raw = _read(path)
     cache = raw.get("cache") or {}
     cached = sum(len(block.get("report_seeds") or []) + len(block.get("tuning") or []) for block in cache.values())
     seeds = len(artifact.per_seed)
@@ -231,7 +229,7 @@ class VerdictService:
             raise ConfigError(f"--budget-seconds must be positive, got {budget_seconds}")
         path = Path(path)
         data = _read(path)
-        facts = _external(path, data) if data.get("schema") == EXTERNAL_SCHEMA else _reproduction(path)
+        facts = _external(path, data) if data.get("schema") == EXTERNAL_SCHEMA else _reproduction(path, data)
         change = facts["change"]
         interval = None not in (change.get("mean"), change.get("ci_low"), change.get("ci_high")) \
             and (change.get("n") or 0) >= 2

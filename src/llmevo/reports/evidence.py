@@ -77,8 +77,7 @@ def evidence_table(rows: Sequence[Mapping], ladders: Sequence[Mapping] = ()) -> 
              "|---|---|---|---|---|---|---|---|"]
     for row in members:
         holm = row["holm"]
-        baseline = _short(row["baseline"]) + (" (--against)" if row.get("against") else "")
-        metric = "" if row["metric"] == "lm_loss" else f" ({row['metric']})"
+        baseline, metric = _labels(row)
         chosen = row.get("chosen_lr") or {}
         narrow = (" (narrow)" if row.get("narrow_advantage") else "") + _fragile(row)
         lines.append(
@@ -90,6 +89,12 @@ def evidence_table(rows: Sequence[Mapping], ladders: Sequence[Mapping] = ()) -> 
     if not members:
         lines.append("| — | | | | | | | no published tuned comparison |")
     return "\n".join(lines)
+
+
+def _labels(row: Mapping) -> tuple[str, str]:
+    """The row's baseline cell and the metric suffix of its component cell (none for lm_loss)."""
+    baseline = _short(row["baseline"]) + (" (--against)" if row.get("against") else "")
+    return baseline, "" if row["metric"] == "lm_loss" else f" ({row['metric']})"
 
 
 def _fragile(row: Mapping, short: bool = False) -> str:
@@ -115,8 +120,7 @@ def headline_table(rows: Sequence[Mapping], ladders: Sequence[Mapping] = ()) -> 
     lines = [f"| component | vs | Δ% [95% CI] | class | after Holm ({size}) | across scale |",
              "|---|---|---|---|---|---|"]
     for row in members:
-        baseline = _short(row["baseline"]) + (" (--against)" if row.get("against") else "")
-        metric = "" if row["metric"] == "lm_loss" else f" ({row['metric']})"
+        baseline, metric = _labels(row)
         narrow = (" (narrow)" if row.get("narrow_advantage") else "") + _fragile(row, short=True)
         ladder = next((ladder["ladder_class"] for ladder in ladders if ladder["name"] == row["name"]
                        and ladder.get("against") == row.get("against")), "—")
