@@ -35,17 +35,21 @@ def scrub(value):
     return value
 
 
-def reproducible_names() -> list[str]:
+def reproducible_names() -> tuple[list[str], set[str]]:
+    """The components with a reproduction, and which of them are post-training methods."""
     listing = subprocess.run([sys.executable, "-m", "llmevo", "components", "--json"],
                              capture_output=True, text=True, check=True)
     rows = json.loads(listing.stdout)
+    post_training = {row["name"] for row in rows if row.get("slot") == "post_training" and row["name"] != "none"}
     return sorted(row["name"] for row in rows if row.get("ablation") and row["ablation"] != "none"
-                  or row.get("slot") == "post_training" and row["name"] != "none")
+                  or row["name"] in post_training), post_training
 
 
-def reproduce(name: str, out: Path, *extra: str) -> dict | str:
+def reproduce(name: str, out: Path, *extra: str, cached: bool = False) -> dict | str:
+    """``cached``: a post-training method, whose runs are never cached (it refuses
+    ``--no-arm-cache``)."""
     command = [sys.executable, "-m", "llmevo", "reproduce", name, "--preset", "smoke",
-               "--no-arm-cache", "--no-report", "--threads", "1", "--device", "cpu",
+               *([] if cached else ["--no-arm-cache"]), "--no-report", "--threads", "1", "--device", "cpu",
                "--data-dir", str(DATA), "--out", str(out), *extra]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
@@ -77,13 +81,15 @@ def main() -> None:
     parser.add_argument("--only", default=None)
     parser.add_argument("--skip-evolve", action="store_true")
     args = parser.parse_args()
-    names = args.only.split(",") if args.only else reproducible_names()
+    names, post_training = reproducible_names()
+    names = args.only.split(",") if args.only else names
     snapshot: dict = {"smoke": {}}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for name in names:
             print(f"smoke {name}", file=sys.stderr, flush=True)
-            snapshot["smoke"][name] = reproduce(name, folder / f"{name}.json", "--seeds", "42")
+            snapshot["smoke"][name] = reproduce(name, folder / f"{name}.json", "--seeds", "42",
+                                                cached=name in post_training)
         print("tuned relu2", file=sys.stderr, flush=True)
         snapshot["tuned"] = reproduce("relu2", folder / "tuned.json", "--tune", "--seeds", "42,43,44",
                                       "--steps", "3", "--tune-grid", "1e-3,3e-2,1e-2")

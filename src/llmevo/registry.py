@@ -16,9 +16,9 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from llmevo.errors import ConfigError, LlmevoError
 
@@ -109,6 +109,11 @@ def check_seeds(seeds: list[int], option: str = "--seeds") -> list[int]:
     return seeds
 
 
+# report seeds and tuning seeds as request fields: ``check_seeds`` applied where they are declared
+Seeds = Annotated[list[int], AfterValidator(check_seeds)]
+TuneSeeds = Annotated[list[int], AfterValidator(lambda seeds: check_seeds(seeds, "--tune-seeds"))]
+
+
 class RequestModel(StrictModel):
     """A typed request to a pipeline: an invalid value is a one-line ``ConfigError`` that
     names the command-line option and the field (``--steps 0: Input should be greater than
@@ -128,15 +133,92 @@ class RequestModel(StrictModel):
 
 
 def request_error(error: ValidationError, request: type[RequestModel]) -> ConfigError:
-    """The first problem of a request's validation as one line (see ``RequestModel``)."""
+    """The first problem of a request's validation as one line (see ``RequestModel``); a
+    field of a section (``SectionedRequest``) is named by its own option."""
     first = error.errors()[0]
     loc = [str(part) for part in first["loc"]]
     if not loc or loc[0] not in request.model_fields:
         return one_line_error(error, request.__name__)
+    field = loc[0]
+    section = SectionedRequest.section_type(request, field)
+    if section is not None and len(loc) > 1 and loc[1] in section.model_fields:
+        field = loc[1]
     value = first.get("input")
     shown = f" {value}" if isinstance(value, int | float | str) and not isinstance(value, bool) else ""
-    return ConfigError(f"{request.option(loc[0])}{shown}: {first['msg']} "
+    return ConfigError(f"{request.option(field)}{shown}: {first['msg']} "
                        f"({request.__name__}.{'.'.join(loc)})")
+
+
+class Section(RequestModel):
+    """A group of a request's fields declared once and shared by the pipelines that read it
+    (``experiments.sections``: where runs go, tuning, size, post-training). Field names are
+    unique across sections, so each is also the request's flat keyword and its option
+    (``threads`` -> ``--threads``)."""
+
+
+class SectionedRequest(RequestModel):
+    """A request built from sections. Besides ``run=RunSection(...)``, each section field may
+    be given flat (``ReproductionRequest(name="rope", data_dir="data", tune_grid=[...])``): a
+    keyword that is no field of the request but a field of exactly one of its sections goes
+    into that section. ``refused`` names the section fields this pipeline does not read; giving
+    one is a one-line error, never silently ignored."""
+
+    refused: ClassVar[dict[str, str]] = {}  # section field -> why this pipeline does not read it
+
+    @staticmethod
+    def section_type(request: type[BaseModel], field: str) -> type[Section] | None:
+        info = request.model_fields.get(field)
+        annotation = info.annotation if info is not None else None
+        return annotation if isinstance(annotation, type) and issubclass(annotation, Section) else None
+
+    @classmethod
+    def sections(cls) -> dict[str, type[Section]]:
+        """The request's section fields and their types."""
+        return {name: section for name in cls.model_fields
+                if (section := cls.section_type(cls, name)) is not None}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _route_flat(cls, values: Any) -> Any:
+        if not isinstance(values, dict):
+            return values
+        sections = cls.sections()
+        owner = {field: name for name, section in sections.items() for field in section.model_fields}
+        routed = {k: v for k, v in values.items() if k not in owner or k in cls.model_fields}
+        for key, value in values.items():
+            if key in owner and key not in cls.model_fields:
+                name = owner[key]
+                current = routed.get(name)
+                if isinstance(current, BaseModel):
+                    current = current.model_dump(exclude_unset=True)
+                routed[name] = {**(current or {}), key: value}
+        return routed
+
+    @model_validator(mode="after")
+    def _refuse_unread(self) -> SectionedRequest:
+        for name in self.sections():
+            section = getattr(self, name)
+            for field in sorted(section.model_fields_set & set(self.refused)):
+                if getattr(section, field) != type(section).model_fields[field].get_default(call_default_factory=True):
+                    raise ConfigError(f"{self.option(field)} does not apply here: {self.refused[field]}")
+        return self
+
+    def updated(self, **changes: Any) -> Any:
+        """A copy with ``changes`` (a section's fields flat too), validated again: what was
+        given stays given (the refusals read it), what was not keeps its default."""
+        values: dict[str, Any] = {name: getattr(self, name) for name in self.model_fields_set
+                                  if name not in self.sections()}
+        for name in self.sections():
+            section = getattr(self, name)
+            values[name] = {field: getattr(section, field) for field in section.model_fields_set}
+        return type(self)(**{**values, **changes})
+
+    def flat(self, exclude: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+        """Every field, sections flattened (JSON values): what the request asks, as one dict."""
+        dumped = self.model_dump(mode="json", exclude=set(exclude))
+        for name in self.sections():
+            dumped.update({k: v for k, v in dumped.pop(name, {}).items() if k not in exclude})
+        return dumped
 
 
 class Paper(StrictModel):

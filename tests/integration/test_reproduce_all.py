@@ -71,8 +71,8 @@ def test_one_command_plans_exactly_the_published_table():
 
 def test_a_finished_comparison_asked_for_differently_runs_again(tmp_path):
     base = ReproductionRequest(name="rope", preset="smoke", seeds=[42, 43], tune=True, data_dir=tmp_path)
-    same = base.model_copy(update={"threads": 2, "command": "another", "cache_dir": tmp_path / "c"})
-    other_seeds = base.model_copy(update={"seeds": [42, 44]})
+    same = base.updated(**{"threads": 2, "command": "another", "cache_dir": tmp_path / "c"})
+    other_seeds = base.updated(**{"seeds": [42, 44]})
     assert request_sha256(same) == request_sha256(base) != request_sha256(other_seeds)
     artifact = tmp_path / "a.json"
     artifact.write_text("{}")

@@ -21,8 +21,8 @@ from llmevo.experiments.pipeline import artifact_filename
         ({"seeds": []}, "no seeds given"),
         ({"seeds": [-1]}, "--seeds: seed -1 is out of range"),
         ({"tune_seeds": [2**63]}, "--tune-seeds: seed 9223372036854775808 is out of range"),
-        ({"threads": 0}, r"--threads 0: Input should be greater than or equal to 1 \(ReproductionRequest.threads\)"),
-        ({"steps": 0}, r"--steps 0: Input should be greater than or equal to 1 \(ReproductionRequest.steps\)"),
+        ({"threads": 0}, r"--threads 0: Input should be greater than or equal to 1 \(RunSection.threads\)"),
+        ({"steps": 0}, r"--steps 0: Input should be greater than or equal to 1 \(TrainingSection.steps\)"),
         ({"lr": -1.0}, "--lr -1.0: Input should be greater than 0"),
         ({"margin": 0.0}, "--margin 0.0: Input should be greater than 0"),
         ({"replicas_max": 0}, "--replicas-max 0: Input should be greater than or equal to 1"),
@@ -55,7 +55,7 @@ def test_default_outputs(tmp_path):
     outputs = request.plan().outputs
     assert outputs.artifact == Path("runs/2104.09864-rope/public-quick-tuned-seeds42-44.json")
     assert outputs.report == Path("runs/2104.09864-rope/report")
-    published = request.model_copy(update={"publish": True, "report": False}).plan().outputs
+    published = request.updated(**{"publish": True, "report": False}).plan().outputs
     assert published.artifact == Path(
         "docs/reproductions/2104.09864-rope/metrics/public-quick-tuned-seeds42-44.json")
     assert published.report is None
@@ -71,9 +71,9 @@ def test_default_outputs(tmp_path):
     assert settings.study_name() == "evolve-smoke-s8"
     assert settings.storage_url() == "sqlite:///runs/evolve/evolve-smoke-s8.db"
     assert settings.report_folder() == Path("runs/evolve/evolve-smoke-s8")  # beside its study file
-    published = settings.model_copy(update={"publish": True})
+    published = settings.updated(**{"publish": True})
     assert published.report_folder() == Path("docs/evolution/evolve-smoke-s8")
-    assert published.model_copy(update={"out": tmp_path / "r"}).report_folder() == tmp_path / "r"
+    assert published.updated(**{"out": tmp_path / "r"}).report_folder() == tmp_path / "r"
 
 
 def test_publish_outside_a_checkout_is_refused_before_any_work(tmp_path):
@@ -112,8 +112,8 @@ def test_evolve_publish_refuses_a_dirty_or_unknown_tree_before_any_work(tmp_path
             entry(settings)
     assert not storage.exists() and list(data.iterdir()) == []
     # allowed, or not publishing: past the check (refused next for the empty data folder)
-    for allowed in (settings.model_copy(update={"allow_dirty": True}),
-                    settings.model_copy(update={"publish": False})):
+    for allowed in (settings.updated(**{"allow_dirty": True}),
+                    settings.updated(**{"publish": False})):
         with pytest.raises(LlmevoError) as error:
             run(allowed)
         assert "cannot publish" not in str(error.value)
@@ -129,14 +129,14 @@ def test_an_artifact_path_that_is_a_folder_is_refused_before_any_work(tmp_path):
 
 def test_against_outputs_never_collide_with_the_declared_ablations(tmp_path):
     default = ReproductionRequest(name="alibi", data_dir=tmp_path, preset="quick")
-    against = default.model_copy(update={"against": "rope"})
+    against = default.updated(**{"against": "rope"})
     assert default.plan().outputs.artifact == Path(
         "runs/2108.12409-alibi/public-quick-tuned-seeds42-46.json")
     assert against.plan().outputs.artifact == Path(
         "runs/2108.12409-alibi/public-quick-tuned-vs-rope-seeds42-46.json")
     assert (default.plan().outputs.report, against.plan().outputs.report) == (
         Path("runs/2108.12409-alibi/report"), Path("runs/2108.12409-alibi/report-vs-rope"))
-    published = [r.model_copy(update={"publish": True}).plan().outputs for r in (default, against)]
+    published = [r.updated(**{"publish": True}).plan().outputs for r in (default, against)]
     assert published[0].artifact == Path(
         "docs/reproductions/2108.12409-alibi/metrics/public-quick-tuned-seeds42-46.json")
     assert published[1].artifact == Path(
@@ -147,7 +147,7 @@ def test_against_outputs_never_collide_with_the_declared_ablations(tmp_path):
         "public-vs-swiglu-hidden-128-seed42.json"
     assert artifact_filename("quick", [42, 43, 44], tuned=False, against="rope") == \
         "public-quick-vs-rope-seeds42-44.json"
-    command = against.model_copy(update={"command": None}).plan().command
+    command = against.updated(**{"command": None}).plan().command
     assert "against='rope'" in command
 
 

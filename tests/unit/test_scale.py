@@ -219,7 +219,7 @@ def test_a_growing_context_ladder_plans_each_rungs_window(tmp_path):
 
     plan = LadderRequest(name="rope", rungs=[0, 1, 2], context="grow", data_dir=tmp_path,
                          out=tmp_path / "ladder").plan()
-    assert [r.request.seq_len for r in plan.rungs] == [64, 96, 128]
+    assert [r.plan.preset.train.seq_len for r in plan.rungs] == [64, 96, 128]
     assert [r.size.preset.train.seq_len for r in plan.rungs] == [64, 96, 128]
     assert LadderRequest(name="rope", data_dir=tmp_path).plan().folder.name == "2104.09864-rope"
     assert LadderRequest(name="rope", context="grow", data_dir=tmp_path).plan().folder.name.endswith("-context-grow")

@@ -114,7 +114,7 @@ def ladder(
         replace=replace, out=out, command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
         storage=storage, study=study, heartbeat_interval=heartbeat, grace_period=grace_period,
         wait_timeout=wait_timeout)
-    apply_threads(request.threads)
+    apply_threads(request.run.threads)
     plan = request.plan()  # every rung checked before the first trains
 
     def show(event: RungEvent) -> None:

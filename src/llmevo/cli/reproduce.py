@@ -260,7 +260,7 @@ def reproduce(
         preference_file=preference_file, arithmetic_max_operand=arithmetic_max_operand,
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]), **given_only,
     )
-    apply_threads(request.threads)  # the request checked every value (the CLI only parses)
+    apply_threads(request.run.threads)  # the request checked every value (the CLI only parses)
     plan = request.plan()  # every check, output paths included, happens before training
     outputs = plan.outputs
     artifact = run_reproduction(plan, progress=RichTrainingProgress(console))
@@ -302,7 +302,7 @@ def _reproduce_all(preset: str, seeds: str | None, device: str, data_dir: Path |
         threads=threads, path=path, time_limit_minutes=time_limit, publish=publish, allow_dirty=allow_dirty,
         out=out, storage=storage, study=study,
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]))
-    apply_threads(request.threads)
+    apply_threads(request.run.threads)
     plan = request.plan()  # every comparison checked before the first trains
 
     def show(event: EntryEvent) -> None:

@@ -28,18 +28,17 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import optuna
 import torch
 from optuna.trial import FrozenTrial
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from llmevo.artifacts.io import write_json_atomic
 from llmevo.artifacts.provenance import (
     CodeState,
     capture_code_state,
-    check_publishable,
     collect_provenance,
     module_sources,
     pipeline_modules,
@@ -62,17 +61,17 @@ from llmevo.evolve.study import (
     open_storage,
     open_study,
 )
+from llmevo.experiments.sections import RunSection, SizeSection, TuningSection, prologue
 from llmevo.model.config import ModelConfig
 from llmevo.promotion import Promotion, promotions
-from llmevo.registry import RequestModel, check_seeds
+from llmevo.registry import SectionedRequest, Seeds
 from llmevo.runner import tuning
 from llmevo.runner.genome import Genome
 from llmevo.runner.presets import Preset, get_preset
 from llmevo.runner.resources import check_memory
-from llmevo.runner.scale import Scale, size_dial, size_label
+from llmevo.runner.scale import Scale, size_label
 from llmevo.runner.storage import check_storage_url, quiet_optuna, sqlite_path
 from llmevo.train.device import accelerator_name, resolve_device
-from llmevo.train.execution import Execution, check_path
 from llmevo.train.logging import RunLogs
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -90,10 +89,11 @@ def masked(url: str) -> str:
 
 
 DEFAULT_SAMPLER_SEED = 0  # fixed: the same command proposes the same genomes (one worker)
+FINAL_TUNING_SEEDS = (2000,)  # the final comparison's tuning seed: none of the trials' or the report's
 STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
-class EvolutionSettings(RequestModel):
+class EvolutionSettings(SectionedRequest):
     """One evolution run. ``study`` defaults to ``evolve-<preset>[-s<trial_steps>]``,
     ``storage`` to ``sqlite:///runs/evolve/<study>.db``, ``out`` to ``runs/evolve/<study>``
     (``publish``: ``docs/evolution/<study>``, refused from a dirty checkout of ``repo_root``
@@ -102,8 +102,22 @@ class EvolutionSettings(RequestModel):
     ``explain``'s) report seeds. Each trial trains at its lr times each of
     ``trial_lr_factors`` and is scored by the best (empty: one lr, with hurdles);
     ``final_tune`` tunes champion and baseline on ``tune_grid`` (default: 5 from lr/3 to
-    3*lr) under ``tune_seeds`` before the final comparison (a best at the stability edge is
-    confirmed on ``tune_confirm`` more seeds, as in ``llmevo.runner.tuning``)."""
+    3*lr) under ``tune_seeds`` (default 2000) before the final comparison (a best at the
+    stability edge is confirmed on ``tune_confirm`` more seeds, as in ``llmevo.runner.tuning``).
+
+    Sections (``experiments.sections``, each field also flat): ``run`` (``path`` is how
+    rescoring and final seeds train: auto or sequential), ``tuning`` (the final comparison's)
+    and ``size`` (the dial: ``rung``, or ``d_model``/``layers``/``heads``)."""
+
+    refused: ClassVar[dict[str, str]] = {
+        "arm_cache": "evolution trains every trial itself (its runs are the study's)",
+        "replace": "a study's report folder is written by the study (--explain rewrites it)",
+        "tune": "the final comparison is tuned unless --no-final-tune",
+        "tune_space": "the final comparison tunes the learning rate on --tune-grid",
+        "tune_trials": "the final comparison tunes the learning rate on --tune-grid",
+        "tokens_per_parameter": "a study's trials train for the preset's steps (--trial-steps)",
+        "seq_len": "a study trains at the preset's window",
+    }
 
     preset: str = "quick"
     trials: int = Field(default=24, ge=1)
@@ -111,14 +125,11 @@ class EvolutionSettings(RequestModel):
     storage: str | None = None
     study: str | None = None
     sampler: str = "regularized"
-    seeds: list[int] = Field(default_factory=lambda: list(tuning.DEFAULT_REPORT_SEEDS))
+    seeds: Seeds = Field(default_factory=lambda: list(tuning.DEFAULT_REPORT_SEEDS))
     population: int = Field(default=8, ge=2)
     tournament: int = Field(default=3, ge=1)
     rescore_seeds: int = Field(default=2, ge=0)
     score_k: float = Field(default=1.0, ge=0)
-    data_dir: Path
-    cache_dir: Path = Path(".cache/llmevo")
-    device: str = "auto"  # auto, cpu, cuda or mps (checked by resolve_device)
     trial_steps: int | None = Field(default=None, ge=1)
     eval_windows: int | None = Field(default=None, ge=1)
     heartbeat: int = Field(default=5, ge=1)
@@ -126,50 +137,36 @@ class EvolutionSettings(RequestModel):
     sampler_seed: int = Field(default=DEFAULT_SAMPLER_SEED, ge=0)
     out: Path | None = None
     report: bool = True
-    threads: int | None = Field(default=None, ge=1)
     promotion: Literal["evidence", "manifest"] = "evidence"
     docs: Path = Path("docs")
     tensorboard: Path | None = None
     trial_lr_factors: list[float] = Field(default_factory=lambda: list(DEFAULT_TRIAL_LR_FACTORS))
     final_tune: bool = True
-    tune_grid: list[float] | None = None
-    tune_seeds: list[int] = Field(default_factory=lambda: [2000])
-    tune_confirm: int | None = Field(default=None, ge=0)  # None: tuning.DEFAULT_CONFIRM
-    path: str = "auto"  # how rescoring and final seeds train: auto or sequential (llmevo.train.execution)
-    replicas_max: int | None = Field(default=None, ge=1)  # (and by check_path) at most this many seeds of a genome at once
-    publish: bool = False
-    allow_dirty: bool = False
-    rung: int | None = None  # the size dial (runner.scale; 0: quick's llama_modern); quick only
-    d_model: int | None = Field(default=None, ge=1)  # explicit sizes replace the rung's geometry
-    layers: int | None = Field(default=None, ge=1)
-    heads: int | None = Field(default=None, ge=1)
-    command: str | None = None
-    repo_root: Path = REPO_ROOT
-
-    @field_validator("seeds")
-    @classmethod
-    def _seeds(cls, seeds: list[int]) -> list[int]:
-        return check_seeds(seeds)
+    run: RunSection
+    tuning: TuningSection = Field(default_factory=TuningSection)
+    size: SizeSection = Field(default_factory=SizeSection)
+    _scale: Scale | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
-    def _size(self) -> EvolutionSettings:
-        self.size()  # an unknown rung, heads that do not divide d_model, zero steps
+    def _resolve_size(self) -> EvolutionSettings:
+        # resolved once: an unknown rung, heads that do not divide d_model, zero steps fail here
+        self._scale = self.size.resolve(self.preset)
         return self
 
-    def size(self) -> Scale | None:
-        """The size dial resolved (``runner.scale.scale``), or None when no size is asked for."""
-        return size_dial(self.rung, self.d_model, self.layers, self.heads, self.preset, None,
-                         ModelConfig())
+    @property
+    def resolved_size(self) -> Scale | None:
+        """The size dial resolved (``runner.scale.size_dial``), or None when no size is asked for."""
+        return self._scale
 
     def base_model(self) -> ModelConfig:
         """The baseline genome's model: llama_modern, at the dial's size when one is asked for."""
-        size = self.size()
-        return ModelConfig() if size is None else size.model
+        return ModelConfig() if self._scale is None else self._scale.model
 
-    @field_validator("tune_seeds")
-    @classmethod
-    def _tune_seeds(cls, seeds: list[int]) -> list[int]:
-        return check_seeds(seeds, "--tune-seeds")
+    @property
+    def final_tuning_seeds(self) -> list[int]:
+        """The final comparison's tuning seeds: ``tune_seeds`` when given, else 2000."""
+        return list(self.tuning.tune_seeds) if "tune_seeds" in self.tuning.model_fields_set \
+            else list(FINAL_TUNING_SEEDS)
 
     @model_validator(mode="after")
     def _tournament_fits(self) -> EvolutionSettings:
@@ -184,7 +181,7 @@ class EvolutionSettings(RequestModel):
     def study_name(self) -> str:
         if self.study is not None:
             return self.study
-        label = size_label(self.size())
+        label = size_label(self._scale)
         return (f"evolve-{self.preset}" + (f"-{label}" if label else "")
                 + (f"-s{self.trial_steps}" if self.trial_steps else ""))
 
@@ -194,12 +191,12 @@ class EvolutionSettings(RequestModel):
     def report_folder(self) -> Path:
         if self.out is not None:
             return self.out
-        return Path("docs/evolution" if self.publish else "runs/evolve") / self.study_name()
+        return Path("docs/evolution" if self.run.publish else "runs/evolve") / self.study_name()
 
     def presets(self) -> tuple[Preset, Preset]:
         """(trial preset, final-evaluation preset): ``trial_steps`` applies to both,
         ``eval_windows`` to the trials only; the size dial sets quick's batch, steps and warmup."""
-        size = self.size()
+        size = self._scale
         base = get_preset(self.preset) if size is None else size.preset
         return (base.override({"steps": self.trial_steps, "eval_max_windows": self.eval_windows}),
                 base.override({"steps": self.trial_steps}))
@@ -212,48 +209,48 @@ class EvolutionSettings(RequestModel):
         check_sampler(self.sampler)
         trial_preset, final_preset = self.presets()
         promoted = PROMOTION_RULES[self.promotion](promotions(full_registry(), self.docs))
-        execution = Execution(self.path, self.replicas_max)
-        check_path(execution.path, execution.replicas_max)
+        run = self.run
+        execution = run.execution()
         factors = tuple(self.trial_lr_factors)
         if factors:
             trial_lr_grid(1.0, factors)  # refuses a bad grid
+        given = self.tuning
+        if not self.final_tune:
+            for option in ("tune_confirm", "tune_grid", "tune_seeds"):
+                if option in given.model_fields_set:
+                    raise ConfigError(f"{given.option(option)} needs the final tuning: drop --no-final-tune")
         final_tuning = tuning.check_plan(
-            self.tune_grid or tuning.default_grid(final_preset.train.lr), self.tune_seeds,
-            self.seeds, confirm=tuning.DEFAULT_CONFIRM if self.tune_confirm is None
-            else self.tune_confirm) if self.final_tune else None
-        if not self.final_tune and self.tune_confirm is not None:
-            raise ConfigError("--tune-confirm needs the final tuning: drop --no-final-tune")
-        if not self.final_tune and self.tune_grid is not None:
-            raise ConfigError("--tune-grid needs the final tuning: drop --no-final-tune")
-        if not Path(self.data_dir).is_dir():
-            raise ConfigError(f"data directory {self.data_dir} does not exist")
-        device = resolve_device(self.device)  # refuses an unavailable device
+            given.tune_grid or tuning.default_grid(final_preset.train.lr), self.final_tuning_seeds,
+            self.seeds, confirm=tuning.DEFAULT_CONFIRM if given.tune_confirm is None
+            else given.tune_confirm) if self.final_tune else None
+        # the prologue (threads are the workers'); the study's own report may be there,
+        # uncommitted (then --explain)
+        prologue(Path(run.data_dir), None, run.publish, run.allow_dirty, run.repo_root, self.report_folder())
+        device = resolve_device(run.device)  # refuses an unavailable device
         # the memory check a reproduction makes: llama_modern at the study's size, as many runs
         # at once as the workers train (each trial trains its genome at every lr factor at once)
         check_memory("evolution: llama_modern at the study's size", self.base_model(), trial_preset.train,
                      device, self.workers * max(1, len(factors)))
-        if self.publish:  # the study's own report may be there, uncommitted (then --explain)
-            check_publishable(self.repo_root, self.allow_dirty, self.report_folder())
         study_name, storage_url = self.study_name(), self.storage_url()
         check_storage_url(storage_url)
         return EvolutionPlan(
             study_name=study_name, storage_url=storage_url, sampler=self.sampler,
             trials=self.trials, workers=self.workers,
-            threads_per_worker=self.threads or max(1, (os.cpu_count() or 1) // self.workers),
+            threads_per_worker=run.threads or max(1, (os.cpu_count() or 1) // self.workers),
             population=self.population, tournament=self.tournament,
             sampler_seed=self.sampler_seed, heartbeat_interval=self.heartbeat,
             grace_period=self.grace_period, trial_preset=trial_preset, promoted=promoted,
-            base_model=self.base_model(), rung=self.rung,
-            data_dir=Path(self.data_dir).resolve(), cache_dir=Path(self.cache_dir).resolve(),
-            device=self.device, rescore_seeds=self.rescore_seeds, score_k=self.score_k,
+            base_model=self.base_model(), rung=self.size.rung,
+            data_dir=Path(run.data_dir).resolve(), cache_dir=Path(run.cache_dir).resolve(),
+            device=run.device, rescore_seeds=self.rescore_seeds, score_k=self.score_k,
             lr_factors=factors, execution=execution,
             tensorboard=self.tensorboard.resolve() if self.tensorboard is not None else None,
             final_preset=final_preset, seeds=tuple(self.seeds), tuning=final_tuning,
-            threads=self.threads or os.cpu_count() or 1, report=self.report,
-            report_folder=self.report_folder(), publish=self.publish,
-            allow_dirty=self.allow_dirty,
-            command=self.command or f"python: llmevo.evolve.run(study={study_name!r})",
-            repo_root=self.repo_root,
+            threads=run.threads or os.cpu_count() or 1, report=self.report,
+            report_folder=self.report_folder(), publish=run.publish,
+            allow_dirty=run.allow_dirty,
+            command=run.command or f"python: llmevo.evolve.run(study={study_name!r})",
+            repo_root=run.repo_root,
         )
 
 

@@ -65,19 +65,20 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-import torch
 from pydantic import Field, field_validator
 
 from llmevo.artifacts.io import check_output_dir, write_bytes_atomic, write_json_atomic
-from llmevo.artifacts.provenance import REPO_ROOT, CodeState, check_publishable
+from llmevo.artifacts.provenance import CodeState
 from llmevo.artifacts.schema import read_json
 from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
 from llmevo.experiments.pipeline import ReproductionRequest, code_state, reproduce
+from llmevo.experiments.plans import ReproductionPlan
+from llmevo.experiments.sections import RunSection, TrainingSection, TuningSection
 from llmevo.model.config import ModelConfig
-from llmevo.registry import Registry, RequestModel, check_seeds
+from llmevo.registry import Registry, SectionedRequest, Seeds
 from llmevo.runner.cache import arm_parts, canonical_json
 from llmevo.runner.presets import Preset
 from llmevo.train.trainer import Progress
@@ -135,12 +136,12 @@ def evidence_entries(registry: Registry | None = None, only: Sequence[str] | Non
     return entries
 
 
-class EvidenceRequest(RequestModel):
+class EvidenceRequest(SectionedRequest):
     """The whole table at ``preset`` (default quick), tuned as every reproduction of record.
-    ``only``: component names to run (every comparison of each); ``seeds`` and ``steps`` pass
-    to each reproduction, ``tune_grid`` and ``tune_confirm`` to each lr-tuned one,
-    ``tune_trials`` to each space-tuned one (defaults: the reproduction's; see the module
-    docstring for which is which);
+    ``only``: component names to run (every comparison of each); ``seeds``, the ``run`` and
+    ``train`` sections and ``tune_seeds`` pass to each reproduction, ``tune_grid`` and
+    ``tune_confirm`` to each lr-tuned one, ``tune_trials`` to each space-tuned one (defaults:
+    the reproduction's; see the module docstring for which is which);
     ``time_limit_minutes``: a comparison still running at the limit is stopped and recorded
     ``timed_out``; ``out``: the folder of the state file (default ``runs/evidence/<preset>``);
     ``publish``: artifacts under docs/ and the leaderboard and README table regenerated at
@@ -148,28 +149,24 @@ class EvidenceRequest(RequestModel):
     ``data_dir``, when it exists, as ``llmevo leaderboard`` reads it); ``storage``: share the
     table with other workers (see the module docstring)."""
 
+    refused: ClassVar[dict[str, str]] = {
+        "tune": "--all tunes every comparison",
+        "tune_space": ("--all tunes each comparison by its protocol of record (optimizers over their "
+                       "declared space, the rest over the lr grid); --tune-space applies to one comparison"),
+    }
+
     preset: str | Preset = "quick"
     only: list[str] | None = None
-    seeds: list[int] | None = None
-    tune_grid: list[float] | None = None
-    tune_confirm: int | None = Field(default=None, ge=0)
-    tune_trials: int | None = Field(default=None, ge=2)
-    steps: int | None = Field(default=None, ge=1)
-    data_dir: Path
-    cache_dir: Path = Path(".cache/llmevo")
-    device: str = "auto"
-    threads: int | None = Field(default=None, ge=1)
-    path: str = "auto"
+    seeds: Seeds | None = None
     time_limit_minutes: float | None = Field(default=None, gt=0)
-    publish: bool = False
-    allow_dirty: bool = False
     out: Path | None = None
     storage: str | None = None
     study: str | None = None
     regenerate: bool = True  # with publish: the leaderboard and the README table at the end
     references: list[Path] | None = None  # reference artifacts in the leaderboard (None: beside the data)
-    command: str | None = None
-    repo_root: Path = REPO_ROOT
+    run: RunSection
+    train: TrainingSection = Field(default_factory=TrainingSection)
+    tuning: TuningSection = Field(default_factory=TuningSection)
 
     @field_validator("only")
     @classmethod
@@ -178,40 +175,41 @@ class EvidenceRequest(RequestModel):
             raise ConfigError("--only: give at least one component, e.g. --only rope,muon")
         return only
 
-    @field_validator("seeds")
-    @classmethod
-    def _seeds(cls, seeds: list[int] | None) -> list[int] | None:
-        return None if seeds is None else check_seeds(seeds)
+    def request(self, entry: Entry) -> ReproductionRequest:
+        """The reproduction of one comparison of the table: this table's run, training and
+        tuning sections, the grid's options to an lr-tuned comparison, the trials to a
+        space-tuned one."""
+        lr_only, given = entry.tune_space is None, self.tuning
+        tuning = TuningSection(
+            tune=True, tune_seeds=given.tune_seeds, tune_space=entry.tune_space,
+            tune_grid=given.tune_grid if lr_only else None, tune_confirm=given.tune_confirm if lr_only else None,
+            tune_trials=None if lr_only else given.tune_trials)
+        command = f"{self.run.command or 'python: llmevo.experiments.run_evidence'} ({entry.label})"
+        return ReproductionRequest(
+            name=entry.name, against=entry.against, preset=self.preset, seeds=self.seeds,
+            run=self.run.model_copy(update={"command": command}), train=self.train, tuning=tuning)
 
     def plan(self) -> EvidencePlan:
-        """Every comparison's request checked (``ReproductionRequest.plan``) before any work."""
+        """Every comparison planned once, before any work (``ReproductionRequest.plan``)."""
         if self.study is not None and self.storage is None:
             raise ConfigError("--study applies to --storage only")
-        if self.allow_dirty and not self.publish:
-            raise ConfigError("--allow-dirty applies to --publish only")
         preset_name = self.preset if isinstance(self.preset, str) else self.preset.name
         folder = self.out or Path("runs/evidence") / preset_name
         check_output_dir(folder, "--out")
         check_state_file(folder / STATE_FILE)  # before any work, not after the first comparison
-        requests, arm_keys = [], []
+        entries, digests, arm_keys = [], [], []
         for entry in evidence_entries(only=self.only):
-            lr_only = entry.tune_space is None
-            request = ReproductionRequest(
-                name=entry.name, against=entry.against, preset=self.preset, seeds=self.seeds, tune=True,
-                tune_grid=self.tune_grid if lr_only else None, tune_confirm=self.tune_confirm if lr_only else None,
-                tune_space=entry.tune_space, tune_trials=None if lr_only else self.tune_trials, steps=self.steps,
-                data_dir=self.data_dir, cache_dir=self.cache_dir, device=self.device, threads=self.threads,
-                path=self.path, publish=self.publish, allow_dirty=self.allow_dirty, repo_root=self.repo_root,
-                command=f"{self.command or 'python: llmevo.experiments.run_evidence'} ({entry.label})")
-            arms = request.plan().comparison.arms
-            requests.append((entry, request))
-            arm_keys.append(tuple(canonical_json(arm_parts(arm)) for arm in arms))
-        if not requests:
+            request = self.request(entry)
+            plan = request.plan()
+            entries.append((entry, plan))
+            digests.append(request_sha256(request))
+            arm_keys.append(tuple(canonical_json(arm_parts(arm)) for arm in plan.comparison.arms))
+        if not entries:
             raise ConfigError("no comparison to run")
-        if self.tune_trials is not None and all(entry.tune_space is None for entry, _ in requests):
+        if self.tuning.tune_trials is not None and all(entry.tune_space is None for entry, _ in entries):
             raise ConfigError("--tune-trials applies to the space-tuned (optimizer) comparisons; none is "
                               "chosen (the others tune lr over --tune-grid)")
-        return EvidencePlan(request=self, folder=folder, entries=requests, arm_keys=arm_keys)
+        return EvidencePlan(request=self, folder=folder, entries=entries, digests=digests, arm_keys=arm_keys)
 
 
 def shared_arm_needs(arm_keys: Sequence[Sequence[str]]) -> dict[int, list[int]]:
@@ -230,7 +228,8 @@ def shared_arm_needs(arm_keys: Sequence[Sequence[str]]) -> dict[int, list[int]]:
 class EvidencePlan:
     request: EvidenceRequest
     folder: Path
-    entries: list[tuple[Entry, ReproductionRequest]]
+    entries: list[tuple[Entry, ReproductionPlan]]  # each comparison planned once
+    digests: list[str]  # per comparison, what it asks (``request_sha256``)
     arm_keys: list[tuple[str, ...]]  # per comparison, its arms (``runner.cache.arm_parts``)
 
     @property
@@ -313,8 +312,9 @@ REQUEST_FIELDS_NOT_DIGESTED = {"command", "cache_dir", "threads"}  # how it runs
 
 
 def request_sha256(request: ReproductionRequest) -> str:
-    """The digest of what a comparison asks for (every field but ``REQUEST_FIELDS_NOT_DIGESTED``)."""
-    asked = request.model_dump(mode="json", exclude=REQUEST_FIELDS_NOT_DIGESTED)
+    """The digest of what a comparison asks for (every field, sections flattened, but
+    ``REQUEST_FIELDS_NOT_DIGESTED``)."""
+    asked = request.flat(exclude=REQUEST_FIELDS_NOT_DIGESTED)
     return hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()
 
 
@@ -339,11 +339,9 @@ def _outcome(entry: Entry, artifact_path: Path, wall: float, code: str) -> Entry
                         cpu_seconds=artifact.setup.cpu_seconds)
 
 
-def _child(request_json: str, results: Any, code_state: CodeState | None) -> None:
+def _child(plan: ReproductionPlan, results: Any, code_state: CodeState | None) -> None:
     """A comparison in a child process (time-limited runs): its artifact path, or its error."""
     try:
-        request = ReproductionRequest.model_validate_json(request_json)
-        plan = request.plan()
         reproduce(plan, code=code_state)
         results.put(("ok", str(plan.outputs.artifact if plan.outputs else "")))
     except BaseException as error:  # reported to the parent as one line
@@ -352,23 +350,22 @@ def _child(request_json: str, results: Any, code_state: CodeState | None) -> Non
                      f"{type(error).__name__}: {lines[0]} ({traceback.format_exc(limit=1).splitlines()[-1]})"))
 
 
-def _run_entry(entry: Entry, request: ReproductionRequest, time_limit: float | None, code: str,
+def _run_entry(entry: Entry, plan: ReproductionPlan, time_limit: float | None, code: str,
                progress: Progress | None, code_state: CodeState | None = None) -> EntryOutcome:
     """One comparison, in this process or (``time_limit``) in a child; ``code_state``: what
     its provenance records, read when the table started (see ``table_code_states``)."""
     started = time.perf_counter()
-    artifact_path = request.plan().outputs.artifact  # type: ignore[union-attr]
+    artifact_path = plan.outputs.artifact  # type: ignore[union-attr]
     if time_limit is None:
         try:
-            reproduce(request, progress, code=code_state)
+            reproduce(plan, progress, code=code_state)
         except ConfigError as error:
             return EntryOutcome(entry.label, "failed", wall_seconds=time.perf_counter() - started,
                                 message=str(error))
         return _outcome(entry, artifact_path, time.perf_counter() - started, code)
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
-    child = context.Process(target=_child, args=(request.model_dump_json(exclude_unset=True), results, code_state),
-                            daemon=False)
+    child = context.Process(target=_child, args=(plan, results, code_state), daemon=False)
     child.start()
     child.join(time_limit * 60)
     wall = time.perf_counter() - started
@@ -393,12 +390,7 @@ def run_evidence(request: EvidenceRequest | EvidencePlan, progress: Progress | N
     the leaderboard and the README table; return every comparison's outcome in table order."""
     plan = request.plan() if isinstance(request, EvidenceRequest) else request
     ask = plan.request
-    if not Path(ask.data_dir).is_dir():
-        raise ConfigError(f"data directory {ask.data_dir} does not exist")
-    if ask.threads:
-        torch.set_num_threads(ask.threads)
-    if ask.publish:
-        check_publishable(ask.repo_root, ask.allow_dirty)
+    ask.run.prologue()
     code = _code_sha256()
     states = table_code_states(plan)
     if ask.storage is not None:
@@ -411,7 +403,7 @@ def run_evidence(request: EvidenceRequest | EvidencePlan, progress: Progress | N
             eta = sum(durations) / len(durations) * remaining if durations else None
             if on_entry is not None:
                 on_entry(EntryEvent(index, len(plan.entries), entry.label, time.perf_counter() - started, eta))
-            record, asked = state.get(entry.label), request_sha256(reproduction)
+            record, asked = state.get(entry.label), plan.digests[index]
             if _still_finished(record, code, asked):
                 outcome = EntryOutcome(**{**record, "skipped": True})  # type: ignore[arg-type]
             else:
@@ -428,10 +420,10 @@ def run_evidence(request: EvidenceRequest | EvidencePlan, progress: Progress | N
                 eta = sum(durations) / len(durations) * remaining if durations else None
                 on_entry(EntryEvent(index, len(plan.entries), entry.label, time.perf_counter() - started,
                                     eta, outcome))
-    if ask.publish and ask.regenerate:
+    if ask.run.publish and ask.regenerate:
         from llmevo.reports.leaderboard import regenerate
 
-        regenerate(ask.repo_root, references=reference_folders(ask))
+        regenerate(ask.run.repo_root, references=reference_folders(ask))
     return outcomes
 
 
@@ -439,14 +431,14 @@ def table_code_states(plan: EvidencePlan) -> dict[str, CodeState]:
     """Each comparison's code state, all read now, before the first artifact is written:
     a published comparison's artifact makes the tree dirty, so a state read when the next
     comparison starts would refuse to publish it (or, allowed, record it dirty)."""
-    return {entry.label: code_state(reproduction.plan()) for entry, reproduction in plan.entries}
+    return {entry.label: code_state(reproduction) for entry, reproduction in plan.entries}
 
 
 def reference_folders(request: EvidenceRequest) -> list[Path]:
     """The reference artifacts the regenerated leaderboard keeps (``llmevo leaderboard``'s)."""
     if request.references is not None:
         return list(request.references)
-    beside = Path(request.data_dir).parent / "reference-artifacts"
+    beside = Path(request.run.data_dir).parent / "reference-artifacts"
     return [beside] if beside.is_dir() else []
 
 
@@ -460,8 +452,8 @@ def _run_shared(plan: EvidencePlan, code: str, progress: Progress | None,
     labels = [entry.label for entry, _ in plan.entries]
     description = {"kind": "evidence table", "comparisons": labels, "code_sha256": code,
                    "preset": ask.preset if isinstance(ask.preset, str) else ask.preset.model_dump(mode="json"),
-                   "seeds": ask.seeds, "tune_grid": ask.tune_grid, "tune_confirm": ask.tune_confirm,
-                   "tune_trials": ask.tune_trials, "steps": ask.steps, "publish": ask.publish}
+                   "seeds": ask.seeds, "tune_grid": ask.tuning.tune_grid, "tune_confirm": ask.tuning.tune_confirm,
+                   "tune_trials": ask.tuning.tune_trials, "steps": ask.train.steps, "publish": ask.run.publish}
     digest = hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()[:12]
     study = open_work_queue(ask.storage or "", ask.study or f"evidence-{digest}", description,
                             list(range(len(labels))), 5, 20)

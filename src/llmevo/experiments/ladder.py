@@ -70,9 +70,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-import torch
 from pydantic import Field, field_validator
 
 from llmevo.artifacts.io import (
@@ -92,7 +91,7 @@ from llmevo.artifacts.ladder import (
     arms_differ_in,
     artifact_heads,
 )
-from llmevo.artifacts.provenance import REPO_ROOT, CodeState, check_publishable, collect_provenance
+from llmevo.artifacts.provenance import REPO_ROOT, CodeState, collect_provenance
 from llmevo.artifacts.schema import SCHEMA_VERSION, ReproductionArtifact, load_artifact
 from llmevo.errors import ConfigError
 from llmevo.eval.scaling import (
@@ -105,19 +104,18 @@ from llmevo.eval.scaling import (
     ladder_statistics,
 )
 from llmevo.experiments.genome_comparison import read_genome
-from llmevo.experiments.pipeline import ReproductionRequest, code_state, reproduce
-from llmevo.experiments.plans import plan_comparison
-from llmevo.model.config import ModelConfig
-from llmevo.registry import RequestModel, check_seeds
+from llmevo.experiments.pipeline import ReproductionRequest, code_state, plan_arms, reproduce
+from llmevo.experiments.plans import ReproductionPlan
+from llmevo.experiments.sections import RunSection, SizeSection, TuningSection
+from llmevo.registry import SectionedRequest, Seeds
 from llmevo.reports.ladder import write_ladder_report
 from llmevo.reports.readme import against_slug
 from llmevo.runner.presets import Preset
-from llmevo.runner.scale import RUNGS, TOKENS_PER_PARAMETER, Scale, context_length, size_dial
+from llmevo.runner.scale import RUNGS, TOKENS_PER_PARAMETER, Scale, context_length
 from llmevo.runner.tuning import (
     DEFAULT_CONFIRM,
     DEFAULT_REPORT_SEEDS,
     DEFAULT_SPAN,
-    DEFAULT_TUNING_SEEDS,
     default_grid,
 )
 from llmevo.train.device import accelerator_name, resolve_device
@@ -165,61 +163,53 @@ def lr_rule_grid(parameters: int, history: dict[str, Sequence[tuple[int, float]]
                   "lattice": f"{base_lr:g} * 3^(k/2), k = {min(steps) - 1}..{max(steps) + 1}"}
 
 
-class LadderRequest(RequestModel):
+class LadderRequest(SectionedRequest):
     """A ladder: ``name`` against its ablation (or ``against``) at each of ``rungs``, tuned
     and paired. ``seeds``: report seeds at every rung (``top_seeds``: only the first k at the
-    top rung). ``tokens_per_parameter`` replaces quick's ratio (about 7.26) at every rung.
-    ``preset`` must be quick (the size dial scales it; a ``Preset`` named quick with other
-    data or evaluation budgets serves tests). ``full_grid_rungs``: how many of the lowest
+    top rung). ``preset`` must be quick (the size dial scales it; a ``Preset`` named quick with
+    other data or evaluation budgets serves tests). ``full_grid_rungs``: how many of the lowest
     rungs are tuned on the full default grid before the learning-rate rule takes over (0
     turns the rule off: every rung gets the full grid). ``out``: the ladder folder.
     ``storage`` (a SQLAlchemy URL): the ladder is a queue of rungs in an Optuna study there
     (``study``, else a name derived from the description), shared by every worker that runs
     the same request against it (``work_queue``); ``heartbeat_interval`` (default 5 s),
-    ``grace_period`` (20 s) and ``wait_timeout`` (24 h) apply to it."""
+    ``grace_period`` (20 s) and ``wait_timeout`` (24 h) apply to it.
+
+    Sections (``experiments.sections``, each field also flat): ``run``, handed whole to every
+    rung; ``tuning`` (``tune_seeds``, ``tune_confirm``: every rung is tuned, its grid the
+    ladder's); ``size`` (``tokens_per_parameter`` replaces quick's ratio, about 7.26, at every
+    rung; the rungs and ``context`` choose the rest)."""
+
+    refused: ClassVar[dict[str, str]] = {
+        "tune": "a ladder tunes every rung",
+        "tune_grid": "each rung's grid is the full default grid or the learning-rate rule's (--full-grid-rungs)",
+        "tune_space": "a ladder tunes the learning rate on each rung's grid",
+        "tune_trials": "a ladder tunes the learning rate on each rung's grid",
+        **{field: "--rungs chooses each rung's size" for field in ("rung", "d_model", "layers", "heads")},
+        "seq_len": "--context chooses the window (fixed, or growing with the rung)",
+    }
 
     name: str
     against: str | None = None
     genome: Path | None = None  # the method arm is this genome (``experiments.genome_comparison``)
     rungs: list[int] = Field(default_factory=lambda: list(DEFAULT_RUNGS))
-    seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_REPORT_SEEDS))
+    seeds: Seeds = Field(default_factory=lambda: list(DEFAULT_REPORT_SEEDS))
     top_seeds: int | None = Field(default=None, ge=2)
-    tune_seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_TUNING_SEEDS))
-    tune_confirm: int = Field(default=DEFAULT_CONFIRM, ge=0)
     full_grid_rungs: int = Field(default=FULL_GRID_RUNGS, ge=0)
-    tokens_per_parameter: float | None = Field(default=None, gt=0)
     context: Literal["fixed", "grow"] = "fixed"  # grow: the window grows with the rung (context_length)
     margin: float = Field(default=1.0, gt=0)
     preset: str | Preset = "quick"
-    data_dir: Path
-    cache_dir: Path = Path(".cache/llmevo")
-    device: str = "auto"
-    threads: int | None = Field(default=None, ge=1)
-    path: str = "auto"
-    replicas_max: int | None = Field(default=None, ge=1)
     resamples: int = Field(default=2000, ge=1)
     include_degenerate: bool = False  # keep a one-head rung in the fits of a head-dependent slot
-    publish: bool = False
-    allow_dirty: bool = False
-    replace: bool = False
     out: Path | None = None
-    command: str | None = None
-    repo_root: Path = REPO_ROOT
     storage: str | None = None
     study: str | None = None
     heartbeat_interval: int | None = Field(default=None, ge=1)
     grace_period: int | None = Field(default=None, ge=1)
     wait_timeout: float | None = Field(default=None, gt=0)
-
-    @field_validator("seeds")
-    @classmethod
-    def _seeds(cls, seeds: list[int]) -> list[int]:
-        return check_seeds(seeds)
-
-    @field_validator("tune_seeds")
-    @classmethod
-    def _tune_seeds(cls, seeds: list[int]) -> list[int]:
-        return check_seeds(seeds, "--tune-seeds")
+    run: RunSection
+    tuning: TuningSection = Field(default_factory=TuningSection)
+    size: SizeSection = Field(default_factory=SizeSection)
 
     @field_validator("rungs")
     @classmethod
@@ -231,48 +221,48 @@ class LadderRequest(RequestModel):
             raise ConfigError(f"--rungs {','.join(map(str, rungs))}: a ladder needs at least 2 distinct rungs")
         return sorted(rungs)
 
+    @property
+    def tune_confirm(self) -> int:
+        return DEFAULT_CONFIRM if self.tuning.tune_confirm is None else self.tuning.tune_confirm
+
+    def rung_request(self, index: int, rung: int, folder: Path) -> ReproductionRequest:
+        """The reproduction of rung ``rung`` (the ``index``-th): this ladder's run section,
+        tuning seeds, seeds and margin at the rung's size, its file in ``folder``; its grid is
+        bound when it runs."""
+        top = index == len(self.rungs) - 1
+        seeds = self.seeds[: self.top_seeds] if top and self.top_seeds else list(self.seeds)
+        command = f"{self.run.command or 'python: llmevo.experiments.run_ladder'} (rung {rung})"
+        return ReproductionRequest(
+            name=self.name, against=self.against, genome=self.genome, preset=self.preset, seeds=seeds,
+            margin=self.margin, report=False, out=folder / f"rung{rung}.json",
+            run=self.run.model_copy(update={"command": command}),
+            tuning=TuningSection(tune=True, tune_seeds=self.tuning.tune_seeds, tune_confirm=self.tune_confirm),
+            size=SizeSection(rung=rung, tokens_per_parameter=self.size.tokens_per_parameter,
+                             seq_len=context_length(rung) if self.context == "grow" else None))
+
     def plan(self) -> LadderPlan:
-        """Every rung's size and request checked before any work (an unknown name or
-        ``against``, a size a component cannot take, a ratio that gives zero steps)."""
-        if self.genome is None:
-            comparison = plan_comparison(self.name, against=self.against)
-        else:
-            comparison = ReproductionRequest(name=self.name, against=self.against, genome=self.genome,
-                                             data_dir=self.data_dir).comparison()
+        """Every rung's size and plan checked before any work (an unknown name or
+        ``against``, a size a component cannot take, a ratio that gives zero steps); the
+        comparison is planned once for every rung, each rung's size resolved once."""
+        comparison = plan_arms(self.name, self.against, self.genome)
         if comparison.spec.slot == "post_training":
             raise ConfigError(f"'{self.name}' is a post-training method: its arms share one pretraining "
                               "and are not tuned, so a tuned ladder does not apply")
         if self.top_seeds is not None and self.top_seeds > len(self.seeds):
             raise ConfigError(f"--top-seeds {self.top_seeds}: more than the {len(self.seeds)} report seeds")
-        if self.allow_dirty and not self.publish:
-            raise ConfigError("--allow-dirty applies to --publish only")
         shared = self._shared(comparison.against)
         paper = comparison.spec.manifest.paper
         folder = self.out or ladder_folder(
             f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name,
-            comparison.against, self.publish, self.context)
+            comparison.against, self.run.publish, self.context)
         check_output_dir(folder, "--out")
         rungs = []
         for index, rung in enumerate(self.rungs):
-            seq_len = context_length(rung) if self.context == "grow" else None
-            size = size_dial(rung, None, None, None, self.preset, None, ModelConfig(),
-                             self.tokens_per_parameter, seq_len)
+            request = self.rung_request(index, rung, folder)
+            size = request.resolved_size
             assert size is not None
-            top = index == len(self.rungs) - 1
-            seeds = self.seeds[: self.top_seeds] if top and self.top_seeds else list(self.seeds)
-            request = ReproductionRequest(
-                name=self.name, against=self.against, genome=self.genome, preset=self.preset, seeds=seeds,
-                data_dir=self.data_dir, cache_dir=self.cache_dir, device=self.device,
-                threads=self.threads, tune=True, tune_seeds=self.tune_seeds,
-                tune_confirm=self.tune_confirm, margin=self.margin, path=self.path,
-                replicas_max=self.replicas_max, rung=rung,
-                tokens_per_parameter=self.tokens_per_parameter, seq_len=seq_len, publish=self.publish,
-                allow_dirty=self.allow_dirty, replace=self.replace, report=False,
-                out=folder / f"rung{rung}.json", repo_root=self.repo_root,
-                command=f"{self.command or 'python: llmevo.experiments.run_ladder'} (rung {rung})")
-            request.plan()  # every rung's request is valid before the first trains
-            rungs.append(RungPlan(rung, size, request, full_grid=index < self.full_grid_rungs
-                                  or self.full_grid_rungs == 0))
+            rungs.append(RungPlan(rung, size, request.plan(comparison),
+                                  full_grid=index < self.full_grid_rungs or self.full_grid_rungs == 0))
         return LadderPlan(request=self, folder=folder, rungs=rungs, against=comparison.against, shared=shared)
 
     def description(self, against: str | None) -> dict[str, Any]:
@@ -282,9 +272,9 @@ class LadderRequest(RequestModel):
         genome = {} if self.genome is None else {"genome": read_genome(self.genome)[0].hash()}
         return {"kind": "ladder", "name": self.name, "against": against, **genome, "rungs": list(self.rungs),
                 "seeds": list(self.seeds),
-                "top_seeds": self.top_seeds, "tune_seeds": list(self.tune_seeds),
+                "top_seeds": self.top_seeds, "tune_seeds": list(self.tuning.tune_seeds),
                 "tune_confirm": self.tune_confirm, "full_grid_rungs": self.full_grid_rungs,
-                "tokens_per_parameter": self.tokens_per_parameter, "margin": self.margin,
+                "tokens_per_parameter": self.size.tokens_per_parameter, "margin": self.margin,
                 "resamples": self.resamples, "preset": preset, "context": self.context,
                 **({"include_degenerate": True} if self.include_degenerate else {})}
 
@@ -320,7 +310,7 @@ def ladder_folder(name: str, against: str | None, publish: bool, context: str = 
 class RungPlan:
     rung: int
     size: Scale
-    request: ReproductionRequest  # without its grid: the full grid or the rule's, set when it runs
+    plan: ReproductionPlan  # planned once; its grid (the full grid or the rule's) bound when it runs
     full_grid: bool
 
 
@@ -518,13 +508,8 @@ def run_ladder(request: LadderRequest | LadderPlan, progress: Progress | None = 
     workers (``run_shared_ladder``)."""
     plan = request.plan() if isinstance(request, LadderRequest) else request
     ask = plan.request
-    if not Path(ask.data_dir).is_dir():
-        raise ConfigError(f"data directory {ask.data_dir} does not exist")
-    if ask.threads:
-        torch.set_num_threads(ask.threads)
-    if ask.publish:
-        check_publishable(ask.repo_root, ask.allow_dirty)  # before the first rung writes
-    code = code_state(plan.rungs[0].request.plan())
+    ask.run.prologue()  # a published ladder: a clean tree before the first rung writes
+    code = code_state(plan.rungs[0].plan)
     if plan.shared is not None:
         return run_shared_ladder(plan, code, progress, on_rung)
     started = time.perf_counter()
@@ -561,7 +546,7 @@ def _run_rung(plan: LadderPlan, rung: RungPlan, history: dict[str, list[tuple[in
     else:
         grid, rule = lr_rule_grid(rung.size.parameters, history, base_lr)
     rung_started = time.perf_counter()
-    artifact = reproduce(rung.request.model_copy(update={"tune_grid": grid}), progress, code=code)
+    artifact = reproduce(rung.plan.with_grid(grid), progress, code=code)
     wall = time.perf_counter() - rung_started
     assert artifact.tuning is not None, "ladder rungs are tuned"
     return artifact, RungRecord.of(rung.rung, artifact, plan.folder / f"rung{rung.rung}.json",
@@ -580,18 +565,18 @@ def _write_ladder(plan: LadderPlan, records: list[RungRecord], arm_names: dict[s
     slots = arms_differ_in(top_artifact)
     statistics, degenerate = _statistics(records, slots, ask.include_degenerate, ask.resamples)
     provenance = collect_provenance(
-        command=ask.command or f"python: llmevo.experiments.run_ladder({ask.name!r}, rungs={ask.rungs})",
+        command=ask.run.command or f"python: llmevo.experiments.run_ladder({ask.name!r}, rungs={ask.rungs})",
         code=code, dataset_fingerprint=records[0].dataset_fingerprint,
-        accelerator=accelerator_name(resolve_device(ask.device)),
+        accelerator=accelerator_name(resolve_device(ask.run.device)),
         artifact_path=str(plan.folder / "ladder.json"),
-        allow_dirty=ask.allow_dirty if ask.publish else None)
+        allow_dirty=ask.run.allow_dirty if ask.run.publish else None)
     top_note = None
     if ask.top_seeds is not None and len(records) >= 2:
         top_note = (f"the top rung used the first {ask.top_seeds} of the {len(ask.seeds)} report seeds; "
                     f"the rung below's noise floor was {records[-2].noise_floor_percent:.2f}%")
     built = ladder_file(
         name=ask.name, against=plan.against, arm_names=arm_names, margin_percent=ask.margin, context=ask.context,
-        tokens_per_parameter=ask.tokens_per_parameter or TOKENS_PER_PARAMETER, rungs=records,
+        tokens_per_parameter=ask.size.tokens_per_parameter or TOKENS_PER_PARAMETER, rungs=records,
         statistics=statistics, provenance=provenance, top_seeds_note=top_note, wall_seconds=wall_seconds,
         slots=slots, degenerate=degenerate)
     for name, data in (rung_files or {}).items():  # first, so that the folder is not empty below

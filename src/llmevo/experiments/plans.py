@@ -29,6 +29,7 @@ from llmevo.data.bytes import byte_stream
 from llmevo.data.lm import LMCorpus
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import DEFAULT_MARGIN_PERCENT
+from llmevo.experiments.sections import prologue
 from llmevo.hf.load import LlamaCheckpoint
 from llmevo.model.blt import blt_model_config, blt_standin_config, prepare_blt
 from llmevo.model.config import ModelConfig
@@ -45,7 +46,7 @@ from llmevo.runner.cache import CacheUse
 from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
 from llmevo.runner.scale import Scale, scale_model
-from llmevo.runner.tuning import TuningPlan
+from llmevo.runner.tuning import TuningPlan, check_plan
 from llmevo.runner.tuning_space import SpacePlan
 from llmevo.train.execution import Execution
 
@@ -387,3 +388,17 @@ class ReproductionPlan:
     @property
     def name(self) -> str:
         return self.comparison.spec.name
+
+    def prologue(self, check_publish: bool = True) -> None:
+        """The run prologue (``sections.prologue``) before this plan's first run."""
+        prologue(self.data_dir, self.threads, self.publish and check_publish, self.allow_dirty,
+                 self.repo_root)
+
+    def with_grid(self, grid: list[float]) -> ReproductionPlan:
+        """This plan tuned on ``grid`` instead (a ladder's rung: its grid is chosen by the lr
+        rule once the rungs below are done), checked as any lr grid is."""
+        if not isinstance(self.tuning, TuningPlan):
+            raise ConfigError("a grid binds to a plan tuned on a learning-rate grid")
+        tuning = self.tuning
+        return replace(self, tuning=check_plan(grid, tuning.seeds, self.seeds, tuning.extend_edges,
+                                               confirm=len(tuning.confirm_seeds)))

@@ -1,0 +1,231 @@
+"""The sections every pipeline request is built from, each declared once.
+
+A request (``ReproductionRequest``, ``LadderRequest``, ``EvidenceRequest``,
+``EvolutionSettings``) holds what is its own (the component, the rungs, the table's filter,
+the study) and these sections, which the pipelines share and pass on whole (a ladder hands
+its ``run`` section to every rung, ``--all`` to every comparison):
+
+- ``RunSection``: where and how runs go: data, cache, device, threads, execution path, the
+  arm cache, publishing, the command provenance records; and the run prologue, once.
+- ``TrainingSection``: the preset's training settings a request overrides.
+- ``TuningSection``: whether and how each arm is tuned (an lr grid or a declared space).
+- ``SizeSection``: the size dial (a rung, or explicit width, depth and heads).
+- ``PostTrainingSection``: a post-training method's stage and task options.
+
+Field names are unique across sections: each is also its option (``tune_grid`` ->
+``--tune-grid``) and the request's flat keyword (``ReproductionRequest(name="rope",
+data_dir="data", threads=1)`` puts ``data_dir`` and ``threads`` into ``run``). A pipeline that
+does not read a section field lists it in ``refused``; giving it is an error
+(``registry.SectionedRequest``).
+
+Public API: ``RunSection``, ``TrainingSection``, ``TuningSection``, ``SizeSection``,
+``PostTrainingSection``, ``prologue``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import Field, model_validator
+
+from llmevo.artifacts.provenance import REPO_ROOT, check_publishable
+from llmevo.errors import ConfigError
+from llmevo.model.config import ModelConfig
+from llmevo.registry import Section, TuneSeeds
+from llmevo.runner.presets import Preset
+from llmevo.runner.scale import Scale, size_dial
+from llmevo.runner.tuning import (
+    DEFAULT_CONFIRM,
+    DEFAULT_TUNING_SEEDS,
+    TuningPlan,
+    check_plan,
+    default_grid,
+)
+from llmevo.runner.tuning_space import DEFAULT_TRIALS, MAX_TRIALS, SpacePlan, check_space_plan
+from llmevo.train.execution import Execution, check_path
+
+
+class RunSection(Section):
+    """Where and how a pipeline's runs go. ``path`` (auto, sequential, batched, parallel,
+    parallel-batched) and ``replicas_max`` choose how an arm's seeds train; ``arm_cache``
+    loads runs trained before identically (``runner.cache``); ``publish`` writes under
+    ``docs/`` from a clean checkout of ``repo_root`` (``allow_dirty``: or not, recorded);
+    ``replace`` lets an artifact replace one that holds more; ``command`` is what provenance
+    records as the command that ran."""
+
+    data_dir: Path
+    cache_dir: Path = Path(".cache/llmevo")
+    device: str = "auto"  # auto, cpu, cuda or mps (checked by resolve_device)
+    threads: int | None = Field(default=None, ge=1)
+    path: str = "auto"  # how an arm's seeds train (checked by check_path)
+    replicas_max: int | None = Field(default=None, ge=1)  # at most this many seeds of an arm at once
+    arm_cache: bool = True  # load runs trained before identically (runner.cache); False: retrain
+    publish: bool = False
+    allow_dirty: bool = False
+    replace: bool = False  # replace an artifact at the output path that holds more than the new one
+    command: str | None = None
+    repo_root: Path = REPO_ROOT
+
+    @model_validator(mode="after")
+    def _dirty_needs_publish(self) -> RunSection:
+        if self.allow_dirty and not self.publish:
+            raise ConfigError("--allow-dirty applies to --publish only (an unpublished run may "
+                              "come from any tree; provenance records whether it was dirty)")
+        return self
+
+    def execution(self) -> Execution:
+        """How an arm's seeds train, checked (``train.execution.check_path``)."""
+        check_path(self.path, self.replicas_max)
+        return Execution(self.path, self.replicas_max)
+
+    def prologue(self, check_publish: bool = True, output: Path | None = None) -> None:
+        """The run prologue (``prologue``) for this section."""
+        prologue(Path(self.data_dir), self.threads, self.publish and check_publish, self.allow_dirty,
+                 self.repo_root, output)
+
+
+def prologue(data_dir: Path, threads: int | None, publish: bool, allow_dirty: bool,
+             repo_root: Path | None, output: Path | None = None) -> None:
+    """What every pipeline does before its first run, in one place: the data folder exists,
+    torch's CPU threads are set, and a published run comes from a clean checkout of
+    ``repo_root`` (``allow_dirty``: or not; ``output``: a folder of the run's own that may be
+    there, uncommitted). ``publish`` False where a caller checked the checkout already."""
+    if not Path(data_dir).is_dir():
+        raise ConfigError(f"data directory {data_dir} does not exist")
+    if threads:
+        torch.set_num_threads(threads)
+    if publish:
+        check_publishable(repo_root, allow_dirty, output)
+
+
+class TrainingSection(Section):
+    """The preset's training settings a request overrides (None: the preset's)."""
+
+    steps: int | None = Field(default=None, ge=1)
+    batch_size: int | None = Field(default=None, ge=1)
+    lr: float | None = Field(default=None, gt=0)
+    warmup_steps: int | None = Field(default=None, ge=0)
+    weight_decay: float | None = Field(default=None, ge=0)
+    schedule: str | None = None  # constant or cosine (checked by the preset)
+    suite: str | None = None  # core or public (checked by the preset)
+
+    def overrides(self) -> dict[str, Any]:
+        """For ``Preset.override``: every setting, None where the preset's stays."""
+        return self.model_dump()
+
+    def given(self) -> list[str]:
+        """The options given (``--steps``, ...), for refusals."""
+        return [self.option(name) for name, value in self.model_dump().items() if value is not None]
+
+
+class TuningSection(Section):
+    """How each arm is tuned before the report seeds train. ``tune`` (None: the pipeline's
+    default) tunes each arm's learning rate on ``tune_grid`` (default: 5 from lr/3 to 3*lr)
+    under ``tune_seeds`` (a best at the stability edge confirmed on ``tune_confirm`` further
+    seeds, default 2); ``tune_space`` (``"full"`` or axes such as ``"lr,beta2"``) instead
+    tunes each arm over its components' declared space with ``tune_trials`` Sobol trials
+    (default 8) per arm (``runner.tuning_space``)."""
+
+    tune: bool | None = None
+    tune_grid: list[float] | None = None
+    tune_seeds: TuneSeeds = Field(default_factory=lambda: list(DEFAULT_TUNING_SEEDS))
+    tune_confirm: int | None = Field(default=None, ge=0)  # extra tuning seeds at the stability edge; 0: off
+    tune_space: str | None = None
+    tune_trials: int | None = Field(default=None, ge=2, le=MAX_TRIALS)
+
+    @model_validator(mode="after")
+    def _one_protocol(self) -> TuningSection:
+        if self.tune is False and self.tune_grid is not None:
+            raise ConfigError("--tune-grid needs tuning; drop --no-tune (tune=False with a tune_grid)")
+        if self.tune_trials is not None and self.tune_space is None:
+            raise ConfigError("--tune-trials needs --tune-space (e.g. --tune-space full); the "
+                              "learning-rate grid's size is --tune-grid")
+        if self.tune_space is not None:
+            if self.tune is False:
+                raise ConfigError("--tune-space needs tuning; drop --no-tune")
+            if self.tune_grid is not None:
+                raise ConfigError("--tune-grid and --tune-space are two protocols; give one "
+                                  "(the space's lr axis spans lr/3 .. 3*lr)")
+            if self.tune_confirm is not None:
+                raise ConfigError("--tune-confirm applies to the learning-rate grid only; space "
+                                  "tuning gives every arm the same trials (drop --tune-confirm)")
+        return self
+
+    def wanted(self, tuned_by_default: bool) -> bool:
+        """Whether the arms are tuned: ``tune`` when given, else when a grid or a space is
+        given, else the pipeline's default."""
+        if self.tune is not None:
+            return self.tune
+        return self.tune_space is not None or self.tune_grid is not None or tuned_by_default
+
+    def plan(self, base_lr: float, report_seeds: list[int],
+             grid: list[float] | None = None) -> TuningPlan | SpacePlan:
+        """The tuning plan for a preset learning rate ``base_lr``: the space's trials, or the
+        lr grid (``grid`` where a caller chooses it, e.g. a ladder's lr rule; else
+        ``tune_grid``; else the default grid around ``base_lr``), its seeds disjoint from
+        ``report_seeds``."""
+        if self.tune_space is not None:
+            return check_space_plan(self.tune_space, self.tune_trials or DEFAULT_TRIALS,
+                                    self.tune_seeds, report_seeds)
+        confirm = DEFAULT_CONFIRM if self.tune_confirm is None else self.tune_confirm
+        return check_plan(grid or self.tune_grid or default_grid(base_lr), self.tune_seeds,
+                          report_seeds, confirm=confirm)
+
+    def refuse_untuned(self, why: str) -> None:
+        """An untuned run: refuse the tuning options that were given (``why``: what to do)."""
+        for option in ("tune_confirm", "tune_seeds"):
+            if option in self.model_fields_set and getattr(self, option) is not None:
+                raise ConfigError(f"{self.option(option)} needs tuning: {why}")
+
+
+class SizeSection(Section):
+    """The size dial (``runner.scale``): ``rung`` (0: quick's llama_modern), or explicit
+    ``d_model``, ``layers`` and ``heads`` replacing the rung's geometry;
+    ``tokens_per_parameter`` (default quick's ~7.26) and ``seq_len`` (quick's 64) set the
+    training tokens and the window at that size. Quick only."""
+
+    rung: int | None = None
+    d_model: int | None = Field(default=None, ge=1)
+    layers: int | None = Field(default=None, ge=1)
+    heads: int | None = Field(default=None, ge=1)
+    tokens_per_parameter: float | None = Field(default=None, gt=0)
+    seq_len: int | None = None
+
+    def resolve(self, preset: str | Preset, batch_size: int | None = None,
+                base_model: ModelConfig | None = None) -> Scale | None:
+        """The size dial resolved (``runner.scale.size_dial``), or None when no size is asked
+        for; an unknown rung, heads that do not divide the width or zero steps fail here."""
+        return size_dial(self.rung, self.d_model, self.layers, self.heads, preset, batch_size,
+                         base_model or ModelConfig(), self.tokens_per_parameter, self.seq_len)
+
+    def given(self) -> list[str]:
+        return [self.option(name) for name, value in self.model_dump().items() if value is not None]
+
+
+class PostTrainingSection(Section):
+    """A post-training method's stage (steps, batch, lr, the stage seed's offset from the run
+    seed) and task options: majority vote over k = 1, 4, 8 samples (``self_consistency``),
+    DPO's pairs from a JSONL file of ``{"chosen", "rejected"}`` instead of HH-RLHF
+    (``preference_file``), GRPO's operands 0..N (``arithmetic_max_operand``). None: the
+    preset's."""
+
+    post_steps: int | None = Field(default=None, ge=1)
+    post_batch_size: int | None = Field(default=None, ge=1)
+    post_lr: float | None = Field(default=None, gt=0)
+    post_seed_offset: int | None = None
+    self_consistency: bool | None = None
+    preference_file: Path | None = None
+    arithmetic_max_operand: int | None = None
+
+    def stage_overrides(self) -> dict[str, Any]:
+        """For ``PostTrainSettings.override``."""
+        return {"steps": self.post_steps, "batch_size": self.post_batch_size, "lr": self.post_lr,
+                "seed_offset": self.post_seed_offset, "self_consistency": self.self_consistency,
+                "arithmetic.max_operand": self.arithmetic_max_operand}
+
+    def given(self) -> list[str]:
+        """The options given, ``--post-steps (post_steps)`` style, for refusals."""
+        return [f"{self.option(name)} ({name})" for name, value in self.model_dump().items()
+                if value is not None]
