@@ -1,0 +1,127 @@
+"""Plans compose plans: a ladder plans its comparison once and each rung once, ``--all``
+each comparison once, counted through planning and into the first run (issue 33, item 2);
+the sections are declared once and a field a pipeline does not read is refused."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from llmevo.errors import ConfigError
+from llmevo.experiments import EvidenceRequest, LadderRequest, ReproductionRequest
+from llmevo.experiments import evidence as evidence_module
+from llmevo.experiments import ladder as ladder_module
+from llmevo.experiments import pipeline as pipeline_module
+from llmevo.experiments import sections as sections_module
+from llmevo.experiments.plans import ReproductionPlan
+from llmevo.experiments.sections import RunSection, SizeSection, TuningSection
+from llmevo.registry import SectionedRequest
+
+
+class Stop(Exception):
+    """Raised by the stand-in for the first training call: counting ends there."""
+
+
+@pytest.fixture
+def counts(monkeypatch):
+    """Calls of the comparison planner, the size dial and ``ReproductionRequest.plan``."""
+    counted: Counter[str] = Counter()
+
+    def counting(module, name, key):
+        real = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            counted[key] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, wrapper)
+
+    counting(pipeline_module, "plan_comparison", "comparison")
+    counting(sections_module, "size_dial", "size")
+    counting(ReproductionRequest, "plan", "plan")
+    return counted
+
+
+def _first_run_stops(monkeypatch, module, received: list):
+    def reproduce(plan, *args, **kwargs):
+        received.append(plan)
+        raise Stop
+
+    monkeypatch.setattr(module, "reproduce", reproduce)
+
+
+def test_a_ladder_plans_its_comparison_once_and_each_rung_once(tmp_path, counts, monkeypatch):
+    received: list = []
+    _first_run_stops(monkeypatch, ladder_module, received)
+    request = LadderRequest(name="rope", rungs=[-2, -1, 0], data_dir=tmp_path, out=tmp_path / "ladder")
+    with pytest.raises(Stop):
+        ladder_module.run_ladder(request)
+    assert counts == {"comparison": 1, "size": 3, "plan": 3}
+    # the rung runs the plan made when the ladder was planned, its grid bound late
+    (plan,) = received
+    assert isinstance(plan, ReproductionPlan) and plan.scale is not None and plan.tuning is not None
+    assert plan.tuning.grid == tuple(sorted(plan.tuning.grid)) and len(plan.tuning.grid) == 5
+
+
+def test_reproduce_all_plans_each_comparison_once(tmp_path, counts, monkeypatch):
+    received: list = []
+    _first_run_stops(monkeypatch, evidence_module, received)
+    request = EvidenceRequest(preset="smoke", only=["rope", "qk_norm", "muon"], data_dir=tmp_path,
+                              out=tmp_path / "table", tune_grid=[1e-3, 3e-3])
+    with pytest.raises(Stop):
+        evidence_module.run_evidence(request)
+    assert counts == {"comparison": 3, "size": 3, "plan": 3}  # the dial read once each (no size: None)
+    assert isinstance(received[0], ReproductionPlan) and received[0].name == "rope"
+
+
+def test_one_reproduction_plans_once_and_resolves_its_size_once(tmp_path, counts):
+    request = ReproductionRequest(name="rope", preset="quick", rung=-1, data_dir=tmp_path)
+    request.plan()
+    assert counts == {"comparison": 1, "size": 1, "plan": 1}
+
+
+def test_a_ladder_hands_its_run_section_to_every_rung(tmp_path):
+    run = RunSection(data_dir=tmp_path, device="cpu", threads=1, path="sequential", arm_cache=False,
+                     command="llmevo ladder rope")
+    plan = LadderRequest(name="rope", rungs=[-2, -1], run=run, out=tmp_path / "ladder").plan()
+    for rung in plan.rungs:
+        assert rung.plan.arm_cache == "refresh" and rung.plan.execution.path == "sequential"
+        assert rung.plan.command == f"llmevo ladder rope (rung {rung.rung})"
+
+
+def test_sections_are_declared_once_with_unique_field_names():
+    fields = Counter(name for section in (RunSection, TuningSection, SizeSection,
+                                          sections_module.TrainingSection,
+                                          sections_module.PostTrainingSection)
+                     for name in section.model_fields)
+    assert [name for name, count in fields.items() if count > 1] == []
+    for request in (ReproductionRequest, LadderRequest, EvidenceRequest):
+        assert issubclass(request, SectionedRequest)
+        own = set(request.model_fields) - set(request.sections())
+        assert not own & set(fields), f"{request.__name__} declares a section's field again"
+    from llmevo.evolve import EvolutionSettings
+
+    assert not (set(EvolutionSettings.model_fields) - set(EvolutionSettings.sections())) & set(fields)
+
+
+@pytest.mark.parametrize(("request_type", "field", "value", "message"), [
+    (LadderRequest, "tune_grid", [1e-3, 3e-3], "--tune-grid does not apply here: each rung's grid"),
+    (LadderRequest, "rung", 0, "--rung does not apply here: --rungs chooses"),
+    (EvidenceRequest, "tune_space", "full", "--tune-space does not apply here"),
+])
+def test_a_section_field_a_pipeline_does_not_read_is_refused(tmp_path, request_type, field, value, message):
+    values = {"data_dir": tmp_path, field: value, **({"name": "rope"} if request_type is LadderRequest else {})}
+    with pytest.raises(ConfigError, match=message):
+        request_type(**values)
+    request_type(**{**values, field: None} if field != "rung" else {**values, "rung": None})  # a default is no choice
+
+
+def test_flat_keywords_and_sections_build_the_same_request(tmp_path):
+    flat = ReproductionRequest(name="rope", data_dir=tmp_path, threads=2, tune_grid=[1e-3, 3e-3], steps=4)
+    sectioned = ReproductionRequest(name="rope", run=RunSection(data_dir=tmp_path, threads=2),
+                                    tuning=TuningSection(tune_grid=[1e-3, 3e-3]), train={"steps": 4})
+    assert flat == sectioned
+    assert flat.updated(threads=1).run.threads == 1 and flat.updated(threads=1).tuning == flat.tuning
+    with pytest.raises(ConfigError, match="--threads 0"):
+        flat.updated(threads=0)
