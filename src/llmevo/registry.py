@@ -198,7 +198,7 @@ class SectionedRequest(RequestModel):
     def _refuse_unread(self) -> SectionedRequest:
         for name in self.sections():
             section = getattr(self, name)
-            for field in sorted(section.model_fields_set & set(self.refused)):
+            for field in sorted(section.model_fields_set & set(self.refused)):  # a default is no choice
                 if getattr(section, field) != type(section).model_fields[field].get_default(call_default_factory=True):
                     raise ConfigError(f"{self.option(field)} does not apply here: {self.refused[field]}")
         return self

@@ -72,11 +72,11 @@ def test_a_killed_ladder_resumes_without_retraining_a_finished_run(tmp_path, dat
     real = ladder_module.reproduce
     calls = []
 
-    def killed_at_second_rung(request, progress=None, code=None):
-        calls.append(request.rung)
+    def killed_at_second_rung(plan, progress=None, code=None):
+        calls.append(plan.scale.rung)
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return real(request, progress, code=code)
+        return real(plan, progress, code=code)
 
     monkeypatch.setattr(ladder_module, "reproduce", killed_at_second_rung)
     with pytest.raises(KeyboardInterrupt):

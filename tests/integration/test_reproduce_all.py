@@ -29,6 +29,7 @@ from llmevo.experiments.pipeline import ReproductionRequest
 from llmevo.promotion import family_entries
 from llmevo.runner import run as run_module
 from llmevo.runner import tuning as tuning_module
+from llmevo.runner.tuning_space import SpacePlan
 
 
 def test_the_table_is_every_comparison_of_record():
@@ -58,15 +59,14 @@ def test_one_command_plans_exactly_the_published_table():
     plan = EvidenceRequest(preset="quick", data_dir=Path("unused"), publish=True).plan()
     planned = {}
     for entry, reproduction in plan.entries:
-        artifact = reproduction.plan().outputs.artifact
+        artifact = reproduction.outputs.artifact
         planned[(REPO_ROOT / artifact).resolve()] = (entry, reproduction)
     published = {path.resolve(): artifact for path, artifact in family_entries(REPO_ROOT / "docs")}
     assert set(planned) == set(published)
     for path, (entry, reproduction) in planned.items():
         space_tuned = entry.name in {s.name for s in full_registry().all() if s.slot == "optimizer"}
-        assert (reproduction.tune_space == "full") is space_tuned, entry.label
+        assert isinstance(reproduction.tuning, SpacePlan) is space_tuned, entry.label
         assert (published[path].tuning.protocol == "space") is space_tuned, entry.label
-        assert reproduction.tune_grid is None or not space_tuned
 
 
 def test_a_finished_comparison_asked_for_differently_runs_again(tmp_path):

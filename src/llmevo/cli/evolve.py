@@ -122,7 +122,8 @@ def evolve(
         help="Tune champion and baseline on one lr grid before the final comparison.")] = True,
     tune_grid: Annotated[str | None, typer.Option(
         help="The final comparison's lr grid (default: 5 from lr/3 to 3*lr of the preset).")] = None,
-    tune_seeds: Annotated[str, typer.Option(help="Tuning seeds of the final comparison.")] = "2000",
+    tune_seeds: Annotated[str | None, typer.Option(
+        help="Tuning seeds of the final comparison (default 2000).")] = None,
     tune_confirm: Annotated[int | None, typer.Option(
         help="Final comparison: extra tuning seeds (default 2, at most 16) that confirm a best lr at "
              "the stability edge; 0: off.")] = None,
@@ -151,7 +152,8 @@ def evolve(
         docs=docs, tensorboard=tensorboard, cache_dir=resolve_cache_dir(),
         path="sequential" if sequential else "auto", replicas_max=replicas_max,
         final_tune=final_tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None,
-        tune_seeds=parse_seeds(None, tune_seeds, option="--tune-seeds"), tune_confirm=tune_confirm,
+        **({} if tune_seeds is None else {"tune_seeds": parse_seeds(None, tune_seeds, option="--tune-seeds")}),
+        tune_confirm=tune_confirm,
         trial_lr_factors=[] if trial_lr_factors.strip().lower() == "none" else parse_floats(
             trial_lr_factors, "--trial-lr-factors"),
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),

@@ -165,7 +165,7 @@ class EvolutionSettings(SectionedRequest):
     @property
     def final_tuning_seeds(self) -> list[int]:
         """The final comparison's tuning seeds: ``tune_seeds`` when given, else 2000."""
-        return list(self.tuning.tune_seeds) if "tune_seeds" in self.tuning.model_fields_set \
+        return list(self.tuning.tune_seeds) if "tune_seeds" in self.tuning.given() \
             else list(FINAL_TUNING_SEEDS)
 
     @model_validator(mode="after")
@@ -217,7 +217,7 @@ class EvolutionSettings(SectionedRequest):
         given = self.tuning
         if not self.final_tune:
             for option in ("tune_confirm", "tune_grid", "tune_seeds"):
-                if option in given.model_fields_set:
+                if option in given.given():
                     raise ConfigError(f"{given.option(option)} needs the final tuning: drop --no-final-tune")
         final_tuning = tuning.check_plan(
             given.tune_grid or tuning.default_grid(final_preset.train.lr), self.final_tuning_seeds,

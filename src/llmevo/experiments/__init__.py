@@ -1,10 +1,11 @@
 """Paired, equal-budget reproductions and scale ladders. From Python::
 
-    from llmevo.experiments import ReproductionRequest, reproduce
-    artifact = reproduce(ReproductionRequest(name="rope", data_dir="data", seeds=[42]))
+    from llmevo.experiments import ReproductionRequest, RunSection, reproduce
+    run = RunSection(data_dir="data", threads=1)
+    artifact = reproduce(ReproductionRequest(name="rope", seeds=[42], run=run))
 
     from llmevo.experiments import LadderRequest, run_ladder
-    ladder = run_ladder(LadderRequest(name="rope", rungs=[-2, -1, 0, 1], data_dir="data"))
+    ladder = run_ladder(LadderRequest(name="rope", rungs=[-2, -1, 0, 1], run=run))
 
     from llmevo.experiments import ExternalRequest, plan_external, run_external
     artifact = run_external(plan_external(ExternalRequest(experiment="experiment.toml",
@@ -29,6 +30,13 @@ if TYPE_CHECKING:
         ReproductionRequest,
         reproduce,
     )
+    from llmevo.experiments.sections import (
+        PostTrainingSection,
+        RunSection,
+        SizeSection,
+        TrainingSection,
+        TuningSection,
+    )
     from llmevo.experiments.verdict import VerdictRecord, VerdictService, verdict_record
 
 _HOMES = {
@@ -39,9 +47,12 @@ _HOMES = {
     "read_genome": "genome_comparison",
     "ExternalRequest": "external", "plan_external": "external", "run_external": "external",
     "VerdictRecord": "verdict", "VerdictService": "verdict", "verdict_record": "verdict",
+    "RunSection": "sections", "TrainingSection": "sections", "TuningSection": "sections",
+    "SizeSection": "sections", "PostTrainingSection": "sections",
 }
-__all__ = ["EntryEvent", "EvidenceRequest", "ExternalRequest", "LadderRequest", "ReproductionOutputs", "ReproductionPlan", "ReproductionRequest", "RungEvent",
-           "VerdictRecord", "VerdictService", "plan_external", "read_genome", "refit_ladder", "reproduce", "run_evidence", "run_external", "run_ladder", "verdict_record"]
+__all__ = ["EntryEvent", "EvidenceRequest", "ExternalRequest", "LadderRequest", "PostTrainingSection",
+           "ReproductionOutputs", "ReproductionPlan", "ReproductionRequest", "RunSection", "RungEvent",
+           "SizeSection", "TrainingSection", "TuningSection", "VerdictRecord", "VerdictService", "plan_external", "read_genome", "refit_ladder", "reproduce", "run_evidence", "run_external", "run_ladder", "verdict_record"]
 
 
 def __getattr__(name: str) -> Any:

@@ -163,6 +163,7 @@ class ReproductionRequest(SectionedRequest):
     @model_validator(mode="after")
     def _resolve_size(self) -> ReproductionRequest:
         # resolved once: an unknown rung, heads that do not divide d_model, zero steps fail here
+        self.tuning.check_trials()
         self._scale = self.size.resolve(self.preset, self.train.batch_size, self.base_model)
         return self
 

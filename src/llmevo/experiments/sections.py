@@ -139,9 +139,6 @@ class TuningSection(Section):
     def _one_protocol(self) -> TuningSection:
         if self.tune is False and self.tune_grid is not None:
             raise ConfigError("--tune-grid needs tuning; drop --no-tune (tune=False with a tune_grid)")
-        if self.tune_trials is not None and self.tune_space is None:
-            raise ConfigError("--tune-trials needs --tune-space (e.g. --tune-space full); the "
-                              "learning-rate grid's size is --tune-grid")
         if self.tune_space is not None:
             if self.tune is False:
                 raise ConfigError("--tune-space needs tuning; drop --no-tune")
@@ -152,6 +149,18 @@ class TuningSection(Section):
                 raise ConfigError("--tune-confirm applies to the learning-rate grid only; space "
                                   "tuning gives every arm the same trials (drop --tune-confirm)")
         return self
+
+    def check_trials(self) -> None:
+        """One comparison: trials count only with a space (``--all`` gives them to its
+        space-tuned comparisons alone)."""
+        if self.tune_trials is not None and self.tune_space is None:
+            raise ConfigError("--tune-trials needs --tune-space (e.g. --tune-space full); the "
+                              "learning-rate grid's size is --tune-grid")
+
+    def given(self) -> set[str]:
+        """The fields given a value other than their default."""
+        return {name for name in self.model_fields_set
+                if getattr(self, name) != type(self).model_fields[name].get_default(call_default_factory=True)}
 
     def wanted(self, tuned_by_default: bool) -> bool:
         """Whether the arms are tuned: ``tune`` when given, else when a grid or a space is
