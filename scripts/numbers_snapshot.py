@@ -23,8 +23,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__import__("os").environ.get("LLMEVO_DATA", ROOT.parent / "shared" / "data"))
+# timings, paths and provenance: everything that differs between two runs of the same code
 VOLATILE = {"wall_seconds", "provenance", "post_training_seconds", "created_at", "command",
-            "started_at", "finished_at", "datetime_start", "datetime_complete", "duration"}
+            "started_at", "finished_at", "datetime_start", "datetime_complete", "duration",
+            "cpu_seconds", "reproduction_wall_seconds", "seconds", "duration_seconds",
+            "search_wall_seconds_this_invocation", "storage_display", "entropy_model_path"}
 
 
 def scrub(value):
