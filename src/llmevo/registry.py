@@ -11,6 +11,7 @@ error. This module imports no component, so every layer may import it.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import inspect
 import json
 from collections.abc import Callable
@@ -36,6 +37,25 @@ SLOTS = (
 )
 
 ImplementationStatus = Literal["component_only", "integrated", "full"]
+
+
+class Scaling(enum.Enum):
+    """How a size-bearing integer of a model component's config follows the model's size,
+    declared on the field itself (``hidden: Annotated[PositiveInt, Scaling.WIDTH] = 192``);
+    the size dial (``runner.scale``) reads the declaration and knows no field by name.
+    ``scaling_of`` reads it; the contract suite requires one on every integer field of a
+    model component's config."""
+
+    WIDTH = "width"  # a width: scales with d_model (a feed-forward hidden size, a latent rank)
+    HEADS = "heads"  # a number of heads: scales with the heads (key/value heads)
+    HEAD_DIM = "head_dim"  # a part of a head: scales with the head dimension (rotary dims)
+    KEPT = "kept"  # a count or a length in tokens: the same at every size (experts, a window)
+    DIVIDES_HEADS = "divides_heads"  # a ratio of heads: kept, and must divide the heads
+
+
+def scaling_of(info: Any) -> Scaling | None:
+    """The ``Scaling`` a config field (a pydantic ``FieldInfo``) declares, or None."""
+    return next((item for item in info.metadata if isinstance(item, Scaling)), None)
 
 
 class StrictModel(BaseModel):

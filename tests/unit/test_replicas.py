@@ -291,3 +291,46 @@ def test_bench_bad_replica_input_is_one_line_exit_2_before_training(args, messag
     err = capsys.readouterr().err
     assert exit_.value.code == 2
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+# one other value for every training setting: a setting added to TrainConfig without an entry
+# here fails the first test below, so every new setting is checked on the batched path
+BASE = TrainConfig(steps=12, batch_size=2, seq_len=16, lr=3e-3, weight_decay=0.1, grad_clip=0.05,
+                   schedule="cosine", warmup_steps=4, min_lr_ratio=0.1)
+PER_REPLICA_OTHER = {"lr": 1e-3, "weight_decay": 0.0, "grad_clip": 0.0, "schedule": "constant",
+                     "warmup_steps": 0, "min_lr_ratio": 0.5,
+                     "optimizer": ComponentChoice(name="adamw", config={"beta2": 0.95})}
+SHARED_OTHER = {"steps": 13, "batch_size": 3, "seq_len": 8, "loss_window": 5, "precision": "bf16"}
+
+
+def test_every_training_setting_declares_how_replicas_honour_it_and_is_checked_here() -> None:
+    from llmevo.train.trainer import Replicas
+
+    per_replica = TrainConfig.replica_settings(Replicas.PER_REPLICA)
+    shared = TrainConfig.replica_settings(Replicas.SHARED)
+    assert set(per_replica) | set(shared) == set(TrainConfig.model_fields), "a setting declares neither"
+    assert not set(per_replica) & set(shared)
+    assert set(per_replica) == set(PER_REPLICA_OTHER) and set(shared) == set(SHARED_OTHER)
+
+
+@pytest.mark.parametrize("setting", sorted(PER_REPLICA_OTHER))
+def test_replicas_that_differ_in_one_setting_each_train_as_alone(setting: str) -> None:
+    """Two replicas differing only in ``setting`` batch together, and each gives the numbers
+    its sequential run gives: the batched path reads the setting per replica."""
+    configs = [BASE, BASE.model_copy(update={setting: PER_REPLICA_OTHER[setting]})]
+    trained = train_replicas(_build, STREAM, [5, 5], configs, CPU, build_optimizer=build_optimizer)
+    for (_, result), config in zip(trained, configs, strict=True):
+        _, alone = _sequential(5, config)
+        assert _relative(result.losses, alone.losses) < 1e-5, setting
+    assert trained[0][1].losses != trained[1][1].losses, f"{setting} changed nothing"
+
+
+@pytest.mark.parametrize("setting", sorted(SHARED_OTHER))
+def test_replicas_that_differ_in_a_shared_setting_never_batch_together(setting: str) -> None:
+    from llmevo.train.replicas import replica_group_key
+
+    other = BASE.model_copy(update={setting: SHARED_OTHER[setting]})
+    optimizer = build_optimizer(BASE.optimizer)
+    assert replica_group_key(BASE, optimizer) != replica_group_key(other, optimizer)
+    with pytest.raises(ConfigError, match="must share"):
+        train_replicas(_build, STREAM, [5, 6], [BASE, other], CPU, build_optimizer=build_optimizer)

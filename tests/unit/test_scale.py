@@ -4,7 +4,6 @@ checked against a hand count, the tokens-per-parameter ratio holds, bad sizes ar
 from __future__ import annotations
 
 import re
-import typing
 from pathlib import Path
 
 import pytest
@@ -15,12 +14,10 @@ from llmevo.evolve import EvolutionSettings
 from llmevo.experiments import ReproductionRequest
 from llmevo.experiments.pipeline import artifact_filename
 from llmevo.model.config import ModelConfig
-from llmevo.registry import MODEL_SLOTS
 from llmevo.runner import scale as scale_module
 from llmevo.runner.presets import get_preset
 from llmevo.runner.scale import (
     RUNGS,
-    SIZE_FIELDS,
     TOKENS_PER_PARAMETER,
     Geometry,
     parameter_count,
@@ -84,16 +81,41 @@ def test_component_sizes_follow_the_width_and_heads():
     assert scale(2).model.max_seq_len == ModelConfig().max_seq_len
 
 
-def test_every_size_bearing_field_of_every_component_is_scaled():
-    """An integer field of a model component's config is a size: it must have a rule."""
-    registry = full_registry()
-    for slot in MODEL_SLOTS:
-        for name in registry.names(slot):
-            config = registry.get(slot, name).config_cls
-            for field, info in (config.model_fields.items() if config else ()):
-                if int in (info.annotation, *typing.get_args(info.annotation)) or re.search(
-                        r"\bint\b", str(info.annotation)):
-                    assert field in SIZE_FIELDS, f"{slot} {name}.{field} has no scaling rule"
+def test_a_new_components_declared_sizes_scale_with_no_edit_to_the_dial(monkeypatch):
+    """The dial knows no field by name: a component defined here, with sizes the dial has
+    never seen, scales by what its fields declare."""
+    from typing import Annotated
+
+    from pydantic import PositiveInt
+
+    from llmevo.registry import Scaling, StrictModel
+
+    class Wide(StrictModel):
+        inner: Annotated[PositiveInt, Scaling.WIDTH] = 96  # 1.5 x d_model
+        groups: Annotated[PositiveInt, Scaling.HEADS] = 2  # half the heads
+        slice_dim: Annotated[PositiveInt, Scaling.HEAD_DIM] = 4  # a quarter of a head
+        span: Annotated[PositiveInt, Scaling.KEPT] = 7
+        share: Annotated[PositiveInt, Scaling.DIVIDES_HEADS] = 2
+        note: str = "not a size"
+
+    real = full_registry()
+
+    class Spec:
+        config_cls = Wide
+
+    class Registry:
+        def get(self, slot, name):
+            return Spec if name == "wide" else real.get(slot, name)
+
+    monkeypatch.setattr(scale_module, "full_registry", lambda: Registry())
+    model = ModelConfig().with_slot("feedforward", "wide")  # d_model 64, 4 heads of 16
+    scaled = scale_model(model, Geometry(128, 2, 8)).feedforward.config
+    assert scaled["inner"] == 192 and scaled["groups"] == 4 and scaled["slice_dim"] == 4
+    assert scaled["span"] == 7 and scaled["share"] == 2 and "note" not in scaled
+    with pytest.raises(ConfigError, match="wide.groups=2 at 4 does not scale to a whole size at 3"):
+        scale_model(model, Geometry(48, 2, 3))
+    with pytest.raises(ConfigError, match="wide.share=2 does not divide the 3 head"):
+        scale_model(ModelConfig().with_slot("feedforward", "wide:groups=4"), Geometry(48, 2, 3))
 
 
 def test_tokens_per_parameter_ratio_is_held():

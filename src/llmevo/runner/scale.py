@@ -17,10 +17,10 @@ What a rung sets, and the rule for each:
   heads (Olsson et al. 2022), so a one-layer bottom rung would change what the model can do,
   not only its size.
 - **Component sizes** follow the width: every size-bearing field of a model component's
-  typed config (``SIZE_FIELDS``: a feed-forward ``hidden``, attention ``kv_heads``, RoPE
-  ``rotary_dim``, MLA's latent widths ``kv_rank`` / ``q_rank``) is read at the base model's
-  size (its explicit value, else its config's default) and scaled by the rung's width, head
-  or head-dimension factor (SwiGLU 192 stays 3 x d_model; GELU / ReLU² 288 stays 4.5 x
+  typed config declares how it scales (``registry.Scaling`` on the field, in the component's
+  own file: a feed-forward ``hidden`` and MLA's latent widths follow the width, attention
+  ``kv_heads`` the heads, RoPE ``rotary_dim`` the head dimension); it is read at the base
+  model's size (its explicit value, else its config's default) and scaled by that factor (SwiGLU 192 stays 3 x d_model; GELU / ReLU² 288 stays 4.5 x
   d_model; kv_heads follow the heads). A size that does not scale to a whole number (a
   kv_heads of 2 over 4 heads taken to 3 heads) is refused. A sliding attention ``window`` is
   a length in tokens, and every rung keeps quick's 64-token sequence, so its rule keeps it
@@ -79,7 +79,7 @@ wants one particular size; the component sizes, tokens and warmup then follow th
 Public API: ``RUNGS``, ``Geometry``, ``Scale``, ``scale``, ``scale_model``, ``rung_table``,
 ``size_dial`` (a request's rung and sizes), ``size_label`` (in file and study names),
 ``context_length`` (the ladder's growing context),
-``TOKENS_PER_PARAMETER``, ``SIZE_FIELDS``.
+``TOKENS_PER_PARAMETER``, ``RULES`` (each declared ``Scaling``'s rule).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ from dataclasses import dataclass, replace
 from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
-from llmevo.registry import MODEL_SLOTS, ComponentChoice
+from llmevo.registry import MODEL_SLOTS, ComponentChoice, Scaling, scaling_of
 from llmevo.runner.presets import Preset, get_preset
 from llmevo.skeleton import parameter_count
 
@@ -153,35 +153,30 @@ def _divides(name: str, value: int, heads: int) -> int:
     return value
 
 
-# a size-bearing field of a model component's config -> its value at the new geometry, from
-# (field, value, the base model's geometry, the new geometry)
-SIZE_FIELDS: dict[str, Callable[[str, int, Geometry, Geometry], int]] = {
-    "hidden": lambda name, value, old, new: _factor(name, value, new.d_model, old.d_model),
-    "kv_heads": lambda name, value, old, new: _factor(name, value, new.n_heads, old.n_heads),
-    "rotary_dim": lambda name, value, old, new: _factor(name, value, new.head_dim, old.head_dim),
-    # a length in tokens (sliding_window): every rung keeps the 64-token sequence, so it stays
-    "window": lambda name, value, old, new: value,
-    # query heads per key/value head (gqa): a ratio of heads, kept (refused where it does not divide)
-    "group_size": lambda name, value, old, new: _divides(name, value, new.n_heads),
-    # latent widths (mla's key/value and query latents) follow the width
-    "kv_rank": lambda name, value, old, new: _factor(name, value, new.d_model, old.d_model),
-    "q_rank": lambda name, value, old, new: _factor(name, value, new.d_model, old.d_model),
-    # counts, not widths (moe): the experts and the experts per token stay; the width follows
-    "experts": lambda name, value, old, new: value,
-    "top_k": lambda name, value, old, new: value,
+# each declared ``Scaling`` -> a field's value at the new geometry, from (field, value, the
+# base model's geometry, the new geometry); which field follows which rule is declared on the
+# field, in the component's own file
+RULES: dict[Scaling, Callable[[str, int, Geometry, Geometry], int]] = {
+    Scaling.WIDTH: lambda name, value, old, new: _factor(name, value, new.d_model, old.d_model),
+    Scaling.HEADS: lambda name, value, old, new: _factor(name, value, new.n_heads, old.n_heads),
+    Scaling.HEAD_DIM: lambda name, value, old, new: _factor(name, value, new.head_dim, old.head_dim),
+    Scaling.KEPT: lambda name, value, old, new: value,
+    Scaling.DIVIDES_HEADS: lambda name, value, old, new: _divides(name, value, new.n_heads),
 }
 
 
 def _scaled_choice(slot: str, choice: ComponentChoice, old: Geometry, new: Geometry) -> ComponentChoice:
-    """``choice`` with each size-bearing field (its value, else its config's default) scaled."""
+    """``choice`` with each size-bearing field (its value, else its config's default) scaled by
+    the rule its config declares."""
     config_cls = full_registry().get(slot, choice.name).config_cls
     config = dict(choice.config)
-    for field, rule in SIZE_FIELDS.items():
-        if config_cls is None or field not in config_cls.model_fields:
+    for field, info in (config_cls.model_fields.items() if config_cls is not None else ()):
+        rule = scaling_of(info)
+        if rule is None:
             continue
-        value = config.get(field, config_cls.model_fields[field].default)
+        value = config.get(field, info.default)
         if value is not None:
-            config[field] = rule(f"{choice.name}.{field}", int(value), old, new)
+            config[field] = RULES[rule](f"{choice.name}.{field}", int(value), old, new)
     return choice.model_copy(update={"config": config})
 
 

@@ -31,11 +31,12 @@ inside the vmapped step, as ``train()`` does: each replica's objective is its cr
 plus its own terms, and the loss table records the cross-entropy. Without such parts the step
 is the cross-entropy alone, as before.
 
-What must be equal across replicas (``replica_group_key``): steps, batch size, sequence
-length, precision, loss window, the optimizer component and the settings its batched twin
-shares (``BatchedOptimizer.shared``: Muon's ``nesterov`` and ``ns_steps``). Numeric
-settings (lr, warmup, schedule, minimum lr ratio, weight decay, clipping, betas, momentum,
-eps, multipliers) may differ.
+What must be equal across replicas (``replica_group_key``): the training settings that
+declare ``Replicas.SHARED`` on ``TrainConfig`` (steps, batch size, sequence length, loss
+window, precision), the optimizer component and the settings its batched twin shares
+(``BatchedOptimizer.shared``: Muon's ``nesterov`` and ``ns_steps``). The settings that
+declare ``Replicas.PER_REPLICA`` (lr, warmup, schedule, minimum lr ratio, weight decay,
+clipping, the optimizer's own betas, momentum, eps, multipliers) may differ.
 
 The twin's hooks (``BatchedOptimizer``): ``bind(template)`` before the first step (what its
 update reads from the model's structure: Adam-mini's heads) and ``to_evaluation_point(params)``
@@ -71,6 +72,7 @@ from llmevo.components.optim.optimizer import per_replica
 from llmevo.errors import ConfigError
 from llmevo.train.trainer import (
     Progress,
+    Replicas,
     TrainConfig,
     TrainResult,
     autocast,
@@ -121,8 +123,8 @@ def replica_group_key(config: TrainConfig, optimizer: OptimizerComponent) -> tup
     if batched is None:
         return None
     shared = tuple(getattr(optimizer.config, field) for field in batched.shared)
-    return (config.steps, config.batch_size, config.seq_len, config.precision,
-            config.loss_window, type(optimizer), shared)
+    settings = tuple(getattr(config, name) for name in TrainConfig.replica_settings(Replicas.SHARED))
+    return (*settings, type(optimizer), shared)
 
 
 def _column(values: Sequence[float], device: torch.device) -> Tensor:

@@ -42,12 +42,13 @@ Public API: ``TrainConfig``, ``train(model, stream, config, seed, device, optimi
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -64,19 +65,42 @@ from llmevo.registry import ComponentChoice, StrictModel
 from llmevo.train.logging import StepLogger, StepRecord
 
 
+class Replicas(enum.Enum):
+    """How the batched path (``train.replicas``: R runs in one vmapped step) honours a
+    training setting, declared on each ``TrainConfig`` field: ``SHARED``, equal across the
+    replicas of one batched run (``replica_group_key`` reads these declarations, so runs
+    that differ in one never batch together); ``PER_REPLICA``, each replica's own (an (R,)
+    column of the step, or each replica's own optimizer settings). A new setting declares
+    one; ``tests/unit/test_replicas.py`` checks that each per-replica setting gives the
+    sequential numbers when two replicas differ in it."""
+
+    SHARED = "shared"
+    PER_REPLICA = "per_replica"
+
+
 class TrainConfig(StrictModel):
-    steps: PositiveInt
-    batch_size: PositiveInt
-    seq_len: PositiveInt
-    lr: PositiveFloat
-    weight_decay: NonNegativeFloat = 0.01  # AdamW's default in torch.optim
-    grad_clip: NonNegativeFloat = 1.0  # 0 disables clipping
-    schedule: Literal["constant", "cosine"] = "constant"
-    warmup_steps: NonNegativeInt = 0
-    min_lr_ratio: NonNegativeFloat = 0.1
-    optimizer: ComponentChoice = Field(default_factory=lambda: ComponentChoice(name="adamw"))
-    loss_window: PositiveInt = 10  # initial/final loss = mean of the first/last this many steps
-    precision: Literal["fp32", "bf16"] = "fp32"  # bf16: autocast matmuls (AVX-512-BF16, AMX, GPUs)
+    """A run's training settings, each declaring how batched replicas honour it (``Replicas``)."""
+
+    steps: Annotated[PositiveInt, Replicas.SHARED]
+    batch_size: Annotated[PositiveInt, Replicas.SHARED]
+    seq_len: Annotated[PositiveInt, Replicas.SHARED]
+    lr: Annotated[PositiveFloat, Replicas.PER_REPLICA]
+    weight_decay: Annotated[NonNegativeFloat, Replicas.PER_REPLICA] = 0.01  # AdamW's default in torch.optim
+    grad_clip: Annotated[NonNegativeFloat, Replicas.PER_REPLICA] = 1.0  # 0 disables clipping
+    schedule: Annotated[Literal["constant", "cosine"], Replicas.PER_REPLICA] = "constant"
+    warmup_steps: Annotated[NonNegativeInt, Replicas.PER_REPLICA] = 0
+    min_lr_ratio: Annotated[NonNegativeFloat, Replicas.PER_REPLICA] = 0.1
+    # per replica: each its own settings; the component and what its batched twin shares
+    # (``BatchedOptimizer.shared``) are part of the group key
+    optimizer: Annotated[ComponentChoice, Replicas.PER_REPLICA] = Field(
+        default_factory=lambda: ComponentChoice(name="adamw"))
+    loss_window: Annotated[PositiveInt, Replicas.SHARED] = 10  # initial/final loss = mean of the first/last this many steps
+    precision: Annotated[Literal["fp32", "bf16"], Replicas.SHARED] = "fp32"  # bf16: autocast matmuls (AVX-512-BF16, AMX, GPUs)
+
+    @classmethod
+    def replica_settings(cls, kind: Replicas) -> tuple[str, ...]:
+        """The settings that declare ``kind``, in declaration order."""
+        return tuple(name for name, info in cls.model_fields.items() if kind in info.metadata)
 
     @property
     def tokens_per_step(self) -> int:

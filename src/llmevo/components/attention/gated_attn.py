@@ -26,7 +26,7 @@ gate's parameters are not compensated in the baseline: ``mha`` stays at its own 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import torch
 from pydantic import PositiveInt
@@ -34,11 +34,11 @@ from torch import Tensor, nn
 
 from llmevo.components.attention.mha import CausalSelfAttention
 from llmevo.components.base import AttentionContext, ModelDims
-from llmevo.registry import Paper, SearchDimension, StrictModel, register
+from llmevo.registry import Paper, Scaling, SearchDimension, StrictModel, register
 
 
 class GatedAttentionConfig(StrictModel):
-    kv_heads: PositiveInt | None = None
+    kv_heads: Annotated[PositiveInt | None, Scaling.HEADS] = None
     granularity: Literal["elementwise", "headwise"] = "elementwise"
 
 

@@ -21,16 +21,18 @@ models and their cross-attention are not reproduced (this is a decoder-only LM).
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import PositiveInt
 
 from llmevo.components.attention.mha import CausalSelfAttention
 from llmevo.components.base import ModelDims
 from llmevo.errors import ConfigError
-from llmevo.registry import Paper, SearchDimension, StrictModel, register
+from llmevo.registry import Paper, Scaling, SearchDimension, StrictModel, register
 
 
 class GroupedQueryConfig(StrictModel):
-    group_size: PositiveInt = 2  # query heads sharing each key/value head: kv_heads = heads / 2
+    group_size: Annotated[PositiveInt, Scaling.DIVIDES_HEADS] = 2  # query heads sharing each key/value head: kv_heads = heads / 2
 
 
 @register(

@@ -14,6 +14,7 @@ Subclasses override one step (``project``, ``attend``) rather than copying ``for
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F
@@ -22,11 +23,11 @@ from torch import Tensor, nn
 
 from llmevo.components.base import Attention, AttentionContext, ModelDims
 from llmevo.errors import ConfigError
-from llmevo.registry import Paper, SearchDimension, StrictModel, register
+from llmevo.registry import Paper, Scaling, SearchDimension, StrictModel, register
 
 
 class MultiHeadConfig(StrictModel):
-    kv_heads: PositiveInt | None = None  # None: one key/value head per query head
+    kv_heads: Annotated[PositiveInt | None, Scaling.HEADS] = None  # None: one key/value head per query head
 
 
 def causal_mask(n_queries: int, n_keys: int, device: torch.device) -> Tensor:

@@ -47,6 +47,7 @@ are not used.
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F
@@ -57,12 +58,12 @@ from llmevo.components.attention.mha import causal_mask
 from llmevo.components.base import Attention, AttentionContext, ModelDims
 from llmevo.components.norm.rmsnorm import rms_norm
 from llmevo.errors import ConfigError
-from llmevo.registry import Paper, SearchDimension, StrictModel, register
+from llmevo.registry import Paper, Scaling, SearchDimension, StrictModel, register
 
 
 class LatentAttentionConfig(StrictModel):
-    kv_rank: PositiveInt = 16  # width of the joint key/value latent c^KV (d_c)
-    q_rank: PositiveInt | None = None  # width of the query latent c^Q (d_c'); None: no compression
+    kv_rank: Annotated[PositiveInt, Scaling.WIDTH] = 16  # width of the joint key/value latent c^KV (d_c)
+    q_rank: Annotated[PositiveInt | None, Scaling.WIDTH] = None  # width of the query latent c^Q (d_c'); None: no compression
     eps: PositiveFloat = 1e-6  # of the latents' RMSNorm
 
 

@@ -16,6 +16,8 @@ OLMo-2/Qwen3; the normalisation precedes RoPE; Henry et al.'s learned temperatur
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 from pydantic import PositiveFloat, PositiveInt
 from torch import Tensor, nn
@@ -23,11 +25,11 @@ from torch import Tensor, nn
 from llmevo.components.attention.mha import CausalSelfAttention
 from llmevo.components.base import AttentionContext, ModelDims
 from llmevo.components.norm.rmsnorm import rms_norm
-from llmevo.registry import Paper, SearchDimension, StrictModel, register
+from llmevo.registry import Paper, Scaling, SearchDimension, StrictModel, register
 
 
 class QKNormConfig(StrictModel):
-    kv_heads: PositiveInt | None = None
+    kv_heads: Annotated[PositiveInt | None, Scaling.HEADS] = None
     eps: PositiveFloat = 1e-6
 
 

@@ -18,6 +18,7 @@ llama_modern's pre-norm); its FlashSigmoid kernel is not used (the weights are a
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import torch
 from pydantic import PositiveInt
@@ -25,11 +26,11 @@ from torch import Tensor
 
 from llmevo.components.attention.mha import CausalSelfAttention, causal_mask, expand_kv
 from llmevo.components.base import AttentionContext, ModelDims
-from llmevo.registry import Paper, StrictModel, register
+from llmevo.registry import Paper, Scaling, StrictModel, register
 
 
 class SigmoidAttentionConfig(StrictModel):
-    kv_heads: PositiveInt | None = None
+    kv_heads: Annotated[PositiveInt | None, Scaling.HEADS] = None
     bias: float | None = None  # None: -log(max_seq_len), the paper's b = -log(n)
 
 

@@ -24,6 +24,7 @@ old ones (same outputs, no memory saving). No Longformer global attention or dil
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F
@@ -32,12 +33,12 @@ from torch import Tensor
 
 from llmevo.components.attention.mha import CausalSelfAttention
 from llmevo.components.base import AttentionContext, ModelDims
-from llmevo.registry import Paper, SearchDimension, StrictModel, register
+from llmevo.registry import Paper, Scaling, SearchDimension, StrictModel, register
 
 
 class SlidingWindowConfig(StrictModel):
-    kv_heads: PositiveInt | None = None
-    window: PositiveInt = 32  # visible positions per query, the query included
+    kv_heads: Annotated[PositiveInt | None, Scaling.HEADS] = None
+    window: Annotated[PositiveInt, Scaling.KEPT] = 32  # visible positions per query, the query included
 
 
 def sliding_window_mask(q_positions: Tensor, k_positions: Tensor, window: int) -> Tensor:

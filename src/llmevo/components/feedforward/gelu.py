@@ -13,16 +13,18 @@ Deviations: no biases (the llama_modern convention; the original MLP has them).
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch.nn.functional as F
 from pydantic import PositiveInt
 from torch import Tensor, nn
 
 from llmevo.components.base import FeedForward, ModelDims
-from llmevo.registry import Paper, SearchDimension, StrictModel, register
+from llmevo.registry import Paper, Scaling, SearchDimension, StrictModel, register
 
 
 class PlainConfig(StrictModel):
-    hidden: PositiveInt = 288
+    hidden: Annotated[PositiveInt, Scaling.WIDTH] = 288
 
 
 class PlainFeedForward(FeedForward):

@@ -45,19 +45,21 @@ objectives without the balancing term.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 from pydantic import NonNegativeFloat, PositiveInt, model_validator
 from torch import Tensor, nn
 
 from llmevo.components.base import AuxiliaryLoss, FeedForward, ModelDims
 from llmevo.components.feedforward.swiglu import GatedConfig, SwiGLU
-from llmevo.registry import Paper, SearchDimension, StrictModel, register
+from llmevo.registry import Paper, Scaling, SearchDimension, StrictModel, register
 
 
 class MoEConfig(StrictModel):
-    experts: PositiveInt = 8
-    top_k: PositiveInt = 2
-    hidden: PositiveInt = 96  # each expert's SwiGLU width: SwiGLU's 192 / top_k (active params)
+    experts: Annotated[PositiveInt, Scaling.KEPT] = 8
+    top_k: Annotated[PositiveInt, Scaling.KEPT] = 2
+    hidden: Annotated[PositiveInt, Scaling.WIDTH] = 96  # each expert's SwiGLU width: SwiGLU's 192 / top_k (active params)
     balance_weight: NonNegativeFloat = 0.01  # Switch's alpha
 
     @model_validator(mode="after")

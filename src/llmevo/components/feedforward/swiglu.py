@@ -7,12 +7,14 @@ written out with torch.sigmoid on explicit weight matrices, and a hand-computed 
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch.nn.functional as F
 from pydantic import PositiveInt
 from torch import Tensor, nn
 
 from llmevo.components.base import FeedForward, ModelDims
-from llmevo.registry import Paper, SearchDimension, StrictModel, register
+from llmevo.registry import Paper, Scaling, SearchDimension, StrictModel, register
 
 GLU_PAPER = Paper(
     arxiv_id="2002.05202",
@@ -23,7 +25,7 @@ GLU_PAPER = Paper(
 
 
 class GatedConfig(StrictModel):
-    hidden: PositiveInt = 192
+    hidden: Annotated[PositiveInt, Scaling.WIDTH] = 192
 
 
 class GatedFeedForward(FeedForward):

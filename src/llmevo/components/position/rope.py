@@ -12,18 +12,20 @@ GPT-NeoX); the remaining channels pass through unrotated.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 from pydantic import PositiveInt, model_validator
 from torch import Tensor
 
 from llmevo.components.base import ModelDims, PositionEncoding
 from llmevo.errors import ConfigError
-from llmevo.registry import Paper, SearchDimension, StrictModel, register
+from llmevo.registry import Paper, Scaling, SearchDimension, StrictModel, register
 
 
 class RopeConfig(StrictModel):
     theta: float = 10_000.0
-    rotary_dim: PositiveInt | None = None  # None: the whole head dimension
+    rotary_dim: Annotated[PositiveInt | None, Scaling.HEAD_DIM] = None  # None: the whole head dimension
 
     @model_validator(mode="after")
     def _even(self) -> RopeConfig:
