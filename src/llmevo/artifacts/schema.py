@@ -226,6 +226,10 @@ class ArmResult(_Block):
     post_training_examples: int | None = None
     status: Literal["complete", "diverged"] | None = None
     genome: dict[str, Any] | None = None
+    # the arm's whole resolved training config (``train.trainer.TrainConfig``: steps, batch,
+    # window, lr, schedule, warmup, minimum lr ratio, weight decay, clipping, optimizer with its
+    # config, loss window, precision), the same for each of its report seeds; absent before
+    train: dict[str, Any] | None = None
 
 
 class Relative(_Block):

@@ -389,6 +389,8 @@ def _arm_block(
         "preference_loss", "preference_accuracy", "hh_preference_loss", "hh_preference_accuracy",
         "reasoning_nll", "reasoning_accuracy") if key in means})
     tuned = {} if learning_rate is None else {"learning_rate": learning_rate}
+    settings = {runs[seed].train_config == first.train_config for seed in seeds}
+    assert settings == {True}, "an arm's report runs share its training settings"
     explicit = {"lm_loss", "perplexity", "instruction_loss", "primary", "public_composite",
                 "composite_loss", "fitness", "initial_loss", "final_loss", "post_training_loss",
                 "reward_bearing_group_rate", *optional}
@@ -418,6 +420,7 @@ def _arm_block(
         genome={"model": arm.model.model_dump(mode="json"),
                 "optimizer": arm.optimizer.model_dump(mode="json"),
                 **({} if arm.recipe == CONCAT else {"data": arm.recipe.model_dump(mode="json")})},
+        train=dict(first.train_config),
         **measured,
         **tuned,
     )
