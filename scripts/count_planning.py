@@ -39,7 +39,7 @@ def stand_in(request, progress=None, code=None):
 
 
 def main() -> None:
-    modules = [pipeline, ladder, evidence, importlib.import_module("llmevo.runner.scale")]
+    modules = [pipeline, ladder, evidence, importlib.import_module("llmevo.runner.size")]
     try:
         modules.append(importlib.import_module("llmevo.experiments.sections"))
     except ImportError:  # before the sections

@@ -157,13 +157,13 @@ def plan_for(args: argparse.Namespace) -> Plan:
         fail(f"no CUDA device: torch {torch.__version__} sees none (torch.cuda.is_available() is "
              "False); this check needs one, or run it with --dry-run on the CPU")
     from llmevo.errors import ConfigError
-    from llmevo.runner.scale import RUNGS, scale
+    from llmevo.runner.size import RUNGS, size_at
 
     rung = args.rung if args.rung is not None else (-2 if dry else 7)
     if rung not in RUNGS:
         fail(f"--rung {rung}: unknown rung; known: {min(RUNGS)}..{max(RUNGS)}")
     try:
-        scale(rung)
+        size_at(rung)
     except ConfigError as error:
         fail(str(error))
     return Plan(device="cpu" if dry else "cuda", dry_run=dry, replicas=",".join(map(str, counts)),

@@ -42,7 +42,7 @@ ImplementationStatus = Literal["component_only", "integrated", "full"]
 class Scaling(enum.Enum):
     """How a size-bearing integer of a model component's config follows the model's size,
     declared on the field itself (``hidden: Annotated[PositiveInt, Scaling.WIDTH] = 192``);
-    the size dial (``runner.scale``) reads the declaration and knows no field by name.
+    the size dial (``runner.size``) reads the declaration and knows no field by name.
     ``scaling_of`` reads it; the contract suite requires one on every integer field of a
     model component's config."""
 

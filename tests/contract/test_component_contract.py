@@ -67,7 +67,7 @@ def test_llama_modern_parameter_count() -> None:
 @pytest.mark.parametrize(("slot", "name"), MODEL_COMPONENTS, ids=_ids(MODEL_COMPONENTS))
 def test_every_integer_field_declares_how_it_scales(slot: str, name: str) -> None:
     """An integer in a model component's config is a size, a count or a length: the size dial
-    (``runner.scale``) scales it by the ``registry.Scaling`` its field declares, so a component
+    (``runner.size``) scales it by the ``registry.Scaling`` its field declares, so a component
     without one would keep a size that no longer fits a rung."""
     config = REGISTRY.get(slot, name).config_cls
     for field, info in (config.model_fields.items() if config is not None else ()):

@@ -15,10 +15,10 @@ from llmevo.artifacts.ladder import load_ladder
 from llmevo.errors import ConfigError
 from llmevo.experiments.genome_comparison import genome_comparison, read_genome
 from llmevo.experiments.ladder import run_ladder
-from llmevo.experiments.plans import scale_comparison
+from llmevo.experiments.plans import resize_comparison
 from llmevo.model.config import ModelConfig
 from llmevo.runner.genome import Genome
-from llmevo.runner.scale import scale
+from llmevo.runner.size import size_at
 
 REPO = Path(__file__).resolve().parents[2]
 CHAMPION = REPO / "docs/evolution/evolve-quick-fair/summary.json"
@@ -35,7 +35,7 @@ def test_the_champion_is_read_from_its_study_and_is_the_method_arm():
     assert comparison.method.optimizer.config == {"momentum": 0.9, "ns_steps": 3}
     assert comparison.method.model.position.config["theta"] == 1000.0
     # the size dial scales the genome's own sizes with llama_modern's
-    sized = scale_comparison(comparison, scale(-2))
+    sized = resize_comparison(comparison, size_at(-2))
     assert sized.method.model.d_model == sized.baseline.model.d_model == 32
     assert sized.method.model.feedforward.config["hidden"] == 96
     # a genome file of its own (not a summary) is named by its hash

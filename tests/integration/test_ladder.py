@@ -73,7 +73,7 @@ def test_a_killed_ladder_resumes_without_retraining_a_finished_run(tmp_path, dat
     calls = []
 
     def killed_at_second_rung(plan, progress=None, code=None):
-        calls.append(plan.scale.rung)
+        calls.append(plan.size.rung)
         if len(calls) == 2:
             raise KeyboardInterrupt
         return real(plan, progress, code=code)

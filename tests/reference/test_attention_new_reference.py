@@ -31,7 +31,7 @@ from llmevo.components.position.rope import RopeConfig, RotaryPosition
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
 from llmevo.registry import EmptyConfig
-from llmevo.runner.scale import RUNGS, scale_model
+from llmevo.runner.size import RUNGS, resize_model
 
 DIMS = ModelDims(vocab_size=16, d_model=64, n_layers=2, n_heads=4, max_seq_len=32)
 B, T, D, H, DH = 2, 9, 64, 4, 16
@@ -125,12 +125,12 @@ def test_gqa_with_group_one_and_mqa_are_mha_with_the_same_weights() -> None:
 def test_the_size_dial_keeps_gqa_at_half_the_heads_and_mqa_at_one() -> None:
     for rung in (-2, 0, 1, 2, 4):
         heads = RUNGS[rung].n_heads
-        grouped = build_model(scale_model(ModelConfig().with_slot("attention", "gqa"), RUNGS[rung]))
-        single = build_model(scale_model(ModelConfig().with_slot("attention", "mqa"), RUNGS[rung]))
+        grouped = build_model(resize_model(ModelConfig().with_slot("attention", "gqa"), RUNGS[rung]))
+        single = build_model(resize_model(ModelConfig().with_slot("attention", "mqa"), RUNGS[rung]))
         assert grouped.blocks[0].attention.kv_heads == heads // 2, rung
         assert single.blocks[0].attention.kv_heads == 1, rung
     with pytest.raises(ConfigError, match="gqa.group_size=2 does not divide the 3 head"):
-        scale_model(ModelConfig().with_slot("attention", "gqa"), RUNGS[-1])
+        resize_model(ModelConfig().with_slot("attention", "gqa"), RUNGS[-1])
 
 
 # --- gated attention --------------------------------------------------------------------
@@ -363,6 +363,6 @@ def test_mla_matches_mha_parameter_count_at_quick() -> None:
 
 
 def test_the_size_dial_scales_mla_latents_with_the_width() -> None:
-    latent = scale_model(ModelConfig().with_slot("attention", "mla:q_rank=32"), RUNGS[1])  # d 64 -> 96
+    latent = resize_model(ModelConfig().with_slot("attention", "mla:q_rank=32"), RUNGS[1])  # d 64 -> 96
     assert latent.attention.config == {"kv_rank": 24, "q_rank": 48}
     assert build_model(latent).blocks[0].attention.kv_down.weight.shape == (24, 96)

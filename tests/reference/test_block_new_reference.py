@@ -16,7 +16,7 @@ from llmevo.components.block.deepnorm import deepnorm_constants
 from llmevo.components.feedforward.moe import MixtureOfExperts, MoEConfig, balance_loss, route
 from llmevo.components.norm.scalenorm import ScaleNorm, ScaleNormConfig
 from llmevo.model.config import ModelConfig
-from llmevo.runner.scale import RUNGS, scale_model
+from llmevo.runner.size import RUNGS, resize_model
 from llmevo.train.replicas import train_replicas
 from llmevo.train.trainer import TrainConfig, train
 
@@ -279,7 +279,7 @@ def test_moe_parameters_total_and_active() -> None:
 
 def test_the_size_dial_scales_the_expert_width_and_keeps_the_counts() -> None:
     config = ModelConfig().with_slot("feedforward", "moe:experts=4")
-    scaled = scale_model(config, RUNGS[1])  # d_model 64 -> 96
+    scaled = resize_model(config, RUNGS[1])  # d_model 64 -> 96
     assert scaled.feedforward.config == {"experts": 4, "top_k": 2, "hidden": 144}
 
 

@@ -60,7 +60,7 @@ def test_a_ladder_plans_its_comparison_once_and_each_rung_once(tmp_path, counts,
     assert counts == {"comparison": 1, "size": 3, "plan": 3}
     # the rung runs the plan made when the ladder was planned, its grid bound late
     (plan,) = received
-    assert isinstance(plan, ReproductionPlan) and plan.scale is not None and plan.tuning is not None
+    assert isinstance(plan, ReproductionPlan) and plan.size is not None and plan.tuning is not None
     assert plan.tuning.grid == tuple(sorted(plan.tuning.grid)) and len(plan.tuning.grid) == 5
 
 

@@ -52,7 +52,7 @@ PrecisionName = Literal["fp32", "bf16"]
 DeviceOption = Annotated[DeviceName, typer.Option(help="Where to run the model.")]
 ThreadsOption = Annotated[int | None, typer.Option(
     help="CPU threads for torch (default: torch's choice; pass 1 on a shared machine).")]
-# the size dial (llmevo.runner.scale), the same on every command that trains a model
+# the size dial (llmevo.runner.size), the same on every command that trains a model
 RungOption = Annotated[int | None, typer.Option(
     help="Model size: rung 0 is quick's llama_modern (139,584 parameters); each rung about "
          "doubles it (-3..7), with the components' sizes, training tokens (7.26 per parameter), "

@@ -69,7 +69,7 @@ from llmevo.runner import tuning
 from llmevo.runner.genome import Genome
 from llmevo.runner.presets import Preset, get_preset
 from llmevo.runner.resources import check_memory
-from llmevo.runner.scale import Scale, size_label
+from llmevo.runner.size import Size, size_label
 from llmevo.runner.storage import check_storage_url, quiet_optuna, sqlite_path
 from llmevo.train.device import accelerator_name, resolve_device
 from llmevo.train.logging import RunLogs
@@ -145,22 +145,22 @@ class EvolutionSettings(SectionedRequest):
     run: RunSection
     tuning: TuningSection = Field(default_factory=TuningSection)
     size: SizeSection = Field(default_factory=SizeSection)
-    _scale: Scale | None = PrivateAttr(default=None)
+    _resolved: Size | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _resolve_size(self) -> EvolutionSettings:
         # resolved once: an unknown rung, heads that do not divide d_model, zero steps fail here
-        self._scale = self.size.resolve(self.preset)
+        self._resolved = self.size.resolve(self.preset)
         return self
 
     @property
-    def resolved_size(self) -> Scale | None:
-        """The size dial resolved (``runner.scale.size_dial``), or None when no size is asked for."""
-        return self._scale
+    def resolved_size(self) -> Size | None:
+        """The size dial resolved (``runner.size.size_dial``), or None when no size is asked for."""
+        return self._resolved
 
     def base_model(self) -> ModelConfig:
         """The baseline genome's model: llama_modern, at the dial's size when one is asked for."""
-        return ModelConfig() if self._scale is None else self._scale.model
+        return ModelConfig() if self._resolved is None else self._resolved.model
 
     @property
     def final_tuning_seeds(self) -> list[int]:
@@ -181,7 +181,7 @@ class EvolutionSettings(SectionedRequest):
     def study_name(self) -> str:
         if self.study is not None:
             return self.study
-        label = size_label(self._scale)
+        label = size_label(self._resolved)
         return (f"evolve-{self.preset}" + (f"-{label}" if label else "")
                 + (f"-s{self.trial_steps}" if self.trial_steps else ""))
 
@@ -196,7 +196,7 @@ class EvolutionSettings(SectionedRequest):
     def presets(self) -> tuple[Preset, Preset]:
         """(trial preset, final-evaluation preset): ``trial_steps`` applies to both,
         ``eval_windows`` to the trials only; the size dial sets quick's batch, steps and warmup."""
-        size = self._scale
+        size = self._resolved
         base = get_preset(self.preset) if size is None else size.preset
         return (base.override({"steps": self.trial_steps, "eval_max_windows": self.eval_windows}),
                 base.override({"steps": self.trial_steps}))

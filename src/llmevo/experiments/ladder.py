@@ -23,7 +23,7 @@ grid's edge still extends it (``runner.tuning``), so the rule narrows the search
 forces a choice at an edge. The ladder file records each rung's grid and how it was chosen.
 
 **Context.** The window is quick's 64 tokens at every rung unless ``context="grow"``: then
-``runner.scale.context_length(rung)`` (64 up to rung 0, x sqrt(2) per rung above), so that
+``runner.size.context_length(rung)`` (64 up to rung 0, x sqrt(2) per rung above), so that
 position components are compared at longer contexts as the model grows.
 
 **Seeds.** The report seeds are the same at every rung; ``top_seeds`` takes only the first k
@@ -111,7 +111,7 @@ from llmevo.registry import SectionedRequest, Seeds
 from llmevo.reports.ladder import write_ladder_report
 from llmevo.reports.readme import against_slug
 from llmevo.runner.presets import Preset
-from llmevo.runner.scale import RUNGS, TOKENS_PER_PARAMETER, Scale, context_length
+from llmevo.runner.size import RUNGS, TOKENS_PER_PARAMETER, Size, context_length
 from llmevo.runner.tuning import (
     DEFAULT_CONFIRM,
     DEFAULT_REPORT_SEEDS,
@@ -309,7 +309,7 @@ def ladder_folder(name: str, against: str | None, publish: bool, context: str = 
 @dataclass(frozen=True)
 class RungPlan:
     rung: int
-    size: Scale
+    size: Size
     plan: ReproductionPlan  # planned once; its grid (the full grid or the rule's) bound when it runs
     full_grid: bool
 

@@ -50,8 +50,8 @@ from llmevo.experiments.plans import (
     init_comparison,
     plan_comparison,
     post_training_request,
+    resize_comparison,
     resolve_arms,
-    scale_comparison,
     with_method_config,
 )
 from llmevo.experiments.post_training import run_post_training_reproduction
@@ -68,7 +68,7 @@ from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice, SectionedRequest, Seeds
 from llmevo.reports.readme import against_slug, report_variant, write_report
 from llmevo.runner.presets import Preset, get_preset
-from llmevo.runner.scale import Scale, size_label
+from llmevo.runner.size import Size, size_label
 from llmevo.runner.tuning import DEFAULT_REPORT_SEEDS, TuningPlan
 from llmevo.runner.tuning_space import SpacePlan
 from llmevo.train.device import accelerator_name, resolve_device
@@ -158,19 +158,19 @@ class ReproductionRequest(SectionedRequest):
     tuning: TuningSection = Field(default_factory=TuningSection)
     size: SizeSection = Field(default_factory=SizeSection)
     post_training: PostTrainingSection = Field(default_factory=PostTrainingSection)
-    _scale: Scale | None = PrivateAttr(default=None)
+    _resolved: Size | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _resolve_size(self) -> ReproductionRequest:
         # resolved once: an unknown rung, heads that do not divide d_model, zero steps fail here
         self.tuning.check_trials()
-        self._scale = self.size.resolve(self.preset, self.train.batch_size, self.base_model)
+        self._resolved = self.size.resolve(self.preset, self.train.batch_size, self.base_model)
         return self
 
     @property
-    def resolved_size(self) -> Scale | None:
-        """The size dial resolved (``runner.scale.size_dial``), or None when no size is asked for."""
-        return self._scale
+    def resolved_size(self) -> Size | None:
+        """The size dial resolved (``runner.size.size_dial``), or None when no size is asked for."""
+        return self._resolved
 
     def comparison(self) -> Comparison:
         """The two arms (``plan_arms``)."""
@@ -184,7 +184,7 @@ class ReproductionRequest(SectionedRequest):
         all its rungs; ``--all`` once per comparison), at the preset's size: this request's
         size, checkpoint and method config are applied to them here."""
         comparison = self.comparison() if comparison is None else comparison
-        size = self._scale
+        size = self._resolved
         init_from = None
         if self.init_from is not None:  # both arms start from the checkpoint, at its size
             if size is not None:
@@ -193,7 +193,7 @@ class ReproductionRequest(SectionedRequest):
             init_from = read_llama_checkpoint(self.init_from)
             comparison = init_comparison(comparison, init_from)
         if size is not None:
-            comparison = scale_comparison(comparison, size)
+            comparison = resize_comparison(comparison, size)
             base = size.preset
         else:
             base = get_preset(self.preset) if isinstance(self.preset, str) else self.preset
@@ -256,7 +256,7 @@ class ReproductionRequest(SectionedRequest):
                                   space=isinstance(tuning, SpacePlan)),
             tensorboard=self.tensorboard,
             threads=run.threads, publish=run.publish, allow_dirty=run.allow_dirty,
-            repo_root=run.repo_root, command=command, scale=size, replace=run.replace,
+            repo_root=run.repo_root, command=command, size=size, replace=run.replace,
             init_from=init_from, allow_noop=self.allow_noop,
         )
 
@@ -307,7 +307,7 @@ class ReproductionRequest(SectionedRequest):
                               "batched (or parallel-batched) or drop --replicas-max")
 
     def _outputs(self, comparison: Comparison, preset: Preset, seeds: list[int],
-                 tuned: bool, size: Scale | None,
+                 tuned: bool, size: Size | None,
                  init_from: LlamaCheckpoint | None = None, space: bool = False) -> ReproductionOutputs:
         paper = comparison.spec.manifest.paper
         folder = f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name

@@ -45,7 +45,7 @@ from llmevo.runner.arm import CONCAT, Arm
 from llmevo.runner.cache import CacheUse
 from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
-from llmevo.runner.scale import Scale, scale_model
+from llmevo.runner.size import Size, resize_model
 from llmevo.runner.tuning import TuningPlan, check_plan
 from llmevo.runner.tuning_space import SpacePlan
 from llmevo.train.execution import Execution
@@ -135,14 +135,14 @@ def plan_comparison(
     return comparison
 
 
-def scale_comparison(comparison: Comparison, size: Scale) -> Comparison:
+def resize_comparison(comparison: Comparison, size: Size) -> Comparison:
     """Both arms' models at ``size``'s geometry, each component's sizes scaled from the
-    arm's own (``runner.scale.scale_model``), with room for ``size``'s window; whole
+    arm's own (``runner.size.resize_model``), with room for ``size``'s window; whole
     architectures are refused there."""
     baseline, method = comparison.arms
 
     def sized(model: ModelConfig) -> ModelConfig:
-        model = scale_model(model, size.geometry)
+        model = resize_model(model, size.geometry)
         if size.model.max_seq_len > model.max_seq_len:  # a longer window (``--seq-len``)
             model = model.model_copy(update={"max_seq_len": size.model.max_seq_len})
         return model
@@ -372,7 +372,7 @@ class ReproductionPlan:
     repo_root: Path | None = None  # the llmevo checkout provenance reads
     command: str = ""  # what provenance records as the command that ran
     replace: bool = False  # replace an artifact at the output path that holds more
-    scale: Scale | None = None  # the size dial (a rung or explicit sizes); None: the preset's model
+    size: Size | None = None  # the size dial (a rung or explicit sizes); None: the preset's model
     init_from: LlamaCheckpoint | None = None  # both arms start from it, on its own tokenizer
     allow_noop: bool = False  # run arms that compute the same function, classed no-op
 

@@ -180,7 +180,7 @@ def run_post_training_reproduction(
             raise ConfigError(f"seed {seed}: the arms post-trained on different numbers of "
                               f"examples {sorted(examples)}")
     body = assemble_artifact(comparison, preset, seeds, corpus, views, runs,
-                             plan.device, plan.margin_percent, size=plan.scale)
+                             plan.device, plan.margin_percent, size=plan.size)
     _add_post_training(body, comparison, stages, settings, task, post_data, seeds)
     if init is not None:
         body.pop("pretraining_curve", None)  # nothing was pretrained

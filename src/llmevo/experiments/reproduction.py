@@ -79,7 +79,7 @@ from llmevo.runner.run import (
     run_arm,
     seed_runs,
 )
-from llmevo.runner.scale import Scale
+from llmevo.runner.size import Size
 from llmevo.runner.tuning import ArmTuning, TuningPlan, tune_arm, tuning_block
 from llmevo.runner.tuning_space import (
     ArmSpaceTuning,
@@ -195,7 +195,7 @@ def run_reproduction(
     rates = None if tuning is None else {arm.label: arm_presets[arm.label].train.lr
                                          for arm in resolved.arms}
     body = assemble_artifact(resolved, preset, seeds, corpus, views, runs, plan.device,
-                             plan.margin_percent, rates, plan.scale, equivalence)
+                             plan.margin_percent, rates, plan.size, equivalence)
     if tuning is not None:
         body["tuning"] = Tuning.model_validate(tuning)
     if init is not None:
@@ -488,7 +488,7 @@ def _dataset(corpus: LMCorpus, data: ArmData, preset: Preset, comparison: Compar
     )
 
 
-def _size_fields(size: Scale | None, tokens: int, stream_tokens: int) -> dict[str, Any]:
+def _size_fields(size: Size | None, tokens: int, stream_tokens: int) -> dict[str, Any]:
     """What a sized run records (none without the size dial): the rung, the rung's model
     size, the training tokens per arm, the epochs over the training stream and 6 N D."""
     if size is None:
@@ -498,7 +498,7 @@ def _size_fields(size: Scale | None, tokens: int, stream_tokens: int) -> dict[st
 
 
 def _setup(comparison: Comparison, preset: Preset, seeds: list[int], corpus: LMCorpus,
-           data: ArmData, runs: dict[str, dict[int, ArmRun]], size: Scale | None) -> Setup:
+           data: ArmData, runs: dict[str, dict[int, ArmRun]], size: Size | None) -> Setup:
     spec = comparison.spec
     against = {"against": comparison.against} if comparison.against is not None else {}
     tokens = runs["method"][seeds[0]].train.tokens_seen
@@ -586,7 +586,7 @@ def assemble_artifact(
     device: torch.device,
     margin_percent: float,
     learning_rates: dict[str, float] | None = None,
-    size: Scale | None = None,
+    size: Size | None = None,
     equivalence: Equivalence | None = None,
 ) -> dict[str, Any]:
     """Every block of the reproduction artifact but provenance (known only to the caller),

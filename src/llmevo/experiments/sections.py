@@ -35,7 +35,7 @@ from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
 from llmevo.registry import Section, TuneSeeds
 from llmevo.runner.presets import Preset
-from llmevo.runner.scale import Scale, size_dial
+from llmevo.runner.size import Size, size_dial
 from llmevo.runner.tuning import (
     DEFAULT_CONFIRM,
     DEFAULT_TUNING_SEEDS,
@@ -190,7 +190,7 @@ class TuningSection(Section):
 
 
 class SizeSection(Section):
-    """The size dial (``runner.scale``): ``rung`` (0: quick's llama_modern), or explicit
+    """The size dial (``runner.size``): ``rung`` (0: quick's llama_modern), or explicit
     ``d_model``, ``layers`` and ``heads`` replacing the rung's geometry;
     ``tokens_per_parameter`` (default quick's ~7.26) and ``seq_len`` (quick's 64) set the
     training tokens and the window at that size. Quick only."""
@@ -203,8 +203,8 @@ class SizeSection(Section):
     seq_len: int | None = None
 
     def resolve(self, preset: str | Preset, batch_size: int | None = None,
-                base_model: ModelConfig | None = None) -> Scale | None:
-        """The size dial resolved (``runner.scale.size_dial``), or None when no size is asked
+                base_model: ModelConfig | None = None) -> Size | None:
+        """The size dial resolved (``runner.size.size_dial``), or None when no size is asked
         for; an unknown rung, heads that do not divide the width or zero steps fail here."""
         return size_dial(self.rung, self.d_model, self.layers, self.heads, preset, batch_size,
                          base_model or ModelConfig(), self.tokens_per_parameter, self.seq_len)

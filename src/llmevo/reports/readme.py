@@ -38,7 +38,7 @@ def report_variant(against: str | None = None, space: bool = False, size: str | 
     """The subfolder of a component's report folder that a variant of its reproduction
     reports in, so that no variant overwrites the declared comparison's README and plots:
     ``vs-<other>`` for a baseline chosen by ``--against``, then ``tune-space`` for space
-    tuning, then the size (``rung1``; ``runner.scale.size_label``). Empty for the declared,
+    tuning, then the size (``rung1``; ``runner.size.size_label``). Empty for the declared,
     grid-tuned comparison at rung 0."""
     parts = [f"vs-{against_slug(against)}"] if against is not None else []
     return Path(*parts, *(["tune-space"] if space else []), *([size] if size else []))

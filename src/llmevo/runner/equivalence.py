@@ -163,7 +163,7 @@ def interchangeable(first: nn.Module, second: nn.Module) -> bool:
     return shapes[0] == shapes[1]
 
 
-def _scale(logits: Tensor) -> float:
+def _resolved(logits: Tensor) -> float:
     return logits.pow(2).mean().sqrt().item() or 1.0
 
 
@@ -185,19 +185,19 @@ def check_equivalence(baseline: Arm, method: Arm, views: dict[str, ArmData], pre
     with torch.random.fork_rng(devices=devices):
         models = [_built(arm, seed, device) for arm in (baseline, method)]
         initial = [_logits(model, windows) for model in models]
-        scale = _scale(initial[0])
+        scale = _resolved(initial[0])
         init = relative_difference(*initial, scale)
         stepped = [_logits(_trained(arm, model, data, _probe_config(arm, data, preset, PROBE_STEPS),
                                     seed, device), windows)
                    for arm, model in zip((baseline, method), models, strict=True)]
-        trained = relative_difference(*stepped, _scale(stepped[0]))
+        trained = relative_difference(*stepped, _resolved(stepped[0]))
         run = None
         if init <= TOLERANCE and trained <= TOLERANCE and interchangeable(*models):
             weights = _trained(baseline, _built(baseline, seed, device), data,
                                _probe_config(baseline, data, preset, None), seed, device)
             models[1].load_state_dict(weights.state_dict())
             at_run = [_logits(model, windows) for model in (weights, models[1])]
-            run = relative_difference(*at_run, _scale(at_run[0]))
+            run = relative_difference(*at_run, _resolved(at_run[0]))
     measured = {"at initialisation": init, f"after {PROBE_STEPS} steps": trained}
     if run is not None:
         measured["at the baseline's run-length weights"] = run

@@ -11,7 +11,7 @@ head by head with each key/value head shared by its group, and group size 1 equa
 
 ``mha`` already takes ``kv_heads``; this component is the verdict of grouping itself against
 full multi-head attention: ``group_size`` (query heads per key/value head) is fixed rather
-than the number of key/value heads, so the size dial (``runner/scale.py``) keeps the ratio
+than the number of key/value heads, so the size dial (``runner/size.py``) keeps the ratio
 at every rung (half the heads at 2, whatever the heads).
 
 Deviations: trained from scratch, not "uptrained" from a multi-head checkpoint by mean-pooling

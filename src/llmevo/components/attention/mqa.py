@@ -10,7 +10,7 @@ key/value head, and equality with ``mha:kv_heads=1`` given the same weights
 
 ``mha`` already takes ``kv_heads``; this component is the verdict of sharing one key/value
 head against full multi-head attention. It has no size field: one key/value head at every
-rung of the size dial (``runner/scale.py``), however many query heads.
+rung of the size dial (``runner/size.py``), however many query heads.
 
 Deviations: none in the attention itself; the paper's incremental-decoding speed measurements
 and its WMT/billion-word models are not reproduced (the verdict here is the LM loss).

@@ -10,7 +10,7 @@ does. Reference test: the output against an explicit softmax under a mask writte
 by entry, and window >= sequence length equal to plain causal attention
 (tests/reference/test_attention_variants_reference.py).
 
-Size: ``window`` is a length in tokens; the size dial (``runner/scale.py``) keeps the sequence
+Size: ``window`` is a length in tokens; the size dial (``runner/size.py``) keeps the sequence
 length at 64 on every rung, so ``window`` does not scale with the rung (its rule is the
 identity). The default 32 is half of the 64-token training window; with 2 layers the
 receptive field of the last layer still reaches 2 x (32 - 1) = 62 earlier tokens.

@@ -1,4 +1,4 @@
-"""The size dial (runner.scale): rung 0 is quick's llama_modern exactly, every rung's size is
+"""The size dial (runner.size): rung 0 is quick's llama_modern exactly, every rung's size is
 checked against a hand count, the tokens-per-parameter ratio holds, bad sizes are refused."""
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ from llmevo.evolve import EvolutionSettings
 from llmevo.experiments import ReproductionRequest
 from llmevo.experiments.pipeline import artifact_filename
 from llmevo.model.config import ModelConfig
-from llmevo.runner import scale as scale_module
+from llmevo.runner import size as size_module
 from llmevo.runner.presets import get_preset
-from llmevo.runner.scale import (
+from llmevo.runner.size import (
     RUNGS,
     TOKENS_PER_PARAMETER,
     Geometry,
     parameter_count,
+    resize_model,
     rung_table,
-    scale,
-    scale_model,
+    size_at,
     size_label,
 )
 from llmevo.train.trainer import TrainConfig
@@ -41,7 +41,7 @@ def hand_count(d: int, layers: int, hidden: int, matrices: int, kv_width: int | 
 
 
 def test_rung_0_is_quick_with_llama_modern_exactly():
-    size = scale(0)
+    size = size_at(0)
     quick = get_preset("quick")
     assert size.parameters == 139_584
     assert size.model == ModelConfig()
@@ -56,29 +56,29 @@ def test_rung_0_is_quick_with_llama_modern_exactly():
 def test_each_rung_matches_a_hand_count(rung):
     shape = RUNGS[rung]
     d = shape.d_model
-    assert scale(rung).parameters == hand_count(d, shape.n_layers, hidden=3 * d, matrices=3)
+    assert size_at(rung).parameters == hand_count(d, shape.n_layers, hidden=3 * d, matrices=3)
 
 
 def test_a_non_zero_rung_by_hand():
     # rung 1: d 96, 2 layers; 512*96 + 2*(2*96*96*2 + 3*96*288 + 2*96) + 96
-    assert scale(1).parameters == 49_152 + 2 * (36_864 + 82_944 + 192) + 96 == 289_248
+    assert size_at(1).parameters == 49_152 + 2 * (36_864 + 82_944 + 192) + 96 == 289_248
 
 
 def test_component_sizes_follow_the_width_and_heads():
-    size = scale(1)  # d 96 (1.5x), 6 heads
+    size = size_at(1)  # d 96 (1.5x), 6 heads
     assert size.model.feedforward.config["hidden"] == 288  # SwiGLU 192 at d 64: 3 x d_model
     assert size.model.attention.config["kv_heads"] == 6
-    plain = scale_model(ModelConfig().with_slot("feedforward", "relu2"), RUNGS[1])
+    plain = resize_model(ModelConfig().with_slot("feedforward", "relu2"), RUNGS[1])
     assert plain.feedforward.config["hidden"] == 432  # its declared 288 (4.5 x d) at d 96
     assert parameter_count(plain) == hand_count(96, 2, hidden=432, matrices=2)
-    grouped = scale_model(ModelConfig().with_slot("attention", "mha:kv_heads=2"), RUNGS[2])
+    grouped = resize_model(ModelConfig().with_slot("attention", "mha:kv_heads=2"), RUNGS[2])
     assert grouped.attention.config["kv_heads"] == 4  # half the heads stays half
     assert parameter_count(grouped) == hand_count(128, 2, hidden=384, matrices=3, kv_width=64)
-    rotary = scale_model(ModelConfig().with_slot("position", "rope:rotary_dim=8"), Geometry(64, 2, 2))
+    rotary = resize_model(ModelConfig().with_slot("position", "rope:rotary_dim=8"), Geometry(64, 2, 2))
     assert rotary.position.config["rotary_dim"] == 16  # half the head dimension stays half
-    windowed = scale_model(ModelConfig().with_slot("attention", "sliding_window:window=24"), RUNGS[3])
+    windowed = resize_model(ModelConfig().with_slot("attention", "sliding_window:window=24"), RUNGS[3])
     assert windowed.attention.config["window"] == 24  # a length in tokens: the sequence stays 64
-    assert scale(2).model.max_seq_len == ModelConfig().max_seq_len
+    assert size_at(2).model.max_seq_len == ModelConfig().max_seq_len
 
 
 def test_a_new_components_declared_sizes_scale_with_no_edit_to_the_dial(monkeypatch):
@@ -107,15 +107,15 @@ def test_a_new_components_declared_sizes_scale_with_no_edit_to_the_dial(monkeypa
         def get(self, slot, name):
             return Spec if name == "wide" else real.get(slot, name)
 
-    monkeypatch.setattr(scale_module, "full_registry", lambda: Registry())
+    monkeypatch.setattr(size_module, "full_registry", lambda: Registry())
     model = ModelConfig().with_slot("feedforward", "wide")  # d_model 64, 4 heads of 16
-    scaled = scale_model(model, Geometry(128, 2, 8)).feedforward.config
+    scaled = resize_model(model, Geometry(128, 2, 8)).feedforward.config
     assert scaled["inner"] == 192 and scaled["groups"] == 4 and scaled["slice_dim"] == 4
     assert scaled["span"] == 7 and scaled["share"] == 2 and "note" not in scaled
     with pytest.raises(ConfigError, match="wide.groups=2 at 4 does not scale to a whole size at 3"):
-        scale_model(model, Geometry(48, 2, 3))
+        resize_model(model, Geometry(48, 2, 3))
     with pytest.raises(ConfigError, match="wide.share=2 does not divide the 3 head"):
-        scale_model(ModelConfig().with_slot("feedforward", "wide:groups=4"), Geometry(48, 2, 3))
+        resize_model(ModelConfig().with_slot("feedforward", "wide:groups=4"), Geometry(48, 2, 3))
 
 
 def test_tokens_per_parameter_ratio_is_held():
@@ -127,7 +127,7 @@ def test_tokens_per_parameter_ratio_is_held():
 
 
 def test_the_docstring_table_is_the_computed_one():
-    text = scale_module.__doc__ or ""
+    text = size_module.__doc__ or ""
     documented = [line.split() for line in text.splitlines() if re.match(r"^\s+-?\d+\s+\d+\s", line)]
     computed = [[str(row["rung"]), str(row["d_model"]), str(row["layers"]), str(row["heads"]),
                  f"{row['parameters']:,}", str(row["batch"]), f"{row['steps']:,}",
@@ -136,24 +136,24 @@ def test_the_docstring_table_is_the_computed_one():
 
 
 def test_parameters_about_double_per_rung_and_span_the_ladder():
-    counts = [scale(rung).parameters for rung in sorted(RUNGS) if rung > -3]
+    counts = [size_at(rung).parameters for rung in sorted(RUNGS) if rung > -3]
     assert all(1.6 < later / earlier < 2.5 for earlier, later in zip(counts, counts[1:], strict=False))
-    assert 2.5 < scale(-2).parameters / scale(-3).parameters < 3  # one 16-dimension head: no narrower
-    assert scale(2).parameters / scale(-2).parameters >= 8  # the issue's >= 8x over rungs -2..2
-    assert scale(0).parameters / scale(-3).parameters >= 8  # and over four rungs, -3..0
-    assert scale(0).compute / scale(-3).compute >= 64  # >= 64x compute
-    assert scale(7).parameters >= 10_000_000  # a GPU rung
+    assert 2.5 < size_at(-2).parameters / size_at(-3).parameters < 3  # one 16-dimension head: no narrower
+    assert size_at(2).parameters / size_at(-2).parameters >= 8  # the issue's >= 8x over rungs -2..2
+    assert size_at(0).parameters / size_at(-3).parameters >= 8  # and over four rungs, -3..0
+    assert size_at(0).compute / size_at(-3).compute >= 64  # >= 64x compute
+    assert size_at(7).parameters >= 10_000_000  # a GPU rung
 
 
 def test_explicit_sizes_replace_the_rung_and_the_rest_follows():
-    size = scale(1, d_model=128, n_layers=3, n_heads=4)
+    size = size_at(1, d_model=128, n_layers=3, n_heads=4)
     assert (size.model.d_model, size.model.n_layers, size.model.n_heads) == (128, 3, 4)
     assert size.model.feedforward.config["hidden"] == 384
     assert size.parameters == hand_count(128, 3, hidden=384, matrices=3)
     assert size.preset.train.batch_size == 64  # the rung's batch
     assert abs(size.training_tokens - TOKENS_PER_PARAMETER * size.parameters) <= 64 * 64 / 2
-    assert size_label(size) == "d128-l3-h4" and size_label(scale(1)) == "rung1"
-    assert size_label(scale(0)) is None  # rung 0 is quick: its files keep their names
+    assert size_label(size) == "d128-l3-h4" and size_label(size_at(1)) == "rung1"
+    assert size_label(size_at(0)) is None  # rung 0 is quick: its files keep their names
 
 
 def test_a_sized_reproduction_scales_both_arms_and_names_its_files(tmp_path):
@@ -161,11 +161,11 @@ def test_a_sized_reproduction_scales_both_arms_and_names_its_files(tmp_path):
     assert plan.comparison.baseline.model.feedforward.config == {"hidden": 216}  # gelu 288 at d 48
     assert plan.comparison.method.model.feedforward.config == {"hidden": 216}
     assert plan.preset.train.steps == 300 and plan.preset.train.batch_size == 32
-    assert plan.scale is not None and plan.scale.rung == -1
+    assert plan.size is not None and plan.size.rung == -1
     assert plan.outputs.artifact.name == "public-quick-rung-1-tuned-seeds42-46.json"
     assert artifact_filename("quick", [42], size="rung2") == "public-quick-rung2-seed42.json"
     unsized = ReproductionRequest(name="relu2", preset="quick", data_dir=tmp_path).plan()
-    assert unsized.scale is None and unsized.outputs.artifact.name == "public-quick-tuned-seeds42-46.json"
+    assert unsized.size is None and unsized.outputs.artifact.name == "public-quick-tuned-seeds42-46.json"
     with_steps = ReproductionRequest(name="rope", preset="quick", rung=1, steps=2, batch_size=8,
                                      data_dir=tmp_path).plan()
     assert (with_steps.preset.train.steps, with_steps.preset.train.batch_size) == (2, 8)
@@ -213,27 +213,27 @@ def test_whole_architectures_and_unscalable_sizes_are_refused(tmp_path):
     with pytest.raises(ConfigError, match="blt architecture has sizes of its own"):
         ReproductionRequest(name="blt", preset="quick", rung=1, data_dir=tmp_path).plan()
     with pytest.raises(ConfigError, match="kv_heads=2 at 4 does not scale to a whole size at 3"):
-        scale(-1, base_model=ModelConfig().with_slot("attention", "mha:kv_heads=2"))
+        size_at(-1, base_model=ModelConfig().with_slot("attention", "mha:kv_heads=2"))
     with pytest.raises(ConfigError):
         ReproductionRequest(name="rope", preset="quick", rung=1,
                             base_model=ModelConfig(architecture="blt"), data_dir=Path(tmp_path))
 
 
 def test_context_length_grows_from_rung_one():
-    from llmevo.runner.scale import context_length
+    from llmevo.runner.size import context_length
 
     assert [context_length(r) for r in (-2, -1, 0, 1, 2, 3, 4)] == [64, 64, 64, 96, 128, 176, 256]
 
 
 def test_a_longer_window_keeps_the_tokens_and_widens_the_model():
-    from llmevo.runner.scale import scale
+    from llmevo.runner.size import size_at
 
-    size = scale(1, seq_len=128)
+    size = size_at(1, seq_len=128)
     assert size.preset.train.seq_len == 128 and size.model.max_seq_len == 128
     # the rung's tokens (about 7.26 per parameter) in steps of batch x 128
     assert size.preset.train.steps == round(TOKENS_PER_PARAMETER * size.parameters / (64 * 128))
     with pytest.raises(ConfigError, match="--seq-len 4: need"):
-        scale(0, seq_len=4)
+        size_at(0, seq_len=4)
 
 
 def test_a_growing_context_ladder_plans_each_rungs_window(tmp_path):

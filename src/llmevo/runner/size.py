@@ -2,7 +2,7 @@
 
 Rung 0 is today's ``quick`` preset with ``llama_modern`` exactly: d_model 64, 2 layers, 4
 heads, SwiGLU hidden 192, 139,584 parameters, 330 steps of batch 48 x 64 tokens (1,013,760
-training tokens), warmup 30. ``scale(rung)`` returns everything a rung sets (``Scale``: the
+training tokens), warmup 30. ``size_at(rung)`` returns everything a rung sets (``Size``: the
 geometry, the model, the resolved preset, the parameter count and training tokens); a ladder
 calls it once per rung, and ``reproduce --rung`` / ``evolve --rung`` call it through their
 requests.
@@ -40,7 +40,7 @@ What a rung sets, and the rule for each:
   the public suite, so losses at different rungs are measured on the same tokens.
 - The post-training stage is quick's.
 
-The rungs (``rung_table()`` computes this; ``tests/unit/test_scale.py`` checks it):
+The rungs (``rung_table()`` computes this; ``tests/unit/test_size.py`` checks it):
 
 ====  =======  ======  =====  ==========  =====  =====  ===========  =========
 rung  d_model  layers  heads  parameters  batch  steps  tokens       6·N·D
@@ -76,7 +76,7 @@ two context lengths are not on equal footing (a longer window predicts each toke
 Explicit ``d_model`` / ``n_layers`` / ``n_heads`` replace the rung's geometry for a user who
 wants one particular size; the component sizes, tokens and warmup then follow that model.
 
-Public API: ``RUNGS``, ``Geometry``, ``Scale``, ``scale``, ``scale_model``, ``rung_table``,
+Public API: ``RUNGS``, ``Geometry``, ``Size``, ``size_at``, ``resize_model``, ``rung_table``,
 ``size_dial`` (a request's rung and sizes), ``size_label`` (in file and study names),
 ``context_length`` (the ladder's growing context),
 ``TOKENS_PER_PARAMETER``, ``RULES`` (each declared ``Scaling``'s rule).
@@ -180,7 +180,7 @@ def _scaled_choice(slot: str, choice: ComponentChoice, old: Geometry, new: Geome
     return choice.model_copy(update={"config": config})
 
 
-def scale_model(model: ModelConfig, geometry: Geometry) -> ModelConfig:
+def resize_model(model: ModelConfig, geometry: Geometry) -> ModelConfig:
     """``model`` at ``geometry``: width, depth and heads replaced, every component's sizes
     scaled from the model's own geometry. Whole architectures other than the transformer
     have sizes of their own and are refused."""
@@ -200,7 +200,7 @@ def batch_size(rung: int) -> int:
 
 
 @dataclass(frozen=True)
-class Scale:
+class Size:
     """Everything one rung sets. ``rung`` is None for an explicit size without a rung."""
 
     rung: int | None
@@ -230,10 +230,10 @@ def geometry(rung: int, d_model: int | None = None, n_layers: int | None = None,
                             if value is not None}).check()
 
 
-def scale(rung: int | None = 0, *, d_model: int | None = None, n_layers: int | None = None,
+def size_at(rung: int | None = 0, *, d_model: int | None = None, n_layers: int | None = None,
           n_heads: int | None = None, batch: int | None = None,
           base_model: ModelConfig | None = None, preset: Preset | None = None,
-          tokens_per_parameter: float | None = None, seq_len: int | None = None) -> Scale:
+          tokens_per_parameter: float | None = None, seq_len: int | None = None) -> Size:
     """Everything rung ``rung`` sets (None: rung 0's batch under an explicit size): the
     model (``base_model``, default llama_modern, at the rung's geometry or the explicit
     sizes), the preset (``preset``, default quick) with the batch (``batch`` replaces the
@@ -249,7 +249,7 @@ def scale(rung: int | None = 0, *, d_model: int | None = None, n_layers: int | N
         raise ConfigError(f"--tokens-per-parameter {ratio}: need a positive number (quick's is "
                           f"{TOKENS_PER_PARAMETER:.2f})")
     shape = geometry(0 if rung is None else rung, d_model, n_layers, n_heads)
-    model = scale_model(base_model or ModelConfig(), shape)
+    model = resize_model(base_model or ModelConfig(), shape)
     if seq_len is not None and seq_len > model.max_seq_len:
         model = model.model_copy(update={"max_seq_len": seq_len})
     parameters = parameter_count(model)
@@ -266,7 +266,7 @@ def scale(rung: int | None = 0, *, d_model: int | None = None, n_layers: int | N
             "smaller --batch-size)")
     preset = quick.override({"batch_size": batch, "steps": steps,
                              "warmup_steps": round(steps * WARMUP_SHARE)})
-    return Scale(rung=rung, geometry=shape, model=model, preset=preset, parameters=parameters)
+    return Size(rung=rung, geometry=shape, model=model, preset=preset, parameters=parameters)
 
 
 def context_length(rung: int) -> int:
@@ -279,7 +279,7 @@ def rung_table() -> list[dict[str, int | float]]:
     """One row per rung: its geometry, parameters, batch, steps, tokens and 6 N D."""
     rows = []
     for rung in RUNGS:
-        size = scale(rung)
+        size = size_at(rung)
         rows.append({"rung": rung, "d_model": size.geometry.d_model, "layers": size.geometry.n_layers,
                      "heads": size.geometry.n_heads, "parameters": size.parameters,
                      "batch": size.preset.train.batch_size, "steps": size.preset.train.steps,
@@ -289,7 +289,7 @@ def rung_table() -> list[dict[str, int | float]]:
 
 def size_dial(rung: int | None, d_model: int | None, layers: int | None, heads: int | None,
               preset: str | Preset, batch_size: int | None, base_model: ModelConfig,
-              tokens_per_parameter: float | None = None, seq_len: int | None = None) -> Scale | None:
+              tokens_per_parameter: float | None = None, seq_len: int | None = None) -> Size | None:
     """A request's size dial (``rung`` and the explicit sizes) resolved on ``preset`` (a name
     or a ``Preset``), which must be quick (rung 0 is quick's llama_modern); None when no size
     is asked for."""
@@ -303,12 +303,12 @@ def size_dial(rung: int | None, d_model: int | None, layers: int | None, heads: 
     if base.name != REFERENCE_PRESET:
         raise ConfigError(f"--rung / --d-model / --layers / --heads scale the {REFERENCE_PRESET} "
                           f"preset (rung 0 is {REFERENCE_PRESET}); got --preset {base.name}")
-    return scale(rung, d_model=d_model, n_layers=layers, n_heads=heads, batch=batch_size,
+    return size_at(rung, d_model=d_model, n_layers=layers, n_heads=heads, batch=batch_size,
                  base_model=base_model, preset=base, tokens_per_parameter=tokens_per_parameter,
                  seq_len=seq_len)
 
 
-def size_label(size: Scale | None) -> str | None:
+def size_label(size: Size | None) -> str | None:
     """What a sized run's file names carry: ``rung1``, ``d96-l2-h6``; None at rung 0."""
     if size is None:
         return None
