@@ -28,9 +28,9 @@ from llmevo.components.base import AttentionContext
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice
 from llmevo.runner.arm import Arm
-from llmevo.runner.data import load_views
 from llmevo.runner.presets import get_preset
 from llmevo.runner.run import run_arm, seed_runs
+from llmevo.runner.views import load_views
 
 CAPS = (3.0, 5.0, 8.0, 10.0, 12.0, 15.0, 20.0, 30.0, 50.0)
 

@@ -13,9 +13,9 @@ from llmevo.errors import ConfigError
 from llmevo.experiments import reproduction
 from llmevo.experiments.plans import ReproductionPlan, plan_comparison
 from llmevo.registry import ComponentChoice
-from llmevo.runner.data import load_views
 from llmevo.runner.equivalence import TOLERANCE, check_equivalence
 from llmevo.runner.presets import get_preset
+from llmevo.runner.views import load_views
 
 CPU = torch.device("cpu")
 

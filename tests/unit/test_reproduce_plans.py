@@ -10,8 +10,8 @@ from llmevo.errors import ConfigError
 from llmevo.experiments.plans import plan_comparison
 from llmevo.model.config import ModelConfig
 from llmevo.registry import MODEL_SLOTS, ComponentChoice
-from llmevo.runner.data import prepare_bpe_data, prepare_byte_data
 from llmevo.runner.presets import get_preset
+from llmevo.runner.views import prepare_bpe_data, prepare_byte_data
 
 
 @pytest.mark.parametrize("name", ["rope", "alibi", "qk_norm", "geglu", "layernorm", "sandwich"])

@@ -18,10 +18,10 @@ from optuna.trial import FrozenTrial, TrialState
 
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import claim_policy, paired_relative_change, summarize, verdict
-from llmevo.runner.data import ArmData
 from llmevo.runner.genome import Genome
 from llmevo.runner.presets import Preset
 from llmevo.runner.run import PostData, run_arm, seed_runs
+from llmevo.runner.views import DataView
 from llmevo.train.execution import Execution
 from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import Progress
@@ -118,7 +118,7 @@ class FinalEvaluation:
 def final_evaluation(
     champion: Genome,
     baseline: Genome,
-    data: ArmData,
+    data: DataView,
     preset: Preset,
     seeds: list[int],
     device: torch.device,

@@ -19,10 +19,10 @@ import torch
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import claim_policy, paired_relative_change, summarize
 from llmevo.evolve.space import GENOME_SLOTS, TRAIN_GENES, SearchSpace
-from llmevo.runner.data import ArmData
 from llmevo.runner.genome import Genome
 from llmevo.runner.presets import Preset
 from llmevo.runner.run import PostData, run_arm
+from llmevo.runner.views import DataView
 from llmevo.train.trainer import Progress
 
 
@@ -99,7 +99,7 @@ def explain(
     champion: Genome,
     baseline: Genome,
     space: SearchSpace,
-    data: ArmData,
+    data: DataView,
     preset: Preset,
     seeds: list[int],
     device: torch.device,

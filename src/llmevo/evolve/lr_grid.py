@@ -24,11 +24,11 @@ from llmevo.catalog import build_model, build_recipe
 from llmevo.errors import ConfigError
 from llmevo.evolve.champion import FinalEvaluation, final_evaluation
 from llmevo.runner.arm import Arm
-from llmevo.runner.data import ArmData, arm_stream
 from llmevo.runner.genome import Genome
 from llmevo.runner.presets import Preset
 from llmevo.runner.run import PostData, evaluate_trained
 from llmevo.runner.tuning import TuningPlan, tune_arm, tuning_block
+from llmevo.runner.views import DataView, arm_stream
 from llmevo.train.execution import Execution
 from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import Progress
@@ -50,7 +50,7 @@ def with_lr(genome: Genome, lr: float) -> Genome:
 def tuned_final_evaluation(
     champion: Genome,
     baseline: Genome,
-    data: ArmData,
+    data: DataView,
     preset: Preset,
     seeds: list[int],
     plan: TuningPlan,

@@ -35,11 +35,11 @@ from llmevo.evolve.lr_grid import trial_lr_grid, with_lr
 from llmevo.evolve.plan import EvolutionPlan
 from llmevo.evolve.space import SearchSpace
 from llmevo.runner.arm_run import ArmRun
-from llmevo.runner.data import ArmData
 from llmevo.runner.genome import Genome
 from llmevo.runner.optuna_private import study_storage, trial_id
 from llmevo.runner.presets import Preset
 from llmevo.runner.run import PostData, run_arm
+from llmevo.runner.views import DataView
 from llmevo.train.logging import RunLogs
 
 FINAL_STATES = ("complete", "pruned", "diverged", "failed", "invalid", "duplicate")
@@ -60,7 +60,7 @@ class TrialContext:
 
     plan: EvolutionPlan
     space: SearchSpace
-    data: ArmData
+    data: DataView
     trial_preset: Preset  # plan.trial_preset resolved on the data (a one-epoch preset's steps)
     final_preset: Preset  # plan.final_preset resolved on the data
     device: torch.device

@@ -69,7 +69,7 @@ def prepare_context(plan: EvolutionPlan, space: SearchSpace) -> TrialContext:
     and the post-training data when the space has a post-training gene (loaded by the first
     trial whose genome post-trains)."""
     from llmevo.data.lm import load_lm_corpus
-    from llmevo.runner.data import prepare_bpe_data
+    from llmevo.runner.views import prepare_bpe_data
     from llmevo.train.device import resolve_device
 
     logs = None

@@ -43,11 +43,11 @@ from llmevo.registry import (
 )
 from llmevo.runner.arm import CONCAT, Arm
 from llmevo.runner.cache import CacheUse
-from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
 from llmevo.runner.size import Size, resize_model
 from llmevo.runner.tuning import TuningPlan, check_plan
 from llmevo.runner.tuning_space import SpacePlan
+from llmevo.runner.views import DataView
 from llmevo.train.execution import Execution
 
 
@@ -247,7 +247,7 @@ def check_distinct(comparison: Comparison) -> None:
         )
 
 
-def _prepare_blt(arm: Arm, data: ArmData, corpus: LMCorpus, cache_dir: Path, seed: int) -> ModelConfig:
+def _prepare_blt(arm: Arm, data: DataView, corpus: LMCorpus, cache_dir: Path, seed: int) -> ModelConfig:
     """Train (or load) the entropy model and calibrate the patcher on the training bytes."""
     template = blt_model_config(corpus.bytes_per_token("train"), seq_len_tokens=64)
     assert template.max_seq_len == data.seq_len, "byte window and BLT context must agree"
@@ -256,7 +256,7 @@ def _prepare_blt(arm: Arm, data: ArmData, corpus: LMCorpus, cache_dir: Path, see
     return prepare_blt(template, byte_stream(corpus.texts["train"]), data.validation, cache_dir, seed)
 
 
-PREPARATIONS: dict[str, Callable[[Arm, ArmData, LMCorpus, Path, int], ModelConfig]] = {
+PREPARATIONS: dict[str, Callable[[Arm, DataView, LMCorpus, Path, int], ModelConfig]] = {
     "blt": _prepare_blt,
 }
 

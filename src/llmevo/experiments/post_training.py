@@ -51,7 +51,6 @@ from llmevo.experiments.reproduction import (
 )
 from llmevo.runner.arm import Arm
 from llmevo.runner.arm_run import ArmRun
-from llmevo.runner.data import ArmData, load_views
 from llmevo.runner.presets import Preset
 from llmevo.runner.resources import check_memory, concurrent_runs
 from llmevo.runner.run import (
@@ -62,6 +61,7 @@ from llmevo.runner.run import (
     run_arm,
     seed_runs,
 )
+from llmevo.runner.views import DataView, load_views
 from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import Progress, TrainResult
 
@@ -194,7 +194,7 @@ def run_post_training_reproduction(
 
 
 def _checkpoint_runs(
-    start: Arm, data: ArmData, preset: Preset, seeds: list[int], device: torch.device,
+    start: Arm, data: DataView, preset: Preset, seeds: list[int], device: torch.device,
 ) -> tuple[list[ArmRun], dict[str, float]]:
     """The starting point of each seed when the arms start from a checkpoint (``start.init``):
     the loaded model, evaluated once on validation, and a pretraining record of no steps and

@@ -10,7 +10,7 @@ each arm's run, and only reported.
 
 Every arm runs through the shared runner (``runner.run.run_arm``); the plan comes from
 ``llmevo.experiments.plans`` (``ReproductionPlan``, made once by
-``ReproductionRequest.plan()``) and the arms' data from ``llmevo.runner.data``.
+``ReproductionRequest.plan()``) and the arms' data from ``llmevo.runner.views``.
 
 Public API: ``run_reproduction``, ``ReproductionOutcome``, ``tune_comparison``,
 ``assemble_artifact``, ``implementation_objects``, ``cache_code_modules``.
@@ -68,7 +68,6 @@ from llmevo.registry import MODEL_SLOTS, ComponentChoice, ComponentSpec
 from llmevo.runner.arm import CONCAT, Arm
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.cache import ArmCache
-from llmevo.runner.data import ArmData, arm_stream, load_views, recipe_fingerprint
 from llmevo.runner.equivalence import Equivalence, check_equivalence, refusal
 from llmevo.runner.presets import Preset
 from llmevo.runner.resources import check_memory, concurrent_runs
@@ -90,6 +89,7 @@ from llmevo.runner.tuning_space import (
     space_tuning_block,
     tune_arm_space,
 )
+from llmevo.runner.views import DataView, arm_stream, load_views, recipe_fingerprint
 from llmevo.train.execution import Execution, check_path
 from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import Progress, TrainConfig
@@ -239,7 +239,7 @@ def record_init_from(body: dict[str, Any], checkpoint: LlamaCheckpoint, details:
         "init_from": {**checkpoint.provenance(), "tokenizer": "the checkpoint's own", **details}})
 
 
-def _tuning_inputs(arm: Arm, comparison: Comparison, views: dict[str, ArmData], preset: Preset,
+def _tuning_inputs(arm: Arm, comparison: Comparison, views: dict[str, DataView], preset: Preset,
                    device: torch.device, cache: ArmCache | None
                    ) -> tuple[TrainConfig, Any, Callable[[nn.Module], float], Any]:
     """What tuning one arm needs, for the lr grid and the tuning space alike: its training
@@ -260,7 +260,7 @@ def _tuning_inputs(arm: Arm, comparison: Comparison, views: dict[str, ArmData], 
 
 def tune_comparison(
     comparison: Comparison,
-    views: dict[str, ArmData],
+    views: dict[str, DataView],
     preset: Preset,
     plan: TuningPlan,
     device: torch.device,
@@ -311,7 +311,7 @@ def comparison_spaces(comparison: Comparison, preset: Preset, plan: SpacePlan
 
 def tune_comparison_space(
     comparison: Comparison,
-    views: dict[str, ArmData],
+    views: dict[str, DataView],
     preset: Preset,
     plan: SpacePlan,
     device: torch.device,
@@ -443,7 +443,7 @@ def _paper(spec: ComponentSpec) -> Paper:
     return Paper(**paper.model_dump())
 
 
-def _data_recipes(comparison: Comparison, data: ArmData) -> dict[str, Any]:
+def _data_recipes(comparison: Comparison, data: DataView) -> dict[str, Any]:
     """Each arm's data recipe when one is not ``concat``: its full config, the tokens it
     draws from and its data fingerprint (``recipe_fingerprint``); nothing otherwise."""
     if all(arm.recipe == CONCAT for arm in comparison.arms):
@@ -456,7 +456,7 @@ def _data_recipes(comparison: Comparison, data: ArmData) -> dict[str, Any]:
     return {"data_recipes": recipes}
 
 
-def _dataset(corpus: LMCorpus, data: ArmData, preset: Preset, comparison: Comparison) -> DatasetInfo:
+def _dataset(corpus: LMCorpus, data: DataView, preset: Preset, comparison: Comparison) -> DatasetInfo:
     suite_counts = data.suite_validation.counts
     return DatasetInfo(
         name="WikiText-2",
@@ -498,7 +498,7 @@ def _size_fields(size: Size | None, tokens: int, stream_tokens: int) -> dict[str
 
 
 def _setup(comparison: Comparison, preset: Preset, seeds: list[int], corpus: LMCorpus,
-           data: ArmData, runs: dict[str, dict[int, ArmRun]], size: Size | None) -> Setup:
+           data: DataView, runs: dict[str, dict[int, ArmRun]], size: Size | None) -> Setup:
     spec = comparison.spec
     against = {"against": comparison.against} if comparison.against is not None else {}
     tokens = runs["method"][seeds[0]].train.tokens_seen
@@ -581,7 +581,7 @@ def assemble_artifact(
     preset: Preset,
     seeds: list[int],
     corpus: LMCorpus,
-    views: dict[str, ArmData],
+    views: dict[str, DataView],
     runs: dict[str, dict[int, ArmRun]],
     device: torch.device,
     margin_percent: float,

@@ -33,9 +33,9 @@ from llmevo.experiments.pipeline import ReproductionRequest
 from llmevo.experiments.plans import PREPARATIONS
 from llmevo.experiments.reproduction import cache_code_modules
 from llmevo.runner.cache import ArmCache
-from llmevo.runner.data import ArmData, load_views
 from llmevo.runner.run import build_arm_model
 from llmevo.runner.tuning import TuningPlan, tune_arm
+from llmevo.runner.views import DataView, load_views
 
 
 def chosen_per_seed(values: Mapping[float, Mapping[int, float | None]]) -> dict[int, float | None]:
@@ -128,7 +128,7 @@ def retrain_grid(artifact: ReproductionArtifact, seeds: Sequence[int], data_dir:
         seq_len = data.seq_len or preset.train.seq_len
         config = preset.train.model_copy(update={"optimizer": arm.optimizer, "seq_len": seq_len})
 
-        def evaluate(model: nn.Module, data: ArmData = data, seq_len: int = seq_len) -> float:
+        def evaluate(model: nn.Module, data: DataView = data, seq_len: int = seq_len) -> float:
             return evaluate_lm(model, data.validation, seq_len, plan.device, data.token_bytes,
                                batch_size=preset.eval_batch_size,
                                max_windows=preset.eval_max_windows)[metric]

@@ -82,8 +82,8 @@ from llmevo.errors import WriteError
 from llmevo.registry import MODEL_SLOTS, ComponentChoice
 from llmevo.runner.arm import CONCAT, Arm
 from llmevo.runner.arm_run import ArmRun
-from llmevo.runner.data import ArmData
 from llmevo.runner.presets import Preset
+from llmevo.runner.views import DataView
 from llmevo.train.device import accelerator_name
 from llmevo.train.execution import Execution, RunSpec, default_path
 from llmevo.train.trainer import TrainConfig, TrainResult
@@ -126,7 +126,7 @@ def _tensor_digest(digest: Any, tensor: torch.Tensor) -> None:
     digest.update(array.numpy().tobytes())
 
 
-def data_sha256(data: ArmData) -> str:
+def data_sha256(data: DataView) -> str:
     """A sha256 of what an arm trains and is evaluated on: its tensors (the concatenated
     stream and every training source), validation, test and suite fingerprints."""
     digest = hashlib.sha256()
@@ -273,12 +273,12 @@ class ArmCache:
     def independent(self) -> bool:
         return self.context.independent
 
-    def tuning(self, arm: Arm, data: ArmData, preset: Preset, metric: str,
+    def tuning(self, arm: Arm, data: DataView, preset: Preset, metric: str,
                objective: str) -> TuningEntries:
         return TuningEntries(self, "tuning", arm_parts(arm), data_sha256(data),
                              evaluation_parts(preset, metric, objective))
 
-    def report(self, arm: Arm, data: ArmData, preset: Preset, metric: str,
+    def report(self, arm: Arm, data: DataView, preset: Preset, metric: str,
                objective: str) -> ReportEntries:
         return ReportEntries(self, "report", arm_parts(arm), data_sha256(data),
                              evaluation_parts(preset, metric, objective))

@@ -67,9 +67,9 @@ from torch import Tensor, nn
 from llmevo.catalog import build_optimizer, build_recipe
 from llmevo.components.data.base import windows_for
 from llmevo.runner.arm import Arm
-from llmevo.runner.data import ArmData, arm_stream
 from llmevo.runner.presets import Preset
 from llmevo.runner.run import arm_train_config, build_arm_model
+from llmevo.runner.views import DataView, arm_stream
 from llmevo.train.trainer import TrainConfig, train
 
 PROBE_STEPS = 3  # training steps of each arm before the second comparison
@@ -116,7 +116,7 @@ def relative_difference(baseline: Tensor, method: Tensor, scale: float) -> float
     return (method - baseline).abs().max().item() / scale
 
 
-def stream_digest(arm: Arm, data: ArmData, preset: Preset, seed: int) -> str:
+def stream_digest(arm: Arm, data: DataView, preset: Preset, seed: int) -> str:
     """sha256 of every window the arm's run at ``seed`` draws (its recipe over ``data``),
     without the recipe's name: equal digests mean the two runs see the same tokens."""
     config = arm_train_config(arm, data, preset)
@@ -134,7 +134,7 @@ def _logits(model: nn.Module, windows: Tensor) -> Tensor:
         return model(windows).float()  # (B, T, V)
 
 
-def _probe_config(arm: Arm, data: ArmData, preset: Preset, steps: int | None) -> TrainConfig:
+def _probe_config(arm: Arm, data: DataView, preset: Preset, steps: int | None) -> TrainConfig:
     """The arm's training settings at the probe's batch: ``steps`` steps at its peak lr held
     constant, or with ``steps`` None the run's own steps and schedule."""
     config = arm_train_config(arm, data, preset)
@@ -149,7 +149,7 @@ def _built(arm: Arm, seed: int, device: torch.device) -> nn.Module:
     return build_arm_model(arm).to(device)
 
 
-def _trained(arm: Arm, model: nn.Module, data: ArmData, config: TrainConfig, seed: int,
+def _trained(arm: Arm, model: nn.Module, data: DataView, config: TrainConfig, seed: int,
              device: torch.device) -> nn.Module:
     train(model, arm_stream(build_recipe(arm.recipe), data), config, seed, device,
           build_optimizer(config.optimizer), description=f"no-op check {arm.label}")
@@ -167,7 +167,7 @@ def _resolved(logits: Tensor) -> float:
     return logits.pow(2).mean().sqrt().item() or 1.0
 
 
-def check_equivalence(baseline: Arm, method: Arm, views: dict[str, ArmData], preset: Preset,
+def check_equivalence(baseline: Arm, method: Arm, views: dict[str, DataView], preset: Preset,
                       seed: int, device: torch.device) -> Equivalence:
     """Compare the two arms (see the module docstring); the global RNG is left as found."""
     started = time.perf_counter()

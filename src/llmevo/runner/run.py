@@ -35,8 +35,8 @@ from llmevo.hf.load import load_llama_weights
 from llmevo.runner.arm import Arm
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.cache import ReportEntries
-from llmevo.runner.data import ArmData, arm_stream
 from llmevo.runner.presets import Preset
+from llmevo.runner.views import DataView, arm_stream
 from llmevo.train.execution import Execution, RunSpec, train_many
 from llmevo.train.logging import RunLogger, RunLogs
 from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
@@ -55,7 +55,7 @@ def build_arm_model(arm: Arm) -> nn.Module:
 
 def evaluate_arm(
     model: nn.Module,
-    data: ArmData,
+    data: DataView,
     preset: Preset,
     split: str,
     device: torch.device,
@@ -73,13 +73,13 @@ def evaluate_arm(
     return derive_arm_metrics(raw, objective)
 
 
-def arm_train_config(arm: Arm, data: ArmData, preset: Preset) -> TrainConfig:
+def arm_train_config(arm: Arm, data: DataView, preset: Preset) -> TrainConfig:
     """The resolved training settings of one arm: the preset's, with the arm's optimizer."""
     return preset.train.model_copy(
         update={"optimizer": arm.optimizer, "seq_len": data.seq_len or preset.train.seq_len})
 
 
-def check_fits_data(arm: Arm, data: ArmData) -> None:
+def check_fits_data(arm: Arm, data: DataView) -> None:
     """Refuse, before training, a data recipe that cannot draw from its sources (a source
     with a positive weight shorter than one window), and a transformer arm whose vocabulary
     or window is smaller than its data's (a token id past the embedding would fail deep
@@ -87,7 +87,7 @@ def check_fits_data(arm: Arm, data: ArmData) -> None:
     recipe = build_recipe(arm.recipe)
     recipe.check(data.train_sources(), data.seq_len)
     if arm.model.architecture != "transformer":
-        return  # the BLT architectures size themselves from their data (runner.data views)
+        return  # the BLT architectures size themselves from their data (runner.views views)
     trained_on = [data.stream, *data.sources.values()]
     largest = max(int(t.max()) for t in (*trained_on, data.validation, data.test) if t.numel())
     if arm.model.vocab_size <= largest:
@@ -99,7 +99,7 @@ def check_fits_data(arm: Arm, data: ArmData) -> None:
                           f"shorter than the training window {seq_len}")
 
 
-def seed_runs(arm: Arm, data: ArmData, preset: Preset, seeds: Sequence[int]) -> list[RunSpec]:
+def seed_runs(arm: Arm, data: DataView, preset: Preset, seeds: Sequence[int]) -> list[RunSpec]:
     """One run per seed at the arm's resolved training settings (``arm_train_config``)."""
     config = arm_train_config(arm, data, preset)
     return [RunSpec(seed, config) for seed in seeds]
@@ -108,7 +108,7 @@ def seed_runs(arm: Arm, data: ArmData, preset: Preset, seeds: Sequence[int]) -> 
 def evaluate_trained(
     model: nn.Module,
     arm: Arm,
-    data: ArmData,
+    data: DataView,
     preset: Preset,
     seed: int,
     steps_done: int,
@@ -130,7 +130,7 @@ def evaluate_trained(
 
 def _finish(
     arm: Arm,
-    data: ArmData,
+    data: DataView,
     preset: Preset,
     spec: RunSpec,
     model: nn.Module,
@@ -172,7 +172,7 @@ def _finish(
 
 def run_arm(
     arm: Arm,
-    data: ArmData,
+    data: DataView,
     preset: Preset,
     runs: Sequence[RunSpec],
     device: torch.device,
@@ -193,7 +193,7 @@ def run_arm(
     """Train, post-train and evaluate ``arm`` once per ``RunSpec``; the runs in spec order.
 
     Every run draws its windows through the arm's data recipe (``arm.recipe`` over ``data``'s
-    training sources, ``runner.data.arm_stream``). Each model is built after
+    training sources, ``runner.views.arm_stream``). Each model is built after
     ``torch.manual_seed(spec.seed)`` (an arm with ``init`` then
     loads the checkpoint's weights over it). With ``logs`` (one logger
     per run, ``<log_name>-seed<seed>``: every training step and the final metrics) or

@@ -29,7 +29,7 @@ from llmevo.runner.presets import Preset
 
 
 @dataclass
-class ArmData:
+class DataView:
     """Everything an arm is trained and evaluated on, for one tokenization."""
 
     codec: TextCodec
@@ -55,7 +55,7 @@ class ArmData:
     _sources: TrainSources | None = field(default=None, init=False, repr=False, compare=False)
 
 
-def recipe_fingerprint(data: ArmData, recipe: DataRecipe) -> str:
+def recipe_fingerprint(data: DataView, recipe: DataRecipe) -> str:
     """The data fingerprint of an arm: the view's, followed for a recipe other than
     ``concat`` by 16 hex digits of the sha256 of the recipe's identity (name and full config)."""
     identity = TrainStream(data.train_sources(), recipe).identity()
@@ -64,14 +64,14 @@ def recipe_fingerprint(data: ArmData, recipe: DataRecipe) -> str:
     return f"{data.fingerprint}+{hashlib.sha256(identity.encode()).hexdigest()[:16]}"
 
 
-def arm_stream(recipe: DataRecipe, data: ArmData) -> TrainStream:
+def arm_stream(recipe: DataRecipe, data: DataView) -> TrainStream:
     """What an arm trains on: ``recipe`` (``catalog.build_recipe``) over ``data``'s sources."""
     return TrainStream(data.train_sources(), recipe)
 
 
 def prepare_bpe_data(
     corpus: LMCorpus, preset: Preset, data_dir: Path, seq_len: int
-) -> ArmData:
+) -> DataView:
     """BPE tokens: the preset's training parts, validation/test splits and suites."""
     codec = BPECodec(corpus.tokenizer.tokenizer, corpus.tokenizer.special)
     sources = {
@@ -82,7 +82,7 @@ def prepare_bpe_data(
     stream = torch.cat([sources[part] for part in preset.train_on])
     suite_validation = load_suite(preset.suite, data_dir, codec, seq_len, "validation")
     suite_test = load_suite(preset.suite, data_dir, codec, seq_len, "test")
-    return ArmData(
+    return DataView(
         codec=codec,
         stream=stream,
         validation=corpus.tokens["validation"],
@@ -99,7 +99,7 @@ def prepare_bpe_data(
 
 def prepare_byte_data(
     corpus: LMCorpus, preset: Preset, data_dir: Path, seq_len: int
-) -> ArmData:
+) -> DataView:
     """UTF-8 bytes of exactly the text the BPE view covers; windows of the same text length.
 
     A byte window is ``round(seq_len * bytes_per_token)`` bytes, so one byte window covers
@@ -117,7 +117,7 @@ def prepare_byte_data(
     token_bytes[: ByteCodec.BYTE_COUNT] = 1
     suite_validation = load_suite(preset.suite, data_dir, codec, byte_len, "validation")
     suite_test = load_suite(preset.suite, data_dir, codec, byte_len, "test")
-    return ArmData(
+    return DataView(
         codec=codec,
         stream=stream,
         validation=byte_stream(corpus.texts["validation"]),
@@ -133,7 +133,7 @@ def prepare_byte_data(
     )
 
 
-DATA_VIEWS: dict[str, Callable[[LMCorpus, Preset, Path, int], ArmData]] = {
+DATA_VIEWS: dict[str, Callable[[LMCorpus, Preset, Path, int], DataView]] = {
     "bpe": prepare_bpe_data,
     "bytes": prepare_byte_data,
 }
@@ -142,7 +142,7 @@ DATA_VIEWS: dict[str, Callable[[LMCorpus, Preset, Path, int], ArmData]] = {
 def load_views(
     preset: Preset, kinds: Iterable[str], data_dir: Path, cache_dir: Path,
     tokenizer: TokenizerInfo | None = None,
-) -> tuple[LMCorpus, Preset, dict[str, ArmData]]:
+) -> tuple[LMCorpus, Preset, dict[str, DataView]]:
     """The corpus ``preset`` names, the preset resolved on it (a one-epoch preset gets its
     step count), and one data view per kind in ``kinds`` (``DATA_VIEWS``), each prepared once.
     ``tokenizer``: the BPE view's tokenizer (a checkpoint's own, ``--init-from``) instead of
