@@ -14,6 +14,7 @@ import dataclasses
 import enum
 import inspect
 import json
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,20 @@ class Scaling(enum.Enum):
 def scaling_of(info: Any) -> Scaling | None:
     """The ``Scaling`` a config field (a pydantic ``FieldInfo``) declares, or None."""
     return next((item for item in info.metadata if isinstance(item, Scaling)), None)
+
+
+def integer_fields(config_cls: type[BaseModel] | None) -> dict[str, Scaling | None]:
+    """A component config's integer fields (``int`` or ``int | None``, not ``bool``) and the
+    ``Scaling`` each declares (None: none)."""
+    def kinds(annotation: Any) -> set[Any]:  # int | None is Union[Annotated[int, Gt], None]
+        found = {annotation}
+        for arg in typing.get_args(annotation):
+            found |= kinds(typing.get_args(arg)[0] if typing.get_origin(arg) is Annotated else arg)
+        return found
+
+    fields = config_cls.model_fields.items() if config_cls is not None else ()
+    return {name: scaling_of(info) for name, info in fields
+            if int in (found := kinds(info.annotation)) and bool not in found}
 
 
 class StrictModel(BaseModel):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import math
-import typing
 
 import pytest
 import torch
@@ -21,7 +20,7 @@ from llmevo.catalog import build_model, build_optimizer, full_registry
 from llmevo.components.optim.base import OptimizerComponent
 from llmevo.components.optim.optimizer import LambdaSchedule, Optimizer
 from llmevo.model.config import ModelConfig
-from llmevo.registry import MODEL_SLOTS, ComponentChoice, scaling_of
+from llmevo.registry import MODEL_SLOTS, ComponentChoice, integer_fields
 from llmevo.train.replicas import ReplicaRefused, train_replicas
 from llmevo.train.trainer import TrainConfig, train
 
@@ -69,13 +68,10 @@ def test_every_integer_field_declares_how_it_scales(slot: str, name: str) -> Non
     """An integer in a model component's config is a size, a count or a length: the size dial
     (``runner.size``) scales it by the ``registry.Scaling`` its field declares, so a component
     without one would keep a size that no longer fits a rung."""
-    config = REGISTRY.get(slot, name).config_cls
-    for field, info in (config.model_fields.items() if config is not None else ()):
-        kinds = (info.annotation, *typing.get_args(info.annotation))
-        if int in kinds and bool not in kinds:
-            assert scaling_of(info) is not None, (
-                f"{slot} {name}.{field}: an integer with no Scaling; declare it on the field, e.g. "
-                f"`{field}: Annotated[PositiveInt, Scaling.WIDTH]` (WIDTH, HEADS, HEAD_DIM, KEPT, DIVIDES_HEADS)")
+    for field, scaling in integer_fields(REGISTRY.get(slot, name).config_cls).items():
+        assert scaling is not None, (
+            f"{slot} {name}.{field}: an integer with no Scaling; declare it on the field, e.g. "
+            f"`{field}: Annotated[PositiveInt, Scaling.WIDTH]` (WIDTH, HEADS, HEAD_DIM, KEPT, DIVIDES_HEADS)")
 
 
 @pytest.mark.parametrize(("slot", "name"), MODEL_COMPONENTS, ids=_ids(MODEL_COMPONENTS))

@@ -28,17 +28,19 @@ COMPONENT = '''
 """LayerScale on the feed-forward branch: ``diag(scale) SwiGLU(x)``, the scale initialised
 small (Touvron et al., "Going deeper with Image Transformers", arXiv 2103.17239)."""
 
+from typing import Annotated
+
 import torch
 from pydantic import PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
 from llmevo.components.base import FeedForward, ModelDims
 from llmevo.components.feedforward.swiglu import GatedConfig, SwiGLU
-from llmevo.registry import Paper, StrictModel, register
+from llmevo.registry import Paper, Scaling, StrictModel, register
 
 
 class LayerScaleConfig(StrictModel):
-    hidden: PositiveInt = 192
+    hidden: Annotated[PositiveInt, Scaling.WIDTH] = 192  # follows the width on the size dial
     init: PositiveFloat = 0.1
 
 

@@ -170,7 +170,9 @@ def test_moe_output_is_a_per_token_loop_over_the_chosen_experts(experts: int, to
                 for e in chosen:  # top-1: Switch's gate p_i; top-k: renormalised over the k
                     gate = probs[e] if top_k == 1 else probs[e] / total
                     expected[b, t] += gate * _expert_by_hand(layer.experts[e], token)
-        torch.testing.assert_close(layer(x), expected, rtol=1e-5, atol=1e-6)
+        # float32 rounding of two summation orders reaches ~2e-6 on some machines' kernels
+        # (seen at 1.8e-6 on [8-2]); a wrong gate or expert choice is off by ~1e-2
+        torch.testing.assert_close(layer(x), expected, rtol=1e-5, atol=5e-6)
 
 
 def test_switch_balancing_loss_closed_form_on_hand_made_routings() -> None:

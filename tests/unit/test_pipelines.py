@@ -165,3 +165,31 @@ def test_a_preset_override_reaches_the_plan_and_a_bad_one_is_refused(tmp_path):
     assert ReproductionRequest(data_dir=tmp_path, preset="quick").plan().preset.train.weight_decay == 0.1
     with pytest.raises(ConfigError, match="--weight-decay -0.1: Input should be greater than or equal to 0"):
         ReproductionRequest(data_dir=tmp_path, weight_decay=-0.1)
+
+
+def test_an_evolution_report_is_not_replaced_by_one_that_holds_less(tmp_path, data_dir):
+    """The replacement check a reproduction makes, for a study's report: before any work."""
+    import json
+
+    from llmevo.evolve import run
+    from llmevo.evolve.pipeline import check_report_replacement
+
+    folder = tmp_path / "report"
+    folder.mkdir()
+    summary = folder / "summary.json"
+    summary.write_text(json.dumps({"trial_counts": {"complete": 24},
+                                   "final_evaluation": {"seeds": [42, 43, 44, 45, 46]}}))
+    storage = tmp_path / "new.db"
+    settings = EvolutionSettings(preset="smoke", trials=2, seeds=[42, 43], data_dir=data_dir, out=folder,
+                                 storage=f"sqlite:///{storage}", device="cpu", threads=1)
+    with pytest.raises(ConfigError, match=r"holds 24 complete trials \(a new study here runs 2\) and "
+                                          r"final-comparison seeds 44, 45, 46.*--replace"):
+        run(settings)
+    assert not storage.exists()  # refused before the study was created
+    # a study whose storage holds its trials lists them again; seeds it keeps are no loss
+    storage.write_bytes(b"")
+    check_report_replacement(summary, f"sqlite:///{storage}", 2, [42, 43, 44, 45, 46], replace=False)
+    check_report_replacement(summary, f"sqlite:///{tmp_path / 'other.db'}", 2, [42], replace=True)
+    summary.write_text("not json")
+    with pytest.raises(ConfigError, match="not a readable evolution summary"):
+        check_report_replacement(summary, f"sqlite:///{storage}", 30, [42], replace=False)

@@ -96,26 +96,35 @@ def test_a_new_components_declared_sizes_scale_with_no_edit_to_the_dial(monkeypa
         slice_dim: Annotated[PositiveInt, Scaling.HEAD_DIM] = 4  # a quarter of a head
         span: Annotated[PositiveInt, Scaling.KEPT] = 7
         share: Annotated[PositiveInt, Scaling.DIVIDES_HEADS] = 2
+        optional: Annotated[PositiveInt | None, Scaling.HEADS] = 4  # an int | None is a size too
         note: str = "not a size"
 
     real = full_registry()
 
+    class Bare(StrictModel):
+        width: PositiveInt | None = 8  # a size with no declaration
+
     class Spec:
-        config_cls = Wide
+        def __init__(self, config_cls):
+            self.config_cls = config_cls
 
     class Registry:
         def get(self, slot, name):
-            return Spec if name == "wide" else real.get(slot, name)
+            return {"wide": Spec(Wide), "bare": Spec(Bare)}.get(name) or real.get(slot, name)
 
     monkeypatch.setattr(size_module, "full_registry", lambda: Registry())
     model = ModelConfig().with_slot("feedforward", "wide")  # d_model 64, 4 heads of 16
     scaled = resize_model(model, Geometry(128, 2, 8)).feedforward.config
     assert scaled["inner"] == 192 and scaled["groups"] == 4 and scaled["slice_dim"] == 4
-    assert scaled["span"] == 7 and scaled["share"] == 2 and "note" not in scaled
+    assert scaled["span"] == 7 and scaled["share"] == 2 and scaled["optional"] == 8 and "note" not in scaled
     with pytest.raises(ConfigError, match="wide.groups=2 at 4 does not scale to a whole size at 3"):
         resize_model(model, Geometry(48, 2, 3))
     with pytest.raises(ConfigError, match="wide.share=2 does not divide the 3 head"):
         resize_model(ModelConfig().with_slot("feedforward", "wide:groups=4"), Geometry(48, 2, 3))
+    # an integer with no declaration (a plugin that never ran the contract suite) is refused,
+    # never kept silently at a size that no longer fits
+    with pytest.raises(ConfigError, match="'bare': its integer field 'width' declares no Scaling"):
+        resize_model(ModelConfig().with_slot("feedforward", "bare"), Geometry(128, 2, 8))
 
 
 def test_tokens_per_parameter_ratio_is_held():

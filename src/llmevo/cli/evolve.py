@@ -105,6 +105,9 @@ def evolve(
              "refuses when llmevo's own git checkout has uncommitted changes.")] = False,
     allow_dirty: Annotated[bool, typer.Option(
         help="With --publish: publish from a tree with uncommitted changes (recorded in provenance).")] = False,
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="Let the report replace a study report in its folder that holds more (more "
+                          "complete trials than a new study reaches, or final seeds this run lacks).")] = False,
     report: Annotated[bool, typer.Option(help="Evaluate the champion on test and write the report.")] = True,
     threads: Annotated[int | None, typer.Option(help="CPU threads per worker (default: CPU cores / workers).")] = None,
     promotion: Annotated[Literal["evidence", "manifest"], typer.Option(
@@ -148,6 +151,7 @@ def evolve(
         rung=rung, d_model=d_model, layers=layers, heads=heads,
         eval_windows=eval_windows, heartbeat=heartbeat, grace_period=grace_period,
         sampler_seed=sampler_seed, out=out, report=report, publish=publish, allow_dirty=allow_dirty,
+        replace=replace or False,
         threads=threads, promotion=promotion,
         docs=docs, tensorboard=tensorboard, cache_dir=resolve_cache_dir(),
         path="sequential" if sequential else "auto", replicas_max=replicas_max,

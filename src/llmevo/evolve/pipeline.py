@@ -111,7 +111,6 @@ class EvolutionSettings(SectionedRequest):
 
     refused: ClassVar[dict[str, str]] = {
         "arm_cache": "evolution trains every trial itself (its runs are the study's)",
-        "replace": "a study's report folder is written by the study (--explain rewrites it)",
         "tune": "the final comparison is tuned unless --no-final-tune",
         "tune_space": "the final comparison tunes the learning rate on --tune-grid",
         "tune_trials": "the final comparison tunes the learning rate on --tune-grid",
@@ -254,6 +253,34 @@ class EvolutionSettings(SectionedRequest):
         )
 
 
+def check_report_replacement(summary: Path, storage_url: str, trials: int, seeds: list[int],
+                             replace: bool) -> None:
+    """A study report is never replaced by one that holds less, unless ``replace``: checked
+    before any work, as a reproduction's artifact is. Less: final-comparison seeds the new
+    report lacks, or more complete trials than a study on a new SQLite file can reach (a study
+    whose storage holds its trials keeps them, and its report lists them again). A file there
+    that is not a readable summary is replaced only when asked too."""
+    if replace or not summary.is_file():
+        return
+    try:
+        old = json.loads(summary.read_text(encoding="utf-8"))
+        complete = int(old["trial_counts"]["complete"])
+        old_seeds = {int(seed) for seed in old["final_evaluation"]["seeds"]}
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        raise ConfigError(f"{summary} is there and is not a readable evolution summary; move it away, "
+                          "pass --out another folder, or --replace") from None
+    lost = []
+    database = sqlite_path(storage_url)
+    if database is not None and not database.exists() and trials < complete:
+        lost.append(f"{complete} complete trials (a new study here runs {trials})")
+    missing = sorted(old_seeds - set(seeds))
+    if missing:
+        lost.append(f"final-comparison seed{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}")
+    if lost:
+        raise ConfigError(f"{summary} holds {' and '.join(lost)}, which this run's report would not; "
+                          "pass --replace to replace it, or --out another folder")
+
+
 class EvolutionSummary(BaseModel):
     """``summary.json`` of an evolution run (schema v2 style; extra keys kept)."""
 
@@ -315,6 +342,9 @@ def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) ->
     receives one line per stage (study state, search done, champion, report path).
     Interrupting (KeyboardInterrupt) leaves the study resumable: run the same settings again."""
     plan = settings.plan()
+    if plan.report:  # before any work: the report folder's summary is not replaced by less
+        check_report_replacement(plan.report_folder / "summary.json", plan.storage_url, plan.trials,
+                                 list(plan.seeds), settings.run.replace)
     quiet_optuna()
     space = workers.build_space(plan)
     context = workers.prepare_context(plan, space)  # data files verified before the study file exists

@@ -91,7 +91,7 @@ from dataclasses import dataclass, replace
 from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
-from llmevo.registry import MODEL_SLOTS, ComponentChoice, Scaling, scaling_of
+from llmevo.registry import MODEL_SLOTS, ComponentChoice, Scaling, integer_fields
 from llmevo.runner.presets import Preset, get_preset
 from llmevo.skeleton import parameter_count
 
@@ -170,11 +170,13 @@ def _scaled_choice(slot: str, choice: ComponentChoice, old: Geometry, new: Geome
     the rule its config declares."""
     config_cls = full_registry().get(slot, choice.name).config_cls
     config = dict(choice.config)
-    for field, info in (config_cls.model_fields.items() if config_cls is not None else ()):
-        rule = scaling_of(info)
-        if rule is None:
-            continue
-        value = config.get(field, info.default)
+    for field, rule in integer_fields(config_cls).items():
+        if rule is None:  # a plugin's size the dial would otherwise keep, silently
+            raise ConfigError(f"{slot} component '{choice.name}': its integer field '{field}' declares no "
+                              "Scaling, so the size dial cannot size it; declare one on the field "
+                              f"(e.g. `{field}: Annotated[PositiveInt, Scaling.WIDTH]`, llmevo.registry)")
+        assert config_cls is not None
+        value = config.get(field, config_cls.model_fields[field].default)
         if value is not None:
             config[field] = RULES[rule](f"{choice.name}.{field}", int(value), old, new)
     return choice.model_copy(update={"config": config})
