@@ -36,7 +36,9 @@ declare ``Replicas.SHARED`` on ``TrainConfig`` (steps, batch size, sequence leng
 window, precision), the optimizer component and the settings its batched twin shares
 (``BatchedOptimizer.shared``: Muon's ``nesterov`` and ``ns_steps``). The settings that
 declare ``Replicas.PER_REPLICA`` (lr, warmup, schedule, minimum lr ratio, weight decay,
-clipping, the optimizer's own betas, momentum, eps, multipliers) may differ.
+clipping, the optimizer's own betas, momentum, eps, multipliers) may differ. The step reads
+both kinds: a shared setting from the first replica's config (the others equal it), a
+per-replica one from each replica's.
 
 The twin's hooks (``BatchedOptimizer``): ``bind(template)`` before the first step (what its
 update reads from the model's structure: Adam-mini's heads) and ``to_evaluation_point(params)``
@@ -151,10 +153,12 @@ def _check(configs: Sequence[TrainConfig], seeds: Sequence[int],
             f"optimizer '{configs[0].optimizer.name}' has no batched implementation "
             f"(its component has no batched twin)")
     if len(keys) != 1:
+        shared = TrainConfig.replica_settings(Replicas.SHARED)
+        differ = [name for name in shared if len({repr(getattr(c, name)) for c in configs}) > 1]
+        twin = "the optimizer with the settings its batched twin shares (e.g. Muon's nesterov/ns_steps)"
         raise ConfigError(
-            "replicas of one batched run must share steps, batch size, sequence length, precision, "
-            "loss window and optimizer (with the settings its batched twin shares, e.g. Muon's "
-            "nesterov/ns_steps)")
+            f"replicas of one batched run must share {', '.join(differ) or twin}, which differ here; "
+            f"every replica shares {', '.join(shared)} (Replicas.SHARED on TrainConfig) and {twin}")
 
 
 @contextlib.contextmanager

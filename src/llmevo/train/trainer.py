@@ -70,9 +70,12 @@ class Replicas(enum.Enum):
     training setting, declared on each ``TrainConfig`` field: ``SHARED``, equal across the
     replicas of one batched run (``replica_group_key`` reads these declarations, so runs
     that differ in one never batch together); ``PER_REPLICA``, each replica's own (an (R,)
-    column of the step, or each replica's own optimizer settings). A new setting declares
-    one; ``tests/unit/test_replicas.py`` checks that each per-replica setting gives the
-    sequential numbers when two replicas differ in it."""
+    column of the step, or each replica's own optimizer settings). Either way the batched
+    step must read it (``train.replicas``) as ``train()`` does. A new setting declares one and
+    gets one other value in ``tests/unit/test_replicas.py``, which fails without it and checks
+    the batched numbers against the sequential ones: two replicas that differ in a per-replica
+    setting, or share another value of a shared one, each train as they do alone, and runs
+    that differ in a shared setting are never batched together."""
 
     SHARED = "shared"
     PER_REPLICA = "per_replica"
