@@ -73,6 +73,21 @@ def test_artifact_validates_and_carries_full_provenance(smoke_artifacts):
     assert artifact["evaluation_protocol"]["formal_comparison"] is False
 
 
+def test_each_arm_records_its_whole_resolved_training_config(smoke_artifacts):
+    """Every ``TrainConfig`` setting, a new one included, is in each arm's ``train`` block:
+    the smoke preset's, with the arm's optimizer (``runner.run.arm_train_config``)."""
+    from llmevo.runner.presets import get_preset
+    from llmevo.train.trainer import TrainConfig
+
+    (artifact, _), _ = smoke_artifacts
+    for arm in ("baseline", "method"):
+        recorded = artifact[arm]["train"]
+        assert set(recorded) == set(TrainConfig.model_fields), arm
+        expected = get_preset("smoke").train.model_copy(
+            update={"optimizer": ComponentChoice.model_validate(artifact[arm]["genome"]["optimizer"])})
+        assert TrainConfig.model_validate(recorded) == expected, arm
+
+
 def test_identical_arms_are_refused():
     arm = Arm("baseline", "llama_modern", ModelConfig(), ComponentChoice(name="adamw"))
     comparison = Comparison(spec=plan_comparison("rope").spec, baseline=arm,

@@ -8,6 +8,7 @@ import math
 from llmevo.artifacts import load_artifact
 from llmevo.cli import main
 from llmevo.reports.readme import write_report
+from llmevo.train.trainer import TrainConfig
 
 
 def test_grpo_smoke_records_its_stage(tmp_path, data_dir):
@@ -30,6 +31,10 @@ def test_grpo_smoke_records_its_stage(tmp_path, data_dir):
     assert method["post_training_examples"] == baseline["post_training_examples"] == 16
     assert 0.0 <= method["arithmetic_exact_match"] <= 1.0
     assert len(artifact["post_training_curves"]["method"]["rewards"]["per_seed"]["42"]) == 2
+    for block in (method, baseline):  # the shared pretraining's whole config, the stage, the method
+        assert set(block["train"]) == {"pretrain", "post_training", "method"}
+        assert set(block["train"]["pretrain"]) == set(TrainConfig.model_fields)
+        assert block["train"]["method"] == block["genome"]["post_training"]
     # the report draws what issue 14 asks of GRPO: reward and reward-bearing rate per step,
     # besides the shared pretraining curve and each arm's stage loss
     readme = write_report(load_artifact(out), out, tmp_path / "report").read_text()

@@ -228,7 +228,9 @@ class ArmResult(_Block):
     genome: dict[str, Any] | None = None
     # the arm's whole resolved training config (``train.trainer.TrainConfig``: steps, batch,
     # window, lr, schedule, warmup, minimum lr ratio, weight decay, clipping, optimizer with its
-    # config, loss window, precision), the same for each of its report seeds; absent before
+    # config, loss window, precision), the same for each of its report seeds; a post-training
+    # comparison's arm: {pretrain: that config (or {init_from: DIR}), post_training: the stage's
+    # settings, method: the arm's method}; absent before
     train: dict[str, Any] | None = None
 
 
