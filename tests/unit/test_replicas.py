@@ -339,9 +339,10 @@ def test_replicas_that_differ_in_one_setting_each_train_as_alone(setting: str) -
     its sequential run gives: the batched path reads the setting per replica."""
     configs = [BASE, BASE.model_copy(update={setting: PER_REPLICA_OTHER[setting]})]
     trained = train_replicas(_build, STREAM, [5, 5], configs, CPU, build_optimizer=build_optimizer)
-    for (_, result), config in zip(trained, configs, strict=True):
-        _as_alone(result, _sequential(5, config)[1], config)
-    assert _recorded(trained[0][1]) != _recorded(trained[1][1]), f"{setting} changed nothing"
+    alone = [_sequential(5, config)[1] for config in configs]
+    for (_, result), sequential, config in zip(trained, alone, configs, strict=True):
+        _as_alone(result, sequential, config)
+    assert _recorded(alone[0]) != _recorded(alone[1]), f"{setting} changed nothing"
 
 
 @pytest.mark.parametrize("setting", sorted(SHARED_OTHER))
@@ -350,9 +351,10 @@ def test_replicas_that_share_a_changed_setting_each_train_as_alone(setting: str)
     numbers of their sequential runs at that value (the batched path reads it, not a default)."""
     other = BASE.model_copy(update={setting: SHARED_OTHER[setting]})
     trained = train_replicas(_build, STREAM, [5, 6], [other, other], CPU, build_optimizer=build_optimizer)
-    for (_, result), seed in zip(trained, [5, 6], strict=True):
-        _as_alone(result, _sequential(seed, other)[1], other)
-    assert _recorded(trained[0][1]) != _recorded(_sequential(5, BASE)[1]), f"{setting} changed nothing"
+    alone = [_sequential(seed, other)[1] for seed in (5, 6)]
+    for (_, result), sequential in zip(trained, alone, strict=True):
+        _as_alone(result, sequential, other)
+    assert _recorded(alone[0]) != _recorded(_sequential(5, BASE)[1]), f"{setting} changed nothing"
 
 
 @pytest.mark.parametrize("setting", sorted(SHARED_OTHER))
