@@ -312,8 +312,10 @@ class EvolutionSummary(BaseModel):
     @property
     def verdict(self) -> str:
         """The champion-vs-baseline verdict of record: the final comparison artifact's
-        (``final_evaluation.verdict_of_record``, on its validation metric, with its class)."""
-        return str(self.final_evaluation["verdict_of_record"]["summary"])
+        (``final_evaluation.verdict_of_record``, on its validation metric, with its class); a
+        summary written before the final comparison had an artifact gives its test-fitness one."""
+        final = self.final_evaluation
+        return str((final.get("verdict_of_record") or final["verdict"]["test"])["summary"])
 
 
 def search_space(settings: EvolutionSettings) -> tuple[SearchSpace, dict[str, Promotion]]:
