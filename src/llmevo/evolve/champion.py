@@ -166,5 +166,6 @@ def comparison_plan(plan: EvolutionPlan, genome: Genome, trial: int, preset: Pre
     return ReproductionPlan(
         comparison=comparison, preset=preset, seeds=list(plan.seeds), data_dir=plan.data_dir,
         cache_dir=plan.cache_dir, device=device, execution=plan.execution, tuning=plan.tuning,
-        arm_cache="off", command=plan.command, repo_root=plan.repo_root, allow_noop=True,
+        arm_cache="off", command=plan.command, repo_root=plan.repo_root, size=plan.size,
+        allow_noop=True,
     )
