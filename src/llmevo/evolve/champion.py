@@ -144,7 +144,6 @@ class FinalEvaluation:
         return block
 
 
-
 def comparison_plan(plan: EvolutionPlan, genome: Genome, trial: int, preset: Preset,
                     device: torch.device) -> ReproductionPlan:
     """The final comparison of ``genome`` (the champion, ``trial``) as a reproduction plan:
