@@ -5,7 +5,7 @@ Runs, with the arm cache off and on the CPU with one thread:
 - one tuned smoke reproduction (relu2, three seeds, a three-point grid);
 - the golden training run (``tests/assets/golden.py``);
 - a tiny evolution (five trials, one worker, fair lr-grid trials, then the tuned final
-  comparison).
+  comparison, its typed artifact included).
 Wall-clock fields, paths and provenance are dropped; everything else is kept exactly.
 
     .venv/bin/python scripts/numbers_snapshot.py OUT.json [--only rope,relu2]
@@ -75,7 +75,9 @@ def evolution(folder: Path) -> dict:
     study = optuna.load_study(study_name="snapshot", storage=storage)
     trials = [{"number": t.number, "state": str(t.state), "value": t.value,
                "user_attrs": scrub(t.user_attrs)} for t in study.trials]
-    return {"summary": scrub(summary.model_dump(mode="json")) if summary else None, "trials": trials}
+    comparison = folder / "report" / "final-comparison.json"  # the final comparison's artifact
+    return {"summary": scrub(summary.model_dump(mode="json")) if summary else None, "trials": trials,
+            **({"final_comparison": scrub(json.loads(comparison.read_text()))} if comparison.exists() else {})}
 
 
 def main() -> None:

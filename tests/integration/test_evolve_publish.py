@@ -57,7 +57,12 @@ def test_publish_then_explain_rebuilds_a_removed_report_with_its_knockouts(
     assert rebuilt["champion"] == summary["champion"] and rebuilt["trials"] == summary["trials"]
     assert rebuilt["provenance"]["allow_dirty"] is True
     readme = (published / "README.md").read_text()
-    assert "Which genes carry the gain" in readme and "Verdict (test fitness)" in readme
+    assert "Which genes carry the gain" in readme and "Verdict of record" in readme
+    # the champion is llama_modern itself (trial 0): compared anyway, and classed no-op
+    comparison = json.loads((published / "final-comparison.json").read_text())
+    assert comparison["verdict"]["classification"] == "no-op"
+    assert comparison["equivalence"]["same_function"] is True
+    assert rebuilt["final_evaluation"]["verdict_of_record"] == comparison["verdict"]
     for plot in ("fitness.png", "fitness_vs_parameters.png"):
         assert (published / plot).stat().st_size > 0
 

@@ -15,6 +15,7 @@ import sqlalchemy.exc
 from evolve_support import tiny_plan
 from optuna.trial import TrialState
 
+from llmevo.artifacts.schema import ReproductionArtifact, load_artifact
 from llmevo.cli import main
 from llmevo.evolve import workers
 from llmevo.evolve.champion import baseline_trial, select_champion
@@ -120,6 +121,12 @@ def test_cli_writes_the_report_and_refuses_bad_input(tmp_path, data_dir, cache_d
     same_recipe = Genome.from_json(summary["champion"]["genome"]).data == FIXED_DATA
     assert (streams["baseline"] == streams["champion"]) == same_recipe
     assert summary["champion"]["lineage"][-1] == summary["champion"]["trial"]
+    # the verdict of record: the final comparison's typed artifact, named by the summary
+    assert final["artifact"] == "final-comparison.json"
+    artifact = load_artifact(tmp_path / "report" / final["artifact"])
+    assert isinstance(artifact, ReproductionArtifact) and artifact.setup.seeds == [42, 43]
+    assert final["verdict_of_record"] == artifact.verdict.model_dump(mode="json")
+    assert artifact.verdict.margin_percent == 1.0 and artifact.tuning is not None
     for name in ("README.md", "fitness.png", "fitness_vs_parameters.png"):
         assert (tmp_path / "report" / name).stat().st_size > 0
     # the same study from Python: no trial to add, the same champion, the same test numbers
@@ -133,7 +140,7 @@ def test_cli_writes_the_report_and_refuses_bad_input(tmp_path, data_dir, cache_d
     assert again.trial_counts == summary["trial_counts"]
     assert again.champion == summary["champion"]
     assert again.final_evaluation == final
-    assert again.verdict == final["verdict"]["test"]["summary"]
+    assert again.verdict == final["verdict_of_record"]["summary"]  # the artifact's, not test fitness
     assert json.loads((tmp_path / "python" / "summary.json").read_text())["champion"] == summary["champion"]
     assert again.provenance["command"] == "python: llmevo.evolve.run(study='cli')"
     with pytest.raises(SystemExit) as exit_info:  # same study, different preset: refused

@@ -182,4 +182,4 @@ def evolve(
         err_console.print("interrupted: the study is resumable; run the same command again")
         raise SystemExit(130) from None  # the entry point sets 130 or 143, adding no line
     if summary is not None:
-        console.print(f"[bold]verdict (test fitness):[/] {summary.verdict}")
+        console.print(f"[bold]verdict of record (final-comparison.json):[/] {summary.verdict}")

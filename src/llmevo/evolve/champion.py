@@ -1,10 +1,19 @@
 """The champion: the trial with the best noise-robust score, its lineage, and the one final
-evaluation of champion and baseline on the test split under the same seeds.
+comparison of champion and baseline.
 
 The score of a trial is its mean validation fitness over the seeds it was re-evaluated
 with, minus ``k`` standard errors (see ``objective.lower_bound_score``); only re-evaluated
 trials have one. The baseline (trial 0) is always re-evaluated, so the champion's score is
-at least the baseline's. The test split is touched here and nowhere else.
+at least the baseline's.
+
+The final comparison is the comparison ``reproduce --genome`` makes
+(``experiments.genome_comparison``: llama_modern against the champion genome), planned here
+(``comparison_plan``) from the study's final preset, report seeds, tuning plan, data, cache,
+device and execution path and run by the one comparison path
+(``experiments.reproduction.run_reproduction``: both arms tuned, paired seeds, statistics, the
+classed verdict): its typed artifact holds the verdict of record. ``FinalEvaluation`` reads
+the summary's view of the same runs (validation and test metrics, fitness included); the
+test split is touched there and nowhere else.
 """
 
 from __future__ import annotations
@@ -18,16 +27,16 @@ from optuna.trial import FrozenTrial, TrialState
 
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import claim_policy, paired_relative_change, summarize, verdict
-from llmevo.runner.genome import Genome
+from llmevo.evolve.plan import EvolutionPlan
+from llmevo.experiments.genome_comparison import genome_comparison
+from llmevo.experiments.plans import ReproductionPlan
+from llmevo.runner.arm_run import ArmRun
+from llmevo.runner.genome import NO_POST_TRAINING, Genome
 from llmevo.runner.presets import Preset
-from llmevo.runner.run import PostData, run_arm, seed_runs
-from llmevo.runner.views import DataView
-from llmevo.train.execution import Execution
-from llmevo.train.logging import RunLogs
-from llmevo.train.trainer import Progress
 
 REPORTED_METRICS = ("fitness", "lm_loss", "bits_per_byte", "instruction_loss",
                     "preference_loss", "reasoning_nll", "public_composite")
+FINAL_COMPARISON = "final-comparison.json"  # the typed artifact, in the study's report folder
 
 
 def scored_trials(study: optuna.Study) -> list[FrozenTrial]:
@@ -65,13 +74,33 @@ def lineage(study: optuna.Study, trial: FrozenTrial) -> list[FrozenTrial]:
 
 @dataclass
 class FinalEvaluation:
-    """Champion and baseline, trained under the same seeds, each evaluated on test once."""
+    """The final comparison's report runs as the summary shows them: champion and baseline
+    under the same seeds, validation and test metrics of each run (test evaluated once)."""
 
     seeds: list[int]
     runs: dict[str, dict[int, dict[str, dict[str, float]]]]  # arm -> seed -> split -> metrics
     # arm -> seed -> sha256 of the training windows it consumed (equal across arms per seed)
     token_streams: dict[str, dict[int, str]] | None = None
     training_path: dict[str, dict[int, str]] = field(default_factory=dict)  # arm -> seed -> path
+
+    @classmethod
+    def from_runs(cls, runs: dict[str, dict[int, ArmRun]], seeds: list[int]) -> FinalEvaluation:
+        """The summary's view of a comparison's report runs (``ReproductionOutcome.runs``,
+        whose ``method`` arm is the champion)."""
+        metrics: dict[str, dict[int, dict[str, dict[str, float]]]] = {}
+        paths: dict[str, dict[int, str]] = {}
+        streams: dict[str, dict[int, str]] = {}
+        for label, arm in (("baseline", "baseline"), ("champion", "method")):
+            metrics[label], paths[label], streams[label] = {}, {}, {}
+            for seed in seeds:
+                run = runs[arm][seed]
+                clean = {split: {k: float(v) for k, v in values.items() if v is not None}
+                         for split, values in (("validation", run.validation), ("test", run.test))}
+                clean["validation"]["parameters"] = float(run.parameters)
+                metrics[label][seed] = clean
+                paths[label][seed] = run.path
+                streams[label][seed] = run.train.token_stream_sha256
+        return cls(seeds=list(seeds), runs=metrics, token_streams=streams, training_path=paths)
 
     def values(self, arm: str, split: str, metric: str) -> list[float]:
         return [self.runs[arm][seed][split][metric] for seed in self.seeds]
@@ -115,51 +144,27 @@ class FinalEvaluation:
         return block
 
 
-def final_evaluation(
-    champion: Genome,
-    baseline: Genome,
-    data: DataView,
-    preset: Preset,
-    seeds: list[int],
-    device: torch.device,
-    progress: Progress | None = None,
-    execution: Execution = Execution(),
-    logs: RunLogs | None = None,
-    post_data: PostData = None,  # the stage's data, or its loader (post-training genes)
-) -> FinalEvaluation:
-    """Train both genomes under every seed (all seeds of a genome at once, ``train_many``);
-    validation and test metrics per run.
-
-    When the champion is the baseline genome, its runs are the baseline's (same seeds).
-    Both arms of a seed must consume the same token stream (the trainer's hash) when they
-    share a data recipe; a mismatch is an error, so the comparison's equal budget is checked,
-    not declared. Genomes with different data recipes draw different windows by design (each
-    hash covers its recipe) from equal steps x batch x seq_len tokens."""
-    runs: dict[str, dict[int, dict[str, dict[str, float]]]] = {"baseline": {}, "champion": {}}
-    paths: dict[str, dict[int, str]] = {"baseline": {}, "champion": {}}
-    streams: dict[str, dict[int, str]] = {"baseline": {}, "champion": {}}
-    genomes = {"baseline": baseline, "champion": champion}
-    for label, genome in genomes.items():
-        if label == "champion" and genome.hash() == baseline.hash():
-            runs[label] = dict(runs["baseline"])
-            paths[label] = dict(paths["baseline"])
-            streams[label] = dict(streams["baseline"])
-            continue
-        arm, arm_preset = genome.arm(label), genome.apply_to(preset)
-        trained = run_arm(arm, data, arm_preset, seed_runs(arm, data, arm_preset, seeds), device,
-                          execution=execution, progress=progress, logs=logs,
-                          log_name=f"final-{label}", post_data=post_data)
-        for seed, run in zip(seeds, trained, strict=True):
-            clean = {split: {k: float(v) for k, v in metrics.items() if v is not None}
-                     for split, metrics in (("validation", run.validation), ("test", run.test))}
-            clean["validation"]["parameters"] = float(run.parameters)
-            runs[label][seed] = clean
-            paths[label][seed] = run.path
-            streams[label][seed] = run.train.token_stream_sha256
-    same_recipe = champion.data == baseline.data
-    for seed in seeds:
-        if same_recipe and streams["baseline"][seed] != streams["champion"][seed]:
-            raise ConfigError(f"final evaluation, seed {seed}: champion and baseline consumed "
-                              "different token streams")
-    return FinalEvaluation(seeds=list(seeds), runs=runs, token_streams=streams,
-                           training_path=paths)
+def comparison_plan(plan: EvolutionPlan, genome: Genome, trial: int, preset: Preset,
+                    device: torch.device) -> ReproductionPlan:
+    """The final comparison of ``genome`` (the champion, ``trial``) as a reproduction plan:
+    ``reproduce --genome <report>/summary.json`` at the study's final ``preset``, report seeds,
+    tuning plan (``None``: untuned, both arms at the preset's lr), data, cache, ``device`` and
+    execution path; named ``<study>-champion``. A champion that builds llama_modern itself is
+    compared anyway and classed no-op; one with a post-training stage is refused (a tuned
+    comparison of pretraining does not apply to it), before anything trains."""
+    source = plan.report_folder / "summary.json"
+    if genome.post_training != NO_POST_TRAINING:
+        raise ConfigError(
+            f"the champion (trial {trial}) has a post-training stage ({genome.post_training.label()}): "
+            "the final comparison is llama_modern against the champion's pretraining (`reproduce "
+            "--genome`), which a stage does not fit; the study's trials are kept (evolve with "
+            "--no-report, or compare the stage with `llmevo reproduce "
+            f"{genome.post_training.name}`)")
+    comparison = genome_comparison(genome, f"{plan.study_name.lower()}-champion", source,
+                                   plan.base_model, allow_noop=True)
+    return ReproductionPlan(
+        comparison=comparison, preset=preset, seeds=list(plan.seeds), data_dir=plan.data_dir,
+        cache_dir=plan.cache_dir, device=device, execution=plan.execution, tuning=plan.tuning,
+        arm_cache="off", command=plan.command, repo_root=plan.repo_root, size=plan.size,
+        allow_noop=True,
+    )

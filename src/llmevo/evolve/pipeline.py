@@ -5,8 +5,9 @@ population, ...) and the final evaluation (seeds, report folder); ``EvolutionSet
 checks it and resolves it once into an ``EvolutionPlan`` (``evolve.plan``), which the
 workers receive. ``run`` builds the search space from the promoted components, prepares
 the data once, runs the Optuna study (resumable: finished trials count), picks the
-champion on validation, evaluates champion and baseline once on test, collects provenance
-and writes ``summary.json``, the README and the plots under ``runs/evolve/<study>/``
+champion on validation, compares it with llama_modern as ``reproduce --genome`` does (the one
+comparison path, ``experiments.reproduction``: the typed ``final-comparison.json`` with its
+margin class; each run's test split evaluated once), collects provenance and writes ``summary.json``, the README and the plots under ``runs/evolve/<study>/``
 (``publish``: ``docs/evolution/<study>/``, refused from a checkout with uncommitted
 changes unless ``allow_dirty``, the same policy as ``llmevo reproduce``).
 
@@ -35,7 +36,7 @@ import torch
 from optuna.trial import FrozenTrial
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from llmevo.artifacts.io import write_json_atomic
+from llmevo.artifacts.io import save_artifact, write_json_atomic
 from llmevo.artifacts.provenance import (
     CodeState,
     capture_code_state,
@@ -43,13 +44,20 @@ from llmevo.artifacts.provenance import (
     module_sources,
     pipeline_modules,
 )
+from llmevo.artifacts.schema import ReproductionArtifact
 from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
 from llmevo.evolve import workers
-from llmevo.evolve.champion import baseline_trial, final_evaluation, select_champion
+from llmevo.evolve.champion import (
+    FINAL_COMPARISON,
+    FinalEvaluation,
+    baseline_trial,
+    comparison_plan,
+    select_champion,
+)
 from llmevo.evolve.knockouts import explain as explain_genes
 from llmevo.evolve.knockouts import knockout_lines, knockout_variants
-from llmevo.evolve.lr_grid import DEFAULT_TRIAL_LR_FACTORS, trial_lr_grid, tuned_final_evaluation
+from llmevo.evolve.lr_grid import DEFAULT_TRIAL_LR_FACTORS, trial_lr_grid
 from llmevo.evolve.objective import SEARCH_SEED, TrialContext
 from llmevo.evolve.plan import EvolutionPlan
 from llmevo.evolve.report import build_summary, write_report
@@ -61,6 +69,7 @@ from llmevo.evolve.study import (
     open_storage,
     open_study,
 )
+from llmevo.experiments import reproduction
 from llmevo.experiments.sections import RunSection, SizeSection, TuningSection, prologue
 from llmevo.model.config import ModelConfig
 from llmevo.promotion import Promotion, promotions
@@ -302,8 +311,11 @@ class EvolutionSummary(BaseModel):
 
     @property
     def verdict(self) -> str:
-        """The champion-vs-baseline verdict on test fitness."""
-        return str(self.final_evaluation["verdict"]["test"]["summary"])
+        """The champion-vs-baseline verdict of record: the final comparison artifact's
+        (``final_evaluation.verdict_of_record``, on its validation metric, with its class); a
+        summary written before the final comparison had an artifact gives its test-fitness one."""
+        final = self.final_evaluation
+        return str((final.get("verdict_of_record") or final["verdict"]["test"])["summary"])
 
 
 def search_space(settings: EvolutionSettings) -> tuple[SearchSpace, dict[str, Promotion]]:
@@ -379,8 +391,10 @@ def _size_settings(plan: EvolutionPlan) -> dict[str, Any]:
 def _final_report(plan: EvolutionPlan, context: TrialContext, opened: optuna.Study, code: CodeState,
                   search_seconds: float, notify: Callable[[str], None],
                   logs: RunLogs | None = None) -> dict[str, Any]:
-    """Pick the study's champion, train it and llama_modern again under ``plan.seeds``,
-    evaluate both once on test and write the report (``summary.json``, README, plots) into
+    """Pick the study's champion, compare it with llama_modern under ``plan.seeds`` through the
+    one comparison path (``champion.comparison_plan`` -> ``reproduction.run_reproduction``:
+    tuned arms, paired seeds, statistics, the classed verdict), write its typed artifact
+    (``final-comparison.json``) and the report (``summary.json``, README, plots) into
     ``plan.report_folder``; returns the summary. Same study, seeds and data: the same
     numbers, so a removed report is rebuilt as it was (provenance aside)."""
     space = context.space
@@ -388,24 +402,26 @@ def _final_report(plan: EvolutionPlan, context: TrialContext, opened: optuna.Stu
     baseline = baseline_trial(opened)
     notify(f"champion: trial {champion.number} score {champion.user_attrs['score']:.4f}"
            f" ({champion.user_attrs.get('label')})")
+    compared = comparison_plan(plan, _champion_genome(champion), champion.number, plan.final_preset,
+                               context.device)  # a champion it cannot compare: refused before training
     torch.set_num_threads(plan.threads)
     seeds = list(plan.seeds)
-    final_tuning = None
-    if plan.tuning is not None:
-        final, final_tuning, _ = tuned_final_evaluation(
-            _champion_genome(champion), space.baseline, context.data, context.final_preset, seeds,
-            plan.tuning, context.device, logs=logs, execution=plan.execution,
-            post_data=context.post_data)
-    else:
-        final = final_evaluation(_champion_genome(champion), space.baseline, context.data,
-                                 context.final_preset, seeds, context.device, logs=logs,
-                                 execution=plan.execution, post_data=context.post_data)
+    outcome = reproduction.run_reproduction(compared, logs=logs)
+    final = FinalEvaluation.from_runs(outcome.runs, seeds)
     folder = plan.report_folder
-    provenance = collect_provenance(
-        command=plan.command, code=code, dataset_fingerprint=context.data.fingerprint,
-        accelerator=accelerator_name(context.device), artifact_path=str(folder / "summary.json"),
-        allow_dirty=plan.allow_dirty if plan.publish else None,
-    )
+
+    def provenance_of(path: Path) -> dict[str, Any]:
+        return collect_provenance(
+            command=plan.command, code=code, dataset_fingerprint=context.data.fingerprint,
+            accelerator=accelerator_name(context.device), artifact_path=str(path),
+            allow_dirty=plan.allow_dirty if plan.publish else None)
+
+    folder.mkdir(parents=True, exist_ok=True)
+    artifact_path = folder / FINAL_COMPARISON
+    artifact = save_artifact(outcome.artifact(provenance_of(artifact_path), str(artifact_path)),
+                             artifact_path)
+    assert isinstance(artifact, ReproductionArtifact)
+    notify(f"final comparison: {artifact_path}")
     summary = build_summary(
         opened,
         settings={"sampler": plan.sampler, "preset": plan.trial_preset.name,
@@ -420,14 +436,13 @@ def _final_report(plan: EvolutionPlan, context: TrialContext, opened: optuna.Stu
                   "study": plan.study_name, "search_wall_seconds_this_invocation": search_seconds,
                   "trial_lr_factors": list(plan.lr_factors), **_size_settings(plan)},
         space=space.describe(), champion=champion, baseline=baseline, final=final,
-        provenance=provenance,
+        provenance=provenance_of(folder / "summary.json"),
         dataset={"fingerprint": context.data.fingerprint, "variant": plan.final_preset.variant,
                  "train_stream_tokens": int(context.data.stream.numel()),
                  "validation_tokens": int(context.data.validation.numel()),
                  "test_tokens": int(context.data.test.numel())},
+        comparison=artifact,
     )
-    if final_tuning is not None:
-        summary["final_tuning"] = final_tuning
     paths = write_report(summary, opened, folder)
     notify(f"report: {paths['readme']}")
     return summary

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from llmevo.model.config import ModelConfig
 from llmevo.runner.presets import Preset
+from llmevo.runner.size import Size
 from llmevo.runner.tuning import TuningPlan
 from llmevo.train.execution import Execution
 
@@ -61,3 +62,6 @@ class EvolutionPlan:
     allow_dirty: bool
     command: str  # what provenance records as the command that ran
     repo_root: Path  # the llmevo checkout provenance reads
+    # the size dial resolved (``EvolutionSettings.resolved_size``): the final comparison's
+    # artifact records its rung, parameters and tokens; None: no size asked for (or not passed)
+    size: Size | None = None

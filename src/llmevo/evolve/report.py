@@ -1,6 +1,10 @@
 """The evolution report: ``summary.json`` (schema v2 style, with provenance), a README with
 the champion's lineage and the champion-vs-baseline verdict, and two PNG plots (fitness
-per trial with the best-so-far line; fitness against parameters).
+per trial with the best-so-far line; fitness against parameters). The verdict of record is the
+final comparison's typed artifact (``final-comparison.json`` beside the summary, a
+``ReproductionArtifact`` with its margin class); the summary's ``final_evaluation`` names it
+(``artifact``), copies its verdict (``verdict_of_record``) and shows the same runs' validation
+and test metrics, fitness included.
 
 Public API: ``trial_rows``, ``build_summary``, ``write_report``.
 """
@@ -15,7 +19,8 @@ from matplotlib.figure import Figure
 from optuna.trial import FrozenTrial, TrialState
 
 from llmevo.artifacts.io import write_json_atomic, write_text_atomic
-from llmevo.evolve.champion import FinalEvaluation, lineage
+from llmevo.artifacts.schema import ReproductionArtifact
+from llmevo.evolve.champion import FINAL_COMPARISON, FinalEvaluation, lineage
 from llmevo.evolve.knockouts import knockout_lines
 from llmevo.evolve.sampler import LOST_STATES
 from llmevo.reports.plots import save_png
@@ -25,6 +30,7 @@ SCHEMA_VERSION = 2
 STATE_COLOURS = {"complete": "#1f77b4", "pruned": "#ff7f0e", "diverged": "#d62728",
                  "failed": "#7f7f7f", "invalid": "#9467bd", "duplicate": "#8c564b",
                  "lost": "#bcbd22"}
+ARM_NAMES = {"method": "champion"}  # the final comparison's method arm is the champion
 
 
 def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
@@ -64,7 +70,10 @@ def build_summary(
     final: FinalEvaluation,
     provenance: dict[str, Any],
     dataset: dict[str, Any],
+    comparison: ReproductionArtifact,
 ) -> dict[str, Any]:
+    """The summary; ``comparison``: the final comparison's artifact (its verdict is the
+    verdict of record, its tuning block the summary's ``final_tuning``)."""
     rows = trial_rows(study)
     counts: dict[str, int] = {}
     for row in rows:
@@ -95,12 +104,21 @@ def build_summary(
             "validation_score": baseline.user_attrs.get("score"),
             "parameters": baseline.user_attrs.get("parameters"),
         },
-        "final_evaluation": final.summary(),
+        "final_evaluation": {
+            **final.summary(), "artifact": FINAL_COMPARISON,
+            "verdict_of_record": comparison.verdict.model_dump(mode="json") if comparison.verdict else None,
+        },
         "evaluation_protocol": {
             "selection_split": "validation",
             "test_split": "champion and baseline only, once, after the search",
             "score": "mean validation fitness over re-evaluation seeds minus k standard errors",
+            "final_comparison": (f"{FINAL_COMPARISON}: llama_modern against the champion genome as "
+                                 "`reproduce --genome` compares it (each arm tuned, paired report seeds, "
+                                 f"the verdict on validation {comparison.setup.verdict_metric} with its "
+                                 "margin class); the fitness verdicts are reported, not of record"),
         },
+        **({"final_tuning": comparison.tuning.model_dump(mode="json", exclude_none=True)}
+           if comparison.tuning is not None else {}),
         "trials": rows,
         "provenance": provenance,
     }
@@ -158,12 +176,13 @@ def _tuning_lines(summary: dict[str, Any]) -> list[str]:
              "Trials were trained at one learning rate each (untuned)."]
     tuning = summary.get("final_tuning")
     if tuning:
-        chosen = ", ".join(f"{arm} {block['chosen']['lr']:.3g}" + (" (on the grid's edge)" if block["chosen_on_edge"] else "")
+        chosen = ", ".join(f"{ARM_NAMES.get(arm, arm)} {block['chosen']['lr']:.3g}"
+                           + (" (on the grid's edge)" if block["chosen_on_edge"] else "")
                            for arm, block in tuning["arms"].items())
         lines.append(f"The final comparison tuned both arms on the grid {[f'{v:.3g}' for v in tuning['grid']]} "
                      f"(tuning seeds {tuning['seeds']}); chosen lr: {chosen}.")
     else:
-        lines.append("The final comparison was not tuned: each genome ran at its own learning rate.")
+        lines.append("The final comparison was not tuned: both arms ran at the preset's learning rate.")
     return [" ".join(lines), ""]
 
 
@@ -196,9 +215,12 @@ def readme_text(summary: dict[str, Any], study: optuna.Study) -> str:
                 f"| {split} | {metric} | {block['baseline']['mean']:.4f} ± {block['baseline']['std']:.4f} "
                 f"| {block['champion']['mean']:.4f} ± {block['champion']['std']:.4f} "
                 f"| {change['mean']:+.2f}%{ci} |")
+    record = final.get("verdict_of_record")
     lines += ["", f"Seeds: {final['seeds']}. {final['claim_policy']}.", "",
-              f"**Verdict (test fitness):** {final['verdict']['test']['summary']}", "",
-              f"Verdict (validation fitness): {final['verdict']['validation']['summary']}", "",
+              *([f"**Verdict of record** (validation {record['metric']}, `{final['artifact']}`): "
+                 f"{record['summary']}", ""] if record else []),
+              f"Test fitness (reported): {final['verdict']['test']['summary']}", "",
+              f"Validation fitness (reported): {final['verdict']['validation']['summary']}", "",
               *_tuning_lines(summary),
               *(knockout_lines(summary["knockouts"]) if summary.get("knockouts") else []),
               "## Lineage of the champion", "",

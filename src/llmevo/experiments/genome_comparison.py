@@ -3,18 +3,25 @@
 
 The method arm is the genome's model (every model slot, with its configs), optimizer (with
 its config) and data recipe; the baseline arm is llama_modern with AdamW. Both arms are then
-what any reproduction's arms are: tuned on one learning-rate grid per arm (the genome's own
-``train.lr`` is a starting point the tuning replaces, as the evolution's final comparison
-tuned it too), trained under the same report seeds on the same tokens, and sized together by
-the size dial. The genome is read from a file: an evolution report's ``summary.json`` (its
-champion) or a genome's JSON (``runner.genome.Genome``).
+what any reproduction's arms are (``reproduction.run_reproduction``, the one comparison
+path): tuned on one learning-rate grid per arm (the genome's own ``train.lr`` is a starting
+point the tuning replaces), trained under the same report seeds on the same tokens, and sized
+together by the size dial. The genome is read from a file: an evolution report's
+``summary.json`` (its champion) or a genome's JSON (``runner.genome.Genome``).
 
-Deviations from the study's own final comparison: its other training genes
-(``warmup_steps``, ``weight_decay``) are not carried, since a reproduction trains both arms
-under one preset (at each rung its warmup, one eleventh of the steps, and weight decay 0.1);
-the fair study's knockouts measured reverting each of them to llama_modern's as negligible
-(``docs/evolution/evolve-quick-fair``). A genome with a post-training stage is refused (its
-arms would share one pretraining, and a tuned comparison does not apply).
+An evolution's own final comparison is this comparison: ``llmevo.evolve`` plans its champion
+with ``genome_comparison(..., allow_noop=True)`` (a champion that builds llama_modern itself
+is compared anyway, and classed no-op) and runs it through the same reproduction, so
+``reproduce --genome <report>/summary.json`` at the study's final preset, seeds and tuning
+plan trains the same runs.
+
+Deviations from the genome as a study trained it: its other training genes (``warmup_steps``,
+``weight_decay``) are not carried, since a reproduction trains both arms under one preset (at
+each rung its warmup, one eleventh of the steps, and weight decay 0.1); the fair study's
+knockouts measured reverting each of them to llama_modern's as negligible
+(``docs/evolution/evolve-quick-fair``). Untuned, both arms train at the preset's learning
+rate. A genome with a post-training stage is refused (its arms would share one pretraining,
+and a tuned comparison of pretraining does not apply).
 
 The comparison is extra evidence about a design, never a component's claim: promotion reads
 component reproductions only. It lives apart from ``experiments.plans`` on purpose: the arm
@@ -72,10 +79,11 @@ def read_genome(path: Path) -> tuple[Genome, str]:
 
 
 def genome_comparison(genome: Genome, name: str, source: Path,
-                      base_model: ModelConfig | None = None) -> Comparison:
+                      base_model: ModelConfig | None = None, allow_noop: bool = False) -> Comparison:
     """llama_modern (``base_model``, AdamW) against ``genome``'s model, optimizer and data
     recipe; ``name`` labels the method arm and the files. Refused: a post-training stage, a
-    name that cannot be a file name, a genome that builds llama_modern itself."""
+    name that cannot be a file name, a genome that builds llama_modern itself (unless
+    ``allow_noop``: the plan then runs it with ``allow_noop`` and the verdict is classed no-op)."""
     if set(name) - NAME_CHARACTERS or not name:
         raise ConfigError(f"genome comparison name {name!r}: use lower-case letters, digits, '-', '_' or '.'")
     if genome.post_training != NO_POST_TRAINING:
@@ -96,5 +104,6 @@ def genome_comparison(genome: Genome, name: str, source: Path,
     baseline = Arm("baseline", "llama_modern", model, ComponentChoice(name="adamw"))
     method = Arm("method", name, genome.model, genome.optimizer, recipe=genome.data)
     comparison = Comparison(spec=spec, baseline=baseline, method=method)
-    check_distinct(comparison)
+    if not allow_noop:
+        check_distinct(comparison)
     return comparison
