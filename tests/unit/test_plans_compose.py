@@ -125,3 +125,15 @@ def test_flat_keywords_and_sections_build_the_same_request(tmp_path):
     assert flat.updated(threads=1).run.threads == 1 and flat.updated(threads=1).tuning == flat.tuning
     with pytest.raises(ConfigError, match="--threads 0"):
         flat.updated(threads=0)
+
+
+def test_an_evolution_plan_resolves_its_size_once_and_carries_it(tmp_path, data_dir, counts):
+    from llmevo.evolve import EvolutionSettings
+
+    plan = EvolutionSettings(study="sized", storage=f"sqlite:///{tmp_path}/s.db", preset="quick", rung=-2,
+                             data_dir=data_dir, cache_dir=tmp_path, device="cpu", workers=1,
+                             out=tmp_path / "report").plan()
+    assert counts["size"] == 1
+    # the final comparison's artifact records the dial's rung, parameters and tokens from here
+    assert plan.size is not None and plan.size.rung == -2 and plan.rung == -2
+    assert plan.base_model == plan.size.model and plan.final_preset.train.steps == plan.size.preset.train.steps

@@ -248,7 +248,7 @@ class EvolutionSettings(SectionedRequest):
             population=self.population, tournament=self.tournament,
             sampler_seed=self.sampler_seed, heartbeat_interval=self.heartbeat,
             grace_period=self.grace_period, trial_preset=trial_preset, promoted=promoted,
-            base_model=self.base_model(), rung=self.size.rung,
+            base_model=self.base_model(), rung=self.size.rung, size=self._resolved,
             data_dir=Path(run.data_dir).resolve(), cache_dir=Path(run.cache_dir).resolve(),
             device=run.device, rescore_seeds=self.rescore_seeds, score_k=self.score_k,
             lr_factors=factors, execution=execution,
