@@ -69,8 +69,8 @@ from llmevo.registry import ComponentChoice, SectionedRequest, Seeds
 from llmevo.reports.readme import against_slug, report_variant, write_report
 from llmevo.runner.presets import Preset, get_preset
 from llmevo.runner.size import Size, size_label
-from llmevo.runner.tuning import DEFAULT_REPORT_SEEDS, TuningPlan
-from llmevo.runner.tuning_space import SpacePlan
+from llmevo.runner.tuner import Tuner
+from llmevo.runner.tuning import DEFAULT_REPORT_SEEDS
 from llmevo.train.device import accelerator_name, resolve_device
 from llmevo.train.execution import default_path
 from llmevo.train.logging import TensorBoardLogs
@@ -228,11 +228,10 @@ class ReproductionRequest(SectionedRequest):
             tuned = tuning_options.wanted(preset.name in TUNED_BY_DEFAULT)
         seeds = list(self.seeds) if self.seeds is not None else (
             list(DEFAULT_REPORT_SEEDS) if tuned else [42])
-        tuning: TuningPlan | SpacePlan | None = None
+        tuning: Tuner | None = None
         if tuned:
             tuning = tuning_options.plan(preset.train.lr, seeds)
-            if isinstance(tuning, SpacePlan):
-                reproduction.comparison_spaces(comparison, preset, tuning)  # an unknown axis fails here
+            tuning.check_arms(comparison.arms, preset)  # e.g. an axis no arm declares fails here
         else:
             tuning_options.refuse_untuned("post-training methods are not tuned" if post_training is not None
                                           else "add --tune (this run is untuned)")
@@ -253,7 +252,7 @@ class ReproductionRequest(SectionedRequest):
             margin_percent=self.margin, post_training=post_training,
             arm_cache="use" if run.arm_cache else "refresh",
             outputs=self._outputs(comparison, preset, seeds, tuned, size, init_from,
-                                  space=isinstance(tuning, SpacePlan)),
+                                  space=tuning is not None and tuning.kind == "space"),
             tensorboard=self.tensorboard,
             threads=run.threads, publish=run.publish, allow_dirty=run.allow_dirty,
             repo_root=run.repo_root, command=command, size=size, replace=run.replace,

@@ -45,8 +45,7 @@ from llmevo.runner.arm import CONCAT, Arm
 from llmevo.runner.cache import CacheUse
 from llmevo.runner.presets import Preset
 from llmevo.runner.size import Size, resize_model
-from llmevo.runner.tuning import TuningPlan, check_plan
-from llmevo.runner.tuning_space import SpacePlan
+from llmevo.runner.tuner import Tuner
 from llmevo.runner.views import DataView
 from llmevo.train.execution import Execution
 
@@ -360,7 +359,7 @@ class ReproductionPlan:
     execution: Execution = Execution()
     # tune each arm first: its learning rate on one grid (runner.tuning), or its declared
     # space with an equal number of trials per arm (runner.tuning_space)
-    tuning: TuningPlan | SpacePlan | None = None
+    tuning: Tuner | None = None  # runner.tuner: the lr grid or the declared space
     margin_percent: float = DEFAULT_MARGIN_PERCENT  # non-inferiority margin of the verdict class
     post_training: PostTrainRequest | None = None  # the stage of a post-training method
     arm_cache: CacheUse = "off"  # use / refresh / off the arm cache under cache_dir
@@ -397,8 +396,6 @@ class ReproductionPlan:
     def with_grid(self, grid: list[float]) -> ReproductionPlan:
         """This plan tuned on ``grid`` instead (a ladder's rung: its grid is chosen by the lr
         rule once the rungs below are done), checked as any lr grid is."""
-        if not isinstance(self.tuning, TuningPlan):
-            raise ConfigError("a grid binds to a plan tuned on a learning-rate grid")
-        tuning = self.tuning
-        return replace(self, tuning=check_plan(grid, tuning.seeds, self.seeds, tuning.extend_edges,
-                                               confirm=len(tuning.confirm_seeds)))
+        if self.tuning is None:
+            raise ConfigError("a grid binds to a plan tuned on a learning-rate grid; this one is untuned")
+        return replace(self, tuning=self.tuning.with_grid(grid, self.seeds))

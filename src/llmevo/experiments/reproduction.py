@@ -12,7 +12,10 @@ Every arm runs through the shared runner (``runner.run.run_arm``); the plan come
 ``llmevo.experiments.plans`` (``ReproductionPlan``, made once by
 ``ReproductionRequest.plan()``) and the arms' data from ``llmevo.runner.views``.
 
-Public API: ``run_reproduction``, ``ReproductionOutcome``, ``tune_comparison``,
+Each arm is tuned first when the plan has a tuner (``runner.tuner.tune_arms``: the lr grid
+or the declared space, the same interface).
+
+Public API: ``run_reproduction``, ``ReproductionOutcome``,
 ``assemble_artifact``, ``implementation_objects``, ``cache_code_modules``.
 """
 
@@ -26,7 +29,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
-from torch import nn
 
 from llmevo.artifacts.provenance import pipeline_modules
 from llmevo.artifacts.schema import (
@@ -52,7 +54,6 @@ from llmevo.artifacts.schema import (
 from llmevo.catalog import build_recipe, full_registry
 from llmevo.data.lm import LMCorpus
 from llmevo.errors import ConfigError
-from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.metrics import LOWER_IS_BETTER, METRICS, STATISTICS_METRICS, derive_arm_metrics
 from llmevo.eval.stats import (
     NOOP_CLASS,
@@ -64,7 +65,7 @@ from llmevo.eval.stats import (
 )
 from llmevo.experiments.plans import PREPARATIONS, Comparison, ReproductionPlan, resolved_recipe
 from llmevo.hf.load import LlamaCheckpoint
-from llmevo.registry import MODEL_SLOTS, ComponentChoice, ComponentSpec
+from llmevo.registry import MODEL_SLOTS, ComponentSpec
 from llmevo.runner.arm import CONCAT, Arm
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.cache import ArmCache
@@ -73,26 +74,16 @@ from llmevo.runner.presets import Preset
 from llmevo.runner.resources import check_memory, concurrent_runs
 from llmevo.runner.run import (
     arm_train_config,
-    build_arm_model,
     check_fits_data,
     run_arm,
     seed_runs,
 )
 from llmevo.runner.size import Size
-from llmevo.runner.tuning import ArmTuning, TuningPlan, tune_arm, tuning_block
-from llmevo.runner.tuning_space import (
-    ArmSpaceTuning,
-    SpacePlan,
-    arm_space,
-    check_axes,
-    chosen_config,
-    space_tuning_block,
-    tune_arm_space,
-)
-from llmevo.runner.views import DataView, arm_stream, load_views, recipe_fingerprint
-from llmevo.train.execution import Execution, check_path
+from llmevo.runner.tuner import tune_arms
+from llmevo.runner.views import DataView, load_views, recipe_fingerprint
+from llmevo.train.execution import check_path
 from llmevo.train.logging import RunLogs
-from llmevo.train.trainer import Progress, TrainConfig
+from llmevo.train.trainer import Progress
 
 CURVE_POINTS = 200
 
@@ -152,7 +143,7 @@ def run_reproduction(
         arms.append(arm)
     resolved = replace(comparison, baseline=arms[0], method=arms[1])
     check_path(plan.execution.path, plan.execution.replicas_max)
-    most_runs = max(len(seeds), tuning_runs_at_once(plan.tuning))
+    most_runs = max(len(seeds), 0 if plan.tuning is None else plan.tuning.runs_at_once())
     # built on the meta device: an invalid genome, or one that cannot fit, fails before training
     for arm in resolved.arms:
         data = views[arm.data]
@@ -167,16 +158,11 @@ def run_reproduction(
                           "off" if logs is not None else plan.arm_cache, cache_code_modules())
     tuning = None
     cached_tuning: dict[str, list[CachedTuningRun]] = {}
-    if isinstance(plan.tuning, TuningPlan):  # each arm at its best learning rate of the shared grid
-        arm_presets, tuning, cached_grid = tune_comparison(
-            resolved, views, preset, plan.tuning, plan.device, progress,
-            execution=plan.execution, cache=cache)
-        cached_tuning = {label: [CachedTuningRun(lr=lr, seed=seed) for lr, seed in runs]
-                         for label, runs in cached_grid.items()}
-    elif isinstance(plan.tuning, SpacePlan):  # each arm at its best trial of its declared space
-        resolved, arm_presets, tuning, cached_tuning = tune_comparison_space(
-            resolved, views, preset, plan.tuning, plan.device, progress,
-            execution=plan.execution, cache=cache)
+    if plan.tuning is not None:  # each arm at its choice (runner.tuner): the lr grid's or its space's
+        tuned = tune_arms(resolved.arms, views, preset, plan.tuning, resolved.metric, resolved.objective,
+                          plan.device, progress, execution=plan.execution, cache=cache)
+        resolved = replace(resolved, baseline=tuned.arms[0], method=tuned.arms[1])
+        arm_presets, tuning, cached_tuning = tuned.presets, tuned.block, tuned.cached
     runs: dict[str, dict[int, ArmRun]] = {"baseline": {}, "method": {}}
     for arm in resolved.arms:  # all seeds of an arm at once
         data, arm_preset = views[arm.data], arm_presets[arm.label]
@@ -237,112 +223,6 @@ def record_init_from(body: dict[str, Any], checkpoint: LlamaCheckpoint, details:
     body["setup"] = type(setup).model_validate({
         **setup.model_dump(exclude_unset=True),
         "init_from": {**checkpoint.provenance(), "tokenizer": "the checkpoint's own", **details}})
-
-
-def _tuning_inputs(arm: Arm, comparison: Comparison, views: dict[str, DataView], preset: Preset,
-                   device: torch.device, cache: ArmCache | None
-                   ) -> tuple[TrainConfig, Any, Callable[[nn.Module], float], Any]:
-    """What tuning one arm needs, for the lr grid and the tuning space alike: its training
-    settings (``runner.run.arm_train_config``), its training stream (its data recipe's), the
-    validation score of a trained model, and its tuning entries in the arm cache."""
-    data = views[arm.data]
-    config = arm_train_config(arm, data, preset)
-    metric = comparison.metric
-
-    def evaluate(model: nn.Module) -> float:
-        scores = evaluate_lm(model, data.validation, config.seq_len, device, data.token_bytes,
-                             batch_size=preset.eval_batch_size, max_windows=preset.eval_max_windows)
-        return scores[metric]
-
-    entries = None if cache is None else cache.tuning(arm, data, preset, metric, comparison.objective)
-    return config, arm_stream(build_recipe(arm.recipe), data), evaluate, entries
-
-
-def tune_comparison(
-    comparison: Comparison,
-    views: dict[str, DataView],
-    preset: Preset,
-    plan: TuningPlan,
-    device: torch.device,
-    progress: Progress | None = None,
-    execution: Execution = Execution(),
-    cache: ArmCache | None = None,
-) -> tuple[dict[str, Preset], dict[str, Any], dict[str, list[tuple[float, int]]]]:
-    """Tune both arms of a comparison on the same plan; returns each arm's preset at its
-    chosen learning rate, the ``tuning`` block, and per arm the (lr, seed) runs that came
-    from ``cache`` (``runner.cache``) instead of training."""
-    metric = comparison.metric
-    results: dict[str, ArmTuning] = {}
-    presets: dict[str, Preset] = {}
-    for arm in comparison.arms:
-        config, stream, evaluate, entries = _tuning_inputs(arm, comparison, views, preset, device, cache)
-        results[arm.label] = tune_arm(arm.label, lambda arm=arm: build_arm_model(arm), stream, config, plan,
-                                      evaluate, device, progress, execution, entries)
-        chosen = results[arm.label].best().lr
-        presets[arm.label] = preset.model_copy(
-            update={"train": preset.train.model_copy(update={"lr": chosen})})
-    cached = {label: list(tuning.cached) for label, tuning in results.items()}
-    return presets, tuning_block(plan, metric, results), cached
-
-
-def tuning_runs_at_once(plan: TuningPlan | SpacePlan | None) -> int:
-    """The most tuning runs of one arm that one ``train_many`` call trains (memory check)."""
-    if isinstance(plan, TuningPlan):
-        return len(plan.grid) * len(plan.seeds)
-    if isinstance(plan, SpacePlan):
-        return plan.declared_trials * len(plan.seeds)
-    return 0
-
-
-def comparison_spaces(comparison: Comparison, preset: Preset, plan: SpacePlan
-                      ) -> dict[str, list[Any]]:
-    """Each arm's tuning axes (``runner.tuning_space.arm_space``), resolved against the
-    preset; an axis no arm declares, or an arm left with none, is a ``ConfigError``."""
-    spaces, declared = {}, {}
-    for arm in comparison.arms:
-        components = [getattr(arm.model, slot) for slot in MODEL_SLOTS
-                      if isinstance(getattr(arm.model, slot, None), ComponentChoice)]
-        spaces[arm.label] = arm_space(arm.optimizer, components, preset.train, plan.axes)
-        declared[arm.label] = [axis.name for axis in
-                               arm_space(arm.optimizer, components, preset.train)]
-    check_axes(plan.axes, spaces, declared)
-    return spaces
-
-
-def tune_comparison_space(
-    comparison: Comparison,
-    views: dict[str, DataView],
-    preset: Preset,
-    plan: SpacePlan,
-    device: torch.device,
-    progress: Progress | None = None,
-    execution: Execution = Execution(),
-    cache: ArmCache | None = None,
-) -> tuple[Comparison, dict[str, Preset], dict[str, Any], dict[str, list[CachedTuningRun]]]:
-    """Tune both arms over their declared spaces with ``plan.trials`` trials each
-    (``runner.tuning_space``); returns the comparison with each arm's optimizer at its chosen
-    settings, each arm's preset at its chosen training settings, the ``tuning`` block, and per
-    arm the (trial, lr, seed) runs that came from ``cache``."""
-    metric = comparison.metric
-    spaces = comparison_spaces(comparison, preset, plan)
-    results: dict[str, ArmSpaceTuning] = {}
-    presets: dict[str, Preset] = {}
-    arms = {}
-    for arm in comparison.arms:
-        config, stream, evaluate, entries = _tuning_inputs(arm, comparison, views, preset, device, cache)
-        results[arm.label] = tune_arm_space(
-            arm.label, lambda arm=arm: build_arm_model(arm), stream, config,
-            spaces[arm.label], plan, evaluate, device, progress, execution, entries)
-        chosen = chosen_config(config, results[arm.label])
-        arms[arm.label] = replace(arm, optimizer=chosen.optimizer)
-        presets[arm.label] = preset.model_copy(update={"train": preset.train.model_copy(update={
-            "lr": chosen.lr, "weight_decay": chosen.weight_decay,
-            "warmup_steps": chosen.warmup_steps})})
-    cached = {label: [CachedTuningRun(lr=float(trial.values["lr"]), seed=seed, trial=trial.number)
-                      for trial in tuning.trials for seed in trial.cached]
-              for label, tuning in results.items()}
-    tuned = replace(comparison, baseline=arms["baseline"], method=arms["method"])
-    return tuned, presets, space_tuning_block(plan, metric, results), cached
 
 
 def implementation_objects(comparison: Comparison) -> list[object]:

@@ -36,14 +36,9 @@ from llmevo.model.config import ModelConfig
 from llmevo.registry import Section, TuneSeeds
 from llmevo.runner.presets import Preset
 from llmevo.runner.size import Size, size_dial
-from llmevo.runner.tuning import (
-    DEFAULT_CONFIRM,
-    DEFAULT_TUNING_SEEDS,
-    TuningPlan,
-    check_plan,
-    default_grid,
-)
-from llmevo.runner.tuning_space import DEFAULT_TRIALS, MAX_TRIALS, SpacePlan, check_space_plan
+from llmevo.runner.tuner import Tuner
+from llmevo.runner.tuning import DEFAULT_CONFIRM, DEFAULT_TUNING_SEEDS, check_plan, default_grid
+from llmevo.runner.tuning_space import DEFAULT_TRIALS, MAX_TRIALS, check_space_plan
 from llmevo.train.execution import Execution, check_path
 
 
@@ -170,7 +165,7 @@ class TuningSection(Section):
         return self.tune_space is not None or self.tune_grid is not None or tuned_by_default
 
     def plan(self, base_lr: float, report_seeds: list[int],
-             grid: list[float] | None = None) -> TuningPlan | SpacePlan:
+             grid: list[float] | None = None) -> Tuner:
         """The tuning plan for a preset learning rate ``base_lr``: the space's trials, or the
         lr grid (``grid`` where a caller chooses it, e.g. a ladder's lr rule; else
         ``tune_grid``; else the default grid around ``base_lr``), its seeds disjoint from

@@ -15,8 +15,9 @@ and its lower neighbour are therefore *confirmed* on ``confirm`` further tuning 
 the arm takes the better of the two by the mean over all its tuning seeds.
 The test split is never looked at here.
 
-Public API: ``TuningPlan``, ``default_grid``, ``check_plan``, ``tune_arm``, ``ArmTuning``,
-``SettingResult``, ``score_runs``, ``tune_comparison``, ``tuning_block``.
+Public API: ``TuningPlan`` (a ``runner.tuner.Tuner``), ``default_grid``, ``check_plan``,
+``check_tuning_seeds``, ``tune_arm``, ``ArmTuning``, ``SettingResult``, ``score_runs``,
+``tuning_block``.
 """
 
 from __future__ import annotations
@@ -24,15 +25,20 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import Tensor, nn
 
+from llmevo.artifacts.schema import CachedTuningRun
 from llmevo.catalog import build_optimizer
 from llmevo.components.data.base import TrainStream
 from llmevo.errors import ConfigError, DivergedError
+from llmevo.registry import ComponentChoice
+from llmevo.runner.arm import Arm
 from llmevo.runner.cache import TuningEntries
+from llmevo.runner.presets import Preset
+from llmevo.runner.tuner import ArmChoice
 from llmevo.train.execution import Execution, RunSpec, train_many
 from llmevo.train.trainer import Progress, TrainConfig
 
@@ -58,12 +64,37 @@ def default_grid(lr: float, points: int = DEFAULT_POINTS, span: float = DEFAULT_
 
 @dataclass(frozen=True)
 class TuningPlan:
-    """The grid (ascending learning rates) and the tuning seeds, the same for every arm."""
+    """The grid (ascending learning rates) and the tuning seeds, the same for every arm: the
+    learning-rate grid tuner (``runner.tuner.Tuner``)."""
 
     grid: tuple[float, ...]
     seeds: tuple[int, ...] = DEFAULT_TUNING_SEEDS
     extend_edges: bool = True
     confirm_seeds: tuple[int, ...] = ()  # used only for a best at the stability edge
+    kind: ClassVar[Literal["grid"]] = "grid"
+
+    def runs_at_once(self) -> int:
+        return len(self.grid) * len(self.seeds)
+
+    def check_arms(self, arms: Sequence[Arm], preset: Preset) -> None:
+        """Every arm has a learning rate: nothing to refuse."""
+
+    def with_grid(self, grid: Sequence[float], report_seeds: Sequence[int]) -> TuningPlan:
+        """This plan's seeds, edge rule and confirmation count on ``grid``, checked as any grid is."""
+        return check_plan(grid, self.seeds, report_seeds, self.extend_edges, confirm=len(self.confirm_seeds))
+
+    def tune(self, label: str, build: Callable[[], nn.Module], stream: Tensor | TrainStream,
+             config: TrainConfig, components: Sequence[ComponentChoice],
+             evaluate: Callable[[nn.Module], float], device: torch.device,
+             progress: Progress | None, execution: Execution,
+             cache: TuningEntries | None) -> ArmChoice:
+        """``tune_arm``; the arm keeps its best learning rate."""
+        record = tune_arm(label, build, stream, config, self, evaluate, device, progress, execution, cache)
+        return ArmChoice(config.model_copy(update={"lr": record.best().lr}), record,
+                         [CachedTuningRun(lr=lr, seed=seed) for lr, seed in record.cached])
+
+    def block(self, metric: str, records: dict[str, ArmTuning]) -> dict[str, Any]:
+        return tuning_block(self, metric, records)
 
 
 def confirmation_seeds(count: int, seeds: Sequence[int], report_seeds: Sequence[int]) -> tuple[int, ...]:
@@ -74,6 +105,22 @@ def confirmation_seeds(count: int, seeds: Sequence[int], report_seeds: Sequence[
         if candidate not in taken:
             chosen.append(candidate)
     return tuple(chosen)
+
+
+def check_tuning_seeds(seeds: Sequence[int], report_seeds: Sequence[int]) -> tuple[int, ...]:
+    """The tuning seeds, every tuner's rule checked: at least one, each once, none a report seed."""
+    if not seeds:
+        raise ConfigError("no tuning seeds given; e.g. --tune-seeds 1000")
+    duplicates = sorted({s for s in seeds if list(seeds).count(s) > 1})
+    if duplicates:
+        raise ConfigError(f"duplicate tuning seeds {duplicates}; each seed must appear once")
+    overlap = sorted(set(seeds) & set(report_seeds))
+    if overlap:
+        suggestion = max([*seeds, *report_seeds]) + 1000
+        raise ConfigError(
+            f"tuning seeds {overlap} are also report seeds; tuning and reporting must use "
+            f"disjoint seeds (e.g. --tune-seeds {suggestion})")
+    return tuple(seeds)
 
 
 def check_plan(
@@ -90,17 +137,7 @@ def check_plan(
         raise ConfigError(
             f"tuning grid {values} has {len(distinct)} distinct value(s); tuning needs at least 2 "
             "(e.g. --tune-grid 1e-3,3e-3,1e-2)")
-    if not seeds:
-        raise ConfigError("no tuning seeds given; e.g. --tune-seeds 1000")
-    duplicates = sorted({s for s in seeds if list(seeds).count(s) > 1})
-    if duplicates:
-        raise ConfigError(f"duplicate tuning seeds {duplicates}; each seed must appear once")
-    overlap = sorted(set(seeds) & set(report_seeds))
-    if overlap:
-        suggestion = max([*seeds, *report_seeds]) + 1000
-        raise ConfigError(
-            f"tuning seeds {overlap} are also report seeds; tuning and reporting must use "
-            f"disjoint seeds (e.g. --tune-seeds {suggestion})")
+    check_tuning_seeds(seeds, report_seeds)
     if isinstance(confirm, bool) or not isinstance(confirm, int) or not 0 <= confirm <= MAX_CONFIRM:
         raise ConfigError(f"confirmation seeds: need a count 0 .. {MAX_CONFIRM} (0 turns confirmation "
                           f"off), got {confirm!r}")

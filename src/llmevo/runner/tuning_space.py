@@ -54,7 +54,7 @@ Here:
 
 The test split is never looked at here.
 
-Public API: ``SpacePlan``, ``check_space_plan``, ``ResolvedAxis``, ``arm_space``,
+Public API: ``SpacePlan`` (a ``runner.tuner.Tuner``), ``check_space_plan``, ``ResolvedAxis``, ``arm_space``,
 ``axis_value``, ``apply_settings``, ``Trial``, ``ArmSpaceTuning``, ``tune_arm_space``,
 ``space_tuning_block``, ``sobol_study``.
 """
@@ -65,16 +65,21 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
 from torch import Tensor, nn
 
+from llmevo.artifacts.schema import CachedTuningRun
 from llmevo.catalog import full_registry
+from llmevo.components.data.base import TrainStream
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.registry import MODEL_SLOTS, ComponentChoice, TuningAxis
+from llmevo.runner.arm import Arm
 from llmevo.runner.cache import TuningEntries
-from llmevo.runner.tuning import check_plan, score_runs
+from llmevo.runner.presets import Preset
+from llmevo.runner.tuner import ArmChoice, model_components
+from llmevo.runner.tuning import check_tuning_seeds, score_runs
 from llmevo.train.execution import Execution, RunSpec
 from llmevo.train.trainer import Progress, TrainConfig
 
@@ -106,6 +111,8 @@ class SpacePlan:
     seeds: tuple[int, ...]
     sampler_seed: int = DEFAULT_SAMPLER_SEED
 
+    kind: ClassVar[Literal["space"]] = "space"
+
     @property
     def declared_trials(self) -> int:
         return self.trials - self.extension_trials
@@ -113,6 +120,39 @@ class SpacePlan:
     @property
     def extension_trials(self) -> int:
         return self.trials // EXTENSION_SHARE
+
+    def runs_at_once(self) -> int:
+        return self.declared_trials * len(self.seeds)
+
+    def check_arms(self, arms: Sequence[Arm], preset: Preset) -> None:
+        """Each arm's axes resolve against the preset; an axis no arm declares, or an arm left
+        with none, is a ``ConfigError``."""
+        spaces, declared = {}, {}
+        for arm in arms:
+            components = model_components(arm)
+            spaces[arm.label] = arm_space(arm.optimizer, components, preset.train, self.axes)
+            declared[arm.label] = [axis.name for axis in arm_space(arm.optimizer, components, preset.train)]
+        check_axes(self.axes, spaces, declared)
+
+    def with_grid(self, grid: Sequence[float], report_seeds: Sequence[int]) -> SpacePlan:
+        raise ConfigError("a grid binds to a plan tuned on a learning-rate grid, not a space")
+
+    def tune(self, label: str, build: Callable[[], nn.Module], stream: Tensor | TrainStream,
+             config: TrainConfig, components: Sequence[ComponentChoice],
+             evaluate: Callable[[nn.Module], float], device: torch.device,
+             progress: Progress | None, execution: Execution,
+             cache: TuningEntries | None) -> ArmChoice:
+        """``tune_arm_space`` over the arm's declared axes; the arm keeps its best trial's
+        settings (its optimizer's among them)."""
+        axes = arm_space(config.optimizer, components, config, self.axes)
+        record = tune_arm_space(label, build, stream, config, axes, self, evaluate, device, progress,
+                                execution, cache)
+        cached = [CachedTuningRun(lr=float(trial.values["lr"]), seed=seed, trial=trial.number)
+                  for trial in record.trials for seed in trial.cached]
+        return ArmChoice(chosen_config(config, record), record, cached)
+
+    def block(self, metric: str, records: dict[str, ArmSpaceTuning]) -> dict[str, Any]:
+        return space_tuning_block(self, metric, records)
 
 
 def check_space_plan(space: str, trials: int, seeds: Sequence[int], report_seeds: Sequence[int],
@@ -132,8 +172,7 @@ def check_space_plan(space: str, trials: int, seeds: Sequence[int], report_seeds
     if isinstance(trials, bool) or not isinstance(trials, int) or not 2 <= trials <= MAX_TRIALS:
         raise ConfigError(f"--tune-trials {trials!r}: need 2 .. {MAX_TRIALS} trials per arm "
                           "(a choice needs at least two)")
-    checked = check_plan([1.0, 2.0], seeds, report_seeds, extend_edges=False)  # the seed rules
-    return SpacePlan(axes, trials, checked.seeds, sampler_seed)
+    return SpacePlan(axes, trials, check_tuning_seeds(seeds, report_seeds), sampler_seed)
 
 
 @dataclass(frozen=True)
@@ -332,7 +371,7 @@ def _extendable(axis: ResolvedAxis, direction: str) -> bool:
 def tune_arm_space(
     label: str,
     build: Callable[[], nn.Module],
-    stream: Tensor,
+    stream: Tensor | TrainStream,
     config: TrainConfig,
     axes: Sequence[ResolvedAxis],
     plan: SpacePlan,

@@ -1,0 +1,160 @@
+"""One tuner interface: how each arm's training settings are chosen before its report seeds train.
+
+A *tuner* is a plan made before any training: which runs each arm trains on tuning seeds
+(disjoint from the report seeds), how they are scored on the validation split, and which
+settings the arm keeps. Every arm of a comparison gets the same tuner, so the same budget.
+Two implement the interface:
+
+- ``runner.tuning.TuningPlan``: one learning-rate grid shared by both arms (the protocol's
+  default), extended once past an edge, a best at the stability edge confirmed on further
+  seeds. A ladder's lr rule is this tuner with its grid bound late, once the rungs below are
+  done (``with_grid``).
+- ``runner.tuning_space.SpacePlan``: Sobol trials over each arm's declared space
+  (``--tune-space``), the same number of trials per arm.
+
+``tune_arms`` is the one function that tunes the arms of a comparison, whichever the tuner:
+each arm's training settings (``runner.run.arm_train_config``), its stream, its validation
+score and its arm-cache entries are made here, the tuner chooses, and the arm comes back
+with its optimizer and its preset at the choice. A new tuner (a multi-fidelity one, a
+sequential sampler) implements ``Tuner`` and nothing above the runner changes.
+
+Not a tuner: evolve's trial grid (each trial at its genome's lr times a few factors, scored by
+its best fitness), which is the search's objective rather than a comparison's tuning.
+
+Public API: ``Tuner``, ``ArmChoice``, ``TunedArms``, ``tune_arms``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Protocol
+
+import torch
+from torch import Tensor, nn
+
+from llmevo.artifacts.schema import CachedTuningRun
+from llmevo.catalog import build_recipe
+from llmevo.components.data.base import TrainStream
+from llmevo.eval.lm import evaluate_lm
+from llmevo.registry import MODEL_SLOTS, ComponentChoice
+from llmevo.runner.arm import Arm
+from llmevo.runner.cache import ArmCache, TuningEntries
+from llmevo.runner.presets import Preset
+from llmevo.runner.run import arm_train_config, build_arm_model
+from llmevo.runner.views import DataView, arm_stream
+from llmevo.train.execution import Execution
+from llmevo.train.trainer import Progress, TrainConfig
+
+
+@dataclass
+class ArmChoice:
+    """One arm's tuning, whichever tuner made it: the training settings it keeps (its
+    optimizer's config inside), the tuner's record of every run (for the artifact's block)
+    and the runs loaded from the arm cache instead of trained."""
+
+    config: TrainConfig
+    record: Any  # the tuner's own: runner.tuning.ArmTuning, runner.tuning_space.ArmSpaceTuning
+    cached: list[CachedTuningRun]
+
+
+class Tuner(Protocol):
+    """How each arm of a comparison is tuned (see the module docstring)."""
+
+    @property
+    def kind(self) -> Literal["grid", "space"]:
+        """The protocol's name in artifacts and file names (``tuning.protocol``)."""
+        ...
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        """The tuning seeds, disjoint from the report seeds."""
+        ...
+
+    def runs_at_once(self) -> int:
+        """The most runs of one arm that one ``train_many`` call trains (the memory check)."""
+        ...
+
+    def check_arms(self, arms: Sequence[Arm], preset: Preset) -> None:
+        """Refuse, before any training, arms this tuner cannot tune (e.g. an axis no arm declares)."""
+        ...
+
+    def with_grid(self, grid: Sequence[float], report_seeds: Sequence[int]) -> Tuner:
+        """This tuner on the learning-rate grid ``grid`` (a ladder rung's, chosen late)."""
+        ...
+
+    def tune(self, label: str, build: Callable[[], nn.Module], stream: Tensor | TrainStream,
+             config: TrainConfig, components: Sequence[ComponentChoice],
+             evaluate: Callable[[nn.Module], float], device: torch.device,
+             progress: Progress | None, execution: Execution,
+             cache: TuningEntries | None) -> ArmChoice:
+        """Tune one arm: ``build`` makes its model, ``config`` its training settings,
+        ``components`` its model's components, ``evaluate`` scores a trained model (lower
+        is better)."""
+        ...
+
+    def block(self, metric: str, records: dict[str, Any]) -> dict[str, Any]:
+        """The artifact's ``tuning`` block from each arm's ``ArmChoice.record``."""
+        ...
+
+
+@dataclass
+class TunedArms:
+    """The arms at their choices: each arm (its optimizer at the chosen settings), each arm's
+    preset (its training settings at the choice), the artifact's ``tuning`` block, and per
+    arm the runs that came from the arm cache."""
+
+    arms: list[Arm]
+    presets: dict[str, Preset]
+    block: dict[str, Any]
+    cached: dict[str, list[CachedTuningRun]]
+
+
+def model_components(arm: Arm) -> list[ComponentChoice]:
+    """The components of the arm's model, slot by slot (an architecture without a slot skips it)."""
+    return [getattr(arm.model, slot) for slot in MODEL_SLOTS
+            if isinstance(getattr(arm.model, slot, None), ComponentChoice)]
+
+
+def _at_choice(preset: Preset, config: TrainConfig, chosen: TrainConfig) -> Preset:
+    """``preset`` with every training setting the tuner moved set to its chosen value (the
+    optimizer's settings travel with the arm)."""
+    moved = {name: getattr(chosen, name) for name in TrainConfig.model_fields
+             if name != "optimizer" and getattr(chosen, name) != getattr(config, name)}
+    return preset.model_copy(update={"train": preset.train.model_copy(update=moved)})
+
+
+def tune_arms(
+    arms: Sequence[Arm],
+    views: dict[str, DataView],
+    preset: Preset,
+    tuner: Tuner,
+    metric: str,
+    objective: str,
+    device: torch.device,
+    progress: Progress | None = None,
+    execution: Execution = Execution(),
+    cache: ArmCache | None = None,
+) -> TunedArms:
+    """Tune every arm with ``tuner``, each on its own data view, scored by ``metric`` on the
+    validation split; with ``cache`` (``runner.cache``) runs trained before are loaded."""
+    choices: dict[str, ArmChoice] = {}
+    tuned, presets = [], {}
+    for arm in arms:
+        data = views[arm.data]
+        config = arm_train_config(arm, data, preset)
+
+        def evaluate(model: nn.Module, data: DataView = data, config: TrainConfig = config) -> float:
+            scores = evaluate_lm(model, data.validation, config.seq_len, device, data.token_bytes,
+                                 batch_size=preset.eval_batch_size, max_windows=preset.eval_max_windows)
+            return scores[metric]
+
+        entries = None if cache is None else cache.tuning(arm, data, preset, metric, objective)
+        choice = tuner.tune(arm.label, lambda arm=arm: build_arm_model(arm),
+                            arm_stream(build_recipe(arm.recipe), data), config, model_components(arm),
+                            evaluate, device, progress, execution, entries)
+        choices[arm.label] = choice
+        tuned.append(replace(arm, optimizer=choice.config.optimizer))
+        presets[arm.label] = _at_choice(preset, config, choice.config)
+    return TunedArms(tuned, presets, tuner.block(metric, {label: c.record for label, c in choices.items()}),
+                     {label: c.cached for label, c in choices.items()})
