@@ -27,7 +27,8 @@ DATA = Path(__import__("os").environ.get("LLMEVO_DATA", ROOT.parent / "shared" /
 VOLATILE = {"wall_seconds", "provenance", "post_training_seconds", "created_at", "command",
             "started_at", "finished_at", "datetime_start", "datetime_complete", "duration",
             "cpu_seconds", "reproduction_wall_seconds", "seconds", "duration_seconds",
-            "search_wall_seconds_this_invocation", "storage_display", "entropy_model_path"}
+            "search_wall_seconds_this_invocation", "storage_display", "entropy_model_path",
+            "manifest_ref", "scope"}  # the last two name a temporary folder
 
 
 def scrub(value):

@@ -231,11 +231,9 @@ def test_post_training_is_an_evolution_gene():
 
 
 def test_a_genome_post_training_gene_runs_the_stage():
-    from llmevo.components.post_training.stage import post_train_genome_model
-
     pretrained = _pretrained()
-    stage = post_train_genome_model(pretrained.model, ComponentChoice(name="sft"), _tiny_data(),
-                                    get_preset("smoke").post_training, 42, CPU, pretrain_steps=1)
+    stage = run_post_training(pretrained, ComponentChoice(name="sft"), _tiny_data(), "instruction",
+                              get_preset("smoke").post_training, 42, CPU)
     assert stage.examples == 16 and stage.post_training_loss > 0
 
 

@@ -85,12 +85,14 @@ def prepare_context(plan: EvolutionPlan, space: SearchSpace) -> TrialContext:
     data = prepare_bpe_data(corpus, trial_preset, plan.data_dir, trial_preset.train.seq_len)
     post_data = None
     if set(space.components.get("post_training", ("none",))) != {"none"}:
-        from llmevo.components.post_training.tasks import ArithmeticConfig, load_post_train_data
+        from llmevo.components.post_training.tasks import load_post_train_data
+
+        stage = trial_preset.post_training  # the preset's stage, as a reproduction loads it
 
         @functools.cache
         def post_data() -> Any:  # loaded by the first trial whose genome post-trains
             return load_post_train_data(plan.data_dir, data.codec, trial_preset.train.seq_len,
-                                        ArithmeticConfig())
+                                        stage.arithmetic, None, stage.held_out_pairs)
     return TrialContext(
         plan=plan, space=space, data=data, trial_preset=trial_preset,
         final_preset=plan.final_preset.resolved(train_tokens), device=resolve_device(plan.device),

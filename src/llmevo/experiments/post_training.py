@@ -30,12 +30,9 @@ import torch
 from pydantic import BaseModel
 
 from llmevo.artifacts.schema import ArmResult
-from llmevo.components.post_training.evaluate import evaluate_post_training
 from llmevo.components.post_training.stage import (
     PostTrainSettings,
-    PretrainedModel,
     StageResult,
-    run_post_training,
 )
 from llmevo.components.post_training.tasks import (
     PostTrainData,
@@ -58,8 +55,10 @@ from llmevo.runner.run import (
     build_arm_model,
     check_fits_data,
     evaluate_arm,
+    post_train_and_evaluate,
     run_arm,
     seed_runs,
+    stage_metrics,
 )
 from llmevo.runner.views import DataView, load_views
 from llmevo.train.logging import RunLogs
@@ -125,24 +124,12 @@ def run_post_training_reproduction(
         checkpoint = copy.deepcopy(pretrained_run.model).cpu()
         for arm in comparison.arms:
             arm_model = copy.deepcopy(checkpoint)
-            stage = run_post_training(
-                PretrainedModel(arm_model, pretrain.steps_done, from_checkpoint=init is not None),
-                arm.post_training, post_data,
-                task, settings, seed + settings.seed_offset, plan.device)
-            validation = evaluate_arm(arm_model, data, preset, "validation", plan.device)
-            consistency = seed if settings.self_consistency else None
-            validation.update(evaluate_post_training(
-                arm_model, post_data, "validation", plan.device, settings.max_new_tokens,
-                consistency, settings.sampling_temperature))
-            validation["initial_loss"] = pretrain.initial_loss
-            validation["final_loss"] = pretrain.final_loss
-            validation["post_training_loss"] = stage.post_training_loss
-            validation["reward_bearing_group_rate"] = stage.reward_bearing_group_rate
-            validation.update(stage.extra)
-            test = evaluate_arm(arm_model, data, preset, "test", plan.device)
-            test.update(evaluate_post_training(
-                arm_model, post_data, "test", plan.device, settings.max_new_tokens,
-                consistency, settings.sampling_temperature))
+            stage, metrics = post_train_and_evaluate(
+                arm_model, arm.post_training, data, preset, post_data, seed, pretrain.steps_done,
+                plan.device, settings=settings, task=task, from_checkpoint=init is not None)
+            validation = metrics["validation"] | {"initial_loss": pretrain.initial_loss,
+                                                  "final_loss": pretrain.final_loss} | stage_metrics(stage)
+            test = metrics["test"]
             if logs is not None:
                 logger = logs.run(f"{arm.label}-seed{seed}")
                 try:

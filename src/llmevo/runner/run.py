@@ -13,7 +13,7 @@ batched or parallel, ``execution``), and with ``cache`` a run trained before und
 identical settings is loaded instead (``runner.cache``).
 
 Public API: ``SPLITS``, ``build_arm_model``, ``evaluate_arm``, ``arm_train_config``, ``seed_runs``,
-``check_fits_data``, ``evaluate_trained``, ``run_arm``.
+``check_fits_data``, ``post_train_and_evaluate``, ``stage_metrics``, ``evaluate_trained``, ``run_arm``.
 """
 
 from __future__ import annotations
@@ -24,14 +24,21 @@ from typing import Literal
 import torch
 from torch import nn
 
-from llmevo.catalog import build_model, build_optimizer, build_recipe
-from llmevo.components.post_training.stage import StageResult, post_train_genome_model
+from llmevo.catalog import build_model, build_optimizer, build_recipe, full_registry
+from llmevo.components.post_training.evaluate import evaluate_post_training
+from llmevo.components.post_training.stage import (
+    PostTrainSettings,
+    PretrainedModel,
+    StageResult,
+    run_post_training,
+)
 from llmevo.components.post_training.tasks import PostTrainData
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.lm import evaluate_lm
 from llmevo.eval.metrics import derive_arm_metrics
 from llmevo.eval.suites import evaluate_suite
 from llmevo.hf.load import load_llama_weights
+from llmevo.registry import ComponentChoice
 from llmevo.runner.arm import Arm
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.cache import ReportEntries
@@ -105,6 +112,48 @@ def seed_runs(arm: Arm, data: DataView, preset: Preset, seeds: Sequence[int]) ->
     return [RunSpec(seed, config) for seed in seeds]
 
 
+def stage_metrics(stage: StageResult) -> dict[str, float]:
+    """The stage's own numbers a run records with its validation metrics."""
+    return {"post_training_loss": stage.post_training_loss,
+            "reward_bearing_group_rate": stage.reward_bearing_group_rate, **stage.extra}
+
+
+def post_train_and_evaluate(
+    model: nn.Module,
+    method: ComponentChoice,
+    data: DataView,
+    preset: Preset,
+    post_data: PostTrainData,
+    seed: int,
+    steps_done: int,
+    device: torch.device,
+    splits: Sequence[str] = SPLITS,
+    objective: str = "public_composite",
+    settings: PostTrainSettings | None = None,
+    task: str | None = None,
+    from_checkpoint: bool = False,
+) -> tuple[StageResult, dict[str, dict[str, float]]]:
+    """The post-training step every pipeline shares: ``method``'s stage on ``model`` (trained
+    for ``steps_done`` steps, or loaded: ``from_checkpoint``), its stage seed ``seed`` plus the
+    settings' offset, then each split evaluated: the language-model metrics and the suite
+    (``evaluate_arm``) and the stage's held-out metrics (preference accuracy and margin,
+    arithmetic exact match; self-consistency when the settings ask). ``settings`` default to
+    the preset's stage; ``task`` to the method's own (a reproduction gives both arms its
+    method's task). A post-training reproduction's arms and an evolution's post-training
+    genes record the same metrics."""
+    settings = settings or preset.post_training
+    task = task or full_registry().get("post_training", method.name).cls.task or "instruction"
+    stage = run_post_training(PretrainedModel(model, steps_done, from_checkpoint=from_checkpoint), method,
+                              post_data, task, settings, seed + settings.seed_offset, device)
+    consistency = seed if settings.self_consistency else None
+    metrics = {}
+    for split in splits:
+        metrics[split] = evaluate_arm(model, data, preset, split, device, objective)
+        metrics[split].update(evaluate_post_training(model, post_data, split, device, settings.max_new_tokens,
+                                                     consistency, settings.sampling_temperature))
+    return stage, metrics
+
+
 def evaluate_trained(
     model: nn.Module,
     arm: Arm,
@@ -117,15 +166,19 @@ def evaluate_trained(
     objective: str = "public_composite",
     post_data: PostData = None,
 ) -> tuple[StageResult | None, dict[str, dict[str, float]]]:
-    """Run the arm's post-training stage on a freshly trained ``model`` (if it has one;
-    the stage seed follows ``seed``), then evaluate each split: (stage, {split: metrics})."""
+    """Run the arm's post-training stage on a freshly trained ``model`` (if it has one:
+    ``post_train_and_evaluate``, ``post_data`` a loader called once), then evaluate each
+    split: (stage, {split: metrics})."""
     model = model.to(device)
-    stage = None
     if arm.post_training is not None and arm.post_training.name != "none":
-        stage = post_train_genome_model(model, arm.post_training, post_data, preset.post_training, seed,
-                                        device, steps_done)
-    return stage, {split: evaluate_arm(model, data, preset, split, device, objective)
-                   for split in splits}
+        if post_data is None:
+            raise ConfigError(f"{arm.label} arm '{arm.name}' has a post-training stage "
+                              f"({arm.post_training.name}) and no post-training data was given")
+        loaded = post_data() if callable(post_data) else post_data
+        return post_train_and_evaluate(model, arm.post_training, data, preset, loaded, seed, steps_done,
+                                       device, splits, objective)
+    return None, {split: evaluate_arm(model, data, preset, split, device, objective)
+                  for split in splits}
 
 
 def _finish(
@@ -159,6 +212,8 @@ def _finish(
     if "validation" in metrics:
         run.validation = metrics["validation"] | {"initial_loss": result.initial_loss,
                                                   "final_loss": result.final_loss}
+        if run.stage is not None:
+            run.validation |= stage_metrics(run.stage)
     run.test = metrics.get("test", {})
     if logger is not None:
         for split in splits:

@@ -4,18 +4,19 @@ learning rate and seed, and returns what it measured.
 A method is a registered ``post_training`` component (``llmevo.components.post_training``);
 this module holds what they share: the settings (each preset's are its ``post_training``
 field, ``llmevo.runner.presets``), batching of scored sequences, the optimizer, sampling and
-greedy decoding. ``run_post_training`` refuses to start without a pretrained stage;
-``post_train_genome_model`` runs an evolution genome's post-training gene.
+greedy decoding. ``run_post_training`` refuses to start without a pretrained stage; the
+runner's ``post_train_and_evaluate`` runs it for a reproduction's arms and an evolution
+genome's post-training gene alike.
 
 Public API: ``PostTrainSettings``, ``PretrainedModel``, ``StageContext``, ``StageResult``,
-``run_post_training``, ``post_train_genome_model``, ``sample_completions``, ``decode_ids``.
+``run_post_training``, ``sample_completions``, ``decode_ids``.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -277,25 +278,3 @@ def run_post_training(
     result.wall_seconds = time.perf_counter() - started
     pretrained.model.eval()
     return result
-
-
-def post_train_genome_model(
-    model: nn.Module,
-    choice: ComponentChoice,  # of the post_training slot
-    data: PostTrainData | Callable[[], PostTrainData],
-    settings: PostTrainSettings,
-    seed: int,
-    device: torch.device,
-    pretrain_steps: int,
-) -> StageResult:
-    """Evolution: run a genome's post-training gene on its freshly pretrained model.
-
-    ``settings`` are the preset's (``Preset.post_training``); the method runs on its own
-    task (SFT: Alpaca instructions); the stage seed is ``seed`` plus the settings' offset.
-    ``data`` may be a loader, called once the first genome needs the data.
-    """
-    if callable(data):
-        data = data()
-    task = REGISTRY.get("post_training", choice.name).cls.task or "instruction"
-    return run_post_training(PretrainedModel(model, pretrain_steps), choice, data, task,
-                             settings, seed + settings.seed_offset, device)
