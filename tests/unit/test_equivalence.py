@@ -13,6 +13,7 @@ from llmevo.errors import ConfigError
 from llmevo.experiments import reproduction
 from llmevo.experiments.plans import ReproductionPlan, plan_comparison
 from llmevo.registry import ComponentChoice
+from llmevo.runner import compare
 from llmevo.runner.equivalence import TOLERANCE, check_equivalence
 from llmevo.runner.presets import get_preset
 from llmevo.runner.views import load_views
@@ -82,8 +83,9 @@ def test_the_check_leaves_the_global_rng_as_found(smoke) -> None:
 
 
 def test_the_runner_refuses_a_noop_before_training(smoke, data_dir, cache_dir, monkeypatch) -> None:
-    """The refusal comes from ``run_reproduction`` before any arm trains (removing the check
-    fails this test: the arms would train)."""
+    """The refusal comes from the comparison (``runner.compare.compare_arms``, which
+    ``run_reproduction`` calls) before any arm trains or is tuned (removing the check fails
+    this test: the arms would train)."""
     baseline, method = _softcap(50.0)
     comparison = replace(plan_comparison("softcap"), method=method)
     plan = ReproductionPlan(comparison=comparison, preset=get_preset("smoke"), seeds=[42],
@@ -92,6 +94,7 @@ def test_the_runner_refuses_a_noop_before_training(smoke, data_dir, cache_dir, m
     def no_training(*args, **kwargs):
         raise AssertionError("an arm trained before the no-op check refused")
 
-    monkeypatch.setattr(reproduction, "run_arm", no_training)
+    monkeypatch.setattr(compare, "run_arm", no_training)
+    monkeypatch.setattr(compare, "tune_arms", no_training)
     with pytest.raises(ConfigError, match="compute the same function.*--allow-noop"):
         reproduction.run_reproduction(plan)

@@ -298,3 +298,23 @@ def classified_verdict(block: dict, change: Mapping, margin_percent: float) -> d
     if label is not None:
         out["summary"] = f"{block['summary']} Class (margin {margin_percent:g}%): {label}."
     return out
+
+
+def decide(metric: str, rows: Sequence[Mapping], statistics: Mapping[str, Mapping],
+           margin_percent: float, method_name: str, lower_is_better: bool,
+           noop_reason: str | None = None) -> dict:
+    """A paired comparison's verdict on ``metric``: the claim in words (``verdict``) over
+    ``rows`` (one per seed: ``{"baseline": {...}, "method": {...}}``), with its four-way class
+    from the paired relative change's interval in ``statistics`` against ``margin_percent``
+    (``classified_verdict``; 3+ seeds). With ``noop_reason`` (arms that compute the same
+    function, run anyway) the class is no-op. Every verdict llmevo writes comes from here."""
+    decision = verdict(metric, [row["baseline"][metric] for row in rows],
+                       [row["method"][metric] for row in rows],
+                       lower_is_better=lower_is_better, method_name=method_name)
+    if metric in statistics:
+        decision = classified_verdict(decision, statistics[metric]["paired_relative_change_percent"],
+                                      margin_percent)
+    if noop_reason is not None:
+        decision = {**decision, "classification": NOOP_CLASS, "margin_percent": margin_percent,
+                    "summary": f"{decision['summary']} Class: no-op ({noop_reason}); it never promotes."}
+    return decision

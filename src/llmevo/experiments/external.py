@@ -64,7 +64,7 @@ where it stopped.
 - ``per_seed``: ``{seed, baseline: {metric: value}, method: {...}}`` for the report seeds
   both arms completed;
 - ``statistics``: ``eval.stats.build_statistics`` over the metrics every report run gave;
-- ``verdict``: ``eval.stats.classified_verdict`` of the decisive metric (``classification``
+- ``verdict``: ``eval.stats.decide`` (every verdict's function) of the decisive metric (``classification``
   one of better / non-inferior / inconclusive / worse; null below 3 seeds), or null with
   ``verdict_withheld`` saying why;
 - ``provenance``: ``files`` (path -> sha256), ``git`` (``commit`` and ``dirty`` of the
@@ -100,9 +100,8 @@ from llmevo.eval.stats import (
     DEFAULT_MARGIN_PERCENT,
     build_statistics,
     check_margin,
-    classified_verdict,
+    decide,
     summarize,
-    verdict,
 )
 from llmevo.registry import RequestModel, StrictModel, check_seeds, one_line_error
 
@@ -559,12 +558,8 @@ def run_external(plan: ExternalPlan, base_env: Mapping[str, str], on_run: RunEve
         statistics = build_statistics(per_seed, sorted(common))
     outcome = None
     if not withheld and spec.metric in (statistics or {}):
-        baseline_values = [row["baseline"][spec.metric] for row in per_seed]
-        method_values = [row["method"][spec.metric] for row in per_seed]
-        block = verdict(spec.metric, baseline_values, method_values, spec.lower_is_better,
-                        method_name=plan.labels["method"])
-        outcome = classified_verdict(block, statistics[spec.metric]["paired_relative_change_percent"],
-                                     plan.request.margin)
+        outcome = decide(spec.metric, per_seed, statistics, plan.request.margin, plan.labels["method"],
+                         lower_is_better=spec.lower_is_better)
     elif not withheld:
         withheld.append(f"no relative change of {spec.metric} (a baseline value of 0)")
     commit, dirty = git_state(plan.experiment.folder)

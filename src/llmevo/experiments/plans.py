@@ -41,7 +41,7 @@ from llmevo.registry import (
     StrictModel,
     check_seeds,
 )
-from llmevo.runner.arm import CONCAT, Arm
+from llmevo.runner.arm import CONCAT, Arm, resolved_recipe
 from llmevo.runner.cache import CacheUse
 from llmevo.runner.presets import Preset
 from llmevo.runner.size import Size, resize_model
@@ -198,12 +198,6 @@ def against_choice(spec: ComponentSpec, against: str, current: ComponentChoice) 
         return current  # llama_modern's own choice, exactly as the baseline model has it
     registry.get(spec.slot, choice.name).make_config(choice.config)  # unknown keys, bad values
     return choice
-
-
-def resolved_recipe(choice: ComponentChoice) -> tuple[str, dict[str, Any]]:
-    """A data recipe with every default filled in (``mixture`` equals ``mixture:lm=0.7``)."""
-    config = full_registry().get("data", choice.name).make_config(choice.config)
-    return choice.name, config.model_dump(mode="json")
 
 
 # the slots whose method arm takes ``--method-config`` here (post-training methods take it

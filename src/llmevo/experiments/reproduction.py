@@ -35,7 +35,6 @@ from llmevo.artifacts.schema import (
     ArmCurve,
     ArmResult,
     CachedRuns,
-    CachedTuningRun,
     DatasetInfo,
     EquivalenceCheck,
     EvaluationProtocol,
@@ -54,34 +53,19 @@ from llmevo.artifacts.schema import (
 from llmevo.catalog import build_recipe, full_registry
 from llmevo.data.lm import LMCorpus
 from llmevo.errors import ConfigError
-from llmevo.eval.metrics import LOWER_IS_BETTER, METRICS, STATISTICS_METRICS, derive_arm_metrics
-from llmevo.eval.stats import (
-    NOOP_CLASS,
-    build_statistics,
-    claim_policy,
-    classified_verdict,
-    mean,
-    verdict,
-)
-from llmevo.experiments.plans import PREPARATIONS, Comparison, ReproductionPlan, resolved_recipe
+from llmevo.eval.metrics import LOWER_IS_BETTER, METRICS, derive_arm_metrics
+from llmevo.eval.stats import claim_policy, decide, mean
+from llmevo.experiments.plans import PREPARATIONS, Comparison, ReproductionPlan
 from llmevo.hf.load import LlamaCheckpoint
 from llmevo.registry import MODEL_SLOTS, ComponentSpec
 from llmevo.runner.arm import CONCAT, Arm
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.cache import ArmCache
-from llmevo.runner.equivalence import Equivalence, check_equivalence, refusal
+from llmevo.runner.compare import compare_arms, paired_rows, paired_statistics
+from llmevo.runner.equivalence import Equivalence
 from llmevo.runner.presets import Preset
-from llmevo.runner.resources import check_memory, concurrent_runs
-from llmevo.runner.run import (
-    arm_train_config,
-    check_fits_data,
-    run_arm,
-    seed_runs,
-)
 from llmevo.runner.size import Size
-from llmevo.runner.tuner import tune_arms
 from llmevo.runner.views import DataView, load_views, recipe_fingerprint
-from llmevo.train.execution import check_path
 from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import Progress
 
@@ -142,78 +126,29 @@ def run_reproduction(
             arm = replace(arm, model=model)
         arms.append(arm)
     resolved = replace(comparison, baseline=arms[0], method=arms[1])
-    check_path(plan.execution.path, plan.execution.replicas_max)
-    most_runs = max(len(seeds), 0 if plan.tuning is None else plan.tuning.runs_at_once())
-    # built on the meta device: an invalid genome, or one that cannot fit, fails before training
-    for arm in resolved.arms:
-        data = views[arm.data]
-        check_fits_data(arm, data)
-        check_memory(f"{arm.label} arm '{arm.name}'", arm.model, arm_train_config(arm, data, preset),
-                     plan.device, concurrent_runs(plan.execution, plan.device, most_runs))
-    equivalence = check_equivalence(*resolved.arms, views, preset, seeds[0], plan.device)
-    if equivalence.same_function and not plan.allow_noop:
-        raise ConfigError(refusal(plan.name, equivalence))  # before anything is trained or written
-    arm_presets = {arm.label: preset for arm in resolved.arms}
     cache = ArmCache.open(plan.cache_dir, plan.device, plan.execution,
                           "off" if logs is not None else plan.arm_cache, cache_code_modules())
-    tuning = None
-    cached_tuning: dict[str, list[CachedTuningRun]] = {}
-    if plan.tuning is not None:  # each arm at its choice (runner.tuner): the lr grid's or its space's
-        tuned = tune_arms(resolved.arms, views, preset, plan.tuning, resolved.metric, resolved.objective,
-                          plan.device, progress, execution=plan.execution, cache=cache)
-        resolved = replace(resolved, baseline=tuned.arms[0], method=tuned.arms[1])
-        arm_presets, tuning, cached_tuning = tuned.presets, tuned.block, tuned.cached
-    runs: dict[str, dict[int, ArmRun]] = {"baseline": {}, "method": {}}
-    for arm in resolved.arms:  # all seeds of an arm at once
-        data, arm_preset = views[arm.data], arm_presets[arm.label]
-        entries = None if cache is None else cache.report(
-            arm, data, arm_preset, resolved.metric, resolved.objective)
-        arm_runs = run_arm(arm, data, arm_preset, seed_runs(arm, data, arm_preset, seeds),
-                           plan.device, objective=resolved.objective,
-                           execution=plan.execution, progress=progress, logs=logs,
-                           cache=entries)
-        for run in arm_runs:
-            runs[arm.label][run.seed] = run
-            if on_arm_done:
-                on_arm_done(arm.label, run.seed, run)
-            run.model = run.model.cpu()
-    check_equal_budget(resolved, runs, seeds)
-    rates = None if tuning is None else {arm.label: arm_presets[arm.label].train.lr
-                                         for arm in resolved.arms}
+    paired = compare_arms(plan.name, *resolved.arms, views, preset, seeds, plan.device,
+                          metric=resolved.metric, objective=resolved.objective, tuner=plan.tuning,
+                          execution=plan.execution, cache=cache, allow_noop=plan.allow_noop,
+                          progress=progress, on_arm_done=on_arm_done, logs=logs)
+    resolved, runs = replace(resolved, baseline=paired.baseline, method=paired.method), paired.runs
     body = assemble_artifact(resolved, preset, seeds, corpus, views, runs, plan.device,
-                             plan.margin_percent, rates, plan.size, equivalence)
-    if tuning is not None:
-        body["tuning"] = Tuning.model_validate(tuning)
+                             plan.margin_percent, paired.learning_rates, plan.size, paired.equivalence)
+    if paired.tuning is not None:
+        body["tuning"] = Tuning.model_validate(paired.tuning)
     if init is not None:
         record_init_from(body, init, {"continued_pretraining": True})
     if cache is not None and cache.read:  # which runs were loaded, not trained
         body["cache"] = {
             arm.label: CachedRuns(
                 report_seeds=[seed for seed in seeds if runs[arm.label][seed].cached],
-                tuning=cached_tuning.get(arm.label, []),
+                tuning=(paired.cached_tuning or {}).get(arm.label, []),
             )
             for arm in resolved.arms
         }
     return ReproductionOutcome(resolved, body, runs, implementation_objects(resolved),
                                corpus.tokenizer.tokenizer.to_str())
-
-
-def check_equal_budget(comparison: Comparison, runs: dict[str, dict[int, ArmRun]],
-                       seeds: list[int]) -> None:
-    """Verify each seed's budget: arms of one data view and one data recipe consumed the same
-    token stream (equal hashes); arms whose recipes differ (a data-slot comparison, whose
-    hashes differ by design: each covers its recipe) consumed equally many tokens."""
-    baseline, method = comparison.arms
-    if baseline.data != method.data:
-        return  # different tokenizations: equal text per window, checked by the data views
-    same_recipe = resolved_recipe(baseline.recipe) == resolved_recipe(method.recipe)
-    for seed in seeds:
-        trained = [runs[label][seed].train for label in ("baseline", "method")]
-        if same_recipe and len({t.token_stream_sha256 for t in trained}) != 1:
-            raise ConfigError(f"seed {seed}: the arms consumed different token streams")
-        if len({t.tokens_seen for t in trained}) != 1:
-            raise ConfigError(f"seed {seed}: the arms consumed different numbers of tokens "
-                              f"({trained[0].tokens_seen:,} and {trained[1].tokens_seen:,})")
 
 
 def record_init_from(body: dict[str, Any], checkpoint: LlamaCheckpoint, details: dict[str, Any]) -> None:
@@ -436,24 +371,14 @@ def _relative(baseline: ArmResult, method: ArmResult) -> Relative:
 def _verdict(comparison: Comparison, per_seed: list[SeedArms],
              statistics: dict[str, MetricStatistics], margin_percent: float,
              noop: Equivalence | None = None) -> Verdict:
-    """The claim in words on the comparison's metric, with its four-way class (3+ seeds);
-    with ``noop`` (arms that compute the same function, run anyway) the class is no-op."""
-    metric = comparison.metric
-    spec = comparison.spec
-    decision = verdict(
-        metric,
-        [row.baseline[metric] for row in per_seed],
-        [row.method[metric] for row in per_seed],
-        lower_is_better=LOWER_IS_BETTER.get(metric, True),
-        method_name=spec.name if comparison.against is None else f"{spec.name} (vs {comparison.against})",
-    )
-    if metric in statistics:
-        change = statistics[metric].paired_relative_change_percent.model_dump()
-        decision = classified_verdict(decision, change, margin_percent)
-    if noop is not None:
-        decision = {**decision, "classification": NOOP_CLASS, "margin_percent": margin_percent,
-                    "summary": f"{decision['summary']} Class: no-op ({noop.reason}); it never promotes."}
-    return Verdict(**decision)
+    """The comparison's verdict (``eval.stats.decide``) on its metric, named as the artifact
+    names the method."""
+    spec, metric = comparison.spec, comparison.metric
+    return Verdict(**decide(
+        metric, [row.model_dump() for row in per_seed],
+        {name: block.model_dump() for name, block in statistics.items()}, margin_percent,
+        spec.name if comparison.against is None else f"{spec.name} (vs {comparison.against})",
+        LOWER_IS_BETTER.get(metric, True), None if noop is None else noop.reason))
 
 
 def assemble_artifact(
@@ -479,16 +404,10 @@ def assemble_artifact(
     rates = learning_rates or {}
     arms = {arm.label: _arm_block(arm, runs[arm.label], seeds, device, comparison.objective,
                                   rates.get(arm.label)) for arm in comparison.arms}
-    per_seed = [
-        SeedArms(seed=seed, **{
-            label: {k: v for k, v in runs[label][seed].validation.items() if v is not None}
-            for label in ("baseline", "method")})
-        for seed in seeds
-    ]
-    metrics = [m for m in STATISTICS_METRICS if all(
-        m in row.baseline and m in row.method and row.baseline[m] != 0 for row in per_seed)]
+    rows = paired_rows(runs, seeds)
+    per_seed = [SeedArms(**row) for row in rows]
     statistics = {metric: MetricStatistics.model_validate(block) for metric, block in
-                  build_statistics([row.model_dump() for row in per_seed], metrics).items()}
+                  paired_statistics([row.model_dump() for row in per_seed]).items()}
     formal, policy = claim_policy(len(seeds))
     test_means = {
         label: {
