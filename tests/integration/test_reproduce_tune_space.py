@@ -28,11 +28,16 @@ def test_space_tuned_smoke_reproduction_records_every_trial_and_plots_every_axis
     assert set(tuning["arms"]["method"]["space"]) == {"lr", "momentum", "adamw_lr"}
     for label in ("baseline", "method"):
         block = tuning["arms"][label]
-        assert len(block["settings"]) == 4  # the same budget for both arms
-        assert [s["phase"] for s in block["settings"]] == ["declared"] * 3 + ["extension"]
+        searched = [s for s in block["settings"] if s["phase"] != "grid"]
+        assert len(searched) == 4  # the same search budget for both arms
+        assert [s["phase"] for s in searched] == ["declared"] * 3 + ["extension"]
+        # then the lr grid floor: the default grid's 5 runs (one more past an edge)
+        floor = [s for s in block["settings"] if s["phase"] == "grid"]
+        assert len(floor) in (5, 6) and [s["trial"] for s in floor] == list(range(4, 4 + len(floor)))
         finite = [s for s in block["settings"] if s["mean"] is not None]
-        best = min(finite, key=lambda s: (s["mean"], s["trial"]))
+        best = min(finite, key=lambda s: (s["mean"], s["trial"]))  # the search never ends worse
         assert block["chosen_trial"] == best["trial"]
+        assert block["grid_floor"]["chosen_from"] == ("grid" if best["phase"] == "grid" else "search")
         assert block["chosen"] == pytest.approx({k: float(v) for k, v in best["values"].items()})
         assert artifact[label]["learning_rate"] == block["chosen"]["lr"]
         assert all(set(s["validation"]) == {"1000"} for s in block["settings"])
@@ -58,7 +63,7 @@ def test_space_tuned_smoke_reproduction_records_every_trial_and_plots_every_axis
         label: {**tuning["arms"][label], "settings": [
             {**s, "cached_seeds": [1000]} for s in tuning["arms"][label]["settings"]]}
         for label in ("baseline", "method")}
-    assert len(second["cache"]["method"]["tuning"]) == 4
+    assert len(second["cache"]["method"]["tuning"]) == len(tuning["arms"]["method"]["settings"])
 
 
 @pytest.mark.parametrize("name, args, message", [

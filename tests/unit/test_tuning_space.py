@@ -232,3 +232,45 @@ def test_a_cached_trial_is_not_trained_again(monkeypatch, tmp_path):
     assert len(calls) == 2  # the first tuning's two phases; the second trained nothing
     assert [t.values for t in run[0].trials] == [t.values for t in run[1].trials]
     assert all(t.cached == (1000,) for t in run[1].trials)
+
+
+def _narrow(model: _Settings) -> float:
+    """A minimum exactly at the preset's settings (lr 1e-3, weight decay 0.1): the lr grid's
+    middle point hits it; Sobol trials, which move every axis at once, miss it."""
+    return (10.0 * (math.log(model.config.lr) - math.log(CONFIG.lr)) ** 2
+            + 5.0 * abs(model.config.weight_decay - CONFIG.weight_decay)
+            + 0.001 * (model.seed - 1000))
+
+
+@pytest.mark.parametrize("evaluate, chosen_from", [(_narrow, "grid"), (_objective(20 * CONFIG.lr), "search")])
+def test_the_search_never_ends_worse_than_the_lr_grid(monkeypatch, evaluate, chosen_from):
+    """The grid floor (issue 34, item 2): after the Sobol trials the arm trains the lr grid
+    protocol's runs (the same RunSpecs as --tune-grid, extended once past an edge) at its
+    other settings, and keeps the grid's best when it is lower than the search's."""
+    from llmevo.runner.tuning import default_grid
+
+    calls: list = []
+    monkeypatch.setattr(tuning_module, "train_many", _fake_train_many(calls))
+    axes = arm_space(CONFIG.optimizer, [], CONFIG)
+    grid = default_grid(CONFIG.lr)
+    plan = check_space_plan("full", 8, [1000], [42], grid=grid)
+    result = tuning_space.tune_arm_space("baseline", lambda: None, torch.zeros(1), CONFIG, axes, plan,
+                                         evaluate, torch.device("cpu"))
+    floor = [spec.config for call in calls[2:] for spec in call]  # after the two Sobol phases
+    assert floor[:5] == [CONFIG.model_copy(update={"lr": lr}) for lr in grid]  # the grid protocol's runs
+    assert [t.phase for t in result.grid_trials] == ["grid"] * len(floor)
+    assert [t.number for t in result.grid_trials] == list(range(8, 8 + len(floor)))
+    search, choice = result.best(), result.choice()
+    grid_best = min((t for t in result.grid_trials), key=lambda t: t.mean)
+    assert choice.mean == min(search.mean, grid_best.mean)  # never worse than either
+    assert (choice.phase == "grid") == (chosen_from == "grid")
+    chosen = tuning_space.chosen_config(CONFIG, result)
+    if chosen_from == "grid":  # the preset's own settings on every other axis
+        assert chosen.lr == pytest.approx(CONFIG.lr) and chosen.weight_decay == CONFIG.weight_decay
+        assert chosen.optimizer.config["beta2"] == full_registry().get("optimizer", "adamw").make_config({}).beta2
+    block = tuning_space.space_tuning_block(plan, "lm_loss", {"baseline": result, "method": result})
+    tuning = Tuning.model_validate(block)  # the floor's rows do not count against equal trials
+    record = block["arms"]["baseline"]["grid_floor"]
+    assert record["chosen_from"] == chosen_from and record["held"] == (chosen_from == "search")
+    assert tuning.arms["baseline"].chosen_trial == choice.number
+    assert "never ends worse than the grid" in block["method"]

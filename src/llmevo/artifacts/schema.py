@@ -325,7 +325,7 @@ class TuningSetting(_Block):
     status: Literal["complete", "diverged"]
     extension: bool = False
     trial: int | None = None
-    phase: Literal["declared", "extension"] | None = None
+    phase: Literal["declared", "extension", "grid"] | None = None  # grid: the search's grid floor
     values: dict[str, float | int] | None = None
     coordinates: dict[str, float] | None = None
     sobol: dict[str, float] | None = None
@@ -395,7 +395,8 @@ class Tuning(_Block):
     @model_validator(mode="after")
     def _equal_trials(self) -> Tuning:
         if self.protocol == "space":
-            counts = {label: len(arm.settings) for label, arm in self.arms.items()}
+            counts = {label: sum(1 for s in arm.settings if s.phase != "grid")  # the floor: per arm
+                      for label, arm in self.arms.items()}
             if self.trials is None or any(count != self.trials for count in counts.values()):
                 raise ValueError(f"space tuning: every arm needs exactly {self.trials} trials, "
                                  f"got {counts}")

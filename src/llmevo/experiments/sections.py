@@ -121,7 +121,7 @@ class TuningSection(Section):
     under ``tune_seeds`` (a best at the stability edge confirmed on ``tune_confirm`` further
     seeds, default 2); ``tune_space`` (``"full"`` or axes such as ``"lr,beta2"``) instead
     tunes each arm over its components' declared space with ``tune_trials`` Sobol trials
-    (default 8) per arm (``runner.tuning_space``)."""
+    (default 8) per arm, then the default lr grid as its floor (``runner.tuning_space``)."""
 
     tune: bool | None = None
     tune_grid: list[float] | None = None
@@ -139,7 +139,7 @@ class TuningSection(Section):
                 raise ConfigError("--tune-space needs tuning; drop --no-tune")
             if self.tune_grid is not None:
                 raise ConfigError("--tune-grid and --tune-space are two protocols; give one "
-                                  "(the space's lr axis spans lr/3 .. 3*lr)")
+                                  "(a space search is floored by the default lr grid)")
             if self.tune_confirm is not None:
                 raise ConfigError("--tune-confirm applies to the learning-rate grid only; space "
                                   "tuning gives every arm the same trials (drop --tune-confirm)")
@@ -172,7 +172,7 @@ class TuningSection(Section):
         ``report_seeds``."""
         if self.tune_space is not None:
             return check_space_plan(self.tune_space, self.tune_trials or DEFAULT_TRIALS,
-                                    self.tune_seeds, report_seeds)
+                                    self.tune_seeds, report_seeds, grid=grid or default_grid(base_lr))
         confirm = DEFAULT_CONFIRM if self.tune_confirm is None else self.tune_confirm
         return check_plan(grid or self.tune_grid or default_grid(base_lr), self.tune_seeds,
                           report_seeds, confirm=confirm)

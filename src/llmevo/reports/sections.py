@@ -411,7 +411,14 @@ def _space_tuning_section(artifact: ReproductionArtifact, cached: tuple[str, ...
             ("on an edge at its limit: " + ", ".join(at_limit)) if at_limit else "",
             "best still on an edge" if block.chosen_on_edge else ""))) or "no edge"
         diverged = sum(1 for s in block.settings if s.mean is None)
-        trials = f"{len(block.settings)} trials" + (f", {diverged} diverged" if diverged else "")
+        searched = sum(1 for s in block.settings if s.phase != "grid")
+        trials = f"{searched} trials" + (f", {diverged} diverged" if diverged else "")
+        floor = (block.model_extra or {}).get("grid_floor")
+        if floor:  # the lr grid the search must not end worse than
+            grid_best = floor.get("grid_best") or {}
+            trials += (f"; lr grid floor: {len(block.settings) - searched} runs, "
+                       + ("held" if floor.get("held") else
+                          f"the grid's lr {format_number(grid_best.get('lr'))} was lower, so kept"))
         rows.append((names.get(arm, arm), f"{ranges}; {trials}",
                      f"trial {block.chosen_trial}: {chosen}", edges))
     return Section(

@@ -79,7 +79,14 @@ from llmevo.runner.arm import Arm
 from llmevo.runner.cache import TuningEntries
 from llmevo.runner.presets import Preset
 from llmevo.runner.tuner import ArmChoice, model_components
-from llmevo.runner.tuning import check_tuning_seeds, score_runs
+from llmevo.runner.tuning import (
+    ArmTuning,
+    TuningPlan,
+    check_plan,
+    check_tuning_seeds,
+    score_runs,
+    tune_arm,
+)
 from llmevo.train.execution import Execution, RunSpec
 from llmevo.train.trainer import Progress, TrainConfig
 
@@ -99,6 +106,9 @@ METHOD = ("Optuna QMCSampler (Sobol, scrambled, seed {seed}) over the unit cube 
           "tuning seed; the last trials // 4 extend, once, each axis on which the best "
           "declared-phase trial is the extreme trial, by half the declared width beyond that "
           "edge in the axis's scale (clipped at its limit), the other axes at the best's values")
+GRID_FLOOR = ("; then the lr grid {grid} (the grid protocol's runs, extended once past an edge) at "
+              "the arm's other settings: the arm keeps the grid's best if it is lower than the "
+              "search's, so the search never ends worse than the grid (grid_floor records both)")
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,9 @@ class SpacePlan:
     trials: int
     seeds: tuple[int, ...]
     sampler_seed: int = DEFAULT_SAMPLER_SEED
+    # the lr grid the search must not end worse than: trained after the Sobol trials at the
+    # arm's other settings (the grid protocol's runs, extended once past an edge); (): none
+    grid: tuple[float, ...] = ()
 
     kind: ClassVar[Literal["space"]] = "space"
 
@@ -148,7 +161,7 @@ class SpacePlan:
         record = tune_arm_space(label, build, stream, config, axes, self, evaluate, device, progress,
                                 execution, cache)
         cached = [CachedTuningRun(lr=float(trial.values["lr"]), seed=seed, trial=trial.number)
-                  for trial in record.trials for seed in trial.cached]
+                  for trial in (*record.trials, *record.grid_trials) for seed in trial.cached]
         return ArmChoice(chosen_config(config, record), record, cached)
 
     def block(self, metric: str, records: dict[str, ArmSpaceTuning]) -> dict[str, Any]:
@@ -156,10 +169,11 @@ class SpacePlan:
 
 
 def check_space_plan(space: str, trials: int, seeds: Sequence[int], report_seeds: Sequence[int],
-                     sampler_seed: int = DEFAULT_SAMPLER_SEED) -> SpacePlan:
-    """A validated plan (``space``: ``full`` or a comma list of axis names); every problem is
-    one ``ConfigError`` line, before any training. Axis names are checked against the arms
-    later (``arm_space``), once the comparison is known."""
+                     sampler_seed: int = DEFAULT_SAMPLER_SEED, grid: Sequence[float] = ()) -> SpacePlan:
+    """A validated plan (``space``: ``full`` or a comma list of axis names; ``grid``: the lr
+    grid the search is checked against, see ``GRID_FLOOR``); every problem is one
+    ``ConfigError`` line, before any training. Axis names are checked against the arms later
+    (``arm_space``), once the comparison is known."""
     text = space.strip()
     if not text:
         raise ConfigError("--tune-space: give 'full' or a comma list of axes, e.g. lr,beta2")
@@ -172,7 +186,9 @@ def check_space_plan(space: str, trials: int, seeds: Sequence[int], report_seeds
     if isinstance(trials, bool) or not isinstance(trials, int) or not 2 <= trials <= MAX_TRIALS:
         raise ConfigError(f"--tune-trials {trials!r}: need 2 .. {MAX_TRIALS} trials per arm "
                           "(a choice needs at least two)")
-    return SpacePlan(axes, trials, check_tuning_seeds(seeds, report_seeds), sampler_seed)
+    checked = check_tuning_seeds(seeds, report_seeds)
+    floor = check_plan(grid, checked, report_seeds).grid if grid else ()
+    return SpacePlan(axes, trials, checked, sampler_seed, floor)
 
 
 @dataclass(frozen=True)
@@ -284,9 +300,9 @@ class Trial:
     """One trial of one arm: its Sobol coordinates, settings and validation per tuning seed."""
 
     number: int  # 0-based, in the arm's sampling order
-    phase: Literal["declared", "extension"]
-    sobol: dict[str, float]  # the study's u:<axis> values: the trial's Sobol point, [0, 1)
-    coordinates: dict[str, float]  # where each setting lies on its declared line (0: low, 1: high)
+    phase: Literal["declared", "extension", "grid"]
+    sobol: dict[str, float]  # the study's u:<axis> values: the trial's Sobol point, [0, 1) ({}: grid)
+    coordinates: dict[str, float]  # where each setting lies on its declared line (0: low, 1: high; {}: grid)
     values: dict[str, float | int]  # the settings trained
     validation: dict[int, float | None] = field(default_factory=dict)  # None: diverged
     cached: tuple[int, ...] = ()  # tuning seeds loaded from the arm cache
@@ -306,6 +322,8 @@ class ArmSpaceTuning:
     extended: dict[str, Literal["up", "down"]] = field(default_factory=dict)
     on_edge: dict[str, Literal["up", "down"]] = field(default_factory=dict)  # after the declared phase
     at_limit: tuple[str, ...] = ()  # on an edge that is the axis's hard limit: not extended
+    grid: ArmTuning | None = None  # the lr grid's runs at the arm's other settings (GRID_FLOOR)
+    grid_trials: list[Trial] = field(default_factory=list)  # the same runs, as trials
 
     def best(self, trials: Sequence[Trial] | None = None) -> Trial:
         pool = [t for t in (self.trials if trials is None else trials) if t.mean is not None]
@@ -313,6 +331,14 @@ class ArmSpaceTuning:
             raise DivergedError(f"{self.label} arm: every tuning trial diverged; narrow the space "
                                 "(e.g. --tune-space with fewer axes) or lower the preset's lr", 0)
         return min(pool, key=lambda t: (t.mean, t.number))
+
+    def choice(self) -> Trial:
+        """The arm's choice: the search's best trial, unless a trial of the lr grid is lower
+        (then the search's budget was too small to find what the grid found)."""
+        best = self.best()
+        floor = [t for t in self.grid_trials if t.mean is not None]
+        grid_best = min(floor, key=lambda t: (t.mean, t.number)) if floor else None
+        return grid_best if grid_best is not None and grid_best.mean < best.mean else best  # type: ignore[operator]
 
     def extension_range(self, name: str) -> tuple[float, float] | None:
         """The settings an extended axis reached beyond its edge (lowest, highest)."""
@@ -442,12 +468,61 @@ def tune_arm_space(
             return coordinates
 
         run(plan.extension_trials, "extension", beyond)
+    if plan.grid and any(axis.name == "lr" for axis in axes):
+        grid_floor(tuning, build, stream, config, plan, evaluate, device, progress, execution, cache)
     return tuning
 
 
+def axis_setting(config: TrainConfig, axis: ResolvedAxis) -> float | int:
+    """The value ``config`` gives the axis's setting (an optimizer field: its config's value,
+    else the component's default)."""
+    if axis.axis.target == "train":
+        return getattr(config, axis.axis.setting)
+    if axis.axis.setting in config.optimizer.config:
+        return config.optimizer.config[axis.axis.setting]
+    spec = full_registry().get("optimizer", config.optimizer.name)
+    return getattr(spec.make_config(config.optimizer.config), axis.axis.setting)
+
+
+def grid_floor(tuning: ArmSpaceTuning, build: Callable[[], nn.Module], stream: Tensor | TrainStream,
+               config: TrainConfig, plan: SpacePlan, evaluate: Callable[[nn.Module], float],
+               device: torch.device, progress: Progress | None, execution: Execution,
+               cache: TuningEntries | None) -> None:
+    """``GRID_FLOOR``: the lr grid protocol's runs of this arm (``runner.tuning.tune_arm`` on
+    ``plan.grid``, extended once past an edge, no confirmation: the same runs, so the same
+    cache entries, as ``--tune-grid``), recorded as the arm's grid trials after its Sobol
+    trials, every other axis at the arm's own setting."""
+    record = tune_arm(tuning.label, build, stream, config, TuningPlan(plan.grid, plan.seeds), evaluate,
+                      device, progress, execution, cache)
+    tuning.grid = record
+    others = {axis.name: axis_setting(config, axis) for axis in tuning.axes if axis.name != "lr"}
+    cached = {(lr, seed) for lr, seed in record.cached}
+    for setting in sorted(record.settings, key=lambda s: s.lr):
+        values: dict[str, float | int] = {name: (setting.lr if name == "lr" else others[name])
+                                          for name in (axis.name for axis in tuning.axes)}
+        tuning.grid_trials.append(Trial(
+            len(tuning.trials) + len(tuning.grid_trials), "grid", {}, {}, values,
+            dict(setting.values), tuple(seed for seed in plan.seeds if (setting.lr, seed) in cached)))
+
+
 def chosen_config(config: TrainConfig, tuning: ArmSpaceTuning) -> TrainConfig:
-    """``config`` at the arm's best trial's settings."""
-    return apply_settings(config, tuning.axes, tuning.best().values)
+    """``config`` at the arm's choice's settings (``ArmSpaceTuning.choice``)."""
+    return apply_settings(config, tuning.axes, tuning.choice().values)
+
+
+def _floor_record(tuning: ArmSpaceTuning, best: Trial, choice: Trial) -> dict[str, Any]:
+    """What the grid floor found for one arm: the grid's best against the search's best on
+    the tuning seeds, and which the arm kept."""
+    assert tuning.grid is not None
+    finite = [t for t in tuning.grid_trials if t.mean is not None]
+    grid_best = min(finite, key=lambda t: (t.mean, t.number)) if finite else None
+    return {
+        "grid": tuning.grid.grid, "extended": tuning.grid.extended,
+        "grid_best": None if grid_best is None else {"lr": float(grid_best.values["lr"]), "mean": grid_best.mean},
+        "search_best": {"trial": best.number, "mean": best.mean},
+        "held": grid_best is None or best.mean <= grid_best.mean,  # type: ignore[operator]
+        "chosen_from": "grid" if choice.phase == "grid" else "search",
+    }
 
 
 def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTuning]) -> dict[str, Any]:
@@ -463,7 +538,8 @@ def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTun
         "metric": metric,
         "split": "validation",
         "selection": SELECTION.format(metric=metric),
-        "method": METHOD.format(seed=plan.sampler_seed, trials=plan.trials),
+        "method": METHOD.format(seed=plan.sampler_seed, trials=plan.trials) + (GRID_FLOOR.format(
+            grid=", ".join(f"{lr:.3g}" for lr in plan.grid)) if plan.grid else ""),
         "sampler": {"library": "optuna", "name": "QMCSampler", "qmc_type": "sobol",
                     "scramble": True, "seed": plan.sampler_seed, "storage": "in-memory"},
         "trials": plan.trials,
@@ -475,7 +551,7 @@ def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTun
         "arms": {},
     }
     for label, tuning in arms.items():
-        best = tuning.best()
+        best, choice = tuning.best(), tuning.choice()
         space = {}
         for axis in tuning.axes:
             extension = tuning.extension_range(axis.name)
@@ -488,6 +564,8 @@ def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTun
                 "extended": tuning.extended.get(axis.name),
                 "extension": None if extension is None else list(extension),
             }
+        on_edge = (tuning.grid.edge() is not None if choice.phase == "grid" and tuning.grid is not None
+                   else bool(_edges(tuning.axes, best, tuning.trials)))
         block["arms"][label] = {
             "settings": [
                 {"lr": float(t.values["lr"]), "validation": {str(k): v for k, v in t.validation.items()},
@@ -495,13 +573,14 @@ def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTun
                  "extension": t.phase == "extension", "trial": t.number, "phase": t.phase,
                  "values": dict(t.values), "coordinates": dict(t.coordinates),
                  "sobol": dict(t.sobol), "cached_seeds": list(t.cached)}
-                for t in tuning.trials
+                for t in (*tuning.trials, *tuning.grid_trials)
             ],
-            "chosen": {k: float(v) for k, v in best.values.items()},
-            "chosen_trial": best.number,
+            "chosen": {k: float(v) for k, v in choice.values.items()},
+            "chosen_trial": choice.number,
             "space": space,
             "extended": None,  # the grid protocol's one direction; per axis in space.*.extended
-            "chosen_on_edge": bool(_edges(tuning.axes, best, tuning.trials)),
+            "chosen_on_edge": on_edge,
             "confirmed": [],
+            **({} if tuning.grid is None else {"grid_floor": _floor_record(tuning, best, choice)}),
         }
     return block
