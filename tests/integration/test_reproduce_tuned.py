@@ -30,6 +30,9 @@ def test_tuned_smoke_reproduction_writes_tuning_block_class_and_plot(tmp_path, d
         assert block["chosen"]["lr"] == min(candidates, key=means.get)
         assert artifact[label]["learning_rate"] == block["chosen"]["lr"]
         assert (block["extended"] is not None) == (len(means) == 4)
+        budget = block["budget"]  # the arm's tuning budget, auditable beside the other's
+        assert budget["runs"] == sum(len(s["validation"]) for s in block["settings"])
+        assert budget["steps_per_run"] == 3 and budget["cpu_seconds"] >= 0
     assert artifact["verdict"]["classification"] in ("better", "non-inferior", "inconclusive", "worse")
     assert artifact["verdict"]["margin_percent"] == 1.0
     readme = (tmp_path / "report" / "README.md").read_text()

@@ -44,7 +44,7 @@ class FixedTuner:
         lr = self.choices[label]
         record = ArmTuning(label, [SettingResult(value, {seed: 0.0 if value == lr else 1.0 for seed in self.seeds})
                                    for value in sorted(set(self.choices.values()))])
-        return ArmChoice(config.model_copy(update={"lr": lr}), record, [])
+        return ArmChoice(config.model_copy(update={"lr": lr}), record, [], 0)
 
     def block(self, metric, records):
         plan = TuningPlan(tuple(sorted(set(self.choices.values()))), self.seeds, extend_edges=False)
@@ -100,3 +100,5 @@ def test_a_new_tuner_plugs_into_a_reproduction_without_a_change_above_the_runner
     assert body["baseline"].train["lr"] == 2e-3 and body["method"].train["lr"] == 5e-3
     assert outcome.runs["method"][42].train_config["lr"] == 5e-3
     assert body["tuning"].grid == [2e-3, 5e-3]
+    budget = body["tuning"].arms["method"].model_extra["budget"]  # each arm's, whichever the tuner
+    assert budget["runs"] == budget["trained"] == 0 and budget["steps_per_run"] == 3

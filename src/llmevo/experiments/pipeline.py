@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import time
 from pathlib import Path
 
 import torch
@@ -68,6 +67,7 @@ from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice, SectionedRequest, Seeds
 from llmevo.reports.readme import against_slug, report_variant, write_report
 from llmevo.runner.presets import Preset, get_preset
+from llmevo.runner.resources import CpuClock
 from llmevo.runner.size import Size, size_label
 from llmevo.runner.tuner import Tuner
 from llmevo.runner.tuning import DEFAULT_REPORT_SEEDS
@@ -408,24 +408,6 @@ def reproduce(request: ReproductionRequest | ReproductionPlan,
     )
     return _write_outputs(outcome, provenance, outputs, plan.preset, plan.seeds[0], plan.replace,
                           cost=(cpu_seconds, wall_seconds))
-
-
-class CpuClock:
-    """CPU seconds (user + system) of this process and its finished children, and wall seconds,
-    since it was made (``resource.getrusage``; a worker pool's share counts once it has exited)."""
-
-    def __init__(self) -> None:
-        self._start = self._cpu(), time.perf_counter()
-
-    @staticmethod
-    def _cpu() -> float:
-        import resource
-
-        return sum(usage.ru_utime + usage.ru_stime for usage in
-                   (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)))
-
-    def read(self) -> tuple[float, float]:
-        return self._cpu() - self._start[0], time.perf_counter() - self._start[1]
 
 
 def _write_outputs(outcome: reproduction.ReproductionOutcome, provenance: dict, outputs: ReproductionOutputs,

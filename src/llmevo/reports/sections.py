@@ -366,6 +366,22 @@ def _arms_section(artifact: ReproductionArtifact) -> Section:
     )
 
 
+def budget_sentence(artifact: ReproductionArtifact) -> str | None:
+    """Each arm's tuning budget (runs, trained, steps per run, CPU seconds), when recorded."""
+    tuning = artifact.tuning
+    if tuning is None:
+        return None
+    names = {"baseline": artifact.baseline.name, "method": artifact.method.name}
+    parts = []
+    for label, block in tuning.arms.items():
+        budget = (block.model_extra or {}).get("budget")
+        if budget:
+            parts.append(f"{label} ({names.get(label, label)}) {budget['runs']} runs of "
+                         f"{budget['steps_per_run']} steps ({budget['trained']} trained, "
+                         f"{budget['cpu_seconds']:.0f} CPU s)")
+    return ("Tuning budget: " + "; ".join(parts) + ".") if parts else None
+
+
 def cache_sentence(artifact: ReproductionArtifact) -> str | None:
     """Which runs the arm cache gave instead of training (None: the cache was not read)."""
     if artifact.cache is None:
@@ -441,7 +457,7 @@ def _space_tuning_section(artifact: ReproductionArtifact, cached: tuple[str, ...
 
 def _tuning_section(artifact: ReproductionArtifact) -> Section:
     tuning = artifact.tuning
-    cached = tuple(sentence for sentence in (cache_sentence(artifact),) if sentence)
+    cached = tuple(sentence for sentence in (cache_sentence(artifact), budget_sentence(artifact)) if sentence)
     post = artifact.setup.post_training
     if tuning is None and post:
         return Section(

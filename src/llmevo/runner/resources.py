@@ -15,12 +15,13 @@ million-row batch before they crash the machine, not to plan memory to the megab
 refuses only what exceeds what is available.
 
 Public API: ``MemoryEstimate``, ``estimate_memory``, ``available_memory``, ``concurrent_runs``,
-``check_memory``.
+``check_memory``, ``CpuClock``.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,3 +114,21 @@ def check_memory(
             f"{train.seq_len}{runs}), but {device.type} has {_gib(have)} available; "
             "use a smaller model or batch")
     return estimate
+
+
+class CpuClock:
+    """CPU seconds (user + system) of this process and its finished children, and wall seconds,
+    since it was made (``resource.getrusage``; a worker pool's share counts once it has exited)."""
+
+    def __init__(self) -> None:
+        self._start = self._cpu(), time.perf_counter()
+
+    @staticmethod
+    def _cpu() -> float:
+        import resource
+
+        return sum(usage.ru_utime + usage.ru_stime for usage in
+                   (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+    def read(self) -> tuple[float, float]:
+        return self._cpu() - self._start[0], time.perf_counter() - self._start[1]

@@ -41,6 +41,7 @@ from llmevo.registry import MODEL_SLOTS, ComponentChoice
 from llmevo.runner.arm import Arm
 from llmevo.runner.cache import ArmCache, TuningEntries
 from llmevo.runner.presets import Preset
+from llmevo.runner.resources import CpuClock
 from llmevo.runner.run import arm_train_config, build_arm_model
 from llmevo.runner.views import DataView, arm_stream
 from llmevo.train.execution import Execution
@@ -56,6 +57,7 @@ class ArmChoice:
     config: TrainConfig
     record: Any  # the tuner's own: runner.tuning.ArmTuning, runner.tuning_space.ArmSpaceTuning
     cached: list[CachedTuningRun]
+    runs: int  # tuning runs of this arm (each a full training at the arm's steps), cached included
 
 
 class Tuner(Protocol):
@@ -137,8 +139,11 @@ def tune_arms(
     cache: ArmCache | None = None,
 ) -> TunedArms:
     """Tune every arm with ``tuner``, each on its own data view, scored by ``metric`` on the
-    validation split; with ``cache`` (``runner.cache``) runs trained before are loaded."""
+    validation split; with ``cache`` (``runner.cache``) runs trained before are loaded. The
+    block records each arm's budget (``budget``: runs, trained, steps per run, CPU and wall
+    seconds of its tuning), so equal budgets are auditable."""
     choices: dict[str, ArmChoice] = {}
+    budgets: dict[str, dict[str, Any]] = {}
     tuned, presets = [], {}
     for arm in arms:
         data = views[arm.data]
@@ -150,11 +155,18 @@ def tune_arms(
             return scores[metric]
 
         entries = None if cache is None else cache.tuning(arm, data, preset, metric, objective)
+        clock = CpuClock()
         choice = tuner.tune(arm.label, lambda arm=arm: build_arm_model(arm),
                             arm_stream(build_recipe(arm.recipe), data), config, model_components(arm),
                             evaluate, device, progress, execution, entries)
+        cpu, wall = clock.read()
         choices[arm.label] = choice
+        budgets[arm.label] = {"runs": choice.runs, "trained": choice.runs - len(choice.cached),
+                              "steps_per_run": config.steps, "cpu_seconds": round(cpu, 3),
+                              "wall_seconds": round(wall, 3)}
         tuned.append(replace(arm, optimizer=choice.config.optimizer))
         presets[arm.label] = _at_choice(preset, config, choice.config)
-    return TunedArms(tuned, presets, tuner.block(metric, {label: c.record for label, c in choices.items()}),
-                     {label: c.cached for label, c in choices.items()})
+    block = tuner.block(metric, {label: c.record for label, c in choices.items()})
+    for label, budget in budgets.items():  # each arm's tuning budget, auditable beside the other's
+        block["arms"][label]["budget"] = budget
+    return TunedArms(tuned, presets, block, {label: c.cached for label, c in choices.items()})

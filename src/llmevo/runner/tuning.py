@@ -91,7 +91,8 @@ class TuningPlan:
         """``tune_arm``; the arm keeps its best learning rate."""
         record = tune_arm(label, build, stream, config, self, evaluate, device, progress, execution, cache)
         return ArmChoice(config.model_copy(update={"lr": record.best().lr}), record,
-                         [CachedTuningRun(lr=lr, seed=seed) for lr, seed in record.cached])
+                         [CachedTuningRun(lr=lr, seed=seed) for lr, seed in record.cached],
+                         sum(len(setting.values) for setting in record.settings))
 
     def block(self, metric: str, records: dict[str, ArmTuning]) -> dict[str, Any]:
         return tuning_block(self, metric, records)

@@ -162,7 +162,8 @@ class SpacePlan:
                                 execution, cache)
         cached = [CachedTuningRun(lr=float(trial.values["lr"]), seed=seed, trial=trial.number)
                   for trial in (*record.trials, *record.grid_trials) for seed in trial.cached]
-        return ArmChoice(chosen_config(config, record), record, cached)
+        return ArmChoice(chosen_config(config, record), record, cached,
+                         sum(len(trial.validation) for trial in (*record.trials, *record.grid_trials)))
 
     def block(self, metric: str, records: dict[str, ArmSpaceTuning]) -> dict[str, Any]:
         return space_tuning_block(self, metric, records)
