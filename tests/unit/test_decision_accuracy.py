@@ -184,3 +184,11 @@ def test_ladder_accuracy_prints_the_figure_and_trains_nothing(capsys, monkeypatc
     assert "trains nothing" in capsys.readouterr().err
     assert run_cli(["ladder", "rope", "--root", "docs"]) == 2
     assert "--accuracy only" in capsys.readouterr().err
+
+
+def test_the_same_comparison_published_twice_is_counted_twice_and_shares_its_arms(tmp_path):
+    docs = _copy(tmp_path, ["2502.16982-muon"])
+    shutil.copytree(docs / "ladders" / "2502.16982-muon", docs / "ladders" / "muon-again")
+    found = published_decision_accuracy([docs], tmp_path)
+    assert [ladder.label for ladder in found.ladders] == ["muon (2502.16982-muon)", "muon (muon-again)"]
+    assert found.independent == () and found.row().next_same.total == 2 * (len(found.ladders[0].classes) - 1)

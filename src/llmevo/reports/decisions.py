@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from llmevo.artifacts.ladder import LadderFile, arm_components, arms_differ_in
@@ -79,7 +80,12 @@ def accuracy_of(entries: Sequence[tuple[Path, LadderFile]], repository: Path) ->
         except ValueError:
             return "/".join(Path(path).absolute().parts[-3:])
 
-    return decision_accuracy([ladder_decisions(path, ladder, source(path)) for path, ladder in entries])
+    found = [ladder_decisions(path, ladder, source(path)) for path, ladder in entries]
+    labels = [ladder.label for ladder in found]
+    # the same comparison published twice (another set of rungs) is named by its folder too
+    return decision_accuracy([replace(ladder, label=f"{ladder.label} ({Path(path).parent.name})")
+                              if labels.count(ladder.label) > 1 else ladder
+                              for ladder, (path, _) in zip(found, entries, strict=True)])
 
 
 def published_decision_accuracy(roots: Sequence[Path], repository: Path) -> DecisionAccuracy:
