@@ -40,7 +40,8 @@ default model.
 
 Public API: ``LadderDecisions``, ``RungPair``, ``Agreement``, ``AccuracyRow``,
 ``DecisionAccuracy``, ``decision_accuracy``, ``wilson_interval``, ``adjacent_pairs``,
-``to_top_pairs``, ``shared_arms``, ``shared_runs``, ``RULES``, ``ALL_SLOTS``, ``SEVERAL_SLOTS``.
+``to_top_pairs``, ``shared_arms``, ``shared_runs``, ``RULES``, ``ALL_SLOTS``, ``SEVERAL_SLOTS``,
+``UNKNOWN_SLOT``.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from llmevo.errors import ConfigError
 DIRECTIONAL = frozenset({"better", "worse"})
 ALL_SLOTS = "all slots"
 SEVERAL_SLOTS = "several slots"  # a ladder whose arms differ in more than one slot (a champion's genome)
+UNKNOWN_SLOT = "unknown slot"  # a ladder whose arms record no genome
 RULES = {
     "pairs": "adjacent fitted rungs (k, k+1) of every ladder; a degenerate rung is left out, as from "
              "every across-rung quantity",
