@@ -118,11 +118,12 @@ def test_bad_ladders_are_one_line_exit_2_nothing_written(args, message, capsys, 
     assert_refused(args, message, capsys, workdir)
 
 
-def test_the_leaderboard_lists_ladders_and_the_transfer_calibration(tiny_ladder, tmp_path):
+def test_the_leaderboard_lists_ladders_and_their_decision_accuracy(tiny_ladder, tmp_path):
     import shutil
 
     from llmevo.errors import ArtifactError
-    from llmevo.reports.ladder import calibration, calibration_sentence, scan_ladders
+    from llmevo.reports.decisions import published_decision_accuracy
+    from llmevo.reports.ladder import scan_ladders
     from llmevo.reports.leaderboard import ladder_rows, render_markdown
 
     out, built = tiny_ladder
@@ -130,13 +131,13 @@ def test_the_leaderboard_lists_ladders_and_the_transfer_calibration(tiny_ladder,
     shutil.copytree(out, docs / "ladders" / "rope")
     rows = ladder_rows(scan_ladders([docs]), tmp_path)
     assert [row["source"] for row in rows] == ["docs/ladders/rope/ladder.json"]
-    # two made-up ladders' transfers: 3 pairs, 2 held
-    made_up = [{"transfers": [{"held": True}, {"held": False}]}, {"transfers": [{"held": True}]}]
-    summary = calibration(made_up)
-    assert (summary["held"], summary["pairs"], summary["ladders"]) == (2, 3, 2)
-    assert "of 3 rung-k verdicts" in calibration_sentence(summary) and "(67%)" in calibration_sentence(summary)
-    page = render_markdown([], tmp_path / "docs" / "LEADERBOARD.md", tmp_path, rows)
-    assert "## Scale ladders" in page and built.ladder_class in page
+    accuracy = published_decision_accuracy([docs], tmp_path)
+    overall = accuracy.row()
+    assert overall.ladders == ("rope",) and overall.next_same.total == len(built.rungs) - 1
+    assert overall.next_better_worse.total == len(built.transfers)  # the ladder file's own record
+    assert accuracy.ladders[0].components == {("position", "rope"), ("position", "learned")}  # from the genomes
+    page = render_markdown([], tmp_path / "docs" / "LEADERBOARD.md", tmp_path, rows, accuracy)
+    assert "## Scale ladders" in page and built.ladder_class in page and "## Decision accuracy" in page
     (docs / "ladders" / "rope" / "ladder.json").write_text("{\"kind\": \"ladder\"}")
     with pytest.raises(ArtifactError, match="ladder.json"):
         scan_ladders([docs])

@@ -7,7 +7,6 @@ import json
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from llmevo.artifacts.ladder import load_ladder
@@ -15,7 +14,7 @@ from llmevo.cli import main
 from llmevo.errors import ConfigError
 from llmevo.eval import scaling
 from llmevo.experiments.ladder import refit_ladder, rung_result
-from llmevo.reports.ladder import calibration, ladder_readme, ladder_row, ladder_section
+from llmevo.reports.ladder import ladder_readme, ladder_row, ladder_section
 
 LADDERS = Path(__file__).resolve().parents[2] / "docs" / "ladders"
 
@@ -129,5 +128,4 @@ def test_the_leaderboard_section_reads_the_trend_of_record(published):
     assert muon["leave_one_out_flips"] is True
     text = "\n".join(ladder_section(rows, lambda row: row["name"]))
     assert "(rung -3 left out)" in text and "unstable" in text
-    summary = calibration(rows)
-    assert summary["pairs"] == len(rope["transfers"]) + len(muon["transfers"]) and np.isfinite(summary["rate"])
+

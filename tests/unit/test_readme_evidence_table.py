@@ -75,8 +75,10 @@ def test_the_committed_tables_are_the_ones_the_committed_artifacts_give():
     `llmevo leaderboard` regenerates both from docs/."""
     from pathlib import Path
 
+    from llmevo.reports.decisions import DECISIONS_START, published_decision_accuracy
     from llmevo.reports.ladder import scan_ladders
     from llmevo.reports.leaderboard import (
+        LADDERS_PAGE,
         RESULTS_PAGE,
         build_leaderboard,
         ladder_rows,
@@ -87,9 +89,13 @@ def test_the_committed_tables_are_the_ones_the_committed_artifacts_give():
     entries, _ = scan_artifacts([root / "docs"], references=[])
     rows = build_leaderboard(entries, root)
     ladders = ladder_rows(scan_ladders([root / "docs"]), root)
-    for page in (root / "README.md", root / RESULTS_PAGE):
+    accuracy = published_decision_accuracy([root / "docs"], root)
+    for page in (root / "README.md", root / RESULTS_PAGE, root / LADDERS_PAGE):
         text = page.read_text(encoding="utf-8")
-        assert replace_generated(text, rows, ladders) == text, f"run `llmevo leaderboard` and commit {page.name}"
+        assert replace_generated(text, rows, ladders, accuracy) == text, \
+            f"run `llmevo leaderboard` and commit {page.name}"
         assert "(0 comparisons)" not in text and "after Holm (0)" not in text
     assert HEADLINE_START in (root / "README.md").read_text(encoding="utf-8")
     assert EVIDENCE_START in (root / RESULTS_PAGE).read_text(encoding="utf-8")
+    for page in (root / "README.md", root / LADDERS_PAGE):
+        assert DECISIONS_START in page.read_text(encoding="utf-8")

@@ -17,7 +17,7 @@ bootstrap alone (the rule before); ``experiments.ladder.refit_ladder`` recompute
 
 Public API: ``LadderFile``, ``RungRecord``, ``FitRecord``, ``IntervalRecord``,
 ``TrendRecord``, ``LeaveOneOutRecord``, ``DegenerateRecord``, ``arms_differ_in``,
-``load_ladder``, ``is_ladder``, ``LADDER_KIND``.
+``arm_components``, ``load_ladder``, ``is_ladder``, ``LADDER_KIND``.
 """
 
 from __future__ import annotations
@@ -136,6 +136,34 @@ def arms_differ_in(artifact: ReproductionArtifact) -> list[str]:
     slots += [key for key in ("optimizer", "data")
               if (baseline.get(key) or DEFAULT_CHOICE.get(key)) != (method.get(key) or DEFAULT_CHOICE.get(key))]
     return slots
+
+
+def _slot_choices(genome: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every slot choice of a genome: its model slots (the dict-valued keys), ``optimizer`` and
+    ``data`` (the default recipe where a genome written before the data slot has none)."""
+    model = genome.get("model") or {}
+    choices = {key: value for key, value in model.items() if isinstance(value, dict) and "name" in value}
+    for key in ("optimizer", "data"):
+        choice = genome.get(key) or DEFAULT_CHOICE.get(key)
+        if isinstance(choice, dict) and "name" in choice:
+            choices[key] = choice
+    return choices
+
+
+def arm_components(artifact: ReproductionArtifact) -> dict[str, dict[str, str]] | None:
+    """``{"baseline": {slot: name}, "method": {slot: name}}``: the registered components the two
+    arms compare, from their genomes: the slots whose component *names* differ (a setting such as
+    rope's theta or muon's ns_steps is not a component). Arms that differ in settings only give
+    the named components of the slots that differ. None when an arm records no genome."""
+    baseline, method = artifact.baseline.genome, artifact.method.genome
+    if not baseline or not method:
+        return None
+    choices_b, choices_m = _slot_choices(baseline), _slot_choices(method)
+    slots = [slot for slot in choices_b if choices_m.get(slot, {}).get("name") != choices_b[slot]["name"]]
+    if not slots:
+        slots = [slot for slot in arms_differ_in(artifact) if slot in choices_b and slot in choices_m]
+    return {"baseline": {slot: str(choices_b[slot]["name"]) for slot in slots if slot in choices_b},
+            "method": {slot: str(choices_m[slot]["name"]) for slot in slots if slot in choices_m}}
 
 
 class LeaveOneOutRecord(_Block):

@@ -4,7 +4,9 @@ Parses the options into a ``llmevo.experiments.LadderRequest`` (``--storage``: a
 shared by every worker running the same command against that storage), runs
 ``llmevo.experiments.run_ladder`` (one line per rung as it starts and ends, with the
 ladder's ETA by compute; training bars under it) and prints the per-rung table and the
-across-rung summary; the pipeline lives in the library.
+across-rung summary; the pipeline lives in the library. ``llmevo ladder --accuracy`` trains
+nothing: it prints the decision accuracy over the published ladders
+(``llmevo.reports.decisions.published_decision_accuracy``).
 """
 
 from __future__ import annotations
@@ -89,8 +91,23 @@ def ladder(
         help="With --storage: a rung silent this long is failed and run again (default 20).")] = None,
     wait_timeout: Annotated[float | None, typer.Option(metavar="SECONDS",
         help="With --storage: the longest a worker waits for other workers' rungs (default 86400).")] = None,
+    accuracy: Annotated[bool, typer.Option(
+        "--accuracy", help="Train nothing: print the decision accuracy over the published ladders (how often "
+                           "rung k's class is rung k+1's and the top rung's, by slot, with and without the "
+                           "ladders that share an arm).")] = False,
+    root: Annotated[list[Path] | None, typer.Option(
+        "--root", metavar="DIR", help="With --accuracy: read the ladders under DIR/ladders/ (repeatable; "
+                                      "default docs).")] = None,
 ) -> None:
     """Compare NAME with its baseline, tuned and paired, at each rung; fit and classify across rungs."""
+    if accuracy:
+        if name is not None or genome is not None:
+            raise ConfigError("--accuracy reads the published ladders and trains nothing: give no NAME "
+                              "or --genome with it")
+        _print_accuracy(root or [Path("docs")])
+        return
+    if root is not None:
+        raise ConfigError("--root applies with --accuracy only")
     from rich.markup import escape
 
     from llmevo.cli.progress import RichTrainingProgress
@@ -138,3 +155,24 @@ def ladder(
         console.print(f"study: {plan.shared.study_name}")
     console.print(f"ladder: {plan.folder / 'ladder.json'}")
     console.print(f"report: {plan.folder / 'README.md'}")
+
+
+def _print_accuracy(roots: list[Path]) -> None:
+    from rich.table import Table
+
+    from llmevo.reports.decisions import accuracy_lines, published_decision_accuracy, table_cells
+
+    for folder in roots:
+        if not (folder / "ladders").is_dir():
+            raise ConfigError(f"--root {folder}: no ladders/ folder in it")
+    found = published_decision_accuracy(roots, Path.cwd())
+    definition, _, _, _, sharing = accuracy_lines(found)
+    header, *rows = table_cells(found)
+    table = Table(title="Decision accuracy: agreed/pairs, rate [95% Wilson, percent]")
+    for column in header:
+        table.add_column(column, overflow="fold")
+    for cells in rows:
+        table.add_row(*cells)
+    console.print(definition.replace("*", ""), markup=False)
+    console.print(table)
+    console.print(sharing, markup=False)

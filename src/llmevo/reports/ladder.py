@@ -11,6 +11,9 @@
   the class and the transfers. A ladder file without ``trend_fit`` (written before) shows
   the seed bootstrap's trend alone.
 
+The leaderboard's view of every published ladder: ``scan_ladders``, ``ladder_row``,
+``ladder_section``; the decision accuracy over them is ``reports.decisions``.
+
 Public API: ``write_ladder_report``, ``plot_ladder_loss``, ``plot_ladder_delta``,
 ``ladder_summary``, ``rung_table``.
 """
@@ -292,26 +295,6 @@ def ladder_row(path: Path, ladder: LadderFile, source: str) -> dict:
     }
 
 
-def calibration(rows: list[dict]) -> dict:
-    """The project's own transfer rate: over every ladder, the rung-k verdicts (better or
-    worse) whose class still holds at rung k+1."""
-    pairs = [pair for row in rows for pair in row["transfers"]]
-    held = sum(1 for pair in pairs if pair["held"])
-    return {"held": held, "pairs": len(pairs), "ladders": len(rows),
-            "rate": held / len(pairs) if pairs else None,
-            "definition": "over every published ladder, the share of rung-k verdicts classed better or "
-                          "worse whose class is the same at rung k+1"}
-
-
-def calibration_sentence(summary: dict) -> str:
-    if not summary["pairs"]:
-        return (f"Transfer across scale: no rung-to-rung pair yet over {summary['ladders']} ladder(s) "
-                "(no rung below the top with a better or worse verdict).")
-    return (f"Transfer across scale: of {summary['pairs']} rung-k verdicts (better or worse) over "
-            f"{summary['ladders']} ladder(s), {summary['held']} held at rung k+1 "
-            f"({100 * summary['rate']:.0f}%).")
-
-
 def ladder_section(rows: list[dict], link) -> list[str]:
     """The leaderboard's Markdown section for the ladders (``link(row)``: the file's link)."""
     lines = ["", "## Scale ladders", "",
@@ -337,5 +320,4 @@ def ladder_section(rows: list[dict], link) -> list[str]:
             f"| {link(row)} |")
     if not rows:
         lines.append("| — | | | | | | | | no ladders published | |")
-    lines += ["", calibration_sentence(calibration(rows))]
     return lines

@@ -35,10 +35,12 @@ from llmevo.artifacts.schema import (
     read_json,
 )
 from llmevo.errors import ArtifactError, ConfigError
+from llmevo.eval.decisions import DecisionAccuracy
 from llmevo.eval.sensitivity import lr_sensitivity
 from llmevo.eval.stats import claim_policy
 from llmevo.promotion import FamilyVerdict, family_members, family_verdicts, verdict_class
-from llmevo.reports.ladder import calibration, ladder_row, ladder_section
+from llmevo.reports.decisions import accuracy_lines
+from llmevo.reports.ladder import ladder_row, ladder_section
 from llmevo.reports.sections import format_decimals, narrow_advantage
 
 ARTIFACT_FOLDER = "metrics"  # under a root, artifacts are the *.json files in folders of this name
@@ -319,9 +321,10 @@ def _escape(text: object) -> str:
 
 
 def render_markdown(rows: Sequence[Mapping], md_path: Path, repository: Path,
-                    ladders: Sequence[dict] = ()) -> str:
+                    ladders: Sequence[dict] = (), accuracy: DecisionAccuracy | None = None) -> str:
     """The leaderboard as Markdown. A source in ``repository`` is linked relative to
-    ``md_path`` when the page is in it too; any other source is named, not linked."""
+    ``md_path`` when the page is in it too; any other source is named, not linked. With
+    ``accuracy``, the ladders' decision accuracy follows their table."""
     page_folder = _inside(Path(md_path).parent, repository)
 
     def link(row: Mapping) -> str:
@@ -368,6 +371,11 @@ def render_markdown(rows: Sequence[Mapping], md_path: Path, repository: Path,
         lines.append("| — | | | | | | | | | | | | | no reproduction artifacts found | |")
     lines += _family_section(reproductions, link)
     lines += ladder_section(list(ladders), link)
+    if accuracy is not None:
+        lines += ["", "## Decision accuracy", "",
+                  "Does a ladder's verdict at one rung predict the next rung's, and the top rung's? "
+                  "(`llmevo ladder --accuracy`; `eval/decisions.py` says what counts.)", "",
+                  *accuracy_lines(accuracy)]
     lines += [
         "",
         "## Component diagnostics",
@@ -419,18 +427,19 @@ def ladder_rows(entries: Sequence[tuple[Path, LadderFile]], repository: Path) ->
 
 
 def write_leaderboard(rows: Sequence[Mapping], md_path: Path, json_path: Path,
-                      repository: Path, *, replace: bool = False, ladders: Sequence[dict] = ()) -> None:
-    """Write the Markdown leaderboard and the same rows as JSON (with the ladders' rows and the
-    transfer calibration), in ``repository`` (see ``render_markdown``); never without a row
-    the existing JSON lists unless ``replace``."""
+                      repository: Path, *, replace: bool = False, ladders: Sequence[dict] = (),
+                      accuracy: DecisionAccuracy | None = None) -> None:
+    """Write the Markdown leaderboard and the same rows as JSON (with the ladders' rows and,
+    given, their decision accuracy), in ``repository`` (see ``render_markdown``); never without
+    a row the existing JSON lists unless ``replace``."""
     if Path(md_path).resolve() == Path(json_path).resolve():
         raise ConfigError(f"leaderboard Markdown and JSON paths must differ; both are {md_path}")
     _check_rows_kept(json_path, rows, replace=replace)
-    markdown = render_markdown(rows, Path(md_path), repository, ladders)
+    markdown = render_markdown(rows, Path(md_path), repository, ladders, accuracy)
     payload = {"generated_by": "llmevo leaderboard",
                "markdown_sha256": hashlib.sha256(markdown.encode("utf-8")).hexdigest(),
                "rows": list(rows), "ladders": list(ladders),
-               "transfer_calibration": calibration(list(ladders))}
+               **({"decision_accuracy": accuracy.to_json()} if accuracy is not None else {})}
     write_pair(Path(md_path), markdown, Path(json_path), json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -472,6 +481,7 @@ def check_pair(md_path: Path, json_path: Path) -> None:
 
 
 RESULTS_PAGE = Path("docs") / "results" / "index.md"  # the site's page with the full evidence table
+LADDERS_PAGE = Path("docs") / "results" / "ladders.md"  # the site's ladders page: the decision accuracy
 
 
 @dataclass(frozen=True)
@@ -480,19 +490,21 @@ class Regenerated:
     skipped: list[Path]
     readme: Path | None  # the README whose generated table was rewritten, if any
     pages: tuple[Path, ...] = ()  # every file whose generated tables were rewritten (README first)
+    accuracy: DecisionAccuracy | None = None  # the decision accuracy over the ladders
 
 
 def regenerate(repository: Path, roots: Sequence[Path] | None = None, references: Sequence[Path] = (),
                out: Path | None = None, readme: Path | None = None, *, replace: bool = False) -> Regenerated:
     """``llmevo leaderboard``: the artifacts under ``roots`` (default ``<repository>/docs``) and
     ``references`` into ``out`` (default ``docs/LEADERBOARD.md``, + .json), with the ladders, and
-    the generated tables (``reports.evidence``: the headline table, the full evidence table)
-    between their markers in ``readme`` (default ``README.md``) and in the site's results page
-    (``docs/results/index.md``). Defaults are rewritten only when they have markers and
+    the generated tables (``reports.evidence``: the headline table, the full evidence table, the
+    decision accuracy) between their markers in ``readme`` (default ``README.md``) and in the
+    site's results pages (``docs/results/index.md``, ``docs/results/ladders.md``). Defaults are rewritten only when they have markers and
     ``roots`` is the default, the repository's own docs; a ``readme`` given explicitly must
     have markers. Paths are relative to ``repository``; every check happens before anything
     is written."""
     from llmevo.artifacts.io import check_output_file
+    from llmevo.reports.decisions import accuracy_of
     from llmevo.reports.evidence import (
         EVIDENCE_END,
         EVIDENCE_START,
@@ -510,29 +522,31 @@ def regenerate(repository: Path, roots: Sequence[Path] | None = None, references
     check_output_file(json_path)
     entries, skipped = scan_artifacts(roots, references=references)
     rows = build_leaderboard(entries, repository)
-    ladders = ladder_rows(scan_ladders(roots), repository)
+    found = scan_ladders(roots)
+    ladders = ladder_rows(found, repository)
+    accuracy = accuracy_of(found, repository)
     # the repository's own pages are rewritten only from the repository's own docs: a
     # leaderboard of other roots (``--root``) must not replace their tables (a test once
     # emptied the README's that way)
     own_docs = [Path(root).resolve() for root in roots] == [(repository / "docs").resolve()]
     targets = [readme] if readme is not None else (
-        [repository / "README.md", repository / RESULTS_PAGE] if own_docs else [])
+        [repository / "README.md", repository / RESULTS_PAGE, repository / LADDERS_PAGE] if own_docs else [])
     rewritten: list[tuple[Path, str]] = []
     for target in targets:
         if not target.is_file():
             if target is readme:
                 raise ConfigError(f"--readme {target}: no such file")
             continue
-        text = replace_generated(target.read_text(encoding="utf-8"), rows, ladders)
+        text = replace_generated(target.read_text(encoding="utf-8"), rows, ladders, accuracy)
         if text is None and target is readme:
             raise ConfigError(f"--readme {target}: no generated-table markers ({EVIDENCE_START!r} … "
                               f"{EVIDENCE_END!r}, or {HEADLINE_START!r} … {HEADLINE_END!r}); add them "
                               "where the table goes")
         if text is not None:
             rewritten.append((target, text))
-    write_leaderboard(rows, out, json_path, repository, replace=replace, ladders=ladders)
+    write_leaderboard(rows, out, json_path, repository, replace=replace, ladders=ladders, accuracy=accuracy)
     for target, text in rewritten:
         write_text_atomic(target, text)
     pages = tuple(target for target, _ in rewritten)
     readme_written = next((page for page in pages if page.name == "README.md" or page == readme), None)
-    return Regenerated(rows, list(skipped), readme_written, pages)
+    return Regenerated(rows, list(skipped), readme_written, pages, accuracy)
