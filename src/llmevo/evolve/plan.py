@@ -14,12 +14,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from llmevo.model.config import ModelConfig
 from llmevo.runner.presets import Preset
 from llmevo.runner.size import Size
 from llmevo.runner.tuning import TuningPlan
 from llmevo.train.execution import Execution
+
+if TYPE_CHECKING:
+    from llmevo.evolve.proposer import ProposerSpec
 
 
 @dataclass(frozen=True)
@@ -65,3 +69,5 @@ class EvolutionPlan:
     # the size dial resolved (``EvolutionSettings.resolved_size``): the final comparison's
     # artifact records its rung, parameters and tokens; None: no size asked for (or not passed)
     size: Size | None = None
+    # an external command that chooses each trial's genome in place of the sampler (one worker)
+    proposer: ProposerSpec | None = None
