@@ -3,7 +3,8 @@
     python scripted_proposer.py SCRIPT LOG [REQUEST_FILE]
 
 SCRIPT is a JSON list of steps; call ``i`` (the number of lines already in LOG) plays step
-``i`` and appends the request it received to LOG (one JSON line). The request is read from
+``i`` and appends the request it received to LOG (one JSON line, with its own process id
+as ``_pid``). The request is read from
 REQUEST_FILE when given (``{request}`` in the command), else from stdin. A step is printed as
 the answer, one JSON line after a line of chatter, except these directives:
 
@@ -15,6 +16,7 @@ Past the end of SCRIPT it exits with status 9 ("script exhausted").
 """
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,7 +30,7 @@ def main() -> int:
     parsed = json.loads(request)
     done = len(log.read_text(encoding="utf-8").splitlines()) if log.exists() else 0
     with log.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(parsed) + "\n")
+        handle.write(json.dumps({**parsed, "_pid": os.getpid()}) + "\n")
     if done >= len(script):
         print("script exhausted", file=sys.stderr)
         return 9

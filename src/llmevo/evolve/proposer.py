@@ -56,7 +56,7 @@ and the study stores every call (``CALLS_ATTR``) and every proposer that answere
 (``PROPOSERS_ATTR``: its command and the sha256 of each file the command names); the
 report's ``summary.json`` has them under ``proposer`` with the budget accounting.
 
-Public API: ``ProposerSpec``, ``resolve_proposer``, ``Proposing``, ``proposer_summary``,
+Public API: ``resolve_proposer``, ``Proposing``, ``proposer_summary``,
 ``parse_answer``, ``Answer``.
 """
 
@@ -71,7 +71,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,6 +82,7 @@ from pydantic import ValidationError
 
 from llmevo.digests import sha256_file
 from llmevo.errors import ConfigError, LlmevoError
+from llmevo.evolve.plan import ProposerSpec
 from llmevo.evolve.sampler import LOST_STATES
 from llmevo.evolve.space import SearchSpace
 from llmevo.evolve.study import finished_trials
@@ -100,21 +101,6 @@ GENOME_KEYS = frozenset(Genome.model_fields)
 
 class BrokenAnswer(LlmevoError):
     """A call that gave no usable answer (start, exit status, timeout, no JSON object)."""
-
-
-@dataclass(frozen=True)
-class ProposerSpec:
-    """A proposer command resolved once (picklable, part of the plan): its words as given,
-    the sha256 of every word that names a file, its identity, timeout and working folder."""
-
-    argv: tuple[str, ...]
-    files: Mapping[str, str]  # word as given -> sha256 of the file it names
-    identity: str  # sha256 over the words and the files' sha256
-    timeout: float
-    cwd: Path
-
-    def describe(self) -> dict[str, Any]:
-        return {"command": list(self.argv), "files": dict(self.files), "identity": self.identity}
 
 
 def resolve_proposer(command: str, timeout: float, cwd: Path) -> ProposerSpec:
