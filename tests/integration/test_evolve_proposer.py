@@ -36,6 +36,7 @@ from llmevo.runner.genome import Genome
 pytestmark = pytest.mark.slow
 
 SCRIPT = Path(__file__).resolve().parents[1] / "assets" / "scripted_proposer.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "proposer" / "hill_climb.py"
 
 
 @pytest.fixture(scope="module")
@@ -208,3 +209,39 @@ def test_ctrl_c_while_the_proposer_thinks_kills_it_and_leaves_the_study_resumabl
     assert _gone({thinking}, timeout=10)
     trials = _study(tmp_path).get_trials()
     assert [(t.number, t.state) for t in trials] == [(0, TrialState.COMPLETE)]
+
+
+def test_the_example_hill_climber_proposes_neighbours_of_the_best_trial(tmp_path, data_dir, cache_dir,
+                                                                         monkeypatch):
+    monkeypatch.setenv("LLMEVO_CACHE", str(cache_dir))
+    main([*_common(tmp_path, data_dir, 3, f"{{python}} {EXAMPLE}"), "--no-report"])
+    trials = _study(tmp_path).get_trials()
+    assert [t.user_attrs["state"] for t in trials] == ["complete"] * 3
+    for trial in trials[1:]:
+        attrs = trial.user_attrs
+        assert attrs["chosen_by"] == "proposer" and attrs["note"].startswith("changed ")
+        parent = trials[attrs["parent"]]
+        changed = {k for k in {*trial.params, *parent.params} if trial.params.get(k) != parent.params.get(k)}
+        assert changed and attrs["note"] == f"changed {', '.join(sorted(changed & set(trial.params)))}"
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--sampler", "regularized"], "--sampler configures the sampler, which --proposer replaces"),
+    (["--sampler-seed", "1"], "--sampler-seed configures the sampler"),
+    (["--tournament", "2"], "--tournament configures the sampler"),
+    (["--population", "4"], "--population sizes the sampler's population"),
+    (["--workers", "2"], "--workers 2: a proposer study runs one worker"),
+    (["--explain"], "--proposer applies to a search (not --explain)"),
+    (["--proposer", ""], "--proposer: empty command"),
+    (["--proposer", "python 'open"], "cannot split it into words"),
+    (["--proposer-timeout", "0"], "--proposer-timeout"),
+])
+def test_options_that_cannot_apply_are_one_line_and_exit_2_before_any_work(
+        tmp_path, data_dir, capsys, extra, message):
+    args = _common(tmp_path, data_dir, 3, "python propose.py")
+    args = [arg for arg in args if arg != "none" and arg != "--trial-lr-factors"]  # lr grid: no hurdles
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, *extra])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "study.db").exists()

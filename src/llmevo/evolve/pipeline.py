@@ -115,6 +115,9 @@ class EvolutionSettings(SectionedRequest):
     ``final_tune`` tunes champion and baseline on ``tune_grid`` (default: 5 from lr/3 to
     3*lr) under ``tune_seeds`` (default 2000) before the final comparison (a best at the
     stability edge is confirmed on ``tune_confirm`` more seeds, as in ``llmevo.runner.tuning``).
+    ``proposer`` (a command line) chooses each trial's genome in place of the sampler
+    (``evolve.proposer``; each call may take ``proposer_timeout`` seconds); the options that
+    configure only the sampler, and more than one worker, are refused with it.
 
     Sections (``experiments.sections``, each field also flat): ``run`` (``path`` is how
     rescoring and final seeds train: auto or sequential), ``tuning`` (the final comparison's)

@@ -49,6 +49,7 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
             "parent": attrs.get("parent"),
             "mutated_gene": attrs.get("mutated_gene"),
             "chosen_by": chosen_by(trial),
+            **({"note": attrs["note"]} if attrs.get("note") else {}),  # a proposer's word on it
             "label": attrs.get("label"),
             # a pruned trial's Optuna value is its hurdle estimate, not a fitness
             "fitness": trial.value if trial.state == TrialState.COMPLETE else None,
@@ -253,6 +254,8 @@ def readme_text(summary: dict[str, Any], study: optuna.Study) -> str:
         row = by_number[number]
         how = row["mutated_gene"] or ("baseline" if number == 0 else
                                       "proposed" if row.get("chosen_by") == "proposer" else "random")
+        if row.get("note"):
+            how += f" ({' '.join(row['note'].split())[:80].replace('|', '/')})"
         lines.append(f"| {number} | {how} "
                      f"| {format_decimals(row['fitness'])} | {format_decimals(row['score'])} | {row['label']} |")
     lines += ["", "![fitness per trial](fitness.png)", "",
