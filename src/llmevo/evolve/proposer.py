@@ -77,6 +77,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.distributions import distribution_to_json
 from optuna.trial import FrozenTrial, TrialState
 from pydantic import ValidationError
 
@@ -92,6 +93,7 @@ REQUEST_SCHEMA = "llmevo.proposer/1"
 ATTEMPTS = 3  # broken answers in a row before the command stops
 DEFAULT_TIMEOUT = 600.0  # seconds per call (an LLM agent may think for minutes)
 NOTE_CHARS = 500
+KEPT_GENOME_CHARS = 20_000  # an invalid genome longer than this is not stored on its trial
 CALLS_ATTR = "llmevo:proposer_calls"
 PROPOSERS_ATTR = "llmevo:proposers"
 PYTHON_TOKEN = "{python}"
@@ -287,7 +289,9 @@ def describe_space(space: SearchSpace) -> dict[str, Any]:
         if genes:
             component_genes.setdefault(slot, {})[name] = list(genes)
     return {"slots": {slot: list(names) for slot, names in space.components.items()},
-            "genes": described["genes"], "component_genes": component_genes,
+            "genes": {name: json.loads(distribution_to_json(distribution))
+                      for name, distribution in space.genes.items()},  # the data slot's too
+            "component_genes": component_genes,
             "parameter_budget": described["parameter_budget"],
             "baseline_parameters": described["baseline_parameters"]}
 
@@ -381,7 +385,7 @@ class Proposing:
 
     def _record_invalid(self, study: optuna.Study, answer: Answer, attrs: dict[str, Any]) -> int:
         genome_attrs: dict[str, Any] = {}
-        if answer.genome is not None:
+        if answer.genome is not None and len(json.dumps(answer.genome)) <= KEPT_GENOME_CHARS:
             genome_attrs["genome"] = answer.genome
             try:
                 genome = Genome.from_json(answer.genome)
