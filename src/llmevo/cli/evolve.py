@@ -72,8 +72,15 @@ def space_table(space: SearchSpace) -> Table:
     return table
 
 
+def _given(context: typer.Context, name: str) -> bool:
+    """Whether the option was given, not its default (typer vendors click: compared by name)."""
+    source = context.get_parameter_source(name)
+    return getattr(source, "name", "DEFAULT") != "DEFAULT"
+
+
 @app.command()
 def evolve(
+    context: typer.Context,
     preset: Annotated[PresetName, typer.Option(help="Data, training and evaluation settings.")] = "quick",
     trials: Annotated[int, typer.Option(help="Finished trials the study should reach (resumes count).")] = 24,
     workers: Annotated[int, typer.Option(help="Local worker processes (CPU threads are shared out).")] = 1,
@@ -136,21 +143,33 @@ def evolve(
     genes: Annotated[str | None, typer.Option(help="With --explain: only these genes (comma-separated).")] = None,
     tensorboard: Annotated[Path | None, typer.Option(
         help="Write TensorBoard event files here: per-step curves of every trial and seed, each trial's fitness and genome, the final runs.")] = None,
+    proposer: Annotated[str | None, typer.Option(
+        metavar="CMD",
+        help="A command that chooses each trial's genome in place of the sampler: it gets the study's "
+             "history as JSON on stdin ('{request}' in CMD: a file's path; '{python}': this "
+             "interpreter) and prints the next genome or {\"stop\": true} (docs/guide/evolve.md); "
+             "budget, training, hurdles, rescoring and the final comparison stay llmevo's.")] = None,
+    proposer_timeout: Annotated[float | None, typer.Option(
+        help="Seconds a --proposer call may take (default 600); its process group is then killed.")] = None,
 ) -> None:
     """Evolve genomes (a component per slot, optimizer, training genes) on an Optuna study."""
     seed_list = parse_seeds(None, seeds)
     check_applies("--genes", genes is not None, explain, "--explain")
+    check_applies("--proposer", proposer is not None, not explain, "a search (not --explain)")
     gene_names = parse_names(genes, "--genes", "gene names") if genes is not None else None
     from llmevo.evolve import EvolutionSettings, run, search_space
     from llmevo.evolve import explain as explain_champion
 
+    # the sampler's settings only where given: the library refuses them beside --proposer
+    sampling = {name: value for name, value in (
+        ("sampler", sampler), ("population", population), ("tournament", tournament),
+        ("sampler_seed", sampler_seed)) if _given(context, name)}
     values = dict(
-        preset=preset, trials=trials, workers=workers, storage=storage, study=study,
-        sampler=sampler, population=population, tournament=tournament,
+        preset=preset, trials=trials, workers=workers, storage=storage, study=study, **sampling,
         rescore_seeds=rescore_seeds, score_k=score_k, device=device, trial_steps=trial_steps,
         rung=rung, d_model=d_model, layers=layers, heads=heads,
         eval_windows=eval_windows, heartbeat=heartbeat, grace_period=grace_period,
-        sampler_seed=sampler_seed, out=out, report=report, publish=publish, allow_dirty=allow_dirty,
+        out=out, report=report, publish=publish, allow_dirty=allow_dirty,
         replace=replace or False,
         threads=threads, promotion=promotion,
         docs=docs, tensorboard=tensorboard, cache_dir=resolve_cache_dir(),
@@ -160,7 +179,8 @@ def evolve(
         tune_confirm=tune_confirm,
         trial_lr_factors=[] if trial_lr_factors.strip().lower() == "none" else parse_floats(
             trial_lr_factors, "--trial-lr-factors"),
-        command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
+        command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]), proposer=proposer,
+        **({} if proposer_timeout is None else {"proposer_timeout": proposer_timeout}),
     )
     # every value is checked by the typed settings (the CLI only parses); names and paths first
     probe = EvolutionSettings(data_dir=Path("."), **values)

@@ -48,6 +48,7 @@ HURDLE_FRACTIONS = (0.5,)  # of the trial's steps: where its cheap validation lo
 HURDLE_WINDOWS = 16  # validation windows of that estimate
 CHOOSING_POLL = 0.05  # seconds between reads while lower-numbered trials draw their genes
 CHOOSING_TIMEOUT = 30.0  # seconds (default) a trial waits on a lower one that never claims
+RETRIED_ATTRS = ("chosen_by", "proposer", "note")  # who chose a genome stays with its retry
 
 
 class TrialDiverged(LlmevoError):
@@ -156,7 +157,8 @@ def fail_interrupted(study: optuna.Study, trial_id: int, genes: set[str], tell: 
         if set(trial.params) == genes:
             attrs = trial.user_attrs
             study.enqueue_trial(dict(trial.params), user_attrs={
-                "parent": attrs.get("parent"), "role": attrs.get("role"), "retry_of": trial.number})
+                "parent": attrs.get("parent"), "role": attrs.get("role"), "retry_of": trial.number,
+                **{key: attrs[key] for key in RETRIED_ATTRS if key in attrs}})
     if tell:
         with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
             storage.set_trial_state_values(trial_id, state=TrialState.FAIL)

@@ -60,6 +60,8 @@ from llmevo.evolve.knockouts import knockout_lines, knockout_variants
 from llmevo.evolve.lr_grid import DEFAULT_TRIAL_LR_FACTORS, trial_lr_grid
 from llmevo.evolve.objective import SEARCH_SEED, TrialContext
 from llmevo.evolve.plan import EvolutionPlan
+from llmevo.evolve.proposer import DEFAULT_TIMEOUT as DEFAULT_PROPOSER_TIMEOUT
+from llmevo.evolve.proposer import proposer_summary, resolve_proposer
 from llmevo.evolve.report import build_summary, write_report
 from llmevo.evolve.space import SearchSpace, build_search_space
 from llmevo.evolve.study import (
@@ -113,6 +115,9 @@ class EvolutionSettings(SectionedRequest):
     ``final_tune`` tunes champion and baseline on ``tune_grid`` (default: 5 from lr/3 to
     3*lr) under ``tune_seeds`` (default 2000) before the final comparison (a best at the
     stability edge is confirmed on ``tune_confirm`` more seeds, as in ``llmevo.runner.tuning``).
+    ``proposer`` (a command line) chooses each trial's genome in place of the sampler
+    (``evolve.proposer``; each call may take ``proposer_timeout`` seconds); the options that
+    configure only the sampler, and more than one worker, are refused with it.
 
     Sections (``experiments.sections``, each field also flat): ``run`` (``path`` is how
     rescoring and final seeds train: auto or sequential), ``tuning`` (the final comparison's)
@@ -150,6 +155,8 @@ class EvolutionSettings(SectionedRequest):
     tensorboard: Path | None = None
     trial_lr_factors: list[float] = Field(default_factory=lambda: list(DEFAULT_TRIAL_LR_FACTORS))
     final_tune: bool = True
+    proposer: str | None = None  # a command choosing each genome in place of the sampler
+    proposer_timeout: float = Field(default=DEFAULT_PROPOSER_TIMEOUT, gt=0)
     run: RunSection
     tuning: TuningSection = Field(default_factory=TuningSection)
     size: SizeSection = Field(default_factory=SizeSection)
@@ -184,6 +191,30 @@ class EvolutionSettings(SectionedRequest):
         if not STUDY_NAME.fullmatch(name) or ".." in name:
             raise ConfigError(f"--study '{name[:60]}': expected a name of letters, digits, '.', '_' "
                               "or '-' (at most 100, no path separators)")
+        return self
+
+    @model_validator(mode="after")
+    def _proposer_applies(self) -> EvolutionSettings:
+        """A proposer replaces the sampler: an option that configures only the sampler is
+        refused with it, as is more than one worker (each genome is proposed from the whole
+        history, so trials finish one after another)."""
+        given = self.model_fields_set
+        if self.proposer is None:
+            if "proposer_timeout" in given:
+                raise ConfigError("--proposer-timeout applies to --proposer; drop it")
+            return self
+        for field, option in (("sampler", "--sampler"), ("sampler_seed", "--sampler-seed"),
+                              ("tournament", "--tournament")):
+            if field in given:
+                raise ConfigError(f"{option} configures the sampler, which --proposer replaces; drop it")
+        if "population" in given and self.trial_lr_factors:
+            raise ConfigError("--population sizes the sampler's population and the hurdles' "
+                              "reference, and trials scored on --trial-lr-factors have no hurdles: "
+                              "with --proposer it would be ignored; drop it")
+        if self.workers > 1:
+            raise ConfigError(f"--workers {self.workers}: a proposer study runs one worker (each "
+                              "genome is proposed from the whole history of finished trials); "
+                              "drop --workers")
         return self
 
     def study_name(self) -> str:
@@ -259,6 +290,8 @@ class EvolutionSettings(SectionedRequest):
             allow_dirty=run.allow_dirty,
             command=run.command or f"python: llmevo.evolve.run(study={study_name!r})",
             repo_root=run.repo_root,
+            proposer=None if self.proposer is None else resolve_proposer(
+                self.proposer, self.proposer_timeout, Path.cwd()),
         )
 
 
@@ -424,7 +457,8 @@ def _final_report(plan: EvolutionPlan, context: TrialContext, opened: optuna.Stu
     notify(f"final comparison: {artifact_path}")
     summary = build_summary(
         opened,
-        settings={"sampler": plan.sampler, "preset": plan.trial_preset.name,
+        settings={"sampler": "proposer" if plan.proposer is not None else plan.sampler,
+                  "preset": plan.trial_preset.name,
                   "trial_preset": plan.trial_preset.model_dump(mode="json"),
                   "final_preset": context.final_preset.model_dump(mode="json"), "trials": plan.trials,
                   "workers": plan.workers, "population": plan.population,
@@ -442,6 +476,7 @@ def _final_report(plan: EvolutionPlan, context: TrialContext, opened: optuna.Stu
                  "validation_tokens": int(context.data.validation.numel()),
                  "test_tokens": int(context.data.test.numel())},
         comparison=artifact,
+        proposer=proposer_summary(opened, plan.proposer, plan.trials),
     )
     paths = write_report(summary, opened, folder)
     notify(f"report: {paths['readme']}")

@@ -12,14 +12,32 @@ data, the device).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from llmevo.model.config import ModelConfig
 from llmevo.runner.presets import Preset
 from llmevo.runner.size import Size
 from llmevo.runner.tuning import TuningPlan
 from llmevo.train.execution import Execution
+
+
+@dataclass(frozen=True)
+class ProposerSpec:
+    """An external proposer's command resolved once (``proposer.resolve_proposer``): its
+    words as given, the sha256 of every word that names a file, its identity, timeout and
+    working folder."""
+
+    argv: tuple[str, ...]
+    files: Mapping[str, str]  # word as given -> sha256 of the file it names
+    identity: str  # sha256 over the words and the files' sha256
+    timeout: float
+    cwd: Path
+
+    def describe(self) -> dict[str, Any]:
+        return {"command": list(self.argv), "files": dict(self.files), "identity": self.identity}
 
 
 @dataclass(frozen=True)
@@ -65,3 +83,5 @@ class EvolutionPlan:
     # the size dial resolved (``EvolutionSettings.resolved_size``): the final comparison's
     # artifact records its rung, parameters and tokens; None: no size asked for (or not passed)
     size: Size | None = None
+    # an external command that chooses each trial's genome in place of the sampler (one worker)
+    proposer: ProposerSpec | None = None

@@ -22,6 +22,7 @@ from llmevo.artifacts.io import write_json_atomic, write_text_atomic
 from llmevo.artifacts.schema import ReproductionArtifact
 from llmevo.evolve.champion import FINAL_COMPARISON, FinalEvaluation, lineage
 from llmevo.evolve.knockouts import knockout_lines
+from llmevo.evolve.proposer import chosen_by
 from llmevo.evolve.sampler import LOST_STATES
 from llmevo.reports.plots import save_png
 from llmevo.reports.sections import format_decimals
@@ -47,6 +48,8 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
             "genome_hash": attrs.get("genome_hash"),
             "parent": attrs.get("parent"),
             "mutated_gene": attrs.get("mutated_gene"),
+            "chosen_by": chosen_by(trial),
+            **({"note": attrs["note"]} if attrs.get("note") else {}),  # a proposer's word on it
             "label": attrs.get("label"),
             # a pruned trial's Optuna value is its hurdle estimate, not a fitness
             "fitness": trial.value if trial.state == TrialState.COMPLETE else None,
@@ -71,9 +74,11 @@ def build_summary(
     provenance: dict[str, Any],
     dataset: dict[str, Any],
     comparison: ReproductionArtifact,
+    proposer: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The summary; ``comparison``: the final comparison's artifact (its verdict is the
-    verdict of record, its tuning block the summary's ``final_tuning``)."""
+    verdict of record, its tuning block the summary's ``final_tuning``); ``proposer``: the
+    external proposer's block (``proposer.proposer_summary``), None for a sampled study."""
     rows = trial_rows(study)
     counts: dict[str, int] = {}
     for row in rows:
@@ -119,6 +124,7 @@ def build_summary(
         },
         **({"final_tuning": comparison.tuning.model_dump(mode="json", exclude_none=True)}
            if comparison.tuning is not None else {}),
+        **({"proposer": proposer} if proposer is not None else {}),
         "trials": rows,
         "provenance": provenance,
     }
@@ -186,6 +192,24 @@ def _tuning_lines(summary: dict[str, Any]) -> list[str]:
     return [" ".join(lines), ""]
 
 
+def _proposer_lines(block: dict[str, Any] | None) -> list[str]:
+    """Who chose the genomes, and what it spent of the budget (a proposer study)."""
+    if block is None:
+        return []
+    command = " ".join(block.get("command", [])) or "an earlier proposer"
+    files = ", ".join(f"`{name}` sha256 {digest[:12]}" for name, digest in block.get("files", {}).items())
+    calls = block["calls"]
+    outcomes = ", ".join(f"{calls[key]} {key.replace('_', ' ')}" for key in
+                         ("genome", "out_of_space", "broken", "stop") if calls.get(key))
+    states = ", ".join(f"{count} {state}" for state, count in block["trial_states"].items())
+    return [f"Genomes chosen by the proposer `{command}`" + (f" ({files})" if files else "")
+            + f": {block['trials_chosen']} trial(s) ({states or 'none'}), {block['training_runs']} "
+            f"training run(s); {calls['total']} call(s) ({outcomes or 'none'}), {calls['seconds']:.1f} s"
+            + ("; it stopped the search" if block["stopped"] else "") + ". Budget: "
+            f"{block['budget']['finished']} of {block['budget']['trials']} trials finished; training, "
+            "hurdles, rescoring and the final comparison are llmevo's.", ""]
+
+
 def readme_text(summary: dict[str, Any], study: optuna.Study) -> str:
     champion = summary["champion"]
     final = summary["final_evaluation"]
@@ -198,6 +222,7 @@ def readme_text(summary: dict[str, Any], study: optuna.Study) -> str:
         f"Trials: {', '.join(f'{k} {v}' for k, v in sorted(summary['trial_counts'].items()))}. "
         f"Sampler: {summary['settings'].get('sampler')}; preset: {summary['settings'].get('preset')}.",
         "",
+        *_proposer_lines(summary.get("proposer")),
         f"Champion: trial {champion['trial']} (`{champion['genome_hash']}`), "
         f"{format_decimals(champion['parameters'])} parameters: {champion['label']}",
         "",
@@ -227,7 +252,11 @@ def readme_text(summary: dict[str, Any], study: optuna.Study) -> str:
               "| trial | mutated gene | fitness | score | genome |", "|---|---|---|---|---|"]
     for number in champion["lineage"]:
         row = by_number[number]
-        lines.append(f"| {number} | {row['mutated_gene'] or ('baseline' if number == 0 else 'random')} "
+        how = row["mutated_gene"] or ("baseline" if number == 0 else
+                                      "proposed" if row.get("chosen_by") == "proposer" else "random")
+        if row.get("note"):
+            how += f" ({' '.join(row['note'].split())[:80].replace('|', '/')})"
+        lines.append(f"| {number} | {how} "
                      f"| {format_decimals(row['fitness'])} | {format_decimals(row['score'])} | {row['label']} |")
     lines += ["", "![fitness per trial](fitness.png)", "",
               "![fitness against parameters](fitness_vs_parameters.png)", "",

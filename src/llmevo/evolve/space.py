@@ -20,6 +20,7 @@ genome's parameter count lies within ``budget_ratio`` of the baseline's (139,584
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,6 +129,55 @@ class SearchSpace:
         params["train.weight_decay"] = genome.train.weight_decay
         return params
 
+    def outside(self, params: dict[str, Any]) -> str | None:
+        """Why ``params`` are not a point of the space (a slot or gene missing, a key that is
+        no active gene, a component or value outside its distribution), or None when they
+        are. The budget (``check``) is judged apart, as for a sampled genome."""
+        for slot in GENOME_SLOTS:
+            if slot not in params:
+                return f"no component for slot '{slot}'"
+            if not _holds(self.genes[slot], params[slot]):
+                return (f"{slot} '{params[slot]}' is not in the space (there: "
+                        f"{', '.join(self.components[slot])})")
+        active = self.active_genes(params)
+        missing = [name for name in active if name not in params]
+        if missing:
+            return f"no value for gene{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
+        unknown = sorted(set(params) - set(active))
+        if unknown:
+            return (f"{', '.join(unknown)} {'are not genes' if len(unknown) > 1 else 'is not a gene'} "
+                    "of this genome's components")
+        for name in active[len(GENOME_SLOTS):]:
+            distribution = self.genes[name]
+            if not _holds(distribution, params[name]):
+                return f"gene {name} = {params[name]!r} is outside {_shown(distribution)}"
+        return None
+
+    def genome_params(self, genome: Genome) -> dict[str, Any]:
+        """The genes of a genome given whole (``reproduce --genome``'s format): ConfigError
+        when it is not a point of the space, a gene missing from a component's config or a
+        setting that no gene holds (the model's width, a component key that is not a gene)."""
+        params: dict[str, Any] = {}
+        for slot in GENOME_SLOTS:
+            choice = genome_choice(genome, slot)
+            params[slot] = choice.name
+            for gene in self.component_genes.get((slot, choice.name), ()):
+                key = gene.rsplit(".", 1)[1]
+                if key in choice.config:
+                    params[gene] = choice.config[key]
+        params["train.lr"] = genome.train.lr
+        params["train.warmup_steps"] = genome.train.warmup_steps
+        params["train.weight_decay"] = genome.train.weight_decay
+        reason = self.outside(params)
+        if reason is not None:
+            raise ConfigError(reason)
+        rebuilt = self.to_genome(params)
+        if rebuilt != genome:
+            difference = describe_difference(genome.model_dump(mode="json"),
+                                             rebuilt.model_dump(mode="json"))
+            raise ConfigError(f"the genome sets what no gene of the space holds ({difference})")
+        return params
+
     def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
         """Suggest the active genes of one genome on an Optuna trial (slots first)."""
         params: dict[str, Any] = {}
@@ -170,6 +220,35 @@ class SearchSpace:
             "baseline_parameters": self.baseline_parameters,
             "baseline_genome": self.baseline.hash(),
         }
+
+
+def _holds(distribution: BaseDistribution, value: Any) -> bool:
+    """Whether ``value`` is a point of ``distribution`` (a choice of the same kind, or a
+    finite number in range; an integer gene takes whole numbers only)."""
+    if isinstance(distribution, CategoricalDistribution):
+        return any(value == choice and isinstance(value, bool) == isinstance(choice, bool)
+                   and (value is None) == (choice is None) for choice in distribution.choices)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return False
+    if isinstance(distribution, IntDistribution) and not float(value).is_integer():
+        return False
+    return distribution.low <= value <= distribution.high
+
+
+def _shown(distribution: BaseDistribution) -> str:
+    if isinstance(distribution, CategoricalDistribution):
+        return "{" + ", ".join(repr(choice) for choice in distribution.choices) + "}"
+    return f"[{distribution.low:g}, {distribution.high:g}]"
+
+
+def describe_difference(given: Any, expected: Any, where: str = "") -> str:
+    """The first place two JSON values differ, as ``path: given X, the space's Y``."""
+    if isinstance(given, dict) and isinstance(expected, dict):
+        for key in sorted(set(given) | set(expected)):
+            if given.get(key) != expected.get(key):
+                return describe_difference(given.get(key), expected.get(key),
+                                           f"{where}.{key}" if where else str(key))
+    return f"{where or 'genome'}: {given!r}, the space's {expected!r}"
 
 
 def genome_choice(genome: Genome, slot: str) -> ComponentChoice:

@@ -92,7 +92,7 @@ def open_study(plan: EvolutionPlan, space: SearchSpace, storage: RDBStorage) -> 
                 break  # the other command stored different settings: refused below
             study.set_user_attr(key, value)
         else:
-            study.set_user_attr(SAMPLER_ATTR, plan.sampler)
+            study.set_user_attr(SAMPLER_ATTR, "proposer" if plan.proposer is not None else plan.sampler)
             study.set_user_attr(SAMPLER_SEED_ATTR, plan.sampler_seed)
             if not study.get_trials(deepcopy=False):
                 study.enqueue_trial(space.to_params(space.baseline),

@@ -45,6 +45,7 @@ from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
 from llmevo.evolve.objective import TrialContext, fail_interrupted, make_objective
 from llmevo.evolve.plan import EvolutionPlan
+from llmevo.evolve.proposer import Proposing
 from llmevo.evolve.space import SearchSpace, build_search_space
 from llmevo.evolve.study import finished_trials, is_finished, open_storage, open_study
 from llmevo.runner.optuna_private import rdb_storage
@@ -102,12 +103,15 @@ def prepare_context(plan: EvolutionPlan, space: SearchSpace) -> TrialContext:
 
 def worker_loop(plan: EvolutionPlan, study: optuna.Study,
                 objective: Callable[[optuna.Trial], float],
-                log: Callable[[str], None] = lambda _: None) -> int:
+                log: Callable[[str], None] = lambda _: None,
+                propose: Callable[[optuna.Study, int], bool] | None = None) -> int:
     """Run trials until the study has ``plan.trials`` finished ones; returns trials run.
     An interrupt stops a trial's objective (``interrupts.allowed``), never Optuna's
     recording of it, which runs deferred. The storage's ``started`` holds only the trial in
     flight (cleared after each); an interrupt that something swallowed (Optuna's ``catch``)
-    still stops the loop."""
+    still stops the loop. ``propose(study, finished)`` (an external proposer,
+    ``proposer.Proposing.step``) fills the next trial before each one that no waiting trial
+    fills: it enqueues a genome or records an invalid one (True), or ends the search (False)."""
     ran = 0
     storage = rdb_storage(study)
     limit = plan.trials * MAX_ATTEMPTS_FACTOR
@@ -124,6 +128,12 @@ def worker_loop(plan: EvolutionPlan, study: optuna.Study,
         if done + running >= plan.trials:
             time.sleep(min(2.0, plan.heartbeat_interval))  # others hold the last trials
             continue
+        if propose is not None and not any(t.state == TrialState.WAITING for t in trials):
+            if not propose(study, done):
+                break
+            if interrupts.received():
+                raise KeyboardInterrupt
+            continue  # counted again: the answer may have been recorded as an invalid trial
         ended: list[FrozenTrial] = []
         with interrupts.deferred():  # Optuna's bookkeeping whole; the objective allows interrupts
             study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=False,
@@ -157,9 +167,16 @@ def worker_main(plan: EvolutionPlan, index: int, context: TrialContext | None = 
     if in_flight is not None:
         storage.on_start = functools.partial(in_flight.__setitem__, index)
     study = open_study(plan, context.space, storage)
+
+    def log(line: str) -> None:
+        print(f"[worker {index}] {line}", flush=True)
+
+    propose = None
+    if plan.proposer is not None:
+        propose = Proposing(plan.proposer, context.space, plan.trials, log=log).step
     try:
-        return worker_loop(plan, study, make_objective(context, worker=index),
-                           log=lambda line: print(f"[worker {index}] {line}", flush=True))
+        return worker_loop(plan, study, make_objective(context, worker=index), log=log,
+                           propose=propose)
     except BaseException as error:
         if not isinstance(error, KeyboardInterrupt) and not interrupts.received():
             raise  # a bug, not a stop: keep its traceback
