@@ -97,6 +97,11 @@ def _options(data_dir: Path) -> dict[str, list[list[str]]]:
         "--time-limit": ["--time-limit", "5"],
         "--storage": ["--storage", "sqlite:///walk.db"],
         "--study": ["--study", "walk"],
+        "--launcher": ["--launcher", "local"],
+        "--jobs": ["--jobs", "3"],
+        "--slurm-partition": ["--slurm-partition", "gpu"],
+        "--job-minutes": ["--job-minutes", "5"],
+        "--launcher-folder": ["--launcher-folder", "jobs"],
     }
     return {option: values if isinstance(values[0], list) else [values] for option, values in given.items()}
 
@@ -205,3 +210,18 @@ def test_every_option_is_applied_or_refused_in_every_mode(monkeypatch, capsys, w
         said = outcome[(option, mode)]
         assert said.startswith(now), (option, mode, said)
         assert now == "applied" or option.lstrip("-").split("-")[-1] in said, (option, mode, said)
+
+
+def test_the_walk_covers_every_option_of_reproduce(data_dir):
+    """A new option of ``llmevo reproduce`` joins the walk (or the docstring's not-walked list)."""
+    import typer
+
+    from llmevo.cli import app
+
+    command = typer.main.get_command(app).commands["reproduce"]  # type: ignore[attr-defined]
+    declared = {name for param in command.params for name in param.opts if name.startswith("--")}
+    walked = set(_options(data_dir))
+    not_walked = {"--device", "--preset", "--against", "--genome", "--init-from", "--help", "--all"}  # --all: a mode
+    # the external-experiment options are walked with reproduce --experiment's own tests
+    external = {"--experiment", "--baseline", "--method", "--timeout", "--report"}
+    assert declared - walked - not_walked - external == set()

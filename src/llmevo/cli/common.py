@@ -62,6 +62,24 @@ DModelOption = Annotated[int | None, typer.Option(
 LayersOption = Annotated[int | None, typer.Option(help="Model depth (replaces the rung's).")]
 HeadsOption = Annotated[int | None, typer.Option(
     help="Attention heads, dividing --d-model (replaces the rung's).")]
+# the launcher (llmevo.experiments.launcher), the same on every command with shared work
+LauncherOption = Annotated[str | None, typer.Option(
+    metavar="local|slurm", help="Run the shared work (--storage) as submitit jobs: local processes, "
+                                "or a Slurm job array; this command waits for them.")]
+JobsOption = Annotated[int | None, typer.Option(help="With --launcher: how many worker jobs (default 2).")]
+SlurmPartitionOption = Annotated[str | None, typer.Option(help="With --launcher slurm: the partition.")]
+JobMinutesOption = Annotated[int | None, typer.Option(
+    help="With --launcher: each job's time limit in minutes (default 1440; Slurm requeues a job at its limit).")]
+LauncherFolderOption = Annotated[Path | None, typer.Option(
+    help="With --launcher: submitit's job files and logs (default: <the work's folder>/submitit).")]
+
+
+def launch_options(launcher: str | None, jobs: int | None, slurm_partition: str | None,
+                   job_minutes: int | None, launcher_folder: Path | None) -> dict:
+    """The launcher options given, as the request's flat keywords (a default is not given)."""
+    given = {"launcher": launcher, "jobs": jobs, "slurm_partition": slurm_partition,
+             "job_minutes": job_minutes, "launcher_folder": launcher_folder}
+    return {key: value for key, value in given.items() if value is not None}
 
 
 def resolve_data_dir(option: Path | None) -> Path:

@@ -20,10 +20,16 @@ import typer
 
 from llmevo.cli.common import (
     DeviceOption,
+    JobMinutesOption,
+    JobsOption,
+    LauncherFolderOption,
+    LauncherOption,
+    SlurmPartitionOption,
     ThreadsOption,
     app,
     apply_threads,
     console,
+    launch_options,
     parse_int_list,
     parse_seeds,
     resolve_cache_dir,
@@ -91,6 +97,11 @@ def ladder(
         help="With --storage: a rung silent this long is failed and run again (default 20).")] = None,
     wait_timeout: Annotated[float | None, typer.Option(metavar="SECONDS",
         help="With --storage: the longest a worker waits for other workers' rungs (default 86400).")] = None,
+    launcher: LauncherOption = None,
+    jobs: JobsOption = None,
+    slurm_partition: SlurmPartitionOption = None,
+    job_minutes: JobMinutesOption = None,
+    launcher_folder: LauncherFolderOption = None,
     accuracy: Annotated[bool, typer.Option(
         "--accuracy", help="Train nothing: print the decision accuracy over the published ladders (how often "
                            "rung k's class is rung k+1's and the top rung's, by slot, with and without the "
@@ -104,6 +115,10 @@ def ladder(
         if name is not None or genome is not None:
             raise ConfigError("--accuracy reads the published ladders and trains nothing: give no NAME "
                               "or --genome with it")
+        launching = launch_options(launcher, jobs, slurm_partition, job_minutes, launcher_folder)
+        if launching:
+            raise ConfigError(f"--{next(iter(launching)).replace('_', '-')} launches training; "
+                              "--accuracy trains nothing")
         _print_accuracy(root or [Path("docs")])
         return
     if root is not None:
@@ -130,7 +145,8 @@ def ladder(
         publish=publish, allow_dirty=allow_dirty,
         replace=replace, out=out, command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
         storage=storage, study=study, heartbeat_interval=heartbeat, grace_period=grace_period,
-        wait_timeout=wait_timeout)
+        wait_timeout=wait_timeout,
+        **launch_options(launcher, jobs, slurm_partition, job_minutes, launcher_folder))
     apply_threads(request.run.threads)
     plan = request.plan()  # every rung checked before the first trains
 
@@ -148,7 +164,8 @@ def ladder(
             console.print(f"[bold]{where}[/]: {escape(verdict.summary) if verdict else 'done'}; "
                           f"ladder ETA {_minutes(event.eta_seconds)}")
 
-    built = run_ladder(plan, progress=RichTrainingProgress(console), on_rung=show)
+    built = run_ladder(plan, progress=RichTrainingProgress(console), on_rung=show,
+                       on_status=lambda line: console.print(escape(line)))
     console.print(rung_table(built), markup=False)
     console.print(ladder_summary(built).replace("**", ""), markup=False)
     if plan.shared is not None:

@@ -17,13 +17,19 @@ from llmevo.cli.common import (
     DeviceOption,
     DModelOption,
     HeadsOption,
+    JobMinutesOption,
+    JobsOption,
+    LauncherFolderOption,
+    LauncherOption,
     LayersOption,
     PresetName,
     RungOption,
+    SlurmPartitionOption,
     ThreadsOption,
     app,
     apply_threads,
     console,
+    launch_options,
     parse_floats,
     parse_seeds,
     resolve_cache_dir,
@@ -82,6 +88,11 @@ def reproduce(
     storage: Annotated[str | None, typer.Option(
         help="With --all: share the table with other workers through this Optuna RDB URL.")] = None,
     study: Annotated[str | None, typer.Option(help="With --all --storage: the study's name.")] = None,
+    launcher: LauncherOption = None,
+    jobs: JobsOption = None,
+    slurm_partition: SlurmPartitionOption = None,
+    job_minutes: JobMinutesOption = None,
+    launcher_folder: LauncherFolderOption = None,
     against: Annotated[str | None, typer.Option(metavar="OTHER",
         help="Baseline arm: llama_modern with NAME's slot set to OTHER (a registered component of "
              "that slot, e.g. rope or 'swiglu:hidden=192') instead of NAME's declared ablation; "
@@ -202,7 +213,9 @@ def reproduce(
                                "--publish": publish or None, "--tune-space": tune_space, "--init-from": init_from,
                                "--allow-noop": allow_noop or None})
         return
-    table_only = {"--only": only, "--time-limit": time_limit, "--storage": storage, "--study": study}
+    launching = launch_options(launcher, jobs, slurm_partition, job_minutes, launcher_folder)
+    table_only = {"--only": only, "--time-limit": time_limit, "--storage": storage, "--study": study,
+                  **{"--" + key.replace("_", "-"): value for key, value in launching.items()}}
     if sequential and path != "auto":
         raise ConfigError("--sequential is --path sequential; give one of them")
     if sequential:
@@ -228,7 +241,7 @@ def reproduce(
                               "their declared space, the rest over the lr grid); --tune-space applies "
                               "to one comparison")
         _reproduce_all(preset, seeds, device, data_dir, threads, steps, path, tune_grid, tune_confirm, publish,
-                       allow_dirty, out, only, time_limit, storage, study, tune_trials)
+                       allow_dirty, out, only, time_limit, storage, study, tune_trials, launching)
         return
     given = [option for option, value in table_only.items() if value is not None]
     if given:
@@ -279,7 +292,8 @@ def reproduce(
 def _reproduce_all(preset: str, seeds: str | None, device: str, data_dir: Path | None, threads: int | None,
                    steps: int | None, path: str, tune_grid: str | None, tune_confirm: int | None, publish: bool,
                    allow_dirty: bool, out: Path | None, only: str | None, time_limit: float | None,
-                   storage: str | None, study: str | None, tune_trials: int | None = None) -> None:
+                   storage: str | None, study: str | None, tune_trials: int | None = None,
+                   launching: dict | None = None) -> None:
     """``reproduce --all``: the evidence table (``llmevo.experiments.run_evidence``), one line
     per comparison as it starts and ends with the table's ETA, then a summary table."""
     from rich.markup import escape
@@ -300,7 +314,7 @@ def _reproduce_all(preset: str, seeds: str | None, device: str, data_dir: Path |
         tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None, tune_confirm=tune_confirm,
         tune_trials=tune_trials, steps=steps, data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device,
         threads=threads, path=path, time_limit_minutes=time_limit, publish=publish, allow_dirty=allow_dirty,
-        out=out, storage=storage, study=study,
+        out=out, storage=storage, study=study, **(launching or {}),
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]))
     apply_threads(request.run.threads)
     plan = request.plan()  # every comparison checked before the first trains
@@ -318,7 +332,8 @@ def _reproduce_all(preset: str, seeds: str | None, device: str, data_dir: Path |
                 else escape(outcome.message or "")
             console.print(f"[bold]{where}[/]: {said}; {detail}; table ETA {eta}")
 
-    outcomes = run_evidence(plan, progress=RichTrainingProgress(console), on_entry=show)
+    outcomes = run_evidence(plan, progress=RichTrainingProgress(console), on_entry=show,
+                            on_status=lambda line: console.print(escape(line)))
     table = Table(title=f"Evidence table ({preset}, {len(outcomes)} comparisons)")
     for column in ("comparison", "status", "class", "Δ%", "minutes", "core-min", "artifact"):
         table.add_column(column)

@@ -55,6 +55,7 @@ Public API: ``Entry``, ``evidence_entries``, ``DECLARED_AGAINST``, ``EvidenceReq
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import multiprocessing
@@ -76,7 +77,7 @@ from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
 from llmevo.experiments.pipeline import ReproductionRequest, code_state, reproduce
 from llmevo.experiments.plans import ReproductionPlan
-from llmevo.experiments.sections import RunSection, TrainingSection, TuningSection
+from llmevo.experiments.sections import LaunchSection, RunSection, TrainingSection, TuningSection
 from llmevo.model.config import ModelConfig
 from llmevo.registry import Registry, SectionedRequest, Seeds
 from llmevo.runner.cache import arm_parts, canonical_json
@@ -167,6 +168,7 @@ class EvidenceRequest(SectionedRequest):
     run: RunSection
     train: TrainingSection = Field(default_factory=TrainingSection)
     tuning: TuningSection = Field(default_factory=TuningSection)
+    launch: LaunchSection = Field(default_factory=LaunchSection)
 
     @field_validator("only")
     @classmethod
@@ -193,6 +195,7 @@ class EvidenceRequest(SectionedRequest):
         """Every comparison planned once, before any work (``ReproductionRequest.plan``)."""
         if self.study is not None and self.storage is None:
             raise ConfigError("--study applies to --storage only")
+        self.launch.check(self.storage)
         preset_name = self.preset if isinstance(self.preset, str) else self.preset.name
         folder = self.out or Path("runs/evidence") / preset_name
         check_output_dir(folder, "--out")
@@ -384,13 +387,18 @@ def _run_entry(entry: Entry, plan: ReproductionPlan, time_limit: float | None, c
 
 
 def run_evidence(request: EvidenceRequest | EvidencePlan, progress: Progress | None = None,
-                 on_entry: Callable[[EntryEvent], None] | None = None) -> list[EntryOutcome]:
+                 on_entry: Callable[[EntryEvent], None] | None = None,
+                 on_status: Callable[[str], None] | None = None) -> list[EntryOutcome]:
     """Run every comparison not finished before under the same code (see the module
     docstring), record each in the state file as it ends, and, when published, regenerate
-    the leaderboard and the README table; return every comparison's outcome in table order."""
+    the leaderboard and the README table; return every comparison's outcome in table order.
+    With a launcher (``launch``), submitted jobs are the workers (``experiments.launcher``;
+    ``on_status`` gets the jobs' states) and this process waits for them."""
     plan = request.plan() if isinstance(request, EvidenceRequest) else request
     ask = plan.request
     ask.run.prologue()
+    if ask.launch.launcher is not None:
+        return _launched(plan, on_status)
     code = _code_sha256()
     states = table_code_states(plan)
     if ask.storage is not None:
@@ -420,6 +428,22 @@ def run_evidence(request: EvidenceRequest | EvidencePlan, progress: Progress | N
                 eta = sum(durations) / len(durations) * remaining if durations else None
                 on_entry(EntryEvent(index, len(plan.entries), entry.label, time.perf_counter() - started,
                                     eta, outcome))
+    if ask.run.publish and ask.regenerate:
+        from llmevo.reports.leaderboard import regenerate
+
+        regenerate(ask.run.repo_root, references=reference_folders(ask))
+    return outcomes
+
+
+def _launched(plan: EvidencePlan, on_status: Callable[[str], None] | None) -> list[EntryOutcome]:
+    """The table run by launched jobs, each a worker of its queue (``storage``) with the same
+    request; the leaderboard regenerated once here, after every job."""
+    from llmevo.experiments.launcher import job_folder, launch
+
+    ask = plan.request
+    worker = ask.updated(launch={}, regenerate=False)
+    outcomes = launch(functools.partial(run_evidence, worker), ask.launch,
+                      job_folder(ask.launch, plan.folder), f"llmevo-evidence-{plan.folder.name}", on_status)
     if ask.run.publish and ask.regenerate:
         from llmevo.reports.leaderboard import regenerate
 

@@ -63,6 +63,7 @@ Public API: ``LadderRequest``, ``LadderPlan``, ``RungPlan``, ``SharedLadder``, `
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -106,7 +107,7 @@ from llmevo.eval.scaling import (
 from llmevo.experiments.genome_comparison import read_genome
 from llmevo.experiments.pipeline import ReproductionRequest, code_state, plan_arms, reproduce
 from llmevo.experiments.plans import ReproductionPlan
-from llmevo.experiments.sections import RunSection, SizeSection, TuningSection
+from llmevo.experiments.sections import LaunchSection, RunSection, SizeSection, TuningSection
 from llmevo.registry import SectionedRequest, Seeds
 from llmevo.reports.ladder import write_ladder_report
 from llmevo.reports.readme import against_slug
@@ -210,6 +211,7 @@ class LadderRequest(SectionedRequest):
     run: RunSection
     tuning: TuningSection = Field(default_factory=TuningSection)
     size: SizeSection = Field(default_factory=SizeSection)
+    launch: LaunchSection = Field(default_factory=LaunchSection)
 
     @field_validator("rungs")
     @classmethod
@@ -279,6 +281,7 @@ class LadderRequest(SectionedRequest):
                 **({"include_degenerate": True} if self.include_degenerate else {})}
 
     def _shared(self, against: str | None) -> SharedLadder | None:
+        self.launch.check(self.storage)
         if self.storage is None:
             given = {"--study": self.study, "--heartbeat": self.heartbeat_interval,
                      "--grace-period": self.grace_period, "--wait-timeout": self.wait_timeout}
@@ -500,15 +503,22 @@ def remaining_seconds(done: Sequence[tuple[float, float]], remaining: Sequence[f
 
 
 def run_ladder(request: LadderRequest | LadderPlan, progress: Progress | None = None,
-               on_rung: Callable[[RungEvent], None] | None = None) -> LadderFile:
+               on_rung: Callable[[RungEvent], None] | None = None,
+               on_status: Callable[[str], None] | None = None) -> LadderFile:
     """Run every rung (ascending), then write the ladder file, plots and README into the
     ladder's folder; return the ladder file. ``progress`` receives training steps;
     ``on_rung`` a ``RungEvent`` as each rung starts and ends (and, on a shared ladder, when a
     rung waits for other workers' rungs). With ``storage`` the rungs are shared with other
-    workers (``run_shared_ladder``)."""
+    workers (``run_shared_ladder``); with a launcher too, launched jobs are those workers
+    (``experiments.launcher``; ``on_status`` gets the jobs' states) and this process waits."""
     plan = request.plan() if isinstance(request, LadderRequest) else request
     ask = plan.request
     ask.run.prologue()  # a published ladder: a clean tree before the first rung writes
+    if ask.launch.launcher is not None:  # the rungs' workers are launched jobs; this process waits
+        from llmevo.experiments.launcher import job_folder, launch
+
+        return launch(functools.partial(run_ladder, ask.updated(launch={})), ask.launch,
+                      job_folder(ask.launch, plan.folder), f"llmevo-ladder-{plan.folder.name}", on_status)
     code = code_state(plan.rungs[0].plan)
     if plan.shared is not None:
         return run_shared_ladder(plan, code, progress, on_rung)

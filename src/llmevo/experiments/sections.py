@@ -25,7 +25,7 @@ Public API: ``RunSection``, ``TrainingSection``, ``TuningSection``, ``SizeSectio
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from pydantic import Field, model_validator
@@ -206,6 +206,38 @@ class SizeSection(Section):
 
     def given(self) -> list[str]:
         return [self.option(name) for name, value in self.model_dump().items() if value is not None]
+
+
+MAX_JOBS = 512  # workers of one piece of shared work; more is a typo, not a cluster
+
+
+class LaunchSection(Section):
+    """Where the workers of shared work run (``experiments.launcher``): ``launcher`` submits
+    ``jobs`` workers through submitit, as ``local`` processes on this machine or a ``slurm`` job
+    array (``slurm_partition``; ``job_minutes`` each, after which Slurm requeues the job); the
+    work's queue is the request's ``storage``, its single source of truth. ``launcher_folder``
+    holds submitit's job files and logs (default: beside the work's own outputs)."""
+
+    launcher: Literal["local", "slurm"] | None = None
+    jobs: int = Field(default=2, ge=1, le=MAX_JOBS)
+    slurm_partition: str | None = None
+    job_minutes: int = Field(default=24 * 60, ge=1)
+    launcher_folder: Path | None = None
+
+    def check(self, storage: str | None) -> None:
+        """Refuse, before any work, a launch without a queue and options that need another."""
+        if self.launcher is None:
+            given = sorted(self.option(name) for name in self.model_fields_set
+                           if name != "launcher" and getattr(self, name) !=
+                           type(self).model_fields[name].get_default(call_default_factory=True))
+            if given:
+                raise ConfigError(f"{', '.join(given)} applies to --launcher only")
+            return
+        if storage is None:
+            raise ConfigError("--launcher needs --storage: the work's queue every job reaches (e.g. "
+                              "postgresql://user:pass@host/db; sqlite:///path.db for local jobs on one machine)")
+        if self.slurm_partition is not None and self.launcher != "slurm":
+            raise ConfigError("--slurm-partition applies to --launcher slurm")
 
 
 class PostTrainingSection(Section):

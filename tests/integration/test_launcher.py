@@ -1,0 +1,115 @@
+"""The launcher (issue 36, item 5): submitit jobs as the workers of shared work, tested with
+submitit's local executor (SQLite here; PostgreSQL where ``LLMEVO_TEST_POSTGRES_URL`` is set)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import time
+
+import pytest
+from cli_runner import run_cli
+
+from llmevo.errors import ConfigError
+from llmevo.eval.stats import check_margin
+from llmevo.experiments.launcher import launch
+from llmevo.experiments.sections import LaunchSection
+
+TABLE = ["reproduce", "--all", "--only", "rope", "--preset", "smoke", "--steps", "3", "--seeds", "42,43,44",
+         "--tune-grid", "1e-3,3e-3", "--threads", "1", "--device", "cpu"]
+
+
+def _per_seed(folder) -> list:
+    (artifact,) = sorted(folder.rglob("public-*.json"))
+    return json.loads(artifact.read_text())["per_seed"]
+
+
+def _table(tmp_path, monkeypatch, data_dir, storage: str) -> None:
+    """The table launched as two local jobs on ``storage``, against the same table run here."""
+    launched, plain = tmp_path / "launched", tmp_path / "plain"
+    for folder in (launched, plain):
+        folder.mkdir()
+    monkeypatch.setenv("LLMEVO_CACHE", str(tmp_path / "cache-launched"))  # the jobs inherit it
+    monkeypatch.chdir(launched)
+    assert run_cli([*TABLE, "--data-dir", str(data_dir), "--out", str(launched / "table"), "--storage", storage,
+                    "--launcher", "local", "--jobs", "2"]) == 0
+    jobs = sorted((launched / "table" / "submitit").glob("*_log.out"))
+    assert len(jobs) == 2  # two workers ran
+    monkeypatch.setenv("LLMEVO_CACHE", str(tmp_path / "cache-plain"))  # nothing shared with the jobs
+    monkeypatch.chdir(plain)
+    assert run_cli([*TABLE, "--data-dir", str(data_dir), "--out", str(plain / "table")]) == 0
+    # the comparison the jobs ran is the one this process runs: the same numbers, seed for seed
+    assert _per_seed(launched / "runs") == _per_seed(plain / "runs")
+
+
+@pytest.mark.slow
+def test_launched_jobs_run_the_table_as_this_process_would(tmp_path, monkeypatch, data_dir):
+    _table(tmp_path, monkeypatch, data_dir, f"sqlite:///{tmp_path}/queue.db")
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_launched_jobs_share_a_postgresql_queue(tmp_path, monkeypatch, data_dir):
+    url = os.environ.get("LLMEVO_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("LLMEVO_TEST_POSTGRES_URL is not set")
+    from llmevo.experiments.work_queue import open_work_queue  # noqa: F401 (the queue the jobs share)
+
+    _table(tmp_path, monkeypatch, data_dir, url)
+
+
+def test_a_job_that_fails_or_dies_is_one_line(tmp_path):
+    local = LaunchSection(launcher="local", jobs=1)
+    with pytest.raises(ConfigError, match=r"^job \d+: the non-inferiority margin must be a positive percentage"):
+        launch(functools.partial(check_margin, -1.0), local, tmp_path / "failed", "failed")
+    with pytest.raises(ConfigError, match=r"^job \d+ did not finish .*its log: "):
+        launch(functools.partial(os._exit, 3), local, tmp_path / "died", "died")
+    assert launch(functools.partial(check_margin, 2.0), local, tmp_path / "fine", "fine") == 2.0
+
+
+def test_an_interrupt_cancels_every_job(tmp_path):
+    folder = tmp_path / "interrupted"
+
+    def interrupt(line: str) -> None:
+        if line.startswith("jobs:"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        launch(functools.partial(time.sleep, 120), LaunchSection(launcher="local", jobs=2), folder, "sleepers",
+               on_status=interrupt)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # no job outlives the launch
+        alive = subprocess.run(["pgrep", "-f", str(folder)], capture_output=True, text=True).stdout.split()
+        if not alive:
+            break
+        time.sleep(0.5)
+    assert alive == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--launcher", "local"], "--launcher needs --storage"),
+    (["--jobs", "3"], "--jobs applies to --launcher only"),
+    (["--storage", "sqlite:///x.db", "--launcher", "local", "--slurm-partition", "gpu"],
+     "--slurm-partition applies to --launcher slurm"),
+    (["--storage", "sqlite:///x.db", "--launcher", "local", "--jobs", "0"], "--jobs"),
+    (["--storage", "sqlite:///x.db", "--launcher", "pbs"], "--launcher"),
+])
+def test_launch_options_that_cannot_apply_are_refused(tmp_path, data_dir, monkeypatch, capsys, args, message):
+    monkeypatch.chdir(tmp_path)
+    assert run_cli([*TABLE, "--data-dir", str(data_dir), "--out", str(tmp_path / "t"), *args]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "t" / "submitit").exists() and not (tmp_path / "runs").exists()
+
+
+def test_a_single_comparison_refuses_the_launcher(tmp_path, data_dir, capsys):
+    assert run_cli(["reproduce", "rope", "--launcher", "local", "--data-dir", str(data_dir)]) == 2
+    assert "--launcher applies to --all only" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(subprocess.run(["which", "sbatch"], capture_output=True).returncode == 0,
+                    reason="Slurm is installed here")
+def test_slurm_without_slurm_is_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="no Slurm on this machine"):
+        launch(functools.partial(check_margin, 2.0), LaunchSection(launcher="slurm"), tmp_path, "x")
