@@ -109,6 +109,7 @@ class Provenance(_Block):
     command: str | None = None
     accelerator: str | None = None
     library_versions: dict[str, str] | None = None
+    numerics: dict[str, Any] | None = None  # CPU, kernel capability, threads (2026-12-05 on)
     created_at: str | None = None
     historical_migration: str | None = None
     original_code_commit: str | None = None
