@@ -90,6 +90,13 @@ def test_parallel_workers_retrain_the_cached_numbers_to_the_last_bit(
     assert parallel["cache"] == NOTHING_CACHED  # another path: another key, trained here
     assert _paths(parallel) == {"parallel"}  # the report seeds trained in workers
     assert _numbers(parallel) == _numbers(cached.artifact)
+    # each tuning run says how it trained: the grid and the confirmation (calls of two runs) in
+    # workers, the edge extension (one run under the one tuning seed) in this process
+    for block in parallel["tuning"]["arms"].values():
+        for setting in block["settings"]:
+            lone = setting["extension"]
+            assert setting["paths"]["1000"] == ("sequential" if lone else "parallel")
+            assert all(path == "parallel" for seed, path in setting["paths"].items() if seed != "1000")
 
 
 def test_batched_replicas_retrain_their_own_numbers_and_never_answer_for_another_path(
@@ -99,6 +106,8 @@ def test_batched_replicas_retrain_their_own_numbers_and_never_answer_for_another
     first = _reproduce(data_dir, warm, tmp_path / "batched.json", "batched")
     # the sequential entries are in this cache, and none of them answered the batched runs
     assert first["cache"] == NOTHING_CACHED and _paths(first) == {"batched"}
+    grid = [s for s in first["tuning"]["arms"]["method"]["settings"] if not s["extension"]]
+    assert {path for s in grid for path in s["paths"].values()} == {"batched"}
     again = _reproduce(data_dir, _fresh_cache(tmp_path / "again", cache_dir), tmp_path / "again.json",
                        "batched")
     assert _numbers(again) == _numbers(first)

@@ -331,6 +331,7 @@ class TuningSetting(_Block):
     coordinates: dict[str, float] | None = None
     sobol: dict[str, float] | None = None
     cached_seeds: list[int] | None = None
+    paths: dict[str, str] | None = None  # tuning seed -> how its run trained (2026-12-05 on)
 
 
 class TuningAxisRecord(_Block):

@@ -268,9 +268,11 @@ def run_key(
 
 @dataclass(frozen=True)
 class CachedMetric:
-    """A tuning run's validation metric; ``value`` None: the run diverged."""
+    """A tuning run's validation metric; ``value`` None: the run diverged. ``path``: how the
+    original run trained (None in entries written before 2026-12-05)."""
 
     value: float | None
+    path: str | None = None
 
 
 class ArmCache:
@@ -383,11 +385,18 @@ class TuningEntries(_Entries):
         found = self.cache._load(self.key(spec, call), self.kind)
         if found is None:
             return None
-        value = found[0].get("value")
-        return CachedMetric(value) if value is None or isinstance(value, float) else None
+        value, path = found[0].get("value"), found[0].get("path")
+        if not (value is None or isinstance(value, float)) or not (path is None or isinstance(path, str)):
+            return None
+        return CachedMetric(value, path)
 
-    def store(self, spec: RunSpec, call: Sequence[RunSpec], value: float | None) -> None:
-        self.cache._store(self.key(spec, call), self.kind, {"value": value})
+    def store(self, spec: RunSpec, call: Sequence[RunSpec], value: float | None,
+              path: str | None = None) -> None:
+        """Keep the run's value and how it trained (``RunOutcome.path``); the key is unchanged."""
+        payload: dict[str, Any] = {"value": value}
+        if path is not None:
+            payload["path"] = path
+        self.cache._store(self.key(spec, call), self.kind, payload)
 
 
 class ReportEntries(_Entries):
