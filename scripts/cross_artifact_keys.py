@@ -1,6 +1,7 @@
 """Every per-seed run the published artifacts record, keyed; the keys whose numbers disagree.
 
-A run is keyed by what should decide its number: the arm (its model genome with every
+A run is keyed by what should decide its number: the machine where the artifact records it
+(``provenance.numerics``: CPU, threads; with the run's execution path), the arm (its model genome with every
 component's typed config resolved and spelled one way, ``runner.cache.canonical_model``;
 its optimizer with its resolved config; its post-training gene and data recipe), the
 learning rate, the seed, whether it is a tuning or a report run, the training settings the
@@ -109,6 +110,18 @@ def numeric_files(files: dict[str, str]) -> dict[str, str]:
     return {path: sha for path, sha in files.items() if path.startswith(NUMERIC_PREFIXES)}
 
 
+def machine_part(artifact: dict[str, Any], path: str | None) -> dict[str, Any] | str:
+    """The machine's side of a run where the artifact records it (``provenance.numerics``, from
+    2026-12-05 on: the CPU, the threads) with the run's execution path: a run on another CPU,
+    thread count or path trains to other last bits, so it is another key. Earlier artifacts
+    recorded none of it: their runs share keys across machines, as the issue's 12 did."""
+    numerics = (artifact.get("provenance") or {}).get("numerics")
+    if not numerics:
+        return "not recorded"
+    return {"cpu": numerics.get("cpu"), "threads": numerics.get("threads"),
+            "float32_matmul_precision": numerics.get("float32_matmul_precision"), "path": path}
+
+
 def train_settings(artifact: dict[str, Any], arm: str) -> dict[str, Any]:
     """The arm's recorded training settings: its ``train`` block where the artifact has one
     (2026-12-05 on), else the setup's fields; the lr is keyed separately."""
@@ -174,7 +187,8 @@ def reproduction_runs(artifact: dict[str, Any], path: str) -> Iterator[Run]:
                 continue
             seed = int(row["seed"])
             parts = {**identity, "optimizer": optimizer_identity(genome["optimizer"]),
-                     "lr": lr_key(lr), "seed": seed, "role": "report", "metric": metric}
+                     "lr": lr_key(lr), "seed": seed, "role": "report", "metric": metric,
+                     "machine": machine_part(artifact, (paths.get(arm) or {}).get(str(seed)))}
             record = {**base, "arm": f"{arm} {block.get('name')}", "path": (paths.get(arm) or {}).get(str(seed)),
                       "cached": seed in (arm_cache.get("report_seeds") or []) if cache else None,
                       "token_stream_sha256": tokens.get(str(seed)), "call": f"report seeds {setup.get('seeds')}"}
@@ -202,12 +216,14 @@ def reproduction_runs(artifact: dict[str, Any], path: str) -> Iterator[Run]:
                 optimizer = {"name": optimizer["name"], "config": config}
             for seed_text, value in (setting.get("validation") or {}).items():
                 seed = int(seed_text)
+                run_path = (setting.get("paths") or {}).get(seed_text)
                 parts = {**identity, "train": train, "optimizer": optimizer_identity(optimizer),
-                         "lr": lr_key(lr), "seed": seed, "role": "tuning", "metric": tuning.get("metric")}
+                         "lr": lr_key(lr), "seed": seed, "role": "tuning", "metric": tuning.get("metric"),
+                         "machine": machine_part(artifact, run_path)}
                 cached = ((lr_key(lr), seed) in cached_tuning or seed in (setting.get("cached_seeds") or [])
                           ) if cache else None
                 record = {**base, "arm": f"{arm} {block.get('name')}", "cached": cached,
-                          "call": calls.get((lr_key(lr), seed), "?"), "path": None, "token_stream_sha256": None}
+                          "call": calls.get((lr_key(lr), seed), "?"), "path": run_path, "token_stream_sha256": None}
                 yield Run(path, canonical(parts), parts, None if value is None else float(value),
                           base["commit"], record)
 
@@ -272,8 +288,9 @@ def evolution_runs(summary: dict[str, Any], path: str) -> Iterator[Run]:
             if "lm_loss" not in values:
                 continue
             seed = int(row["seed"])
+            run_path = ((final.get("training_path") or {}).get(arm) or {}).get(str(seed))
             parts = {**identity, "optimizer": optimizer_identity(genome["optimizer"]), "lr": lr_key(chosen),
-                     "seed": seed, "role": "report", "metric": "lm_loss"}
+                     "seed": seed, "role": "report", "metric": "lm_loss", "machine": machine_part(summary, run_path)}
             record = {**base, "arm": f"{arm} (evolution final comparison)",
                       "path": ((final.get("training_path") or {}).get(arm) or {}).get(str(seed)), "cached": None,
                       "token_stream_sha256": ((final.get("token_stream_sha256") or {}).get(arm) or {}).get(str(seed)),
