@@ -455,6 +455,18 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"    {dates[member]}  {member}")
         for a, b, _ in contradictions[:20]:
             print(f"  contradiction: {a} vs {b}")
+        pairs: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])  # (day, day) -> [same, other]
+        for group in shared.values():
+            fresh = [r for r in group if r.record.get("cached") is not True and r.value is not None]
+            for i, a in enumerate(fresh):
+                for b in fresh[i + 1:]:
+                    if a.artifact != b.artifact:
+                        days = tuple(sorted((a.record["day"], b.record["day"])))
+                        pairs[days][0 if a.value == b.value else 1] += 1
+        print("\npairs of trained (not cached) runs of one key, by the days their artifacts were made: "
+              "bit-identical / different")
+        for days, (same, other) in sorted(pairs.items()):
+            print(f"  {days[0]} x {days[1]}: {same} / {other}")
     if args.json:
         args.json.write_text(json.dumps([
             {"key": group[0].parts, "spread": spreads[key],
