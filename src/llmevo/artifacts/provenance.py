@@ -215,9 +215,10 @@ def library_versions() -> dict[str, str]:
 
 
 def cpu_identity() -> dict[str, str]:
-    """The CPU the math library dispatches on: vendor, model name, family/model/stepping and a
-    sha256 of its feature flags (Linux ``/proc/cpuinfo``; elsewhere ``platform.processor()``).
-    MKL and oneDNN pick their kernels, and so the order of a matmul's sums, from these."""
+    """The CPU the math library dispatches on: vendor, model name, family/model/stepping, its
+    cache size and a sha256 of its feature flags (Linux ``/proc/cpuinfo``; elsewhere
+    ``platform.processor()``). MKL and oneDNN pick their kernels and blockings, and so the
+    order of a matmul's sums, from these."""
     fields: dict[str, str] = {}
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
@@ -233,6 +234,7 @@ def cpu_identity() -> dict[str, str]:
         "vendor": fields.get("vendor_id", fields.get("CPU implementer", "")),
         "model": fields.get("model name", fields.get("Processor", "")),
         "family_model_stepping": "/".join(fields.get(k, "") for k in ("cpu family", "model", "stepping")),
+        "cache_size": fields.get("cache size", ""),
         "flags_sha256": hashlib.sha256(flags.encode("utf-8")).hexdigest()[:16],
     }
 
