@@ -84,6 +84,10 @@ def _comparable(artifact: dict, *wall_clock: str) -> dict:
     kept = {key: value for key, value in artifact.items() if key not in ("provenance", "cache")}
     dropped = {*wall_clock, "cpu_seconds", "reproduction_wall_seconds"}
     kept["setup"] = {key: value for key, value in artifact["setup"].items() if key not in dropped}
+    if "training_path" in wall_clock and kept.get("tuning"):  # each tuning run's path too
+        kept["tuning"] = {**kept["tuning"], "arms": {
+            label: {**block, "settings": [{k: v for k, v in s.items() if k != "paths"} for s in block["settings"]]}
+            for label, block in kept["tuning"]["arms"].items()}}
     if kept.get("equivalence"):  # the no-op check's own cost
         kept["equivalence"] = {key: value for key, value in kept["equivalence"].items() if key != "seconds"}
     return kept

@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch import nn
 
+from llmevo.catalog import build_model
 from llmevo.experiments.plans import plan_comparison
 from llmevo.registry import ComponentChoice
 from llmevo.runner import cache as arm_cache
@@ -25,7 +26,7 @@ from llmevo.train.trainer import TrainConfig, TrainResult
 CONFIG = TrainConfig(steps=3, batch_size=2, seq_len=8, lr=1e-3)
 CONTEXT = CacheContext(
     code_sha256="c" * 64, torch_version="2.13.0", device="cpu", accelerator="CPU",
-    cpu_capability="AVX2", machine="x86_64", threads=1, float32_matmul_precision="highest",
+    cpu='{"model":"AMD EPYC","flags_sha256":"0123"}', cpu_capability="AVX2", machine="x86_64", threads=1, float32_matmul_precision="highest",
     path="parallel", replicas_max=None,
 )
 ARM = arm_cache.arm_parts(plan_comparison("relu2").baseline)
@@ -53,6 +54,8 @@ def test_changing_any_one_input_changes_the_key():
         "model": _key(arm=method),
         "data": _key(data="f" * 64),
         "threads": _key(context=dataclasses.replace(CONTEXT, threads=2)),
+        # same capability to torch, another CPU: other last bits (docs/LOG.md, 2026-12-05)
+        "cpu": _key(context=dataclasses.replace(CONTEXT, cpu='{"model":"Intel Xeon","flags_sha256":"4567"}')),
         "torch": _key(context=dataclasses.replace(CONTEXT, torch_version="2.14.0")),
         "path": _key(context=dataclasses.replace(CONTEXT, path="sequential")),
         "evaluation": _key(evaluation=other_eval),
@@ -74,6 +77,54 @@ def test_a_component_written_with_its_defaults_is_the_same_arm():
     other = dataclasses.replace(explicit, model=explicit.model.model_copy(update={
         "position": ComponentChoice(name="rope", config={"theta": 500000.0})}))
     assert arm_cache.arm_parts(other) != arm_cache.arm_parts(explicit)
+
+
+def _with_model(arm, **slots):
+    return dataclasses.replace(arm, model=arm.model.model_copy(update={
+        slot: ComponentChoice(name=name, config=config) for slot, (name, config) in slots.items()}))
+
+
+def test_one_model_spelled_two_ways_is_one_key_and_trains_once():
+    """Issue 34 item 6: an attention comparison's baseline writes ``mha`` bare (kv_heads None),
+    llama_modern's genome ``mha:kv_heads=4``; at 4 heads both build the same network, so both
+    are one key (the explicit count, which the default genome's entries already had)."""
+    bare = plan_comparison("qk_norm").baseline
+    default = plan_comparison("muon").baseline
+    assert bare.model.attention.config == {} and default.model.attention.config == {"kv_heads": 4}
+    assert bare.model.model_dump(exclude={"attention", "position"}) == default.model.model_dump(
+        exclude={"attention", "position"})
+    assert arm_cache.arm_parts(bare) == arm_cache.arm_parts(default)
+    assert arm_cache.arm_parts(default)["model"]["attention"] == {"name": "mha", "config": {"kv_heads": 4}}
+    torch.manual_seed(0)
+    built_bare = build_model(bare.model).state_dict()
+    torch.manual_seed(0)
+    built_default = build_model(default.model).state_dict()
+    assert built_bare.keys() == built_default.keys()
+    assert all(torch.equal(built_bare[name], built_default[name]) for name in built_bare)
+    # a real difference stays one: two key/value heads is another network
+    grouped = _with_model(default, attention=("mha", {"kv_heads": 2}))
+    assert arm_cache.arm_parts(grouped) != arm_cache.arm_parts(default)
+    # the other attention components keep their default spelling (None), as their entries have it
+    qk = plan_comparison("qk_norm").method
+    assert arm_cache.arm_parts(_with_model(qk, attention=("qk_norm", {"kv_heads": 4}))) == arm_cache.arm_parts(qk)
+    assert arm_cache.arm_parts(qk)["model"]["attention"]["config"]["kv_heads"] is None
+    # RoPE over the whole head (16 of 64 / 4 heads) written out is RoPE's default
+    whole = _with_model(default, position=("rope", {"rotary_dim": 16}))
+    assert arm_cache.arm_parts(whole) == arm_cache.arm_parts(default)
+    assert arm_cache.arm_parts(default)["model"]["position"]["config"]["rotary_dim"] is None
+    assert arm_cache.arm_parts(_with_model(default, position=("rope", {"rotary_dim": 8}))) != arm_cache.arm_parts(default)
+
+
+def test_the_context_names_the_cpu(monkeypatch):
+    """Two CPUs that torch calls AVX512 alike (an AMD EPYC and an Intel Xeon) trained one key to
+    different numbers: the context, and so every key, names the CPU."""
+    from llmevo.train.execution import Execution
+
+    here = CacheContext.capture(torch.device("cpu"), Execution(), code_modules=())
+    monkeypatch.setattr(arm_cache, "cpu_identity", lambda: {"model": "another CPU", "flags_sha256": "0"})
+    there = CacheContext.capture(torch.device("cpu"), Execution(), code_modules=())
+    assert here.cpu != there.cpu and "another CPU" in there.cpu
+    assert _key(context=here) != _key(context=there)
 
 
 def test_call_mates_enter_the_key_only_where_they_can_change_the_numbers():

@@ -24,6 +24,7 @@ FIELDS = [
     "command",
     "accelerator",
     "library_versions",
+    "numerics",
     "dataset_fingerprint",
     "created_at",
 ]
@@ -69,6 +70,10 @@ def test_provenance_in_a_git_checkout(tmp_path: Path) -> None:
 
     provenance = _collect(repo, [component, runner], runner)
     assert list(provenance) == FIELDS
+    # the machine's numerics: the CPU (on Linux from /proc/cpuinfo) and the threads now
+    assert set(provenance["numerics"]) == {"cpu", "cpu_capability", "machine", "threads",
+                                           "float32_matmul_precision"}
+    assert provenance["numerics"]["cpu"]["model"] and provenance["numerics"]["threads"] >= 1
     assert provenance["code_commit"] == _git(repo, "rev-parse", "HEAD")
     assert provenance["code_dirty"] is False
     expected_files = {

@@ -3,7 +3,10 @@
 ``collect_provenance`` fills every field of the schema's ``provenance`` block, so that a
 result can be traced to an exact commit (and whether the tree was dirty), the sha256 of
 each implementation file and of the runner, the command line, the accelerator, the
-library versions and the dataset fingerprint.
+library versions, the dataset fingerprint and the machine's numerics (``numerics``: the CPU,
+the kernels torch dispatches to, the intra-op threads; the same code and seed trained on
+another CPU gives other last bits, which a run near the stability edge turns into a
+different number: docs/LOG.md, 2026-12-05, fifteenth session).
 """
 
 from __future__ import annotations
@@ -211,6 +214,46 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
+def cpu_identity() -> dict[str, str]:
+    """The CPU the math library dispatches on: vendor, model name, family/model/stepping, its
+    cache size and a sha256 of its feature flags (Linux ``/proc/cpuinfo``; elsewhere
+    ``platform.processor()``). MKL and oneDNN pick their kernels and blockings, and so the
+    order of a matmul's sums, from these."""
+    fields: dict[str, str] = {}
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    for line in text.split("\n\n", 1)[0].splitlines():  # the first processor's block
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    if not fields:
+        return {"model": platform.processor() or platform.machine(), "flags_sha256": ""}
+    flags = " ".join(sorted(fields.get("flags", fields.get("Features", "")).split()))
+    return {
+        "vendor": fields.get("vendor_id", fields.get("CPU implementer", "")),
+        "model": fields.get("model name", fields.get("Processor", "")),
+        "family_model_stepping": "/".join(fields.get(k, "") for k in ("cpu family", "model", "stepping")),
+        "cache_size": fields.get("cache size", ""),
+        "flags_sha256": hashlib.sha256(flags.encode("utf-8")).hexdigest()[:16],
+    }
+
+
+def machine_numerics() -> dict[str, Any]:
+    """What on this machine can move a computed number besides the code and the data: the CPU
+    (``cpu_identity``), torch's CPU kernel capability, the architecture, the intra-op
+    threads now and the float32 matmul precision (call after ``torch.set_num_threads``)."""
+    import torch  # imported by every caller already (they trained); not at module level
+
+    return {
+        "cpu": cpu_identity(),
+        "cpu_capability": str(torch.backends.cpu.get_cpu_capability()),
+        "machine": platform.machine(),
+        "threads": torch.get_num_threads(),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }
+
+
 @dataclass(frozen=True)
 class CodeState:
     """The code a run used, read when the run starts: the commit, whether the tree was
@@ -267,6 +310,7 @@ def collect_provenance(
         "command": command,
         "accelerator": accelerator,
         "library_versions": library_versions(),
+        "numerics": machine_numerics(),
         "dataset_fingerprint": dataset_fingerprint,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }

@@ -109,6 +109,7 @@ class Provenance(_Block):
     command: str | None = None
     accelerator: str | None = None
     library_versions: dict[str, str] | None = None
+    numerics: dict[str, Any] | None = None  # CPU, kernel capability, threads (2026-12-05 on)
     created_at: str | None = None
     historical_migration: str | None = None
     original_code_commit: str | None = None
@@ -330,6 +331,7 @@ class TuningSetting(_Block):
     coordinates: dict[str, float] | None = None
     sobol: dict[str, float] | None = None
     cached_seeds: list[int] | None = None
+    paths: dict[str, str] | None = None  # tuning seed -> how its run trained (2026-12-05 on)
 
 
 class TuningAxisRecord(_Block):

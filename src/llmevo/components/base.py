@@ -11,6 +11,11 @@ Two optional hooks, both inert for a model without such parts: ``AdjustsInit`` (
 rescales its submodules' default initialisation, DeepNorm's beta) and ``AuxiliaryLoss`` (a part
 that adds a term to the training objective, a mixture of experts' load-balancing loss, read by
 the trainers through ``AuxiliaryLosses``).
+
+A component config with two spellings of one network (``kv_heads`` None and ``kv_heads`` =
+heads; RoPE's ``rotary_dim`` None and the head dimension) is a ``SpelledOneWay`` and says
+which spelling is its ``canonical`` one at a model's sizes: the arm cache keys a run on that
+(``runner.cache.canonical_model``), so equal models are one key and train once.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+
+from llmevo.registry import StrictModel
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,14 @@ class ModelDims:
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
+
+
+class SpelledOneWay(StrictModel):
+    """A component config where more than one value of a field builds the same network at a
+    given size; ``canonical(dims)`` is the one spelling the arm cache keys on."""
+
+    def canonical(self, dims: ModelDims) -> SpelledOneWay:  # pragma: no cover (each overrides)
+        raise NotImplementedError
 
 
 class PositionEncoding(nn.Module):

@@ -13,14 +13,20 @@ numbers that already exist. This module stores two kinds of entry and gives them
   model with ``build_model`` and loads it (``--save-checkpoints`` works from a hit).
 
 **The key** is a sha256 over a canonical JSON (sorted keys, exact float reprs) of everything
-that can change a number: the arm (its model config, optimizer choice, post-training gene,
-data view and data recipe), the run's resolved ``TrainConfig`` (lr, steps, batch, seq_len,
+that can change a number: the arm (its model config, every component resolved to its full
+typed config and spelled one way, ``canonical_model``: ``mha`` and ``mha:kv_heads=4`` at 4
+heads are one network and one key; its optimizer choice, post-training gene, data view and
+data recipe), the run's resolved ``TrainConfig`` (lr, steps, batch, seq_len,
 warmup, schedule, weight decay, clipping, precision, optimizer), the seed, the preset's
 evaluation settings (every preset field but ``train``: suite, eval batch size, max windows,
 data budgets, …) with the comparison's objective and metric, a digest of the data itself
 (the training stream and every training source a recipe may draw from, validation, test
 and token-byte tensors, and the fingerprints of both suites), and the machine context: torch
-version, device and accelerator name, the CPU's kernel capability and architecture, the intra-op thread count, float32 matmul precision, the resolved
+version, device and accelerator name, the CPU itself (vendor, model, a digest of its feature
+flags: the same code and seed on an AMD EPYC and an Intel Xeon, both "AVX512" to torch, give
+different last bits, and near the stability edge different numbers; docs/LOG.md,
+2026-12-05), the CPU's kernel capability and architecture, the intra-op thread count,
+float32 matmul precision, the resolved
 execution path and ``replicas_max``, and a sha256 over the source of every llmevo module the
 caching pipeline reaches through its imports (``code_modules``: for a reproduction, what
 ``llmevo.experiments.reproduction`` imports, every component and architecture included;
@@ -56,7 +62,7 @@ source files, not patched functions.
 
 Public API: ``CacheUse``, ``CacheContext``, ``ArmCache``, ``TuningEntries``,
 ``ReportEntries``, ``CachedMetric``, ``run_key``, ``source_sha256``,
-``data_sha256``, ``canonical_json``.
+``data_sha256``, ``canonical_json``, ``canonical_model``, ``resolved_choice``.
 """
 
 from __future__ import annotations
@@ -76,9 +82,11 @@ import torch
 from torch import nn
 
 from llmevo.artifacts.io import write_bytes_atomic
-from llmevo.artifacts.provenance import module_path
+from llmevo.artifacts.provenance import cpu_identity, module_path
 from llmevo.catalog import full_registry
+from llmevo.components.base import ModelDims, SpelledOneWay
 from llmevo.errors import WriteError
+from llmevo.model.config import ModelConfig
 from llmevo.registry import MODEL_SLOTS, ComponentChoice
 from llmevo.runner.arm import CONCAT, Arm
 from llmevo.runner.arm_run import ArmRun
@@ -151,6 +159,7 @@ class CacheContext:
     torch_version: str
     device: str  # the device type
     accelerator: str  # e.g. "CPU", "CUDA (NVIDIA H200)"
+    cpu: str  # the CPU itself (``provenance.cpu_identity``): vendor, model, flags
     cpu_capability: str  # the CPU kernels torch dispatches to (e.g. AVX2, AVX512)
     machine: str  # x86_64, arm64, ...
     threads: int  # intra-op threads of this process (evaluation, lone in-process runs)
@@ -168,6 +177,7 @@ class CacheContext:
             torch_version=torch.__version__,
             device=device.type,
             accelerator=accelerator_name(device),
+            cpu=canonical_json(cpu_identity()),
             cpu_capability=str(torch.backends.cpu.get_cpu_capability()),
             machine=platform.machine(),
             threads=torch.get_num_threads(),
@@ -182,23 +192,36 @@ class CacheContext:
         return self.path == "sequential" or (self.path == "parallel" and self.threads == 1)
 
 
-def resolved_choice(slot: str, choice: ComponentChoice) -> dict[str, Any]:
+def resolved_choice(slot: str, choice: ComponentChoice, dims: ModelDims | None = None) -> dict[str, Any]:
     """A component choice with every hyperparameter its typed config fills in, so that
-    ``rope`` and ``rope:theta=10000.0`` (its default) are one network and one key."""
+    ``rope`` and ``rope:theta=10000.0`` (its default) are one network and one key; with
+    ``dims`` (a model's sizes) a ``SpelledOneWay`` config in its canonical spelling, so that
+    ``mha`` and ``mha:kv_heads=4`` at 4 heads are one too."""
     config = full_registry().get(slot, choice.name).make_config(choice.config)
+    if dims is not None and isinstance(config, SpelledOneWay):
+        config = config.canonical(dims)
     return {"name": choice.name, "config": config.model_dump(mode="json")}
 
 
-def arm_parts(arm: Arm) -> dict[str, Any]:
-    """What is built and how it is fed: model config (components resolved to their full typed
-    configs), optimizer, post-training gene, data view, the data recipe (other than
-    ``concat``), and the starting weights' sha256 of an arm that starts from a checkpoint."""
-    model = arm.model.model_dump(mode="json")
-    if model.get("architecture") == "transformer":  # other architectures: as written
+def canonical_model(model: ModelConfig) -> dict[str, Any]:
+    """A model genome as the cache keys it: a transformer's components resolved to their full
+    typed configs, each spelled one way at the model's sizes (equal models, one dict); other
+    architectures as written."""
+    parts = model.model_dump(mode="json")
+    if parts.get("architecture") == "transformer":
+        dims = ModelDims(vocab_size=model.vocab_size, d_model=model.d_model, n_layers=model.n_layers,
+                         n_heads=model.n_heads, max_seq_len=model.max_seq_len)
         for slot in MODEL_SLOTS:
-            model[slot] = resolved_choice(slot, getattr(arm.model, slot))
+            parts[slot] = resolved_choice(slot, getattr(model, slot), dims)
+    return parts
+
+
+def arm_parts(arm: Arm) -> dict[str, Any]:
+    """What is built and how it is fed: model config (``canonical_model``), optimizer,
+    post-training gene, data view, the data recipe (other than ``concat``), and the starting
+    weights' sha256 of an arm that starts from a checkpoint."""
     parts = {
-        "model": model,
+        "model": canonical_model(arm.model),
         "optimizer": resolved_choice("optimizer", arm.optimizer),
         "post_training": None if arm.post_training is None else arm.post_training.model_dump(mode="json"),
         "data_view": arm.data,
@@ -245,9 +268,11 @@ def run_key(
 
 @dataclass(frozen=True)
 class CachedMetric:
-    """A tuning run's validation metric; ``value`` None: the run diverged."""
+    """A tuning run's validation metric; ``value`` None: the run diverged. ``path``: how the
+    original run trained (None in entries written before 2026-12-05)."""
 
     value: float | None
+    path: str | None = None
 
 
 class ArmCache:
@@ -360,11 +385,18 @@ class TuningEntries(_Entries):
         found = self.cache._load(self.key(spec, call), self.kind)
         if found is None:
             return None
-        value = found[0].get("value")
-        return CachedMetric(value) if value is None or isinstance(value, float) else None
+        value, path = found[0].get("value"), found[0].get("path")
+        if not (value is None or isinstance(value, float)) or not (path is None or isinstance(path, str)):
+            return None
+        return CachedMetric(value, path)
 
-    def store(self, spec: RunSpec, call: Sequence[RunSpec], value: float | None) -> None:
-        self.cache._store(self.key(spec, call), self.kind, {"value": value})
+    def store(self, spec: RunSpec, call: Sequence[RunSpec], value: float | None,
+              path: str | None = None) -> None:
+        """Keep the run's value and how it trained (``RunOutcome.path``); the key is unchanged."""
+        payload: dict[str, Any] = {"value": value}
+        if path is not None:
+            payload["path"] = path
+        self.cache._store(self.key(spec, call), self.kind, payload)
 
 
 class ReportEntries(_Entries):

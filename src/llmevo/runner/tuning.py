@@ -168,6 +168,7 @@ class ArmTuning:
     extended: Literal["up", "down"] | None = None
     confirmed: tuple[float, ...] = ()  # learning rates retrained on the confirmation seeds
     cached: list[tuple[float, int]] = field(default_factory=list)  # (lr, seed) from the arm cache
+    paths: dict[tuple[float, int], str] = field(default_factory=dict)  # (lr, seed) -> how it trained
 
     @property
     def grid(self) -> list[float]:
@@ -214,22 +215,26 @@ def score_runs(
     progress: Progress | None,
     execution: Execution,
     cache: TuningEntries | None,
-) -> tuple[dict[int, float | None], set[int]]:
-    """Each tuning run's validation score by its index in ``specs`` (None: diverged), and the
-    indices that came from the arm cache: the runs not found there train in one
+) -> tuple[dict[int, float | None], set[int], dict[int, str]]:
+    """Each tuning run's validation score by its index in ``specs`` (None: diverged), the
+    indices that came from the arm cache, and how each run trained (``RunOutcome.path``:
+    a lone run of a parallel call trains in this process, ``sequential``; a cached run's is
+    the original's, where its entry recorded it): the runs not found in the cache train in one
     ``train_many`` call, are scored with ``evaluate`` and stored."""
     hits = {} if cache is None else cache.hits(specs, lambda spec: cache.load(spec, specs))
     values: dict[int, float | None] = {index: hit.value for index, hit in hits.items()}
+    paths: dict[int, str] = {index: hit.path for index, hit in hits.items() if hit.path is not None}
     missing = [index for index in range(len(specs)) if index not in hits]
     outcomes = train_many(build, stream, [specs[i] for i in missing], device, progress,
                           description=f"tune {label}", build_optimizer=build_optimizer,
                           path=execution.path, replicas_max=execution.replicas_max) if missing else []
     for index, outcome in zip(missing, outcomes, strict=True):
         values[index] = None if outcome.result.status == "diverged" else float(evaluate(outcome.model))
+        paths[index] = outcome.path
         outcome.model.cpu()
         if cache is not None:
-            cache.store(outcome.spec, specs, values[index])
-    return values, set(hits)
+            cache.store(outcome.spec, specs, values[index], outcome.path)
+    return values, set(hits), paths
 
 
 def tune_arm(
@@ -257,9 +262,12 @@ def tune_arm(
                  for lr in lrs for seed in seeds]
         known = {s.lr: s for s in tuning.settings}
         results = {lr: known.get(lr) or SettingResult(lr, {}, extension) for lr in lrs}
-        values, hits = score_runs(label, build, stream, specs, evaluate, device, progress, execution, cache)
+        values, hits, paths = score_runs(label, build, stream, specs, evaluate, device, progress,
+                                         execution, cache)
         for index, spec in enumerate(specs):  # in run order, whichever came from the cache
             results[spec.config.lr].values[spec.seed] = values[index]
+            if index in paths:
+                tuning.paths[(spec.config.lr, spec.seed)] = paths[index]
             if index in hits:
                 tuning.cached.append((spec.config.lr, spec.seed))
         tuning.settings.extend(r for lr, r in results.items() if lr not in known)
@@ -296,7 +304,9 @@ def tuning_block(plan: TuningPlan, metric: str, arms: dict[str, ArmTuning]) -> d
             "settings": [
                 {"lr": s.lr, "validation": {str(k): v for k, v in s.values.items()},
                  "mean": s.mean, "status": "complete" if s.mean is not None else "diverged",
-                 "extension": s.extension}
+                 "extension": s.extension,
+                 "paths": {str(seed): tuning.paths[(s.lr, seed)] for seed in s.values
+                           if (s.lr, seed) in tuning.paths}}
                 for s in sorted(tuning.settings, key=lambda s: s.lr)
             ],
             "chosen": {"lr": best.lr},

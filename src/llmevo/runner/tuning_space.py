@@ -307,6 +307,7 @@ class Trial:
     values: dict[str, float | int]  # the settings trained
     validation: dict[int, float | None] = field(default_factory=dict)  # None: diverged
     cached: tuple[int, ...] = ()  # tuning seeds loaded from the arm cache
+    paths: dict[int, str] = field(default_factory=dict)  # tuning seed -> how its run trained
 
     @property
     def mean(self) -> float | None:
@@ -431,10 +432,13 @@ def tune_arm_space(
         specs = [RunSpec(seed, apply_settings(config, axes, trial.values),
                          label=f"trial {trial.number} seed {seed}")
                  for trial in trials for seed in plan.seeds]
-        values, hits = score_runs(label, build, stream, specs, evaluate, device, progress, execution, cache)
+        values, hits, paths = score_runs(label, build, stream, specs, evaluate, device, progress,
+                                         execution, cache)
         for index, spec in enumerate(specs):
             trial = trials[index // len(plan.seeds)]
             trial.validation[spec.seed] = values[index]
+            if index in paths:
+                trial.paths[spec.seed] = paths[index]
             if index in hits:
                 trial.cached = (*trial.cached, spec.seed)
         for asked_trial, trial in zip(asked, trials, strict=True):
@@ -503,7 +507,9 @@ def grid_floor(tuning: ArmSpaceTuning, build: Callable[[], nn.Module], stream: T
                                           for name in (axis.name for axis in tuning.axes)}
         tuning.grid_trials.append(Trial(
             len(tuning.trials) + len(tuning.grid_trials), "grid", {}, {}, values,
-            dict(setting.values), tuple(seed for seed in plan.seeds if (setting.lr, seed) in cached)))
+            dict(setting.values), tuple(seed for seed in plan.seeds if (setting.lr, seed) in cached),
+            paths={seed: record.paths[(setting.lr, seed)] for seed in plan.seeds
+                   if (setting.lr, seed) in record.paths}))
 
 
 def chosen_config(config: TrainConfig, tuning: ArmSpaceTuning) -> TrainConfig:
@@ -573,7 +579,8 @@ def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTun
                  "mean": t.mean, "status": "complete" if t.mean is not None else "diverged",
                  "extension": t.phase == "extension", "trial": t.number, "phase": t.phase,
                  "values": dict(t.values), "coordinates": dict(t.coordinates),
-                 "sobol": dict(t.sobol), "cached_seeds": list(t.cached)}
+                 "sobol": dict(t.sobol), "cached_seeds": list(t.cached),
+                 "paths": {str(seed): path for seed, path in t.paths.items()}}
                 for t in (*tuning.trials, *tuning.grid_trials)
             ],
             "chosen": {k: float(v) for k, v in choice.values.items()},

@@ -26,19 +26,17 @@ gate's parameters are not compensated in the baseline: ``mha`` stays at its own 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
 import torch
-from pydantic import PositiveInt
 from torch import Tensor, nn
 
-from llmevo.components.attention.mha import CausalSelfAttention
+from llmevo.components.attention.mha import CausalSelfAttention, KVHeadsConfig
 from llmevo.components.base import AttentionContext, ModelDims
-from llmevo.registry import Paper, Scaling, SearchDimension, StrictModel, register
+from llmevo.registry import Paper, SearchDimension, register
 
 
-class GatedAttentionConfig(StrictModel):
-    kv_heads: Annotated[PositiveInt | None, Scaling.HEADS] = None
+class GatedAttentionConfig(KVHeadsConfig):
     granularity: Literal["elementwise", "headwise"] = "elementwise"
 
 

@@ -14,20 +14,37 @@ Subclasses override one step (``project``, ``attend``) rather than copying ``for
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import torch
 import torch.nn.functional as F
 from pydantic import PositiveInt
 from torch import Tensor, nn
 
-from llmevo.components.base import Attention, AttentionContext, ModelDims
+from llmevo.components.base import Attention, AttentionContext, ModelDims, SpelledOneWay
 from llmevo.errors import ConfigError
-from llmevo.registry import Paper, Scaling, SearchDimension, StrictModel, register
+from llmevo.registry import Paper, Scaling, SearchDimension, register
 
 
-class MultiHeadConfig(StrictModel):
+class KVHeadsConfig(SpelledOneWay):
+    """An attention config with ``kv_heads``: None builds one key/value head per query head,
+    the same network as ``kv_heads`` = heads. Its canonical spelling is None (the default
+    these configs are written with), except ``mha``'s, which spells the count (llama_modern's
+    own genome writes ``mha:kv_heads=4``): the spellings the arm cache already held keep
+    their keys."""
+
     kv_heads: Annotated[PositiveInt | None, Scaling.HEADS] = None  # None: one key/value head per query head
+    spells_heads: ClassVar[bool] = False  # canonical: the count (True) or None (False)
+
+    def canonical(self, dims: ModelDims) -> KVHeadsConfig:
+        full = self.kv_heads in (None, dims.n_heads)
+        if not full:
+            return self
+        return self.model_copy(update={"kv_heads": dims.n_heads if self.spells_heads else None})
+
+
+class MultiHeadConfig(KVHeadsConfig):
+    spells_heads: ClassVar[bool] = True
 
 
 def causal_mask(n_queries: int, n_keys: int, device: torch.device) -> Tensor:

@@ -16,20 +16,17 @@ OLMo-2/Qwen3; the normalisation precedes RoPE; Henry et al.'s learned temperatur
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import torch
-from pydantic import PositiveFloat, PositiveInt
+from pydantic import PositiveFloat
 from torch import Tensor, nn
 
-from llmevo.components.attention.mha import CausalSelfAttention
+from llmevo.components.attention.mha import CausalSelfAttention, KVHeadsConfig
 from llmevo.components.base import AttentionContext, ModelDims
 from llmevo.components.norm.rmsnorm import rms_norm
-from llmevo.registry import Paper, Scaling, SearchDimension, StrictModel, register
+from llmevo.registry import Paper, SearchDimension, register
 
 
-class QKNormConfig(StrictModel):
-    kv_heads: Annotated[PositiveInt | None, Scaling.HEADS] = None
+class QKNormConfig(KVHeadsConfig):
     eps: PositiveFloat = 1e-6
 
 

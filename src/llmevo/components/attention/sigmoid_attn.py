@@ -18,19 +18,21 @@ llama_modern's pre-norm); its FlashSigmoid kernel is not used (the weights are a
 from __future__ import annotations
 
 import math
-from typing import Annotated
 
 import torch
-from pydantic import PositiveInt
 from torch import Tensor
 
-from llmevo.components.attention.mha import CausalSelfAttention, causal_mask, expand_kv
+from llmevo.components.attention.mha import (
+    CausalSelfAttention,
+    KVHeadsConfig,
+    causal_mask,
+    expand_kv,
+)
 from llmevo.components.base import AttentionContext, ModelDims
-from llmevo.registry import Paper, Scaling, StrictModel, register
+from llmevo.registry import Paper, register
 
 
-class SigmoidAttentionConfig(StrictModel):
-    kv_heads: Annotated[PositiveInt | None, Scaling.HEADS] = None
+class SigmoidAttentionConfig(KVHeadsConfig):
     bias: float | None = None  # None: -log(max_seq_len), the paper's b = -log(n)
 
 

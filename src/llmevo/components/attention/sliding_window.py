@@ -31,13 +31,12 @@ import torch.nn.functional as F
 from pydantic import PositiveInt
 from torch import Tensor
 
-from llmevo.components.attention.mha import CausalSelfAttention
+from llmevo.components.attention.mha import CausalSelfAttention, KVHeadsConfig
 from llmevo.components.base import AttentionContext, ModelDims
-from llmevo.registry import Paper, Scaling, SearchDimension, StrictModel, register
+from llmevo.registry import Paper, Scaling, SearchDimension, register
 
 
-class SlidingWindowConfig(StrictModel):
-    kv_heads: Annotated[PositiveInt | None, Scaling.HEADS] = None
+class SlidingWindowConfig(KVHeadsConfig):
     window: Annotated[PositiveInt, Scaling.KEPT] = 32  # visible positions per query, the query included
 
 

@@ -29,19 +29,21 @@ the output head, which is not this slot. The cap is applied after the position b
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import torch
-from pydantic import PositiveFloat, PositiveInt
+from pydantic import PositiveFloat
 from torch import Tensor
 
-from llmevo.components.attention.mha import CausalSelfAttention, causal_mask, expand_kv
+from llmevo.components.attention.mha import (
+    CausalSelfAttention,
+    KVHeadsConfig,
+    causal_mask,
+    expand_kv,
+)
 from llmevo.components.base import AttentionContext, ModelDims
-from llmevo.registry import Paper, Scaling, SearchDimension, StrictModel, register
+from llmevo.registry import Paper, SearchDimension, register
 
 
-class SoftcapConfig(StrictModel):
-    kv_heads: Annotated[PositiveInt | None, Scaling.HEADS] = None
+class SoftcapConfig(KVHeadsConfig):
     cap: PositiveFloat = 10.0  # binds at this scale (module docstring); Gemma 2's is 50
 
 

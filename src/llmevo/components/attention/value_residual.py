@@ -16,21 +16,17 @@ grouping into KV heads, so every layer must use the same ``kv_heads``.
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from pydantic import PositiveInt
 from torch import Tensor
 
-from llmevo.components.attention.mha import CausalSelfAttention
+from llmevo.components.attention.mha import CausalSelfAttention, KVHeadsConfig
 from llmevo.components.base import AttentionContext, ModelDims
 from llmevo.errors import ConfigError
-from llmevo.registry import Paper, Scaling, SearchDimension, StrictModel, register
+from llmevo.registry import Paper, SearchDimension, register
 
 FIRST_VALUES = "value_residual.first_values"
 
 
-class ValueResidualConfig(StrictModel):
-    kv_heads: Annotated[PositiveInt | None, Scaling.HEADS] = None
+class ValueResidualConfig(KVHeadsConfig):
     lambda_current: float = 0.5
     lambda_first: float = 0.5
 

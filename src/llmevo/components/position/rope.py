@@ -18,14 +18,20 @@ import torch
 from pydantic import PositiveInt, model_validator
 from torch import Tensor
 
-from llmevo.components.base import ModelDims, PositionEncoding
+from llmevo.components.base import ModelDims, PositionEncoding, SpelledOneWay
 from llmevo.errors import ConfigError
-from llmevo.registry import Paper, Scaling, SearchDimension, StrictModel, register
+from llmevo.registry import Paper, Scaling, SearchDimension, register
 
 
-class RopeConfig(StrictModel):
+class RopeConfig(SpelledOneWay):
     theta: float = 10_000.0
     rotary_dim: Annotated[PositiveInt | None, Scaling.HEAD_DIM] = None  # None: the whole head dimension
+
+    def canonical(self, dims: ModelDims) -> RopeConfig:
+        """None (the default) for a rotation over the whole head dimension, however written."""
+        if self.rotary_dim == dims.head_dim:
+            return self.model_copy(update={"rotary_dim": None})
+        return self
 
     @model_validator(mode="after")
     def _even(self) -> RopeConfig:
