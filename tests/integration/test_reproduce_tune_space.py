@@ -59,8 +59,10 @@ def test_space_tuned_smoke_reproduction_records_every_trial_and_plots_every_axis
                     "--tune-trials", "4", "--seeds", "42,43,44", "--device", "cpu", "--no-report",
                     "--data-dir", str(data_dir), "--out", str(again)]) == 0
     second = json.loads(again.read_text())
-    assert second["tuning"]["arms"] == tuning["arms"] | {
-        label: {**tuning["arms"][label], "settings": [
+    budgets = {label: second["tuning"]["arms"][label].pop("budget") for label in ("baseline", "method")}
+    assert all(budget["trained"] == 0 for budget in budgets.values())  # every tuning run from the cache
+    assert second["tuning"]["arms"] == {
+        label: {**{k: v for k, v in tuning["arms"][label].items() if k != "budget"}, "settings": [
             {**s, "cached_seeds": [1000]} for s in tuning["arms"][label]["settings"]]}
         for label in ("baseline", "method")}
     assert len(second["cache"]["method"]["tuning"]) == len(tuning["arms"]["method"]["settings"])
