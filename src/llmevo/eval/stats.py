@@ -317,4 +317,52 @@ def decide(metric: str, rows: Sequence[Mapping], statistics: Mapping[str, Mappin
     if noop_reason is not None:
         decision = {**decision, "classification": NOOP_CLASS, "margin_percent": margin_percent,
                     "summary": f"{decision['summary']} Class: no-op ({noop_reason}); it never promotes."}
+    if len(rows) >= 4:  # each arm's report seeds that stalled (``stalled_seeds``), said in the summary
+        stalled = stalled_seeds([row.get("seed", index) for index, row in enumerate(rows)],
+                                [row["baseline"][metric] for row in rows], [row["method"][metric] for row in rows],
+                                lower_is_better)
+        said = [f"the {arm} at seed {', '.join(map(str, seeds))}" for arm, seeds in stalled.items() if seeds]
+        decision = {**decision, "stalled_seeds": stalled, **({"summary": decision["summary"] + (
+            f" Stalled: {'; '.join(said)} (a paired change far from the other seeds')." )} if said else {})}
     return decision
+
+
+STALL_Z = 3.5  # Iglewicz & Hoaglin's cut for a modified z-score outlier
+STALL_POINTS = 1.0  # and at least this many percentage points off the other seeds' changes
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def stalled_seeds(seeds: Sequence[int], baseline: Sequence[float], method: Sequence[float],
+                  lower_is_better: bool = True, threshold: float = STALL_Z,
+                  points: float = STALL_POINTS) -> dict[str, list[int]]:
+    """Each arm's seeds whose run *stalled*: the seed's paired change (method against
+    baseline, in percent, positive when the method is worse) is an outlier among the seeds by
+    the modified z-score 0.6745 (d - median) / MAD beyond ``threshold`` (Iglewicz & Hoaglin,
+    "How to Detect and Handle Outliers", 1993: robust to the outlier itself) and at least
+    ``points`` percentage points from the median change; a change far on the worse side is the
+    method's stall, far on the better side the baseline's. A seed's difficulty, shared by both
+    arms, cancels in the pairing, so it is never read as a stall. A run that diverged (a value
+    not finite) stalled. Fewer than 4 seeds: none can be told from the rest."""
+    found: dict[str, list[int]] = {"baseline": [], "method": []}
+    changes: dict[int, float] = {}
+    for seed, b, m in zip(seeds, baseline, method, strict=True):
+        for arm, value in (("baseline", b), ("method", m)):
+            if not math.isfinite(value):
+                found[arm].append(seed)
+        if math.isfinite(b) and math.isfinite(m) and b != 0:
+            change = 100.0 * (m - b) / abs(b)
+            changes[seed] = change if lower_is_better else -change
+    if len(seeds) < 4 or len(changes) < 3:
+        return found
+    median = _median(list(changes.values()))
+    mad = _median([abs(change - median) for change in changes.values()])
+    for seed, change in changes.items():
+        off = change - median
+        if abs(off) >= points and (mad == 0 or 0.6745 * abs(off) / mad > threshold):
+            found["method" if off > 0 else "baseline"].append(seed)
+    return {arm: sorted(found_seeds) for arm, found_seeds in found.items()}

@@ -102,12 +102,16 @@ def _labels(row: Mapping) -> tuple[str, str]:
 
 
 def _fragile(row: Mapping, short: bool = False) -> str:
-    """`` (fragile: seed 44)`` when leaving out a report seed changes the class (``short``:
-    `` (fragile)``)."""
+    """`` (fragile: seed 44)`` when leaving out a report seed changes the class, and
+    `` (stalled: baseline seed 44)`` for a report seed that stalled (``short``: `` (fragile)``
+    only)."""
     seeds = row.get("fragile_seeds")
-    if not seeds:
-        return ""
-    return " (fragile)" if short else f" (fragile: seed {', '.join(str(seed) for seed in seeds)})"
+    fragile = "" if not seeds else (" (fragile)" if short else
+                                    f" (fragile: seed {', '.join(str(seed) for seed in seeds)})")
+    stalled = row.get("stalled_seeds") or {}
+    said = [f"{arm} seed {', '.join(str(seed) for seed in stalled[arm])}" for arm in ("baseline", "method")
+            if stalled.get(arm)]
+    return fragile + ("" if short or not said else f" (stalled: {'; '.join(said)})")
 
 
 def _members(rows: Sequence[Mapping]) -> list[Mapping]:

@@ -151,6 +151,19 @@ def _fragile_seeds(artifact: ReproductionArtifact, metric: str, classification: 
     return fragile_seeds([row.seed for row in rows], *pairs, classification, margin, verdict.lower_is_better)
 
 
+def _stalled_seeds(artifact: ReproductionArtifact, metric: str) -> dict[str, list[int]] | None:
+    """Each arm's report seeds that stalled on ``metric`` (``eval.stats.stalled_seeds``: a
+    paired change far off the other seeds', or a diverged run); None below 4 paired seeds."""
+    from llmevo.eval.stats import stalled_seeds
+
+    pairs = artifact.paired_values(metric)
+    rows = artifact.per_seed or []
+    if pairs is None or len(rows) < 4:
+        return None
+    lower = artifact.verdict.lower_is_better if artifact.verdict is not None else True
+    return stalled_seeds([row.seed for row in rows], *pairs, lower)
+
+
 def _reproduction_row(artifact: ReproductionArtifact, family: FamilyVerdict | None = None) -> dict:
     protocol, verdict = artifact.evaluation_protocol, artifact.verdict
     # the protocol's seeds; a top-level seeds key (kept unknown) where the protocol lists none
@@ -188,6 +201,7 @@ def _reproduction_row(artifact: ReproductionArtifact, family: FamilyVerdict | No
         "chosen_lr": _chosen_fields(artifact),
         "narrow_advantage": (narrow is not None) if judged else None,
         "fragile_seeds": fragile,  # None: not a formal comparison of 4+ seeds
+        "stalled_seeds": _stalled_seeds(artifact, metric),  # per arm; None: fewer than 4 seeds
         "claim": f"{claim} {narrow}" if narrow else claim,
         "status": None,
     }
