@@ -38,6 +38,7 @@ from llmevo.errors import ArtifactError, ConfigError
 from llmevo.eval.decisions import DecisionAccuracy
 from llmevo.eval.sensitivity import lr_sensitivity
 from llmevo.eval.stats import claim_policy
+from llmevo.eval.time_to_target import artifact_time_to_target
 from llmevo.promotion import FamilyVerdict, family_members, family_verdicts, verdict_class
 from llmevo.reports.decisions import accuracy_lines
 from llmevo.reports.ladder import ladder_row, ladder_section
@@ -202,6 +203,7 @@ def _reproduction_row(artifact: ReproductionArtifact, family: FamilyVerdict | No
         "narrow_advantage": (narrow is not None) if judged else None,
         "fragile_seeds": fragile,  # None: not a formal comparison of 4+ seeds
         "stalled_seeds": _stalled_seeds(artifact, metric),  # per arm; None: fewer than 4 seeds
+        "time_to_target": artifact_time_to_target(artifact),  # the method's share of the baseline's steps
         "claim": f"{claim} {narrow}" if narrow else claim,
         "status": None,
     }

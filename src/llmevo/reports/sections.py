@@ -212,7 +212,14 @@ def _verdict_section(artifact: ReproductionArtifact) -> Section:
         else ()
     )
     narrow = narrow_advantage(artifact)
-    return Section("verdict", "Verdict", sentences=(sentence,),
+    from llmevo.eval.time_to_target import artifact_time_to_target, describe
+
+    reached = describe(artifact_time_to_target(artifact))
+    timing = () if reached is None else (
+        f"Time to target: the method reached the baseline's final training loss in {reached} of "
+        "the baseline's steps (geometric mean over the seeds, 95% interval; the same runs read "
+        "at equal loss instead of equal budget).",)
+    return Section("verdict", "Verdict", sentences=(sentence, *timing),
                    warnings=warnings + ((narrow,) if narrow else ()))
 
 
