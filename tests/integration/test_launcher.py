@@ -113,3 +113,33 @@ def test_a_single_comparison_refuses_the_launcher(tmp_path, data_dir, capsys):
 def test_slurm_without_slurm_is_one_line(tmp_path):
     with pytest.raises(ConfigError, match="no Slurm on this machine"):
         launch(functools.partial(check_margin, 2.0), LaunchSection(launcher="slurm"), tmp_path, "x")
+
+
+@pytest.mark.slow
+def test_evolve_workers_as_launched_jobs(tmp_path, monkeypatch, data_dir):
+    """An evolution whose workers are two local jobs on the study's SQLite storage: each job
+    ran trials, the study reached its trials, and this process wrote the final comparison."""
+    monkeypatch.chdir(tmp_path)
+    report = tmp_path / "report"
+    assert run_cli(["evolve", "--preset", "smoke", "--trials", "3", "--trial-steps", "4", "--threads", "1",
+                    "--eval-windows", "2", "--promotion", "manifest", "--storage", f"sqlite:///{tmp_path}/s.db",
+                    "--study", "launched", "--out", str(report), "--seeds", "42,43,44", "--no-final-tune",
+                    "--data-dir", str(data_dir), "--launcher", "local", "--jobs", "2"]) == 0
+    logs = [path.read_text() for path in sorted((report / "submitit").glob("*_log.out"))]
+    assert len(logs) == 2 and all("trial" in log for log in logs)  # both workers took trials
+    summary = json.loads((report / "summary.json").read_text())
+    assert summary["trial_counts"]["complete"] >= 3
+    assert (report / "final-comparison.json").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--workers", "2", "--launcher", "local"], "give --jobs instead"),
+    (["--jobs", "2"], "--jobs applies to --launcher only"),
+    (["--explain", "--launcher", "local"], "--launcher applies to a search"),
+])
+def test_evolve_launch_options_that_cannot_apply_are_refused(tmp_path, monkeypatch, data_dir, capsys, args, message):
+    monkeypatch.chdir(tmp_path)
+    code = run_cli(["evolve", "--preset", "smoke", "--trials", "2", "--storage", f"sqlite:///{tmp_path}/s.db",
+                    "--data-dir", str(data_dir), *args])
+    assert code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "s.db").exists()

@@ -18,14 +18,20 @@ from llmevo.cli.common import (
     DeviceOption,
     DModelOption,
     HeadsOption,
+    JobMinutesOption,
+    JobsOption,
+    LauncherFolderOption,
+    LauncherOption,
     LayersOption,
     PresetName,
     RungOption,
     SamplerName,
+    SlurmPartitionOption,
     app,
     check_applies,
     console,
     err_console,
+    launch_options,
     parse_floats,
     parse_names,
     parse_seeds,
@@ -151,11 +157,19 @@ def evolve(
              "budget, training, hurdles, rescoring and the final comparison stay llmevo's.")] = None,
     proposer_timeout: Annotated[float | None, typer.Option(
         help="Seconds a --proposer call may take (default 600); its process group is then killed.")] = None,
+    launcher: LauncherOption = None,
+    jobs: JobsOption = None,
+    slurm_partition: SlurmPartitionOption = None,
+    job_minutes: JobMinutesOption = None,
+    launcher_folder: LauncherFolderOption = None,
 ) -> None:
     """Evolve genomes (a component per slot, optimizer, training genes) on an Optuna study."""
     seed_list = parse_seeds(None, seeds)
     check_applies("--genes", genes is not None, explain, "--explain")
     check_applies("--proposer", proposer is not None, not explain, "a search (not --explain)")
+    launching = launch_options(launcher, jobs, slurm_partition, job_minutes, launcher_folder)
+    for key in launching:
+        check_applies("--" + key.replace("_", "-"), True, not explain and not list_space, "a search (not --explain)")
     gene_names = parse_names(genes, "--genes", "gene names") if genes is not None else None
     from llmevo.evolve import EvolutionSettings, run, search_space
     from llmevo.evolve import explain as explain_champion
@@ -180,7 +194,7 @@ def evolve(
         trial_lr_factors=[] if trial_lr_factors.strip().lower() == "none" else parse_floats(
             trial_lr_factors, "--trial-lr-factors"),
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]), proposer=proposer,
-        **({} if proposer_timeout is None else {"proposer_timeout": proposer_timeout}),
+        **({} if proposer_timeout is None else {"proposer_timeout": proposer_timeout}), **launching,
     )
     # every value is checked by the typed settings (the CLI only parses); names and paths first
     probe = EvolutionSettings(data_dir=Path("."), **values)

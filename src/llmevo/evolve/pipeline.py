@@ -23,6 +23,7 @@ Public API: ``EvolutionSettings``, ``EvolutionSummary``, ``run``, ``explain``, `
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -72,7 +73,13 @@ from llmevo.evolve.study import (
     open_study,
 )
 from llmevo.experiments import reproduction
-from llmevo.experiments.sections import RunSection, SizeSection, TuningSection, prologue
+from llmevo.experiments.sections import (
+    LaunchSection,
+    RunSection,
+    SizeSection,
+    TuningSection,
+    prologue,
+)
 from llmevo.model.config import ModelConfig
 from llmevo.promotion import Promotion, promotions
 from llmevo.registry import SectionedRequest, Seeds
@@ -120,8 +127,10 @@ class EvolutionSettings(SectionedRequest):
     configure only the sampler, and more than one worker, are refused with it.
 
     Sections (``experiments.sections``, each field also flat): ``run`` (``path`` is how
-    rescoring and final seeds train: auto or sequential), ``tuning`` (the final comparison's)
-    and ``size`` (the dial: ``rung``, or ``d_model``/``layers``/``heads``)."""
+    rescoring and final seeds train: auto or sequential), ``tuning`` (the final comparison's),
+    ``size`` (the dial: ``rung``, or ``d_model``/``layers``/``heads``) and ``launch``
+    (``launcher``: the workers are ``jobs`` submitit jobs on the study's storage instead of
+    ``workers`` local processes; this process waits for them, then writes the report)."""
 
     refused: ClassVar[dict[str, str]] = {
         "arm_cache": "evolution trains every trial itself (its runs are the study's)",
@@ -160,6 +169,7 @@ class EvolutionSettings(SectionedRequest):
     run: RunSection
     tuning: TuningSection = Field(default_factory=TuningSection)
     size: SizeSection = Field(default_factory=SizeSection)
+    launch: LaunchSection = Field(default_factory=LaunchSection)
     _resolved: Size | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
@@ -215,6 +225,17 @@ class EvolutionSettings(SectionedRequest):
             raise ConfigError(f"--workers {self.workers}: a proposer study runs one worker (each "
                               "genome is proposed from the whole history of finished trials); "
                               "drop --workers")
+        if self.launch.launcher is not None and self.launch.jobs > 1:
+            raise ConfigError(f"--jobs {self.launch.jobs}: a proposer study runs one worker (each "
+                              "genome is proposed from the whole history of finished trials); --jobs 1")
+        return self
+
+    @model_validator(mode="after")
+    def _launch_applies(self) -> EvolutionSettings:
+        self.launch.check(self.storage_url())
+        if self.launch.launcher is not None and "workers" in self.model_fields_set and self.workers > 1:
+            raise ConfigError("--workers counts local worker processes; with --launcher each job is one "
+                              "worker: give --jobs instead")
         return self
 
     def study_name(self) -> str:
@@ -399,7 +420,14 @@ def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) ->
     notify(f"study {plan.study_name} at {masked(plan.storage_url)}: {already} of {plan.trials} trials "
            f"finished; {plan.workers} worker(s), {plan.threads_per_worker} thread(s) each")
     started = time.perf_counter()
-    workers.run_workers(plan, context)
+    if settings.launch.launcher is not None:  # the workers are launched jobs on the study's storage
+        from llmevo.experiments.launcher import job_folder, launch
+
+        launch([functools.partial(workers.worker_main, plan, index) for index in range(settings.launch.jobs)],
+               settings.launch, job_folder(settings.launch, plan.report_folder), f"llmevo-{plan.study_name}",
+               notify)
+    else:
+        workers.run_workers(plan, context)
     search_seconds = time.perf_counter() - started
     finished = finished_trials(opened)
     notify(f"search: {len(finished)} finished trials, {search_seconds:.0f} s")

@@ -1,7 +1,8 @@
 """A cluster launcher on an existing engine: submitit runs the workers of shared work.
 
 Shared work is already a queue on an Optuna RDB storage (``experiments.work_queue``): the
-comparisons of ``reproduce --all --storage URL``, the rungs of ``ladder --storage URL``. Any
+comparisons of ``reproduce --all --storage URL``, the rungs of ``ladder --storage URL``, the
+trials of an ``evolve`` study. Any
 process that runs the same request becomes one more worker of that queue. ``launch`` submits
 ``jobs`` such workers through submitit (https://github.com/facebookincubator/submitit): as
 ``local`` processes on this machine (its ``LocalExecutor``) or as a Slurm job array. The
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -62,12 +63,13 @@ class _Worker(Generic[T]):
         return DelayedSubmission(self)
 
 
-def launch(work: Callable[[], T], section: LaunchSection, folder: Path, name: str,
+def launch(work: Callable[[], T] | Sequence[Callable[[], T]], section: LaunchSection, folder: Path, name: str,
            on_status: Callable[[str], None] | None = None) -> T:
-    """Submit ``section.jobs`` workers each running ``work()`` (a picklable callable), wait for
-    every job, and return the first job's result. ``on_status`` receives a line whenever the
-    jobs' states change. A job that ends with an error, or dies, raises one ``ConfigError``
-    line naming it and its log; Ctrl-C cancels every job and is raised again."""
+    """Submit ``section.jobs`` workers each running ``work()`` (a picklable callable; or one
+    callable per job, e.g. each with its worker index), wait for every job, and return the
+    first job's result. ``on_status`` receives a line whenever the jobs' states change. A job
+    that ends with an error, or dies, raises one ``ConfigError`` line naming it and its log;
+    Ctrl-C cancels every job and is raised again."""
     import submitit
 
     if section.launcher is None:
@@ -82,12 +84,14 @@ def launch(work: Callable[[], T], section: LaunchSection, folder: Path, name: st
                           **({} if section.slurm_partition is None else
                              {"slurm_partition": section.slurm_partition}))
     executor.update_parameters(**parameters)
-    worker = _Worker(work)
+    works = [work] * section.jobs if callable(work) else list(work)
+    if len(works) != section.jobs:
+        raise ConfigError(f"{len(works)} pieces of work for {section.jobs} jobs")
     jobs = []
     try:
         with executor.batch():
-            for _ in range(section.jobs):
-                jobs.append(executor.submit(worker))
+            for one in works:
+                jobs.append(executor.submit(_Worker(one)))
         if on_status is not None:
             on_status(f"submitted {len(jobs)} {section.launcher} job(s): "
                       f"{', '.join(str(job.job_id) for job in jobs)}; logs in {folder}")

@@ -227,9 +227,7 @@ class LaunchSection(Section):
     def check(self, storage: str | None) -> None:
         """Refuse, before any work, a launch without a queue and options that need another."""
         if self.launcher is None:
-            given = sorted(self.option(name) for name in self.model_fields_set
-                           if name != "launcher" and getattr(self, name) !=
-                           type(self).model_fields[name].get_default(call_default_factory=True))
+            given = sorted(self.option(name) for name in self.model_fields_set if name != "launcher")
             if given:
                 raise ConfigError(f"{', '.join(given)} applies to --launcher only")
             return
