@@ -88,6 +88,9 @@ def _comparable(artifact: dict, *wall_clock: str) -> dict:
         kept["tuning"] = {**kept["tuning"], "arms": {
             label: {**block, "settings": [{k: v for k, v in s.items() if k != "paths"} for s in block["settings"]]}
             for label, block in kept["tuning"]["arms"].items()}}
+    if kept.get("tuning"):  # each arm's tuning budget: what this run trained and spent
+        kept["tuning"] = {**kept["tuning"], "arms": {
+            label: {k: v for k, v in block.items() if k != "budget"} for label, block in kept["tuning"]["arms"].items()}}
     if kept.get("equivalence"):  # the no-op check's own cost
         kept["equivalence"] = {key: value for key, value in kept["equivalence"].items() if key != "seconds"}
     return kept
@@ -133,7 +136,8 @@ def test_a_shared_baseline_trains_once_and_a_repeat_trains_nothing(
     assert len(geglu["cache"]["baseline"]["tuning"]) == len(baseline_tuning)
     assert geglu["cache"]["method"] == {"report_seeds": [], "tuning": []}
     assert [row["baseline"] for row in geglu["per_seed"]] == [row["baseline"] for row in cold.artifact["per_seed"]]
-    assert geglu["tuning"]["arms"]["baseline"] == cold.artifact["tuning"]["arms"]["baseline"]
+    assert _comparable(geglu)["tuning"]["arms"]["baseline"] == _comparable(cold.artifact)["tuning"]["arms"]["baseline"]
+    assert geglu["tuning"]["arms"]["baseline"]["budget"]["trained"] == 0  # every run from the cache
 
     recorder.trained.clear()
     warm = _reproduce("relu2", data_dir, warm_cache, tmp_path / "warm.json")
