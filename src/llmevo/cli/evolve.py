@@ -174,7 +174,7 @@ def evolve(
         threads=threads, promotion=promotion,
         docs=docs, tensorboard=tensorboard, cache_dir=resolve_cache_dir(),
         path="sequential" if sequential else "auto", replicas_max=replicas_max,
-        final_tune=final_tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None,
+        final_tune=final_tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None,
         **({} if tune_seeds is None else {"tune_seeds": parse_seeds(None, tune_seeds, option="--tune-seeds")}),
         tune_confirm=tune_confirm,
         trial_lr_factors=[] if trial_lr_factors.strip().lower() == "none" else parse_floats(

@@ -147,7 +147,7 @@ class EvolutionSettings(SectionedRequest):
     eval_windows: int | None = Field(default=None, ge=1)
     heartbeat: int = Field(default=5, ge=1)
     grace_period: int = Field(default=20, ge=1)
-    sampler_seed: int = Field(default=DEFAULT_SAMPLER_SEED, ge=0)
+    sampler_seed: int = Field(default=DEFAULT_SAMPLER_SEED, ge=0, le=2**32 - 1)  # numpy seeds Optuna's samplers
     out: Path | None = None
     report: bool = True
     promotion: Literal["evidence", "manifest"] = "evidence"
