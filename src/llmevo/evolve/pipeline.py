@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -295,6 +296,40 @@ class EvolutionSettings(SectionedRequest):
         )
 
 
+REPORT_FILES = ("summary.json", FINAL_COMPARISON, "README.md", "fitness.png", "fitness_vs_parameters.png")
+
+
+def check_report_files(folder: Path, names: tuple[str, ...] = REPORT_FILES) -> None:
+    """Before any work: each file the report writes in ``folder`` is absent or a regular file.
+    A folder there failed the write after the search and the final comparison, with the files
+    before it written; a FIFO was silently replaced. Checked by ``stat`` (opening a FIFO
+    blocks), with or without ``--replace`` (neither can be replaced by a file)."""
+    for name in names:
+        path = folder / name
+        try:
+            mode = path.stat().st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            raise ConfigError(f"{path}: {error.strerror or error}; move it away or pass --out another folder") from None
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+            raise ConfigError(f"{path} is {kind}, where the study report writes a file; move it away "
+                              "or pass --out another folder")
+
+
+def read_summary(summary: Path, what_to_do: str = "move it away, pass --out another folder, or --replace"
+                 ) -> dict[str, Any]:
+    """A study report's ``summary.json`` as a dict; one that does not read as one is a line."""
+    try:
+        old = json.loads(summary.read_text(encoding="utf-8"))
+        int(old["trial_counts"]["complete"])
+        {int(seed) for seed in old["final_evaluation"]["seeds"]}
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        raise ConfigError(f"{summary} is there and is not a readable evolution summary; {what_to_do}") from None
+    return old
+
+
 def check_report_replacement(summary: Path, storage_url: str, trials: int, seeds: list[int],
                              replace: bool) -> None:
     """A study report is never replaced by one that holds less, unless ``replace``: checked
@@ -302,15 +337,12 @@ def check_report_replacement(summary: Path, storage_url: str, trials: int, seeds
     report lacks, or more complete trials than a study on a new SQLite file can reach (a study
     whose storage holds its trials keeps them, and its report lists them again). A file there
     that is not a readable summary is replaced only when asked too."""
+    check_report_files(summary.parent)
     if replace or not summary.is_file():
         return
-    try:
-        old = json.loads(summary.read_text(encoding="utf-8"))
-        complete = int(old["trial_counts"]["complete"])
-        old_seeds = {int(seed) for seed in old["final_evaluation"]["seeds"]}
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
-        raise ConfigError(f"{summary} is there and is not a readable evolution summary; move it away, "
-                          "pass --out another folder, or --replace") from None
+    old = read_summary(summary)
+    complete = int(old["trial_counts"]["complete"])
+    old_seeds = {int(seed) for seed in old["final_evaluation"]["seeds"]}
     lost = []
     database = sqlite_path(storage_url)
     if database is not None and not database.exists() and trials < complete:
@@ -495,6 +527,11 @@ def explain(settings: EvolutionSettings, genes: list[str] | None = None,
 
     Returns the knockouts block; ``notify`` receives its table, one line at a time."""
     plan = settings.plan()
+    # before any work: what the knockouts will be written beside (a FIFO, a folder or a
+    # summary that does not read failed after the knockouts trained, or hung)
+    check_report_files(plan.report_folder, ("knockouts.json", *REPORT_FILES))
+    summary_path = plan.report_folder / "summary.json"
+    existing = read_summary(summary_path, "move it away or pass --out another folder") if summary_path.exists() else None
     quiet_optuna()
     database = sqlite_path(plan.storage_url)
     if database is not None and not database.exists():  # opening would create an empty one
@@ -528,8 +565,8 @@ def explain(settings: EvolutionSettings, genes: list[str] | None = None,
         notify(f"no study report in {folder}: evaluating the champion and llama_modern on test "
                "to rebuild it")
         summary: dict[str, Any] | None = _final_report(plan, context, opened, code, 0.0, notify)
-    elif summary_path.exists():
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    elif existing is not None:
+        summary = existing
     else:
         summary = None
     if summary is not None:
