@@ -71,7 +71,10 @@ def test_space_tuned_smoke_reproduction_records_every_trial_and_plots_every_axis
     ("rope", ["--tune-space", "full", "--tune-trials", "1"], "--tune-trials 1"),
     ("sft", ["--tune-space", "full"], "not available for post-training"),
     ("rope", ["--tune-space", "lr,gamma"], "unknown axis 'gamma'"),
-    ("muon", ["--tune-space", "momentum"], "the baseline arm declares none of these axes"),
+    ("muon", ["--tune-space", "momentum"], "the space must hold lr"),
+    # a space without lr: a KeyError traceback after the trials trained (issue 37, round 4)
+    ("rope", ["--tune-space", "weight_decay", "--tune-trials", "2"], "the space must hold lr"),
+    ("rope", ["--tune-space", "beta2,warmup"], "e.g. --tune-space lr,beta2"),
     ("rope", ["--tune-trials", "4"], "--tune-trials needs --tune-space"),
     ("rope", ["--tune-space", "full", "--no-tune"], "--tune-space needs tuning"),
     ("rope", ["--tune-space", "full", "--tune-grid", "1e-3,3e-3"], "two protocols"),
