@@ -59,8 +59,12 @@ def test_space_tuned_smoke_reproduction_records_every_trial_and_plots_every_axis
                     "--tune-trials", "4", "--seeds", "42,43,44", "--device", "cpu", "--no-report",
                     "--data-dir", str(data_dir), "--out", str(again)]) == 0
     second = json.loads(again.read_text())
-    assert second["tuning"]["arms"] == tuning["arms"] | {
-        label: {**tuning["arms"][label], "settings": [
+    # the same trials, every one from the cache; the budget says so (nothing trained)
+    budgets = {label: second["tuning"]["arms"][label].pop("budget") for label in ("baseline", "method")}
+    assert all(b["trained"] == 0 and b["runs"] == tuning["arms"][label]["budget"]["runs"]
+               for label, b in budgets.items())
+    assert second["tuning"]["arms"] == {
+        label: {**{k: v for k, v in tuning["arms"][label].items() if k != "budget"}, "settings": [
             {**s, "cached_seeds": [1000]} for s in tuning["arms"][label]["settings"]]}
         for label in ("baseline", "method")}
     assert len(second["cache"]["method"]["tuning"]) == len(tuning["arms"]["method"]["settings"])
