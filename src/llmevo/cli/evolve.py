@@ -90,7 +90,8 @@ def evolve(
     seeds: Annotated[str, typer.Option(help="Report seeds of the final champion/baseline evaluation and of --explain.")] = "42,43,44,45,46",
     population: Annotated[int, typer.Option(help="Alive population (regularized evolution).")] = 8,
     tournament: Annotated[int, typer.Option(help="Tournament size.")] = 3,
-    rescore_seeds: Annotated[int, typer.Option(help="Extra seeds for a would-be champion.")] = 2,
+    rescore_seeds: Annotated[int, typer.Option(
+        help="Extra seeds for a would-be champion (0: scored on its search seed alone).")] = 2,
     score_k: Annotated[float, typer.Option(help="Score = mean - k * standard error.")] = 1.0,
     list_space: Annotated[bool, typer.Option("--list-space", help="Print the search space and exit.")] = False,
     data_dir: Annotated[Path | None, typer.Option(help="Data directory (else $LLMEVO_DATA).")] = None,
