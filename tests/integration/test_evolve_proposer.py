@@ -243,6 +243,8 @@ def test_the_example_hill_climber_proposes_neighbours_of_the_best_trial(tmp_path
     (["--proposer", "{request}"], "{request} is the request file's path, not a program"),
     (["--proposer", "{python} -c pass {requests}"], "unknown placeholder {requests}"),
     (["--proposer", "'{python} -c pass'"], "no program '{python} -c pass' on PATH"),
+    (["--proposer", "{python}"], "{python} needs a script (or -c/-m)"),  # ran the request as a program
+    (["--proposer", "{python} -u -"], "{python} needs a script (or -c/-m)"),
 ])
 def test_options_that_cannot_apply_are_one_line_and_exit_2_before_any_work(
         tmp_path, data_dir, capsys, extra, message):

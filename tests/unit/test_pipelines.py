@@ -239,3 +239,22 @@ def test_explain_refuses_a_summary_that_does_not_read_before_training(tmp_path, 
     with pytest.raises(ConfigError, match="summary.json is there and is not a readable evolution summary; "
                                           "move it away or pass --out another folder$"):
         explain(settings)
+
+
+@pytest.mark.parametrize(("values", "explaining", "message"), [
+    ({"report": False, "out": "rep"}, False, "--out applies to the study report, and --no-report writes none"),
+    ({"report": False, "replace": True}, False, "--replace applies to the study report, and --no-report"),
+    ({"replace": True}, True, "--replace applies to a search's study report; --explain adds its knockouts"),
+])
+def test_report_options_with_no_report_to_write_are_refused_before_any_work(values, explaining, message,
+                                                                            tmp_path, data_dir, monkeypatch):
+    """Issue 37 round 4: ``evolve --no-report --out DIR`` / ``--replace`` and ``--explain
+    --replace`` ran, the option silently ignored."""
+    from llmevo.evolve import explain, run
+
+    monkeypatch.chdir(tmp_path)
+    settings = EvolutionSettings(preset="smoke", trials=2, seeds=[42], data_dir=data_dir,
+                                 storage=f"sqlite:///{tmp_path / 's.db'}", device="cpu", threads=1, **values)
+    with pytest.raises(ConfigError, match=message):
+        (explain if explaining else run)(settings)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -419,6 +419,11 @@ def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) ->
     receives one line per stage (study state, search done, champion, report path).
     Interrupting (KeyboardInterrupt) leaves the study resumable: run the same settings again."""
     plan = settings.plan()
+    if not plan.report:  # a search with --no-report writes no report: both were silently ignored
+        for given, option in ((settings.out is not None, "--out"), (settings.run.replace, "--replace")):
+            if given:
+                raise ConfigError(f"{option} applies to the study report, and --no-report writes none; "
+                                  "drop one of them")
     if plan.report:  # before any work: the report folder's summary is not replaced by less
         check_report_replacement(plan.report_folder / "summary.json", plan.storage_url, plan.trials,
                                  list(plan.seeds), settings.run.replace)
@@ -527,6 +532,9 @@ def explain(settings: EvolutionSettings, genes: list[str] | None = None,
 
     Returns the knockouts block; ``notify`` receives its table, one line at a time."""
     plan = settings.plan()
+    if settings.run.replace:  # silently ignored before
+        raise ConfigError("--replace applies to a search's study report; --explain adds its knockouts "
+                          "to the report and replaces nothing (drop --replace)")
     # before any work: what the knockouts will be written beside (a FIFO, a folder or a
     # summary that does not read failed after the knockouts trained, or hung)
     check_report_files(plan.report_folder, ("knockouts.json", *REPORT_FILES))

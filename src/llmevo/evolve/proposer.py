@@ -152,13 +152,15 @@ def check_startable(argv: Sequence[str], cwd: Path) -> None:
         for word in words:
             if word in PYTHON_ARGUMENT_OPTIONS:
                 next(words, None)
-            elif word.startswith(("-c", "-m")) or word == "-":
+            elif word.startswith(("-c", "-m")):
                 return
-            elif not word.startswith("-"):
+            elif word != "-" and not word.startswith("-"):
                 if REQUEST_TOKEN not in word and not (cwd / word).is_file():
                     raise ConfigError(f"--proposer: the script {word} is not a file (looked in {cwd})")
                 return
-        return
+        # no script: python would run the request on its stdin as a program
+        raise ConfigError(f"--proposer {shlex.join(argv)}: {PYTHON_TOKEN} needs a script (or -c/-m); "
+                          f"e.g. '{PYTHON_TOKEN} my_proposer.py'")
     if os.sep in program:
         path = cwd / program
         if not path.is_file():
