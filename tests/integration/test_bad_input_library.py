@@ -41,6 +41,9 @@ EVOLVE = [
     (["--seeds", "-5"], {"seeds": [-5]}),
     (["--study", "../up"], {"study": "../up"}),
     (["--replicas-max", "0"], {"replicas_max": 0}),
+    # issue 37 round 4: a grace period a live trial cannot beat, a docs folder that is not there
+    (["--heartbeat", "10", "--grace-period", "5"], {"heartbeat": 10, "grace_period": 5}),
+    (["--docs", "/nonexistent/docs"], {"docs": "/nonexistent/docs"}),
 ]
 
 

@@ -165,6 +165,8 @@ def evolve(
     sampling = {name: value for name, value in (
         ("sampler", sampler), ("population", population), ("tournament", tournament),
         ("sampler_seed", sampler_seed)) if _given(context, name)}
+    # --docs only where given: the library refuses a given folder that is not there
+    sampling.update({"docs": docs} if _given(context, "docs") else {})
     values = dict(
         preset=preset, trials=trials, workers=workers, storage=storage, study=study, **sampling,
         rescore_seeds=rescore_seeds, score_k=score_k, device=device, trial_steps=trial_steps,
@@ -173,7 +175,7 @@ def evolve(
         out=out, report=report, publish=publish, allow_dirty=allow_dirty,
         replace=replace or False,
         threads=threads, promotion=promotion,
-        docs=docs, tensorboard=tensorboard, cache_dir=resolve_cache_dir(),
+        tensorboard=tensorboard, cache_dir=resolve_cache_dir(),
         path="sequential" if sequential else "auto", replicas_max=replicas_max,
         final_tune=final_tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None,
         **({} if tune_seeds is None else {"tune_seeds": parse_seeds(None, tune_seeds, option="--tune-seeds")}),

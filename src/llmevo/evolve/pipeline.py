@@ -188,6 +188,13 @@ class EvolutionSettings(SectionedRequest):
     def _tournament_fits(self) -> EvolutionSettings:
         if self.tournament > self.population:
             raise ConfigError(f"--tournament {self.tournament} exceeds --population {self.population}")
+        if self.grace_period <= self.heartbeat:  # a live trial would be failed between two beats
+            raise ConfigError(f"--grace-period {self.grace_period} must exceed --heartbeat {self.heartbeat}: "
+                              "a running trial beats every heartbeat, and one silent for the grace "
+                              "period is failed and retried")
+        if "docs" in self.model_fields_set and not Path(self.docs).is_dir():  # silently: no evidence
+            raise ConfigError(f"--docs {self.docs}: no such folder (where the published reproductions "
+                              "that promote components are found)")
         name = self.study_name()  # a study name becomes a file name: a name, never a path
         if not STUDY_NAME.fullmatch(name) or ".." in name:
             raise ConfigError(f"--study '{name[:60]}': expected a name of letters, digits, '.', '_' "
