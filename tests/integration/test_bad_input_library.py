@@ -188,3 +188,20 @@ def test_an_empty_tune_grid_on_the_command_line_is_refused(tmp_path, data_dir, c
                       "--out", str(tmp_path / "a.json")], capsys)
     assert err == "--tune-grid: no value given (expected e.g. 1e-3,3e-3,1e-2)"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    (["--proposer", "x"], "--proposer does not apply"),
+    (["--trials", "3", "--workers", "2"], "--trials, --workers do not apply"),
+    (["--replace"], "--replace does not apply"),
+    (["--out", "somewhere"], "--out does not apply"),
+])
+def test_list_space_refuses_options_it_would_ignore(options, named, tmp_path, data_dir, capsys, monkeypatch):
+    """Issue 37 round 4: ``evolve --list-space`` printed the space and exited 0 whatever else
+    was given (a proposer, a study's trials, an output folder)."""
+    monkeypatch.chdir(tmp_path)
+    err = _cli_error(["evolve", "--list-space", "--preset", "smoke", "--data-dir", str(data_dir), *options], capsys)
+    assert named in err and "which prints the space and exits" in err
+    assert list(tmp_path.iterdir()) == []
+    assert run_cli(["evolve", "--list-space", "--preset", "smoke", "--promotion", "manifest",
+                    "--data-dir", str(data_dir)]) == 0

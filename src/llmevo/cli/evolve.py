@@ -32,6 +32,7 @@ from llmevo.cli.common import (
     resolve_cache_dir,
     resolve_data_dir,
 )
+from llmevo.errors import ConfigError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -70,6 +71,11 @@ def space_table(space: SearchSpace) -> Table:
                       f"{' (log)' if getattr(distribution, 'log', False) else ''}")
         table.add_row(name, values)
     return table
+
+
+# what the printed space depends on (``pipeline.search_space``), and where the data is
+LIST_SPACE_OPTIONS = frozenset({"list_space", "preset", "trial_steps", "eval_windows", "rung", "d_model",
+                                "layers", "heads", "promotion", "docs", "data_dir"})
 
 
 def _given(context: typer.Context, name: str) -> bool:
@@ -191,6 +197,12 @@ def evolve(
         check_output_dir(probe.report_folder())
     check_output_dir(tensorboard, "--tensorboard")
     if list_space:
+        ignored = [param.opts[0] for param in context.command.params
+                   if param.name not in LIST_SPACE_OPTIONS and param.opts and _given(context, param.name)]
+        if ignored:  # each was silently ignored
+            raise ConfigError(f"{', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not apply to "
+                              "--list-space, which prints the space and exits (the space depends on --preset, "
+                              "--trial-steps, --eval-windows, the size options, --promotion and --docs)")
         space, decisions = search_space(probe)
         console.print(space_table(space))
         console.print(promotion_table(decisions))
