@@ -155,7 +155,10 @@ class RequestModel(StrictModel):
     or equal to 1 (ReproductionRequest.steps)``), so the command line, which only parses and
     hands its values over, and the Python API refuse the same input in the same words."""
 
-    def __init__(self, **values: Any) -> None:
+    def __init__(self, *args: Any, **values: Any) -> None:
+        if args:  # pydantic's own TypeError would be a traceback, not a line
+            raise ConfigError(f"{type(self).__name__} takes keywords only (e.g. name='rope'); got "
+                              f"{len(args)} positional value(s)")
         try:
             super().__init__(**values)
         except ValidationError as error:
@@ -223,6 +226,9 @@ class SectionedRequest(RequestModel):
         for key, value in values.items():
             if key in owner and key not in cls.model_fields:
                 name = owner[key]
+                if name in values:  # both the section and one of its fields: which one is meant?
+                    raise ConfigError(f"{key} is a field of the {name} section, which is given too; "
+                                      f"give it in {name}=... or flat, not both")
                 current = routed.get(name)
                 if isinstance(current, BaseModel):
                     current = current.model_dump(exclude_unset=True)
@@ -238,15 +244,29 @@ class SectionedRequest(RequestModel):
                     raise ConfigError(f"{self.option(field)} does not apply here: {self.refused[field]}")
         return self
 
-    def updated(self, **changes: Any) -> Any:
-        """A copy with ``changes`` (a section's fields flat too), validated again: what was
-        given stays given (the refusals read it), what was not keeps its default."""
+    def updated(self, *args: Any, **changes: Any) -> Any:
+        """A copy with ``changes`` (a section's fields flat too; a section given whole replaces
+        it), validated again: what was given stays given (the refusals read it), what was not
+        keeps its default. A section and one of its fields in the same changes is an error."""
+        if args:
+            raise ConfigError(f"{type(self).__name__}.updated takes keywords only (e.g. steps=3); "
+                              f"got {len(args)} positional value(s)")
+        sections = self.sections()
+        owner = {field: name for name, section in sections.items() for field in section.model_fields}
         values: dict[str, Any] = {name: getattr(self, name) for name in self.model_fields_set
-                                  if name not in self.sections()}
-        for name in self.sections():
+                                  if name not in sections}
+        for name in sections:
+            if name in changes:  # replaced whole (checked against its fields below)
+                continue
             section = getattr(self, name)
             values[name] = {field: getattr(section, field) for field in section.model_fields_set}
-        return type(self)(**{**values, **changes})
+        for key, value in changes.items():
+            name = owner.get(key) if key not in type(self).model_fields else None
+            if name is not None and name not in changes:  # a section field, flat: into its section
+                values[name] = {**values[name], key: value}
+            else:
+                values[key] = value
+        return type(self)(**values)
 
     def flat(self, exclude: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
         """Every field, sections flattened (JSON values): what the request asks, as one dict."""

@@ -41,6 +41,9 @@ EVOLVE = [
     (["--seeds", "-5"], {"seeds": [-5]}),
     (["--study", "../up"], {"study": "../up"}),
     (["--replicas-max", "0"], {"replicas_max": 0}),
+    # issue 37 round 4: a grace period a live trial cannot beat, a docs folder that is not there
+    (["--heartbeat", "10", "--grace-period", "5"], {"heartbeat": 10, "grace_period": 5}),
+    (["--docs", "/nonexistent/docs"], {"docs": "/nonexistent/docs"}),
 ]
 
 
@@ -138,3 +141,67 @@ def test_an_evolution_that_cannot_fit_in_memory_is_refused_before_any_work(tmp_p
     assert "167,513,702,400 parameters" in cli and "x 6 runs at once" in cli
     assert "GiB available; use a smaller model or batch" in cli
     assert list(tmp_path.iterdir()) == []
+
+
+def _section_cases(data_dir):
+    from llmevo.experiments import LadderRequest
+    from llmevo.experiments.sections import RunSection
+
+    run = RunSection(data_dir=data_dir, threads=1)
+    return [
+        (lambda: ReproductionRequest(name="rope", run=run, threads=2), "threads is a field of the run section"),
+        (lambda: ReproductionRequest(name="rope", run=run, data_dir=data_dir), "data_dir is a field of the run"),
+        (lambda: EvolutionSettings(run=run, data_dir=data_dir), "data_dir is a field of the run section"),
+        (lambda: LadderRequest(name="rope", run=run, threads=1), "threads is a field of the run section"),
+        (lambda: ReproductionRequest(name="rope", data_dir=data_dir).updated(run=run, threads=2),
+         "threads is a field of the run section"),
+        (lambda: ReproductionRequest("rope"), "takes keywords only"),
+        (lambda: ReproductionRequest(name="rope", data_dir=data_dir).updated({"steps": 3}), "takes keywords only"),
+        (lambda: ReproductionRequest(name="rope", data_dir=data_dir, tune_grid=[]), "--tune-grid: no learning rate"),
+        (lambda: EvolutionSettings(data_dir=data_dir, sampler_seed=2**40), "--sampler-seed 1099511627776"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(9))
+def test_a_section_and_its_flat_field_and_other_misuse_is_one_line(case, data_dir):
+    """Issue 37 round 4: both ``run=`` and a flat field of it (the flat one silently won),
+    positional values (a TypeError), an empty grid (silently the default grid) and a sampler
+    seed numpy cannot take (a traceback when the study started) are one ConfigError each."""
+    make, words = _section_cases(data_dir)[case]
+    with pytest.raises(ConfigError) as error:
+        make()
+    assert words in str(error.value) and "\n" not in str(error.value)
+
+
+def test_updated_moves_flat_fields_into_their_section_and_replaces_a_section_given_whole(data_dir):
+    from llmevo.experiments.sections import RunSection
+
+    request = ReproductionRequest(name="rope", data_dir=data_dir, threads=1, steps=2)
+    changed = request.updated(steps=3)
+    assert (changed.run.threads, changed.train.steps) == (1, 3)
+    replaced = request.updated(run=RunSection(data_dir=data_dir))
+    assert (replaced.run.threads, replaced.train.steps) == (None, 2)
+
+
+def test_an_empty_tune_grid_on_the_command_line_is_refused(tmp_path, data_dir, capsys):
+    err = _cli_error(["reproduce", "rope", "--steps", "2", "--tune-grid", "", "--data-dir", str(data_dir),
+                      "--out", str(tmp_path / "a.json")], capsys)
+    assert err == "--tune-grid: no value given (expected e.g. 1e-3,3e-3,1e-2)"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    (["--proposer", "x"], "--proposer does not apply"),
+    (["--trials", "3", "--workers", "2"], "--trials, --workers do not apply"),
+    (["--replace"], "--replace does not apply"),
+    (["--out", "somewhere"], "--out does not apply"),
+])
+def test_list_space_refuses_options_it_would_ignore(options, named, tmp_path, data_dir, capsys, monkeypatch):
+    """Issue 37 round 4: ``evolve --list-space`` printed the space and exited 0 whatever else
+    was given (a proposer, a study's trials, an output folder)."""
+    monkeypatch.chdir(tmp_path)
+    err = _cli_error(["evolve", "--list-space", "--preset", "smoke", "--data-dir", str(data_dir), *options], capsys)
+    assert named in err and "which prints the space and exits" in err
+    assert list(tmp_path.iterdir()) == []
+    assert run_cli(["evolve", "--list-space", "--preset", "smoke", "--promotion", "manifest",
+                    "--data-dir", str(data_dir)]) == 0

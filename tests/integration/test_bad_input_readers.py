@@ -384,3 +384,54 @@ def test_an_existing_leaderboard_that_does_not_load_is_replaced_only_when_asked(
     assert_refused(["leaderboard", "--root", "docs"], capsys, workdir,
                    message="LEADERBOARD.json: not valid JSON")
     assert run_cli(["leaderboard", "--root", "docs", "--replace"]) == 0
+
+
+TUNED = "reproductions/1911.02150-mqa/metrics/public-quick-tuned-seeds42-46.json"
+SPACE = "reproductions/2502.16982-muon/metrics/public-quick-tuned-space-seeds42-46.json"
+BUDGET = {"runs": 5, "trained": 5, "steps_per_run": 100, "cpu_seconds": 12.5, "wall_seconds": 13.0}
+
+
+@pytest.mark.parametrize(("source", "field", "value", "message"), [
+    (TUNED, "budget", "x", "tuning.arms.baseline.budget: Input should be a valid dictionary"),
+    (TUNED, "budget", {"runs": 1}, "tuning.arms.baseline.budget.trained: Field required"),
+    (TUNED, "budget", {**BUDGET, "runs": "a"}, "tuning.arms.baseline.budget.runs: Input should be a valid integer"),
+    (TUNED, "budget", [1], "tuning.arms.baseline.budget: Input should be a valid dictionary"),
+    (SPACE, "grid_floor", "x", "tuning.arms.baseline.grid_floor: Input should be a valid dictionary"),
+    (SPACE, "grid_floor", {"grid_best": "y", "held": False}, "tuning.arms.baseline.grid_floor.grid: Field required"),
+    (SPACE, "grid_floor", [1], "tuning.arms.baseline.grid_floor: Input should be a valid dictionary"),
+])
+@pytest.mark.parametrize("command", [["show"], ["report", "--out", "report"], ["verdict", "--no-family"]])
+def test_a_malformed_tuning_budget_or_grid_floor_is_one_line(source, field, value, message, command, capsys,
+                                                              workdir):
+    """Issue 37 round 4: the tuning block's ``budget`` and ``grid_floor`` were untyped extras
+    read by key, so ``show`` and ``report`` ended in a KeyError or TypeError traceback on a
+    malformed one; now typed, so the artifact is refused when it loads. The published
+    artifacts, written before them, load as they are."""
+    data = json.loads((REPO_ROOT / "docs" / source).read_text())
+    data["tuning"]["arms"]["baseline"][field] = value
+    path = workdir / "a.json"
+    path.write_text(json.dumps(data))
+    assert_refused([*command, str(path)], capsys, workdir, message=message)
+
+
+def test_a_tuning_budget_reads_back_typed_and_old_artifacts_lack_it(workdir):
+    data = json.loads((REPO_ROOT / "docs" / TUNED).read_text())
+    assert load_artifact(REPO_ROOT / "docs" / TUNED).tuning.arms["baseline"].budget is None
+    data["tuning"]["arms"]["baseline"]["budget"] = BUDGET
+    path = workdir / "a.json"
+    path.write_text(json.dumps(data))
+    loaded = load_artifact(path)
+    assert loaded.tuning.arms["baseline"].budget.runs == 5
+    from llmevo.artifacts.schema import dump_artifact
+    assert dump_artifact(loaded) == data  # nothing added, nothing reordered
+
+
+@pytest.mark.parametrize("command", [["show"], ["report", "--out", "report"], ["verdict", "--no-family"]])
+def test_an_evolution_summary_or_a_ladder_given_as_an_artifact_says_what_it_is(command, capsys, workdir):
+    """Before: "method: expected an object (reproduction artifact) or a string ..."."""
+    docs = published(workdir, EVOLUTION)
+    assert_refused([*command, str(docs / EVOLUTION)], capsys, workdir,
+                   message="an evolution study's summary (its comparison artifact is final-comparison.json beside it)")
+    ladder = REPO_ROOT / "docs/ladders/2104.09864-rope/ladder.json"
+    if command[0] != "report":  # report renders a ladder file
+        assert_refused([*command, str(ladder)], capsys, workdir, message="a ladder file (llmevo report reads it)")

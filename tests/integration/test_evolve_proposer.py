@@ -30,7 +30,7 @@ from test_bad_input_signals import (
 from llmevo.artifacts.schema import load_artifact
 from llmevo.cli import main
 from llmevo.evolve import EvolutionSettings, search_space
-from llmevo.evolve.proposer import CALLS_ATTR, proposer_summary
+from llmevo.evolve.proposer import CALLS_ATTR, proposer_summary, resolve_proposer
 from llmevo.runner.genome import Genome
 
 pytestmark = pytest.mark.slow
@@ -235,6 +235,16 @@ def test_the_example_hill_climber_proposes_neighbours_of_the_best_trial(tmp_path
     (["--proposer", ""], "--proposer: empty command"),
     (["--proposer", "python 'open"], "cannot split it into words"),
     (["--proposer-timeout", "0"], "--proposer-timeout"),
+    # found only after the baseline trial trained, before (issue 37, round 4)
+    (["--proposer", "no-such-proposer-program"], "no program 'no-such-proposer-program' on PATH"),
+    (["--proposer", "/nonexistent/propose.py"], "/nonexistent/propose.py is not a file"),
+    (["--proposer", "{python} /nonexistent/propose.py"], "the script /nonexistent/propose.py is not a file"),
+    (["--proposer", "{python} -W ignore /nonexistent/p.py"], "the script /nonexistent/p.py is not a file"),
+    (["--proposer", "{request}"], "{request} is the request file's path, not a program"),
+    (["--proposer", "{python} -c pass {requests}"], "unknown placeholder {requests}"),
+    (["--proposer", "'{python} -c pass'"], "no program '{python} -c pass' on PATH"),
+    (["--proposer", "{python}"], "{python} needs a script (or -c/-m)"),  # ran the request as a program
+    (["--proposer", "{python} -u -"], "{python} needs a script (or -c/-m)"),
 ])
 def test_options_that_cannot_apply_are_one_line_and_exit_2_before_any_work(
         tmp_path, data_dir, capsys, extra, message):
@@ -245,3 +255,17 @@ def test_options_that_cannot_apply_are_one_line_and_exit_2_before_any_work(
     err = capsys.readouterr().err.strip()
     assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and message in err, err
     assert not (tmp_path / "study.db").exists()
+
+
+def test_a_proposer_file_that_is_not_executable_is_refused_before_any_work(tmp_path, data_dir, capsys):
+    script = tmp_path / "propose.py"
+    script.write_text("pass\n")
+    script.chmod(0o644)
+    with pytest.raises(SystemExit) as exit_info:
+        main(_common(tmp_path, data_dir, 3, str(script)))
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and "is not executable; chmod +x it, or run it as '{python}" in err, err
+    assert not (tmp_path / "study.db").exists()
+    # python -c and -m name no script: nothing to find
+    for command in ("{python} -c pass", "{python} -m json.tool"):
+        resolve_proposer(command, 5.0, tmp_path)

@@ -154,3 +154,15 @@ def test_cli_writes_the_report_and_refuses_bad_input(tmp_path, data_dir, cache_d
             main([*common, "--explain", *bad])
         err = capsys.readouterr().err.strip()
         assert exit_info.value.code == 2 and message in err and len(err.splitlines()) == 1
+
+
+def test_rescore_seeds_0_scores_a_would_be_champion_on_its_search_seed(tmp_path, data_dir, cache_dir):
+    """Issue 37 round 4: with --rescore-seeds 0 no trial was ever scored, so after the whole
+    search the report failed with "no re-evaluated complete trial yet; run more trials",
+    which no number of trials could change. Now a would-be champion is scored on its one seed."""
+    plan = tiny_plan(f"sqlite:///{tmp_path}/zero.db", data_dir, cache_dir, trials=2, rescore_seeds=0)
+    workers.run_workers(plan)
+    study = _study(plan)
+    champion = select_champion(study)
+    assert champion.user_attrs["seeds"] == [champion.user_attrs["seeds"][0]]  # nothing retrained
+    assert champion.user_attrs["score"] == champion.user_attrs["fitness_per_seed"][0]

@@ -59,8 +59,10 @@ def test_space_tuned_smoke_reproduction_records_every_trial_and_plots_every_axis
                     "--tune-trials", "4", "--seeds", "42,43,44", "--device", "cpu", "--no-report",
                     "--data-dir", str(data_dir), "--out", str(again)]) == 0
     second = json.loads(again.read_text())
+    # the same trials, every one from the cache; the budget says so (nothing trained)
     budgets = {label: second["tuning"]["arms"][label].pop("budget") for label in ("baseline", "method")}
-    assert all(budget["trained"] == 0 for budget in budgets.values())  # every tuning run from the cache
+    assert all(b["trained"] == 0 and b["runs"] == tuning["arms"][label]["budget"]["runs"]
+               for label, b in budgets.items())
     assert second["tuning"]["arms"] == {
         label: {**{k: v for k, v in tuning["arms"][label].items() if k != "budget"}, "settings": [
             {**s, "cached_seeds": [1000]} for s in tuning["arms"][label]["settings"]]}
@@ -73,7 +75,10 @@ def test_space_tuned_smoke_reproduction_records_every_trial_and_plots_every_axis
     ("rope", ["--tune-space", "full", "--tune-trials", "1"], "--tune-trials 1"),
     ("sft", ["--tune-space", "full"], "not available for post-training"),
     ("rope", ["--tune-space", "lr,gamma"], "unknown axis 'gamma'"),
-    ("muon", ["--tune-space", "momentum"], "the baseline arm declares none of these axes"),
+    ("muon", ["--tune-space", "momentum"], "the space must hold lr"),
+    # a space without lr: a KeyError traceback after the trials trained (issue 37, round 4)
+    ("rope", ["--tune-space", "weight_decay", "--tune-trials", "2"], "the space must hold lr"),
+    ("rope", ["--tune-space", "beta2,warmup"], "e.g. --tune-space lr,beta2"),
     ("rope", ["--tune-trials", "4"], "--tune-trials needs --tune-space"),
     ("rope", ["--tune-space", "full", "--no-tune"], "--tune-space needs tuning"),
     ("rope", ["--tune-space", "full", "--tune-grid", "1e-3,3e-3"], "two protocols"),

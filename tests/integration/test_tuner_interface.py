@@ -100,5 +100,5 @@ def test_a_new_tuner_plugs_into_a_reproduction_without_a_change_above_the_runner
     assert body["baseline"].train["lr"] == 2e-3 and body["method"].train["lr"] == 5e-3
     assert outcome.runs["method"][42].train_config["lr"] == 5e-3
     assert body["tuning"].grid == [2e-3, 5e-3]
-    budget = body["tuning"].arms["method"].model_extra["budget"]  # each arm's, whichever the tuner
-    assert budget["runs"] == budget["trained"] == 0 and budget["steps_per_run"] == 3
+    budget = body["tuning"].arms["method"].budget  # each arm's, whichever the tuner (a typed field)
+    assert budget.runs == budget.trained == 0 and budget.steps_per_run == 3

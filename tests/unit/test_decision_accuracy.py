@@ -192,3 +192,30 @@ def test_the_same_comparison_published_twice_is_counted_twice_and_shares_its_arm
     found = published_decision_accuracy([docs], tmp_path)
     assert [ladder.label for ladder in found.ladders] == ["muon (2502.16982-muon)", "muon (muon-again)"]
     assert found.independent == () and found.row().next_same.total == 2 * (len(found.ladders[0].classes) - 1)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--rungs", "-1,0", "--publish"], "--rungs, --publish do not apply to --accuracy"),
+    (["--seeds", "1,2"], "--seeds does not apply to --accuracy"),
+    (["--storage", "sqlite:///x.db", "--out", "x"], "--out, --storage do not apply to --accuracy"),
+    (["--root", "{empty}"], "no ladder file (ladders/*/ladder.json) under"),
+    (["--root", "docs", "--root", "{empty}"], "no ladder file (ladders/*/ladder.json) under"),
+])
+def test_ladder_accuracy_refuses_options_it_would_ignore_and_a_root_without_ladders(args, message, tmp_path,
+                                                                                    capsys, monkeypatch):
+    """Issue 37 round 4: the ladder options were silently ignored with --accuracy (exit 0),
+    and a ladders/ folder with no ladder in it printed a table of "0 published ladders"."""
+    monkeypatch.chdir(ROOT)
+    (tmp_path / "ladders").mkdir()
+    args = [str(tmp_path) if arg == "{empty}" else arg for arg in args]
+    assert run_cli(["ladder", "--accuracy", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err, err
+    assert not Path("x.db").exists() and not Path("x").exists()
+
+
+def test_ladder_accuracy_outside_the_repository_says_where_it_looked(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert run_cli(["ladder", "--accuracy"]) == 2
+    assert capsys.readouterr().err.strip() == ("error: no published ladders here (docs/ladders/, the default "
+                                               "--root): run it in the repository, or pass --root DIR")

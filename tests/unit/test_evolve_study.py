@@ -86,7 +86,7 @@ def test_a_trial_killed_before_its_first_heartbeat_is_failed_and_retried(tmp_pat
     from llmevo.runner.storage import fail_silent_trials
 
     plan = _plan(tmp_path, study="silent", storage=f"sqlite:///{tmp_path}/s.db", heartbeat=1,
-                 grace_period=1)
+                 grace_period=2)
     opened = optuna.create_study(study_name="silent", storage=open_storage(plan))
     dead = opened.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)})  # RUNNING, no heartbeat
     started = opened.get_trials()[dead.number].datetime_start

@@ -193,3 +193,68 @@ def test_an_evolution_report_is_not_replaced_by_one_that_holds_less(tmp_path, da
     summary.write_text("not json")
     with pytest.raises(ConfigError, match="not a readable evolution summary"):
         check_report_replacement(summary, f"sqlite:///{storage}", 30, [42], replace=False)
+
+
+@pytest.mark.parametrize("replace", [False, True])
+@pytest.mark.parametrize(("name", "kind"), [("summary.json", "a FIFO"), ("summary.json", "a folder"),
+                                            ("final-comparison.json", "a folder"), ("fitness.png", "a FIFO")])
+def test_a_report_file_that_is_a_folder_or_a_fifo_is_refused_before_any_work(tmp_path, data_dir, name, kind,
+                                                                              replace):
+    """Issue 37 round 4: a folder at summary.json failed its write after the search and the
+    final comparison, with final-comparison.json and the plots already written; a FIFO there
+    was replaced, exit 0. Neither can be replaced by a file, so --replace does not help."""
+    import os
+
+    from llmevo.evolve import explain, run
+
+    folder = tmp_path / "report"
+    folder.mkdir()
+    if kind == "a FIFO":
+        os.mkfifo(folder / name)
+    else:
+        (folder / name).mkdir()
+    storage = tmp_path / "new.db"
+    settings = EvolutionSettings(preset="smoke", trials=2, seeds=[42], data_dir=data_dir, out=folder,
+                                 storage=f"sqlite:///{storage}", device="cpu", threads=1, replace=replace)
+    with pytest.raises(ConfigError, match=f"{name} is {kind}, where the study report writes a file"):
+        run(settings)
+    assert not storage.exists() and sorted(p.name for p in folder.iterdir()) == [name]
+    storage.write_bytes(b"")  # explain opens the study first: a study file that is there
+    with pytest.raises(ConfigError):
+        explain(settings)
+
+
+def test_explain_refuses_a_summary_that_does_not_read_before_training(tmp_path, data_dir, monkeypatch):
+    """``explain`` read the report's summary.json with json.loads after the knockouts trained
+    (a traceback); now it is read, and refused in one line, before any training."""
+    from llmevo.evolve import explain, pipeline
+
+    folder = tmp_path / "report"
+    folder.mkdir()
+    (folder / "summary.json").write_text("not json")
+    monkeypatch.setattr(pipeline, "open_storage", lambda *a, **k: pytest.fail("opened the study"))
+    settings = EvolutionSettings(preset="smoke", trials=2, seeds=[42], data_dir=data_dir, out=folder,
+                                 storage=f"sqlite:///{tmp_path / 's.db'}", device="cpu", threads=1)
+    (tmp_path / "s.db").write_bytes(b"")
+    with pytest.raises(ConfigError, match="summary.json is there and is not a readable evolution summary; "
+                                          "move it away or pass --out another folder$"):
+        explain(settings)
+
+
+@pytest.mark.parametrize(("values", "explaining", "message"), [
+    ({"report": False, "out": "rep"}, False, "--out applies to the study report, and --no-report writes none"),
+    ({"report": False, "replace": True}, False, "--replace applies to the study report, and --no-report"),
+    ({"replace": True}, True, "--replace applies to a search's study report; --explain adds its knockouts"),
+])
+def test_report_options_with_no_report_to_write_are_refused_before_any_work(values, explaining, message,
+                                                                            tmp_path, data_dir, monkeypatch):
+    """Issue 37 round 4: ``evolve --no-report --out DIR`` / ``--replace`` and ``--explain
+    --replace`` ran, the option silently ignored."""
+    from llmevo.evolve import explain, run
+
+    monkeypatch.chdir(tmp_path)
+    settings = EvolutionSettings(preset="smoke", trials=2, seeds=[42], data_dir=data_dir,
+                                 storage=f"sqlite:///{tmp_path / 's.db'}", device="cpu", threads=1, **values)
+    with pytest.raises(ConfigError, match=message):
+        (explain if explaining else run)(settings)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -102,6 +102,7 @@ def test_settings_reach_the_train_config_and_the_optimizer_config():
     ("full", 4, [], [42], "no tuning seeds"),
     ("lr,,beta2", 4, [1000], [42], "empty axis"),
     ("lr,lr", 4, [1000], [42], "named twice"),
+    ("beta2", 4, [1000], [42], "the space must hold lr"),  # a KeyError after training, before
     (" ", 4, [1000], [42], "full"),
 ])
 def test_bad_space_plans_are_refused(space, trials, seeds, report, message):

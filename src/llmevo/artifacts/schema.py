@@ -353,6 +353,40 @@ class TuningAxisRecord(_Block):
     extension: list[float] | None = None  # the settings the extension reached (lowest, highest)
 
 
+class TuningBudget(_Block):
+    """What one arm's tuning cost (``runner.tuner``): runs asked, trained (not from the arm
+    cache), steps per run, CPU and wall seconds. Absent from artifacts written before it."""
+
+    runs: int = Field(ge=0)
+    trained: int = Field(ge=0)
+    steps_per_run: int = Field(ge=0)
+    cpu_seconds: float = Field(ge=0)
+    wall_seconds: float | None = Field(default=None, ge=0)
+
+
+class GridBest(_Block):
+    lr: float
+    mean: float | None
+
+
+class SearchBest(_Block):
+    trial: int
+    mean: float | None
+
+
+class GridFloor(_Block):
+    """Space tuning's lr-grid floor for one arm (``runner.tuning_space.GRID_FLOOR``): the
+    grid's best against the search's best, and which the arm kept. Absent from artifacts
+    written before the floor."""
+
+    grid: list[float]
+    extended: Literal["up", "down"] | None = None
+    grid_best: GridBest | None
+    search_best: SearchBest
+    held: bool
+    chosen_from: Literal["grid", "search"]
+
+
 class ArmTuning(_Block):
     settings: list[TuningSetting]
     chosen: dict[str, float]
@@ -361,6 +395,8 @@ class ArmTuning(_Block):
     confirmed: list[float] = Field(default_factory=list)  # lrs retrained on the confirmation seeds
     chosen_trial: int | None = None  # space tuning: the chosen trial's number
     space: dict[str, TuningAxisRecord] | None = None  # space tuning: the arm's axes
+    budget: TuningBudget | None = None  # what the arm's tuning cost (newer artifacts)
+    grid_floor: GridFloor | None = None  # space tuning: the lr grid's floor (newer artifacts)
 
     @model_validator(mode="after")
     def _chosen_is_a_setting(self) -> ArmTuning:
@@ -640,6 +676,10 @@ def validate_artifact(data: Any, source: str = "artifact") -> Artifact:
     """Validate a JSON-shaped dict as either artifact kind; ``source`` names it in errors."""
     if not isinstance(data, dict):
         raise ArtifactError(f"{source}: expected a JSON object at the top level")
+    other = {"evolution": "an evolution study's summary (its comparison artifact is final-comparison.json "
+                          "beside it)", "ladder": "a ladder file (llmevo report reads it)"}.get(str(data.get("kind")))
+    if other is not None and "method" not in data:
+        raise ArtifactError(f"{source}: {other}, not a comparison or diagnostic artifact")
     method = data.get("method")
     if isinstance(method, dict | ArmResult):  # a reproduction's arm block, as JSON or typed
         model: type[_Block] = ReproductionArtifact

@@ -38,6 +38,7 @@ from llmevo.cli.common import (
     resolve_cache_dir,
     resolve_data_dir,
 )
+from llmevo.errors import ConfigError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -78,6 +79,11 @@ def space_table(space: SearchSpace) -> Table:
     return table
 
 
+# what the printed space depends on (``pipeline.search_space``), and where the data is
+LIST_SPACE_OPTIONS = frozenset({"list_space", "preset", "trial_steps", "eval_windows", "rung", "d_model",
+                                "layers", "heads", "promotion", "docs", "data_dir"})
+
+
 def _given(context: typer.Context, name: str) -> bool:
     """Whether the option was given, not its default (typer vendors click: compared by name)."""
     source = context.get_parameter_source(name)
@@ -96,7 +102,8 @@ def evolve(
     seeds: Annotated[str, typer.Option(help="Report seeds of the final champion/baseline evaluation and of --explain.")] = "42,43,44,45,46",
     population: Annotated[int, typer.Option(help="Alive population (regularized evolution).")] = 8,
     tournament: Annotated[int, typer.Option(help="Tournament size.")] = 3,
-    rescore_seeds: Annotated[int, typer.Option(help="Extra seeds for a would-be champion.")] = 2,
+    rescore_seeds: Annotated[int, typer.Option(
+        help="Extra seeds for a would-be champion (0: scored on its search seed alone).")] = 2,
     score_k: Annotated[float, typer.Option(help="Score = mean - k * standard error.")] = 1.0,
     list_space: Annotated[bool, typer.Option("--list-space", help="Print the search space and exit.")] = False,
     data_dir: Annotated[Path | None, typer.Option(help="Data directory (else $LLMEVO_DATA).")] = None,
@@ -178,6 +185,8 @@ def evolve(
     sampling = {name: value for name, value in (
         ("sampler", sampler), ("population", population), ("tournament", tournament),
         ("sampler_seed", sampler_seed)) if _given(context, name)}
+    # --docs only where given: the library refuses a given folder that is not there
+    sampling.update({"docs": docs} if _given(context, "docs") else {})
     values = dict(
         preset=preset, trials=trials, workers=workers, storage=storage, study=study, **sampling,
         rescore_seeds=rescore_seeds, score_k=score_k, device=device, trial_steps=trial_steps,
@@ -186,9 +195,9 @@ def evolve(
         out=out, report=report, publish=publish, allow_dirty=allow_dirty,
         replace=replace or False,
         threads=threads, promotion=promotion,
-        docs=docs, tensorboard=tensorboard, cache_dir=resolve_cache_dir(),
+        tensorboard=tensorboard, cache_dir=resolve_cache_dir(),
         path="sequential" if sequential else "auto", replicas_max=replicas_max,
-        final_tune=final_tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None,
+        final_tune=final_tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None,
         **({} if tune_seeds is None else {"tune_seeds": parse_seeds(None, tune_seeds, option="--tune-seeds")}),
         tune_confirm=tune_confirm,
         trial_lr_factors=[] if trial_lr_factors.strip().lower() == "none" else parse_floats(
@@ -202,6 +211,12 @@ def evolve(
         check_output_dir(probe.report_folder())
     check_output_dir(tensorboard, "--tensorboard")
     if list_space:
+        ignored = [param.opts[0] for param in context.command.params
+                   if param.name not in LIST_SPACE_OPTIONS and param.opts and _given(context, param.name)]
+        if ignored:  # each was silently ignored
+            raise ConfigError(f"{', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not apply to "
+                              "--list-space, which prints the space and exits (the space depends on --preset, "
+                              "--trial-steps, --eval-windows, the size options, --promotion and --docs)")
         space, decisions = search_space(probe)
         console.print(space_table(space))
         console.print(promotion_table(decisions))

@@ -77,7 +77,7 @@ def run_experiment(experiment: Path | None, baseline: str | None, method: str | 
     request = ExternalRequest(
         experiment=experiment, baseline=baseline or "", method=method or "",
         seeds=parse_seeds(seed, seeds, default="42,43,44"), tune=tune,
-        tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None,
+        tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None,
         tune_seeds=(parse_seeds(None, tune_seeds, option="--tune-seeds")
                     if tune_seeds not in (None, DEFAULT_TUNE_SEEDS) else None),
         timeout=timeout, **({} if margin is None else {"margin": margin}), cache="use" if arm_cache else "refresh",

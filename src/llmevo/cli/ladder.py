@@ -44,6 +44,7 @@ def _minutes(seconds: float | None) -> str:
 
 @app.command()
 def ladder(
+    ctx: typer.Context,
     name: Annotated[str | None, typer.Argument(
         help="Component to compare against its ablation at each rung, e.g. rope; with --genome, the "
              "comparison's name (default <study>-champion).")] = None,
@@ -115,11 +116,13 @@ def ladder(
         if name is not None or genome is not None:
             raise ConfigError("--accuracy reads the published ladders and trains nothing: give no NAME "
                               "or --genome with it")
-        launching = launch_options(launcher, jobs, slurm_partition, job_minutes, launcher_folder)
-        if launching:
-            raise ConfigError(f"--{next(iter(launching)).replace('_', '-')} launches training; "
-                              "--accuracy trains nothing")
-        _print_accuracy(root or [Path("docs")])
+        given = [param.opts[0] for param in ctx.command.params
+                 if param.name not in ("accuracy", "root", "name") and param.opts[0].startswith("--")
+                 and getattr(ctx.get_parameter_source(param.name), "name", "DEFAULT") != "DEFAULT"]
+        if given:  # each was silently ignored
+            raise ConfigError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to --accuracy, "
+                              "which reads the published ladders and trains nothing (only --root does)")
+        _print_accuracy(root or [Path("docs")], given_root=root is not None)
         return
     if root is not None:
         raise ConfigError("--root applies with --accuracy only")
@@ -174,14 +177,19 @@ def ladder(
     console.print(f"report: {plan.folder / 'README.md'}")
 
 
-def _print_accuracy(roots: list[Path]) -> None:
+def _print_accuracy(roots: list[Path], given_root: bool = True) -> None:
     from rich.table import Table
 
     from llmevo.reports.decisions import accuracy_lines, published_decision_accuracy, table_cells
+    from llmevo.reports.ladder import LADDER_FILE
 
     for folder in roots:
+        where = f"--root {folder}" if given_root else f"no published ladders here ({folder}/ladders/, the default --root)"
         if not (folder / "ladders").is_dir():
-            raise ConfigError(f"--root {folder}: no ladders/ folder in it")
+            raise ConfigError(f"--root {folder}: no ladders/ folder in it" if given_root else
+                              f"{where}: run it in the repository, or pass --root DIR")
+        if not any((folder / "ladders").glob(f"*/{LADDER_FILE}")):  # "0 ladders" read as a result
+            raise ConfigError(f"{where}: no ladder file (ladders/*/{LADDER_FILE}) under {folder}")
     found = published_decision_accuracy(roots, Path.cwd())
     definition, _, _, _, sharing = accuracy_lines(found)
     header, *rows = table_cells(found)

@@ -265,7 +265,7 @@ def reproduce(
         schedule=schedule, suite=suite, publish=publish, allow_dirty=allow_dirty, replace=replace,
         report=report, out=out, save_checkpoints=save_checkpoints, tensorboard=tensorboard,
         path=path, replicas_max=replicas_max,
-        tune=tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None,
+        tune=tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None,
         tune_confirm=tune_confirm, tune_space=tune_space, tune_trials=tune_trials,
         post_steps=post_steps, post_batch_size=post_batch_size, post_lr=post_lr,
         post_seed_offset=post_seed_offset, self_consistency=self_consistency or None,
@@ -311,7 +311,7 @@ def _reproduce_all(preset: str, seeds: str | None, device: str, data_dir: Path |
     request = EvidenceRequest(
         preset=preset, only=parse_names(only, "--only", "component") if only is not None else None,
         seeds=parse_seeds(None, seeds) if seeds else None,
-        tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid else None, tune_confirm=tune_confirm,
+        tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None, tune_confirm=tune_confirm,
         tune_trials=tune_trials, steps=steps, data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device,
         threads=threads, path=path, time_limit_minutes=time_limit, publish=publish, allow_dirty=allow_dirty,
         out=out, storage=storage, study=study, **(launching or {}),

@@ -318,11 +318,14 @@ def make_objective(context: TrialContext, worker: int | None = None) -> Callable
             raise TrialDiverged(f"trial {trial.number}: {record.get('message')}")
         fitness = [record["fitness"]]
         best = best_score(study)
-        if plan.rescore_seeds > 0 and (best is None or fitness[0] > best):
+        # a would-be champion is rescored under rescore_seeds more seeds and scored; with 0 it is
+        # scored on its search seed alone (before, no trial was ever scored, and the report
+        # failed after the whole search: "no re-evaluated complete trial yet")
+        if best is None or fitness[0] > best:
             extra = [SEARCH_SEED + offset for offset in range(1, plan.rescore_seeds + 1)]
             # the genome at its tuned lr (fair trials), under every rescoring seed
             rescored = validate_genome(genome, context, [(genome.train.lr, s) for s in extra],
-                                       run_name=run_name)
+                                       run_name=run_name) if extra else []
             for seed, run in zip(extra, rescored, strict=True):
                 record = trial_record(run)
                 if run.status == "diverged":

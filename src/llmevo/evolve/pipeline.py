@@ -27,6 +27,7 @@ import functools
 import json
 import os
 import re
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -156,7 +157,7 @@ class EvolutionSettings(SectionedRequest):
     eval_windows: int | None = Field(default=None, ge=1)
     heartbeat: int = Field(default=5, ge=1)
     grace_period: int = Field(default=20, ge=1)
-    sampler_seed: int = Field(default=DEFAULT_SAMPLER_SEED, ge=0)
+    sampler_seed: int = Field(default=DEFAULT_SAMPLER_SEED, ge=0, le=2**32 - 1)  # numpy seeds Optuna's samplers
     out: Path | None = None
     report: bool = True
     promotion: Literal["evidence", "manifest"] = "evidence"
@@ -197,6 +198,13 @@ class EvolutionSettings(SectionedRequest):
     def _tournament_fits(self) -> EvolutionSettings:
         if self.tournament > self.population:
             raise ConfigError(f"--tournament {self.tournament} exceeds --population {self.population}")
+        if self.grace_period <= self.heartbeat:  # a live trial would be failed between two beats
+            raise ConfigError(f"--grace-period {self.grace_period} must exceed --heartbeat {self.heartbeat}: "
+                              "a running trial beats every heartbeat, and one silent for the grace "
+                              "period is failed and retried")
+        if "docs" in self.model_fields_set and not Path(self.docs).is_dir():  # silently: no evidence
+            raise ConfigError(f"--docs {self.docs}: no such folder (where the published reproductions "
+                              "that promote components are found)")
         name = self.study_name()  # a study name becomes a file name: a name, never a path
         if not STUDY_NAME.fullmatch(name) or ".." in name:
             raise ConfigError(f"--study '{name[:60]}': expected a name of letters, digits, '.', '_' "
@@ -316,6 +324,40 @@ class EvolutionSettings(SectionedRequest):
         )
 
 
+REPORT_FILES = ("summary.json", FINAL_COMPARISON, "README.md", "fitness.png", "fitness_vs_parameters.png")
+
+
+def check_report_files(folder: Path, names: tuple[str, ...] = REPORT_FILES) -> None:
+    """Before any work: each file the report writes in ``folder`` is absent or a regular file.
+    A folder there failed the write after the search and the final comparison, with the files
+    before it written; a FIFO was silently replaced. Checked by ``stat`` (opening a FIFO
+    blocks), with or without ``--replace`` (neither can be replaced by a file)."""
+    for name in names:
+        path = folder / name
+        try:
+            mode = path.stat().st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            raise ConfigError(f"{path}: {error.strerror or error}; move it away or pass --out another folder") from None
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+            raise ConfigError(f"{path} is {kind}, where the study report writes a file; move it away "
+                              "or pass --out another folder")
+
+
+def read_summary(summary: Path, what_to_do: str = "move it away, pass --out another folder, or --replace"
+                 ) -> dict[str, Any]:
+    """A study report's ``summary.json`` as a dict; one that does not read as one is a line."""
+    try:
+        old = json.loads(summary.read_text(encoding="utf-8"))
+        int(old["trial_counts"]["complete"])
+        {int(seed) for seed in old["final_evaluation"]["seeds"]}
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        raise ConfigError(f"{summary} is there and is not a readable evolution summary; {what_to_do}") from None
+    return old
+
+
 def check_report_replacement(summary: Path, storage_url: str, trials: int, seeds: list[int],
                              replace: bool) -> None:
     """A study report is never replaced by one that holds less, unless ``replace``: checked
@@ -323,15 +365,12 @@ def check_report_replacement(summary: Path, storage_url: str, trials: int, seeds
     report lacks, or more complete trials than a study on a new SQLite file can reach (a study
     whose storage holds its trials keeps them, and its report lists them again). A file there
     that is not a readable summary is replaced only when asked too."""
+    check_report_files(summary.parent)
     if replace or not summary.is_file():
         return
-    try:
-        old = json.loads(summary.read_text(encoding="utf-8"))
-        complete = int(old["trial_counts"]["complete"])
-        old_seeds = {int(seed) for seed in old["final_evaluation"]["seeds"]}
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
-        raise ConfigError(f"{summary} is there and is not a readable evolution summary; move it away, "
-                          "pass --out another folder, or --replace") from None
+    old = read_summary(summary)
+    complete = int(old["trial_counts"]["complete"])
+    old_seeds = {int(seed) for seed in old["final_evaluation"]["seeds"]}
     lost = []
     database = sqlite_path(storage_url)
     if database is not None and not database.exists() and trials < complete:
@@ -408,6 +447,11 @@ def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) ->
     receives one line per stage (study state, search done, champion, report path).
     Interrupting (KeyboardInterrupt) leaves the study resumable: run the same settings again."""
     plan = settings.plan()
+    if not plan.report:  # a search with --no-report writes no report: both were silently ignored
+        for given, option in ((settings.out is not None, "--out"), (settings.run.replace, "--replace")):
+            if given:
+                raise ConfigError(f"{option} applies to the study report, and --no-report writes none; "
+                                  "drop one of them")
     if plan.report:  # before any work: the report folder's summary is not replaced by less
         check_report_replacement(plan.report_folder / "summary.json", plan.storage_url, plan.trials,
                                  list(plan.seeds), settings.run.replace)
@@ -523,6 +567,14 @@ def explain(settings: EvolutionSettings, genes: list[str] | None = None,
 
     Returns the knockouts block; ``notify`` receives its table, one line at a time."""
     plan = settings.plan()
+    if settings.run.replace:  # silently ignored before
+        raise ConfigError("--replace applies to a search's study report; --explain adds its knockouts "
+                          "to the report and replaces nothing (drop --replace)")
+    # before any work: what the knockouts will be written beside (a FIFO, a folder or a
+    # summary that does not read failed after the knockouts trained, or hung)
+    check_report_files(plan.report_folder, ("knockouts.json", *REPORT_FILES))
+    summary_path = plan.report_folder / "summary.json"
+    existing = read_summary(summary_path, "move it away or pass --out another folder") if summary_path.exists() else None
     quiet_optuna()
     database = sqlite_path(plan.storage_url)
     if database is not None and not database.exists():  # opening would create an empty one
@@ -556,8 +608,8 @@ def explain(settings: EvolutionSettings, genes: list[str] | None = None,
         notify(f"no study report in {folder}: evaluating the champion and llama_modern on test "
                "to rebuild it")
         summary: dict[str, Any] | None = _final_report(plan, context, opened, code, 0.0, notify)
-    elif summary_path.exists():
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    elif existing is not None:
+        summary = existing
     else:
         summary = None
     if summary is not None:

@@ -65,13 +65,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,6 +118,7 @@ def resolve_proposer(command: str, timeout: float, cwd: Path) -> ProposerSpec:
         raise ConfigError("--proposer: empty command; give the command that answers the next genome")
     if not timeout > 0:
         raise ConfigError(f"--proposer-timeout {timeout:g}: expected seconds > 0")
+    check_startable(argv, cwd)
     files = {}
     for word in argv:
         path = cwd / word
@@ -124,6 +127,49 @@ def resolve_proposer(command: str, timeout: float, cwd: Path) -> ProposerSpec:
     identity = hashlib.sha256(json.dumps({"argv": argv, "files": files}, sort_keys=True)
                               .encode()).hexdigest()
     return ProposerSpec(argv=argv, files=files, identity=identity, timeout=float(timeout), cwd=cwd)
+
+
+PLACEHOLDER = re.compile(r"\{[A-Za-z_]+\}")
+PYTHON_ARGUMENT_OPTIONS = frozenset({"-W", "-X", "-Q"})  # python options that take the next word
+
+
+def check_startable(argv: Sequence[str], cwd: Path) -> None:
+    """Before any work (a missing proposer was found only after the baseline trial trained):
+    only the two placeholders, the program found (on PATH, or the file a path names,
+    executable), and the script ``{python}`` runs there (its first word that is not an option,
+    unless ``-c`` or ``-m`` comes first)."""
+    for word in argv:
+        for token in PLACEHOLDER.findall(word):
+            if token not in (PYTHON_TOKEN, REQUEST_TOKEN):
+                raise ConfigError(f"--proposer: unknown placeholder {token}; the known ones are "
+                                  f"{PYTHON_TOKEN} (this interpreter) and {REQUEST_TOKEN} (the request file)")
+    program = argv[0]
+    if REQUEST_TOKEN in program:
+        raise ConfigError(f"--proposer: {REQUEST_TOKEN} is the request file's path, not a program; "
+                          f"e.g. '{PYTHON_TOKEN} my_proposer.py {REQUEST_TOKEN}'")
+    if program == PYTHON_TOKEN:
+        words = iter(argv[1:])
+        for word in words:
+            if word in PYTHON_ARGUMENT_OPTIONS:
+                next(words, None)
+            elif word.startswith(("-c", "-m")):
+                return
+            elif word != "-" and not word.startswith("-"):
+                if REQUEST_TOKEN not in word and not (cwd / word).is_file():
+                    raise ConfigError(f"--proposer: the script {word} is not a file (looked in {cwd})")
+                return
+        # no script: python would run the request on its stdin as a program
+        raise ConfigError(f"--proposer {shlex.join(argv)}: {PYTHON_TOKEN} needs a script (or -c/-m); "
+                          f"e.g. '{PYTHON_TOKEN} my_proposer.py'")
+    if os.sep in program:
+        path = cwd / program
+        if not path.is_file():
+            raise ConfigError(f"--proposer: {program} is not a file (looked in {cwd})")
+        if not os.access(path, os.X_OK):
+            raise ConfigError(f"--proposer: {program} is not executable; chmod +x it, or run it "
+                              f"as '{PYTHON_TOKEN} {program}'")
+    elif shutil.which(program) is None:
+        raise ConfigError(f"--proposer: no program {program!r} on PATH")
 
 
 @dataclass(frozen=True)

@@ -132,6 +132,9 @@ class TuningSection(Section):
 
     @model_validator(mode="after")
     def _one_protocol(self) -> TuningSection:
+        if self.tune_grid is not None and not self.tune_grid:  # not "the default grid"
+            raise ConfigError("--tune-grid: no learning rate given; e.g. --tune-grid 1e-3,3e-3,1e-2 "
+                              "(or leave it out for the default grid)")
         if self.tune is False and self.tune_grid is not None:
             raise ConfigError("--tune-grid needs tuning; drop --no-tune (tune=False with a tune_grid)")
         if self.tune_space is not None:

@@ -381,11 +381,11 @@ def budget_sentence(artifact: ReproductionArtifact) -> str | None:
     names = {"baseline": artifact.baseline.name, "method": artifact.method.name}
     parts = []
     for label, block in tuning.arms.items():
-        budget = (block.model_extra or {}).get("budget")
-        if budget:
-            parts.append(f"{label} ({names.get(label, label)}) {budget['runs']} runs of "
-                         f"{budget['steps_per_run']} steps ({budget['trained']} trained, "
-                         f"{budget['cpu_seconds']:.0f} CPU s)")
+        budget = block.budget
+        if budget is not None:
+            parts.append(f"{label} ({names.get(label, label)}) {budget.runs} runs of "
+                         f"{budget.steps_per_run} steps ({budget.trained} trained, "
+                         f"{budget.cpu_seconds:.0f} CPU s)")
     return ("Tuning budget: " + "; ".join(parts) + ".") if parts else None
 
 
@@ -436,12 +436,11 @@ def _space_tuning_section(artifact: ReproductionArtifact, cached: tuple[str, ...
         diverged = sum(1 for s in block.settings if s.mean is None)
         searched = sum(1 for s in block.settings if s.phase != "grid")
         trials = f"{searched} trials" + (f", {diverged} diverged" if diverged else "")
-        floor = (block.model_extra or {}).get("grid_floor")
-        if floor:  # the lr grid the search must not end worse than
-            grid_best = floor.get("grid_best") or {}
+        floor = block.grid_floor
+        if floor is not None:  # the lr grid the search must not end worse than
+            lower = "" if floor.grid_best is None else format_number(floor.grid_best.lr)
             trials += (f"; lr grid floor: {len(block.settings) - searched} runs, "
-                       + ("held" if floor.get("held") else
-                          f"the grid's lr {format_number(grid_best.get('lr'))} was lower, so kept"))
+                       + ("held" if floor.held else f"the grid's lr {lower} was lower, so kept"))
         rows.append((names.get(arm, arm), f"{ranges}; {trials}",
                      f"trial {block.chosen_trial}: {chosen}", edges))
     return Section(

@@ -184,6 +184,9 @@ def check_space_plan(space: str, trials: int, seeds: Sequence[int], report_seeds
             raise ConfigError(f"--tune-space {space!r}: an empty axis name; e.g. lr,beta2")
         if len(set(axes)) != len(axes):
             raise ConfigError(f"--tune-space {space!r}: an axis is named twice")
+        if "lr" not in axes:  # each trial's lr is recorded and the lr grid floors the search
+            raise ConfigError(f"--tune-space {space!r}: the space must hold lr (each arm's choice is "
+                              f"floored by the lr grid); e.g. --tune-space lr,{axes[0]}")
     if isinstance(trials, bool) or not isinstance(trials, int) or not 2 <= trials <= MAX_TRIALS:
         raise ConfigError(f"--tune-trials {trials!r}: need 2 .. {MAX_TRIALS} trials per arm "
                           "(a choice needs at least two)")
