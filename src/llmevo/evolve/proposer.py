@@ -68,7 +68,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -89,6 +88,7 @@ from llmevo.evolve.plan import ProposerSpec
 from llmevo.evolve.sampler import LOST_STATES
 from llmevo.evolve.space import SearchSpace
 from llmevo.evolve.study import finished_trials
+from llmevo.experiments.external import kill_group, last_line
 from llmevo.runner.genome import Genome
 
 REQUEST_SCHEMA = "llmevo.proposer/1"
@@ -185,19 +185,6 @@ class Answer:
     parent: int | None = None
 
 
-def _last_line(text: str) -> str:
-    lines = [line for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    process.communicate()
-
-
 def call(spec: ProposerSpec, request: dict[str, Any]) -> str:
     """Run the proposer once on ``request``: the last non-empty line of its stdout, or
     ``BrokenAnswer`` (cannot start, exit status, timeout: its process group killed)."""
@@ -216,15 +203,15 @@ def call(spec: ProposerSpec, request: dict[str, Any]) -> str:
         try:
             stdout, stderr = process.communicate(text, timeout=spec.timeout)
         except subprocess.TimeoutExpired:
-            _kill_group(process)
+            kill_group(process)
             raise BrokenAnswer(f"no answer within {spec.timeout:g} s (process group killed)") from None
         except BaseException:  # an interrupt: leave no proposer behind
-            _kill_group(process)
+            kill_group(process)
             raise
     if process.returncode != 0:
-        last = _last_line(stderr) or _last_line(stdout)
+        last = last_line(stderr) or last_line(stdout)
         raise BrokenAnswer(f"exit status {process.returncode}" + (f": {last.strip()[:160]}" if last else ""))
-    return _last_line(stdout)
+    return last_line(stdout)
 
 
 def parse_answer(line: str, space: SearchSpace, numbers: set[int]) -> Answer:

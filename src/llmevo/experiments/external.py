@@ -286,12 +286,14 @@ def parse_metrics(text: str, metric: str, source: str) -> dict[str, float]:
             if isinstance(item, int | float) and not isinstance(item, bool) and math.isfinite(item)}
 
 
-def _last_line(text: str) -> str:
+def last_line(text: str) -> str:
+    """The last non-blank line of a command's output (a reply, or its error)."""
     lines = [line for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else ""
 
 
-def _stop(process: subprocess.Popen) -> None:
+def kill_group(process: subprocess.Popen) -> None:
+    """Kill a command started in its own session, with everything it started, and reap it."""
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -321,16 +323,16 @@ def execute(experiment: LoadedExperiment, params: Mapping[str, Value], seed: int
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            _stop(process)
+            kill_group(process)
             raise RunFailed(f"timed out after {timeout:g} s (process group killed)") from None
         except BaseException:  # an interrupt: leave no run behind
-            _stop(process)
+            kill_group(process)
             raise
         if process.returncode != 0:
-            last = _last_line(stderr) or _last_line(stdout)
+            last = last_line(stderr) or last_line(stdout)
             raise RunFailed(f"exit status {process.returncode}" + (f": {last.strip()[:160]}" if last else ""))
         if metrics_file is None:
-            return parse_metrics(_last_line(stdout), spec.metric, "the last stdout line")
+            return parse_metrics(last_line(stdout), spec.metric, "the last stdout line")
         if not metrics_file.is_file():
             raise RunFailed(f"wrote no metrics file (${METRICS_FILE_ENV})")
         return parse_metrics(metrics_file.read_text(encoding="utf-8", errors="replace"), spec.metric,
