@@ -309,16 +309,12 @@ class EvolutionSettings(SectionedRequest):
             sampler_seed=self.sampler_seed, heartbeat_interval=self.heartbeat,
             grace_period=self.grace_period, trial_preset=trial_preset, promoted=promoted,
             base_model=self.base_model(), rung=self.size.rung, size=self._resolved,
-            data_dir=Path(run.data_dir).resolve(), cache_dir=Path(run.cache_dir).resolve(),
-            device=run.device, rescore_seeds=self.rescore_seeds, score_k=self.score_k,
+            rescore_seeds=self.rescore_seeds, score_k=self.score_k,
             lr_factors=factors, execution=execution,
             tensorboard=self.tensorboard.resolve() if self.tensorboard is not None else None,
             final_preset=final_preset, seeds=tuple(self.seeds), tuning=final_tuning,
             threads=run.threads or os.cpu_count() or 1, report=self.report,
-            report_folder=self.report_folder(), publish=run.publish,
-            allow_dirty=run.allow_dirty,
-            command=run.command or f"python: llmevo.evolve.run(study={study_name!r})",
-            repo_root=run.repo_root,
+            report_folder=self.report_folder(), run=run,
             proposer=None if self.proposer is None else resolve_proposer(
                 self.proposer, self.proposer_timeout, Path.cwd()),
         )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmevo.experiments.sections import RunSection
 from llmevo.model.config import ModelConfig
 from llmevo.runner.presets import Preset
 from llmevo.runner.size import Size
@@ -61,9 +62,6 @@ class EvolutionPlan:
     promoted: frozenset[str]  # the components the search space holds
     base_model: ModelConfig  # the baseline genome's model (llama_modern at the size dial's size)
     rung: int | None  # the size dial's rung (None: no rung asked for)
-    data_dir: Path
-    cache_dir: Path
-    device: str  # auto, cpu, cuda or mps; each process resolves it once
     rescore_seeds: int  # extra seeds for a would-be champion
     score_k: float  # score = mean - k standard errors
     lr_factors: tuple[float, ...]  # each trial at lr x each factor, scored by its best; (): one lr
@@ -76,12 +74,44 @@ class EvolutionPlan:
     threads: int  # torch's CPU threads for the final comparison and the knockouts
     report: bool  # evaluate the champion on test and write the report
     report_folder: Path
-    publish: bool  # the report under docs/evolution/, from a clean checkout (or allow_dirty)
-    allow_dirty: bool
-    command: str  # what provenance records as the command that ran
-    repo_root: Path  # the llmevo checkout provenance reads
+    # where and how runs go, the request's own section (``experiments.sections.RunSection``):
+    # data, cache, device, publish, provenance's command and checkout; read through the
+    # properties below, never copied
+    run: RunSection
     # the size dial resolved (``EvolutionSettings.resolved_size``): the final comparison's
     # artifact records its rung, parameters and tokens; None: no size asked for (or not passed)
     size: Size | None = None
     # an external command that chooses each trial's genome in place of the sampler (one worker)
     proposer: ProposerSpec | None = None
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.run.data_dir).resolve()
+
+    @property
+    def cache_dir(self) -> Path:
+        return Path(self.run.cache_dir).resolve()
+
+    @property
+    def device(self) -> str:
+        """auto, cpu, cuda or mps; each process resolves it once."""
+        return self.run.device
+
+    @property
+    def publish(self) -> bool:
+        """The report under docs/evolution/, from a clean checkout (or ``allow_dirty``)."""
+        return self.run.publish
+
+    @property
+    def allow_dirty(self) -> bool:
+        return self.run.allow_dirty
+
+    @property
+    def repo_root(self) -> Path:
+        """The llmevo checkout provenance reads."""
+        return self.run.repo_root
+
+    @property
+    def command(self) -> str:
+        """What provenance records as the command that ran."""
+        return self.run.command or f"python: llmevo.evolve.run(study={self.study_name!r})"
