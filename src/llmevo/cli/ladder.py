@@ -18,6 +18,7 @@ import typer
 
 from llmevo.cli.common import (
     DeviceOption,
+    ParamOption,
     ThreadsOption,
     app,
     apply_threads,
@@ -61,6 +62,7 @@ def ladder(
         help="The training/evaluation window: quick's 64 tokens at every rung, or growing with the rung "
              "(64 up to rung 0, x sqrt(2) per rung: 96, 128, 176, ...).")] = "fixed",
     margin: Annotated[float, typer.Option(help="Non-inferiority margin of each rung's class, percent.")] = 1.0,
+    param: ParamOption = "standard",
     device: DeviceOption = "auto",
     data_dir: Annotated[Path | None, typer.Option(help="Data directory (else $LLMEVO_DATA).")] = None,
     threads: ThreadsOption = None,
@@ -108,7 +110,7 @@ def ladder(
         seeds=parse_seeds(None, seeds), top_seeds=top_seeds,
         tune_seeds=parse_seeds(None, tune_seeds, option="--tune-seeds"), tune_confirm=tune_confirm,
         full_grid_rungs=full_grid_rungs, tokens_per_parameter=tokens_per_parameter, context=context, margin=margin,
-        data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device, threads=threads,
+        param=param, data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device, threads=threads,
         path=path, replicas_max=replicas_max, resamples=resamples, include_degenerate=include_degenerate,
         publish=publish, allow_dirty=allow_dirty,
         replace=replace, out=out, command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),

@@ -32,6 +32,9 @@ class ModelDims:
     n_layers: int
     n_heads: int
     max_seq_len: int
+    # the attention scores' scale; None: 1/sqrt(head_dim). Set by a parametrization whose
+    # scale differs (model/parametrization.py: mup's 1/d_head away from the base head dim)
+    attention_scale: float | None = None
 
     @property
     def head_dim(self) -> int:
@@ -103,9 +106,12 @@ class Attention(nn.Module):
     """Maps (B, T, D) to (B, T, D), mixing only earlier-or-equal positions.
 
     Built as ``Attention(config, dims, layer_index)``; a component may ignore the index.
+    ``honours_attention_scale``: whether its scores use ``dims.attention_scale`` (a
+    parametrization that sets one refuses an attention that does not).
     """
 
     supports_kv_cache: bool = True
+    honours_attention_scale: bool = False
 
 
 class FeedForward(nn.Module):
