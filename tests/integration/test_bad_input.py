@@ -78,6 +78,8 @@ USAGE = [
     (["reproduce", "--all", "--param", "mup"], "--param applies to one comparison"),
     (["ladder", "soap", "--param", "mup", "--rungs=-2,-1"], "optimizer 'soap' does not take"),
     (["evolve", "--param", "mup"], "No such option"),
+    (["reproduce", "peri_ln", "--param", "completep", "--preset", "quick", "--layers", "4"],
+     "block 'peri_ln' does not scale its residual branches"),
 ]
 
 

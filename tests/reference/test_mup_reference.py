@@ -172,3 +172,42 @@ def test_trainer_refuses_an_optimizer_without_per_group_lr():
     config = TrainConfig(steps=1, batch_size=2, seq_len=8, lr=1e-3, optimizer=ComponentChoice(name="soap"))
     with pytest.raises(ConfigError, match="optimizer 'soap' does not take per-parameter"):
         train(model, stream, config, 0, torch.device("cpu"), build_optimizer(config.optimizer))
+
+
+# --- CompleteP (arXiv 2505.01618, Table 1 at alpha = 1; reference: EleutherAI/nanoGPT-mup,
+# branch completep): mup plus x + (L_base / L) f(norm(x)) on every branch, base depth 2 --------
+
+
+def test_completep_scales_each_residual_branch_by_base_depth_over_depth():
+    config = resize_model(ModelConfig(parametrization="completep"), Geometry(128, 8, 8))
+    torch.manual_seed(0)
+    model = build_model(config)
+    block = model.blocks[3]
+    x = torch.randn(2, 12, 128, generator=torch.Generator().manual_seed(2))
+    context = AttentionContext(positions=torch.arange(12), position=model.position)
+    mid = x + (2 / 8) * block.attention(block.attention_norm(x), context)
+    expected = mid + (2 / 8) * block.feed_forward(block.feed_forward_norm(mid))
+    torch.testing.assert_close(block(x, context), expected, rtol=1e-6, atol=1e-6)
+    # the width rule is mup's: hidden lr x 64/128, logits x 64/128, no depth term at alpha = 1
+    assert set(model.lr_multipliers.values()) == {0.5} and model.output_multiplier == 0.5
+
+
+def test_completep_at_the_base_depth_is_mup_exactly():
+    for parametrization in ("mup", "completep"):
+        config = resize_model(ModelConfig(parametrization=parametrization), Geometry(96, 2, 6))
+        torch.manual_seed(5)
+        model = build_model(config)
+        tokens = torch.randint(0, 512, (2, 16), generator=torch.Generator().manual_seed(0))
+        if parametrization == "mup":
+            reference = model(tokens)
+        else:
+            assert torch.equal(model(tokens), reference)
+
+
+def test_completep_refuses_a_block_that_does_not_scale_its_branches():
+    model = resize_model(ModelConfig(parametrization="completep").with_slot("block", "peri_ln"),
+                         Geometry(64, 4, 4))
+    with pytest.raises(ConfigError, match="block 'peri_ln' does not scale its residual branches"):
+        check_parametrization(model, ComponentChoice(name="adamw"))
+    check_parametrization(resize_model(ModelConfig(parametrization="completep").with_slot("block", "peri_ln"),
+                                       Geometry(128, 2, 8)), ComponentChoice(name="adamw"))  # base depth: mup

@@ -62,11 +62,12 @@ DModelOption = Annotated[int | None, typer.Option(
 LayersOption = Annotated[int | None, typer.Option(help="Model depth (replaces the rung's).")]
 HeadsOption = Annotated[int | None, typer.Option(
     help="Attention heads, dividing --d-model (replaces the rung's).")]
-ParamName = Literal["standard", "mup"]  # llmevo.model.parametrization.PARAMETRIZATIONS (torch-free here)
+ParamName = Literal["standard", "mup", "completep"]  # llmevo.model.parametrization.PARAMETRIZATIONS (torch-free here)
 ParamOption = Annotated[ParamName, typer.Option(
-    "--param", help="Parametrization: standard, or mup (Maximal Update Parametrization, Tensor Programs V "
+    "--param", help="Parametrization: standard; mup (Maximal Update Parametrization, Tensor Programs V "
     "Table 8: hidden weights at init std 0.02/sqrt(m) and lr/m, logits x 1/m, m = d_model/64; the "
-    "standard model at rung 0). Adam-family optimizers and the transformer's slots only.")]
+    "standard model at rung 0); completep (mup plus residual branches x 2/layers, CompleteP alpha=1). "
+    "Adam-family optimizers and the transformer's slots only.")]
 
 
 def resolve_data_dir(option: Path | None) -> Path:

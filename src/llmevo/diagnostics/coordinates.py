@@ -7,10 +7,12 @@ parametrization they grow with width.
 hidden 3 x width, as every rung of the size dial has them; depth 2), trains it ``steps`` AdamW
 steps (no weight decay, no clipping, no schedule) on fixed random token windows, then feeds one
 more window and records the mean absolute value of each block's output (the residual
-stream) and of the logits. ``width_slope`` is the least-squares slope of log(mean |x|)
-against log(width): about 0 when flat, about 1 or more when the activations grow with width.
+stream) and of the logits. ``depth_check`` does the same at one width across depths (CompleteP's
+check, arXiv 2505.01618: the last block's output, ``last``, and the logits). ``width_slope`` is
+the least-squares slope of log(mean |x|) against log(width or depth): about 0 when flat, about 1
+or more when the activations grow with it.
 
-Public API: ``coordinate_check``, ``width_slope``, ``Coordinates``.
+Public API: ``coordinate_check``, ``depth_check``, ``width_slope``, ``Coordinates``.
 """
 
 from __future__ import annotations
@@ -76,8 +78,21 @@ def coordinate_check(widths: Sequence[int], parametrization: str, steps: int = 3
     return result
 
 
+def depth_check(depths: Sequence[int], parametrization: str, width: int = 64, steps: int = 3,
+                lr: float = 1e-2, seeds: Sequence[int] = (0, 1), batch: int = 8, seq_len: int = 32) -> Coordinates:
+    """Depth -> the mean |x| of the last block's output (``last``) and of the logits after
+    ``steps`` steps at ``width``, averaged over ``seeds``."""
+    result: Coordinates = {}
+    for depth in depths:
+        runs = [_measure(model_at(width, parametrization, depth), steps, lr, seed, batch, seq_len)
+                for seed in seeds]
+        result[depth] = {"last": sum(run[f"block{depth - 1}"] for run in runs) / len(runs),
+                         "logits": sum(run["logits"] for run in runs) / len(runs)}
+    return result
+
+
 def width_slope(coordinates: Coordinates, key: str) -> float:
-    """Least-squares slope of log(mean |x|) against log(width) for ``key``."""
+    """Least-squares slope of log(mean |x|) against log(width) (or depth) for ``key``."""
     xs = [math.log(width) for width in coordinates]
     ys = [math.log(sizes[key]) for sizes in coordinates.values()]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)

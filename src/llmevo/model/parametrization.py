@@ -48,13 +48,27 @@ a hidden weight's lr), a matrix of a block that is not an ``nn.Linear``, an atte
 computes its own score scale at a head dimension other than the base's, and whole
 architectures other than the transformer.
 
-Deviations: the base width is quick's 64 (``BASE_WIDTH``) whatever model is trained; the
-paper's tunable constant multipliers (its "base multipliers") are today's values; depth
-(CompleteP, arXiv 2505.01618) is not part of ``mup``.
+``completep`` is ``mup`` plus CompleteP's depth rule (Dey et al., "Don't be lazy: CompleteP
+enables compute-efficient deep transformers", arXiv 2505.01618, Table 1 at alpha = 1, checked
+against its reference implementation EleutherAI/nanoGPT-mup, branch completep): with
+``m_L = n_layers / BASE_DEPTH`` every residual branch is multiplied by ``m_L^-alpha = BASE_DEPTH
+/ n_layers`` (``x + (L_base/L) f(norm(x))``, read by blocks that declare
+``honours_residual_scale``: the pre-norm block, the paper's pre-LN layout); the lr correction
+``m_L^(alpha-1)`` of the hidden weights, norm gains and biases is 1 at alpha = 1, and the init
+has no depth term, so nothing else changes with depth. At ``BASE_DEPTH`` layers it is ``mup``
+exactly.
+
+Deviations: the base width is quick's 64 (``BASE_WIDTH``) and the base depth quick's 2
+(``BASE_DEPTH``) whatever model is trained; the papers' tunable constant multipliers (their
+"base multipliers") are today's values; Adam's epsilon is not scaled (the references divide it
+by ``m``, and CompleteP the hidden layers' by ``m x m_L`` too: at eps 1e-8 against this model's
+gradient scales it does not bind). The weight decay rule is ``MuAdam``'s (above); the
+nanoGPT-mup reference keeps ``weight_decay`` under μP (so ``lr x wd`` shrinks by ``1/m``) and
+multiplies it by ``m`` under CompleteP, as here.
 
 Public API: ``Parametrization``, ``PARAMETRIZATIONS``, ``BASE_WIDTH``, ``BASE_HEAD_DIM``,
-``INIT_STD``, ``width_multiplier``, ``attention_scale``, ``output_multiplier``,
-``hidden_matrix_names``, ``apply_init``, ``lr_multipliers``.
+``BASE_DEPTH``, ``INIT_STD``, ``width_multiplier``, ``attention_scale``, ``residual_scale``,
+``output_multiplier``, ``hidden_matrix_names``, ``apply_init``, ``lr_multipliers``.
 """
 
 from __future__ import annotations
@@ -65,29 +79,39 @@ from typing import Literal
 import torch
 from torch import nn
 
-Parametrization = Literal["standard", "mup"]
-PARAMETRIZATIONS: tuple[str, ...] = ("standard", "mup")
+Parametrization = Literal["standard", "mup", "completep"]
+PARAMETRIZATIONS: tuple[str, ...] = ("standard", "mup", "completep")
+WIDTH_RULES = ("mup", "completep")  # the parametrizations with μP's width rule
 BASE_WIDTH = 64  # quick's d_model: at this width mup is the standard model exactly
 BASE_HEAD_DIM = 16  # quick's head dimension (64 / 4 heads); every rung keeps it
+BASE_DEPTH = 2  # quick's depth: at this depth completep is mup exactly
 INIT_STD = 0.02  # today's N(0, 0.02^2) for every nn.Linear and nn.Embedding weight
 
 
 def width_multiplier(parametrization: str, d_model: int) -> float:
-    """``m = d_model / BASE_WIDTH`` under ``mup``; 1.0 under ``standard``."""
-    return d_model / BASE_WIDTH if parametrization == "mup" else 1.0
+    """``m = d_model / BASE_WIDTH`` under ``mup`` and ``completep``; 1.0 under ``standard``."""
+    return d_model / BASE_WIDTH if parametrization in WIDTH_RULES else 1.0
 
 
 def attention_scale(parametrization: str, head_dim: int) -> float | None:
     """The attention scores' scale: None (today's ``1/sqrt(head_dim)``) under ``standard`` or
     at the base head dimension; ``sqrt(BASE_HEAD_DIM) / head_dim`` (1/d, anchored at the base)
-    under ``mup`` otherwise."""
-    if parametrization != "mup" or head_dim == BASE_HEAD_DIM:
+    under ``mup`` and ``completep`` otherwise."""
+    if parametrization not in WIDTH_RULES or head_dim == BASE_HEAD_DIM:
         return None
     return math.sqrt(BASE_HEAD_DIM) / head_dim
 
 
+def residual_scale(parametrization: str, n_layers: int) -> float | None:
+    """Each residual branch's multiplier: ``BASE_DEPTH / n_layers`` (CompleteP, alpha = 1) under
+    ``completep`` away from the base depth; None (no multiplier) otherwise."""
+    if parametrization != "completep" or n_layers == BASE_DEPTH:
+        return None
+    return BASE_DEPTH / n_layers
+
+
 def output_multiplier(parametrization: str, d_model: int) -> float:
-    """What the logits are multiplied by: ``1/m`` under ``mup`` (Table 8's output multiplier
+    """What the logits are multiplied by: ``1/m`` under μP's width rule (Table 8's output multiplier
     ``1/fan_in``, anchored at the base width), 1.0 under ``standard``."""
     return 1.0 / width_multiplier(parametrization, d_model)
 
@@ -113,8 +137,8 @@ def apply_init(model: nn.Module, parametrization: str, d_model: int) -> None:
 
 def lr_multipliers(model: nn.Module, parametrization: str, d_model: int) -> dict[str, float]:
     """Parameter name -> its learning-rate multiplier where it is not 1: ``1/m`` for every
-    hidden weight under ``mup`` (Table 8's Adam lr ``1/fan_in``); empty under ``standard`` or
-    at ``m = 1``."""
+    hidden weight under ``mup`` and ``completep`` (Table 8's Adam lr ``1/fan_in``; CompleteP's
+    depth correction is 1 at alpha = 1); empty under ``standard`` or at ``m = 1``."""
     multiplier = width_multiplier(parametrization, d_model)
     if multiplier == 1.0:
         return {}

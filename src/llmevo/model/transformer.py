@@ -58,6 +58,7 @@ class Transformer(nn.Module):
             max_seq_len=config.max_seq_len,
             attention_scale=param.attention_scale(config.parametrization,
                                                   config.d_model // config.n_heads),
+            residual_scale=param.residual_scale(config.parametrization, config.n_layers),
         )
         self.specs: dict[str, ComponentSpec] = {}
         built: dict[str, tuple[ComponentSpec, Any]] = {}
@@ -84,9 +85,10 @@ class Transformer(nn.Module):
         self.apply(_init_weights)
         if config.tie_embeddings:
             self.head.weight = self.embedding.weight
-        # the parametrization (model/parametrization.py): standard changes nothing; mup rescales
-        # the hidden weights' init, multiplies the logits by 1/m and gives the optimizer each
-        # hidden weight's lr multiplier (read by the trainer)
+        # the parametrization (model/parametrization.py): standard changes nothing; mup (and
+        # completep, whose depth rule the blocks read from dims) rescales the hidden weights'
+        # init, multiplies the logits by 1/m and gives the optimizer each hidden weight's lr
+        # multiplier (read by the trainer)
         param.apply_init(self, config.parametrization, config.d_model)
         self.output_multiplier = param.output_multiplier(config.parametrization, config.d_model)
         self.lr_multipliers = param.lr_multipliers(self, config.parametrization, config.d_model)

@@ -90,10 +90,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from llmevo.catalog import build_optimizer, full_registry
-from llmevo.components.base import Attention
+from llmevo.components.base import Attention, Block
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
-from llmevo.model.parametrization import attention_scale, hidden_matrix_names
+from llmevo.model.parametrization import attention_scale, hidden_matrix_names, residual_scale
 from llmevo.registry import MODEL_SLOTS, ComponentChoice, Scaling, integer_fields
 from llmevo.runner.presets import Preset, get_preset
 from llmevo.skeleton import build_skeleton, parameter_count
@@ -325,13 +325,14 @@ def size_label(size: Size | None) -> str | None:
 
 def check_parametrization(model: ModelConfig, optimizer: ComponentChoice) -> None:
     """Refuse, in one line, a model or optimizer that cannot honour its parametrization
-    (``model/parametrization.py``; ``standard`` always can). Under ``mup``: the transformer
+    (``model/parametrization.py``; ``standard`` always can). Under ``mup`` and ``completep``: the transformer
     only; an optimizer that declares ``per_group_lr``; every ``nn.Linear`` weight in the
     blocks a hidden matrix (both dimensions follow the width) and no other parameter with two
     dimensions that follow it, read by comparing the model's shapes with its own at twice the
     width (``resize_model``: every component's sizes by their declared ``Scaling``); an
     attention that reads ``ModelDims.attention_scale`` where the head dimension is not the
-    base's."""
+    base's; under ``completep`` away from the base depth, a block that reads
+    ``ModelDims.residual_scale``."""
     if model.parametrization == "standard":
         return
     what = f"--param {model.parametrization}"
@@ -365,3 +366,9 @@ def check_parametrization(model: ModelConfig, optimizer: ComponentChoice) -> Non
                 raise ConfigError(f"{what}: attention '{model.attention.name}' computes its own score scale, "
                                   f"so it cannot take μP's 1/d_head at head dimension {here.head_dim}; "
                                   "keep the head dimension 16 or use --param standard")
+    if residual_scale(model.parametrization, here.n_layers) is not None:
+        for module in built.modules():
+            if isinstance(module, Block) and not module.honours_residual_scale:
+                raise ConfigError(f"{what}: block '{model.block.name}' does not scale its residual branches "
+                                  f"(CompleteP's rule is for the pre-norm block), so it cannot take depth "
+                                  f"{here.n_layers}; use --param mup or the base depth 2")
