@@ -5,7 +5,7 @@ half-decade lattice (3e-3 x 3^(k/2)) on the tuning seeds, scored on the validati
 the ladder's tuning scores it (``runner.tuning.tune_arm``: the best at a grid edge extends the
 grid once; the arm cache keeps every run). Prints one line per (parametrization, rung) and the
 drift of the chosen lr in half-decade steps; --json writes every value. The coordinate check
-(``--plot``) draws ``llmevo.diagnostics.coordinates`` at widths 64..512.
+(``--plot``) draws ``llmevo.diagnostics.coordinates`` at widths 64..512 and depths 2..16.
 
     .venv/bin/python scripts/mup_lr_transfer.py --rungs=-2,-1,0 --ks=-2,-1,0,1,2 --seeds 0 \
         [--json out.json] [--threads 1] [--plot coordinate-check.png]
@@ -68,22 +68,31 @@ def plot_coordinates(path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from llmevo.diagnostics.coordinates import coordinate_check
+    from llmevo.diagnostics.coordinates import coordinate_check, depth_check
 
-    widths = (64, 128, 256, 512)
-    figure, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
-    for axis, param in zip(axes, ("standard", "mup"), strict=True):
+    widths, depths = (64, 128, 256, 512), (2, 4, 8, 16)
+    figure, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True)
+    for axis, param in zip(axes[:2], ("standard", "mup"), strict=True):
         coordinates = coordinate_check(widths, param)
         for key in ("block0", "block1", "logits"):
             axis.plot(widths, [coordinates[w][key] for w in widths], marker="o", label=key)
+        axis.set_title(f"--param {param}: across width (depth 2)")
+        axis.set_xlabel("width (d_model)")
+        axis.set_xticks(widths, [str(w) for w in widths])
+    for param, style in (("mup", "--"), ("completep", "-")):
+        coordinates = depth_check(depths, param)
+        axes[2].plot(depths, [coordinates[d]["last"] for d in depths], style, marker="o",
+                     label=f"{param}: last block")
+    axes[2].set_title("across depth (width 64)")
+    axes[2].set_xlabel("layers")
+    axes[2].set_xticks(depths, [str(d) for d in depths])
+    for axis in axes:
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
-        axis.set_title(f"--param {param}")
-        axis.set_xlabel("width (d_model)")
+        axis.legend(fontsize=8)
     axes[0].set_ylabel("mean |x| after 3 AdamW steps (lr 1e-2)")
-    axes[1].legend()
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=110)
 
 
 def main() -> int:

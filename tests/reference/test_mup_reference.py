@@ -211,3 +211,20 @@ def test_completep_refuses_a_block_that_does_not_scale_its_branches():
         check_parametrization(model, ComponentChoice(name="adamw"))
     check_parametrization(resize_model(ModelConfig(parametrization="completep").with_slot("block", "peri_ln"),
                                        Geometry(128, 2, 8)), ComponentChoice(name="adamw"))  # base depth: mup
+
+
+def test_the_arm_cache_key_and_the_file_names_carry_the_parametrization(tmp_path):
+    from llmevo.experiments.pipeline import ReproductionRequest
+    from llmevo.runner.arm import Arm
+    from llmevo.runner.cache import arm_parts
+
+    adamw = ComponentChoice(name="adamw")
+    standard, mup = ModelConfig(), ModelConfig(parametrization="mup")
+    assert "parametrization" not in arm_parts(Arm("baseline", "x", standard, adamw))["model"]
+    assert arm_parts(Arm("baseline", "x", mup, adamw))["model"]["parametrization"] == "mup"
+    plans = {param: ReproductionRequest(name="rope", preset="quick", rung=-2, param=param, seeds=[42],
+                                        tune=False, data_dir=tmp_path, cache_dir=tmp_path).plan()
+             for param in ("standard", "mup")}
+    assert plans["standard"].outputs.artifact.name == "public-quick-rung-2-seed42.json"
+    assert plans["mup"].outputs.artifact.name == "public-quick-rung-2-mup-seed42.json"
+    assert {arm.model.parametrization for arm in plans["mup"].comparison.arms} == {"mup"}
