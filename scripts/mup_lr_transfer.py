@@ -54,11 +54,14 @@ def tune(param: str, rung: int, ks: list[int], seeds: list[int], data_dir: Path,
     result = tune_arm(f"{param} rung {rung}", lambda: build_arm_model(arm), data.stream, config,
                       TuningPlan(grid, tuple(seeds)), evaluate, plan.device, execution=plan.execution,
                       cache=entries)
-    values = {s.lr: sum(v for v in s.values.values() if v is not None) / max(1, len(s.values))
-              for s in result.settings}
+    values = {s.lr: math.inf if None in s.values.values() else sum(s.values.values()) / len(s.values)
+              for s in result.settings}  # a diverged seed (None) makes its lr the worst
     best = min(values, key=values.__getitem__)
+    per_seed = {f"{s.lr:.4g}": {str(seed): v for seed, v in s.values.items()}
+                for s in sorted(result.settings, key=lambda s: s.lr)}
     return {"param": param, "rung": rung, "d_model": arm.model.d_model, "metric": metric,
-            "values": {f"{lr:.4g}": v for lr, v in sorted(values.items())}, "best_lr": best,
+            "values": {f"{lr:.4g}": v for lr, v in sorted(values.items())}, "per_seed": per_seed,
+            "best_lr": best,
             "best_k": round(2 * math.log(best / BASE_LR) / math.log(3)), "cached": len(result.cached)}
 
 
