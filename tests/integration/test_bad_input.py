@@ -69,6 +69,17 @@ USAGE = [
     (["reproduce", "grpo", "--against", "dpo"], "'grpo' is a post-training method"),
     (["reproduce", "blt-bytes", "--against", "rope"], "is a whole architecture"),
     (["reproduce", "alibi", "--against"], "requires an argument"),
+    # --param: a parametrization that cannot apply is refused before any work
+    (["reproduce", "rope", "--param", "sp"], "'sp' is not one of"),
+    (["reproduce", "muon", "--param", "mup"], "optimizer 'muon' does not take per-parameter learning rates"),
+    (["reproduce", "moe", "--param", "mup", "--preset", "quick", "--rung", "1"], "router.weight (8, 96) has a dimension that does not follow"),
+    (["reproduce", "mla", "--param", "mup"], "does not follow the width"),
+    (["reproduce", "blt-bytes", "--param", "mup"], "has no parametrization rule"),
+    (["reproduce", "--all", "--param", "mup"], "--param applies to one comparison"),
+    (["ladder", "soap", "--param", "mup", "--rungs=-2,-1"], "optimizer 'soap' does not take"),
+    (["evolve", "--param", "mup"], "No such option"),
+    (["reproduce", "peri_ln", "--param", "completep", "--preset", "quick", "--layers", "4"],
+     "block 'peri_ln' does not scale its residual branches"),
 ]
 
 
@@ -491,6 +502,9 @@ def test_cli_choice_lists_match_the_library():
     assert set(get_args(common.PresetName)) == set(PRESETS)
     assert set(get_args(common.SamplerName)) == set(SAMPLERS)
     assert set(get_args(common.DeviceName)) == set(DEVICES)
+    from llmevo.model.parametrization import PARAMETRIZATIONS
+
+    assert set(get_args(common.ParamName)) == set(PARAMETRIZATIONS)
 
 
 def test_a_cache_path_that_is_a_file_is_refused_by_name(workdir, capsys, monkeypatch):

@@ -62,6 +62,13 @@ DModelOption = Annotated[int | None, typer.Option(
 LayersOption = Annotated[int | None, typer.Option(help="Model depth (replaces the rung's).")]
 HeadsOption = Annotated[int | None, typer.Option(
     help="Attention heads, dividing --d-model (replaces the rung's).")]
+ParamName = Literal["standard", "mup", "completep"]  # llmevo.model.parametrization.PARAMETRIZATIONS (torch-free here)
+ParamOption = Annotated[ParamName, typer.Option(
+    "--param", help="Parametrization: standard; mup (Maximal Update Parametrization, Tensor Programs V "
+    "Table 8: hidden weights at init std 0.02/sqrt(m) and lr/m, logits x 1/m, m = d_model/64; the "
+    "standard model at rung 0); completep (mup plus residual branches x 2/layers, CompleteP alpha=1). "
+    "Adam-family optimizers and the transformer's slots only.")]
+
 # the launcher (llmevo.experiments.launcher), the same on every command with shared work
 LauncherOption = Annotated[str | None, typer.Option(
     metavar="local|slurm", help="Run the shared work (--storage) as submitit jobs: local processes, "

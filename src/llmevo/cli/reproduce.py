@@ -22,6 +22,7 @@ from llmevo.cli.common import (
     LauncherFolderOption,
     LauncherOption,
     LayersOption,
+    ParamOption,
     PresetName,
     RungOption,
     SlurmPartitionOption,
@@ -107,6 +108,7 @@ def reproduce(
     d_model: DModelOption = None,
     layers: LayersOption = None,
     heads: HeadsOption = None,
+    param: ParamOption = "standard",
     tokens_per_parameter: Annotated[float | None, typer.Option(
         help="With the size dial: training tokens per parameter (default quick's, about 7.26).")] = None,
     seq_len: Annotated[int | None, typer.Option(
@@ -211,7 +213,8 @@ def reproduce(
         run_experiment(experiment, baseline, method, seed, seeds, tune, tune_grid, tune_seeds, timeout,
                        margin, arm_cache is not False, out, report, others={"NAME": name, "--all": all_ or None, "--genome": genome, "--against": against,
                                "--publish": publish or None, "--tune-space": tune_space, "--init-from": init_from,
-                               "--allow-noop": allow_noop or None})
+                               "--allow-noop": allow_noop or None,
+                               "--param": None if param == "standard" else param})
         return
     launching = launch_options(launcher, jobs, slurm_partition, job_minutes, launcher_folder)
     table_only = {"--only": only, "--time-limit": time_limit, "--storage": storage, "--study": study,
@@ -223,7 +226,7 @@ def reproduce(
     if all_:
         single = {"NAME": name, "--against": against, "--seed": seed, "--save-checkpoints": save_checkpoints,
                   "--tensorboard": tensorboard, "--rung": rung, "--d-model": d_model, "--layers": layers,
-                  "--heads": heads, "--init-from": init_from, "--genome": genome, "--lr": lr, "--batch-size": batch_size,
+                  "--heads": heads, "--param": None if param == "standard" else param, "--init-from": init_from, "--genome": genome, "--lr": lr, "--batch-size": batch_size,
                   "--method-config": method_config, "--allow-noop": allow_noop or None, "--post-steps": post_steps, "--replace": replace or None,
                   "--no-tune": tune is False or None, "--no-report": (not report) or None,
                   "--tokens-per-parameter": tokens_per_parameter, "--seq-len": seq_len,
@@ -259,7 +262,7 @@ def reproduce(
         name=name, against=against, preset=preset, device=device,
         seeds=None if seed is None and seeds is None else parse_seeds(seed, seeds),
         data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), threads=threads,
-        rung=rung, d_model=d_model, layers=layers, heads=heads, init_from=init_from, genome=genome,
+        rung=rung, d_model=d_model, layers=layers, heads=heads, param=param, init_from=init_from, genome=genome,
         tokens_per_parameter=tokens_per_parameter, seq_len=seq_len,
         steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps, weight_decay=weight_decay,
         schedule=schedule, suite=suite, publish=publish, allow_dirty=allow_dirty, replace=replace,

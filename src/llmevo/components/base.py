@@ -39,6 +39,12 @@ class ModelDims:
     n_layers: int
     n_heads: int
     max_seq_len: int
+    # the attention scores' scale; None: 1/sqrt(head_dim). Set by a parametrization whose
+    # scale differs (model/parametrization.py: mup's 1/d_head away from the base head dim)
+    attention_scale: float | None = None
+    # each residual branch's multiplier; None: none. Set by a parametrization with a depth rule
+    # (model/parametrization.py: completep's L_base / L away from the base depth)
+    residual_scale: float | None = None
 
     @property
     def head_dim(self) -> int:
@@ -118,9 +124,12 @@ class Attention(nn.Module):
     """Maps (B, T, D) to (B, T, D), mixing only earlier-or-equal positions.
 
     Built as ``Attention(config, dims, layer_index)``; a component may ignore the index.
+    ``honours_attention_scale``: whether its scores use ``dims.attention_scale`` (a
+    parametrization that sets one refuses an attention that does not).
     """
 
     supports_kv_cache: bool = True
+    honours_attention_scale: bool = False
 
 
 class FeedForward(nn.Module):
@@ -131,8 +140,12 @@ class Block(nn.Module):
     """One transformer layer: wires attention, feed-forward and norms with residuals.
 
     Built as ``Block(config, dims, parts, layer_index)``; it hands ``layer_index`` to
-    ``parts.make_attention``.
+    ``parts.make_attention``. ``honours_residual_scale``: whether it multiplies each residual
+    branch by ``dims.residual_scale`` (a parametrization that sets one refuses a block that
+    does not).
     """
+
+    honours_residual_scale: bool = False
 
 
 @dataclass(frozen=True)

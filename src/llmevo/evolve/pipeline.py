@@ -140,6 +140,7 @@ class EvolutionSettings(SectionedRequest):
         "tune_trials": "the final comparison tunes the learning rate on --tune-grid",
         "tokens_per_parameter": "a study's trials train for the preset's steps (--trial-steps)",
         "seq_len": "a study trains at the preset's window",
+        "param": "a study's genomes train under the standard parametrization (--param is for reproduce and ladder)",
     }
 
     preset: str = "quick"

@@ -239,7 +239,7 @@ class LadderRequest(SectionedRequest):
             margin=self.margin, report=False, out=folder / f"rung{rung}.json",
             run=self.run.model_copy(update={"command": command}),
             tuning=TuningSection(tune=True, tune_seeds=self.tuning.tune_seeds, tune_confirm=self.tune_confirm),
-            size=SizeSection(rung=rung, tokens_per_parameter=self.size.tokens_per_parameter,
+            size=SizeSection(rung=rung, tokens_per_parameter=self.size.tokens_per_parameter, param=self.size.param,
                              seq_len=context_length(rung) if self.context == "grow" else None))
 
     def plan(self) -> LadderPlan:
@@ -256,7 +256,7 @@ class LadderRequest(SectionedRequest):
         paper = comparison.spec.manifest.paper
         folder = self.out or ladder_folder(
             f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name,
-            comparison.against, self.run.publish, self.context)
+            comparison.against, self.run.publish, self.context, self.size.param)
         check_output_dir(folder, "--out")
         rungs = []
         for index, rung in enumerate(self.rungs):
@@ -278,7 +278,8 @@ class LadderRequest(SectionedRequest):
                 "tune_confirm": self.tune_confirm, "full_grid_rungs": self.full_grid_rungs,
                 "tokens_per_parameter": self.size.tokens_per_parameter, "margin": self.margin,
                 "resamples": self.resamples, "preset": preset, "context": self.context,
-                **({"include_degenerate": True} if self.include_degenerate else {})}
+                **({"include_degenerate": True} if self.include_degenerate else {}),
+                **({"param": self.size.param} if self.size.param != "standard" else {})}
 
     def _shared(self, against: str | None) -> SharedLadder | None:
         self.launch.check(self.storage)
@@ -301,11 +302,13 @@ class LadderRequest(SectionedRequest):
                             grace_period=self.grace_period or 20, wait_timeout=self.wait_timeout or 86_400.0)
 
 
-def ladder_folder(name: str, against: str | None, publish: bool, context: str = "fixed") -> Path:
-    """``docs/ladders/<paper>-<name>[-vs-<other>][-context-grow]`` when published, else under
-    ``runs/ladders``."""
+def ladder_folder(name: str, against: str | None, publish: bool, context: str = "fixed",
+                  param: str = "standard") -> Path:
+    """``docs/ladders/<paper>-<name>[-vs-<other>][-context-grow][-mup]`` when published, else
+    under ``runs/ladders``."""
     slug = (name + (f"-vs-{against_slug(against)}" if against is not None else "")
-            + ("-context-grow" if context == "grow" else ""))
+            + ("-context-grow" if context == "grow" else "")
+            + (f"-{param}" if param != "standard" else ""))
     return (Path("docs/ladders") if publish else Path("runs/ladders")) / slug
 
 

@@ -47,6 +47,7 @@ from llmevo.experiments.plans import (
     ReproductionOutputs,
     ReproductionPlan,
     init_comparison,
+    parametrize_comparison,
     plan_comparison,
     post_training_request,
     resize_comparison,
@@ -197,6 +198,11 @@ class ReproductionRequest(SectionedRequest):
             base = size.preset
         else:
             base = get_preset(self.preset) if isinstance(self.preset, str) else self.preset
+        if self.size.param != "standard":
+            if init_from is not None:
+                raise ConfigError(f"--param {self.size.param} with --init-from: the checkpoint was trained "
+                                  "under the standard parametrization; drop --param")
+            comparison = parametrize_comparison(comparison, self.size.param)  # refused here where it cannot apply
         check_buildable(comparison)  # a size a component cannot take fails here, not once training starts
         preset = base.override(self.train.overrides())
         configurable = comparison.spec.slot in METHOD_CONFIG_SLOTS  # the method arm's own config
@@ -305,6 +311,14 @@ class ReproductionRequest(SectionedRequest):
             raise ConfigError(f"--replicas-max caps the replicas of a batched path; {how}; add --path "
                               "batched (or parallel-batched) or drop --replicas-max")
 
+    def _size_label(self, size: Size | None) -> str | None:
+        """``size_label`` with ``-mup`` (or ``mup`` alone) under a parametrization other than
+        standard, so that its files never replace the standard run's."""
+        label = size_label(size)
+        if self.size.param == "standard":
+            return label
+        return f"{label}-{self.size.param}" if label else self.size.param
+
     def _outputs(self, comparison: Comparison, preset: Preset, seeds: list[int],
                  tuned: bool, size: Size | None,
                  init_from: LlamaCheckpoint | None = None, space: bool = False) -> ReproductionOutputs:
@@ -314,12 +328,12 @@ class ReproductionRequest(SectionedRequest):
         against = comparison.against
         if out is None:
             base = Path("docs/reproductions") / folder / "metrics" if self.run.publish else Path("runs") / folder
-            out = base / artifact_filename(preset.name, seeds, tuned, against, size_label(size),
+            out = base / artifact_filename(preset.name, seeds, tuned, against, self._size_label(size),
                                            None if init_from is None else init_label(init_from),
                                            space)
         # a variant (--against, --tune-space, a rung) reports in its own folder beside the
         # declared comparison's, never over it
-        variant = report_variant(against, space, size_label(size))
+        variant = report_variant(against, space, self._size_label(size))
         if self.run.publish:
             report = Path("docs/reproductions") / folder / variant
         else:

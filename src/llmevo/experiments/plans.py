@@ -44,7 +44,7 @@ from llmevo.registry import (
 from llmevo.runner.arm import CONCAT, Arm, resolved_recipe
 from llmevo.runner.cache import CacheUse
 from llmevo.runner.presets import Preset
-from llmevo.runner.size import Size, resize_model
+from llmevo.runner.size import Size, check_parametrization, resize_model
 from llmevo.runner.tuner import Tuner
 from llmevo.runner.views import DataView
 from llmevo.train.execution import Execution
@@ -148,6 +148,20 @@ def resize_comparison(comparison: Comparison, size: Size) -> Comparison:
 
     return replace(comparison, baseline=replace(baseline, model=sized(baseline.model)),
                    method=replace(method, model=sized(method.model)))
+
+
+def parametrize_comparison(comparison: Comparison, parametrization: str) -> Comparison:
+    """Both arms' models under ``parametrization`` (``model/parametrization.py``), each checked
+    with its optimizer (``runner.size.check_parametrization``: one line where it cannot apply);
+    ``standard`` returns the comparison as it is."""
+    if parametrization == "standard":
+        return comparison
+    arms = []
+    for arm in comparison.arms:
+        model = arm.model.model_copy(update={"parametrization": parametrization})
+        check_parametrization(model, arm.optimizer)
+        arms.append(replace(arm, model=model))
+    return replace(comparison, baseline=arms[0], method=arms[1])
 
 
 # the slots whose two arms build the same model, so that both can start from one checkpoint

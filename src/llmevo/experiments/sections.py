@@ -33,6 +33,7 @@ from pydantic import Field, model_validator
 from llmevo.artifacts.provenance import REPO_ROOT, check_publishable
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
+from llmevo.model.parametrization import Parametrization
 from llmevo.registry import Section, TuneSeeds
 from llmevo.runner.presets import Preset
 from llmevo.runner.size import Size, size_dial
@@ -191,7 +192,10 @@ class SizeSection(Section):
     """The size dial (``runner.size``): ``rung`` (0: quick's llama_modern), or explicit
     ``d_model``, ``layers`` and ``heads`` replacing the rung's geometry;
     ``tokens_per_parameter`` (default quick's ~7.26) and ``seq_len`` (quick's 64) set the
-    training tokens and the window at that size. Quick only."""
+    training tokens and the window at that size. Quick only. ``param``: how init, output and
+    attention scales and per-parameter learning rates follow the width
+    (``model/parametrization.py``: ``standard``, or ``mup``, anchored at quick's width so
+    that it is the standard model at rung 0); it applies with or without a size."""
 
     rung: int | None = None
     d_model: int | None = Field(default=None, ge=1)
@@ -199,6 +203,7 @@ class SizeSection(Section):
     heads: int | None = Field(default=None, ge=1)
     tokens_per_parameter: float | None = Field(default=None, gt=0)
     seq_len: int | None = None
+    param: Parametrization = "standard"
 
     def resolve(self, preset: str | Preset, batch_size: int | None = None,
                 base_model: ModelConfig | None = None) -> Size | None:
@@ -208,7 +213,9 @@ class SizeSection(Section):
                          base_model or ModelConfig(), self.tokens_per_parameter, self.seq_len)
 
     def given(self) -> list[str]:
-        return [self.option(name) for name, value in self.model_dump().items() if value is not None]
+        """The size options given (``--param`` is not a size; a pipeline reads it apart)."""
+        return [self.option(name) for name, value in self.model_dump(exclude={"param"}).items()
+                if value is not None]
 
 
 MAX_JOBS = 512  # workers of one piece of shared work; more is a typo, not a cluster

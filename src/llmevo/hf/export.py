@@ -33,6 +33,7 @@ from llmevo.artifacts.io import staged_folder, write_file_atomic, write_text_ato
 from llmevo.data.tokenizer import SPECIAL_TOKENS
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
+from llmevo.model.parametrization import BASE_WIDTH, attention_scale, residual_scale
 
 # Why each component has no LlamaForCausalLM equivalent (slot -> name -> reason).
 _REASONS: dict[str, dict[str, str]] = {
@@ -88,6 +89,12 @@ def hf_refusals(config: ModelConfig) -> list[str]:
             )
     if config.d_model % config.n_heads:
         reasons.append(f"d_model {config.d_model} is not a multiple of heads {config.n_heads}")
+    if config.parametrization != "standard" and (
+            config.d_model != BASE_WIDTH or attention_scale(config.parametrization, head_dim) is not None
+            or residual_scale(config.parametrization, config.n_layers) is not None):
+        reasons.append(f"parametrization '{config.parametrization}' at d_model {config.d_model}, "
+                       f"{config.n_layers} layers (its logit, attention and residual multipliers are "
+                       "not Llama's)")
     return reasons
 
 

@@ -6,8 +6,9 @@ import hashlib
 import json
 from typing import Any
 
-from pydantic import Field, PositiveInt, field_validator
+from pydantic import Field, PositiveInt, field_validator, model_serializer
 
+from llmevo.model.parametrization import Parametrization
 from llmevo.registry import ComponentChoice, StrictModel
 
 
@@ -37,11 +38,25 @@ class ModelConfig(StrictModel):
         description="The architecture's settings, validated by its registered typed config "
         "(BLTSettings for blt-bytes, StandinSettings for blt, none for transformer).",
     )
+    parametrization: Parametrization = Field(
+        default="standard",
+        description="How init, output and attention scales and per-parameter learning rates "
+        "follow the width (model/parametrization.py): standard, or mup (Tensor Programs V, "
+        "Table 8, anchored at d_model 64). Left out of the serialised config when standard, "
+        "so every earlier hash and cache key is unchanged.",
+    )
 
     @field_validator("position", "attention", "feedforward", "norm", "block", mode="before")
     @classmethod
     def _parse_text(cls, value: Any) -> Any:
         return ComponentChoice.parse(value) if isinstance(value, str) else value
+
+    @model_serializer(mode="wrap")
+    def _omit_standard(self, handler: Any) -> Any:
+        data = handler(self)
+        if self.parametrization == "standard" and isinstance(data, dict):
+            data.pop("parametrization", None)
+        return data
 
     def with_slot(self, slot: str, choice: ComponentChoice | str) -> ModelConfig:
         if isinstance(choice, str):

@@ -23,6 +23,7 @@ from llmevo.components.base import (
     KVCacheLayer,
     ModelDims,
 )
+from llmevo.model import parametrization as param
 from llmevo.model.config import ModelConfig
 from llmevo.registry import REGISTRY, ComponentChoice, ComponentSpec, EmptyConfig, register
 
@@ -55,6 +56,9 @@ class Transformer(nn.Module):
             n_layers=config.n_layers,
             n_heads=config.n_heads,
             max_seq_len=config.max_seq_len,
+            attention_scale=param.attention_scale(config.parametrization,
+                                                  config.d_model // config.n_heads),
+            residual_scale=param.residual_scale(config.parametrization, config.n_layers),
         )
         self.specs: dict[str, ComponentSpec] = {}
         built: dict[str, tuple[ComponentSpec, Any]] = {}
@@ -81,6 +85,13 @@ class Transformer(nn.Module):
         self.apply(_init_weights)
         if config.tie_embeddings:
             self.head.weight = self.embedding.weight
+        # the parametrization (model/parametrization.py): standard changes nothing; mup (and
+        # completep, whose depth rule the blocks read from dims) rescales the hidden weights'
+        # init, multiplies the logits by 1/m and gives the optimizer each hidden weight's lr
+        # multiplier (read by the trainer)
+        param.apply_init(self, config.parametrization, config.d_model)
+        self.output_multiplier = param.output_multiplier(config.parametrization, config.d_model)
+        self.lr_multipliers = param.lr_multipliers(self, config.parametrization, config.d_model)
 
     @property
     def supports_kv_cache(self) -> bool:
@@ -115,7 +126,8 @@ class Transformer(nn.Module):
                 shared=shared,
             )
             x = block(x, context)
-        return self.head(self.final_norm(x))  # (B, T, V)
+        logits = self.head(self.final_norm(x))  # (B, T, V)
+        return logits if self.output_multiplier == 1.0 else logits * self.output_multiplier
 
     def new_caches(self) -> list[KVCacheLayer]:
         return [KVCacheLayer() for _ in self.blocks]

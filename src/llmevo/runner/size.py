@@ -78,6 +78,7 @@ wants one particular size; the component sizes, tokens and warmup then follow th
 
 Public API: ``RUNGS``, ``Geometry``, ``Size``, ``size_at``, ``resize_model``, ``rung_table``,
 ``size_dial`` (a request's rung and sizes), ``size_label`` (in file and study names),
+``check_parametrization`` (can a model and optimizer honour ``--param mup``?),
 ``context_length`` (the ladder's growing context),
 ``TOKENS_PER_PARAMETER``, ``RULES`` (each declared ``Scaling``'s rule).
 """
@@ -88,12 +89,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from llmevo.catalog import full_registry
+from llmevo.catalog import build_optimizer, full_registry
+from llmevo.components.base import Attention, Block
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
+from llmevo.model.parametrization import attention_scale, hidden_matrix_names, residual_scale
 from llmevo.registry import MODEL_SLOTS, ComponentChoice, Scaling, integer_fields
 from llmevo.runner.presets import Preset, get_preset
-from llmevo.skeleton import parameter_count
+from llmevo.skeleton import build_skeleton, parameter_count
 
 REFERENCE_PRESET = "quick"  # rung 0 is this preset, with llama_modern
 TOKENS_PER_PARAMETER = 330 * 48 * 64 / 139_584  # quick's: 1,013,760 tokens over 139,584 parameters
@@ -318,3 +321,54 @@ def size_label(size: Size | None) -> str | None:
     if size.rung is not None and shape == RUNGS[size.rung]:
         return f"rung{size.rung}" if size.rung else None
     return f"d{shape.d_model}-l{shape.n_layers}-h{shape.n_heads}"
+
+
+def check_parametrization(model: ModelConfig, optimizer: ComponentChoice) -> None:
+    """Refuse, in one line, a model or optimizer that cannot honour its parametrization
+    (``model/parametrization.py``; ``standard`` always can). Under ``mup`` and ``completep``: the transformer
+    only; an optimizer that declares ``per_group_lr``; every ``nn.Linear`` weight in the
+    blocks a hidden matrix (both dimensions follow the width) and no other parameter with two
+    dimensions that follow it, read by comparing the model's shapes with its own at twice the
+    width (``resize_model``: every component's sizes by their declared ``Scaling``); an
+    attention that reads ``ModelDims.attention_scale`` where the head dimension is not the
+    base's; under ``completep`` away from the base depth, a block that reads
+    ``ModelDims.residual_scale``."""
+    if model.parametrization == "standard":
+        return
+    what = f"--param {model.parametrization}"
+    if model.architecture != "transformer":
+        raise ConfigError(f"{what}: the {model.architecture} architecture has no parametrization "
+                          "rule (only the transformer's slots do); use --param standard")
+    if not build_optimizer(optimizer).per_group_lr:
+        raise ConfigError(f"{what}: optimizer '{optimizer.name}' does not take per-parameter learning "
+                          "rates (μP's rule is for Adam-family updates: adamw, cautious_adamw, lion, "
+                          "ademamix); use --param standard")
+    here = Geometry(model.d_model, model.n_layers, model.n_heads).check()
+    built = build_skeleton(model)
+    wide = build_skeleton(resize_model(model, Geometry(2 * here.d_model, here.n_layers, 2 * here.n_heads)))
+    hidden = set(hidden_matrix_names(built))
+    wide_shapes = {name: tuple(p.shape) for name, p in wide.named_parameters()}
+    for name, parameter in built.named_parameters():
+        grows = [new != old for old, new in zip(parameter.shape, wide_shapes[name], strict=True)]
+        doubled = all(new == 2 * old for old, new, g in zip(parameter.shape, wide_shapes[name], grows,
+                                                             strict=True) if g)
+        if name in hidden and not (all(grows) and doubled):
+            raise ConfigError(f"{what}: {name} {tuple(parameter.shape)} has a dimension that does not "
+                              "follow the width (an output-like weight, e.g. a router), which this "
+                              "rule does not scale; use --param standard")
+        if name not in hidden and sum(grows) > 1:
+            raise ConfigError(f"{what}: {name} {tuple(parameter.shape)} is a matrix of the width that is "
+                              "not an nn.Linear of the blocks, which this rule does not scale; use "
+                              "--param standard")
+    if attention_scale(model.parametrization, here.head_dim) is not None:
+        for module in built.modules():
+            if isinstance(module, Attention) and not module.honours_attention_scale:
+                raise ConfigError(f"{what}: attention '{model.attention.name}' computes its own score scale, "
+                                  f"so it cannot take μP's 1/d_head at head dimension {here.head_dim}; "
+                                  "keep the head dimension 16 or use --param standard")
+    if residual_scale(model.parametrization, here.n_layers) is not None:
+        for module in built.modules():
+            if isinstance(module, Block) and not module.honours_residual_scale:
+                raise ConfigError(f"{what}: block '{model.block.name}' does not scale its residual branches "
+                                  f"(CompleteP's rule is for the pre-norm block), so it cannot take depth "
+                                  f"{here.n_layers}; use --param mup or the base depth 2")

@@ -110,11 +110,14 @@ def replica_refusals(model: nn.Module) -> list[str]:
     specs = getattr(model, "specs", None)
     if specs is None:
         return [f"model {type(model).__name__}"]
-    return [
+    refused = [
         f"{spec.manifest.slot} component '{spec.manifest.name}'"
         for spec in specs.values()
         if not spec.manifest.supports_replicas
     ]
+    if getattr(model, "lr_multipliers", None):  # a batched twin takes one lr per replica
+        refused.append("the mup parametrization's per-parameter learning rates")
+    return refused
 
 
 def replica_group_key(config: TrainConfig, optimizer: OptimizerComponent) -> tuple[Any, ...] | None:

@@ -58,7 +58,7 @@ from torch import Tensor, nn
 from llmevo.components.base import AuxiliaryLosses
 from llmevo.components.data.base import TrainStream, windows_for
 from llmevo.components.data.base import WindowSampler as WindowSampler  # re-exported
-from llmevo.components.optim.base import OptimizerComponent
+from llmevo.components.optim.base import OptimizerComponent, scale_learning_rates
 from llmevo.components.optim.optimizer import LambdaSchedule, Optimizer
 from llmevo.eval.stats import mean
 from llmevo.registry import ComponentChoice, StrictModel
@@ -186,6 +186,8 @@ def train(
     """
     model.to(device).train()
     model_optimizer = optimizer.build(model, lr=config.lr, weight_decay=config.weight_decay)
+    # a parametrization's per-parameter lrs (mup: hidden weights at lr/m); none: unchanged
+    scale_learning_rates(model_optimizer, model, optimizer, config.optimizer.name)
     model_optimizer.set_run_steps(config.steps)
     scheduler = build_schedule(model_optimizer, config)
     sampler, recipe = windows_for(stream, config.batch_size, config.seq_len, seed, config.steps)

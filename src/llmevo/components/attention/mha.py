@@ -60,13 +60,18 @@ def expand_kv(kv: Tensor, n_heads: int) -> Tensor:
 
 
 class CausalSelfAttention(Attention):
-    """Shared machinery: projections, position hooks, cache, masked softmax attention."""
+    """Shared machinery: projections, position hooks, cache, masked softmax attention.
+
+    ``scale`` is ``dims.attention_scale`` (None: the kernel's own ``1/sqrt(Dh)``)."""
+
+    honours_attention_scale = True
 
     def __init__(self, dims: ModelDims, kv_heads: int | None):
         super().__init__()
         self.n_heads = dims.n_heads
         self.kv_heads = kv_heads or dims.n_heads
         self.head_dim = dims.head_dim
+        self.scale = dims.attention_scale
         if dims.d_model % dims.n_heads:
             raise ConfigError(f"d_model {dims.d_model} is not divisible by heads {dims.n_heads}")
         if self.n_heads % self.kv_heads:
@@ -95,7 +100,8 @@ class CausalSelfAttention(Attention):
         The explicit path of variants that change what happens to the scores (soft-capping,
         sigmoid); plain attention never builds this tensor (``attend`` calls the fused kernel).
         """
-        scores = q @ expand_kv(k, self.n_heads).transpose(-1, -2) / math.sqrt(self.head_dim)
+        scores = q @ expand_kv(k, self.n_heads).transpose(-1, -2)
+        scores = scores / math.sqrt(self.head_dim) if self.scale is None else scores * self.scale
         bias = context.position.attention_bias(context.positions, k_positions)
         return scores if bias is None else scores + bias.to(q.dtype)  # (B, H, Tq, Tk)
 
@@ -107,13 +113,15 @@ class CausalSelfAttention(Attention):
         grouped = self.kv_heads != self.n_heads
         bias = context.position.attention_bias(context.positions, k_positions)
         if bias is None and n_queries == n_keys:
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=grouped)
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=grouped,
+                                                  scale=self.scale)
         allowed = causal_mask(n_queries, n_keys, q.device)  # (Tq, Tk)
         mask = torch.zeros(allowed.shape, dtype=q.dtype, device=q.device)
         mask = mask.masked_fill(~allowed, -math.inf)
         if bias is not None:
             mask = mask + bias.to(q.dtype)  # (H, Tq, Tk)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=grouped)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=grouped,
+                                              scale=self.scale)
 
     def forward(self, x: Tensor, context: AttentionContext) -> Tensor:
         batch, length, _ = x.shape

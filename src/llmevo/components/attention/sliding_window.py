@@ -83,4 +83,5 @@ class SlidingWindowAttention(CausalSelfAttention):
         if bias is not None:
             mask = mask + bias.to(q.dtype)  # (H, Tq, Tk)
         grouped = self.kv_heads != self.n_heads
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=grouped)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=grouped,
+                                              scale=self.scale)

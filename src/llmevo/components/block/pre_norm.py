@@ -1,4 +1,5 @@
-"""Pre-norm residual block: ``x + attn(norm(x))``, then ``x + ffn(norm(x))``.
+"""Pre-norm residual block: ``x + attn(norm(x))``, then ``x + ffn(norm(x))``; under CompleteP
+(``--param completep`` away from the base depth) each branch is multiplied by ``L_base / L``.
 
 Xiong et al., "On Layer Normalization in the Transformer Architecture", arXiv 2002.04745
 (pre-LN); the layout of GPT-2 and LLaMA. Other placements (post-norm, sandwich) are
@@ -29,6 +30,8 @@ from llmevo.registry import EmptyConfig, Paper, register
     scope="Normalise the input of each sub-layer; the residual stream itself is never normalised.",
 )
 class PreNormBlock(Block):
+    honours_residual_scale = True  # CompleteP's branch multiplier (model/parametrization.py)
+
     def __init__(
         self, config: EmptyConfig, dims: ModelDims, parts: BlockParts, layer_index: int
     ):
@@ -37,7 +40,11 @@ class PreNormBlock(Block):
         self.attention = parts.make_attention(layer_index)
         self.feed_forward_norm = parts.make_norm(dims.d_model)
         self.feed_forward = parts.make_feedforward()
+        self.residual_scale = dims.residual_scale  # None: no multiplier (every parametrization but completep)
 
     def forward(self, x: Tensor, context: AttentionContext) -> Tensor:
-        x = x + self.attention(self.attention_norm(x), context)
-        return x + self.feed_forward(self.feed_forward_norm(x))  # (B, T, D)
+        if self.residual_scale is None:
+            x = x + self.attention(self.attention_norm(x), context)
+            return x + self.feed_forward(self.feed_forward_norm(x))  # (B, T, D)
+        x = x + self.residual_scale * self.attention(self.attention_norm(x), context)
+        return x + self.residual_scale * self.feed_forward(self.feed_forward_norm(x))  # (B, T, D)

@@ -205,6 +205,7 @@ class AdamWConfig(StrictModel):
 )
 class AdamW(OptimizerComponent):
     batched = AdamWBatched
+    per_group_lr = True  # per-parameter lrs (a parametrization's) split its groups
 
     def build(self, model: nn.Module, lr: float, weight_decay: float) -> AdamWOptimizer:
         config = self.config

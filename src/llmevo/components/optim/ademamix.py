@@ -201,6 +201,7 @@ class AdEMAMixConfig(StrictModel):
 )
 class AdEMAMix(OptimizerComponent):
     batched = AdEMAMixBatched
+    per_group_lr = True  # per-parameter lrs (a parametrization's) split its groups
 
     def build(self, model: nn.Module, lr: float, weight_decay: float) -> AdEMAMixOptimizer:
         config = self.config

@@ -8,6 +8,14 @@ registered component that builds them. The trainer receives the component
 
 Roles come from the module a parameter belongs to, not from its shape: Muon must treat
 the tied embedding (a 2-D matrix) differently from the hidden projections.
+
+Per-parameter learning rates (a parametrization's, ``model/parametrization.py``: μP's
+``lr / m`` for hidden weights): a model may carry ``lr_multipliers`` (parameter name ->
+multiplier, empty for the standard model); ``scale_learning_rates`` splits the built
+optimizer's groups by multiplier, each with its lr multiplied and its weight decay divided
+(the decay per step ``lr x wd`` unchanged), before the schedule reads the groups' base rates.
+Only a component that declares ``per_group_lr`` (its update reads each group's lr and decay
+and nothing shared across groups: AdamW, cautious AdamW, Lion, AdEMAMix) accepts them.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from typing import Any, ClassVar, Literal
 from torch import nn
 
 from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer
+from llmevo.errors import ConfigError
 from llmevo.registry import ComponentChoice, StrictModel
 
 Role = Literal["embedding", "hidden_matrix", "gain_or_bias"]
@@ -58,6 +67,8 @@ class OptimizerComponent:
     for a model and reports optimizer statistics; ``batched`` is its batched twin, or None."""
 
     batched: ClassVar[type[BatchedOptimizer] | None] = None
+    # whether per-parameter learning rates (a parametrization's) may split its param groups
+    per_group_lr: ClassVar[bool] = False
 
     def __init__(self, config: StrictModel):
         self.config = config
@@ -72,6 +83,31 @@ class OptimizerComponent:
     def orthogonality_error(self) -> float:
         """``muon_orthogonality_error`` of the artifact; 0 for optimizers that don't orthogonalise."""
         return 0.0
+
+
+def scale_learning_rates(optimizer: Optimizer, model: nn.Module, component: OptimizerComponent,
+                         name: str) -> None:
+    """Apply ``model.lr_multipliers`` (name -> multiplier; absent or empty: nothing happens)
+    to the built ``optimizer``: each group split by multiplier, in first-seen order, each part
+    with ``lr x multiplier`` and ``weight_decay / multiplier``. ``name`` is the optimizer's
+    registered name, for the refusal of a component without ``per_group_lr``."""
+    multipliers: dict[str, float] = getattr(model, "lr_multipliers", None) or {}
+    if not multipliers:
+        return
+    if not component.per_group_lr:
+        raise ConfigError(f"optimizer '{name}' does not take per-parameter learning rates, which the "
+                          "mup parametrization needs (adamw, cautious_adamw, lion, ademamix do); "
+                          "use --param standard")
+    by_id = {id(p): multipliers[n] for n, p in model.named_parameters() if n in multipliers}
+    groups: list[dict[str, Any]] = []
+    for group in optimizer.param_groups:
+        parts: dict[float, list[nn.Parameter]] = {}
+        for p in group["params"]:
+            parts.setdefault(by_id.get(id(p), 1.0), []).append(p)
+        for multiplier, params in parts.items():
+            groups.append({**group, "params": params, "lr": group["lr"] * multiplier,
+                           "weight_decay": group["weight_decay"] / multiplier})
+    optimizer.param_groups = groups
 
 
 OptimizerFactory = Callable[[ComponentChoice], OptimizerComponent]

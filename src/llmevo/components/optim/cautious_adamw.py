@@ -122,6 +122,7 @@ class CautiousAdamWConfig(AdamWConfig):
 )
 class CautiousAdamW(OptimizerComponent):
     batched = CautiousAdamWBatched
+    per_group_lr = True  # per-parameter lrs (a parametrization's) split its groups
 
     def build(self, model: nn.Module, lr: float, weight_decay: float) -> CautiousAdamWOptimizer:
         config = self.config

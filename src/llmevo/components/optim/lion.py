@@ -130,6 +130,7 @@ class LionConfig(StrictModel):
 )
 class Lion(OptimizerComponent):
     batched = LionBatched
+    per_group_lr = True  # per-parameter lrs (a parametrization's) split its groups
 
     def build(self, model: nn.Module, lr: float, weight_decay: float) -> LionOptimizer:
         config = self.config

@@ -31,6 +31,7 @@ from pydantic import (
 )
 from torch import Tensor, nn
 
+from llmevo.components.optim.base import scale_learning_rates
 from llmevo.components.optim.optimizer import Optimizer
 from llmevo.components.post_training.objectives import masked_mean_nll, response_target_mask
 from llmevo.components.post_training.tasks import ArithmeticConfig, PostTrainData
@@ -138,8 +139,10 @@ class StageContext:
     def optimizer(self) -> Optimizer:
         spec = REGISTRY.get("optimizer", "adamw")
         component = spec.cls(spec.make_config({}))
-        return component.build(self.model, lr=self.settings.lr,
-                               weight_decay=self.settings.weight_decay)
+        optimizer = component.build(self.model, lr=self.settings.lr,
+                                    weight_decay=self.settings.weight_decay)
+        scale_learning_rates(optimizer, self.model, component, "adamw")  # a parametrization's (mup) lrs
+        return optimizer
 
     def draw(self, pool_size: int) -> list[int]:
         """``batch_size`` indices into a pool, from the stage's seeded generator."""
