@@ -97,6 +97,7 @@ def _options(data_dir: Path) -> dict[str, list[list[str]]]:
         "--time-limit": ["--time-limit", "5"],
         "--storage": ["--storage", "sqlite:///walk.db"],
         "--study": ["--study", "walk"],
+        "--param": ["--param", "mup"],
         "--launcher": ["--launcher", "local"],
         "--jobs": ["--jobs", "3"],
         "--slurm-partition": ["--slurm-partition", "gpu"],
