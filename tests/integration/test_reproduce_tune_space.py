@@ -78,6 +78,10 @@ def test_space_tuned_smoke_reproduction_records_every_trial_and_plots_every_axis
     ("rope", ["--tune-space", "full", "--tune-confirm", "2"], "--tune-confirm applies"),
     ("rope", ["--tune-space", "full", "--seeds", "42,1000"], "disjoint"),
     ("rope", ["--tune-space", "lr,,beta2"], "empty axis"),
+    ("rope", ["--tune-sampler", "tpe"], "--tune-sampler tpe needs --tune-space"),
+    ("rope", ["--tune", "--tune-sampler", "sobol"], "--tune-sampler sobol needs --tune-space"),
+    ("muon", ["--tune-space", "full", "--tune-sampler", "random"], "--tune-sampler"),
+    ("sft", ["--tune-sampler", "tpe"], "--tune-sampler tpe needs --tune-space"),
 ])
 def test_bad_space_tuning_input_is_one_line_and_exit_2(name, args, message, tmp_path, data_dir,
                                                        capsys, workdir):

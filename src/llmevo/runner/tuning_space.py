@@ -131,8 +131,9 @@ GRID_FLOOR = ("; then the lr grid {grid} (the grid protocol's runs, extended onc
 
 @dataclass(frozen=True)
 class SpacePlan:
-    """Which axes (None: every declared one), how many trials per arm, the tuning seeds and
-    the sampler's seed: the same for every arm."""
+    """Which axes (None: every declared one), how many trials per arm, the tuning seeds, the
+    sampler's seed, the lr grid floor and the sampler (``sobol``, or ``tpe``/``gp`` after a
+    Sobol start): the same for every arm, and each part of what makes two tunings comparable."""
 
     axes: tuple[str, ...] | None
     trials: int
