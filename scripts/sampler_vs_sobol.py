@@ -14,7 +14,8 @@ Each finished (arm, trials, sampler, seed) is appended to ``--runs`` (JSON lines
 on a rerun; the table is printed from that file, so ``--table-only`` reprints it. Per arm and
 budget: each sampler's mean best over the seeds (and its seed-to-seed standard deviation), the
 paired gap of each sequential sampler against Sobol (same seed: the same Sobol start), in % of
-Sobol's best (negative: the sampler found lower), and how many seeds each wins.
+Sobol's best (negative: the sampler found lower) with its 95% t-interval over the seeds, and
+how many seeds each wins (a tie: both found the same trial, e.g. a shared Sobol start point).
 
     LLMEVO_DATA=/work/shared/data PYTHONPATH=src .venv/bin/python scripts/sampler_vs_sobol.py \\
         --runs sampler-runs.jsonl [--name muon] [--preset smoke] [--steps 300] [--trials 8,16] \\
@@ -104,26 +105,43 @@ def run_all(args: argparse.Namespace) -> None:
                           flush=True)
 
 
+def _interval(gaps: list[float]) -> tuple[float, float, float]:
+    """Mean and 95% t-interval of paired gaps (nan bounds with fewer than two)."""
+    from scipy.stats import t
+
+    mean = statistics.fmean(gaps)
+    if len(gaps) < 2:
+        return mean, math.nan, math.nan
+    half = t.ppf(0.975, len(gaps) - 1) * statistics.stdev(gaps) / math.sqrt(len(gaps))
+    return mean, mean - half, mean + half
+
+
 def table(rows: list[dict], samplers: list[str]) -> str:
-    """The markdown table: per arm and budget, each sampler's mean best ± sd over seeds, and
-    each sequential sampler's paired gap to Sobol with its wins."""
+    """The markdown table: per arm and budget, each sampler's mean best ± sd over the sampler
+    seeds, Sobol's seed-to-seed sd in % of its mean, and each sequential sampler's paired gap
+    to Sobol (mean and 95% t-interval over seeds, in % of Sobol's best; negative: lower, i.e.
+    better) with its wins / exact ties (the same trial found) / Sobol's wins."""
+    sequential = [s for s in samplers if s != "sobol"]
     lines = ["| arm | trials | seeds | " + " | ".join(f"{s} best (mean ± sd)" for s in samplers)
-             + " | " + " | ".join(f"{s} − sobol: mean gap % [per seed] | {s} wins / ties / sobol wins"
-                                  for s in samplers if s != "sobol") + " |"]
-    lines.append("|" + "---|" * (3 + len(samplers) + 2 * sum(1 for s in samplers if s != "sobol")))
+             + " | sobol sd % | " + " | ".join(f"{s} − sobol, % [95% CI] | {s} wins / ties / sobol wins"
+                                               for s in sequential) + " |"]
+    lines.append("|" + "---|" * (4 + len(samplers) + 2 * len(sequential)))
     keyed = {(r["arm"], r["trials"], r["sampler"], r["sampler_seed"]): r for r in rows}
     for arm, trials in sorted({(r["arm"], r["trials"]) for r in rows}, key=lambda k: (k[0] != "adamw", k)):
         seeds = sorted({r["sampler_seed"] for r in rows if (r["arm"], r["trials"]) == (arm, trials)
                         and all((arm, trials, s, r["sampler_seed"]) in keyed for s in samplers)})
+        if not seeds:
+            continue
         cells = [arm, str(trials), str(len(seeds))]
+        spread = math.nan
         for sampler in samplers:
-            bests = [keyed[(arm, trials, sampler, seed)]["best"] for seed in seeds]
-            finite = [b for b in bests if b is not None]
-            sd = statistics.stdev(finite) if len(finite) > 1 else float("nan")
+            finite = [b for b in (keyed[(arm, trials, sampler, seed)]["best"] for seed in seeds) if b is not None]
+            sd = statistics.stdev(finite) if len(finite) > 1 else math.nan
+            if sampler == "sobol" and finite:
+                spread = 100.0 * sd / statistics.fmean(finite)
             cells.append(f"{statistics.fmean(finite):.4f} ± {sd:.4f}" if finite else "diverged")
-        for sampler in samplers:
-            if sampler == "sobol":
-                continue
+        cells.append(f"{spread:.2f}")
+        for sampler in sequential:
             gaps, wins = [], [0, 0, 0]
             for seed in seeds:
                 mine, sobol = keyed[(arm, trials, sampler, seed)]["best"], keyed[(arm, trials, "sobol", seed)]["best"]
@@ -131,8 +149,11 @@ def table(rows: list[dict], samplers: list[str]) -> str:
                     continue
                 gaps.append(100.0 * (mine - sobol) / sobol)
                 wins[0 if mine < sobol else 1 if mine == sobol else 2] += 1
-            mean = statistics.fmean(gaps) if gaps else math.nan
-            cells.append(f"{mean:+.2f} [{', '.join(f'{g:+.2f}' for g in gaps)}]")
+            if gaps:
+                mean, low, high = _interval(gaps)
+                cells.append(f"{mean:+.2f} [{low:+.2f}, {high:+.2f}]")
+            else:
+                cells.append("n/a")
             cells.append(" / ".join(map(str, wins)))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
