@@ -159,6 +159,28 @@ def table(rows: list[dict], samplers: list[str]) -> str:
     return "\n".join(lines)
 
 
+def origins(rows: list[dict], samplers: list[str]) -> str:
+    """Where each sampler's best trial came from, per arm and budget: the Sobol start (the
+    trials every sampler shares), the proposed trials (Sobol's own later declared points, or the
+    sequential sampler's), or the extension phase."""
+    from llmevo.runner.tuning_space import check_space_plan
+
+    lines = ["| arm | trials | sampler | best in the start | best proposed | best in the extension |",
+             "|---|---|---|---|---|---|"]
+    for arm, trials in sorted({(r["arm"], r["trials"]) for r in rows}, key=lambda k: (k[0] != "adamw", k)):
+        for sampler in samplers:
+            mine = [r for r in rows if (r["arm"], r["trials"], r["sampler"]) == (arm, trials, sampler)
+                    and r["best_trial"] is not None]
+            if not mine:
+                continue
+            start = check_space_plan("full", trials, [1000], [42], sampler="tpe").startup_trials
+            counts = [sum(1 for r in mine if r["best_phase"] == "declared" and r["best_trial"] < start),
+                      sum(1 for r in mine if r["best_phase"] == "declared" and r["best_trial"] >= start),
+                      sum(1 for r in mine if r["best_phase"] == "extension")]
+            lines.append(f"| {arm} | {trials} | {sampler} | " + " | ".join(map(str, counts)) + " |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=Path, required=True, help="JSON lines: one per finished tuning")
@@ -182,7 +204,10 @@ def main() -> int:
         except LlmevoError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
-    print(table(_done(args.runs), samplers))
+    rows = _done(args.runs)
+    print(table(rows, samplers))
+    print()
+    print(origins(rows, samplers))
     return 0
 
 
