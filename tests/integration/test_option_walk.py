@@ -72,6 +72,7 @@ def _options(data_dir: Path) -> dict[str, list[list[str]]]:
         "--tune-confirm": ["--tune-confirm", "1"],
         "--tune-space": ["--tune-space", "lr"],
         "--tune-trials": ["--tune-trials", "4"],
+        "--tune-sampler": ["--tune-sampler", "tpe"],
         "--margin": ["--margin", "2"],
         "--post-steps": ["--post-steps", "3"],
         "--post-batch-size": ["--post-batch-size", "2"],

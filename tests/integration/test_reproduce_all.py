@@ -173,6 +173,7 @@ BAD = [
     (["reproduce", "--all", "--study", "x"], "--study applies to --storage only"),
     (["reproduce", "--all", "--tune-space", "full"], "--tune-space applies to one comparison"),
     (["reproduce", "--all", "--only", "rope", "--tune-trials", "4"], "--tune-trials applies to the space-tuned"),
+    (["reproduce", "--all", "--only", "rope", "--tune-sampler", "tpe"], "--tune-sampler applies to the space-tuned"),
 ]
 
 

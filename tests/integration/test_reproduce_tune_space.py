@@ -85,6 +85,10 @@ def test_space_tuned_smoke_reproduction_records_every_trial_and_plots_every_axis
     ("rope", ["--tune-space", "full", "--tune-confirm", "2"], "--tune-confirm applies"),
     ("rope", ["--tune-space", "full", "--seeds", "42,1000"], "disjoint"),
     ("rope", ["--tune-space", "lr,,beta2"], "empty axis"),
+    ("rope", ["--tune-sampler", "tpe"], "--tune-sampler tpe needs --tune-space"),
+    ("rope", ["--tune", "--tune-sampler", "sobol"], "--tune-sampler sobol needs --tune-space"),
+    ("muon", ["--tune-space", "full", "--tune-sampler", "random"], "--tune-sampler"),
+    ("sft", ["--tune-sampler", "tpe"], "--tune-sampler tpe needs --tune-space"),
 ])
 def test_bad_space_tuning_input_is_one_line_and_exit_2(name, args, message, tmp_path, data_dir,
                                                        capsys, workdir):
@@ -95,3 +99,22 @@ def test_bad_space_tuning_input_is_one_line_and_exit_2(name, args, message, tmp_
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert message in err, err
     assert files_under(workdir) == before
+
+
+def test_a_tpe_tuned_smoke_reproduction_records_its_sampler(tmp_path, data_dir, cache_dir, monkeypatch):
+    """``--tune-sampler tpe`` end to end: the block names TPESampler after a Sobol start, each
+    trial says who placed it, the schema accepts it and the report says so."""
+    monkeypatch.setenv("LLMEVO_CACHE", str(cache_dir))
+    out = tmp_path / "tpe.json"
+    assert run_cli(["reproduce", "muon", "--preset", "smoke", "--tune-space", "full", "--tune-trials", "4",
+                    "--tune-sampler", "tpe", "--seeds", "42,43", "--steps", "4", "--path", "sequential",
+                    "--device", "cpu", "--data-dir", str(data_dir), "--out", str(out)]) == 0
+    assert load_artifact(out).tuning.space
+    tuning = json.loads(out.read_text())["tuning"]
+    sampler = tuning["sampler"]
+    assert (sampler["name"], sampler["startup_trials"], sampler["batch"]) == ("TPESampler", 2, 2)
+    for label in ("baseline", "method"):
+        searched = [s for s in tuning["arms"][label]["settings"] if s["phase"] != "grid"]
+        assert [s["sampled_by"] for s in searched] == ["sobol", "sobol", "tpe", "sobol"]
+    readme = (tmp_path / "report-tune-space" / "README.md").read_text()
+    assert "then TPESampler" in readme and "--tune-sampler tpe" in readme

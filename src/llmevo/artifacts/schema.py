@@ -318,7 +318,10 @@ class TuningSetting(_Block):
     """One learning rate of one arm: validation metric per tuning seed (null: diverged).
     Space tuning (``protocol: space``, ``runner.tuning_space``): one trial, with every
     setting it trained (``values``), its place on each axis's declared line
-    (``coordinates``: 0 low, 1 high, outside after an extension) and its Sobol point."""
+    (``coordinates``: 0 low, 1 high, outside after an extension) and its Sobol point
+    (``sobol``: the design's point for this trial number); under a sequential sampler
+    (``tuning.sampler.startup``) ``sampled_by`` says who placed it (``sobol``, ``tpe``, ``gp``:
+    then its coordinates are that sampler's point)."""
 
     lr: float
     validation: dict[str, float | None]
@@ -332,6 +335,7 @@ class TuningSetting(_Block):
     sobol: dict[str, float] | None = None
     cached_seeds: list[int] | None = None
     paths: dict[str, str] | None = None  # tuning seed -> how its run trained (2026-12-05 on)
+    sampled_by: Literal["sobol", "tpe", "gp"] | None = None  # a sequential sampler's block only
 
 
 class TuningAxisRecord(_Block):

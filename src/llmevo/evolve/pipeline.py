@@ -138,6 +138,7 @@ class EvolutionSettings(SectionedRequest):
         "tune": "the final comparison is tuned unless --no-final-tune",
         "tune_space": "the final comparison tunes the learning rate on --tune-grid",
         "tune_trials": "the final comparison tunes the learning rate on --tune-grid",
+        "tune_sampler": "the final comparison tunes the learning rate on --tune-grid",
         "tokens_per_parameter": "a study's trials train for the preset's steps (--trial-steps)",
         "seq_len": "a study trains at the preset's window",
         "param": "a study's genomes train under the standard parametrization (--param is for reproduce and ladder)",

@@ -141,8 +141,8 @@ class EvidenceRequest(SectionedRequest):
     """The whole table at ``preset`` (default quick), tuned as every reproduction of record.
     ``only``: component names to run (every comparison of each); ``seeds``, the ``run`` and
     ``train`` sections and ``tune_seeds`` pass to each reproduction, ``tune_grid`` and
-    ``tune_confirm`` to each lr-tuned one, ``tune_trials`` to each space-tuned one (defaults:
-    the reproduction's; see the module docstring for which is which);
+    ``tune_confirm`` to each lr-tuned one, ``tune_trials`` and ``tune_sampler`` to each
+    space-tuned one (defaults: the reproduction's; see the module docstring for which is which);
     ``time_limit_minutes``: a comparison still running at the limit is stopped and recorded
     ``timed_out``; ``out``: the folder of the state file (default ``runs/evidence/<preset>``);
     ``publish``: artifacts under docs/ and the leaderboard and README table regenerated at
@@ -185,7 +185,8 @@ class EvidenceRequest(SectionedRequest):
         tuning = TuningSection(
             tune=True, tune_seeds=given.tune_seeds, tune_space=entry.tune_space,
             tune_grid=given.tune_grid if lr_only else None, tune_confirm=given.tune_confirm if lr_only else None,
-            tune_trials=None if lr_only else given.tune_trials)
+            tune_trials=None if lr_only else given.tune_trials,
+            tune_sampler=None if lr_only else given.tune_sampler)
         command = f"{self.run.command or 'python: llmevo.experiments.run_evidence'} ({entry.label})"
         return ReproductionRequest(
             name=entry.name, against=entry.against, preset=self.preset, seeds=self.seeds,
@@ -209,9 +210,10 @@ class EvidenceRequest(SectionedRequest):
             arm_keys.append(tuple(canonical_json(arm_parts(arm)) for arm in plan.comparison.arms))
         if not entries:
             raise ConfigError("no comparison to run")
-        if self.tuning.tune_trials is not None and all(entry.tune_space is None for entry, _ in entries):
-            raise ConfigError("--tune-trials applies to the space-tuned (optimizer) comparisons; none is "
-                              "chosen (the others tune lr over --tune-grid)")
+        for option, value in (("--tune-trials", self.tuning.tune_trials), ("--tune-sampler", self.tuning.tune_sampler)):
+            if value is not None and all(entry.tune_space is None for entry, _ in entries):
+                raise ConfigError(f"{option} applies to the space-tuned (optimizer) comparisons; none is "
+                                  "chosen (the others tune lr over --tune-grid)")
         return EvidencePlan(request=self, folder=folder, entries=entries, digests=digests, arm_keys=arm_keys)
 
 
@@ -477,7 +479,8 @@ def _run_shared(plan: EvidencePlan, code: str, progress: Progress | None,
     description = {"kind": "evidence table", "comparisons": labels, "code_sha256": code,
                    "preset": ask.preset if isinstance(ask.preset, str) else ask.preset.model_dump(mode="json"),
                    "seeds": ask.seeds, "tune_grid": ask.tuning.tune_grid, "tune_confirm": ask.tuning.tune_confirm,
-                   "tune_trials": ask.tuning.tune_trials, "steps": ask.train.steps, "publish": ask.run.publish}
+                   "tune_trials": ask.tuning.tune_trials, "steps": ask.train.steps, "publish": ask.run.publish,
+                   **({} if ask.tuning.tune_sampler is None else {"tune_sampler": ask.tuning.tune_sampler})}
     digest = hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()[:12]
     study = open_work_queue(ask.storage or "", ask.study or f"evidence-{digest}", description,
                             list(range(len(labels))), 5, 20)

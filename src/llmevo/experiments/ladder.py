@@ -186,6 +186,7 @@ class LadderRequest(SectionedRequest):
         "tune_grid": "each rung's grid is the full default grid or the learning-rate rule's (--full-grid-rungs)",
         "tune_space": "a ladder tunes the learning rate on each rung's grid",
         "tune_trials": "a ladder tunes the learning rate on each rung's grid",
+        "tune_sampler": "a ladder tunes the learning rate on each rung's grid",
         **{field: "--rungs chooses each rung's size" for field in ("rung", "d_model", "layers", "heads")},
         "seq_len": "--context chooses the window (fixed, or growing with the rung)",
     }

@@ -39,7 +39,7 @@ from llmevo.runner.presets import Preset
 from llmevo.runner.size import Size, size_dial
 from llmevo.runner.tuner import Tuner
 from llmevo.runner.tuning import DEFAULT_CONFIRM, DEFAULT_TUNING_SEEDS, check_plan, default_grid
-from llmevo.runner.tuning_space import DEFAULT_TRIALS, MAX_TRIALS, check_space_plan
+from llmevo.runner.tuning_space import DEFAULT_SAMPLER, DEFAULT_TRIALS, MAX_TRIALS, check_space_plan
 from llmevo.train.execution import Execution, check_path
 
 
@@ -121,8 +121,9 @@ class TuningSection(Section):
     default) tunes each arm's learning rate on ``tune_grid`` (default: 5 from lr/3 to 3*lr)
     under ``tune_seeds`` (a best at the stability edge confirmed on ``tune_confirm`` further
     seeds, default 2); ``tune_space`` (``"full"`` or axes such as ``"lr,beta2"``) instead
-    tunes each arm over its components' declared space with ``tune_trials`` Sobol trials
-    (default 8) per arm, then the default lr grid as its floor (``runner.tuning_space``)."""
+    tunes each arm over its components' declared space with ``tune_trials`` trials (default
+    8) per arm, Sobol points or, with ``tune_sampler`` ``tpe`` or ``gp``, a Sobol start and then
+    that sequential sampler, then the default lr grid as its floor (``runner.tuning_space``)."""
 
     tune: bool | None = None
     tune_grid: list[float] | None = None
@@ -130,6 +131,7 @@ class TuningSection(Section):
     tune_confirm: int | None = Field(default=None, ge=0)  # extra tuning seeds at the stability edge; 0: off
     tune_space: str | None = None
     tune_trials: int | None = Field(default=None, ge=2, le=MAX_TRIALS)
+    tune_sampler: Literal["sobol", "tpe", "gp"] | None = None  # None: sobol (runner.tuning_space.SAMPLERS)
 
     @model_validator(mode="after")
     def _one_protocol(self) -> TuningSection:
@@ -150,11 +152,14 @@ class TuningSection(Section):
         return self
 
     def check_trials(self) -> None:
-        """One comparison: trials count only with a space (``--all`` gives them to its
-        space-tuned comparisons alone)."""
+        """One comparison: trials and their sampler count only with a space (``--all`` gives
+        them to its space-tuned comparisons alone)."""
         if self.tune_trials is not None and self.tune_space is None:
             raise ConfigError("--tune-trials needs --tune-space (e.g. --tune-space full); the "
                               "learning-rate grid's size is --tune-grid")
+        if self.tune_sampler is not None and self.tune_space is None:
+            raise ConfigError(f"--tune-sampler {self.tune_sampler} needs --tune-space (e.g. --tune-space "
+                              "full): it chooses a space search's trials; the learning-rate grid has none")
 
     def given(self) -> set[str]:
         """The fields given a value other than their default."""
@@ -176,7 +181,8 @@ class TuningSection(Section):
         ``report_seeds``."""
         if self.tune_space is not None:
             return check_space_plan(self.tune_space, self.tune_trials or DEFAULT_TRIALS,
-                                    self.tune_seeds, report_seeds, grid=grid or default_grid(base_lr))
+                                    self.tune_seeds, report_seeds, grid=grid or default_grid(base_lr),
+                                    sampler=self.tune_sampler or DEFAULT_SAMPLER)
         confirm = DEFAULT_CONFIRM if self.tune_confirm is None else self.tune_confirm
         return check_plan(grid or self.tune_grid or default_grid(base_lr), self.tune_seeds,
                           report_seeds, confirm=confirm)

@@ -449,8 +449,12 @@ def _space_tuning_section(artifact: ReproductionArtifact, cached: tuple[str, ...
         sentences=(
             f"Each arm ran {tuning.trials} trials over its components' declared tuning space "
             f"under tuning seed(s) {seeds} (disjoint from the report seeds), sampled by "
-            f"{sampler.get('name', 'QMCSampler')} ({sampler.get('qmc_type', 'sobol')}, scrambled, "
-            f"seed {sampler.get('seed')}); chosen by {extra.get('selection', 'validation')}.",
+            + (f"{sampler.get('name', 'QMCSampler')} ({sampler.get('qmc_type', 'sobol')}, scrambled, "
+               f"seed {sampler.get('seed')})" if "startup" not in sampler else
+               f"Sobol points (scrambled, seed {sampler.get('seed')}) for the first "
+               f"{sampler.get('startup_trials')}, then {sampler.get('name')} (seed {sampler.get('seed')}, "
+               f"{sampler.get('batch')} trials at a time)")
+            + f"; chosen by {extra.get('selection', 'validation')}.",
             str(extra.get("method", "")),
             *cached,
             "Learning-rate sensitivity is not computed for a space tuning: the other axes vary "

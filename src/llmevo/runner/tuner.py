@@ -9,14 +9,16 @@ Two implement the interface:
   default), extended once past an edge, a best at the stability edge confirmed on further
   seeds. A ladder's lr rule is this tuner with its grid bound late, once the rungs below are
   done (``with_grid``).
-- ``runner.tuning_space.SpacePlan``: Sobol trials over each arm's declared space
-  (``--tune-space``), the same number of trials per arm.
+- ``runner.tuning_space.SpacePlan``: trials over each arm's declared space
+  (``--tune-space``), the same number per arm: Sobol points, or a Sobol start and then a
+  sequential sampler (``--tune-sampler tpe|gp``, a field of the plan).
 
 ``tune_arms`` is the one function that tunes the arms of a comparison, whichever the tuner:
 each arm's training settings (``runner.run.arm_train_config``), its stream, its validation
 score and its arm-cache entries are made here, the tuner chooses, and the arm comes back
-with its optimizer and its preset at the choice. A new tuner (a multi-fidelity one, a
-sequential sampler) implements ``Tuner`` and nothing above the runner changes.
+with its optimizer and its preset at the choice. A new tuner (a multi-fidelity one)
+implements ``Tuner`` and nothing above the runner changes; a new way of choosing a space's
+trials is a ``SpacePlan.sampler`` (TPE and GP were added so, with no change to ``Tuner``).
 
 Not a tuner: evolve's trial grid (each trial at its genome's lr times a few factors, scored by
 its best fitness), which is the search's objective rather than a comparison's tuning.

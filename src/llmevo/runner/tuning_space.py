@@ -30,6 +30,18 @@ Here:
   load_if_exists=True)`` with the same sampler seed; the space trial added once): the
   sampler's Sobol index is a study system attribute, so the workers draw distinct points.
   Not built: a tuning is one process today.
+- **A sequential sampler** (``--tune-sampler tpe|gp``; default ``sobol``, the above). The first
+  ``startup_trials`` (half the declared phase, rounded up) are the same Sobol points as under
+  ``sobol``; the rest of the declared phase is proposed by Optuna's ``TPESampler`` (seeded with
+  ``sampler_seed``, multivariate, constant liar) or ``GPSampler`` (seeded) over the same
+  unit-cube coordinates, in a second in-memory study that is told every trained trial (a
+  diverged one as FAIL). It asks ``SEQUENTIAL_BATCH`` (2) trials at a time, so that each
+  ``train_many`` call still batches runs: a trial proposed in a batch does not know its batch
+  partner's result (TPE's constant liar keeps the two apart), so the sampler is sequential
+  between batches, not within one. Trial k still draws Sobol point k of the design (recorded
+  as ``sobol``); a proposed trial trains at the sampler's point instead (``coordinates``,
+  ``sampled_by``), and the extension phase draws the same Sobol points as under ``sobol``. The
+  proposals are a deterministic function of the sampler seed and the trials' results.
 - **Edge extension.** The last ``trials // 4`` trials of an arm are its *extension phase*
   (none below 4 trials); the first ``trials - trials // 4`` form the *declared phase*. After
   the declared phase, an axis is *on an edge* when the best trial is the extreme trial on it:
@@ -56,7 +68,7 @@ The test split is never looked at here.
 
 Public API: ``SpacePlan`` (a ``runner.tuner.Tuner``), ``check_space_plan``, ``ResolvedAxis``, ``arm_space``,
 ``axis_value``, ``apply_settings``, ``Trial``, ``ArmSpaceTuning``, ``tune_arm_space``,
-``space_tuning_block``, ``sobol_study``.
+``space_tuning_block``, ``sampler_record``, ``sobol_study``, ``sequential_study``, ``SAMPLERS``.
 """
 
 from __future__ import annotations
@@ -96,6 +108,9 @@ if TYPE_CHECKING:
 DEFAULT_TRIALS = 8
 MAX_TRIALS = 256  # each trial trains once per tuning seed; more is a typo, not a protocol
 DEFAULT_SAMPLER_SEED = 0
+SAMPLERS = ("sobol", "tpe", "gp")  # sobol: the whole declared phase; tpe, gp: after a Sobol start
+DEFAULT_SAMPLER = "sobol"
+SEQUENTIAL_BATCH = 2  # trials a sequential sampler proposes before it is told their results
 EXTENSION_SHARE = 4  # the last trials // 4 trials of an arm are its extension phase
 EXTENSION_WIDTH = 0.5  # an extension reaches half the declared width beyond the edge
 FULL = "full"
@@ -106,6 +121,9 @@ METHOD = ("Optuna QMCSampler (Sobol, scrambled, seed {seed}) over the unit cube 
           "tuning seed; the last trials // 4 extend, once, each axis on which the best "
           "declared-phase trial is the extreme trial, by half the declared width beyond that "
           "edge in the axis's scale (clipped at its limit), the other axes at the best's values")
+SEQUENTIAL = ("; under --tune-sampler {sampler}: the first {startup} declared trials are those Sobol "
+              "points, the other {proposed} proposed by Optuna {name} (seed {seed}{options}) over the same "
+              "unit cube, {batch} at a time, told every trained trial's mean (a diverged one as failed)")
 GRID_FLOOR = ("; then the lr grid {grid} (the grid protocol's runs, extended once past an edge) at "
               "the arm's other settings: the arm keeps the grid's best if it is lower than the "
               "search's, so the search never ends worse than the grid (grid_floor records both)")
@@ -113,8 +131,9 @@ GRID_FLOOR = ("; then the lr grid {grid} (the grid protocol's runs, extended onc
 
 @dataclass(frozen=True)
 class SpacePlan:
-    """Which axes (None: every declared one), how many trials per arm, the tuning seeds and
-    the sampler's seed: the same for every arm."""
+    """Which axes (None: every declared one), how many trials per arm, the tuning seeds, the
+    sampler's seed, the lr grid floor and the sampler (``sobol``, or ``tpe``/``gp`` after a
+    Sobol start): the same for every arm, and each part of what makes two tunings comparable."""
 
     axes: tuple[str, ...] | None
     trials: int
@@ -123,8 +142,17 @@ class SpacePlan:
     # the lr grid the search must not end worse than: trained after the Sobol trials at the
     # arm's other settings (the grid protocol's runs, extended once past an edge); (): none
     grid: tuple[float, ...] = ()
+    # who proposes the declared trials after the Sobol start (see the module docstring)
+    sampler: Literal["sobol", "tpe", "gp"] = DEFAULT_SAMPLER
 
     kind: ClassVar[Literal["space"]] = "space"
+
+    @property
+    def startup_trials(self) -> int:
+        """The declared trials that are Sobol points (all of them under ``sobol``)."""
+        if self.sampler == "sobol":
+            return self.declared_trials
+        return min(self.declared_trials, max(2, -(-self.declared_trials // 2)))
 
     @property
     def declared_trials(self) -> int:
@@ -170,11 +198,16 @@ class SpacePlan:
 
 
 def check_space_plan(space: str, trials: int, seeds: Sequence[int], report_seeds: Sequence[int],
-                     sampler_seed: int = DEFAULT_SAMPLER_SEED, grid: Sequence[float] = ()) -> SpacePlan:
+                     sampler_seed: int = DEFAULT_SAMPLER_SEED, grid: Sequence[float] = (),
+                     sampler: str = DEFAULT_SAMPLER) -> SpacePlan:
     """A validated plan (``space``: ``full`` or a comma list of axis names; ``grid``: the lr
-    grid the search is checked against, see ``GRID_FLOOR``); every problem is one
-    ``ConfigError`` line, before any training. Axis names are checked against the arms later
-    (``arm_space``), once the comparison is known."""
+    grid the search is checked against, see ``GRID_FLOOR``; ``sampler``: one of ``SAMPLERS``);
+    every problem is one ``ConfigError`` line, before any training. Axis names are checked
+    against the arms later (``arm_space``), once the comparison is known."""
+    if sampler not in SAMPLERS:
+        raise ConfigError(f"--tune-sampler {sampler!r}: choose one of {', '.join(SAMPLERS)}")
+    if isinstance(sampler_seed, bool) or not isinstance(sampler_seed, int) or sampler_seed < 0:
+        raise ConfigError(f"sampler seed {sampler_seed!r}: give a non-negative integer")
     text = space.strip()
     if not text:
         raise ConfigError("--tune-space: give 'full' or a comma list of axes, e.g. lr,beta2")
@@ -192,7 +225,7 @@ def check_space_plan(space: str, trials: int, seeds: Sequence[int], report_seeds
                           "(a choice needs at least two)")
     checked = check_tuning_seeds(seeds, report_seeds)
     floor = check_plan(grid, checked, report_seeds).grid if grid else ()
-    return SpacePlan(axes, trials, checked, sampler_seed, floor)
+    return SpacePlan(axes, trials, checked, sampler_seed, floor, sampler)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -305,12 +338,13 @@ class Trial:
 
     number: int  # 0-based, in the arm's sampling order
     phase: Literal["declared", "extension", "grid"]
-    sobol: dict[str, float]  # the study's u:<axis> values: the trial's Sobol point, [0, 1) ({}: grid)
+    sobol: dict[str, float]  # the design's u:<axis> values: Sobol point <number>, [0, 1) ({}: grid)
     coordinates: dict[str, float]  # where each setting lies on its declared line (0: low, 1: high; {}: grid)
     values: dict[str, float | int]  # the settings trained
     validation: dict[int, float | None] = field(default_factory=dict)  # None: diverged
     cached: tuple[int, ...] = ()  # tuning seeds loaded from the arm cache
     paths: dict[int, str] = field(default_factory=dict)  # tuning seed -> how its run trained
+    sampled_by: Literal["sobol", "tpe", "gp"] = "sobol"  # tpe, gp: coordinates are that sampler's point
 
     @property
     def mean(self) -> float | None:
@@ -377,6 +411,26 @@ def sobol_study(dimensions: Sequence[str], seed: int) -> optuna.Study:
     return study
 
 
+def sequential_study(sampler: Literal["tpe", "gp"], seed: int) -> optuna.Study:
+    """An in-memory Optuna study whose sampler proposes trials from the results it is told:
+    ``TPESampler`` (multivariate, constant liar for trials asked together) or ``GPSampler``,
+    seeded with ``seed``, with no random start of its own (the Sobol start is added to it as
+    finished trials, see ``tune_arm_space``)."""
+    import optuna
+
+    with warnings.catch_warnings():  # multivariate TPE is "experimental" in Optuna
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        chosen: optuna.samplers.BaseSampler
+        if sampler == "tpe":
+            chosen = optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True,
+                                                n_startup_trials=0)
+        else:  # without the optional greenlet package GPSampler logs a warning at every ask
+            optuna.logging.set_verbosity(optuna.logging.ERROR)
+            chosen = optuna.samplers.GPSampler(seed=seed, n_startup_trials=0,
+                                               warn_independent_sampling=False)
+    return optuna.create_study(direction="minimize", sampler=chosen)
+
+
 def _edges(axes: Sequence[ResolvedAxis], best: Trial, trials: Sequence[Trial]
            ) -> dict[str, Literal["up", "down"]]:
     """The axes on which ``best`` is the extreme of ``trials`` (its coordinate the lowest:
@@ -412,26 +466,31 @@ def tune_arm_space(
     execution: Execution = Execution(),
     cache: TuningEntries | None = None,
 ) -> ArmSpaceTuning:
-    """Train ``plan.trials`` Sobol trials of ``build()`` over ``axes`` under every tuning seed
-    (one ``train_many`` call per phase), score each run with ``evaluate`` (validation, lower is
-    better), extend each axis whose best declared-phase trial lies on an edge (see the module
-    docstring). With ``cache`` (this arm's tuning entries) a run found there is not trained."""
+    """Train ``plan.trials`` trials of ``build()`` over ``axes`` under every tuning seed (one
+    ``train_many`` call per phase, or per batch of a sequential sampler), score each run with
+    ``evaluate`` (validation, lower is better), extend each axis whose best declared-phase
+    trial lies on an edge (see the module docstring). With ``cache`` (this arm's tuning
+    entries) a run found there is not trained."""
     from optuna.distributions import FloatDistribution
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState, create_trial
 
     tuning = ArmSpaceTuning(label, list(axes))
-    study = sobol_study([axis.name for axis in axes], plan.sampler_seed)
+    study = sobol_study([axis.name for axis in axes], plan.sampler_seed)  # the design: point k, trial k
     distributions = {f"u:{axis.name}": FloatDistribution(0.0, 1.0) for axis in axes}
+    proposer = None if plan.sampler == "sobol" else sequential_study(plan.sampler, plan.sampler_seed)
 
     def run(count: int, phase: Literal["declared", "extension"],
-            place: Callable[[dict[str, float]], dict[str, float]]) -> None:
+            place: Callable[[dict[str, float]], dict[str, float]], propose: bool = False) -> None:
         asked = [study.ask(distributions) for _ in range(count)]
+        proposed = [proposer.ask(distributions) for _ in range(count)] if propose and proposer else []
         trials = []
-        for asked_trial in asked:
+        for index, asked_trial in enumerate(asked):
             sobol = {axis.name: float(asked_trial.params[f"u:{axis.name}"]) for axis in axes}
-            coordinates = place(sobol)
+            coordinates = ({axis.name: float(proposed[index].params[f"u:{axis.name}"]) for axis in axes}
+                           if proposed else place(sobol))
             values = {axis.name: axis_value(axis, coordinates[axis.name]) for axis in axes}
-            trials.append(Trial(len(tuning.trials) + len(trials), phase, sobol, coordinates, values))
+            trials.append(Trial(len(tuning.trials) + len(trials), phase, sobol, coordinates, values,
+                                sampled_by=plan.sampler if proposed else "sobol"))
         specs = [RunSpec(seed, apply_settings(config, axes, trial.values),
                          label=f"trial {trial.number} seed {seed}")
                  for trial in trials for seed in plan.seeds]
@@ -451,12 +510,25 @@ def tune_arm_space(
                 study.tell(asked_trial, state=TrialState.FAIL)
             else:
                 study.tell(asked_trial, trial.mean)
+        if proposer is not None and phase == "declared":  # the sequential sampler learns each result
+            for index, trial in enumerate(trials):
+                failed = trial.mean is None
+                if proposed:
+                    proposer.tell(proposed[index], None if failed else trial.mean,
+                                  state=TrialState.FAIL if failed else TrialState.COMPLETE)
+                else:  # a Sobol start point, given to the sampler as a finished trial
+                    proposer.add_trial(create_trial(
+                        params={f"u:{name}": u for name, u in trial.coordinates.items()},
+                        distributions=distributions, state=TrialState.FAIL if failed else TrialState.COMPLETE,
+                        value=None if failed else trial.mean))
         tuning.trials.extend(trials)
 
     def declared(sobol: dict[str, float]) -> dict[str, float]:
         return dict(sobol)
 
-    run(plan.declared_trials, "declared", declared)
+    run(plan.startup_trials, "declared", declared)
+    while len(tuning.trials) < plan.declared_trials:  # a sequential sampler, a batch at a time
+        run(min(SEQUENTIAL_BATCH, plan.declared_trials - len(tuning.trials)), "declared", declared, True)
     if plan.extension_trials:
         best = tuning.best()
         tuning.on_edge = _edges(axes, best, tuning.trials)
@@ -535,6 +607,35 @@ def _floor_record(tuning: ArmSpaceTuning, best: Trial, choice: Trial) -> dict[st
     }
 
 
+SEQUENTIAL_SAMPLERS: dict[str, tuple[str, dict[str, Any]]] = {  # Optuna's name and settings
+    "tpe": ("TPESampler", {"multivariate": True, "constant_liar": True}),
+    "gp": ("GPSampler", {}),
+}
+
+
+def sampler_record(plan: SpacePlan) -> dict[str, Any]:
+    """The artifact's ``tuning.sampler``: the Sobol design (today's record, unchanged under
+    ``sobol``), and under a sequential sampler its name, settings, start and batch."""
+    sobol = {"library": "optuna", "name": "QMCSampler", "qmc_type": "sobol", "scramble": True,
+             "seed": plan.sampler_seed, "storage": "in-memory"}
+    if plan.sampler == "sobol":
+        return sobol
+    name, options = SEQUENTIAL_SAMPLERS[plan.sampler]
+    return {"library": "optuna", "name": name, "sampler": plan.sampler, **options,
+            "seed": plan.sampler_seed, "storage": "in-memory", "startup_trials": plan.startup_trials,
+            "batch": SEQUENTIAL_BATCH, "startup": sobol}
+
+
+def _sequential_method(plan: SpacePlan) -> str:
+    if plan.sampler == "sobol":
+        return ""
+    name, options = SEQUENTIAL_SAMPLERS[plan.sampler]
+    said = "".join(f", {key.replace('_', ' ')}" for key, value in options.items() if value is True)
+    return SEQUENTIAL.format(sampler=plan.sampler, startup=plan.startup_trials,
+                             proposed=plan.declared_trials - plan.startup_trials, name=name,
+                             seed=plan.sampler_seed, options=said, batch=SEQUENTIAL_BATCH)
+
+
 def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTuning]) -> dict[str, Any]:
     """The artifact's top-level ``tuning`` block for space tuning (``protocol: space``;
     docs/ARTIFACTS.md): per arm its axes, every trial and the choice. Every trial is also a
@@ -548,10 +649,9 @@ def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTun
         "metric": metric,
         "split": "validation",
         "selection": SELECTION.format(metric=metric),
-        "method": METHOD.format(seed=plan.sampler_seed, trials=plan.trials) + (GRID_FLOOR.format(
-            grid=", ".join(f"{lr:.3g}" for lr in plan.grid)) if plan.grid else ""),
-        "sampler": {"library": "optuna", "name": "QMCSampler", "qmc_type": "sobol",
-                    "scramble": True, "seed": plan.sampler_seed, "storage": "in-memory"},
+        "method": METHOD.format(seed=plan.sampler_seed, trials=plan.trials) + _sequential_method(plan)
+                  + (GRID_FLOOR.format(grid=", ".join(f"{lr:.3g}" for lr in plan.grid)) if plan.grid else ""),
+        "sampler": sampler_record(plan),
         "trials": plan.trials,
         "declared_trials": plan.declared_trials,
         "extension_trials": plan.extension_trials,
@@ -583,7 +683,8 @@ def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTun
                  "extension": t.phase == "extension", "trial": t.number, "phase": t.phase,
                  "values": dict(t.values), "coordinates": dict(t.coordinates),
                  "sobol": dict(t.sobol), "cached_seeds": list(t.cached),
-                 "paths": {str(seed): path for seed, path in t.paths.items()}}
+                 "paths": {str(seed): path for seed, path in t.paths.items()},
+                 **({} if plan.sampler == "sobol" or t.phase == "grid" else {"sampled_by": t.sampled_by})}
                 for t in (*tuning.trials, *tuning.grid_trials)
             ],
             "chosen": {k: float(v) for k, v in choice.values.items()},
