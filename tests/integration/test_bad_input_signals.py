@@ -337,7 +337,7 @@ BENCH = [
     (["--workers", "2"], "--workers applies to --replicas"),
     (["--replicas-max", "4"], "--replicas-max applies to --replicas"),
     (["--profile-top", "3"], "--profile-top applies to --profile"),
-    (["--replicas", ""], "--replicas: '' is not an integer"),
+    (["--replicas", ""], "--replicas: no value given (expected e.g. 1,2,4)"),
     (["--replicas", "2", "--path", "nosuch"], "unknown training path 'nosuch'"),
     (["--replicas", "2", "--path", ""], "unknown training path ''"),
     (["--replicas", "2", "--path", "batched,batched"], "--path: batched is named twice"),

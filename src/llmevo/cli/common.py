@@ -190,7 +190,7 @@ def parse_names(text: str, option: str, what: str) -> list[str]:
 def parse_int_list(text: str, option: str) -> list[int]:
     """``1,2,4`` -> [1, 2, 4]; a non-integer item is a one-line error naming the option."""
     if not text.strip():
-        raise ConfigError(f"{option}: no value given (expected e.g. 1e-3,3e-3,1e-2)")
+        raise ConfigError(f"{option}: no value given (expected e.g. 1,2,4)")
     values = []
     for item in text.split(","):
         item = item.strip()
