@@ -98,3 +98,36 @@ def test_the_runner_refuses_a_noop_before_training(smoke, data_dir, cache_dir, m
     monkeypatch.setattr(compare, "tune_arms", no_training)
     with pytest.raises(ConfigError, match="compute the same function.*--allow-noop"):
         reproduction.run_reproduction(plan)
+
+
+def test_the_check_is_read_back_from_the_arm_cache(smoke, tmp_path, monkeypatch) -> None:
+    """A warm comparison does not train the probes again: the same arms, preset and seed give
+    the stored outcome (equal, field for field) without checking; another seed, another
+    method or an altered entry checks again; ``refresh`` recomputes and rewrites."""
+    from llmevo.runner import equivalence
+    from llmevo.runner.cache import ArmCache
+    from llmevo.train.execution import Execution
+
+    preset, views = smoke
+    cache = ArmCache.open(tmp_path, CPU, Execution(), code_modules=["llmevo.runner.equivalence"])
+    arms = plan_comparison("qk_norm").arms
+    first = check_equivalence(*arms, views, preset, 42, CPU, cache)
+    checks = []
+    real = equivalence._check
+    monkeypatch.setattr(equivalence, "_check", lambda *a: checks.append(a) or real(*a))
+    assert check_equivalence(*arms, views, preset, 42, CPU, cache) == first
+    assert checks == []
+    check_equivalence(*arms, views, preset, 43, CPU, cache)
+    check_equivalence(*_softcap(1e6), views, preset, 42, CPU, cache)
+    assert len(checks) == 2
+    entries = sorted(tmp_path.glob("arms/*/*.json"))
+    assert len(entries) == 3
+    for entry in entries:  # an altered outcome is a miss, never a wrong answer
+        entry.write_text(entry.read_text().replace('"same_function":false', '"same_function":true'))
+    again = check_equivalence(*arms, views, preset, 42, CPU, cache)
+    assert replace(again, seconds=0.0) == replace(first, seconds=0.0)
+    assert len(checks) == 3
+    refresh = ArmCache.open(tmp_path, CPU, Execution(), use="refresh",
+                            code_modules=["llmevo.runner.equivalence"])
+    check_equivalence(*arms, views, preset, 42, CPU, refresh)
+    assert len(checks) == 4

@@ -4,13 +4,16 @@ Many reproductions share an arm exactly: muon, lion, post_norm, sandwich, layern
 ``--against`` run of alibi, relu2 and geglu compare with ``llama_modern`` itself; relu2 and
 geglu share the GELU baseline. A tuned reproduction trains each arm over a learning-rate grid
 under tuning seeds and then under the report seeds, so half of such a run would recompute
-numbers that already exist. This module stores two kinds of entry and gives them back:
+numbers that already exist. This module stores three kinds of entry and gives them back:
 
 - a *tuning run* (arm, lr, tuning seed) -> its validation metric, or "diverged";
 - a *report run* (arm, report seed) -> everything ``runner.ArmRun`` holds (validation and
   test metrics, the ``TrainResult``, parameter count, architecture stats, resolved training
   settings, execution path) plus the trained model's ``state_dict``, so a hit rebuilds the
   model with ``build_model`` and loads it (``--save-checkpoints`` works from a hit).
+- a *no-op check* (the two arms of a comparison, its seed) -> what ``runner.equivalence``
+  found: the check trains both arms a few steps and is, in a warm run whose arms all come
+  from here, most of the time the comparison takes (docs/LOG.md, 2026-12-05).
 
 **The key** is a sha256 over a canonical JSON (sorted keys, exact float reprs) of everything
 that can change a number: the arm (its model config, every component resolved to its full
@@ -61,7 +64,7 @@ training must turn the cache off or give it their own ``cache_dir``: the key see
 source files, not patched functions.
 
 Public API: ``CacheUse``, ``CacheContext``, ``ArmCache``, ``TuningEntries``,
-``ReportEntries``, ``CachedMetric``, ``run_key``, ``source_sha256``,
+``ReportEntries``, ``CheckEntry``, ``CachedMetric``, ``run_key``, ``source_sha256``,
 ``data_sha256``, ``canonical_json``, ``canonical_model``, ``resolved_choice``.
 """
 
@@ -98,6 +101,7 @@ from llmevo.train.trainer import TrainConfig, TrainResult
 
 ENTRY_VERSION = 1
 ARMS_FOLDER = "arms"
+EQUIVALENCE = "equivalence"  # the entry kind of a no-op check's outcome
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # src/llmevo
 # "use": read and write; "refresh": recompute everything, write what it trained; "off": neither
 CacheUse = Literal["use", "refresh", "off"]
@@ -308,6 +312,18 @@ class ArmCache:
         return ReportEntries(self, "report", arm_parts(arm), data_sha256(data),
                              evaluation_parts(preset, metric, objective))
 
+    def equivalence(self, baseline: Arm, method: Arm, views: Mapping[str, DataView],
+                    preset: Preset, seed: int, settings: Mapping[str, Any]) -> CheckEntry:
+        """The entry of a no-op check (``runner.equivalence``) of these two arms: keyed by both
+        arms, both data views' digests, the whole preset (the probes train at its settings),
+        the seed, the check's own settings (probe steps, windows, tolerance) and the context."""
+        parts = {"version": ENTRY_VERSION, "kind": EQUIVALENCE,
+                 "context": dataclasses.asdict(self.context),
+                 "arms": [arm_parts(baseline), arm_parts(method)],
+                 "data_sha256": [data_sha256(views[baseline.data]), data_sha256(views[method.data])],
+                 "preset": preset.model_dump(mode="json"), "seed": seed, "settings": dict(settings)}
+        return CheckEntry(self, hashlib.sha256(canonical_json(parts).encode("utf-8")).hexdigest())
+
     # --- files ---------------------------------------------------------------------------
 
     def _paths(self, key: str) -> tuple[Path, Path]:
@@ -352,6 +368,21 @@ class ArmCache:
 
 def _sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class CheckEntry:
+    """One no-op check's stored outcome (a JSON object), read and written like a run's."""
+
+    cache: ArmCache
+    key: str
+
+    def load(self) -> dict[str, Any] | None:
+        hit = self.cache._load(self.key, EQUIVALENCE)
+        return None if hit is None else hit[0]
+
+    def store(self, payload: dict[str, Any]) -> None:
+        self.cache._store(self.key, EQUIVALENCE, payload)
 
 
 @dataclass

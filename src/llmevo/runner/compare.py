@@ -103,7 +103,7 @@ def compare_arms(
         check_fits_data(arm, data)
         check_memory(f"{arm.label} arm '{arm.name}'", arm.model, arm_train_config(arm, data, preset),
                      device, concurrent_runs(execution, device, most_runs))
-    equivalence = check_equivalence(baseline, method, views, preset, seeds[0], device)
+    equivalence = check_equivalence(baseline, method, views, preset, seeds[0], device, cache)
     if equivalence.same_function and not allow_noop:
         raise ConfigError(refusal(name, equivalence))  # before anything is trained or written
     arms, presets = [baseline, method], {arm.label: preset for arm in (baseline, method)}

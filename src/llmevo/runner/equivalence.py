@@ -56,6 +56,7 @@ Public API: ``Equivalence``, ``check_equivalence``, ``refusal``, ``PROBE_STEPS``
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from dataclasses import dataclass
@@ -67,6 +68,7 @@ from torch import Tensor, nn
 from llmevo.catalog import build_optimizer, build_recipe
 from llmevo.components.data.base import windows_for
 from llmevo.runner.arm import Arm
+from llmevo.runner.cache import ArmCache
 from llmevo.runner.presets import Preset
 from llmevo.runner.run import arm_train_config, build_arm_model
 from llmevo.runner.views import DataView, arm_stream
@@ -168,8 +170,29 @@ def _resolved(logits: Tensor) -> float:
 
 
 def check_equivalence(baseline: Arm, method: Arm, views: dict[str, DataView], preset: Preset,
-                      seed: int, device: torch.device) -> Equivalence:
-    """Compare the two arms (see the module docstring); the global RNG is left as found."""
+                      seed: int, device: torch.device, cache: ArmCache | None = None) -> Equivalence:
+    """Compare the two arms (see the module docstring); the global RNG is left as found.
+    ``cache``: the check's outcome is read from the arm cache when the same two arms, data,
+    preset, seed, code and machine were checked before, and stored when it is computed (a
+    hit's ``seconds`` are those of the check that computed it)."""
+    entry = None if cache is None else cache.equivalence(
+        baseline, method, views, preset, seed,
+        {"probe_steps": PROBE_STEPS, "probe_windows": PROBE_WINDOWS, "tolerance": TOLERANCE,
+         "device": str(device)})
+    stored = None if entry is None else entry.load()
+    if stored is not None:
+        try:
+            return Equivalence(**stored)
+        except TypeError:  # an entry of another shape: a miss, computed again
+            pass
+    found = _check(baseline, method, views, preset, seed, device)
+    if entry is not None:
+        entry.store(dataclasses.asdict(found))
+    return found
+
+
+def _check(baseline: Arm, method: Arm, views: dict[str, DataView], preset: Preset,
+           seed: int, device: torch.device) -> Equivalence:
     started = time.perf_counter()
     if baseline.data != method.data:
         return Equivalence("not applicable", False,
