@@ -192,3 +192,42 @@ def test_a_publications_own_output_folder_does_not_make_the_tree_dirty(tmp_path:
     (repo / "a.py").write_text("A = 2\n")  # a code edit still counts
     with pytest.raises(ConfigError, match="uncommitted changes"):
         check_publishable(repo, allow_dirty=False, own_output=own)
+
+
+def test_the_imports_memo_gives_what_parsing_gives(tmp_path: Path, monkeypatch) -> None:
+    """The on-disk memo of parsed import lists: a pipeline's closure is the same with it cold,
+    warm and off; a warm closure parses nothing; changed bytes, a package flag or a broken
+    memo file are misses, never another answer."""
+    import ast
+    import json
+
+    from llmevo.artifacts import provenance
+
+    def closure(memo: str) -> list[str]:
+        monkeypatch.setattr(provenance, "_memo_path", None if memo == "off" else Path(memo))
+        monkeypatch.setattr(provenance, "_memo", None)
+        monkeypatch.setattr(provenance, "_parsed", {})
+        return provenance.pipeline_modules("llmevo.experiments.reproduction", follow_catalog=True)
+
+    memo = tmp_path / "imports.json"
+    parsed = closure("off")
+    assert not memo.exists()
+    assert closure(str(memo)) == parsed and len(json.loads(memo.read_text())) >= len(parsed) - 5
+    real_parse = ast.parse
+    parses = []
+    monkeypatch.setattr(ast, "parse", lambda *a, **k: parses.append(a) or real_parse(*a, **k))
+    assert closure(str(memo)) == parsed and parses == []
+    package = tmp_path / "pkg" / "llmevo"
+    (package / "sub").mkdir(parents=True)
+    (package / "sub" / "__init__.py").write_text("from . import leaf\n")
+    (package / "sub" / "leaf.py").write_text("import os\n")
+    monkeypatch.setattr(provenance, "_parsed", {})
+    assert provenance.pipeline_modules("llmevo.sub", package_root=package) == ["llmevo.sub", "llmevo.sub.leaf"]
+    (package / "sub" / "leaf.py").write_text("from llmevo.sub import other\n")
+    (package / "sub" / "other.py").write_text("")
+    monkeypatch.setattr(provenance, "_parsed", {})
+    assert provenance.pipeline_modules("llmevo.sub", package_root=package) == [
+        "llmevo.sub", "llmevo.sub.leaf", "llmevo.sub.other"]
+    memo.write_text("{not json")
+    parses.clear()
+    assert closure(str(memo)) == parsed and parses

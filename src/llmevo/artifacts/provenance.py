@@ -15,6 +15,7 @@ import ast
 import hashlib
 import importlib.metadata
 import inspect
+import json
 import platform
 import subprocess
 from collections.abc import Iterable, Iterator
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from llmevo.digests import sha256_file
-from llmevo.errors import ArtifactError, ConfigError
+from llmevo.errors import ArtifactError, ConfigError, WriteError
 
 NOT_A_CHECKOUT = "unknown (not a git checkout)"
 NOT_INSTALLED = "not installed"
@@ -57,22 +58,83 @@ def _statements(nodes: Iterable[ast.AST]) -> Iterator[ast.AST]:
 
 
 _parsed: dict[tuple[str, Path, int, int], frozenset[str]] = {}  # (name, file, mtime, size) -> imports
+IMPORTS_MEMO_FILE = "imports-v1.json"  # under a cache folder (use_imports_memo)
+IMPORTS_MEMO_LIMIT = 4000  # entries; past it the memo starts again (edits add, nothing removes)
+
+
+@dataclass
+class _ImportsMemo:
+    """Parsed import lists kept on disk between processes, keyed by a sha256 of the module's
+    name and its file's bytes (so a hit is exactly what parsing the file would give): parsing
+    the ~150 files a pipeline's closure reaches was ~0.4 s of every warm run (docs/LOG.md,
+    2026-12-05, sixteenth session). An unreadable, malformed or unwritable memo is a miss."""
+
+    path: Path | None
+    entries: dict[str, list[str]]
+    changed: bool = False
+
+    @classmethod
+    def open(cls, path: Path | None) -> _ImportsMemo:
+        if path is None:
+            return cls(None, {})
+        try:
+            entries = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            entries = {}
+        valid = isinstance(entries, dict) and all(
+            isinstance(v, list) and all(isinstance(m, str) for m in v) for v in entries.values())
+        return cls(path, entries if valid and len(entries) <= IMPORTS_MEMO_LIMIT else {})
+
+    def imports(self, name: str, path: Path) -> frozenset[str]:
+        source, package = path.read_bytes(), path.name == "__init__.py"
+        key = hashlib.sha256(f"{name}\0{package}\0".encode() + source).hexdigest()
+        if key not in self.entries:
+            self.entries[key] = sorted(_read_imports(name, package, source.decode("utf-8")))
+            self.changed = True
+        return frozenset(self.entries[key])
+
+    def save(self) -> None:
+        if self.path is None or not self.changed:
+            return
+        from llmevo.artifacts.io import write_text_atomic
+
+        try:
+            write_text_atomic(self.path, json.dumps(self.entries, sort_keys=True))
+        except (OSError, WriteError):
+            return
+        self.changed = False
+
+
+_memo_path: Path | None = None  # None: parse in memory only (the library's default)
+_memo: _ImportsMemo | None = None
+
+
+def use_imports_memo(path: Path | None) -> None:
+    """Keep parsed import lists in the file ``path`` (None: in this process only); the run
+    prologue points it into the cache folder."""
+    global _memo_path, _memo
+    if path != _memo_path:
+        _memo_path, _memo = path, None
 
 
 def _imports(name: str, path: Path) -> set[str]:
     """The llmevo modules a module's file imports anywhere (lazy imports too); a file read
-    once per process while it is unchanged (two pipelines' closures share most files)."""
+    once per process while it is unchanged (two pipelines' closures share most files), and
+    parsed once per content (``_ImportsMemo``)."""
+    global _memo
     stat = path.stat()
     key = (name, path, stat.st_mtime_ns, stat.st_size)
     if key not in _parsed:
-        _parsed[key] = frozenset(_read_imports(name, path))
+        if _memo is None:
+            _memo = _ImportsMemo.open(_memo_path)
+        _parsed[key] = _memo.imports(name, path)
     return set(_parsed[key])
 
 
-def _read_imports(name: str, path: Path) -> set[str]:
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+def _read_imports(name: str, is_package: bool, source: str) -> set[str]:
+    package = name if is_package else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in _statements(ast.parse(path.read_text(encoding="utf-8")).body):
+    for node in _statements(ast.parse(source).body):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -101,6 +163,8 @@ def pipeline_modules(*roots: str, package_root: Path = PACKAGE_ROOT,
         seen[name] = path
         if follow_catalog or name != REGISTERS_EVERYTHING:
             pending.extend(_imports(name, path))
+    if _memo is not None:
+        _memo.save()
     return sorted(seen)
 
 

@@ -295,7 +295,8 @@ class EvolutionSettings(SectionedRequest):
             else given.tune_confirm) if self.final_tune else None
         # the prologue (threads are the workers'); the study's own report may be there,
         # uncommitted (then --explain)
-        prologue(Path(run.data_dir), None, run.publish, run.allow_dirty, run.repo_root, self.report_folder())
+        prologue(Path(run.data_dir), None, run.publish, run.allow_dirty, run.repo_root, self.report_folder(),
+                 cache_dir=Path(run.cache_dir))
         device = resolve_device(run.device)  # refuses an unavailable device
         # the memory check a reproduction makes: llama_modern at the study's size, as many runs
         # at once as the workers train (each trial trains its genome at every lr factor at once)

@@ -399,7 +399,7 @@ class ReproductionPlan:
     def prologue(self, check_publish: bool = True) -> None:
         """The run prologue (``sections.prologue``) before this plan's first run."""
         prologue(self.data_dir, self.threads, self.publish and check_publish, self.allow_dirty,
-                 self.repo_root)
+                 self.repo_root, cache_dir=self.cache_dir)
 
     def with_grid(self, grid: list[float]) -> ReproductionPlan:
         """This plan tuned on ``grid`` instead (a ladder's rung: its grid is chosen by the lr

@@ -30,7 +30,12 @@ from typing import Any, Literal
 import torch
 from pydantic import Field, model_validator
 
-from llmevo.artifacts.provenance import REPO_ROOT, check_publishable
+from llmevo.artifacts.provenance import (
+    IMPORTS_MEMO_FILE,
+    REPO_ROOT,
+    check_publishable,
+    use_imports_memo,
+)
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
 from llmevo.model.parametrization import Parametrization
@@ -79,17 +84,22 @@ class RunSection(Section):
     def prologue(self, check_publish: bool = True, output: Path | None = None) -> None:
         """The run prologue (``prologue``) for this section."""
         prologue(Path(self.data_dir), self.threads, self.publish and check_publish, self.allow_dirty,
-                 self.repo_root, output)
+                 self.repo_root, output, cache_dir=Path(self.cache_dir))
 
 
 def prologue(data_dir: Path, threads: int | None, publish: bool, allow_dirty: bool,
-             repo_root: Path | None, output: Path | None = None) -> None:
+             repo_root: Path | None, output: Path | None = None, *,
+             cache_dir: Path | None = None) -> None:
     """What every pipeline does before its first run, in one place: the data folder exists,
     torch's CPU threads are set, and a published run comes from a clean checkout of
     ``repo_root`` (``allow_dirty``: or not; ``output``: a folder of the run's own that may be
-    there, uncommitted). ``publish`` False where a caller checked the checkout already."""
+    there, uncommitted). ``publish`` False where a caller checked the checkout already.
+    ``cache_dir``: the parsed import lists provenance and the arm cache read are kept there
+    (``artifacts.provenance.use_imports_memo``)."""
     if not Path(data_dir).is_dir():
         raise ConfigError(f"data directory {data_dir} does not exist")
+    if cache_dir is not None:
+        use_imports_memo(Path(cache_dir) / IMPORTS_MEMO_FILE)
     if threads:
         torch.set_num_threads(threads)
     if publish:
