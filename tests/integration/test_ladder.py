@@ -60,6 +60,35 @@ def test_the_lr_rule_centres_the_upper_grid_on_the_lower_choice(tiny_ladder):
     assert top.grid == [3e-3 * 3 ** (k / 2) for k in range(steps[0] - 1, steps[-1] + 2)]
 
 
+def test_the_ladder_reports_the_lr_drift_and_what_the_rule_saved(tiny_ladder):
+    """Each arm's chosen lr in lattice steps per rung, its drift (highest minus lowest) and
+    the share of the full grid's compute the rule's grid did not spend (one ruled rung: its
+    compute cancels, 1 - points/5), in the file and the README."""
+    out, built = tiny_ladder
+    record = built.lr_transfer
+    assert record is not None and record.parametrization == "standard"
+    for arm in ("baseline", "method"):
+        steps = [round(2 * math.log(r.chosen_lr[arm] / 3e-3) / math.log(3)) for r in built.rungs]
+        assert record.steps[arm] == steps and record.drift_steps[arm] == max(steps) - min(steps)
+    assert record.ruled_rungs == [-1]
+    assert record.saved_share == pytest.approx(1 - len(built.rungs[1].grid) / 5)
+    assert "chosen lr across rungs under standard parametrization" in (out / "README.md").read_text()
+
+
+def test_a_mup_ladder_transfers_the_tuned_lr_instead_of_fitting_it():
+    """Under μP the rule predicts each arm's choice at the highest rung done, whatever the
+    lower rungs say (a standard ladder fits log lr on log N and extrapolates)."""
+    history = {"baseline": [(10_000, 3e-3), (20_000, 3e-3 * 3)], "method": [(10_000, 3e-3), (20_000, 3e-3)]}
+    fitted, rule = ladder_module.lr_rule_grid(80_000, history, 3e-3)
+    assert rule["rule"] == "learning-rate rule"
+    # baseline's fit: log lr rises by log 3 per doubling -> two doublings later, step 2 + 4 = 6
+    assert fitted == [lattice_lr(3e-3, k) for k in range(-1, 8)]
+    transferred, rule = ladder_module.lr_rule_grid(80_000, history, 3e-3, transfer=True)
+    assert rule["rule"] == "transferred learning rate"
+    assert transferred == [lattice_lr(3e-3, k) for k in range(-1, 4)]  # steps 2 and 0, one either side
+    assert rule["arms"]["baseline"]["predicted_lr"] == 3e-3 * 3
+
+
 def test_the_lattice_holds_the_default_grid_bit_for_bit():
     # the arm cache keys runs by their exact lr: a ladder's rule grid shares runs with any
     # default-grid reproduction only if the floats are identical
@@ -171,3 +200,10 @@ def test_a_ladder_written_before_the_context_dial_still_loads(tiny_ladder, tmp_p
     (tmp_path / "ladder.json").write_text(json.dumps(data))
     loaded = load_ladder(tmp_path / "ladder.json")
     assert loaded.context == "fixed" and {r.sequence_length for r in loaded.rungs} == {64}
+
+
+def test_the_transfer_rule_applies_where_both_arms_are_mup(tmp_path, data_dir, cache_dir):
+    standard = tiny_request(tmp_path / "s", data_dir, cache_dir).plan()
+    mup = tiny_request(tmp_path / "m", data_dir, cache_dir, param="mup").plan()
+    assert not ladder_module.transfers_lr(standard.rungs[1].plan)
+    assert ladder_module.transfers_lr(mup.rungs[1].plan)

@@ -19,7 +19,7 @@ from llmevo.reports.ladder import ladder_readme, ladder_row, ladder_section
 LADDERS = Path(__file__).resolve().parents[2] / "docs" / "ladders"
 
 
-NEW_FIELDS = ("slots", "trend_fit", "degenerate")
+NEW_FIELDS = ("slots", "trend_fit", "degenerate", "lr_transfer")
 
 
 @pytest.fixture
@@ -129,3 +129,18 @@ def test_the_leaderboard_section_reads_the_trend_of_record(published):
     text = "\n".join(ladder_section(rows, lambda row: row["name"]))
     assert "(rung -3 left out)" in text and "unstable" in text
 
+
+
+def test_a_refit_reads_the_lr_drift_from_the_stored_rungs(published):
+    """Muon's ladder: baseline 9e-3, 9e-3, 3e-3, 3e-3 (lattice steps 2, 2, 0, 0 of 3e-3·3^(k/2)),
+    Muon 1.56e-2 ×2, 4.68e-2, 2.7e-2 (steps 3, 3, 5, 4); the rule's 4- and 8-point grids at rungs
+    -1 and 0 against the full grid's 5, weighted by those rungs' 6ND compute (by hand)."""
+    path = published("2502.16982-muon")
+    record = refit_ladder(load_ladder(path), path.parent).lr_transfer
+    assert record.parametrization == "standard"
+    assert record.steps == {"baseline": [2, 2, 0, 0], "method": [3, 3, 5, 4]}
+    assert record.drift_steps == {"baseline": 2, "method": 2}
+    assert record.ruled_rungs == [-1, 0]
+    spent, full = 4 * 312311808000.0 + 8 * 849028055040.0, 5 * (312311808000.0 + 849028055040.0)
+    assert record.saved_share == pytest.approx(1 - spent / full)
+    assert record.saved_share < 0  # the arms predicted 5 steps apart at the top: an 8-point grid, more than 5

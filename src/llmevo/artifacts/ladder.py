@@ -199,6 +199,23 @@ class DegenerateRecord(_Block):
     excluded: bool
 
 
+class LrTransferRecord(_Block):
+    """How each arm's chosen learning rate moved across the rungs, on the default grid's
+    lattice (``steps``: each rung's lattice step, in rung order; ``drift_steps``: highest minus
+    lowest, one step = a factor sqrt(3)), and what the rungs tuned by the rule instead of the
+    full grid saved (``saved_share``: 1 - their grid points over the full grid's, weighted by
+    each rung's compute; None when every rung had the full grid). Under ``mup`` or
+    ``completep`` the rule transfers the last tuned choice (``experiments.ladder``)."""
+
+    parametrization: str
+    lattice: str
+    steps: dict[str, list[int]]
+    drift_steps: dict[str, int]
+    ruled_rungs: list[int]
+    grid_points: dict[str, int]  # rung -> points of its starting grid (extensions not counted)
+    saved_share: float | None
+
+
 class LadderFile(_Block):
     kind: Literal["ladder"]
     schema_version: Literal[2]
@@ -224,6 +241,7 @@ class LadderFile(_Block):
     slots: list[str] | None = None  # where the arms differ (absent in ladders written before)
     trend_fit: TrendRecord | None = None  # absent: ``trend`` is the seed bootstrap's class
     degenerate: DegenerateRecord | None = None
+    lr_transfer: LrTransferRecord | None = None  # absent in ladders written before it
 
 
     def to_json_dict(self) -> dict[str, Any]:

@@ -21,6 +21,12 @@ ladders that share an arm (llama_modern is the baseline of muon, qk_norm, value_
 share its tuning runs wherever their grids overlap. A best on the
 grid's edge still extends it (``runner.tuning``), so the rule narrows the search but never
 forces a choice at an edge. The ladder file records each rung's grid and how it was chosen.
+Under μP or CompleteP (``--param``) the rule does not fit a trend over sizes: each arm's
+prediction is its choice at the highest rung done (the parametrization's claim is that the best
+lr does not move with width), so the lowest rungs tune and the rungs above verify the
+transferred lr with one lattice step either side. Every ladder file records each arm's chosen
+lr per rung in lattice steps, its drift, and the compute the rule's grids saved against the
+full grid (``lr_transfer``).
 
 **Context.** The window is quick's 64 tokens at every rung unless ``context="grow"``: then
 ``runner.size.context_length(rung)`` (64 up to rung 0, x sqrt(2) per rung above), so that
@@ -87,6 +93,7 @@ from llmevo.artifacts.ladder import (
     IntervalRecord,
     LadderFile,
     LeaveOneOutRecord,
+    LrTransferRecord,
     RungRecord,
     TrendRecord,
     arms_differ_in,
@@ -111,7 +118,7 @@ from llmevo.experiments.sections import LaunchSection, RunSection, SizeSection, 
 from llmevo.registry import SectionedRequest, Seeds
 from llmevo.reports.ladder import write_ladder_report
 from llmevo.reports.readme import against_slug
-from llmevo.runner.presets import Preset
+from llmevo.runner.presets import Preset, get_preset
 from llmevo.runner.size import RUNGS, TOKENS_PER_PARAMETER, Size, context_length
 from llmevo.runner.tuning import (
     DEFAULT_CONFIRM,
@@ -124,6 +131,7 @@ from llmevo.train.trainer import Progress
 
 DEFAULT_RUNGS = (-3, -2, -1, 0, 1)
 FULL_GRID_RUNGS = 2
+FULL_GRID_RULE = "full default grid (lr/3 .. 3 lr, 5 points)"
 
 
 def lattice_lr(base_lr: float, step: int) -> float:
@@ -139,17 +147,25 @@ def lattice_step(base_lr: float, lr: float) -> int:
 
 
 def lr_rule_grid(parameters: int, history: dict[str, Sequence[tuple[int, float]]],
-                 base_lr: float) -> tuple[list[float], dict]:
+                 base_lr: float, transfer: bool = False) -> tuple[list[float], dict]:
     """The grid the learning-rate rule gives a rung of ``parameters``, from each arm's
     (parameters, chosen lr) at the rungs done (see the module docstring), and the rule's record.
     Predictions are snapped to the default grid's lattice (``lattice_lr``), so that two ladders
-    whose grids overlap train the same settings and share those runs through the arm cache."""
+    whose grids overlap train the same settings and share those runs through the arm cache.
+    ``transfer`` (a μP or CompleteP ladder): each arm's prediction is its choice at the highest
+    rung done, not a fit across sizes: the parametrization's claim is that the best lr does not
+    move with width, and the grid one lattice step either side verifies it."""
     from scipy.stats import linregress
 
     predictions, fits = {}, {}
     for arm, points in history.items():
         if not points:
             raise ConfigError(f"the learning-rate rule needs a finished rung for the {arm} arm")
+        if transfer:
+            top = max(points, key=lambda point: point[0])
+            predictions[arm] = top[1]
+            fits[arm] = {"form": "transferred: the choice at the highest rung done", "predicted_lr": top[1]}
+            continue
         if len({n for n, _ in points}) < 2:
             predictions[arm] = points[-1][1]
             fits[arm] = {"form": "the lower rung's choice", "predicted_lr": predictions[arm]}
@@ -160,7 +176,7 @@ def lr_rule_grid(parameters: int, history: dict[str, Sequence[tuple[int, float]]
                      "c": float(fit.intercept), "k": float(fit.slope), "predicted_lr": predictions[arm]}
     steps = [lattice_step(base_lr, lr) for lr in predictions.values()]
     grid = [lattice_lr(base_lr, step) for step in range(min(steps) - 1, max(steps) + 2)]
-    return grid, {"rule": "learning-rate rule", "arms": fits,
+    return grid, {"rule": "transferred learning rate" if transfer else "learning-rate rule", "arms": fits,
                   "lattice": f"{base_lr:g} * 3^(k/2), k = {min(steps) - 1}..{max(steps) + 1}"}
 
 
@@ -405,7 +421,8 @@ def ladder_file(*, name: str, against: str | None, arm_names: dict[str, str], ma
                 context: str, tokens_per_parameter: float,
                 rungs: list[RungRecord], statistics: LadderStatistics, provenance: dict,
                 top_seeds_note: str | None, wall_seconds: float, slots: list[str] | None = None,
-                degenerate: DegenerateRecord | None = None) -> LadderFile:
+                degenerate: DegenerateRecord | None = None,
+                lr_transfer: LrTransferRecord | None = None) -> LadderFile:
     """The ladder file from its rungs' records and their across-rung statistics."""
     return LadderFile(
         kind="ladder", schema_version=SCHEMA_VERSION, name=name, against=against, arm_names=arm_names,
@@ -424,7 +441,7 @@ def ladder_file(*, name: str, against: str | None, arm_names: dict[str, str], ma
         bootstrap={"resamples": statistics.resamples, "seed": statistics.bootstrap_seed,
                    "method": "paired percentile bootstrap over each rung's report seeds, 95%"},
         top_seeds_note=top_seeds_note, wall_seconds=wall_seconds, provenance=provenance, slots=slots,
-        trend_fit=_trend_record(statistics), degenerate=degenerate)
+        trend_fit=_trend_record(statistics), degenerate=degenerate, lr_transfer=lr_transfer)
 
 
 def _statistics(records: list[RungRecord], slots: list[str], include_degenerate: bool, resamples: int,
@@ -477,7 +494,21 @@ def refit_ladder(ladder: LadderFile, folder: Path, include_degenerate: bool = Fa
         margin_percent=ladder.margin_percent, context=ladder.context,
         tokens_per_parameter=ladder.tokens_per_parameter, rungs=records, statistics=statistics,
         provenance=provenance, top_seeds_note=ladder.top_seeds_note, wall_seconds=ladder.wall_seconds,
-        slots=slots, degenerate=degenerate)
+        slots=slots, degenerate=degenerate,
+        lr_transfer=ladder.lr_transfer or _lr_transfer_of(records, Path(folder)))
+
+
+def _lr_transfer_of(records: Sequence[RungRecord], folder: Path) -> LrTransferRecord:
+    """A ladder written before the ``lr_transfer`` block: its rungs' chosen lrs and grids are
+    in the file; the lattice is quick's lr (every ladder's), the parametrization is the top
+    rung's genome's (standard where the genome names none or its artifact is not there)."""
+    base_lr = get_preset("quick").train.lr
+    parametrization = "standard"
+    path = folder / records[-1].artifact
+    if path.is_file():
+        genome = load_artifact(path).baseline.genome or {}
+        parametrization = (genome.get("model") or {}).get("parametrization") or "standard"
+    return lr_transfer_record(records, base_lr, parametrization, len(default_grid(base_lr)))
 
 
 def peak_memory_mb() -> float:
@@ -556,9 +587,10 @@ def _run_rung(plan: LadderPlan, rung: RungPlan, history: dict[str, list[tuple[in
     arm's (parameters, chosen lr) at the rungs below, ascending), and its record."""
     base_lr = rung.size.preset.train.lr
     if rung.full_grid or not history["baseline"]:
-        grid, rule = default_grid(base_lr), {"rule": "full default grid (lr/3 .. 3 lr, 5 points)"}
+        grid, rule = default_grid(base_lr), {"rule": FULL_GRID_RULE}
     else:
-        grid, rule = lr_rule_grid(rung.size.parameters, history, base_lr)
+        grid, rule = lr_rule_grid(rung.size.parameters, history, base_lr,
+                                  transfer=transfers_lr(rung.plan))
     rung_started = time.perf_counter()
     artifact = reproduce(rung.plan.with_grid(grid), progress, code=code)
     wall = time.perf_counter() - rung_started
@@ -567,11 +599,38 @@ def _run_rung(plan: LadderPlan, rung: RungPlan, history: dict[str, list[tuple[in
                                    grid=grid, rule=rule, wall_seconds=wall, peak_memory_mb=peak_memory_mb())
 
 
+def transfers_lr(plan: ReproductionPlan) -> bool:
+    """Whether a rung's arms are parametrized so that the best learning rate should transfer
+    across width (μP, CompleteP): then the rule above the full-grid rungs transfers the lower
+    rungs' choice instead of fitting a trend over sizes."""
+    return all(arm.model.parametrization != "standard" for arm in plan.comparison.arms)
+
+
+def lr_transfer_record(records: Sequence[RungRecord], base_lr: float, parametrization: str,
+                       full_grid_points: int) -> LrTransferRecord:
+    """How each arm's chosen lr moved across the rungs (lattice steps of ``lattice_lr`` around
+    ``base_lr``; drift: the highest step minus the lowest) and what the rule saved: the tuning
+    runs the rungs above the full-grid ones trained against the runs ``full_grid_points``
+    would have cost there, each weighted by the rung's compute (a run's cost grows with it)."""
+    steps = {arm: [lattice_step(base_lr, record.chosen_lr[arm]) for record in records]
+             for arm in ("baseline", "method")}
+    ruled = [record for record in records if record.grid_rule.get("rule") != FULL_GRID_RULE]
+    spent = sum(len(record.grid) * record.compute_6nd for record in ruled)
+    full = sum(full_grid_points * record.compute_6nd for record in ruled)
+    return LrTransferRecord(
+        parametrization=parametrization, lattice=f"{base_lr:g} * 3^(k/2)", steps=steps,
+        drift_steps={arm: max(values) - min(values) for arm, values in steps.items()},
+        ruled_rungs=[record.rung for record in ruled],
+        grid_points={str(record.rung): len(record.grid) for record in records},
+        saved_share=None if not ruled else 1.0 - spent / full)
+
+
 def _write_ladder(plan: LadderPlan, records: list[RungRecord], arm_names: dict[str, str], code: CodeState,
                   wall_seconds: float, rung_files: dict[str, bytes] | None = None) -> LadderFile:
     """The ladder file from the rungs' records, written with its plots and README (and
     ``rung_files``, name -> bytes, the rungs' artifacts as other workers wrote them)."""
     ask = plan.request
+    base_lr = plan.rungs[0].size.preset.train.lr
     top = records[-1].artifact
     top_artifact = (ReproductionArtifact.model_validate(json.loads(rung_files[top])) if rung_files and top in rung_files
                     else load_artifact(plan.folder / top))
@@ -592,7 +651,9 @@ def _write_ladder(plan: LadderPlan, records: list[RungRecord], arm_names: dict[s
         name=ask.name, against=plan.against, arm_names=arm_names, margin_percent=ask.margin, context=ask.context,
         tokens_per_parameter=ask.size.tokens_per_parameter or TOKENS_PER_PARAMETER, rungs=records,
         statistics=statistics, provenance=provenance, top_seeds_note=top_note, wall_seconds=wall_seconds,
-        slots=slots, degenerate=degenerate)
+        slots=slots, degenerate=degenerate,
+        lr_transfer=lr_transfer_record(records, base_lr, plan.rungs[0].plan.comparison.baseline.model.parametrization,
+                                       len(default_grid(base_lr))))
     for name, data in (rung_files or {}).items():  # first, so that the folder is not empty below
         write_bytes_atomic(plan.folder / name, data)
     with staged_folder(plan.folder) as staging:  # each file replaces its namesake; rungs stay

@@ -168,6 +168,22 @@ def degenerate_line(ladder: LadderFile) -> list[str]:
     return [f"- degenerate rung(s) {rungs}: {record.reason}; {what}"]
 
 
+def lr_transfer_line(ladder: LadderFile) -> list[str]:
+    """The chosen learning rates' drift across rungs and what the rule's grids saved."""
+    record = ladder.lr_transfer
+    if record is None:
+        return []
+    labels = _labels(ladder)
+    drift = "; ".join(f"{labels[arm]} {record.drift_steps[arm]} step(s) ({', '.join(f'{s:+d}' for s in steps)})"
+                      for arm, steps in record.steps.items())
+    saved = ("every rung was tuned on the full grid" if record.saved_share is None else
+             f"the rule's grids on rung(s) {', '.join(map(str, record.ruled_rungs))} cost "
+             f"{100 * (1 - record.saved_share):.0f}% of the full grid's compute there "
+             f"(saved {100 * record.saved_share:.0f}%, extensions not counted)")
+    return [f"- chosen lr across rungs under {record.parametrization} parametrization, in lattice steps of "
+            f"{record.lattice}: {drift}; {saved}"]
+
+
 def rung_table(ladder: LadderFile) -> str:
     """The per-rung table in Markdown."""
     labels = _labels(ladder)
@@ -229,6 +245,7 @@ def ladder_readme(ladder: LadderFile) -> str:
         fits,
         *trend_lines(ladder),
         *degenerate_line(ladder),
+        *lr_transfer_line(ladder),
         f"- compute multiplier at the top rung: {_interval(ladder.compute_multiplier, 2, '×')}",
         f"- projected Δ at {projection['compute']:.2e} FLOPs: {_interval(delta, 2, '%')} — {projection['label']}",
         f"- transfers: {transfers}",
