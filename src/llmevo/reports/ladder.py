@@ -178,8 +178,10 @@ def lr_transfer_line(ladder: LadderFile) -> list[str]:
                       for arm, steps in record.steps.items())
     saved = ("every rung was tuned on the full grid" if record.saved_share is None else
              f"the rule's grids on rung(s) {', '.join(map(str, record.ruled_rungs))} cost "
-             f"{100 * (1 - record.saved_share):.0f}% of the full grid's compute there "
-             f"(saved {100 * record.saved_share:.0f}%, extensions not counted)")
+             f"{100 * (1 - record.saved_share):.0f}% of the full grid's compute there ("
+             + (f"saved {100 * record.saved_share:.0f}%" if record.saved_share >= 0
+                else "more: the arms' predictions lay apart")
+             + "; edge extensions not counted)")
     return [f"- chosen lr across rungs under {record.parametrization} parametrization, in lattice steps of "
             f"{record.lattice}: {drift}; {saved}"]
 
