@@ -195,6 +195,30 @@ def test_an_evolution_report_is_not_replaced_by_one_that_holds_less(tmp_path, da
         check_report_replacement(summary, f"sqlite:///{storage}", 30, [42], replace=False)
 
 
+def test_a_published_evolution_report_goes_through_the_same_replacement_check(tmp_path, data_dir, monkeypatch):
+    """Issue 37 item 2: ``evolve --publish`` writes docs/evolution/<study>/ and is checked as an
+    unpublished report is, before any work: a published summary holding more seeds is kept."""
+    import json
+
+    from llmevo.evolve import run
+
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "docs" / "evolution" / "pub"
+    folder.mkdir(parents=True)
+    summary = folder / "summary.json"
+    text = json.dumps({"trial_counts": {"complete": 1}, "final_evaluation": {"seeds": [42, 43, 44]}})
+    summary.write_text(text)
+    storage = tmp_path / "pub.db"
+    settings = EvolutionSettings(preset="smoke", trials=2, seeds=[42], data_dir=data_dir, study="pub",
+                                 storage=f"sqlite:///{storage}", device="cpu", threads=1, publish=True,
+                                 allow_dirty=True)
+    assert settings.report_folder() == Path("docs/evolution/pub")
+    with pytest.raises(ConfigError, match=r"docs/evolution/pub/summary.json holds final-comparison seeds "
+                                          r"43, 44.*--replace"):
+        run(settings)
+    assert not storage.exists() and summary.read_text() == text  # nothing started, nothing touched
+
+
 @pytest.mark.parametrize("replace", [False, True])
 @pytest.mark.parametrize(("name", "kind"), [("summary.json", "a FIFO"), ("summary.json", "a folder"),
                                             ("final-comparison.json", "a folder"), ("fitness.png", "a FIFO")])
