@@ -28,6 +28,7 @@ from llmevo.cli.common import (
     SamplerName,
     SlurmPartitionOption,
     app,
+    changed_options,
     check_applies,
     console,
     err_console,
@@ -211,8 +212,7 @@ def evolve(
         check_output_dir(probe.report_folder())
     check_output_dir(tensorboard, "--tensorboard")
     if list_space:
-        ignored = [param.opts[0] for param in context.command.params
-                   if param.name not in LIST_SPACE_OPTIONS and param.opts and _given(context, param.name)]
+        ignored = changed_options(context, LIST_SPACE_OPTIONS)  # an explicit default is harmless
         if ignored:  # each was silently ignored
             raise ConfigError(f"{', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not apply to "
                               "--list-space, which prints the space and exits (the space depends on --preset, "
