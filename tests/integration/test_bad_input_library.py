@@ -200,11 +200,15 @@ def test_list_space_refuses_options_it_would_ignore(options, named, tmp_path, da
     """Issue 37 round 4: ``evolve --list-space`` printed the space and exited 0 whatever else
     was given (a proposer, a study's trials, an output folder)."""
     monkeypatch.chdir(tmp_path)
-    err = _cli_error(["evolve", "--list-space", "--preset", "smoke", "--data-dir", str(data_dir), *options], capsys)
+    err = _cli_error(["evolve", "--list-space", "--preset", "smoke", *options], capsys)
     assert named in err and "which prints the space and exits" in err
     assert list(tmp_path.iterdir()) == []
-    assert run_cli(["evolve", "--list-space", "--preset", "smoke", "--promotion", "manifest",
-                    "--data-dir", str(data_dir)]) == 0
+    assert run_cli(["evolve", "--list-space", "--preset", "smoke", "--promotion", "manifest"]) == 0
+    # an explicit default asks for nothing (issue 37): accepted; the space reads no data
+    assert run_cli(["evolve", "--list-space", "--preset", "smoke", "--no-publish", "--workers", "1",
+                    "--report"]) == 0
+    assert _cli_error(["evolve", "--list-space", "--data-dir", str(data_dir), "--no-report"], capsys).startswith(
+        "--data-dir, --no-report do not apply to --list-space")
 
 
 def _bool_cases(data_dir):

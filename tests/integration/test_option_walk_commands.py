@@ -61,7 +61,9 @@ class _Planned(Exception):  # noqa: N818  (a stand-in's way out, not an error)
 
 # --- evolve -------------------------------------------------------------------------------
 
-EVOLVE_BASE = ["--preset", "smoke", "--threads", "1", "--storage", "sqlite:///walk.db", "--study", "walk"]
+# the published family promotes components (--promotion and --docs then change the space)
+EVOLVE_BASE = ["--preset", "smoke", "--docs", str(ROOT / "docs"), "--threads", "1", "--storage",
+               "sqlite:///walk.db", "--study", "walk"]
 EVOLVE_MODES: dict[str, list[str]] = {
     "search with a report": [],
     "search, --no-report": ["--no-report"],
@@ -75,6 +77,7 @@ EVOLVE_MODES: dict[str, list[str]] = {
 EVOLVE_OPTIONS: dict[str, list[list[str]]] = {
     "--trials": [["--trials", "3"]],
     "--workers": [["--workers", "2"]],
+    "--threads": [["--threads", "2"]],
     "--storage": [["--storage", "sqlite:///other.db"]],
     "--study": [["--study", "other"]],
     "--sampler": [["--sampler", "random"]],
@@ -260,6 +263,9 @@ FOUND_IGNORED = [
     ("evolve", "--replicas-max", "explain, --no-report", "refused"),
     ("evolve", "--sequential", "explain, --no-report", "refused"),
     ("evolve", "--tune-grid", "explain, --no-report", "refused"),
+    ("evolve", "--data-dir", "list the space", "refused"),
+    ("evolve", "--trial-steps", "list the space", "refused"),
+    ("evolve", "--eval-windows", "list the space", "refused"),
     ("verdict", "--docs", "table, no family", "refused"),
     ("verdict", "--docs", "json, no family", "refused"),
     ("verdict", "--budget-seconds", "table, the family", "applied"),
@@ -269,11 +275,18 @@ FOUND_IGNORED = [
 @dataclasses.dataclass
 class Walk:
     counted: int = 0
+    own: int = 0
     applied: int = 0
     refused: int = 0
     ignored: list = dataclasses.field(default_factory=list)
     bad_refusals: list = dataclasses.field(default_factory=list)
     outcome: dict = dataclasses.field(default_factory=dict)
+
+
+def _within(option_args: list[str], mode_args: list[str]) -> bool:
+    """Whether ``option_args`` stand in ``mode_args`` as they are (the mode's own option)."""
+    size = len(option_args)
+    return any(mode_args[i:i + size] == option_args for i in range(len(mode_args) - size + 1))
 
 
 def _walk(command: str, modes: dict, options: dict, read, capsys, workdir: Path, walk: Walk) -> None:
@@ -283,6 +296,9 @@ def _walk(command: str, modes: dict, options: dict, read, capsys, workdir: Path,
         base, status, err = read(mode, mode_args)
         assert base is not None, f"{command} mode {mode}: {status} {err}"
         for option, values in options.items():
+            if any(_within(option_args, mode_args) for option_args in values):
+                walk.own += 1  # the mode's own option (--no-report in the --no-report mode)
+                continue
             walk.counted += 1
             said = "same"
             for option_args in values:  # until one value is read (applied or refused)
@@ -349,7 +365,7 @@ def _stand_ins(monkeypatch):
 
     def recorder(name, answer=None):
         def call(*args, **kwargs):
-            calls.append((name, args, kwargs))
+            calls.append((name, args, kwargs, torch.get_num_threads()))
             if answer is None:
                 raise _Planned(("bench", list(calls)))
             return answer
@@ -381,17 +397,19 @@ def _strip(text: str) -> str:
 
 def test_every_option_of_every_command_with_modes_is_applied_or_refused(monkeypatch, capsys, workdir, data_dir):
     monkeypatch.setenv("LLMEVO_DATA", str(data_dir))
-    (workdir / "other-data").symlink_to(data_dir)  # another data folder (the same files)
+    (workdir / "other-data").mkdir()  # another data folder, holding the same files
+    for child in data_dir.iterdir():
+        (workdir / "other-data" / child.name).symlink_to(child)
     (workdir / "other-docs").mkdir()  # a published family with nothing in it
     (workdir / "empty-root" / "ladders").mkdir(parents=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     optuna.create_study(study_name="walk", storage="sqlite:///walk.db")  # what --explain reads
     walk = Walk()
-    entry: list[str] = []  # which pipeline reached the stand-in: a search or --explain
+    entry: list[str] = []  # which pipeline reached the stand-in (a search or --explain) and its genes
     for name in ("run", "explain"):
-        def entered(*args, _name=name, _original=getattr(evolve_package, name), **kwargs):
-            entry.append(_name)
-            return _original(*args, **kwargs)
+        def entered(settings, *args, _name=name, _original=getattr(evolve_package, name), **kwargs):
+            entry.append(f"{_name}{args!r}")
+            return _original(settings, *args, **kwargs)
         monkeypatch.setattr(evolve_package, name, entered)
     with _stand_ins(monkeypatch) as calls:
         def evolve_reads(mode, what, out):
@@ -400,7 +418,7 @@ def test_every_option_of_every_command_with_modes_is_applied_or_refused(monkeypa
             _, plan, settings = what
             return (entry[-1], _evolve_reads(mode, plan, settings))
 
-        modes = {mode: [*(EVOLVE_BASE if "--list-space" not in args else EVOLVE_BASE[:2]), *args]
+        modes = {mode: [*(EVOLVE_BASE if "--list-space" not in args else EVOLVE_BASE[:4]), *args]
                  for mode, args in EVOLVE_MODES.items()}
         _walk("evolve", modes, EVOLVE_OPTIONS,
               _runner("evolve", capsys, evolve_reads), capsys, workdir, walk)
@@ -413,7 +431,7 @@ def test_every_option_of_every_command_with_modes_is_applied_or_refused(monkeypa
         def bench_reads(mode, what, out):
             recorded = list(calls)
             calls.clear()
-            return repr((recorded, torch.get_num_threads(), _strip(out)))
+            return repr((recorded, _strip(out)))
 
         _walk("bench", BENCH_MODES, BENCH_OPTIONS, _runner("bench", capsys, bench_reads), capsys, workdir, walk)
     _walk("verdict", VERDICT_MODES, VERDICT_OPTIONS,
@@ -422,8 +440,8 @@ def test_every_option_of_every_command_with_modes_is_applied_or_refused(monkeypa
         (EVOLVE_MODES, EVOLVE_OPTIONS), (LADDER_MODES, LADDER_OPTIONS), (BENCH_MODES, BENCH_OPTIONS),
         (VERDICT_MODES, VERDICT_OPTIONS)))
     print(f"option walk: {walk.counted} (command, option, mode) triples; {walk.applied} applied, "
-          f"{walk.refused} refused, {len(walk.ignored)} ignored")
-    assert walk.counted == expected
+          f"{walk.refused} refused, {len(walk.ignored)} ignored ({walk.own} the modes' own options)")
+    assert walk.counted + walk.own == expected and walk.counted >= 500
     assert not walk.bad_refusals, walk.bad_refusals
     assert not walk.ignored, f"accepted but ignored: {walk.ignored}"
     for command, option, mode, now in FOUND_IGNORED:
@@ -445,3 +463,26 @@ def test_the_walk_covers_every_option(command, walked, not_walked):
     declared = {param.opts[0] for param in params if param.opts[0].startswith("--")}
     assert declared - set(walked) - not_walked == set()
     assert set(walked) - declared == set()
+
+
+def test_an_explicit_default_is_accepted_where_the_option_does_not_apply(monkeypatch, capsys, workdir):
+    """Issue 37: ``--no-publish`` or ``--path auto`` with ``ladder --accuracy``, ``evolve
+    --list-space`` with ``--no-publish``, and ``reproduce --all --arm-cache`` (the table's own
+    default) were refused as options that do not apply; an explicit default asks for nothing.
+    A value other than the default is still refused, by the spelling given."""
+    docs = str(ROOT / "docs")
+    assert run_cli(["ladder", "--accuracy", "--root", docs, "--no-publish", "--path", "auto", "--margin", "1"]) == 0
+    assert run_cli(["ladder", "--accuracy", "--root", docs, "--path", "batched", "--no-publish"]) == 2
+    assert "--path does not apply to --accuracy" in capsys.readouterr().err
+    assert run_cli(["evolve", "--list-space", "--preset", "smoke", "--no-publish", "--report"]) == 0
+    assert run_cli(["evolve", "--list-space", "--preset", "smoke", "--no-report"]) == 2
+    assert "--no-report does not apply to --list-space" in capsys.readouterr().err
+
+    def table(plan, *args, **kwargs):
+        raise _Planned(plan)
+
+    monkeypatch.setattr(experiments, "run_evidence", table)
+    with pytest.raises(_Planned):
+        run_cli(["reproduce", "--all", "--only", "rope", "--preset", "smoke", "--arm-cache"])
+    assert run_cli(["reproduce", "--all", "--only", "rope", "--preset", "smoke", "--no-arm-cache"]) == 2
+    assert "--no-arm-cache applies to one comparison" in capsys.readouterr().err

@@ -275,7 +275,7 @@ def test_explain_refuses_a_summary_that_does_not_read_before_training(tmp_path, 
      "--publish, --allow-dirty apply to the study report"),
     ({"trials": 3, "population": 4, "tensorboard": "tb"}, True,
      "--trials, --population, --tensorboard do not apply to --explain"),
-    ({"report": False, "path": "sequential"}, True, "--path does not apply to --explain.*with --no-report"),
+    ({"report": False, "path": "sequential"}, True, "--sequential does not apply to --explain.*with --no-report"),
 ])
 def test_report_options_with_no_report_to_write_are_refused_before_any_work(values, explaining, message,
                                                                             tmp_path, data_dir, monkeypatch):

@@ -248,6 +248,11 @@ class EvolutionSettings(SectionedRequest):
                               "worker: give --jobs instead")
         return self
 
+    @classmethod
+    def option(cls, field: str) -> str:
+        """The command-line option of ``field``; evolve sets its path by ``--sequential``."""
+        return "--sequential" if field == "path" else super().option(field)
+
     def given(self, *names: str) -> list[str]:
         """The options of ``names`` (fields of the settings or of a section) given a value other
         than their default, as options (``--seeds``): an explicit default asks for nothing, so
