@@ -486,3 +486,16 @@ def test_an_explicit_default_is_accepted_where_the_option_does_not_apply(monkeyp
         run_cli(["reproduce", "--all", "--only", "rope", "--preset", "smoke", "--arm-cache"])
     assert run_cli(["reproduce", "--all", "--only", "rope", "--preset", "smoke", "--no-arm-cache"]) == 2
     assert "--no-arm-cache applies to one comparison" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", [["--checkpoint", "ck"], ["--data-dir", "other-data"], ["--eval-tokens", "512"]])
+def test_diagnose_refuses_the_l2_options_without_the_l2_experiment(option, capsys, workdir):
+    """Issue 37: ``llmevo diagnose rope --checkpoint DIR`` (or ``--data-dir``, ``--eval-tokens``)
+    without ``--full-experiment`` ran the L1 diagnostic and ignored the option; refused before
+    any work, naming it. ``--eval-tokens 1024`` (the default) is accepted."""
+    (workdir / "other-data").mkdir()
+    before = files_under(workdir)
+    assert run_cli(["diagnose", "rope", "--seed", "42", "--device", "cpu", *option]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{option[0]} applies to --full-experiment" in err and len(err.splitlines()) == 1
+    assert files_under(workdir) == before
