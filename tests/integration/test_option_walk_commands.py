@@ -343,6 +343,17 @@ def _stand_ins(monkeypatch):
         raise _Planned(("evolve", plan, settings_seen[-1]))
 
     monkeypatch.setattr(pipeline.EvolutionSettings, "plan", plan)
+    # the published family is read once per folder, not once per command (it does not change here)
+    read: dict = {}
+    original_promotions = pipeline.promotions
+
+    def promotions(registry, docs):
+        key = (id(registry), str(Path(docs).resolve()))
+        if key not in read:
+            read[key] = original_promotions(registry, docs)
+        return read[key]
+
+    monkeypatch.setattr(pipeline, "promotions", promotions)
     monkeypatch.setattr(workers, "build_space", build_space)
 
     def ladder(plan, *args, **kwargs):

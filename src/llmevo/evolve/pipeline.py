@@ -262,8 +262,10 @@ class EvolutionSettings(SectionedRequest):
             owner = self if name in type(self).model_fields else next(
                 getattr(self, section) for section, kind in self.sections().items() if name in kind.model_fields)
             default = type(owner).model_fields[name].get_default(call_default_factory=True)
-            if name in owner.model_fields_set and getattr(owner, name) != default:
-                found.append(self.option(name))
+            value = getattr(owner, name)
+            if name in owner.model_fields_set and value != default:  # a flag by its spelling given
+                found.append(f"--no-{self.option(name)[2:]}" if value is False and default is True
+                             else self.option(name))
         return found
 
     def study_name(self) -> str:
@@ -340,8 +342,9 @@ class EvolutionSettings(SectionedRequest):
         )
 
 
-# what only the report reads (its final comparison: seeds, tuning; where it is published)
-REPORT_ONLY = ("seeds", "final_tune", "tune_grid", "tune_seeds", "tune_confirm", "publish", "allow_dirty")
+# what only the final comparison reads (how its arms are tuned), and the rest only the report reads
+FINAL_TUNING = ("final_tune", "tune_grid", "tune_seeds", "tune_confirm")
+REPORT_ONLY = ("seeds", *FINAL_TUNING, "publish", "allow_dirty")
 # what only a search reads: --explain trains the knockouts of a study's champion (the sampler,
 # its budget and its workers, the trials' scoring and heartbeats, TensorBoard curves of trials)
 SEARCH_ONLY = ("trials", "workers", "sampler", "population", "tournament", "sampler_seed", "rescore_seeds",
@@ -593,7 +596,7 @@ def explain(settings: EvolutionSettings, genes: list[str] | None = None,
     plan = settings.plan()
     # each silently ignored before; without a report to rebuild, the final comparison's
     # options and how its seeds train are not read either (the knockouts train one at a time)
-    ignored = settings.given(*SEARCH_ONLY, *(() if plan.report else (*REPORT_ONLY[1:5], "path", "replicas_max")))
+    ignored = settings.given(*SEARCH_ONLY, *(() if plan.report else (*FINAL_TUNING, "path", "replicas_max")))
     if ignored:
         raise ConfigError(f"{', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not apply to --explain, "
                           "which trains the knockouts of the study's champion" +
