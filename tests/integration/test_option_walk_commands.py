@@ -40,7 +40,7 @@ from types import SimpleNamespace
 import optuna
 import pytest
 import torch
-from cli_runner import files_under, run_cli
+from cli_runner import build_the_command_once, files_under, run_cli
 
 import llmevo.bench as bench_library
 import llmevo.evolve as evolve_package
@@ -354,6 +354,7 @@ def _stand_ins(monkeypatch):
         return read[key]
 
     monkeypatch.setattr(pipeline, "promotions", promotions)
+    build_the_command_once(monkeypatch)
     monkeypatch.setattr(workers, "build_space", build_space)
 
     def ladder(plan, *args, **kwargs):
