@@ -20,7 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from llmevo.errors import ConfigError, LlmevoError
 
@@ -59,15 +69,19 @@ def scaling_of(info: Any) -> Scaling | None:
     return next((item for item in info.metadata if isinstance(item, Scaling)), None)
 
 
+def _kinds(annotation: Any) -> set[Any]:
+    """Every type an annotation names, nested ones too (``int | None`` is
+    ``Union[Annotated[int, Gt], None]``; ``list[int]`` names ``int``)."""
+    found = {annotation}
+    for arg in typing.get_args(annotation):
+        found |= _kinds(typing.get_args(arg)[0] if typing.get_origin(arg) is Annotated else arg)
+    return found
+
+
 def integer_fields(config_cls: type[BaseModel] | None) -> dict[str, Scaling | None]:
     """A component config's integer fields (``int`` or ``int | None``, not ``bool``) and the
     ``Scaling`` each declares (None: none)."""
-    def kinds(annotation: Any) -> set[Any]:  # int | None is Union[Annotated[int, Gt], None]
-        found = {annotation}
-        for arg in typing.get_args(annotation):
-            found |= kinds(typing.get_args(arg)[0] if typing.get_origin(arg) is Annotated else arg)
-        return found
-
+    kinds = _kinds
     fields = config_cls.model_fields.items() if config_cls is not None else ()
     return {name: scaling_of(info) for name, info in fields
             if int in (found := kinds(info.annotation)) and bool not in found}
@@ -154,6 +168,21 @@ class RequestModel(StrictModel):
     names the command-line option and the field (``--steps 0: Input should be greater than
     or equal to 1 (ReproductionRequest.steps)``), so the command line, which only parses and
     hands its values over, and the Python API refuse the same input in the same words."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """A bool where a number is expected (``threads=True``, ``seeds=[True]``) is refused:
+        pydantic's lax mode takes it as 0 or 1, which no one means (a field that may hold a
+        bool, such as ``tune: bool | None``, takes it)."""
+        items = value if isinstance(value, list | tuple) else [value]
+        if not any(isinstance(item, bool) for item in items) or info.field_name is None:
+            return value
+        kinds = _kinds(cls.model_fields[info.field_name].annotation)
+        if bool not in kinds and kinds & {int, float}:
+            given = next(item for item in items if isinstance(item, bool))
+            raise PydanticCustomError("bool_not_number", f"a boolean ({given}) where a number is expected")
+        return value
 
     def __init__(self, *args: Any, **values: Any) -> None:
         if args:  # pydantic's own TypeError would be a traceback, not a line

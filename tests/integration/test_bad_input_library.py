@@ -200,8 +200,46 @@ def test_list_space_refuses_options_it_would_ignore(options, named, tmp_path, da
     """Issue 37 round 4: ``evolve --list-space`` printed the space and exited 0 whatever else
     was given (a proposer, a study's trials, an output folder)."""
     monkeypatch.chdir(tmp_path)
-    err = _cli_error(["evolve", "--list-space", "--preset", "smoke", "--data-dir", str(data_dir), *options], capsys)
+    err = _cli_error(["evolve", "--list-space", "--preset", "smoke", *options], capsys)
     assert named in err and "which prints the space and exits" in err
     assert list(tmp_path.iterdir()) == []
-    assert run_cli(["evolve", "--list-space", "--preset", "smoke", "--promotion", "manifest",
-                    "--data-dir", str(data_dir)]) == 0
+    assert run_cli(["evolve", "--list-space", "--preset", "smoke", "--promotion", "manifest"]) == 0
+    # an explicit default asks for nothing (issue 37): accepted; the space reads no data
+    assert run_cli(["evolve", "--list-space", "--preset", "smoke", "--no-publish", "--workers", "1",
+                    "--report"]) == 0
+    assert _cli_error(["evolve", "--list-space", "--data-dir", str(data_dir), "--no-report"], capsys).startswith(
+        "--data-dir, --no-report do not apply to --list-space")
+
+
+def _bool_cases(data_dir):
+    from llmevo.experiments import EvidenceRequest, LadderRequest
+    from llmevo.experiments.sections import RunSection, TrainingSection
+
+    return [  # (a request given a bool where a number goes, the option named, the same with the number)
+        (lambda v: ReproductionRequest(name="rope", data_dir=data_dir, threads=v), "--threads"),
+        (lambda v: ReproductionRequest(name="rope", data_dir=data_dir, seeds=[42, v]), "--seeds"),
+        (lambda v: ReproductionRequest(name="rope", data_dir=data_dir, margin=v), "--margin"),
+        (lambda v: ReproductionRequest(name="rope", data_dir=data_dir, steps=v), "--steps"),
+        (lambda v: ReproductionRequest(name="rope", data_dir=data_dir, lr=v), "--lr"),
+        (lambda v: ReproductionRequest(name="rope", data_dir=data_dir, tune=True, tune_grid=[1e-3, v]),
+         "--tune-grid"),
+        (lambda v: RunSection(data_dir=data_dir, threads=v), "--threads"),
+        (lambda v: TrainingSection(batch_size=v), "--batch-size"),
+        (lambda v: LadderRequest(name="rope", data_dir=data_dir, rungs=[-1, v]), "--rungs"),
+        (lambda v: EvidenceRequest(data_dir=data_dir, steps=v), "--steps"),
+        (lambda v: EvolutionSettings(data_dir=data_dir, trials=v), "--trials"),
+        (lambda v: EvolutionSettings(data_dir=data_dir, score_k=v), "--score-k"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_a_bool_where_a_number_goes_is_one_line(case, data_dir):
+    """Issue 37: the request models took ``threads=True`` as 1 and ``seeds=[True]`` as [1]
+    (pydantic's lax mode); a bool is refused where a number goes, the number itself accepted."""
+    make, option = _bool_cases(data_dir)[case]
+    for value in (True, False):
+        with pytest.raises(ConfigError) as error:
+            make(value)
+        said = str(error.value)
+        assert said.startswith(option) and f"a boolean ({value})" in said and "\n" not in said
+    make(1)  # the number is taken

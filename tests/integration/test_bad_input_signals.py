@@ -296,7 +296,7 @@ def test_ctrl_c_during_evolve_is_one_line_and_leaves_the_study_resumable(tmp_pat
     database = tmp_path / "s.db"
     process = _start(["evolve", "--preset", "smoke", "--trials", "2", "--trial-steps", "1000000",
                       "--workers", "1", "--threads", "1", "--device", "cpu", "--study", "s",
-                      "--storage", f"sqlite:///{database}", "--no-report", "--no-final-tune",
+                      "--storage", f"sqlite:///{database}", "--no-report",
                       "--trial-lr-factors", "none", "--promotion", "manifest"],
                      tmp_path, cache_dir, data_dir)
     try:

@@ -148,10 +148,14 @@ def test_cli_writes_the_report_and_refuses_bad_input(tmp_path, data_dir, cache_d
     assert exit_info.value.code == 2
     assert "different preset" in capsys.readouterr().err
     assert summary["final_tuning"]["seeds"] == [2000] and summary["settings"]["trial_lr_factors"] == [0.5, 1.0, 2.0]
+    # --explain reads the study's identity, not the search's own options (refused with it)
+    explain_common = [arg for index, arg in enumerate(common) if arg not in ("--population", "--tournament",
+                      "--rescore-seeds") and common[index - 1] not in ("--population", "--tournament",
+                                                                       "--rescore-seeds")]
     for bad, message in ((["--genes", "no_such_gene"], "not a gene where the champion differs"),
                          (["--study", "nosuch"], "no study 'nosuch'")):
         with pytest.raises(SystemExit) as exit_info:
-            main([*common, "--explain", *bad])
+            main([*explain_common, "--explain", *bad])
         err = capsys.readouterr().err.strip()
         assert exit_info.value.code == 2 and message in err and len(err.splitlines()) == 1
 

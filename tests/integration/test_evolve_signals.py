@@ -38,7 +38,7 @@ def _evolve(database: Path, workers: int) -> list[str]:
     """Trials that never end by themselves (a million steps): a signal always lands mid-way."""
     return ["evolve", "--preset", "smoke", "--trials", "4", "--trial-steps", "1000000",
             "--workers", str(workers), "--threads", "1", "--device", "cpu", "--study", "s",
-            "--storage", f"sqlite:///{database}", "--no-report", "--no-final-tune",
+            "--storage", f"sqlite:///{database}", "--no-report",
             "--trial-lr-factors", "none", "--promotion", "manifest"]
 
 

@@ -21,7 +21,7 @@ import contextlib
 from pathlib import Path
 
 import torch
-from cli_runner import files_under, run_cli
+from cli_runner import build_the_command_once, files_under, run_cli
 
 import llmevo.experiments as experiments
 
@@ -172,6 +172,7 @@ def _stand_in(monkeypatch):
 
     monkeypatch.setattr(experiments, "reproduce", record)
     monkeypatch.setattr(experiments, "run_evidence", record)
+    build_the_command_once(monkeypatch)
     yield
 
 

@@ -195,6 +195,30 @@ def test_an_evolution_report_is_not_replaced_by_one_that_holds_less(tmp_path, da
         check_report_replacement(summary, f"sqlite:///{storage}", 30, [42], replace=False)
 
 
+def test_a_published_evolution_report_goes_through_the_same_replacement_check(tmp_path, data_dir, monkeypatch):
+    """Issue 37 item 2: ``evolve --publish`` writes docs/evolution/<study>/ and is checked as an
+    unpublished report is, before any work: a published summary holding more seeds is kept."""
+    import json
+
+    from llmevo.evolve import run
+
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "docs" / "evolution" / "pub"
+    folder.mkdir(parents=True)
+    summary = folder / "summary.json"
+    text = json.dumps({"trial_counts": {"complete": 1}, "final_evaluation": {"seeds": [42, 43, 44]}})
+    summary.write_text(text)
+    storage = tmp_path / "pub.db"
+    settings = EvolutionSettings(preset="smoke", trials=2, seeds=[42], data_dir=data_dir, study="pub",
+                                 storage=f"sqlite:///{storage}", device="cpu", threads=1, publish=True,
+                                 allow_dirty=True)
+    assert settings.report_folder() == Path("docs/evolution/pub")
+    with pytest.raises(ConfigError, match=r"docs/evolution/pub/summary.json holds final-comparison seeds "
+                                          r"43, 44.*--replace"):
+        run(settings)
+    assert not storage.exists() and summary.read_text() == text  # nothing started, nothing touched
+
+
 @pytest.mark.parametrize("replace", [False, True])
 @pytest.mark.parametrize(("name", "kind"), [("summary.json", "a FIFO"), ("summary.json", "a folder"),
                                             ("final-comparison.json", "a folder"), ("fitness.png", "a FIFO")])
@@ -220,8 +244,8 @@ def test_a_report_file_that_is_a_folder_or_a_fifo_is_refused_before_any_work(tmp
         run(settings)
     assert not storage.exists() and sorted(p.name for p in folder.iterdir()) == [name]
     storage.write_bytes(b"")  # explain opens the study first: a study file that is there
-    with pytest.raises(ConfigError):
-        explain(settings)
+    with pytest.raises(ConfigError, match=f"{name} is {kind}"):
+        explain(settings.updated(trials=24, replace=False))  # an explicit default is no search option
 
 
 def test_explain_refuses_a_summary_that_does_not_read_before_training(tmp_path, data_dir, monkeypatch):
@@ -233,7 +257,7 @@ def test_explain_refuses_a_summary_that_does_not_read_before_training(tmp_path, 
     folder.mkdir()
     (folder / "summary.json").write_text("not json")
     monkeypatch.setattr(pipeline, "open_storage", lambda *a, **k: pytest.fail("opened the study"))
-    settings = EvolutionSettings(preset="smoke", trials=2, seeds=[42], data_dir=data_dir, out=folder,
+    settings = EvolutionSettings(preset="smoke", seeds=[42], data_dir=data_dir, out=folder,
                                  storage=f"sqlite:///{tmp_path / 's.db'}", device="cpu", threads=1)
     (tmp_path / "s.db").write_bytes(b"")
     with pytest.raises(ConfigError, match="summary.json is there and is not a readable evolution summary; "
@@ -245,6 +269,13 @@ def test_explain_refuses_a_summary_that_does_not_read_before_training(tmp_path, 
     ({"report": False, "out": "rep"}, False, "--out applies to the study report, and --no-report writes none"),
     ({"report": False, "replace": True}, False, "--replace applies to the study report, and --no-report"),
     ({"replace": True}, True, "--replace applies to a search's study report; --explain adds its knockouts"),
+    ({"report": False, "seeds": [7], "final_tune": False}, False,
+     "--seeds, --no-final-tune apply to the study report, and --no-report writes none"),
+    ({"report": False, "publish": True, "allow_dirty": True}, False,
+     "--publish, --allow-dirty apply to the study report"),
+    ({"trials": 3, "population": 4, "tensorboard": "tb"}, True,
+     "--trials, --population, --tensorboard do not apply to --explain"),
+    ({"report": False, "path": "sequential"}, True, "--sequential does not apply to --explain.*with --no-report"),
 ])
 def test_report_options_with_no_report_to_write_are_refused_before_any_work(values, explaining, message,
                                                                             tmp_path, data_dir, monkeypatch):
@@ -253,8 +284,9 @@ def test_report_options_with_no_report_to_write_are_refused_before_any_work(valu
     from llmevo.evolve import explain, run
 
     monkeypatch.chdir(tmp_path)
-    settings = EvolutionSettings(preset="smoke", trials=2, seeds=[42], data_dir=data_dir,
-                                 storage=f"sqlite:///{tmp_path / 's.db'}", device="cpu", threads=1, **values)
+    search = {} if explaining or values.get("report") is False else {"trials": 2, "seeds": [42]}
+    settings = EvolutionSettings(preset="smoke", data_dir=data_dir, storage=f"sqlite:///{tmp_path / 's.db'}",
+                                 device="cpu", threads=1, **search, **values)
     with pytest.raises(ConfigError, match=message):
         (explain if explaining else run)(settings)
     assert sorted(p.name for p in tmp_path.iterdir()) == []

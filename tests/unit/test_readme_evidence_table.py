@@ -100,3 +100,15 @@ def test_the_committed_tables_are_the_ones_the_committed_artifacts_give():
     assert EVIDENCE_START in (root / RESULTS_PAGE).read_text(encoding="utf-8")
     for page in (root / "README.md", root / LADDERS_PAGE):
         assert DECISIONS_START in page.read_text(encoding="utf-8")
+
+
+def test_the_committed_leaderboard_pair_is_one_write():
+    """The leaderboard's page and JSON are written as a pair, the JSON naming the page's sha256
+    (``write_pair``); the committed pair is checked the way a reader checks it (``check_pair``),
+    so a pair torn between its two renames, or a page edited by hand, fails here."""
+    from pathlib import Path
+
+    from llmevo.reports.leaderboard import check_pair
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    check_pair(docs / "LEADERBOARD.md", docs / "LEADERBOARD.json")

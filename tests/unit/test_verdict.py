@@ -98,5 +98,11 @@ def test_the_command_prints_one_record_per_line_and_refuses_bad_input(capsys, tm
     assert_refused(["verdict", str(ROPE), "--budget-seconds", "0"], "must be positive", capsys, tmp_path)
     assert_refused(["verdict", str(ROPE), "--docs", str(tmp_path / "nowhere")], "no such folder", capsys, tmp_path)
     assert_refused(["verdict", str(tmp_path)], "not a readable JSON artifact", capsys, tmp_path)
-    assert run_cli(["verdict", str(ROPE), "--json", "--no-family", "--docs", str(tmp_path / "nowhere")]) == 0
+    # --docs with --no-family was silently ignored (issue 37): refused, naming both
+    assert_refused(["verdict", str(ROPE), "--json", "--no-family", "--docs", str(tmp_path / "nowhere")],
+                   "--docs names the published family, and --no-family reads none", capsys, tmp_path)
+    assert run_cli(["verdict", str(ROPE), "--json", "--no-family"]) == 0
     assert json.loads(capsys.readouterr().out)["family"] is None
+    # the declared cap shows in the table too (it was in the JSON record only)
+    assert run_cli(["verdict", str(ROPE), "--no-family", "--budget-seconds", "100000"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].count("┳") == 8  # one column more: left of the cap

@@ -169,6 +169,25 @@ def apply_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
+def changed_options(context: typer.Context, exclude: frozenset[str] | set[str] = frozenset()) -> list[str]:
+    """The options of the command line that were given a value other than their default, by
+    the spelling given (``--no-report``): an explicit default (``--no-publish``,
+    ``--path auto``) asks for nothing, and a refusal of what does not apply must not name it.
+    Parameters named in ``exclude`` and arguments are left out."""
+    found = []
+    for param in context.command.params:
+        if param.name in exclude or not param.opts or not param.opts[0].startswith("--"):
+            continue
+        source = context.get_parameter_source(param.name)
+        if getattr(source, "name", "DEFAULT") == "DEFAULT":
+            continue
+        value = context.params.get(param.name)
+        if value != param.default:  # a flag by the spelling given (--no-report, not --report)
+            secondary = getattr(param, "secondary_opts", None)
+            found.append(secondary[0] if value is False and secondary else param.opts[0])
+    return found
+
+
 def check_applies(option: str, given: bool, applies: bool, where: str) -> None:
     """An option given where it cannot apply is an error, never silently ignored."""
     if given and not applies:

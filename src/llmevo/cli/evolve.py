@@ -28,6 +28,7 @@ from llmevo.cli.common import (
     SamplerName,
     SlurmPartitionOption,
     app,
+    changed_options,
     check_applies,
     console,
     err_console,
@@ -79,9 +80,10 @@ def space_table(space: SearchSpace) -> Table:
     return table
 
 
-# what the printed space depends on (``pipeline.search_space``), and where the data is
-LIST_SPACE_OPTIONS = frozenset({"list_space", "preset", "trial_steps", "eval_windows", "rung", "d_model",
-                                "layers", "heads", "promotion", "docs", "data_dir"})
+# what the printed space depends on (``pipeline.search_space``: the preset's training genes, the
+# size, the promoted components); it reads no data, and the trial steps and evaluation windows
+# change no gene (each was accepted and ignored: the option walk)
+LIST_SPACE_OPTIONS = frozenset({"list_space", "preset", "rung", "d_model", "layers", "heads", "promotion", "docs"})
 
 
 def _given(context: typer.Context, name: str) -> bool:
@@ -211,12 +213,11 @@ def evolve(
         check_output_dir(probe.report_folder())
     check_output_dir(tensorboard, "--tensorboard")
     if list_space:
-        ignored = [param.opts[0] for param in context.command.params
-                   if param.name not in LIST_SPACE_OPTIONS and param.opts and _given(context, param.name)]
+        ignored = changed_options(context, LIST_SPACE_OPTIONS)  # an explicit default is harmless
         if ignored:  # each was silently ignored
             raise ConfigError(f"{', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not apply to "
                               "--list-space, which prints the space and exits (the space depends on --preset, "
-                              "--trial-steps, --eval-windows, the size options, --promotion and --docs)")
+                              "the size options, --promotion and --docs)")
         space, decisions = search_space(probe)
         console.print(space_table(space))
         console.print(promotion_table(decisions))

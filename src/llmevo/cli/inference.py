@@ -17,6 +17,7 @@ from llmevo.cli.common import (
     ThreadsOption,
     app,
     apply_threads,
+    check_applies,
     check_count,
     check_real,
     console,
@@ -140,6 +141,10 @@ def diagnose(
     (under runs/ unless --publish)."""
     seed_list = parse_seeds(seed, seeds, default=DEFAULT_SEEDS)
     check_count("--eval-tokens", eval_tokens)
+    # each read by the L2 experiment only (silently ignored without it before: the option walk)
+    for option, given in (("--checkpoint", checkpoint is not None), ("--data-dir", data_dir is not None),
+                          ("--eval-tokens", eval_tokens != 1024)):
+        check_applies(option, given, full_experiment, "--full-experiment")
     apply_threads(threads)
     from llmevo.diagnostics.pipeline import DiagnoseRequest
     from llmevo.diagnostics.pipeline import diagnose as run_diagnose

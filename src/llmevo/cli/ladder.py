@@ -29,6 +29,7 @@ from llmevo.cli.common import (
     ThreadsOption,
     app,
     apply_threads,
+    changed_options,
     console,
     launch_options,
     parse_int_list,
@@ -118,9 +119,7 @@ def ladder(
         if name is not None or genome is not None:
             raise ConfigError("--accuracy reads the published ladders and trains nothing: give no NAME "
                               "or --genome with it")
-        given = [param.opts[0] for param in ctx.command.params
-                 if param.name not in ("accuracy", "root", "name") and param.opts[0].startswith("--")
-                 and getattr(ctx.get_parameter_source(param.name), "name", "DEFAULT") != "DEFAULT"]
+        given = changed_options(ctx, {"accuracy", "root", "name"})  # an explicit default is harmless
         if given:  # each was silently ignored
             raise ConfigError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to --accuracy, "
                               "which reads the published ladders and trains nothing (only --root does)")

@@ -240,7 +240,7 @@ def reproduce(
                   "--replicas-max": replicas_max, "--post-batch-size": post_batch_size, "--post-lr": post_lr,
                   "--self-consistency": self_consistency or None, "--post-seed-offset": post_seed_offset,
                   "--preference-file": preference_file, "--arithmetic-max-operand": arithmetic_max_operand,
-                  "--arm-cache" if arm_cache else "--no-arm-cache": arm_cache}
+                  "--no-arm-cache": arm_cache is False or None}  # --arm-cache: the table's default
         given = [option for option, value in single.items() if value is not None]
         if given:
             raise ConfigError(f"--all runs the whole table; {', '.join(given)} applies to one comparison")

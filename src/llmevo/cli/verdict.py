@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from llmevo.cli.common import app, console
+from llmevo.errors import ConfigError
 
 
 @app.command()
@@ -20,12 +21,17 @@ def verdict(
     json_: Annotated[bool, typer.Option("--json", help="One JSON record (schema llmevo.verdict/1) per line.")] = False,
     budget_seconds: Annotated[float | None, typer.Option(
         metavar="SECONDS", help="A declared cap: the record says how much of it the comparison left.")] = None,
-    docs: Annotated[Path, typer.Option(help="The folder of the published family Holm reads.")] = Path("docs"),
+    docs: Annotated[Path | None, typer.Option(
+        help="The folder of the published family Holm reads (default docs).")] = None,
     no_family: Annotated[bool, typer.Option("--no-family", help="Skip the family reading (no Holm).")] = False,
 ) -> None:
     """The protocol's answer for each comparison artifact: class, change with its interval, p
     alone and within the published family (Holm), noise floor, budget spent and left."""
     from llmevo.experiments import VerdictService
+
+    if no_family and docs is not None:  # silently ignored before
+        raise ConfigError("--docs names the published family, and --no-family reads none; drop one of them")
+    docs = Path("docs") if docs is None else docs
 
     service = VerdictService(None if no_family else docs)
     records = [service.verdict(path, budget_seconds) for path in artifacts]  # all checked before printing
@@ -37,7 +43,9 @@ def verdict(
     from rich.table import Table
 
     table = Table(title="Verdicts")
-    for column in ("comparison", "metric", "Δ% [95% CI]", "p", "class", "after Holm", "runs (cached)", "wall s"):
+    capped = budget_seconds is not None  # the cap's column only when one is declared
+    for column in ("comparison", "metric", "Δ% [95% CI]", "p", "class", "after Holm", "runs (cached)", "wall s",
+                   *(("left of cap s",) if capped else ())):
         table.add_column(column)
     for record in records:
         interval = "" if record.ci_low is None else f" [{record.ci_low:+.2f}, {record.ci_high:+.2f}]"
@@ -47,5 +55,7 @@ def verdict(
                       "—" if record.p_value is None else f"{record.p_value:.3g}",
                       record.classification or f"none: {record.no_verdict_reason}", family,
                       f"{record.budget.runs} ({record.budget.runs_cached})",
-                      "—" if record.budget.wall_seconds is None else f"{record.budget.wall_seconds:.0f}")
+                      "—" if record.budget.wall_seconds is None else f"{record.budget.wall_seconds:.0f}",
+                      *(("—" if record.budget.left_seconds is None else f"{record.budget.left_seconds:.0f}",)
+                        if capped else ()))
     console.print(table)

@@ -248,6 +248,26 @@ class EvolutionSettings(SectionedRequest):
                               "worker: give --jobs instead")
         return self
 
+    @classmethod
+    def option(cls, field: str) -> str:
+        """The command-line option of ``field``; evolve sets its path by ``--sequential``."""
+        return "--sequential" if field == "path" else super().option(field)
+
+    def given(self, *names: str) -> list[str]:
+        """The options of ``names`` (fields of the settings or of a section) given a value other
+        than their default, as options (``--seeds``): an explicit default asks for nothing, so
+        a refusal reads this, never whether a value was merely passed."""
+        found = []
+        for name in names:
+            owner = self if name in type(self).model_fields else next(
+                getattr(self, section) for section, kind in self.sections().items() if name in kind.model_fields)
+            default = type(owner).model_fields[name].get_default(call_default_factory=True)
+            value = getattr(owner, name)
+            if name in owner.model_fields_set and value != default:  # a flag by its spelling given
+                found.append(f"--no-{self.option(name)[2:]}" if value is False and default is True
+                             else self.option(name))
+        return found
+
     def study_name(self) -> str:
         if self.study is not None:
             return self.study
@@ -322,6 +342,14 @@ class EvolutionSettings(SectionedRequest):
                 self.proposer, self.proposer_timeout, Path.cwd()),
         )
 
+
+# what only the final comparison reads (how its arms are tuned), and the rest only the report reads
+FINAL_TUNING = ("final_tune", "tune_grid", "tune_seeds", "tune_confirm")
+REPORT_ONLY = ("seeds", *FINAL_TUNING, "publish", "allow_dirty")
+# what only a search reads: --explain trains the knockouts of a study's champion (the sampler,
+# its budget and its workers, the trials' scoring and heartbeats, TensorBoard curves of trials)
+SEARCH_ONLY = ("trials", "workers", "sampler", "population", "tournament", "sampler_seed", "rescore_seeds",
+               "score_k", "heartbeat", "grace_period", "tensorboard")
 
 REPORT_FILES = ("summary.json", FINAL_COMPARISON, "README.md", "fitness.png", "fitness_vs_parameters.png")
 
@@ -446,11 +474,12 @@ def run(settings: EvolutionSettings, notify: Callable[[str], None] = _ignore) ->
     receives one line per stage (study state, search done, champion, report path).
     Interrupting (KeyboardInterrupt) leaves the study resumable: run the same settings again."""
     plan = settings.plan()
-    if not plan.report:  # a search with --no-report writes no report: both were silently ignored
-        for given, option in ((settings.out is not None, "--out"), (settings.run.replace, "--replace")):
-            if given:
-                raise ConfigError(f"{option} applies to the study report, and --no-report writes none; "
-                                  "drop one of them")
+    if not plan.report:  # a search with --no-report writes no report: each was silently ignored
+        ignored = settings.given("out", "replace", *REPORT_ONLY)
+        if ignored:
+            raise ConfigError(f"{', '.join(ignored)} {'applies' if len(ignored) == 1 else 'apply'} to the "
+                              "study report, and --no-report writes none (nor its final comparison); drop "
+                              f"{'it' if len(ignored) == 1 else 'them'} or --no-report")
     if plan.report:  # before any work: the report folder's summary is not replaced by less
         check_report_replacement(plan.report_folder / "summary.json", plan.storage_url, plan.trials,
                                  list(plan.seeds), settings.run.replace)
@@ -566,6 +595,13 @@ def explain(settings: EvolutionSettings, genes: list[str] | None = None,
 
     Returns the knockouts block; ``notify`` receives its table, one line at a time."""
     plan = settings.plan()
+    # each silently ignored before; without a report to rebuild, the final comparison's
+    # options and how its seeds train are not read either (the knockouts train one at a time)
+    ignored = settings.given(*SEARCH_ONLY, *(() if plan.report else (*FINAL_TUNING, "path", "replicas_max")))
+    if ignored:
+        raise ConfigError(f"{', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not apply to --explain, "
+                          "which trains the knockouts of the study's champion" +
+                          ("" if plan.report else " and, with --no-report, rebuilds no report"))
     if settings.run.replace:  # silently ignored before
         raise ConfigError("--replace applies to a search's study report; --explain adds its knockouts "
                           "to the report and replaces nothing (drop --replace)")
