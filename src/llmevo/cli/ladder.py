@@ -127,6 +127,8 @@ def ladder(
             or tune_grid is not None:
         from llmevo.cli.external import EXTERNAL_LADDER_OPTIONS, run_experiment_ladder
 
+        if experiment is None:
+            raise ConfigError("--baseline, --method, --timeout and --tune-grid apply with --experiment FILE only")
         given = [param.opts[0] for param in ctx.command.params
                  if param.name not in EXTERNAL_LADDER_OPTIONS and param.name != "name"
                  and getattr(ctx.get_parameter_source(param.name), "name", "DEFAULT") != "DEFAULT"]

@@ -27,6 +27,11 @@ unknown keys are refused)::
     grid = [1e-3, 3e-3, 1e-2]
     seeds = [1000]
 
+    [ladder]                           # optional: the size `llmevo ladder --experiment` climbs
+    param = "d_model"                  # a numeric parameter (not the tuned one)
+    values = [32, 64, 96]              # the default rungs
+    compute = "compute"                # optional: the metric a run reports as its compute
+
 The command runs in the TOML file's folder; its entries are ``str.format`` templates over
 the parameters and ``seed`` (``{python}`` is this interpreter; ``{{`` a literal brace).
 **A run receives** its parameters three ways: the templates, an environment variable
@@ -67,9 +72,19 @@ where it stopped.
 - ``verdict``: ``eval.stats.decide`` (every verdict's function) of the decisive metric (``classification``
   one of better / non-inferior / inconclusive / worse; null below 3 seeds), or null with
   ``verdict_withheld`` saying why;
+- ``family``: null, or for a published comparison its Holm reading within the experiment's
+  own published family when it was published (``external_family``);
 - ``provenance``: ``files`` (path -> sha256), ``git`` (``commit`` and ``dirty`` of the
   repository holding the experiment file; ``files_dirty``: whether the declared files
-  themselves differ from that commit; all null outside a checkout), ``libraries``.
+  themselves differ from that commit; all null outside a checkout), ``llmevo`` (``commit``
+  and ``dirty`` of llmevo's own checkout, the protocol's code), ``published`` (null, or
+  ``{allow_dirty}``), ``libraries``; the code state is read before the first run.
+
+**Publishing** (``publish``): under ``docs/external/<name>/`` from clean checkouts of both
+llmevo and the experiment's repository (``artifacts.provenance.check_publishable``, the
+built-in rule; ``allow_dirty`` overrides it, recorded), never over an artifact holding
+report seeds this one lacks unless ``replace`` (``artifacts.replacement``). Run a published
+comparison through ``external_family.run_comparison``, which adds its family reading.
 """
 
 from __future__ import annotations
