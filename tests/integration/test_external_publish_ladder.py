@@ -161,6 +161,8 @@ def test_publishing_needs_clean_checkouts_and_forms_the_experiments_own_family(w
     record = VerdictService(workdir / "docs").verdict(folder / "offset-0.003-vs-offset-0.0.json")
     assert record.family.size == 3 and "experiment 'fam'" in record.family.scope
     assert record.family.p_value == pytest.approx(hand_holm(p_alone)[1], rel=1e-6)
+    with pytest.raises(ConfigError, match="family index .* not a comparison artifact"):
+        VerdictService(workdir / "docs").verdict(folder / "family.json")
     # a rerun with fewer seeds would lose seeds 4 and 5: refused, nothing written
     before = (folder / "offset-0.01-vs-offset-0.0.json").read_bytes()
     with pytest.raises(ConfigError, match="holds seeds 4, 5 that the new artifact lacks"):

@@ -44,6 +44,8 @@ __all__ = ["VERDICT_SCHEMA", "Budget", "FamilyReading", "VerdictRecord", "Verdic
 
 VERDICT_SCHEMA = "llmevo.verdict/1"
 EXTERNAL_SCHEMA = "llmevo.external/1"
+NOT_COMPARISONS = {"llmevo.external-family/1": "an external experiment's family index (family.json)",
+                   "llmevo.external-ladder/1": "an external ladder file (ladder.json)"}
 
 
 class Budget(StrictModel):
@@ -254,6 +256,9 @@ class VerdictService:
             raise ConfigError(f"--budget-seconds must be positive, got {budget_seconds}")
         path = Path(path)
         data = _read(path)
+        if data.get("schema") in NOT_COMPARISONS:
+            raise ConfigError(f"{path}: {NOT_COMPARISONS[data['schema']]}, not a comparison artifact; "
+                              "give one of its comparisons' artifacts")
         facts = _external(path, data) if data.get("schema") == EXTERNAL_SCHEMA else _reproduction(path, data)
         change = facts["change"]
         interval = None not in (change.get("mean"), change.get("ci_low"), change.get("ci_high")) \
