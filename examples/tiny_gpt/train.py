@@ -1,7 +1,8 @@
 """A tiny character-level GPT on Tiny Shakespeare, in one file that does not import llmevo.
 
 It stands for "anyone's own training script": flags in, a JSON line of metrics out (the last
-line of stdout: ``{"val_loss": ..., "train_loss": ...}``). ``experiment.toml`` beside it
+line of stdout: ``{"val_loss": ..., "train_loss": ..., "parameters": ..., "compute": ...}``,
+``compute`` the training compute 6 N D: parameters times tokens seen, times 6). ``experiment.toml`` beside it
 declares it to ``llmevo reproduce --experiment``.
 
     python train.py --steps 200 --norm rmsnorm --lr 3e-3 --seed 42
@@ -40,17 +41,29 @@ def make_norm(kind: str, dim: int) -> nn.Module:
     return RMSNorm(dim) if kind == "rmsnorm" else nn.LayerNorm(dim)
 
 
-class Block(nn.Module):
-    """Pre-norm causal self-attention and a GELU MLP, each with a residual."""
+class ReLU2(nn.Module):
+    """Squared ReLU, relu(x)^2 (So et al., Primer, arXiv 2109.08668)."""
 
-    def __init__(self, d_model: int, heads: int, norm: str) -> None:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(x).square()
+
+
+def make_activation(kind: str) -> nn.Module:
+    return ReLU2() if kind == "relu2" else nn.GELU()
+
+
+class Block(nn.Module):
+    """Pre-norm causal self-attention and an MLP (GELU or squared ReLU), each with a residual."""
+
+    def __init__(self, d_model: int, heads: int, norm: str, activation: str) -> None:
         super().__init__()
         self.heads = heads
         self.attention_norm = make_norm(norm, d_model)
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
         self.proj = nn.Linear(d_model, d_model, bias=False)
         self.mlp_norm = make_norm(norm, d_model)
-        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), make_activation(activation),
+                                 nn.Linear(4 * d_model, d_model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, time, dim = x.shape
@@ -63,11 +76,12 @@ class Block(nn.Module):
 
 
 class TinyGPT(nn.Module):
-    def __init__(self, vocab: int, seq_len: int, d_model: int, layers: int, heads: int, norm: str) -> None:
+    def __init__(self, vocab: int, seq_len: int, d_model: int, layers: int, heads: int, norm: str,
+                 activation: str = "gelu") -> None:
         super().__init__()
         self.token_embedding = nn.Embedding(vocab, d_model)
         self.position_embedding = nn.Embedding(seq_len, d_model)
-        self.blocks = nn.ModuleList(Block(d_model, heads, norm) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(d_model, heads, norm, activation) for _ in range(layers))
         self.final_norm = make_norm(norm, d_model)
         self.head = nn.Linear(d_model, vocab, bias=False)
 
@@ -118,6 +132,7 @@ def main() -> None:
     parser.add_argument("--seq-len", type=int, default=64, help="context window in characters")
     parser.add_argument("--batch-size", type=int, default=16, help="windows per step")
     parser.add_argument("--norm", choices=("layernorm", "rmsnorm"), default="layernorm", help="normalisation layer")
+    parser.add_argument("--activation", choices=("gelu", "relu2"), default="gelu", help="MLP activation")
     parser.add_argument("--eval-windows", type=int, default=128, help="validation windows")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     args = parser.parse_args()
@@ -131,7 +146,8 @@ def main() -> None:
     split = int(0.9 * len(data))
     train, validation = data[:split], data[split:]
 
-    model = TinyGPT(len(alphabet), args.seq_len, args.d_model, args.layers, args.heads, args.norm)
+    model = TinyGPT(len(alphabet), args.seq_len, args.d_model, args.layers, args.heads, args.norm,
+                    args.activation)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
     generator = torch.Generator().manual_seed(args.seed)
     loss = torch.tensor(float("nan"))
@@ -146,8 +162,10 @@ def main() -> None:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
     val_loss = evaluate(model, validation, args.seq_len, args.eval_windows, 32)
-    print(json.dumps({"val_loss": val_loss, "train_loss": loss.item(),
-                      "parameters": sum(p.numel() for p in model.parameters())}))
+    parameters = sum(p.numel() for p in model.parameters())
+    tokens = args.steps * args.batch_size * args.seq_len
+    print(json.dumps({"val_loss": val_loss, "train_loss": loss.item(), "parameters": parameters,
+                      "compute": 6.0 * parameters * tokens}))
 
 
 if __name__ == "__main__":

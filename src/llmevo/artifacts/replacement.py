@@ -11,7 +11,7 @@ not load as an artifact is replaced only when asked too: what it holds cannot be
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,18 +63,25 @@ def _and(words: Iterable[str]) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
-def check_replacement(path: Path, new: Contents, *, replace: bool) -> None:
+def _contents_of_artifact(path: Path) -> Contents:
+    return Contents.of(load_artifact(path))
+
+
+def check_replacement(path: Path, new: Contents, *, replace: bool,
+                      read: Callable[[Path], Contents] = _contents_of_artifact) -> None:
     """Refuse to replace the artifact at ``path`` by one holding ``new`` when it would lose
     something (``ConfigError``), or a file there that is not an artifact (``ArtifactError``),
-    unless ``replace``. Nothing at ``path``: nothing to lose."""
+    unless ``replace``. Nothing at ``path``: nothing to lose. ``read``: what the file at
+    ``path`` holds (default: a schema-v2 artifact's ``Contents``; an external experiment's
+    artifact passes its own reader), an ``ArtifactError`` when it is not such an artifact."""
     path = Path(path)
     if replace or not (path.exists() or path.is_symlink()):
         return
     try:
-        existing = load_artifact(path)
+        existing = read(path)
     except ArtifactError as error:
         raise ArtifactError(f"{error}; pass --replace to overwrite it") from None
-    lost = Contents.of(existing).beyond(new)
+    lost = existing.beyond(new)
     if lost:
         raise ConfigError(
             f"{path} holds {_and(lost)} that the new artifact lacks; nothing was written "

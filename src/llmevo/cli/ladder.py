@@ -113,8 +113,38 @@ def ladder(
     root: Annotated[list[Path] | None, typer.Option(
         "--root", metavar="DIR", help="With --accuracy: read the ladders under DIR/ladders/ (repeatable; "
                                       "default docs).")] = None,
+    experiment: Annotated[Path | None, typer.Option(metavar="FILE", help=(
+        "Climb an external experiment's declared size ([ladder] in this TOML file) instead of the "
+        "size dial; its arms by --baseline/--method 'k=v,...', --rungs the sizes (default the file's)."))] = None,
+    baseline: Annotated[str | None, typer.Option(help="With --experiment: the baseline's parameters, k=v,...")] = None,
+    method: Annotated[str | None, typer.Option(help="With --experiment: the method's parameters, k=v,...")] = None,
+    timeout: Annotated[float | None, typer.Option(
+        metavar="SECONDS", help="With --experiment: a run still going after this long is killed and recorded as failed.")] = None,
+    tune_grid: Annotated[str | None, typer.Option(
+        help="With --experiment: the tuned axis's grid at every rung (default the file's [tune] grid).")] = None,
 ) -> None:
     """Compare NAME with its baseline, tuned and paired, at each rung; fit and classify across rungs."""
+    if experiment is not None or baseline is not None or method is not None or timeout is not None \
+            or tune_grid is not None:
+        from llmevo.cli.external import EXTERNAL_LADDER_OPTIONS, run_experiment_ladder
+
+        if experiment is None:
+            raise ConfigError("--baseline, --method, --timeout and --tune-grid apply with --experiment FILE only")
+        given = [param.opts[0] for param in ctx.command.params
+                 if param.name not in EXTERNAL_LADDER_OPTIONS and param.name != "name"
+                 and getattr(ctx.get_parameter_source(param.name), "name", "DEFAULT") != "DEFAULT"]
+        if name is not None:
+            given.insert(0, "NAME")
+        if given:
+            raise ConfigError(f"--experiment climbs the file's declared size with its command; {', '.join(given)} "
+                              f"{'does' if len(given) == 1 else 'do'} not apply")
+        explicit = {option: getattr(ctx.get_parameter_source(option), "name", "DEFAULT") != "DEFAULT"
+                    for option in ("rungs", "seeds", "tune_seeds")}
+        run_experiment_ladder(experiment, baseline, method, rungs if explicit["rungs"] else None,
+                              seeds if explicit["seeds"] else None, tune_grid,
+                              tune_seeds if explicit["tune_seeds"] else None, timeout, margin, resamples,
+                              publish, allow_dirty, replace, out)
+        return
     if accuracy:
         if name is not None or genome is not None:
             raise ConfigError("--accuracy reads the published ladders and trains nothing: give no NAME "

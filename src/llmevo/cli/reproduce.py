@@ -215,8 +215,9 @@ def reproduce(
         from llmevo.cli.external import run_experiment
 
         run_experiment(experiment, baseline, method, seed, seeds, tune, tune_grid, tune_seeds, timeout,
-                       margin, arm_cache is not False, out, report, others={"NAME": name, "--all": all_ or None, "--genome": genome, "--against": against,
-                               "--publish": publish or None, "--tune-space": tune_space, "--init-from": init_from,
+                       margin, arm_cache is not False, out, report, publish=publish, allow_dirty=allow_dirty,
+                       replace=replace, others={"NAME": name, "--all": all_ or None, "--genome": genome, "--against": against,
+                               "--tune-space": tune_space, "--init-from": init_from,
                                "--tune-trials": tune_trials, "--tune-sampler": tune_sampler,
                                "--allow-noop": allow_noop or None,
                                "--param": None if param == "standard" else param})

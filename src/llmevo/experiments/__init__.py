@@ -10,6 +10,8 @@
     from llmevo.experiments import ExternalRequest, plan_external, run_external
     artifact = run_external(plan_external(ExternalRequest(experiment="experiment.toml",
                                                           method="norm=rmsnorm")), base_env={})
+    # run_comparison: the same, published too (--publish: the experiment's Holm family);
+    # ExternalLadderRequest, plan_external_ladder, run_external_ladder: across a declared size
 
 The names are loaded on first use, so importing a submodule (``presets``) stays light.
 """
@@ -22,6 +24,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from llmevo.experiments.evidence import EntryEvent, EvidenceRequest, run_evidence
     from llmevo.experiments.external import ExternalRequest, plan_external, run_external
+    from llmevo.experiments.external_family import run_comparison
+    from llmevo.experiments.external_ladder import (
+        ExternalLadderRequest,
+        plan_external_ladder,
+        run_external_ladder,
+    )
     from llmevo.experiments.genome_comparison import read_genome
     from llmevo.experiments.ladder import LadderRequest, RungEvent, refit_ladder, run_ladder
     from llmevo.experiments.pipeline import (
@@ -46,13 +54,15 @@ _HOMES = {
     "EvidenceRequest": "evidence", "EntryEvent": "evidence", "run_evidence": "evidence",
     "read_genome": "genome_comparison",
     "ExternalRequest": "external", "plan_external": "external", "run_external": "external",
+    "run_comparison": "external_family", "ExternalLadderRequest": "external_ladder",
+    "plan_external_ladder": "external_ladder", "run_external_ladder": "external_ladder",
     "VerdictRecord": "verdict", "VerdictService": "verdict", "verdict_record": "verdict",
     "RunSection": "sections", "TrainingSection": "sections", "TuningSection": "sections",
     "SizeSection": "sections", "PostTrainingSection": "sections",
 }
-__all__ = ["EntryEvent", "EvidenceRequest", "ExternalRequest", "LadderRequest", "PostTrainingSection",
+__all__ = ["EntryEvent", "EvidenceRequest", "ExternalLadderRequest", "ExternalRequest", "LadderRequest", "PostTrainingSection",
            "ReproductionOutputs", "ReproductionPlan", "ReproductionRequest", "RunSection", "RungEvent",
-           "SizeSection", "TrainingSection", "TuningSection", "VerdictRecord", "VerdictService", "plan_external", "read_genome", "refit_ladder", "reproduce", "run_evidence", "run_external", "run_ladder", "verdict_record"]
+           "SizeSection", "TrainingSection", "TuningSection", "VerdictRecord", "VerdictService", "plan_external", "plan_external_ladder", "read_genome", "refit_ladder", "reproduce", "run_comparison", "run_evidence", "run_external", "run_external_ladder", "run_ladder", "verdict_record"]
 
 
 def __getattr__(name: str) -> Any:

@@ -27,6 +27,11 @@ unknown keys are refused)::
     grid = [1e-3, 3e-3, 1e-2]
     seeds = [1000]
 
+    [ladder]                           # optional: the size `llmevo ladder --experiment` climbs
+    param = "d_model"                  # a numeric parameter (not the tuned one)
+    values = [32, 64, 96]              # the default rungs
+    compute = "compute"                # optional: the metric a run reports as its compute
+
 The command runs in the TOML file's folder; its entries are ``str.format`` templates over
 the parameters and ``seed`` (``{python}`` is this interpreter; ``{{`` a literal brace).
 **A run receives** its parameters three ways: the templates, an environment variable
@@ -67,9 +72,19 @@ where it stopped.
 - ``verdict``: ``eval.stats.decide`` (every verdict's function) of the decisive metric (``classification``
   one of better / non-inferior / inconclusive / worse; null below 3 seeds), or null with
   ``verdict_withheld`` saying why;
+- ``family``: null, or for a published comparison its Holm reading within the experiment's
+  own published family when it was published (``external_family``);
 - ``provenance``: ``files`` (path -> sha256), ``git`` (``commit`` and ``dirty`` of the
   repository holding the experiment file; ``files_dirty``: whether the declared files
-  themselves differ from that commit; all null outside a checkout), ``libraries``.
+  themselves differ from that commit; all null outside a checkout), ``llmevo`` (``commit``
+  and ``dirty`` of llmevo's own checkout, the protocol's code), ``published`` (null, or
+  ``{allow_dirty}``), ``libraries``; the code state is read before the first run.
+
+**Publishing** (``publish``): under ``docs/external/<name>/`` from clean checkouts of both
+llmevo and the experiment's repository (``artifacts.provenance.check_publishable``, the
+built-in rule; ``allow_dirty`` overrides it, recorded), never over an artifact holding
+report seeds this one lacks unless ``replace`` (``artifacts.replacement``). Run a published
+comparison through ``external_family.run_comparison``, which adds its family reading.
 """
 
 from __future__ import annotations
@@ -93,9 +108,10 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from llmevo.artifacts.io import check_output_file, write_json_atomic, write_text_atomic
-from llmevo.artifacts.provenance import git_state, library_versions
+from llmevo.artifacts.provenance import REPO_ROOT, check_publishable, git_state, library_versions
+from llmevo.artifacts.replacement import Contents, check_replacement
 from llmevo.digests import sha256_file
-from llmevo.errors import ConfigError, LlmevoError
+from llmevo.errors import ArtifactError, ConfigError, LlmevoError
 from llmevo.eval.stats import (
     DEFAULT_MARGIN_PERCENT,
     build_statistics,
@@ -125,6 +141,15 @@ class Tuning(StrictModel):
     seeds: list[int] = Field(default_factory=lambda: [1000])
 
 
+class Ladder(StrictModel):
+    """The size a ladder climbs: a declared numeric parameter, its default rungs, and the
+    metric each run reports as its training compute (None: the size itself is the x axis)."""
+
+    param: str
+    values: list[int | float] = Field(min_length=2)
+    compute: str | None = None
+
+
 class Experiment(StrictModel):
     """A declared external experiment (the TOML file; see the module docstring)."""
 
@@ -137,6 +162,7 @@ class Experiment(StrictModel):
     timeout: float = Field(default=600.0, gt=0)
     params: dict[str, Value] = Field(default_factory=dict)
     tune: Tuning | None = None
+    ladder: Ladder | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Experiment:
@@ -147,6 +173,11 @@ class Experiment(StrictModel):
         if self.tune is not None and self.tune.param not in self.params:
             raise ValueError(f"tune.param {self.tune.param!r} is not a declared parameter "
                              f"({', '.join(self.params) or 'none declared'})")
+        if self.ladder is not None:
+            try:
+                check_ladder_values(self, self.ladder.values, "ladder.values")
+            except ConfigError as error:
+                raise ValueError(str(error)) from None
         return self
 
     @property
@@ -235,6 +266,33 @@ def parse_settings(text: str, experiment: Experiment, option: str) -> dict[str, 
             raise ConfigError(f"{option}: {key}={raw}: expected a number, true/false or text")
         settings[key] = _coerce(key, value, experiment.params[key])
     return settings
+
+
+def check_ladder_values(experiment: Experiment, values: Sequence[Value], option: str) -> list[Value]:
+    """The rungs of ``experiment``'s declared size: each of the size parameter's type (an int
+    or a float, never text or true/false), distinct, at least two, ascending; else one line."""
+    ladder = experiment.ladder
+    if ladder is None:
+        raise ConfigError(f"{experiment.name} declares no [ladder] table (param = \"<size parameter>\", "
+                          "values = [...]): nothing to climb")
+    if ladder.param not in experiment.params:
+        raise ConfigError(f"ladder.param {ladder.param!r} is not a declared parameter "
+                          f"({', '.join(experiment.params) or 'none declared'})")
+    default = experiment.params[ladder.param]
+    if isinstance(default, bool | str):
+        raise ConfigError(f"ladder.param {ladder.param!r} is {type(default).__name__} ({default!r}); a size "
+                          "must be a number")
+    if experiment.tune is not None and experiment.tune.param == ladder.param:
+        raise ConfigError(f"ladder.param {ladder.param!r} is also the tuned axis (tune.param)")
+    if experiment.direction != "lower":
+        raise ConfigError(f"a ladder fits loss-vs-compute power laws; {experiment.metric} is higher-is-better "
+                          "(direction = \"higher\"), which they do not describe")
+    rungs = [_coerce(f"{option}: {ladder.param}", value, default) for value in values]
+    if len(rungs) < 2 or len(set(rungs)) != len(rungs):
+        raise ConfigError(f"{option} {list(values)}: a ladder needs at least 2 distinct sizes")
+    if any(not float(value) > 0 for value in rungs):
+        raise ConfigError(f"{option} {list(values)}: every size must be positive")
+    return sorted(rungs)
 
 
 def resolve_command(command: Sequence[str], params: Mapping[str, Value], seed: int) -> list[str]:
@@ -403,12 +461,25 @@ class ExternalRequest(RequestModel):
     cache_dir: Path = Path(".cache/llmevo")
     out: Path | None = None
     runs_dir: Path = Path("runs/external")
+    published_dir: Path = Path("docs/external")
+    publish: bool = False  # write under published_dir from clean checkouts; the family's Holm reading
+    allow_dirty: bool = False  # with publish: from a dirty checkout (recorded)
+    replace: bool = False  # replace an artifact at the path that holds seeds this one lacks
+    repo_root: Path = REPO_ROOT  # llmevo's own checkout (the protocol's code), checked for publish
     report: bool = True
     command: str = ""
 
+    @model_validator(mode="after")
+    def _dirty_needs_publish(self) -> ExternalRequest:
+        if self.allow_dirty and not self.publish:
+            raise ConfigError("--allow-dirty applies to --publish only (an unpublished run may come from "
+                              "any tree; provenance records whether it was dirty)")
+        return self
+
 
 class ExternalPlan(StrictModel):
-    """A checked request: every error found before the first run."""
+    """A checked request: every error found before the first run; ``source`` the code state
+    (the experiment's repository and llmevo's) read when it was planned, before any run."""
 
     request: ExternalRequest
     experiment: LoadedExperiment
@@ -418,6 +489,7 @@ class ExternalPlan(StrictModel):
     tuning: Tuning | None
     timeout: float
     artifact: Path
+    source: dict[str, Any]
 
 
 def arm_label(params: Mapping[str, Value], other: Mapping[str, Value]) -> str:
@@ -430,17 +502,85 @@ def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", label)[:80]
 
 
-def plan_external(request: ExternalRequest) -> ExternalPlan:
-    """Check everything a comparison needs before it runs (one ``ConfigError`` line each)."""
-    loaded = load_experiment(request.experiment)
-    spec = loaded.spec
-    baseline = parse_settings(request.baseline, spec, "--baseline")
-    method = parse_settings(request.method, spec, "--method")
+def shared_settings(baseline: Mapping[str, Value], method: Mapping[str, Value]) -> dict[str, Value]:
+    """The settings both arms override alike (``steps=150`` given to each)."""
+    return {key: value for key, value in baseline.items() if key in method and method[key] == value}
+
+
+def comparison_stem(labels: Mapping[str, str], shared: Mapping[str, Value]) -> str:
+    """What one comparison of an experiment is, as a file stem and a family key:
+    ``<method>-vs-<baseline>[_<shared overrides>]`` (``activation-relu2-vs-activation-gelu_steps-300``)."""
+    stem = f"{_slug(labels['method'])}-vs-{_slug(labels['baseline'])}"
+    return stem + ("_" + _slug(arm_label(shared, {})) if shared else "")
+
+
+def artifact_key(data: Mapping[str, Any]) -> str:
+    """``comparison_stem`` of a written artifact: a rerun of the same comparison has the same key."""
+    baseline, method = data["baseline"], data["method"]
+    return comparison_stem({"baseline": baseline["label"], "method": method["label"]},
+                           shared_settings(baseline.get("settings") or {}, method.get("settings") or {}))
+
+
+def read_external(path: Path) -> dict[str, Any]:
+    """The external artifact at ``path`` (``SCHEMA``), or one ``ArtifactError`` line."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        raise ArtifactError(f"{path}: not a readable JSON artifact ({error})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise ArtifactError(f"{path}: not an external experiment's artifact (schema {SCHEMA})")
+    return data
+
+
+def external_contents(path: Path) -> Contents:
+    """What the external artifact at ``path`` holds, for ``check_replacement``: its report
+    seeds (the per-seed rows both arms completed) and the blocks that carry a value."""
+    data = read_external(path)
+    blocks = frozenset(key for key, value in data.items() if value not in (None, {}, []))
+    return Contents(blocks=blocks, experiments=frozenset(),
+                    seeds=frozenset(int(row["seed"]) for row in data.get("per_seed") or []))
+
+
+def source_state(experiment: LoadedExperiment, repo_root: Path) -> dict[str, Any]:
+    """The code a comparison runs, read before its first run: the experiment's repository
+    (``commit``, ``dirty``, ``files_dirty``: its declared files themselves) and llmevo's own
+    checkout (the protocol's code: ``llmevo.commit``, ``llmevo.dirty``)."""
+    commit, dirty = git_state(experiment.folder)
+    files_dirty = None if dirty is None else _files_dirty(experiment.folder, experiment.files)
+    own_commit, own_dirty = git_state(repo_root)
+    return {"commit": commit, "dirty": dirty, "files_dirty": files_dirty,
+            "llmevo": {"commit": own_commit, "dirty": own_dirty}}
+
+
+def check_publishable_source(experiment: LoadedExperiment, repo_root: Path, allow_dirty: bool) -> None:
+    """``--publish`` refuses unless both llmevo's checkout and the repository holding the
+    experiment are committed and clean (``artifacts.provenance.check_publishable``, the
+    built-in reproductions' rule), unless ``allow_dirty``."""
+    check_publishable(repo_root, allow_dirty)
+    check_publishable(experiment.folder, allow_dirty)
+
+
+def arm_settings(spec: Experiment, baseline_text: str, method_text: str
+                 ) -> tuple[dict[str, Value], dict[str, Value], dict[str, str]]:
+    """Each arm's settings (``--baseline``, ``--method``) checked, and each arm's label: the
+    parameters where it differs from the other arm."""
+    baseline = parse_settings(baseline_text, spec, "--baseline")
+    method = parse_settings(method_text, spec, "--method")
     baseline_params, method_params = {**spec.params, **baseline}, {**spec.params, **method}
     if baseline_params == method_params:
         raise ConfigError("--baseline and --method resolve to the same parameters; nothing to compare")
-    labels = {"baseline": arm_label(baseline_params, method_params),
-              "method": arm_label(method_params, baseline_params)}
+    return baseline, method, {"baseline": arm_label(baseline_params, method_params),
+                              "method": arm_label(method_params, baseline_params)}
+
+
+def plan_external(request: ExternalRequest, check_publish: bool = True,
+                  source: Mapping[str, Any] | None = None) -> ExternalPlan:
+    """Check everything a comparison needs before it runs (one ``ConfigError`` line each),
+    with ``publish`` clean checkouts too (``check_publish`` False and ``source`` given: a
+    caller running several comparisons, a ladder, checked and read them once before its first)."""
+    loaded = load_experiment(request.experiment)
+    spec = loaded.spec
+    baseline, method, labels = arm_settings(spec, request.baseline, request.method)
     check_seeds(request.seeds, "--seeds")
     check_margin(request.margin)
     tuning = None
@@ -459,14 +599,19 @@ def plan_external(request: ExternalRequest) -> ExternalPlan:
                 raise ConfigError(f"{label} sets {tuning.param}, the tuned axis; pass --no-tune to fix it")
         if not all(math.isfinite(value) for value in tuning.grid):
             raise ConfigError("--tune-grid: every value must be finite")
-    stem = f"{_slug(labels['method'])}-vs-{_slug(labels['baseline'])}"
-    shared = {key: value for key, value in baseline.items() if method.get(key) == value}
-    if shared:  # settings both arms override alike name the file too (steps-150)
-        stem += "_" + _slug(arm_label(shared, {}))
-    artifact = request.out or request.runs_dir / spec.name / f"{stem}.json"
+    # settings both arms override alike name the file too (steps-150)
+    stem = comparison_stem(labels, shared_settings(baseline, method))
+    folder = request.published_dir if request.publish else request.runs_dir
+    artifact = request.out or folder / spec.name / f"{stem}.json"
     check_output_file(artifact, "--out")
+    # an artifact is never replaced by one holding fewer seeds, unless replace (as built-ins)
+    check_replacement(artifact, Contents(blocks=None, experiments=frozenset(), seeds=frozenset(request.seeds)),
+                      replace=request.replace, read=external_contents)
+    if request.publish and check_publish:
+        check_publishable_source(loaded, request.repo_root, request.allow_dirty)
     return ExternalPlan(request=request, experiment=loaded, baseline=baseline, method=method, labels=labels,
-                        tuning=tuning, timeout=request.timeout or spec.timeout, artifact=artifact)
+                        tuning=tuning, timeout=request.timeout or spec.timeout, artifact=artifact,
+                        source=dict(source) if source is not None else source_state(loaded, request.repo_root))
 
 
 RunEvent = Callable[[dict], None]
@@ -517,12 +662,20 @@ def _tune_arm(plan: ExternalPlan, arm: str, settings: dict[str, Value], base_env
     return {"param": tuning.param, "chosen": chosen, "grid_means": means}
 
 
+FamilyReader = Callable[[Path, Mapping[str, Any]], dict]
+
+
 def run_external(plan: ExternalPlan, base_env: Mapping[str, str], on_run: RunEvent = lambda record: None,
-                 created: str | None = None) -> dict:
+                 created: str | None = None, family: FamilyReader | None = None) -> dict:
     """Run the comparison of ``plan`` and write its artifact (and README); returns it.
 
     ``base_env`` is the environment every run starts from (the command line passes its own);
-    ``on_run`` sees each run's record as it completes."""
+    ``on_run`` sees each run's record as it completes. ``family`` (published comparisons
+    only): the artifact's ``family`` block from its path and contents
+    (``external_family.publish_reading``: Holm over the experiment's published comparisons)."""
+    if plan.request.publish and family is None:
+        raise ConfigError("a published comparison needs its family's reading: run it through "
+                          "llmevo.experiments.external_family.run_comparison")
     spec = plan.experiment.spec
     runs: list[dict] = []
     arms: dict[str, dict] = {}
@@ -564,8 +717,9 @@ def run_external(plan: ExternalPlan, base_env: Mapping[str, str], on_run: RunEve
                          lower_is_better=spec.lower_is_better)
     elif not withheld:
         withheld.append(f"no relative change of {spec.metric} (a baseline value of 0)")
-    commit, dirty = git_state(plan.experiment.folder)
-    files_dirty = None if dirty is None else _files_dirty(plan.experiment.folder, plan.experiment.files)
+    publication = None
+    if plan.request.publish:
+        publication = {"allow_dirty": plan.request.allow_dirty}
     artifact = {
         "schema": SCHEMA,
         "name": spec.name,
@@ -585,10 +739,14 @@ def run_external(plan: ExternalPlan, base_env: Mapping[str, str], on_run: RunEve
         "statistics": statistics,
         "verdict": outcome,
         "verdict_withheld": "; ".join(withheld) or None,
-        "provenance": {"files": plan.experiment.files, "git": {"commit": commit, "dirty": dirty,
-                                                                   "files_dirty": files_dirty},
+        "family": None,
+        "provenance": {"files": plan.experiment.files,
+                       "git": {key: plan.source[key] for key in ("commit", "dirty", "files_dirty")},
+                       "llmevo": plan.source["llmevo"], "published": publication,
                        "libraries": library_versions()},
     }
+    if plan.request.publish and family is not None:  # the published family, this comparison in it
+        artifact["family"] = family(plan.artifact, artifact)
     plan.artifact.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(plan.artifact, artifact)
     if plan.request.report:
@@ -626,6 +784,12 @@ def readme(artifact: Mapping) -> str:
     lines.append("")
     if artifact["verdict"] is not None:
         lines.append(f"**Verdict:** {artifact['verdict']['summary']}")
+        family = artifact.get("family")
+        if family is not None:
+            lines += ["", f"**After Holm** over the {family['size']} published comparison(s) of "
+                          f"`{artifact['name']}` (its own family): {family['classification']}, adjusted p "
+                          f"{family['p_holm']:.3g}, interval [{family['ci_low']:+.2f}%, {family['ci_high']:+.2f}%] "
+                          f"at level {family['level']:.3g} (when published; `FAMILY.md` beside it is current)."]
     else:
         lines.append(f"**Verdict withheld:** {artifact['verdict_withheld']}")
     failed = [run for run in artifact["runs"] if run["status"] == "failed"]
@@ -636,4 +800,7 @@ def readme(artifact: Mapping) -> str:
     lines += ["", f"Script: {', '.join(f'`{k}` sha256 {v[:12]}' for k, v in artifact['provenance']['files'].items())}; "
               f"commit {git['commit']}{' (script changed since)' if git['files_dirty'] else ''}"
               f"{' (tree dirty)' if git['dirty'] else ''}.", ""]
+    own = artifact["provenance"].get("llmevo")
+    if own is not None:
+        lines[-1:] = [f"llmevo: commit {own['commit']}{' (tree dirty)' if own['dirty'] else ''}.", ""]
     return "\n".join(lines)

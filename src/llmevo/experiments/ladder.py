@@ -379,7 +379,7 @@ def rung_result(record: RungRecord) -> RungResult:
                       record.classification)
 
 
-def _interval(interval: Interval) -> IntervalRecord:
+def interval_record(interval: Interval) -> IntervalRecord:
     return IntervalRecord.of(interval.value, interval.low, interval.high)
 
 
@@ -400,7 +400,7 @@ def _degenerate_record(rungs: list[int], slots: Sequence[str], excluded: bool) -
                "a one-head model cannot show (no heads to differ across, one head of d_model width)")
 
 
-def _trend_record(statistics: LadderStatistics) -> TrendRecord:
+def trend_record(statistics: LadderStatistics) -> TrendRecord:
     fit = statistics.trend_fit
     assert fit is not None
 
@@ -417,6 +417,27 @@ def _trend_record(statistics: LadderStatistics) -> TrendRecord:
                        unstable=statistics.trend == "unstable", method=TREND_METHOD)
 
 
+def across_rung_records(statistics: LadderStatistics) -> dict[str, Any]:
+    """The across-rung fields of a ladder file, as records: the fits, the gap's slope, the
+    trend of record and its rung-level fit, the multiplier, the projection, the class, the
+    transfers and the bootstrap (every ladder's; ``external_ladder`` writes the same)."""
+    return {
+        "fits": {arm: FitRecord(form=fit.form, a=fit.a, alpha=fit.alpha, l_inf=fit.l_inf,
+                                alpha_interval=interval_record(statistics.alpha[arm]), note=fit.note)
+                 for arm, fit in statistics.fits.items()},
+        "gap_slope_per_decade": interval_record(statistics.gap_slope), "trend": statistics.trend,
+        "compute_multiplier": interval_record(statistics.compute_multiplier),
+        "projection": {"compute": statistics.projection_compute,
+                       "delta_percent": interval_record(statistics.projection).model_dump(),
+                       "label": "extrapolation: the two fits evaluated one decade past the top rung's "
+                                "compute, not a measurement"},
+        "ladder_class": statistics.ladder_class, "transfers": statistics.transfers,
+        "bootstrap": {"resamples": statistics.resamples, "seed": statistics.bootstrap_seed,
+                      "method": "paired percentile bootstrap over each rung's report seeds, 95%"},
+        "trend_fit": trend_record(statistics),
+    }
+
+
 def ladder_file(*, name: str, against: str | None, arm_names: dict[str, str], margin_percent: float,
                 context: str, tokens_per_parameter: float,
                 rungs: list[RungRecord], statistics: LadderStatistics, provenance: dict,
@@ -427,21 +448,9 @@ def ladder_file(*, name: str, against: str | None, arm_names: dict[str, str], ma
     return LadderFile(
         kind="ladder", schema_version=SCHEMA_VERSION, name=name, against=against, arm_names=arm_names,
         metric=rungs[0].metric, margin_percent=margin_percent, context=context, tokens_per_parameter=tokens_per_parameter,
-        rungs=rungs,
-        fits={arm: FitRecord(form=fit.form, a=fit.a, alpha=fit.alpha, l_inf=fit.l_inf,
-                             alpha_interval=_interval(statistics.alpha[arm]), note=fit.note)
-              for arm, fit in statistics.fits.items()},
-        gap_slope_per_decade=_interval(statistics.gap_slope), trend=statistics.trend,
-        compute_multiplier=_interval(statistics.compute_multiplier),
-        projection={"compute": statistics.projection_compute,
-                    "delta_percent": _interval(statistics.projection).model_dump(),
-                    "label": "extrapolation: the two fits evaluated one decade past the top rung's "
-                             "compute, not a measurement"},
-        ladder_class=statistics.ladder_class, transfers=statistics.transfers,
-        bootstrap={"resamples": statistics.resamples, "seed": statistics.bootstrap_seed,
-                   "method": "paired percentile bootstrap over each rung's report seeds, 95%"},
+        rungs=rungs, **across_rung_records(statistics),
         top_seeds_note=top_seeds_note, wall_seconds=wall_seconds, provenance=provenance, slots=slots,
-        trend_fit=_trend_record(statistics), degenerate=degenerate, lr_transfer=lr_transfer)
+        degenerate=degenerate, lr_transfer=lr_transfer)
 
 
 def _statistics(records: list[RungRecord], slots: list[str], include_degenerate: bool, resamples: int,

@@ -10,10 +10,12 @@ against its ablation, ``--against``, or ``--genome``) or an external experiment
 - the class (better / non-inferior / inconclusive / worse, or ``no verdict`` with the reason),
   the change of the verdict metric with its 95% paired interval, the seeds, and the p-value
   of the paired t-test (``eval.multiplicity.p_value``, the procedure the interval uses);
-- the family reading: Holm's adjustment over the published family (``promotion.family_entries``)
-  with this comparison in it, a published comparison of the same key replaced by it (a rerun
-  supersedes), so ``family_p_value`` and ``family_classification`` are what the leaderboard
-  would show if it were published;
+- the family reading: Holm's adjustment over the published family with this comparison in
+  it, a published comparison of the same key replaced by it (a rerun supersedes), so
+  ``family_p_value`` and ``family_classification`` are what the leaderboard would show if it
+  were published. A reproduction's family is llmevo's table (``promotion.family_entries``);
+  an external experiment's is its own experiment's published comparisons
+  (``external_family``: ``docs/external/<name>/``), never llmevo's table;
 - the noise floor (the baseline's seed-to-seed spread, percent of its mean);
 - the budget: runs in the comparison, how many were trained and how many loaded from the
   cache, the wall seconds spent, and what is left under a declared cap.
@@ -42,6 +44,8 @@ __all__ = ["VERDICT_SCHEMA", "Budget", "FamilyReading", "VerdictRecord", "Verdic
 
 VERDICT_SCHEMA = "llmevo.verdict/1"
 EXTERNAL_SCHEMA = "llmevo.external/1"
+NOT_COMPARISONS = {"llmevo.external-family/1": "an external experiment's family index (family.json)",
+                   "llmevo.external-ladder/1": "an external ladder file (ladder.json)"}
 
 
 class Budget(StrictModel):
@@ -64,6 +68,8 @@ class FamilyReading(StrictModel):
     ci_high: float
     classification: str | None = Field(description="the class read from the widened interval")
     replaces: str | None = Field(description="the published artifact of the same comparison this one stands in for")
+    scope: str = Field("llmevo's published table (docs/reproductions)",
+                       description="which family: llmevo's table, or an external experiment's own comparisons")
 
 
 class VerdictRecord(StrictModel):
@@ -113,8 +119,10 @@ def _external(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
     change = ((data.get("statistics") or {}).get(spec["metric"]) or {}).get("paired_relative_change_percent") or {}
     runs = data.get("runs") or []
     cached = sum(1 for run in runs if run.get("cached"))
+    from llmevo.experiments.external import artifact_key
+
     return {
-        "kind": "external", "name": data["name"], "key": None,
+        "kind": "external", "name": data["name"], "key": artifact_key(data), "data": data,
         "baseline": data["baseline"]["label"], "method": data["method"]["label"],
         "metric": spec["metric"], "lower_is_better": spec["direction"] == "lower",
         "classification": (verdict or {}).get("classification"), "no_verdict_reason": data.get("verdict_withheld"),
@@ -187,6 +195,7 @@ class VerdictService:
             raise ConfigError(f"--docs {docs}: no such folder (the published family Holm reads); "
                               "give the repository's docs/ or --no-family")
         self.docs = docs
+        self._external: dict[str, list] = {}  # an experiment's published family, read on first use
         members = [] if docs is None or not (Path(docs) / "reproductions").is_dir() else family_entries(Path(docs))
         # only what Holm reads is kept: the typed artifacts would stay alive for every answer,
         # and multipletests runs gc.collect(), whose cost grows with the objects alive (0.5 s
@@ -198,10 +207,28 @@ class VerdictService:
             self._family.append((comparison_key(member), member_path,
                                  from_interval(head.percent, head.ci_low, head.ci_high, n)))
 
+    def _external_reading(self, facts: Mapping[str, Any], path: Path) -> FamilyReading | None:
+        """Holm over the published comparisons of the artifact's own experiment (read once
+        per experiment), this one in it."""
+        from llmevo.experiments.external_family import family_members, family_reading
+
+        folder = Path(self.docs) / "external" / facts["name"]  # type: ignore[arg-type]
+        if facts["name"] not in self._external:
+            self._external[facts["name"]] = family_members(folder)
+        reading = family_reading(folder, path, facts["data"], self._external[facts["name"]])
+        if reading is None:
+            return None
+        return FamilyReading(size=reading["size"], p_value=float(reading["p_holm"]),
+                             ci_low=float(reading["ci_low"]), ci_high=float(reading["ci_high"]),
+                             classification=reading["classification"], replaces=reading["replaces"],
+                             scope=reading["scope"])
+
     def _family_reading(self, facts: Mapping[str, Any], path: Path) -> FamilyReading | None:
         from llmevo.eval.multiplicity import from_interval, holm
         from llmevo.eval.stats import classify_change
 
+        if facts["kind"] == "external":
+            return None if self.docs is None else self._external_reading(facts, path)
         change = facts["change"]
         if self.docs is None or None in (change.get("mean"), change.get("ci_low"), change.get("ci_high")) \
                 or (change.get("n") or 0) < 2:
@@ -229,6 +256,9 @@ class VerdictService:
             raise ConfigError(f"--budget-seconds must be positive, got {budget_seconds}")
         path = Path(path)
         data = _read(path)
+        if data.get("schema") in NOT_COMPARISONS:
+            raise ConfigError(f"{path}: {NOT_COMPARISONS[data['schema']]}, not a comparison artifact; "
+                              "give one of its comparisons' artifacts")
         facts = _external(path, data) if data.get("schema") == EXTERNAL_SCHEMA else _reproduction(path, data)
         change = facts["change"]
         interval = None not in (change.get("mean"), change.get("ci_low"), change.get("ci_high")) \
