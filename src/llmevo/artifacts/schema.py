@@ -367,7 +367,8 @@ class TuningBudget(_Block):
     steps_per_run: int = Field(ge=0)
     cpu_seconds: float = Field(ge=0)
     wall_seconds: float | None = Field(default=None, ge=0)
-    steps_trained: int | None = Field(default=None, ge=0)  # halving: steps actually trained
+    steps_trained: int | None = Field(default=None, ge=0)  # halving: steps trained here (cache hits excluded)
+    steps_asked: int | None = Field(default=None, ge=0)  # halving: steps of the tuning from a cold cache
     steps_full_fidelity: int | None = Field(default=None, ge=0)  # halving: the same runs at full length
 
 

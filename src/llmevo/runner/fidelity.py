@@ -103,8 +103,9 @@ class Halving:
     """One call's outcome, by position in the flat ``specs`` (candidate-major, ``group``
     runs per candidate): each run's last reading (full length for a survivor, the rung's for a
     stopped one), the positions loaded from the arm cache, how each trained, the step a
-    stopped candidate was stopped at (by candidate index), each rung's record, and the steps
-    actually trained (cache hits excluded, replays included)."""
+    stopped candidate was stopped at (by candidate index), each rung's record, the steps
+    actually trained (cache hits excluded, replays included) and the steps asked (cache hits
+    counted as trained: the call's cost from a cold cache)."""
 
     values: dict[int, float | None]
     hits: set[int]
@@ -112,6 +113,7 @@ class Halving:
     stopped: dict[int, int] = field(default_factory=dict)
     rungs: list[dict[str, Any]] = field(default_factory=list)
     steps_trained: int = 0
+    steps_asked: int = 0
 
 
 def _rank_key(values: Sequence[float | None], index: int) -> tuple[float, int]:
@@ -144,6 +146,7 @@ def halve(specs: Sequence[RunSpec], group: int, fidelity: Fidelity, score: Score
             if local in paths:
                 result.paths[position] = paths[local]
             result.hits.discard(position)
+            result.steps_asked += rung_steps
             if local in hits:
                 result.hits.add(position)
             else:

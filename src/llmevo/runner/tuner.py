@@ -60,7 +60,8 @@ class ArmChoice:
     record: Any  # the tuner's own: runner.tuning.ArmTuning, runner.tuning_space.ArmSpaceTuning
     cached: list[CachedTuningRun]
     runs: int  # tuning runs of this arm, cached included (under halving some stopped early)
-    steps_trained: int | None = None  # halving: training steps actually run (None: runs x steps)
+    # halving: (steps actually trained, steps asked with cache hits counted); None: runs x steps
+    steps_trained: tuple[int, int] | None = None
 
 
 class Tuner(Protocol):
@@ -168,8 +169,9 @@ def tune_arms(
                               "steps_per_run": config.steps, "cpu_seconds": round(cpu, 3),
                               "wall_seconds": round(wall, 3)}
         if choice.steps_trained is not None:  # halving: what was trained, beside the full-length cost
-            budgets[arm.label].update(steps_trained=choice.steps_trained,
-                                      steps_full_fidelity=(choice.runs - len(choice.cached)) * config.steps)
+            trained, asked = choice.steps_trained
+            budgets[arm.label].update(steps_trained=trained, steps_asked=asked,
+                                      steps_full_fidelity=choice.runs * config.steps)
         tuned.append(replace(arm, optimizer=choice.config.optimizer))
         presets[arm.label] = _at_choice(preset, config, choice.config)
     block = tuner.block(metric, {label: c.record for label, c in choices.items()})

@@ -96,7 +96,7 @@ class TuningPlan:
         return ArmChoice(config.model_copy(update={"lr": record.best().lr}), record,
                          [CachedTuningRun(lr=lr, seed=seed) for lr, seed in record.cached],
                          sum(len(setting.values) for setting in record.settings),
-                         record.steps_trained if self.fidelity.halving else None)
+                         (record.steps_trained, record.steps_asked) if self.fidelity.halving else None)
 
     def block(self, metric: str, records: dict[str, ArmTuning]) -> dict[str, Any]:
         return tuning_block(self, metric, records)
@@ -176,6 +176,7 @@ class ArmTuning:
     paths: dict[tuple[float, int], str] = field(default_factory=dict)  # (lr, seed) -> how it trained
     rungs: list[dict[str, Any]] = field(default_factory=list)  # halving: each rung's lrs and survivors
     steps_trained: int = 0  # training steps actually run (cache hits excluded, halving replays included)
+    steps_asked: int = 0  # the same with cache hits counted as trained (the cost from a cold cache)
 
     @property
     def grid(self) -> list[float]:
@@ -275,6 +276,7 @@ def tune_arm(
                                                 execution, cache))
         values, hits, paths = halving.values, halving.hits, halving.paths
         tuning.steps_trained += halving.steps_trained
+        tuning.steps_asked += halving.steps_asked
         for candidate, step in halving.stopped.items():
             results[lrs[candidate]].stopped_at = step
         if len(halving.rungs) > 1:

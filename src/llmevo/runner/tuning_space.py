@@ -193,7 +193,9 @@ class SpacePlan:
                                 execution, cache)
         cached = [CachedTuningRun(lr=float(trial.values["lr"]), seed=seed, trial=trial.number)
                   for trial in (*record.trials, *record.grid_trials) for seed in trial.cached]
-        steps = record.steps_trained + (record.grid.steps_trained if record.grid is not None else 0)
+        grid = record.grid
+        steps = (record.steps_trained + (grid.steps_trained if grid is not None else 0),
+                 record.steps_asked + (grid.steps_asked if grid is not None else 0))
         return ArmChoice(chosen_config(config, record), record, cached,
                          sum(len(trial.validation) for trial in (*record.trials, *record.grid_trials)),
                          steps if self.fidelity.halving else None)
@@ -371,6 +373,7 @@ class ArmSpaceTuning:
     grid_trials: list[Trial] = field(default_factory=list)  # the same runs, as trials
     rungs: list[dict[str, Any]] = field(default_factory=list)  # halving: each rung's trials and survivors
     steps_trained: int = 0  # training steps of the search actually run (the grid floor's: grid)
+    steps_asked: int = 0  # the same with cache hits counted as trained
 
     def best(self, trials: Sequence[Trial] | None = None) -> Trial:
         """The lowest mean among trials trained to full length (ties: the earlier)."""
@@ -509,6 +512,7 @@ def tune_arm_space(
                                                 execution, cache))
         values, hits, paths = halving.values, halving.hits, halving.paths
         tuning.steps_trained += halving.steps_trained
+        tuning.steps_asked += halving.steps_asked
         for candidate, step in halving.stopped.items():
             trials[candidate].stopped_at = step
         if len(halving.rungs) > 1:
