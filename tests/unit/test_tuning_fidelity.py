@@ -16,6 +16,7 @@ from llmevo.artifacts.schema import Tuning
 from llmevo.catalog import build_model, build_optimizer
 from llmevo.cli import main
 from llmevo.errors import ConfigError
+from llmevo.eval.sensitivity import curve
 from llmevo.experiments.sections import TuningSection
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice
@@ -131,7 +132,10 @@ def test_the_lr_grid_under_halving_stops_the_worse_and_chooses_among_full_runs(m
     assert statuses[1e-3] == ("stopped", 9) and statuses[4e-3] == ("complete", None)
     assert block["arms"]["method"]["rungs"] == [{"steps": 9, "lrs": grid, "kept": kept},
                                                 {"steps": 27, "lrs": kept, "kept": kept}]
-    assert Tuning.model_validate(block).arms["method"].settings[0].stopped_at == 9
+    parsed = Tuning.model_validate(block)
+    assert parsed.arms["method"].settings[0].stopped_at == 9
+    # the lr curve read from the block holds the full-length settings only
+    assert [lr for lr, _ in curve(parsed.arms["method"], parsed.seeds)] == kept
 
 
 def test_a_stopped_best_is_not_chosen_and_the_edge_extension_trains_full(monkeypatch):
