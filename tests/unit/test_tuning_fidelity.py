@@ -239,3 +239,19 @@ def test_the_cli_refuses_in_one_line(args, message, tmp_path, monkeypatch, capsy
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and message in err, err
     assert len(err.strip().splitlines()) == 1 and not list(tmp_path.iterdir())
+
+
+def test_the_option_is_refused_where_it_cannot_apply_and_passed_on_by_the_table(tmp_path):
+    from llmevo.evolve.pipeline import EvolutionSettings
+    from llmevo.experiments import EvidenceRequest, LadderRequest, ReproductionRequest
+
+    with pytest.raises(ConfigError, match="does not apply here"):
+        LadderRequest(name="rope", tune_fidelity="halving", data_dir=tmp_path)
+    with pytest.raises(ConfigError, match="does not apply here"):
+        EvolutionSettings(tune_fidelity="halving", data_dir=tmp_path)
+    request = ReproductionRequest(name="muon", tune_space="full", tune_fidelity="halving", data_dir=tmp_path)
+    assert request.tuning.plan(3e-3, [42]).fidelity == HALVING
+    table = EvidenceRequest(only=["rope"], preset="smoke", tune_fidelity="halving", data_dir=tmp_path,
+                            out=tmp_path / "table")
+    (entry, _), = [(e, None) for e, _ in table.plan().entries][:1]
+    assert table.request(entry).tuning.tune_fidelity == "halving"
