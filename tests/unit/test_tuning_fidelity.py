@@ -255,3 +255,21 @@ def test_the_option_is_refused_where_it_cannot_apply_and_passed_on_by_the_table(
                             out=tmp_path / "table")
     (entry, _), = [(e, None) for e, _ in table.plan().entries][:1]
     assert table.request(entry).tuning.tune_fidelity == "halving"
+
+
+def test_under_full_the_calls_and_the_block_are_todays(monkeypatch):
+    """The default: one call of every lr at full length (no run stopped), and a block with no
+    key that halving adds, byte for byte the block of a plan made without a fidelity."""
+    calls: list = []
+    monkeypatch.setattr(tuning, "train_many", _fake_train_many(calls))
+    grid = [1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2]
+    default = tuning.check_plan(grid, [1000], [42], confirm=0)
+    assert default.fidelity == Fidelity() and default == tuning.check_plan(grid, [1000], [42], confirm=0,
+                                                                           fidelity=Fidelity())
+    result = tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, default, _early_bias(4e-3),
+                             torch.device("cpu"))
+    assert calls == [[(lr, None) for lr in grid]]
+    block = tuning.tuning_block(default, "lm_loss", {"m": result})
+    assert "fidelity" not in block and "rungs" not in block["arms"]["m"]
+    assert all(set(s) == {"lr", "validation", "mean", "status", "extension", "paths"}
+               for s in block["arms"]["m"]["settings"])
