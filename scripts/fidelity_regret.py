@@ -23,7 +23,7 @@ the steps are counted from the records, not from what this process trained. Each
 
     LLMEVO_DATA=/work/shared/data PYTHONPATH=src python scripts/fidelity_regret.py --runs regret.jsonl \\
         [--names rope,lion,peri_ln,soap,qk_norm] [--preset smoke] [--steps 300] \\
-        [--tune-seeds 1000,2000,3000] [--heldout 5000,5001] [--space] [--trials 8] [--threads 1] [--path sequential]
+        [--tune-seeds 1000,2000,3000] [--heldout 5000,5001] [--space] [--trials 8] [--threads 1] [--path sequential] [--lr 1.8e-3]
 """
 
 from __future__ import annotations
@@ -66,10 +66,10 @@ def run_all(args: argparse.Namespace) -> None:
         torch.set_num_threads(args.threads)
     data_dir = Path(os.environ.get("LLMEVO_DATA", ROOT.parent / "shared" / "data"))
     cache_dir = Path(os.environ.get("LLMEVO_CACHE", ".cache/llmevo"))
-    done = {(r["name"], r["tune_seed"], r["protocol"]) for r in _done(args.runs)}
+    done = {(r["name"], r["tune_seed"], r["protocol"]) for r in _done(args.runs) if r.get("lr") == args.lr}
     protocol = "space" if args.space else "grid"
     for name in args.names.split(","):
-        request = ReproductionRequest(name=name, preset=args.preset, steps=args.steps, tune=True,
+        request = ReproductionRequest(name=name, preset=args.preset, steps=args.steps, tune=True, lr=args.lr,
                                       data_dir=data_dir, cache_dir=cache_dir, device="cpu", path=args.path,
                                       **({"tune_space": "full"} if args.space else {}))
         plan = request.plan()
@@ -138,7 +138,7 @@ def run_all(args: argparse.Namespace) -> None:
                                "regret_percent": (None if means[full_lr] is None or means[half_lr] is None
                                                   else 100.0 * (means[half_lr] - means[full_lr]) / means[full_lr])}
                 steps = preset.train.steps
-                row = {"name": name, "protocol": protocol, "arm": arm.label, "tune_seed": seed,
+                row = {"name": name, "protocol": protocol, "lr": args.lr, "arm": arm.label, "tune_seed": seed,
                        "preset": preset.name, "steps": steps, "full_lr": full_lr, "halving_lr": half_lr,
                        "same": same, "full_value": v_full, "halving_value": v_half,
                        "regret_percent": (None if v_full is None or v_half is None
@@ -190,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout", default="5000,5001")
     parser.add_argument("--space", action="store_true", help="--tune-space full instead of the lr grid")
     parser.add_argument("--trials", type=int, default=8)
+    parser.add_argument("--lr", type=float, default=None,
+                        help="the preset lr the default grid centres on (lr/3 .. 3 lr); default: the preset's")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--path", default="sequential", help="training path (sequential: one process)")
     parser.add_argument("--table-only", action="store_true")
