@@ -73,6 +73,7 @@ def _options(data_dir: Path) -> dict[str, list[list[str]]]:
         "--tune-space": ["--tune-space", "lr"],
         "--tune-trials": ["--tune-trials", "4"],
         "--tune-sampler": ["--tune-sampler", "tpe"],
+        "--tune-fidelity": ["--tune-fidelity", "halving"],
         "--margin": ["--margin", "2"],
         "--post-steps": ["--post-steps", "3"],
         "--post-batch-size": ["--post-batch-size", "2"],

@@ -326,7 +326,7 @@ class TuningSetting(_Block):
     lr: float
     validation: dict[str, float | None]
     mean: float | None
-    status: Literal["complete", "diverged"]
+    status: Literal["complete", "diverged", "stopped"]  # stopped: at a halving rung (runner.fidelity)
     extension: bool = False
     trial: int | None = None
     phase: Literal["declared", "extension", "grid"] | None = None  # grid: the search's grid floor
@@ -336,6 +336,7 @@ class TuningSetting(_Block):
     cached_seeds: list[int] | None = None
     paths: dict[str, str] | None = None  # tuning seed -> how its run trained (2026-12-05 on)
     sampled_by: Literal["sobol", "tpe", "gp"] | None = None  # a sequential sampler's block only
+    stopped_at: int | None = None  # --tune-fidelity halving: the rung step it stopped at (validation: that step's)
 
 
 class TuningAxisRecord(_Block):
@@ -366,6 +367,9 @@ class TuningBudget(_Block):
     steps_per_run: int = Field(ge=0)
     cpu_seconds: float = Field(ge=0)
     wall_seconds: float | None = Field(default=None, ge=0)
+    steps_trained: int | None = Field(default=None, ge=0)  # halving: steps trained here (cache hits excluded)
+    steps_asked: int | None = Field(default=None, ge=0)  # halving: steps of the tuning from a cold cache
+    steps_full_fidelity: int | None = Field(default=None, ge=0)  # halving: the same runs at full length
 
 
 class GridBest(_Block):
@@ -428,6 +432,7 @@ class Tuning(_Block):
     extension_trials: int | None = None
     sampler: dict[str, Any] | None = None
     axes_requested: str | list[str] | None = None
+    fidelity: dict[str, Any] | None = None  # --tune-fidelity halving (runner.fidelity); absent: full
 
     @property
     def space(self) -> bool:

@@ -169,6 +169,11 @@ def reproduce(
         help="With --tune-space (or --all): who chooses the declared trials. sobol (default): "
              "Sobol points; tpe or gp: the first half are the same Sobol points, the rest proposed "
              "two at a time by Optuna's TPESampler or GPSampler from the results so far.")] = None,
+    tune_fidelity: Annotated[Literal["full", "halving"] | None, typer.Option(
+        help="How far each tuning candidate trains. full (default): every grid point or trial to "
+             "full length; halving: successive halving (factor 3), the worse candidates stopped at "
+             "a third (a ninth, ...) of the steps by their validation there, the same schedule for "
+             "every arm.")] = None,
     margin: Annotated[float | None, typer.Option(
         help="Non-inferiority margin of the verdict class, percent (default 1).")] = None,
     post_steps: Annotated[int | None, typer.Option(help="Post-training methods: the stage's steps.")] = None,
@@ -219,7 +224,7 @@ def reproduce(
                        replace=replace, others={"NAME": name, "--all": all_ or None, "--genome": genome, "--against": against,
                                "--tune-space": tune_space, "--init-from": init_from,
                                "--tune-trials": tune_trials, "--tune-sampler": tune_sampler,
-                               "--allow-noop": allow_noop or None,
+                               "--tune-fidelity": tune_fidelity, "--allow-noop": allow_noop or None,
                                "--param": None if param == "standard" else param})
         return
     launching = launch_options(launcher, jobs, slurm_partition, job_minutes, launcher_folder)
@@ -250,7 +255,8 @@ def reproduce(
                               "their declared space, the rest over the lr grid); --tune-space applies "
                               "to one comparison")
         _reproduce_all(preset, seeds, device, data_dir, threads, steps, path, tune_grid, tune_confirm, publish,
-                       allow_dirty, out, only, time_limit, storage, study, tune_trials, tune_sampler, launching)
+                       allow_dirty, out, only, time_limit, storage, study, tune_trials, tune_sampler, launching,
+                       tune_fidelity)
         return
     given = [option for option, value in table_only.items() if value is not None]
     if given:
@@ -276,7 +282,7 @@ def reproduce(
         path=path, replicas_max=replicas_max,
         tune=tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None,
         tune_confirm=tune_confirm, tune_space=tune_space, tune_trials=tune_trials, tune_sampler=tune_sampler,
-        post_steps=post_steps, post_batch_size=post_batch_size, post_lr=post_lr,
+        tune_fidelity=tune_fidelity, post_steps=post_steps, post_batch_size=post_batch_size, post_lr=post_lr,
         post_seed_offset=post_seed_offset, self_consistency=self_consistency or None,
         method_config=method_config, allow_noop=allow_noop,
         preference_file=preference_file, arithmetic_max_operand=arithmetic_max_operand,
@@ -302,7 +308,8 @@ def _reproduce_all(preset: str, seeds: str | None, device: str, data_dir: Path |
                    steps: int | None, path: str, tune_grid: str | None, tune_confirm: int | None, publish: bool,
                    allow_dirty: bool, out: Path | None, only: str | None, time_limit: float | None,
                    storage: str | None, study: str | None, tune_trials: int | None = None,
-                   tune_sampler: str | None = None, launching: dict | None = None) -> None:
+                   tune_sampler: str | None = None, launching: dict | None = None,
+                   tune_fidelity: str | None = None) -> None:
     """``reproduce --all``: the evidence table (``llmevo.experiments.run_evidence``), one line
     per comparison as it starts and ends with the table's ETA, then a summary table."""
     from rich.markup import escape
@@ -321,7 +328,7 @@ def _reproduce_all(preset: str, seeds: str | None, device: str, data_dir: Path |
         preset=preset, only=parse_names(only, "--only", "component") if only is not None else None,
         seeds=parse_seeds(None, seeds) if seeds else None,
         tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None, tune_confirm=tune_confirm,
-        tune_trials=tune_trials, tune_sampler=tune_sampler, steps=steps, data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device,
+        tune_trials=tune_trials, tune_sampler=tune_sampler, tune_fidelity=tune_fidelity, steps=steps, data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device,
         threads=threads, path=path, time_limit_minutes=time_limit, publish=publish, allow_dirty=allow_dirty,
         out=out, storage=storage, study=study, **(launching or {}),
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]))

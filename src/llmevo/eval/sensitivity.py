@@ -58,11 +58,14 @@ class ArmSensitivity:
 
 
 def curve(arm: ArmTuning, seeds: Sequence[int]) -> list[tuple[float, float | None]]:
-    """``(lr, mean over seeds)`` ascending by lr; None where a run on those seeds diverged."""
+    """``(lr, mean over seeds)`` ascending by lr; None where a run on those seeds diverged.
+    Settings stopped at a halving rung (``--tune-fidelity halving``) are left out."""
     if not seeds:
         raise ConfigError("a tuning block with no tuning seeds has no curve")
     points: list[tuple[float, float | None]] = []
     for setting in sorted(arm.settings, key=lambda s: s.lr):
+        if setting.status == "stopped":  # a halving rung's reading is not on the full-length curve
+            continue
         missing = [seed for seed in seeds if str(seed) not in setting.validation]
         if missing:
             raise ConfigError(f"tuning setting lr {setting.lr:g} has no value for tuning seed(s) {missing}")

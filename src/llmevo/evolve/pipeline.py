@@ -139,6 +139,7 @@ class EvolutionSettings(SectionedRequest):
         "tune_space": "the final comparison tunes the learning rate on --tune-grid",
         "tune_trials": "the final comparison tunes the learning rate on --tune-grid",
         "tune_sampler": "the final comparison tunes the learning rate on --tune-grid",
+        "tune_fidelity": "the final comparison trains every grid point to full length",
         "tokens_per_parameter": "a study's trials train for the preset's steps (--trial-steps)",
         "seq_len": "a study trains at the preset's window",
         "param": "a study's genomes train under the standard parametrization (--param is for reproduce and ladder)",

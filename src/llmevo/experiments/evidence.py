@@ -186,7 +186,7 @@ class EvidenceRequest(SectionedRequest):
             tune=True, tune_seeds=given.tune_seeds, tune_space=entry.tune_space,
             tune_grid=given.tune_grid if lr_only else None, tune_confirm=given.tune_confirm if lr_only else None,
             tune_trials=None if lr_only else given.tune_trials,
-            tune_sampler=None if lr_only else given.tune_sampler)
+            tune_sampler=None if lr_only else given.tune_sampler, tune_fidelity=given.tune_fidelity)
         command = f"{self.run.command or 'python: llmevo.experiments.run_evidence'} ({entry.label})"
         return ReproductionRequest(
             name=entry.name, against=entry.against, preset=self.preset, seeds=self.seeds,
@@ -480,7 +480,8 @@ def _run_shared(plan: EvidencePlan, code: str, progress: Progress | None,
                    "preset": ask.preset if isinstance(ask.preset, str) else ask.preset.model_dump(mode="json"),
                    "seeds": ask.seeds, "tune_grid": ask.tuning.tune_grid, "tune_confirm": ask.tuning.tune_confirm,
                    "tune_trials": ask.tuning.tune_trials, "steps": ask.train.steps, "publish": ask.run.publish,
-                   **({} if ask.tuning.tune_sampler is None else {"tune_sampler": ask.tuning.tune_sampler})}
+                   **({} if ask.tuning.tune_sampler is None else {"tune_sampler": ask.tuning.tune_sampler}),
+                   **({} if ask.tuning.tune_fidelity is None else {"tune_fidelity": ask.tuning.tune_fidelity})}
     digest = hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()[:12]
     study = open_work_queue(ask.storage or "", ask.study or f"evidence-{digest}", description,
                             list(range(len(labels))), 5, 20)

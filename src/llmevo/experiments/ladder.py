@@ -203,6 +203,7 @@ class LadderRequest(SectionedRequest):
         "tune_space": "a ladder tunes the learning rate on each rung's grid",
         "tune_trials": "a ladder tunes the learning rate on each rung's grid",
         "tune_sampler": "a ladder tunes the learning rate on each rung's grid",
+        "tune_fidelity": "a ladder trains each rung's grid to full length (its fits read every point)",
         **{field: "--rungs chooses each rung's size" for field in ("rung", "d_model", "layers", "heads")},
         "seq_len": "--context chooses the window (fixed, or growing with the rung)",
     }

@@ -40,6 +40,7 @@ from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
 from llmevo.model.parametrization import Parametrization
 from llmevo.registry import Section, TuneSeeds
+from llmevo.runner.fidelity import check_fidelity
 from llmevo.runner.presets import Preset
 from llmevo.runner.size import Size, size_dial
 from llmevo.runner.tuner import Tuner
@@ -133,7 +134,9 @@ class TuningSection(Section):
     seeds, default 2); ``tune_space`` (``"full"`` or axes such as ``"lr,beta2"``) instead
     tunes each arm over its components' declared space with ``tune_trials`` trials (default
     8) per arm, Sobol points or, with ``tune_sampler`` ``tpe`` or ``gp``, a Sobol start and then
-    that sequential sampler, then the default lr grid as its floor (``runner.tuning_space``)."""
+    that sequential sampler, then the default lr grid as its floor (``runner.tuning_space``).
+    ``tune_fidelity`` (None: ``full``) ``halving`` stops the worse candidates of either protocol
+    early by successive halving (``runner.fidelity``), the same schedule for every arm."""
 
     tune: bool | None = None
     tune_grid: list[float] | None = None
@@ -142,6 +145,7 @@ class TuningSection(Section):
     tune_space: str | None = None
     tune_trials: int | None = Field(default=None, ge=2, le=MAX_TRIALS)
     tune_sampler: Literal["sobol", "tpe", "gp"] | None = None  # None: sobol (runner.tuning_space.SAMPLERS)
+    tune_fidelity: Literal["full", "halving"] | None = None  # None: full (runner.fidelity.FIDELITIES)
 
     @model_validator(mode="after")
     def _one_protocol(self) -> TuningSection:
@@ -150,6 +154,8 @@ class TuningSection(Section):
                               "(or leave it out for the default grid)")
         if self.tune is False and self.tune_grid is not None:
             raise ConfigError("--tune-grid needs tuning; drop --no-tune (tune=False with a tune_grid)")
+        if self.tune is False and self.tune_fidelity is not None:
+            raise ConfigError(f"--tune-fidelity {self.tune_fidelity} needs tuning; drop --no-tune")
         if self.tune_space is not None:
             if self.tune is False:
                 raise ConfigError("--tune-space needs tuning; drop --no-tune")
@@ -189,17 +195,18 @@ class TuningSection(Section):
         lr grid (``grid`` where a caller chooses it, e.g. a ladder's lr rule; else
         ``tune_grid``; else the default grid around ``base_lr``), its seeds disjoint from
         ``report_seeds``."""
+        fidelity = check_fidelity(self.tune_fidelity or "full")
         if self.tune_space is not None:
             return check_space_plan(self.tune_space, self.tune_trials or DEFAULT_TRIALS,
                                     self.tune_seeds, report_seeds, grid=grid or default_grid(base_lr),
-                                    sampler=self.tune_sampler or DEFAULT_SAMPLER)
+                                    sampler=self.tune_sampler or DEFAULT_SAMPLER, fidelity=fidelity)
         confirm = DEFAULT_CONFIRM if self.tune_confirm is None else self.tune_confirm
         return check_plan(grid or self.tune_grid or default_grid(base_lr), self.tune_seeds,
-                          report_seeds, confirm=confirm)
+                          report_seeds, confirm=confirm, fidelity=fidelity)
 
     def refuse_untuned(self, why: str) -> None:
         """An untuned run: refuse the tuning options that were given (``why``: what to do)."""
-        for option in ("tune_confirm", "tune_seeds"):
+        for option in ("tune_confirm", "tune_seeds", "tune_fidelity"):
             if option in self.model_fields_set and getattr(self, option) is not None:
                 raise ConfigError(f"{self.option(option)} needs tuning: {why}")
 

@@ -435,7 +435,9 @@ def _space_tuning_section(artifact: ReproductionArtifact, cached: tuple[str, ...
             "best still on an edge" if block.chosen_on_edge else ""))) or "no edge"
         diverged = sum(1 for s in block.settings if s.mean is None)
         searched = sum(1 for s in block.settings if s.phase != "grid")
-        trials = f"{searched} trials" + (f", {diverged} diverged" if diverged else "")
+        stopped = sum(1 for s in block.settings if s.stopped_at is not None)
+        trials = (f"{searched} trials" + (f", {diverged} diverged" if diverged else "")
+                  + (f", {stopped} stopped early by halving" if stopped else ""))
         floor = block.grid_floor
         if floor is not None:  # the lr grid the search must not end worse than
             lower = "" if floor.grid_best is None else format_number(floor.grid_best.lr)
@@ -496,7 +498,9 @@ def _tuning_section(artifact: ReproductionArtifact) -> Section:
     names = {"baseline": artifact.baseline.name, "method": artifact.method.name}
     rows = []
     for arm, block in tuning.arms.items():
-        cells = ", ".join(f"{s.lr:.3g}: {format_number(s.mean)}" for s in block.settings)
+        cells = ", ".join(f"{s.lr:.3g}: {format_number(s.mean)}"
+                          + (f" (stopped at step {s.stopped_at})" if s.stopped_at is not None else "")
+                          for s in block.settings)
         edge = f"extended {block.extended}" if block.extended else "not extended"
         if block.chosen_on_edge:
             edge += "; best still on the edge"

@@ -253,19 +253,25 @@ def run_key(
     config: TrainConfig,
     seed: int,
     trained_with: Sequence[RunSpec] | None = None,
+    stop_after: int | None = None,
 ) -> str:
     """The sha256 key of one run. ``arm`` is ``arm_parts(arm)``, ``data`` is ``data_sha256``,
     ``evaluation`` is ``evaluation_parts``; ``trained_with``: every run of the ``train_many``
-    call, named when the context is not ``independent``."""
+    call, named when the context is not ``independent``; ``stop_after``: a run stopped early
+    (``runner.fidelity``) is its own entry, never a full run's (None adds nothing: the keys of
+    full runs are unchanged)."""
     parts: dict[str, Any] = {
         "version": ENTRY_VERSION, "kind": kind, "context": dataclasses.asdict(context),
         "arm": dict(arm), "data_sha256": data, "evaluation": dict(evaluation),
         "train": config.model_dump(mode="json"), "seed": seed,
     }
+    if stop_after is not None:
+        parts["stop_after"] = stop_after
     if not context.independent:
         parts["trained_with"] = {
             "cpu_count": os.cpu_count(),
-            "runs": [[spec.seed, spec.config.model_dump(mode="json")] for spec in trained_with or ()],
+            "runs": [[spec.seed, spec.config.model_dump(mode="json")]
+                     + ([] if spec.stop_after is None else [spec.stop_after]) for spec in trained_with or ()],
         }
     return hashlib.sha256(canonical_json(parts).encode("utf-8")).hexdigest()
 
@@ -400,7 +406,7 @@ class _Entries:
 
     def key(self, spec: RunSpec, call: Sequence[RunSpec]) -> str:
         return run_key(self.kind, self.cache.context, self.arm, self.data, self.evaluation,
-                       spec.config, spec.seed, call)
+                       spec.config, spec.seed, call, spec.stop_after)
 
     def hits(self, call: Sequence[RunSpec], load: Callable[[RunSpec], _Hit | None]) -> dict[int, _Hit]:
         """The cached runs of one ``train_many`` call, by position in ``call``. Where a run's

@@ -59,7 +59,9 @@ class ArmChoice:
     config: TrainConfig
     record: Any  # the tuner's own: runner.tuning.ArmTuning, runner.tuning_space.ArmSpaceTuning
     cached: list[CachedTuningRun]
-    runs: int  # tuning runs of this arm (each a full training at the arm's steps), cached included
+    runs: int  # tuning runs of this arm, cached included (under halving some stopped early)
+    # halving: (steps actually trained, steps asked with cache hits counted); None: runs x steps
+    steps_trained: tuple[int, int] | None = None
 
 
 class Tuner(Protocol):
@@ -166,6 +168,10 @@ def tune_arms(
         budgets[arm.label] = {"runs": choice.runs, "trained": choice.runs - len(choice.cached),
                               "steps_per_run": config.steps, "cpu_seconds": round(cpu, 3),
                               "wall_seconds": round(wall, 3)}
+        if choice.steps_trained is not None:  # halving: what was trained, beside the full-length cost
+            trained, asked = choice.steps_trained
+            budgets[arm.label].update(steps_trained=trained, steps_asked=asked,
+                                      steps_full_fidelity=choice.runs * config.steps)
         tuned.append(replace(arm, optimizer=choice.config.optimizer))
         presets[arm.label] = _at_choice(preset, config, choice.config)
     block = tuner.block(metric, {label: c.record for label, c in choices.items()})

@@ -37,6 +37,7 @@ from llmevo.errors import ConfigError, DivergedError
 from llmevo.registry import ComponentChoice
 from llmevo.runner.arm import Arm
 from llmevo.runner.cache import TuningEntries
+from llmevo.runner.fidelity import Fidelity, halve
 from llmevo.runner.presets import Preset
 from llmevo.runner.tuner import ArmChoice
 from llmevo.train.execution import Execution, RunSpec, train_many
@@ -71,6 +72,7 @@ class TuningPlan:
     seeds: tuple[int, ...] = DEFAULT_TUNING_SEEDS
     extend_edges: bool = True
     confirm_seeds: tuple[int, ...] = ()  # used only for a best at the stability edge
+    fidelity: Fidelity = Fidelity()  # how far each setting trains (runner.fidelity)
     kind: ClassVar[Literal["grid"]] = "grid"
 
     def runs_at_once(self) -> int:
@@ -81,7 +83,8 @@ class TuningPlan:
 
     def with_grid(self, grid: Sequence[float], report_seeds: Sequence[int]) -> TuningPlan:
         """This plan's seeds, edge rule and confirmation count on ``grid``, checked as any grid is."""
-        return check_plan(grid, self.seeds, report_seeds, self.extend_edges, confirm=len(self.confirm_seeds))
+        return check_plan(grid, self.seeds, report_seeds, self.extend_edges, confirm=len(self.confirm_seeds),
+                          fidelity=self.fidelity)
 
     def tune(self, label: str, build: Callable[[], nn.Module], stream: Tensor | TrainStream,
              config: TrainConfig, components: Sequence[ComponentChoice],
@@ -92,7 +95,8 @@ class TuningPlan:
         record = tune_arm(label, build, stream, config, self, evaluate, device, progress, execution, cache)
         return ArmChoice(config.model_copy(update={"lr": record.best().lr}), record,
                          [CachedTuningRun(lr=lr, seed=seed) for lr, seed in record.cached],
-                         sum(len(setting.values) for setting in record.settings))
+                         sum(len(setting.values) for setting in record.settings),
+                         (record.steps_trained, record.steps_asked) if self.fidelity.halving else None)
 
     def block(self, metric: str, records: dict[str, ArmTuning]) -> dict[str, Any]:
         return tuning_block(self, metric, records)
@@ -126,7 +130,7 @@ def check_tuning_seeds(seeds: Sequence[int], report_seeds: Sequence[int]) -> tup
 
 def check_plan(
     grid: Sequence[float], seeds: Sequence[int], report_seeds: Sequence[int], extend_edges: bool = True,
-    confirm: int = 0,
+    confirm: int = 0, fidelity: Fidelity = Fidelity(),
 ) -> TuningPlan:
     """A validated plan; every problem is one ``ConfigError`` line, before any training."""
     values = list(grid)
@@ -143,7 +147,7 @@ def check_plan(
         raise ConfigError(f"confirmation seeds: need a count 0 .. {MAX_CONFIRM} (0 turns confirmation "
                           f"off), got {confirm!r}")
     return TuningPlan(tuple(distinct), tuple(seeds), extend_edges,
-                      confirmation_seeds(confirm, seeds, report_seeds))
+                      confirmation_seeds(confirm, seeds, report_seeds), fidelity)
 
 
 @dataclass
@@ -153,6 +157,7 @@ class SettingResult:
     lr: float
     values: dict[int, float | None]
     extension: bool = False  # added when the grid was extended
+    stopped_at: int | None = None  # halving: the rung step it stopped at (``values`` are that step's)
 
     @property
     def mean(self) -> float | None:
@@ -169,15 +174,19 @@ class ArmTuning:
     confirmed: tuple[float, ...] = ()  # learning rates retrained on the confirmation seeds
     cached: list[tuple[float, int]] = field(default_factory=list)  # (lr, seed) from the arm cache
     paths: dict[tuple[float, int], str] = field(default_factory=dict)  # (lr, seed) -> how it trained
+    rungs: list[dict[str, Any]] = field(default_factory=list)  # halving: each rung's lrs and survivors
+    steps_trained: int = 0  # training steps actually run (cache hits excluded, halving replays included)
+    steps_asked: int = 0  # the same with cache hits counted as trained (the cost from a cold cache)
 
     @property
     def grid(self) -> list[float]:
         return sorted(s.lr for s in self.settings)
 
     def best(self) -> SettingResult:
-        """Lowest mean; after a confirmation, among the confirmed settings (their means cover
+        """Lowest mean among the settings trained to full length (a halving rung's reading is
+        not a candidate); after a confirmation, among the confirmed settings (their means cover
         more seeds than the others'), unless every one of them diverged there."""
-        finite = [s for s in self.settings if s.mean is not None]
+        finite = [s for s in self.settings if s.mean is not None and s.stopped_at is None]
         if not finite:
             raise DivergedError(f"{self.label} arm: every tuning run diverged "
                                 f"(learning rates {self.grid}); lower the grid", 0)
@@ -262,8 +271,17 @@ def tune_arm(
                  for lr in lrs for seed in seeds]
         known = {s.lr: s for s in tuning.settings}
         results = {lr: known.get(lr) or SettingResult(lr, {}, extension) for lr in lrs}
-        values, hits, paths = score_runs(label, build, stream, specs, evaluate, device, progress,
-                                         execution, cache)
+        halving = halve(specs, len(seeds), plan.fidelity,
+                        lambda call: score_runs(label, build, stream, call, evaluate, device, progress,
+                                                execution, cache))
+        values, hits, paths = halving.values, halving.hits, halving.paths
+        tuning.steps_trained += halving.steps_trained
+        tuning.steps_asked += halving.steps_asked
+        for candidate, step in halving.stopped.items():
+            results[lrs[candidate]].stopped_at = step
+        if len(halving.rungs) > 1:
+            tuning.rungs.extend({"steps": rung["steps"], "lrs": [lrs[c] for c in rung["candidates"]],
+                                 "kept": [lrs[c] for c in rung["kept"]]} for rung in halving.rungs)
         for index, spec in enumerate(specs):  # in run order, whichever came from the cache
             results[spec.config.lr].values[spec.seed] = values[index]
             if index in paths:
@@ -278,7 +296,9 @@ def tune_arm(
         run([extension_value(tuning.grid, edge)], plan.seeds, extension=True)
         tuning.extended = edge
     if plan.confirm_seeds and tuning.at_stability_edge():
-        best, below = tuning.best(), [s for s in tuning.settings if s.lr < tuning.best().lr]
+        # under halving the neighbour is the highest full-length setting below the best
+        best = tuning.best()
+        below = [s for s in tuning.settings if s.lr < best.lr and s.stopped_at is None]
         lrs = [max(below, key=lambda s: s.lr).lr, best.lr] if below else [best.lr]
         run(lrs, plan.confirm_seeds)
         tuning.confirmed = tuple(lrs)
@@ -298,20 +318,31 @@ def tuning_block(plan: TuningPlan, metric: str, arms: dict[str, ArmTuning]) -> d
         "confirm_seeds": list(plan.confirm_seeds),
         "arms": {},
     }
+    halving = plan.fidelity.halving  # under full the block is what it always was
+    if halving:
+        block["fidelity"] = plan.fidelity.record()
     for label, tuning in arms.items():
         best = tuning.best()
         block["arms"][label] = {
             "settings": [
                 {"lr": s.lr, "validation": {str(k): v for k, v in s.values.items()},
-                 "mean": s.mean, "status": "complete" if s.mean is not None else "diverged",
+                 "mean": s.mean, "status": setting_status(s.mean, s.stopped_at),
                  "extension": s.extension,
                  "paths": {str(seed): tuning.paths[(s.lr, seed)] for seed in s.values
-                           if (s.lr, seed) in tuning.paths}}
+                           if (s.lr, seed) in tuning.paths},
+                 **({"stopped_at": s.stopped_at} if halving else {})}
                 for s in sorted(tuning.settings, key=lambda s: s.lr)
             ],
             "chosen": {"lr": best.lr},
             "extended": tuning.extended,
             "chosen_on_edge": tuning.edge() is not None,
             "confirmed": list(tuning.confirmed),
+            **({"rungs": tuning.rungs} if halving else {}),
         }
     return block
+
+
+def setting_status(mean: float | None, stopped_at: int | None) -> Literal["complete", "diverged", "stopped"]:
+    """A setting's (or trial's) status in the block: diverged, stopped at a halving rung
+    (its validation is that step's), or complete."""
+    return "diverged" if mean is None else "stopped" if stopped_at is not None else "complete"

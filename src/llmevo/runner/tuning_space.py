@@ -89,6 +89,7 @@ from llmevo.errors import ConfigError, DivergedError
 from llmevo.registry import MODEL_SLOTS, ComponentChoice, TuningAxis
 from llmevo.runner.arm import Arm
 from llmevo.runner.cache import TuningEntries
+from llmevo.runner.fidelity import Fidelity, halve
 from llmevo.runner.presets import Preset
 from llmevo.runner.tuner import ArmChoice, model_components
 from llmevo.runner.tuning import (
@@ -97,6 +98,7 @@ from llmevo.runner.tuning import (
     check_plan,
     check_tuning_seeds,
     score_runs,
+    setting_status,
     tune_arm,
 )
 from llmevo.train.execution import Execution, RunSpec
@@ -144,6 +146,7 @@ class SpacePlan:
     grid: tuple[float, ...] = ()
     # who proposes the declared trials after the Sobol start (see the module docstring)
     sampler: Literal["sobol", "tpe", "gp"] = DEFAULT_SAMPLER
+    fidelity: Fidelity = Fidelity()  # how far each trial trains (runner.fidelity)
 
     kind: ClassVar[Literal["space"]] = "space"
 
@@ -190,8 +193,12 @@ class SpacePlan:
                                 execution, cache)
         cached = [CachedTuningRun(lr=float(trial.values["lr"]), seed=seed, trial=trial.number)
                   for trial in (*record.trials, *record.grid_trials) for seed in trial.cached]
+        grid = record.grid
+        steps = (record.steps_trained + (grid.steps_trained if grid is not None else 0),
+                 record.steps_asked + (grid.steps_asked if grid is not None else 0))
         return ArmChoice(chosen_config(config, record), record, cached,
-                         sum(len(trial.validation) for trial in (*record.trials, *record.grid_trials)))
+                         sum(len(trial.validation) for trial in (*record.trials, *record.grid_trials)),
+                         steps if self.fidelity.halving else None)
 
     def block(self, metric: str, records: dict[str, ArmSpaceTuning]) -> dict[str, Any]:
         return space_tuning_block(self, metric, records)
@@ -199,7 +206,7 @@ class SpacePlan:
 
 def check_space_plan(space: str, trials: int, seeds: Sequence[int], report_seeds: Sequence[int],
                      sampler_seed: int = DEFAULT_SAMPLER_SEED, grid: Sequence[float] = (),
-                     sampler: str = DEFAULT_SAMPLER) -> SpacePlan:
+                     sampler: str = DEFAULT_SAMPLER, fidelity: Fidelity = Fidelity()) -> SpacePlan:
     """A validated plan (``space``: ``full`` or a comma list of axis names; ``grid``: the lr
     grid the search is checked against, see ``GRID_FLOOR``; ``sampler``: one of ``SAMPLERS``);
     every problem is one ``ConfigError`` line, before any training. Axis names are checked
@@ -225,7 +232,7 @@ def check_space_plan(space: str, trials: int, seeds: Sequence[int], report_seeds
                           "(a choice needs at least two)")
     checked = check_tuning_seeds(seeds, report_seeds)
     floor = check_plan(grid, checked, report_seeds).grid if grid else ()
-    return SpacePlan(axes, trials, checked, sampler_seed, floor, sampler)  # type: ignore[arg-type]
+    return SpacePlan(axes, trials, checked, sampler_seed, floor, sampler, fidelity)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -345,6 +352,7 @@ class Trial:
     cached: tuple[int, ...] = ()  # tuning seeds loaded from the arm cache
     paths: dict[int, str] = field(default_factory=dict)  # tuning seed -> how its run trained
     sampled_by: Literal["sobol", "tpe", "gp"] = "sobol"  # tpe, gp: coordinates are that sampler's point
+    stopped_at: int | None = None  # halving: the rung step it stopped at (``validation`` is that step's)
 
     @property
     def mean(self) -> float | None:
@@ -363,9 +371,14 @@ class ArmSpaceTuning:
     at_limit: tuple[str, ...] = ()  # on an edge that is the axis's hard limit: not extended
     grid: ArmTuning | None = None  # the lr grid's runs at the arm's other settings (GRID_FLOOR)
     grid_trials: list[Trial] = field(default_factory=list)  # the same runs, as trials
+    rungs: list[dict[str, Any]] = field(default_factory=list)  # halving: each rung's trials and survivors
+    steps_trained: int = 0  # training steps of the search actually run (the grid floor's: grid)
+    steps_asked: int = 0  # the same with cache hits counted as trained
 
     def best(self, trials: Sequence[Trial] | None = None) -> Trial:
-        pool = [t for t in (self.trials if trials is None else trials) if t.mean is not None]
+        """The lowest mean among trials trained to full length (ties: the earlier)."""
+        pool = [t for t in (self.trials if trials is None else trials)
+                if t.mean is not None and t.stopped_at is None]
         if not pool:
             raise DivergedError(f"{self.label} arm: every tuning trial diverged; narrow the space "
                                 "(e.g. --tune-space with fewer axes) or lower the preset's lr", 0)
@@ -375,7 +388,7 @@ class ArmSpaceTuning:
         """The arm's choice: the search's best trial, unless a trial of the lr grid is lower
         (then the search's budget was too small to find what the grid found)."""
         best = self.best()
-        floor = [t for t in self.grid_trials if t.mean is not None]
+        floor = [t for t in self.grid_trials if t.mean is not None and t.stopped_at is None]
         grid_best = min(floor, key=lambda t: (t.mean, t.number)) if floor else None
         return grid_best if grid_best is not None and grid_best.mean < best.mean else best  # type: ignore[operator]
 
@@ -494,8 +507,17 @@ def tune_arm_space(
         specs = [RunSpec(seed, apply_settings(config, axes, trial.values),
                          label=f"trial {trial.number} seed {seed}")
                  for trial in trials for seed in plan.seeds]
-        values, hits, paths = score_runs(label, build, stream, specs, evaluate, device, progress,
-                                         execution, cache)
+        halving = halve(specs, len(plan.seeds), plan.fidelity,
+                        lambda call: score_runs(label, build, stream, call, evaluate, device, progress,
+                                                execution, cache))
+        values, hits, paths = halving.values, halving.hits, halving.paths
+        tuning.steps_trained += halving.steps_trained
+        tuning.steps_asked += halving.steps_asked
+        for candidate, step in halving.stopped.items():
+            trials[candidate].stopped_at = step
+        if len(halving.rungs) > 1:
+            tuning.rungs.extend({"steps": rung["steps"], "trials": [trials[c].number for c in rung["candidates"]],
+                                 "kept": [trials[c].number for c in rung["kept"]]} for rung in halving.rungs)
         for index, spec in enumerate(specs):
             trial = trials[index // len(plan.seeds)]
             trial.validation[spec.seed] = values[index]
@@ -508,19 +530,23 @@ def tune_arm_space(
             asked_trial.set_user_attr("settings", trial.values)
             if trial.mean is None:
                 study.tell(asked_trial, state=TrialState.FAIL)
+            elif trial.stopped_at is not None:  # a halving rung's reading is not a final value
+                study.tell(asked_trial, state=TrialState.PRUNED)
             else:
                 study.tell(asked_trial, trial.mean)
         if proposer is not None and phase == "declared":  # the sequential sampler learns each result
             for index, trial in enumerate(trials):
                 failed = trial.mean is None
+                # a trial stopped at a halving rung is told as pruned (its reading is not final)
+                state = (TrialState.FAIL if failed else TrialState.PRUNED if trial.stopped_at is not None
+                         else TrialState.COMPLETE)
+                value = None if state != TrialState.COMPLETE else trial.mean
                 if proposed:
-                    proposer.tell(proposed[index], None if failed else trial.mean,
-                                  state=TrialState.FAIL if failed else TrialState.COMPLETE)
+                    proposer.tell(proposed[index], value, state=state)
                 else:  # a Sobol start point, given to the sampler as a finished trial
                     proposer.add_trial(create_trial(
                         params={f"u:{name}": u for name, u in trial.coordinates.items()},
-                        distributions=distributions, state=TrialState.FAIL if failed else TrialState.COMPLETE,
-                        value=None if failed else trial.mean))
+                        distributions=distributions, state=state, value=value))
         tuning.trials.extend(trials)
 
     def declared(sobol: dict[str, float]) -> dict[str, float]:
@@ -572,7 +598,8 @@ def grid_floor(tuning: ArmSpaceTuning, build: Callable[[], nn.Module], stream: T
     ``plan.grid``, extended once past an edge, no confirmation: the same runs, so the same
     cache entries, as ``--tune-grid``), recorded as the arm's grid trials after its Sobol
     trials, every other axis at the arm's own setting."""
-    record = tune_arm(tuning.label, build, stream, config, TuningPlan(plan.grid, plan.seeds), evaluate,
+    record = tune_arm(tuning.label, build, stream, config,
+                      TuningPlan(plan.grid, plan.seeds, fidelity=plan.fidelity), evaluate,
                       device, progress, execution, cache)
     tuning.grid = record
     others = {axis.name: axis_setting(config, axis) for axis in tuning.axes if axis.name != "lr"}
@@ -584,7 +611,7 @@ def grid_floor(tuning: ArmSpaceTuning, build: Callable[[], nn.Module], stream: T
             len(tuning.trials) + len(tuning.grid_trials), "grid", {}, {}, values,
             dict(setting.values), tuple(seed for seed in plan.seeds if (setting.lr, seed) in cached),
             paths={seed: record.paths[(setting.lr, seed)] for seed in plan.seeds
-                   if (setting.lr, seed) in record.paths}))
+                   if (setting.lr, seed) in record.paths}, stopped_at=setting.stopped_at))
 
 
 def chosen_config(config: TrainConfig, tuning: ArmSpaceTuning) -> TrainConfig:
@@ -596,7 +623,7 @@ def _floor_record(tuning: ArmSpaceTuning, best: Trial, choice: Trial) -> dict[st
     """What the grid floor found for one arm: the grid's best against the search's best on
     the tuning seeds, and which the arm kept."""
     assert tuning.grid is not None
-    finite = [t for t in tuning.grid_trials if t.mean is not None]
+    finite = [t for t in tuning.grid_trials if t.mean is not None and t.stopped_at is None]
     grid_best = min(finite, key=lambda t: (t.mean, t.number)) if finite else None
     return {
         "grid": tuning.grid.grid, "extended": tuning.grid.extended,
@@ -660,6 +687,9 @@ def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTun
         "confirm_seeds": [],
         "arms": {},
     }
+    halving = plan.fidelity.halving  # under full the block is what it always was
+    if halving:
+        block["fidelity"] = plan.fidelity.record()
     for label, tuning in arms.items():
         best, choice = tuning.best(), tuning.choice()
         space = {}
@@ -679,12 +709,13 @@ def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTun
         block["arms"][label] = {
             "settings": [
                 {"lr": float(t.values["lr"]), "validation": {str(k): v for k, v in t.validation.items()},
-                 "mean": t.mean, "status": "complete" if t.mean is not None else "diverged",
+                 "mean": t.mean, "status": setting_status(t.mean, t.stopped_at),
                  "extension": t.phase == "extension", "trial": t.number, "phase": t.phase,
                  "values": dict(t.values), "coordinates": dict(t.coordinates),
                  "sobol": dict(t.sobol), "cached_seeds": list(t.cached),
                  "paths": {str(seed): path for seed, path in t.paths.items()},
-                 **({} if plan.sampler == "sobol" or t.phase == "grid" else {"sampled_by": t.sampled_by})}
+                 **({} if plan.sampler == "sobol" or t.phase == "grid" else {"sampled_by": t.sampled_by}),
+                 **({"stopped_at": t.stopped_at} if halving else {})}
                 for t in (*tuning.trials, *tuning.grid_trials)
             ],
             "chosen": {k: float(v) for k, v in choice.values.items()},
@@ -694,5 +725,7 @@ def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTun
             "chosen_on_edge": on_edge,
             "confirmed": [],
             **({} if tuning.grid is None else {"grid_floor": _floor_record(tuning, best, choice)}),
+            **({"rungs": tuning.rungs + ([{"grid": True, **rung} for rung in tuning.grid.rungs]
+                                         if tuning.grid is not None else [])} if halving else {}),
         }
     return block

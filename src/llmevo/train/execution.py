@@ -66,6 +66,9 @@ class RunSpec:
     seed: int
     config: TrainConfig
     label: str = ""
+    # stop after this many steps (a multi-fidelity rung, ``runner.fidelity``): the run keeps its
+    # full settings (``config.steps`` sets the schedule) and ends early; None: trains to the end
+    stop_after: int | None = None
 
 
 @dataclass(frozen=True)
@@ -155,10 +158,12 @@ def _run_job(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, 
     model = build()
     label = spec.label or f"seed {spec.seed}"
     logger = logs.run(spec.label or f"seed{spec.seed}") if logs is not None else None
+    stop_after = spec.stop_after
+    on_step = None if stop_after is None else (lambda step, loss: step + 1 < stop_after)
     try:
         result = train(model, stream, spec.config, spec.seed, device,
                        build_optimizer(spec.config.optimizer), progress,
-                       description=f"{description} {label}", logger=logger)
+                       description=f"{description} {label}", on_step=on_step, logger=logger)
     finally:
         if logger is not None:
             logger.close()
@@ -205,7 +210,9 @@ def train_many(
             chosen = "parallel" if chosen.startswith("parallel") else "sequential"
             note = f"cannot run batched: {', '.join(refused)}; ran {chosen}"
     count = min(workers or os.cpu_count() or 1, len(runs)) if chosen.startswith("parallel") else 1
-    keys = [replica_group_key(spec.config, build_optimizer(spec.config.optimizer)) for spec in runs]
+    # a run stopped early trains alone (the replica trainer has no early stop)
+    keys = [None if spec.stop_after is not None
+            else replica_group_key(spec.config, build_optimizer(spec.config.optimizer)) for spec in runs]
     jobs = _plan(keys, batched, replicas_max, count)
     parallel = count > 1 and len(jobs) > 1
     if parallel:
@@ -223,7 +230,8 @@ def train_many(
         kind = ("parallel-" if parallel else "") + ("batched" if was_batched else "")
         kind = kind.strip("-") or "sequential"
         if batched and keys[index] is None and not note:
-            note = f"optimizer '{spec.config.optimizer.name}' has no batched implementation"
+            note = (f"a run stopped after {spec.stop_after} steps trains alone" if spec.stop_after is not None
+                    else f"optimizer '{spec.config.optimizer.name}' has no batched implementation")
         outcomes.append(RunOutcome(spec, model, result, kind, note))
     return outcomes
 
