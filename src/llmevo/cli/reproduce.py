@@ -22,6 +22,7 @@ from llmevo.cli.common import (
     LauncherFolderOption,
     LauncherOption,
     LayersOption,
+    MatchOption,
     ParamOption,
     PresetName,
     RungOption,
@@ -109,6 +110,7 @@ def reproduce(
     layers: LayersOption = None,
     heads: HeadsOption = None,
     param: ParamOption = "standard",
+    match: MatchOption = "tokens",
     tokens_per_parameter: Annotated[float | None, typer.Option(
         help="With the size dial: training tokens per parameter (default quick's, about 7.26).")] = None,
     seq_len: Annotated[int | None, typer.Option(
@@ -219,7 +221,8 @@ def reproduce(
                                "--publish": publish or None, "--tune-space": tune_space, "--init-from": init_from,
                                "--tune-trials": tune_trials, "--tune-sampler": tune_sampler,
                                "--allow-noop": allow_noop or None,
-                               "--param": None if param == "standard" else param})
+                               "--param": None if param == "standard" else param,
+                               "--match": None if match == "tokens" else match})
         return
     launching = launch_options(launcher, jobs, slurm_partition, job_minutes, launcher_folder)
     table_only = {"--only": only, "--time-limit": time_limit, "--storage": storage, "--study": study,
@@ -231,7 +234,8 @@ def reproduce(
     if all_:
         single = {"NAME": name, "--against": against, "--seed": seed, "--save-checkpoints": save_checkpoints,
                   "--tensorboard": tensorboard, "--rung": rung, "--d-model": d_model, "--layers": layers,
-                  "--heads": heads, "--param": None if param == "standard" else param, "--init-from": init_from, "--genome": genome, "--lr": lr, "--batch-size": batch_size,
+                  "--heads": heads, "--param": None if param == "standard" else param,
+                  "--match": None if match == "tokens" else match, "--init-from": init_from, "--genome": genome, "--lr": lr, "--batch-size": batch_size,
                   "--method-config": method_config, "--allow-noop": allow_noop or None, "--post-steps": post_steps, "--replace": replace or None,
                   "--no-tune": tune is False or None, "--no-report": (not report) or None,
                   "--tokens-per-parameter": tokens_per_parameter, "--seq-len": seq_len,
@@ -267,7 +271,7 @@ def reproduce(
         name=name, against=against, preset=preset, device=device,
         seeds=None if seed is None and seeds is None else parse_seeds(seed, seeds),
         data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), threads=threads,
-        rung=rung, d_model=d_model, layers=layers, heads=heads, param=param, init_from=init_from, genome=genome,
+        rung=rung, d_model=d_model, layers=layers, heads=heads, param=param, match=match, init_from=init_from, genome=genome,
         tokens_per_parameter=tokens_per_parameter, seq_len=seq_len,
         steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps, weight_decay=weight_decay,
         schedule=schedule, suite=suite, publish=publish, allow_dirty=allow_dirty, replace=replace,
