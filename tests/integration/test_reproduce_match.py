@@ -18,11 +18,11 @@ from cli_runner import assert_refused
 
 from llmevo.errors import ConfigError
 from llmevo.experiments import LadderRequest, ReproductionRequest, reproduce
+from llmevo.model.config import ModelConfig
+from llmevo.registry import ComponentChoice
 from llmevo.runner.arm import Arm
 from llmevo.runner.compare import FlopsBudget, check_equal_budget
 from llmevo.runner.flops import FlopCount
-from llmevo.model.config import ModelConfig
-from llmevo.registry import ComponentChoice
 
 MHA, MLA = 933_888.0, 983_040.0  # llama_modern's and mla's counted FLOPs per token (test_flops_reference)
 REPO_ROOT = Path(__file__).resolve().parents[2]
