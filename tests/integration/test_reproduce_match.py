@@ -16,10 +16,14 @@ from types import SimpleNamespace
 import pytest
 from cli_runner import assert_refused
 
+from llmevo.artifacts import load_artifact
 from llmevo.errors import ConfigError
 from llmevo.experiments import LadderRequest, ReproductionRequest, reproduce
 from llmevo.model.config import ModelConfig
+from llmevo.promotion import family_members
 from llmevo.registry import ComponentChoice
+from llmevo.reports.leaderboard import build_leaderboard, render_markdown
+from llmevo.reports.readme import write_report
 from llmevo.runner.arm import Arm
 from llmevo.runner.compare import FlopsBudget, check_equal_budget
 from llmevo.runner.flops import FlopCount
@@ -38,7 +42,7 @@ def _fresh_cache(parent: Path, cache_dir: Path) -> Path:
 
 
 def _request(tmp_path: Path, data_dir: Path, cache: Path, match: str, **changes) -> ReproductionRequest:
-    settings = {"seeds": [42, 43], "steps": 20, "tune_grid": [1e-3, 3e-3], "tune_confirm": 0, **changes}
+    settings = {"seeds": [42, 43, 44], "steps": 20, "tune_grid": [1e-3, 3e-3], "tune_confirm": 0, **changes}
     return ReproductionRequest(name="mla", preset="smoke", threads=1, device="cpu", path="sequential",
                                data_dir=data_dir, cache_dir=cache, report=False, match=match,
                                out=tmp_path / f"{match}.json", **settings)
@@ -68,13 +72,32 @@ def test_flops_matching_sets_the_method_steps_and_keeps_the_baseline(tmp_path, d
     budget = {label: arm["budget"]["steps_per_run"] for label, arm in flops["tuning"]["arms"].items()}
     assert budget == {"baseline": 20, "method": 19}
     # the baseline trained as under tokens: every one of its runs came from the tokens run's cache entries
-    assert flops["cache"]["baseline"]["report_seeds"] == [42, 43]
+    assert flops["cache"]["baseline"]["report_seeds"] == [42, 43, 44]
     assert len(flops["cache"]["baseline"]["tuning"]) == tokens["tuning"]["arms"]["baseline"]["budget"]["runs"]
     assert flops["cache"]["method"]["report_seeds"] == []
     assert flops["baseline"]["lm_loss"] == tokens["baseline"]["lm_loss"]
     assert flops["method"]["lm_loss"] != tokens["method"]["lm_loss"]
-    for seed in ("42", "43"):  # the method's curve is its 19 steps
+    for seed in ("42", "43", "44"):  # the method's curve is its 19 steps
         assert len(flops["training_curves"]["method"]["per_seed"][seed]) == 19
+    _the_report_and_the_leaderboard_say_which_matching(tmp_path)
+
+
+def _the_report_and_the_leaderboard_say_which_matching(folder: Path) -> None:
+    """The report's protocol and the leaderboard's row name the matching; a FLOP-matched
+    artifact stays out of the Holm family (one claim is not tested twice), the tokens one is in."""
+    entries = [(folder / f"{match}.json", load_artifact(folder / f"{match}.json")) for match in ("tokens", "flops")]
+    write_report(entries[1][1], entries[1][0], folder / "report")
+    text = (folder / "report" / "README.md").read_text()
+    assert "| steps per arm | baseline 20, method 19 (FLOP-matched) |" in text
+    assert "equal training FLOPs (--match flops): baseline 20 steps at 933,888 FLOPs per token, method 19" in text
+    rows = build_leaderboard(entries, folder)
+    by_source = {Path(row["source"]).name: row for row in rows}
+    assert "match" not in by_source["tokens.json"] and by_source["flops.json"]["match"] == "flops"
+    assert by_source["flops.json"]["flops_ratio_per_token"] == pytest.approx(MLA / MHA)
+    assert by_source["flops.json"]["holm"] is None and by_source["tokens.json"]["holm"] is not None
+    assert [path.name for path, _ in family_members(entries)] == ["tokens.json"]
+    markdown = render_markdown(rows, folder / "LEADERBOARD.md", folder)
+    assert "*(FLOP-matched: method at 1.053x the FLOPs per token, never promotes)*" in markdown
 
 
 def _runs(tokens: dict[str, int]) -> dict[str, dict[int, SimpleNamespace]]:
