@@ -152,3 +152,15 @@ def test_match_flops_is_refused_where_it_cannot_apply(workdir, capsys, args, mes
 
 def test_a_bad_match_is_refused(workdir, capsys):
     assert_refused(["reproduce", "mla", "--match", "params"], "--match", capsys, workdir)
+
+
+def test_the_command_says_how_it_matched(workdir, capsys):
+    from cli_runner import run_cli
+
+    assert run_cli(["reproduce", "mla", "--match", "flops", "--steps", "4", "--no-report", "--threads", "1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps lines
+    # 4 x 0.95 = 3.8 rounds to 4 steps: the ratio says what rounding left
+    assert ("matched on training FLOPs: baseline 4 steps at 933,888 FLOPs per token, method 4 at 983,040 "
+            "(total ratio 1.0526)") in out
+    written = [path.name for path in (workdir / "runs").rglob("*.json")]
+    assert written == ["public-flops-seed42.json"]

@@ -293,6 +293,12 @@ def reproduce(
     from rich.markup import escape
 
     console.print(f"[bold]verdict:[/] {escape(artifact.verdict.summary) if artifact.verdict else '—'}")
+    flops = artifact.setup.flops if artifact.setup.match == "flops" else None
+    if flops is not None:
+        per_token = flops.flops_per_token
+        console.print(f"matched on training FLOPs: baseline {flops.steps['baseline']:,} steps at "
+                      f"{per_token['baseline']['counted']:,.0f} FLOPs per token, method {flops.steps['method']:,} "
+                      f"at {per_token['method']['counted']:,.0f} (total ratio {flops.ratio:.4f})")
     console.print(f"artifact: {outputs.artifact}")
     if outputs.checkpoints is not None:
         for label in ("baseline", "method"):
