@@ -179,7 +179,9 @@ class LadderRequest(SectionedRequest):
     Sections (``experiments.sections``, each field also flat): ``run``, handed whole to every
     rung; ``tuning`` (``tune_seeds``, ``tune_confirm``: every rung is tuned, its grid the
     ladder's); ``size`` (``tokens_per_parameter`` replaces quick's ratio, about 7.26, at every
-    rung; the rungs and ``context`` choose the rest)."""
+    rung; ``param`` and ``match`` apply at every rung, ``match="flops"`` giving each rung's
+    method arm the steps that spend its baseline's training FLOPs, the folder ``-flops``; the
+    rungs and ``context`` choose the rest)."""
 
     refused: ClassVar[dict[str, str]] = {
         "tune": "a ladder tunes every rung",
