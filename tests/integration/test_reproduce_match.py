@@ -17,7 +17,9 @@ import pytest
 from cli_runner import assert_refused
 
 from llmevo.artifacts import load_artifact
+from llmevo.artifacts.schema import TrainingCurves
 from llmevo.errors import ConfigError
+from llmevo.eval.time_to_target import artifact_time_to_target, time_to_target
 from llmevo.experiments import LadderRequest, ReproductionRequest, reproduce
 from llmevo.model.config import ModelConfig
 from llmevo.promotion import family_members
@@ -98,6 +100,17 @@ def _the_report_and_the_leaderboard_say_which_matching(folder: Path) -> None:
     assert [path.name for path, _ in family_members(entries)] == ["tokens.json"]
     markdown = render_markdown(rows, folder / "LEADERBOARD.md", folder)
     assert "*(FLOP-matched: method at 1.053x the FLOPs per token, never promotes)*" in markdown
+    # time to target: steps weighed by FLOPs per token (a share of the baseline's FLOPs)
+    # curves made by hand: the baseline ends at 1.0 on step 20, the method gets there on step 10
+    seeds = {str(seed): None for seed in (42, 43, 44)}
+    curves = TrainingCurves.model_validate({
+        "baseline": {"steps": list(range(1, 21)), "per_seed": {s: [20.0 - i for i in range(20)] for s in seeds}},
+        "method": {"steps": list(range(1, 20)), "per_seed": {s: [10.0 - i for i in range(19)] for s in seeds}}})
+    artifact = entries[1][1].model_copy(update={"training_curves": curves})
+    assert time_to_target(curves.model_dump(), [42, 43, 44])["fraction"] == pytest.approx(0.5)  # in steps
+    in_flops = artifact_time_to_target(artifact)
+    assert in_flops["unit"] == "flops" and in_flops["fraction"] == pytest.approx(0.5 * MLA / MHA)
+    assert "unit" not in (artifact_time_to_target(entries[0][1]) or {})
 
 
 def _runs(tokens: dict[str, int]) -> dict[str, dict[int, SimpleNamespace]]:
