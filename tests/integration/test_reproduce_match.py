@@ -111,6 +111,14 @@ def _the_report_and_the_leaderboard_say_which_matching(folder: Path) -> None:
     in_flops = artifact_time_to_target(artifact)
     assert in_flops["unit"] == "flops" and in_flops["fraction"] == pytest.approx(0.5 * MLA / MHA)
     assert "unit" not in (artifact_time_to_target(entries[0][1]) or {})
+    write_report(artifact, entries[1][0], folder / "report-reached")
+    assert ("reached the baseline's final training loss in 53% [53, 53] of the baseline's training FLOPs"
+            in (folder / "report-reached" / "README.md").read_text())
+    flat = TrainingCurves.model_validate({**curves.model_dump(), "method": {
+        "steps": list(range(1, 20)), "per_seed": {s: [10.0] * 19 for s in seeds}}})
+    write_report(artifact.model_copy(update={"training_curves": flat}), entries[1][0], folder / "report-never")
+    assert ("Time to target: no seed of the method reached the baseline's final training loss within its budget."
+            in (folder / "report-never" / "README.md").read_text())
 
 
 def _runs(tokens: dict[str, int]) -> dict[str, dict[int, SimpleNamespace]]:

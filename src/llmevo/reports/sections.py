@@ -218,6 +218,8 @@ def _verdict_section(artifact: ReproductionArtifact) -> Section:
     reached = describe(found)
     unit = "training FLOPs" if found is not None and found.get("unit") == "flops" else "steps"
     timing = () if reached is None else (
+        "Time to target: no seed of the method reached the baseline's final training loss within "
+        "its budget.",) if found is not None and found.get("fraction") is None else (
         f"Time to target: the method reached the baseline's final training loss in {reached} of "
         f"the baseline's {unit} (geometric mean over the seeds, 95% interval; the same runs read "
         "at equal loss instead of equal budget).",)
