@@ -121,8 +121,8 @@ def match_flops(baseline: Arm, method: Arm, views: dict[str, DataView], preset: 
     if baseline.data != method.data:
         raise ConfigError(f"--match flops: the arms read different data views ({baseline.data}, {method.data}), "
                           "so a FLOP per token is not one unit across them; use --match tokens")
-    train = preset.train
     data = views[baseline.data]
+    train = arm_train_config(baseline, data, preset)  # the window is the data view's
     needed = train.batch_size * (train.seq_len + 1)
     if data.stream.numel() < needed:
         raise ConfigError(f"--match flops: the training stream holds {data.stream.numel():,} tokens, fewer "
