@@ -199,11 +199,15 @@ def comparison_key(artifact: ReproductionArtifact) -> tuple[str, str | None, str
 def family_members(entries: Sequence[tuple[Path, Artifact]]) -> list[tuple[Path, ReproductionArtifact]]:
     """The tuned formal reproductions of ``entries`` with an interval on their headline
     change, the newest per ``comparison_key`` (an older one is superseded, not a member),
-    in path order."""
+    in path order. A compute-matched reproduction (``--match flops``) is no member: it reads
+    the same claim at another budget, so counting it would test one hypothesis twice, and the
+    protocol of record matches tokens; it is shown beside the family, never promoting."""
     newest: dict[tuple, tuple[Path, ReproductionArtifact]] = {}
     for path, artifact in entries:
         if not (isinstance(artifact, ReproductionArtifact) and artifact.tuning is not None
                 and artifact.evaluation_protocol.formal_comparison):
+            continue
+        if artifact.setup.match == "flops":
             continue
         change = artifact.headline_change
         if change.percent is None or change.ci_low is None or change.ci_high is None:

@@ -78,6 +78,10 @@ USAGE = [
     (["reproduce", "--all", "--param", "mup"], "--param applies to one comparison"),
     (["ladder", "soap", "--param", "mup", "--rungs=-2,-1"], "optimizer 'soap' does not take"),
     (["evolve", "--param", "mup"], "No such option"),
+    # --match flops: refused where there is nothing to match (tests/integration/test_reproduce_match.py)
+    (["ladder", "muon", "--match", "flops", "--rungs=-2,-1"], "build the same model"),
+    (["ladder", "rope", "--match", "macs", "--rungs=-2,-1"], "'macs' is not one of"),
+    (["evolve", "--match", "flops"], "No such option"),
     (["reproduce", "peri_ln", "--param", "completep", "--preset", "quick", "--layers", "4"],
      "block 'peri_ln' does not scale its residual branches"),
 ]

@@ -100,6 +100,7 @@ def _options(data_dir: Path) -> dict[str, list[list[str]]]:
         "--storage": ["--storage", "sqlite:///walk.db"],
         "--study": ["--study", "walk"],
         "--param": ["--param", "mup"],
+        "--match": ["--match", "flops"],
         "--launcher": ["--launcher", "local"],
         "--jobs": ["--jobs", "3"],
         "--slurm-partition": ["--slurm-partition", "gpu"],

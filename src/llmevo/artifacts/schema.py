@@ -147,6 +147,20 @@ class DatasetInfo(_Block):
     data_recipes: dict[Literal["baseline", "method"], dict[str, Any]] | None = None
 
 
+class FlopsMatch(_Block):
+    """How the arms' compute was matched (``--match flops``, ``runner.flops``): each arm's
+    training FLOPs per token (``counted``: what matching uses, routed experts at their active
+    share; ``computed``: what ran), the steps each arm trained, each arm's total training
+    FLOPs (counted per token x tokens) and the method's total over the baseline's."""
+
+    counted_by: str
+    flops_per_token: dict[Literal["baseline", "method"], dict[str, float]]
+    steps: dict[Literal["baseline", "method"], int]
+    tokens: dict[Literal["baseline", "method"], int]
+    total_flops: dict[Literal["baseline", "method"], float]
+    ratio: float
+
+
 class Setup(_Block):
     seed: int
     steps_per_variant: int
@@ -180,6 +194,10 @@ class Setup(_Block):
     # its training workers, tuning included, and its wall time; cached runs cost what loading them did
     cpu_seconds: float | None = None
     reproduction_wall_seconds: float | None = None
+    # how the arms' budgets were matched: absent (tokens, the default: equal tokens) or
+    # "flops" with its block (``--match flops``: equal training FLOPs, the method's steps set)
+    match: Literal["tokens", "flops"] | None = None
+    flops: FlopsMatch | None = None
 
 
 class ArmResult(_Block):

@@ -68,6 +68,11 @@ ParamOption = Annotated[ParamName, typer.Option(
     "Table 8: hidden weights at init std 0.02/sqrt(m) and lr/m, logits x 1/m, m = d_model/64; the "
     "standard model at rung 0); completep (mup plus residual branches x 2/layers, CompleteP alpha=1). "
     "Adam-family optimizers and the transformer's slots only.")]
+MatchOption = Annotated[Literal["tokens", "flops"], typer.Option(
+    "--match", help="What the two arms' budgets hold equal: tokens (default: the same steps on the same "
+    "tokens), or flops (each arm's training FLOPs per token counted on one forward and backward pass, "
+    "routed experts at their active share; the method trains the steps that spend the baseline's "
+    "FLOPs, tuning included; files say -flops). Model-slot comparisons only.")]
 
 # the launcher (llmevo.experiments.launcher), the same on every command with shared work
 LauncherOption = Annotated[str | None, typer.Option(

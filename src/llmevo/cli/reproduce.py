@@ -22,6 +22,7 @@ from llmevo.cli.common import (
     LauncherFolderOption,
     LauncherOption,
     LayersOption,
+    MatchOption,
     ParamOption,
     PresetName,
     RungOption,
@@ -109,6 +110,7 @@ def reproduce(
     layers: LayersOption = None,
     heads: HeadsOption = None,
     param: ParamOption = "standard",
+    match: MatchOption = "tokens",
     tokens_per_parameter: Annotated[float | None, typer.Option(
         help="With the size dial: training tokens per parameter (default quick's, about 7.26).")] = None,
     seq_len: Annotated[int | None, typer.Option(
@@ -225,7 +227,8 @@ def reproduce(
                                "--tune-space": tune_space, "--init-from": init_from,
                                "--tune-trials": tune_trials, "--tune-sampler": tune_sampler,
                                "--tune-fidelity": tune_fidelity, "--allow-noop": allow_noop or None,
-                               "--param": None if param == "standard" else param})
+                               "--param": None if param == "standard" else param,
+                               "--match": None if match == "tokens" else match})
         return
     launching = launch_options(launcher, jobs, slurm_partition, job_minutes, launcher_folder)
     table_only = {"--only": only, "--time-limit": time_limit, "--storage": storage, "--study": study,
@@ -237,7 +240,8 @@ def reproduce(
     if all_:
         single = {"NAME": name, "--against": against, "--seed": seed, "--save-checkpoints": save_checkpoints,
                   "--tensorboard": tensorboard, "--rung": rung, "--d-model": d_model, "--layers": layers,
-                  "--heads": heads, "--param": None if param == "standard" else param, "--init-from": init_from, "--genome": genome, "--lr": lr, "--batch-size": batch_size,
+                  "--heads": heads, "--param": None if param == "standard" else param,
+                  "--match": None if match == "tokens" else match, "--init-from": init_from, "--genome": genome, "--lr": lr, "--batch-size": batch_size,
                   "--method-config": method_config, "--allow-noop": allow_noop or None, "--post-steps": post_steps, "--replace": replace or None,
                   "--no-tune": tune is False or None, "--no-report": (not report) or None,
                   "--tokens-per-parameter": tokens_per_parameter, "--seq-len": seq_len,
@@ -274,7 +278,7 @@ def reproduce(
         name=name, against=against, preset=preset, device=device,
         seeds=None if seed is None and seeds is None else parse_seeds(seed, seeds),
         data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), threads=threads,
-        rung=rung, d_model=d_model, layers=layers, heads=heads, param=param, init_from=init_from, genome=genome,
+        rung=rung, d_model=d_model, layers=layers, heads=heads, param=param, match=match, init_from=init_from, genome=genome,
         tokens_per_parameter=tokens_per_parameter, seq_len=seq_len,
         steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps, weight_decay=weight_decay,
         schedule=schedule, suite=suite, publish=publish, allow_dirty=allow_dirty, replace=replace,
@@ -296,6 +300,12 @@ def reproduce(
     from rich.markup import escape
 
     console.print(f"[bold]verdict:[/] {escape(artifact.verdict.summary) if artifact.verdict else '—'}")
+    flops = artifact.setup.flops if artifact.setup.match == "flops" else None
+    if flops is not None:
+        per_token = flops.flops_per_token
+        console.print(f"matched on training FLOPs: baseline {flops.steps['baseline']:,} steps at "
+                      f"{per_token['baseline']['counted']:,.0f} FLOPs per token, method {flops.steps['method']:,} "
+                      f"at {per_token['method']['counted']:,.0f} (total ratio {flops.ratio:.4f})")
     console.print(f"artifact: {outputs.artifact}")
     if outputs.checkpoints is not None:
         for label in ("baseline", "method"):

@@ -7,10 +7,12 @@ slot: ``Position(config, dims)``, ``Attention(config, dims, layer_index)``,
 and local decoder each count their own), so a depth-dependent component (a per-layer init or
 schedule) needs nothing outside its module.
 
-Two optional hooks, both inert for a model without such parts: ``AdjustsInit`` (a part that
-rescales its submodules' default initialisation, DeepNorm's beta) and ``AuxiliaryLoss`` (a part
+Three optional hooks, each inert for a model without such parts: ``AdjustsInit`` (a part that
+rescales its submodules' default initialisation, DeepNorm's beta), ``AuxiliaryLoss`` (a part
 that adds a term to the training objective, a mixture of experts' load-balancing loss, read by
-the trainers through ``AuxiliaryLosses``).
+the trainers through ``AuxiliaryLosses``) and ``RoutedExperts`` (a part that evaluates every
+expert on every token though each token uses only some of them: the FLOP count,
+``runner.flops``, counts the active ones).
 
 A component config with two spellings of one network (``kv_heads`` None and ``kv_heads`` =
 heads; RoPE's ``rotary_dim`` None and the head dimension) is a ``SpelledOneWay`` and says
@@ -184,6 +186,17 @@ class AuxiliaryLoss:
 
     recording: bool = False
     auxiliary_loss: Tensor | None = None
+
+
+class RoutedExperts:
+    """A model part whose experts all run on every token while its paper dispatches each token
+    to ``active_experts`` of them (a mixture of experts evaluated densely, for determinism and
+    batching). ``runner.flops`` counts a token's *active* compute: the FLOPs the part
+    computes, less those of ``len(experts) - active_experts`` experts. ``experts`` are alike
+    (one shape), each taking (N, D) to (N, D)."""
+
+    experts: nn.ModuleList
+    active_experts: int
 
 
 class AuxiliaryLosses:

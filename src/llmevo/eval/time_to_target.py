@@ -93,7 +93,9 @@ def time_to_target(curves: Mapping[str, Mapping[str, Any]], seeds: Sequence[int]
 
 def artifact_time_to_target(artifact: ReproductionArtifact) -> dict[str, Any] | None:
     """``time_to_target`` of a reproduction artifact's curves, its summary only (fraction,
-    interval, seeds reached). None where the two training curves are not one quantity: without
+    interval, seeds reached); for compute-matched arms (``--match flops``) the fraction is of
+    the baseline's training FLOPs (each step weighed by its arm's FLOPs per token; ``unit``
+    ``flops``). None where the two training curves are not one quantity: without
     curves, after a post-training stage, arms drawing different data (a data recipe: a filtered
     stream has another loss) or another tokenization (a decisive metric other than lm_loss,
     e.g. bits per byte)."""
@@ -102,7 +104,17 @@ def artifact_time_to_target(artifact: ReproductionArtifact) -> dict[str, Any] | 
     if curves is None or artifact.setup.post_training or artifact.dataset.data_recipes or metric != "lm_loss":
         return None
     found = time_to_target(curves.model_dump(), [row.seed for row in artifact.per_seed or []])
-    return None if found is None else {key: found[key] for key in ("fraction", "ci_low", "ci_high", "reached", "seeds")}
+    if found is None:
+        return None
+    summary = {key: found[key] for key in ("fraction", "ci_low", "ci_high", "reached", "seeds")}
+    flops = artifact.setup.flops if artifact.setup.match == "flops" else None
+    if flops is not None:  # compute-matched arms: steps weighed by each arm's FLOPs per token
+        per_token = flops.flops_per_token
+        scale = per_token["method"]["counted"] / per_token["baseline"]["counted"]
+        summary.update({key: None if summary[key] is None else summary[key] * scale
+                        for key in ("fraction", "ci_low", "ci_high")})
+        summary["unit"] = "flops"
+    return summary
 
 
 def describe(found: dict[str, Any] | None) -> str | None:

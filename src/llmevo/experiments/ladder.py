@@ -195,7 +195,9 @@ class LadderRequest(SectionedRequest):
     Sections (``experiments.sections``, each field also flat): ``run``, handed whole to every
     rung; ``tuning`` (``tune_seeds``, ``tune_confirm``: every rung is tuned, its grid the
     ladder's); ``size`` (``tokens_per_parameter`` replaces quick's ratio, about 7.26, at every
-    rung; the rungs and ``context`` choose the rest)."""
+    rung; ``param`` and ``match`` apply at every rung, ``match="flops"`` giving each rung's
+    method arm the steps that spend its baseline's training FLOPs, the folder ``-flops``; the
+    rungs and ``context`` choose the rest)."""
 
     refused: ClassVar[dict[str, str]] = {
         "tune": "a ladder tunes every rung",
@@ -258,6 +260,7 @@ class LadderRequest(SectionedRequest):
             run=self.run.model_copy(update={"command": command}),
             tuning=TuningSection(tune=True, tune_seeds=self.tuning.tune_seeds, tune_confirm=self.tune_confirm),
             size=SizeSection(rung=rung, tokens_per_parameter=self.size.tokens_per_parameter, param=self.size.param,
+                             match=self.size.match,
                              seq_len=context_length(rung) if self.context == "grow" else None))
 
     def plan(self) -> LadderPlan:
@@ -274,7 +277,7 @@ class LadderRequest(SectionedRequest):
         paper = comparison.spec.manifest.paper
         folder = self.out or ladder_folder(
             f"{paper.arxiv_id}-{comparison.spec.name}" if paper else comparison.spec.name,
-            comparison.against, self.run.publish, self.context, self.size.param)
+            comparison.against, self.run.publish, self.context, self.size.param, self.size.match)
         check_output_dir(folder, "--out")
         rungs = []
         for index, rung in enumerate(self.rungs):
@@ -297,7 +300,8 @@ class LadderRequest(SectionedRequest):
                 "tokens_per_parameter": self.size.tokens_per_parameter, "margin": self.margin,
                 "resamples": self.resamples, "preset": preset, "context": self.context,
                 **({"include_degenerate": True} if self.include_degenerate else {}),
-                **({"param": self.size.param} if self.size.param != "standard" else {})}
+                **({"param": self.size.param} if self.size.param != "standard" else {}),
+                **({"match": self.size.match} if self.size.match != "tokens" else {})}
 
     def _shared(self, against: str | None) -> SharedLadder | None:
         self.launch.check(self.storage)
@@ -321,12 +325,13 @@ class LadderRequest(SectionedRequest):
 
 
 def ladder_folder(name: str, against: str | None, publish: bool, context: str = "fixed",
-                  param: str = "standard") -> Path:
-    """``docs/ladders/<paper>-<name>[-vs-<other>][-context-grow][-mup]`` when published, else
-    under ``runs/ladders``."""
+                  param: str = "standard", match: str = "tokens") -> Path:
+    """``docs/ladders/<paper>-<name>[-vs-<other>][-context-grow][-mup][-flops]`` when published,
+    else under ``runs/ladders``."""
     slug = (name + (f"-vs-{against_slug(against)}" if against is not None else "")
             + ("-context-grow" if context == "grow" else "")
-            + (f"-{param}" if param != "standard" else ""))
+            + (f"-{param}" if param != "standard" else "")
+            + (f"-{match}" if match != "tokens" else ""))
     return (Path("docs/ladders") if publish else Path("runs/ladders")) / slug
 
 

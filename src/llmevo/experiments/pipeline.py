@@ -232,6 +232,8 @@ class ReproductionRequest(SectionedRequest):
             comparison = resolve_arms(comparison, post_training)
         else:
             tuned = tuning_options.wanted(preset.name in TUNED_BY_DEFAULT)
+        if self.size.match == "flops":
+            check_flops_match(comparison)
         seeds = list(self.seeds) if self.seeds is not None else (
             list(DEFAULT_REPORT_SEEDS) if tuned else [42])
         tuning: Tuner | None = None
@@ -262,7 +264,7 @@ class ReproductionRequest(SectionedRequest):
             tensorboard=self.tensorboard,
             threads=run.threads, publish=run.publish, allow_dirty=run.allow_dirty,
             repo_root=run.repo_root, command=command, size=size, replace=run.replace,
-            init_from=init_from, allow_noop=self.allow_noop,
+            init_from=init_from, allow_noop=self.allow_noop, match=self.size.match,
         )
 
     def _check_post_training_options(self, comparison: Comparison) -> None:
@@ -313,11 +315,11 @@ class ReproductionRequest(SectionedRequest):
 
     def _size_label(self, size: Size | None) -> str | None:
         """``size_label`` with ``-mup`` (or ``mup`` alone) under a parametrization other than
-        standard, so that its files never replace the standard run's."""
-        label = size_label(size)
-        if self.size.param == "standard":
-            return label
-        return f"{label}-{self.size.param}" if label else self.size.param
+        standard and ``-flops`` under ``--match flops``, so that their files never replace the
+        standard, token-matched run's."""
+        parts = [size_label(size), None if self.size.param == "standard" else self.size.param,
+                 None if self.size.match == "tokens" else self.size.match]
+        return "-".join(part for part in parts if part) or None
 
     def _outputs(self, comparison: Comparison, preset: Preset, seeds: list[int],
                  tuned: bool, size: Size | None,
@@ -354,6 +356,24 @@ def plan_arms(name: str, against: str | None = None, genome: Path | None = None,
                               "and the method the genome, each from a random initialisation")
     read, _ = read_genome(genome)
     return genome_comparison(read, name, genome, base_model or ModelConfig())
+
+
+def check_flops_match(comparison: Comparison) -> None:
+    """Refuse ``--match flops`` where it has nothing to match or no common unit: a
+    post-training method (one shared pretraining), an optimizer or a data recipe (both arms
+    build the same model, so equal FLOPs per token: the optimizer's own step is not counted),
+    and arms on different tokenizations (a FLOP per byte is not a FLOP per token)."""
+    spec, (baseline, method) = comparison.spec, comparison.arms
+    if spec.slot == "post_training":
+        raise ConfigError(f"--match flops: '{spec.name}' is a post-training method; its arms share one "
+                          "pretraining, so there is no pretraining compute to match (drop --match)")
+    if baseline.data != method.data:
+        raise ConfigError(f"--match flops: the arms of '{spec.name}' read different tokenizations "
+                          f"({baseline.data}, {method.data}), so a FLOP per token is not one unit; drop --match")
+    if baseline.model == method.model:
+        raise ConfigError(f"--match flops: both arms of '{spec.name}' build the same model ({spec.slot} slot), "
+                          "so their FLOPs per token are equal (an optimizer's own step is not counted) and "
+                          "--match flops would train what --match tokens does; drop --match")
 
 
 def check_buildable(comparison: Comparison) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -382,6 +382,7 @@ class ReproductionPlan:
     size: Size | None = None  # the size dial (a rung or explicit sizes); None: the preset's model
     init_from: LlamaCheckpoint | None = None  # both arms start from it, on its own tokenizer
     allow_noop: bool = False  # run arms that compute the same function, classed no-op
+    match: Literal["tokens", "flops"] = "tokens"  # equal tokens, or equal training FLOPs (runner.flops)
 
     def __post_init__(self) -> None:
         check_seeds(self.seeds)

@@ -38,6 +38,7 @@ from llmevo.artifacts.schema import (
     DatasetInfo,
     EquivalenceCheck,
     EvaluationProtocol,
+    FlopsMatch,
     HeldOutTest,
     MetricStatistics,
     Paper,
@@ -61,7 +62,7 @@ from llmevo.registry import MODEL_SLOTS, ComponentSpec
 from llmevo.runner.arm import CONCAT, Arm
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.cache import ArmCache
-from llmevo.runner.compare import compare_arms, paired_rows, paired_statistics
+from llmevo.runner.compare import FlopsBudget, compare_arms, paired_rows, paired_statistics
 from llmevo.runner.equivalence import Equivalence
 from llmevo.runner.presets import Preset
 from llmevo.runner.size import Size
@@ -131,10 +132,11 @@ def run_reproduction(
     paired = compare_arms(plan.name, *resolved.arms, views, preset, seeds, plan.device,
                           metric=resolved.metric, objective=resolved.objective, tuner=plan.tuning,
                           execution=plan.execution, cache=cache, allow_noop=plan.allow_noop,
-                          progress=progress, on_arm_done=on_arm_done, logs=logs)
+                          progress=progress, on_arm_done=on_arm_done, logs=logs, match=plan.match)
     resolved, runs = replace(resolved, baseline=paired.baseline, method=paired.method), paired.runs
     body = assemble_artifact(resolved, preset, seeds, corpus, views, runs, plan.device,
-                             plan.margin_percent, paired.learning_rates, plan.size, paired.equivalence)
+                             plan.margin_percent, paired.learning_rates, plan.size, paired.equivalence,
+                             flops=paired.flops)
     if paired.tuning is not None:
         body["tuning"] = Tuning.model_validate(paired.tuning)
     if init is not None:
@@ -313,17 +315,21 @@ def _size_fields(size: Size | None, tokens: int, stream_tokens: int) -> dict[str
 
 
 def _setup(comparison: Comparison, preset: Preset, seeds: list[int], corpus: LMCorpus,
-           data: DataView, runs: dict[str, dict[int, ArmRun]], size: Size | None) -> Setup:
+           data: DataView, runs: dict[str, dict[int, ArmRun]], size: Size | None,
+           flops: FlopsBudget | None = None) -> Setup:
+    """The setup block; ``flops``: compute-matched arms (the baseline's tokens are the budget's,
+    and the block says how the method's steps were set)."""
     spec = comparison.spec
     against = {"against": comparison.against} if comparison.against is not None else {}
-    tokens = runs["method"][seeds[0]].train.tokens_seen
+    tokens = runs["baseline" if flops is not None else "method"][seeds[0]].train.tokens_seen
+    matched = {} if flops is None else {"match": "flops", "flops": FlopsMatch.model_validate(flops.block())}
     return Setup(
         seed=seeds[0],
         steps_per_variant=preset.train.steps,
         dimensions=comparison.method.model.d_model,
         layers=comparison.method.model.n_layers,
         sequence_length=preset.train.seq_len,
-        same_tokens_optimizer_and_budget=True,
+        same_tokens_optimizer_and_budget=flops is None,
         evolve_architecture=spec.name if spec.slot not in ("optimizer", "data") else "llama_modern",
         evolve_optimizer=comparison.method.optimizer.name,
         preset=preset.name,
@@ -354,6 +360,7 @@ def _setup(comparison: Comparison, preset: Preset, seeds: list[int], corpus: LMC
         wall_seconds={label: sum(runs[label][s].train.wall_seconds for s in seeds) for label in runs},
         training_path={label: {str(s): runs[label][s].path for s in seeds} for label in runs},
         **_size_fields(size, tokens, int(data.stream.numel())),
+        **matched,
     )
 
 
@@ -393,12 +400,13 @@ def assemble_artifact(
     learning_rates: dict[str, float] | None = None,
     size: Size | None = None,
     equivalence: Equivalence | None = None,
+    flops: FlopsBudget | None = None,
 ) -> dict[str, Any]:
     """Every block of the reproduction artifact but provenance (known only to the caller),
     each built as its typed schema block, in the artifact's key order (docs/ARTIFACTS.md).
     ``learning_rates``: each arm's tuned lr, recorded on its block; ``size``: the size dial,
     recorded in the setup; ``equivalence``: the no-op check's finding (a same-function
-    finding classes the verdict no-op)."""
+    finding classes the verdict no-op); ``flops``: compute-matched arms, recorded in the setup."""
     spec = comparison.spec
     data = views.get("bpe") or next(iter(views.values()))
     rates = learning_rates or {}
@@ -420,7 +428,7 @@ def assemble_artifact(
     return {
         "paper": _paper(spec),
         "dataset": _dataset(corpus, data, preset, comparison),
-        "setup": _setup(comparison, preset, seeds, corpus, data, runs, size),
+        "setup": _setup(comparison, preset, seeds, corpus, data, runs, size, flops),
         "baseline": arms["baseline"],
         "method": arms["method"],
         "relative": _relative(arms["baseline"], arms["method"]),

@@ -218,7 +218,10 @@ class SizeSection(Section):
     training tokens and the window at that size. Quick only. ``param``: how init, output and
     attention scales and per-parameter learning rates follow the width
     (``model/parametrization.py``: ``standard``, or ``mup``, anchored at quick's width so
-    that it is the standard model at rung 0); it applies with or without a size."""
+    that it is the standard model at rung 0); it applies with or without a size. ``match``: what
+    the two arms' budgets hold equal, ``tokens`` (the default) or ``flops`` (their training
+    FLOPs, counted per token by ``runner.flops``; the method arm's steps are set to spend the
+    baseline's); it too applies with or without a size."""
 
     rung: int | None = None
     d_model: int | None = Field(default=None, ge=1)
@@ -227,6 +230,7 @@ class SizeSection(Section):
     tokens_per_parameter: float | None = Field(default=None, gt=0)
     seq_len: int | None = None
     param: Parametrization = "standard"
+    match: Literal["tokens", "flops"] = "tokens"
 
     def resolve(self, preset: str | Preset, batch_size: int | None = None,
                 base_model: ModelConfig | None = None) -> Size | None:
@@ -236,8 +240,9 @@ class SizeSection(Section):
                          base_model or ModelConfig(), self.tokens_per_parameter, self.seq_len)
 
     def given(self) -> list[str]:
-        """The size options given (``--param`` is not a size; a pipeline reads it apart)."""
-        return [self.option(name) for name, value in self.model_dump(exclude={"param"}).items()
+        """The size options given (``--param`` and ``--match`` are not sizes; a pipeline reads
+        them apart)."""
+        return [self.option(name) for name, value in self.model_dump(exclude={"param", "match"}).items()
                 if value is not None]
 
 

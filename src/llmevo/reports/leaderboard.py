@@ -206,7 +206,19 @@ def _reproduction_row(artifact: ReproductionArtifact, family: FamilyVerdict | No
         "time_to_target": artifact_time_to_target(artifact),  # the method's share of the baseline's steps
         "claim": f"{claim} {narrow}" if narrow else claim,
         "status": None,
+        # compute-matched arms (--match flops): said on the row; absent for equal tokens (the default)
+        **({"match": "flops", "flops_ratio_per_token": _flops_per_token_ratio(artifact)}
+           if artifact.setup.match == "flops" else {}),
     }
+
+
+def _flops_per_token_ratio(artifact: ReproductionArtifact) -> float | None:
+    """The method's counted training FLOPs per token over the baseline's (``setup.flops``)."""
+    block = artifact.setup.flops
+    if block is None:
+        return None
+    per_token = block.flops_per_token
+    return per_token["method"]["counted"] / per_token["baseline"]["counted"]
 
 
 def _diagnostic_row(artifact: DiagnosticArtifact) -> dict:
@@ -329,7 +341,12 @@ def _family_section(rows: Sequence[Mapping], link) -> list[str]:
 def _baseline_arm(row: Mapping) -> str:
     """The baseline arm's name, marked when ``--against`` chose it instead of the ablation."""
     name = _escape(row.get("baseline"))
-    return f"{name} *(--against {_escape(row['against'])})*" if row.get("against") else name
+    name = f"{name} *(--against {_escape(row['against'])})*" if row.get("against") else name
+    if row.get("match") == "flops":  # the method trained the steps that spend the baseline's FLOPs
+        ratio = row.get("flops_ratio_per_token")
+        name += (" *(FLOP-matched" + (f": method at {ratio:.3f}x the FLOPs per token" if ratio else "")
+                 + ", never promotes)*")
+    return name
 
 
 def _escape(text: object) -> str:

@@ -214,10 +214,14 @@ def _verdict_section(artifact: ReproductionArtifact) -> Section:
     narrow = narrow_advantage(artifact)
     from llmevo.eval.time_to_target import artifact_time_to_target, describe
 
-    reached = describe(artifact_time_to_target(artifact))
+    found = artifact_time_to_target(artifact)
+    reached = describe(found)
+    unit = "training FLOPs" if found is not None and found.get("unit") == "flops" else "steps"
     timing = () if reached is None else (
+        "Time to target: no seed of the method reached the baseline's final training loss within "
+        "its budget.",) if found is not None and found.get("fraction") is None else (
         f"Time to target: the method reached the baseline's final training loss in {reached} of "
-        "the baseline's steps (geometric mean over the seeds, 95% interval; the same runs read "
+        f"the baseline's {unit} (geometric mean over the seeds, 95% interval; the same runs read "
         "at equal loss instead of equal budget).",)
     return Section("verdict", "Verdict", sentences=(sentence, *timing),
                    warnings=warnings + ((narrow,) if narrow else ()))
@@ -266,13 +270,22 @@ def _protocol_section(artifact: ReproductionArtifact) -> Section:
     budget = format_number(setup.same_tokens_optimizer_and_budget) + (
         f" (token stream sha256 {stream[:16]}…)" if stream else " (token stream hash not recorded)"
     )
+    steps: object = setup.steps_per_variant
+    flops = setup.flops if setup.match == "flops" else None
+    if flops is not None:  # --match flops: the method's steps spend the baseline's training FLOPs
+        per_token = flops.flops_per_token
+        budget = (f"equal training FLOPs (--match flops): baseline {flops.steps['baseline']:,} steps at "
+                  f"{per_token['baseline']['counted']:,.0f} FLOPs per token, method {flops.steps['method']:,} "
+                  f"steps at {per_token['method']['counted']:,.0f}; method / baseline total {flops.ratio:.4f} "
+                  "(counted by torch's FlopCounterMode, matrix products of one forward and backward pass)")
+        steps = f"baseline {flops.steps['baseline']:,}, method {flops.steps['method']:,} (FLOP-matched)"
     rows = [
         ("tier", protocol.tier),
         ("preset", setup.preset or NOT_RECORDED),
         ("suite", dataset.benchmark_suite),
         ("data", f"{dataset.name} ({tokens})"),
         ("seeds", f"{len(seeds)}: {', '.join(str(seed) for seed in seeds)}" if seeds else "none"),
-        ("steps per arm", setup.steps_per_variant),
+        ("steps per arm", steps),
         ("batch size / learning rate", f"{format_number(setup.batch_size)} / {_learning_rate(artifact)}"),
         (
             "model",

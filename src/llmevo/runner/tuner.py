@@ -141,19 +141,24 @@ def tune_arms(
     progress: Progress | None = None,
     execution: Execution = Execution(),
     cache: ArmCache | None = None,
+    arm_presets: dict[str, Preset] | None = None,
 ) -> TunedArms:
     """Tune every arm with ``tuner``, each on its own data view, scored by ``metric`` on the
     validation split; with ``cache`` (``runner.cache``) runs trained before are loaded. The
     block records each arm's budget (``budget``: runs, trained, steps per run, CPU and wall
-    seconds of its tuning), so equal budgets are auditable."""
+    seconds of its tuning), so equal budgets are auditable. ``arm_presets``: an arm's own
+    preset by label in place of ``preset`` (``--match flops``: the method at its matched steps)."""
     choices: dict[str, ArmChoice] = {}
     budgets: dict[str, dict[str, Any]] = {}
     tuned, presets = [], {}
+    base_preset = preset
     for arm in arms:
+        preset = (arm_presets or {}).get(arm.label, base_preset)
         data = views[arm.data]
         config = arm_train_config(arm, data, preset)
 
-        def evaluate(model: nn.Module, data: DataView = data, config: TrainConfig = config) -> float:
+        def evaluate(model: nn.Module, data: DataView = data, config: TrainConfig = config,
+                     preset: Preset = preset) -> float:
             scores = evaluate_lm(model, data.validation, config.seq_len, device, data.token_bytes,
                                  batch_size=preset.eval_batch_size, max_windows=preset.eval_max_windows)
             return scores[metric]

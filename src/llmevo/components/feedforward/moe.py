@@ -36,7 +36,8 @@ routing, top-1 gates against Switch's ``p_i``, and the loss reaching the trainin
 Deviations: every expert runs on every token and the outputs are combined with the (sparse)
 top-k gates: the same output as dispatching each token to its experts, with no capacity
 limit and no dropped tokens (Mixtral's behaviour, not Switch's capacity factor), but the
-compute is that of all ``E`` experts, so no speed advantage is measured; it keeps the layer
+compute is that of all ``E`` experts, so no speed advantage is measured (``--match flops``
+counts a token's top-k experts, the paper's compute, through ``RoutedExperts``); it keeps the layer
 causal, deterministic and batchable as replicas (vmap) without data-dependent shapes. No
 router z-loss, no router jitter noise, no selective precision (the router's softmax is in
 float32 as Switch's is). The post-training stages (SFT, DPO, GRPO) optimise their own
@@ -51,7 +52,7 @@ import torch
 from pydantic import NonNegativeFloat, PositiveInt, model_validator
 from torch import Tensor, nn
 
-from llmevo.components.base import AuxiliaryLoss, FeedForward, ModelDims
+from llmevo.components.base import AuxiliaryLoss, FeedForward, ModelDims, RoutedExperts
 from llmevo.components.feedforward.swiglu import GatedConfig, SwiGLU
 from llmevo.registry import Paper, Scaling, SearchDimension, StrictModel, register
 
@@ -116,10 +117,11 @@ def balance_loss(probs: Tensor, index: Tensor) -> Tensor:
         "balance_weight": SearchDimension(low=1e-3, high=1e-1, log=True),
     },
 )
-class MixtureOfExperts(FeedForward, AuxiliaryLoss):
+class MixtureOfExperts(FeedForward, AuxiliaryLoss, RoutedExperts):
     def __init__(self, config: MoEConfig, dims: ModelDims):
         super().__init__()
         self.top_k = config.top_k
+        self.active_experts = config.top_k  # a token's compute (runner.flops): its top-k experts
         self.balance_weight = config.balance_weight
         self.router = nn.Linear(dims.d_model, config.experts, bias=False)
         expert = GatedConfig(hidden=config.hidden)
