@@ -186,6 +186,12 @@ LADDER_OPTIONS: dict[str, list[list[str]]] = {
     "--launcher-folder": [["--launcher-folder", "jobs"]],
     "--accuracy": [["--accuracy"]],
     "--root": [["--root", str(ROOT / "docs")], ["--root", "empty-root"]],
+    "--match": [["--match", "flops"]],
+    "--experiment": [["--experiment", str(ROOT / "examples" / "tiny_gpt" / "experiment.toml")]],
+    "--baseline": [["--baseline", "norm=layernorm"]],
+    "--method": [["--method", "norm=rmsnorm"]],
+    "--timeout": [["--timeout", "60"]],
+    "--tune-grid": [["--tune-grid", "1e-3,3e-3"]],
 }
 LADDER_NOT_WALKED = {"--device", "--against", "--genome", "--help"}
 LADDER_RUN_READS = ("name", "rungs", "seeds", "top_seeds", "margin", "context", "include_degenerate", "resamples",
