@@ -247,6 +247,14 @@ def git_state(repo_root: Path, ignore: Path | None = None) -> tuple[str, bool | 
     return commit.strip(), None if status is None else bool(status.strip())
 
 
+def check_dirty_needs_publish(publish: bool, allow_dirty: bool) -> None:
+    """``allow_dirty`` is a licence for ``publish`` only: given alone it is one refusal line
+    (every request with both options validates them here)."""
+    if allow_dirty and not publish:
+        raise ConfigError("--allow-dirty applies to --publish only (an unpublished run may "
+                          "come from any tree; provenance records whether it was dirty)")
+
+
 def check_publishable(repo_root: Path, allow_dirty: bool, own_output: Path | None = None) -> None:
     """Refuse to publish from a checkout with uncommitted changes (or untracked files),
     unless ``allow_dirty``; a published result must trace to an exact commit. Outside a git

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, model_validator
 
 from llmevo.artifacts.io import check_output_file
-from llmevo.artifacts.provenance import REPO_ROOT, check_publishable
+from llmevo.artifacts.provenance import REPO_ROOT, check_dirty_needs_publish, check_publishable
 from llmevo.artifacts.replacement import Contents, check_replacement
 from llmevo.diagnostics.harness import (
     DiagnosticRun,
@@ -67,9 +67,7 @@ class DiagnoseRequest(RequestModel):
 
     @model_validator(mode="after")
     def _dirty_needs_publish(self) -> DiagnoseRequest:
-        if self.allow_dirty and not self.publish:
-            raise ConfigError("--allow-dirty applies to --publish only (allow_dirty without "
-                              "publish); an unpublished artifact may come from any tree")
+        check_dirty_needs_publish(self.publish, self.allow_dirty)
         return self
 
 

@@ -108,7 +108,13 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from llmevo.artifacts.io import check_output_file, write_json_atomic, write_text_atomic
-from llmevo.artifacts.provenance import REPO_ROOT, check_publishable, git_state, library_versions
+from llmevo.artifacts.provenance import (
+    REPO_ROOT,
+    check_dirty_needs_publish,
+    check_publishable,
+    git_state,
+    library_versions,
+)
 from llmevo.artifacts.replacement import Contents, check_replacement
 from llmevo.digests import sha256_file
 from llmevo.errors import ArtifactError, ConfigError, LlmevoError
@@ -471,9 +477,7 @@ class ExternalRequest(RequestModel):
 
     @model_validator(mode="after")
     def _dirty_needs_publish(self) -> ExternalRequest:
-        if self.allow_dirty and not self.publish:
-            raise ConfigError("--allow-dirty applies to --publish only (an unpublished run may come from "
-                              "any tree; provenance records whether it was dirty)")
+        check_dirty_needs_publish(self.publish, self.allow_dirty)
         return self
 
 

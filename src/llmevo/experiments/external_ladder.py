@@ -55,7 +55,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from llmevo.artifacts.io import check_output_dir, write_json_atomic, write_text_atomic
-from llmevo.artifacts.provenance import REPO_ROOT, library_versions
+from llmevo.artifacts.provenance import REPO_ROOT, check_dirty_needs_publish, library_versions
 from llmevo.errors import ConfigError, LlmevoError
 from llmevo.eval.scaling import RungResult, ladder_statistics
 from llmevo.eval.stats import DEFAULT_MARGIN_PERCENT
@@ -113,8 +113,7 @@ class ExternalLadderRequest(RequestModel):
 
     @model_validator(mode="after")
     def _dirty_needs_publish(self) -> ExternalLadderRequest:
-        if self.allow_dirty and not self.publish:
-            raise ConfigError("--allow-dirty applies to --publish only")
+        check_dirty_needs_publish(self.publish, self.allow_dirty)
         return self
 
 

@@ -33,6 +33,7 @@ from pydantic import Field, model_validator
 from llmevo.artifacts.provenance import (
     IMPORTS_MEMO_FILE,
     REPO_ROOT,
+    check_dirty_needs_publish,
     check_publishable,
     use_imports_memo,
 )
@@ -72,9 +73,7 @@ class RunSection(Section):
 
     @model_validator(mode="after")
     def _dirty_needs_publish(self) -> RunSection:
-        if self.allow_dirty and not self.publish:
-            raise ConfigError("--allow-dirty applies to --publish only (an unpublished run may "
-                              "come from any tree; provenance records whether it was dirty)")
+        check_dirty_needs_publish(self.publish, self.allow_dirty)
         return self
 
     def execution(self) -> Execution:
