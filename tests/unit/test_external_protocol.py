@@ -279,3 +279,21 @@ def test_output_that_is_not_utf8_is_a_failed_run_not_a_crash(tmp_path):
     """, 'name = "bytes"\ncommand = ["{python}", "script.py"]\nmetric = "loss"\n')
     with pytest.raises(RunFailed, match="not a JSON object"):
         execute(load_experiment(path), {}, 1, 60, dict(os.environ))
+
+
+def test_a_choice_on_the_grid_edge_is_named():
+    """The arms' tuned choices against their grid: the top and the bottom are named, an inner
+    value is not, and a one-value or non-numeric grid names nothing."""
+    from llmevo.experiments.external import grid_edges
+
+    def arms(baseline, method):
+        return {arm: {"tuning": {"param": "lr", "chosen": chosen}}
+                for arm, chosen in (("baseline", baseline), ("method", method))}
+
+    assert grid_edges(arms(0.03, 0.003), [0.01, 0.003, 0.03]) == [
+        "the baseline chose lr 0.03, the top of its grid", "the method chose lr 0.003, the bottom of its grid"]
+    assert grid_edges(arms(0.01, 0.01), [0.003, 0.01, 0.03]) == []
+    assert grid_edges(arms(0.01, 0.01), [0.01]) == []
+    assert grid_edges(arms("a", "b"), ["a", "b"]) == []
+    assert grid_edges({"baseline": {"tuning": None}, "method": {"tuning": {"param": "lr", "chosen": None}}},
+                      [1, 2]) == []

@@ -666,6 +666,25 @@ def _tune_arm(plan: ExternalPlan, arm: str, settings: dict[str, Value], base_env
     return {"param": tuning.param, "chosen": chosen, "grid_means": means}
 
 
+def grid_edges(arms: Mapping[str, Mapping[str, Any]], grid: Sequence[Value]) -> list[str]:
+    """Each arm whose tuned choice is the highest or lowest value of ``grid`` (of 2 or more
+    numeric values), in words: an optimum at the edge of what was tried is not known to be one."""
+    try:
+        ordered = sorted(float(value) for value in grid)
+    except (TypeError, ValueError):
+        return []
+    said = []
+    for arm in ("baseline", "method"):
+        tuned = arms[arm].get("tuning")
+        if len(ordered) < 2 or not tuned or tuned.get("chosen") is None:
+            continue
+        chosen = float(tuned["chosen"])
+        for edge, name in ((ordered[-1], "top"), (ordered[0], "bottom")):
+            if chosen == edge:
+                said.append(f"the {arm} chose {tuned['param']} {tuned['chosen']:g}, the {name} of its grid")
+    return said
+
+
 FamilyReader = Callable[[Path, Mapping[str, Any]], dict]
 
 
@@ -719,6 +738,10 @@ def run_external(plan: ExternalPlan, base_env: Mapping[str, str], on_run: RunEve
     if not withheld and spec.metric in (statistics or {}):
         outcome = decide(spec.metric, per_seed, statistics, plan.request.margin, plan.labels["method"],
                          lower_is_better=spec.lower_is_better)
+        edges = [] if plan.tuning is None else grid_edges(arms, plan.tuning.grid)
+        if edges:  # a choice on the grid's edge is said in the verdict's own sentence
+            outcome = {**outcome, "summary": outcome["summary"] + f" Tuning: {'; '.join(edges)}; "
+                       "a wider grid may move the choice and the verdict."}
     elif not withheld:
         withheld.append(f"no relative change of {spec.metric} (a baseline value of 0)")
     publication = None
