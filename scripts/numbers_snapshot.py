@@ -3,6 +3,10 @@
 Runs, with the arm cache off and on the CPU with one thread:
 - every registered component's smoke reproduction (seed 42; post-training methods too);
 - one tuned smoke reproduction (relu2, three seeds, a three-point grid);
+- the same tuned under ``--tune-fidelity halving`` on a five-point grid, and two space tunings
+  (``--tune-space lr`` with its lr-grid floor; ``--tune-space full`` under halving);
+- the arm cache's entries written by a tuned reproduction in this process (keys, kinds and
+  payloads; the code digest in each key fixed, so that the keys of two trees compare);
 - the golden training run (``tests/assets/golden.py``);
 - a tiny evolution (five trials, one worker, fair lr-grid trials, then the tuned final
   comparison, its typed artifact included).
@@ -61,6 +65,26 @@ def reproduce(name: str, out: Path, *extra: str, cached: bool = False) -> dict |
     return scrub(json.loads(out.read_text()))
 
 
+def cache_entries(folder: Path) -> dict:
+    """Every arm-cache entry a tuned reproduction (relu2, halving, lr grid extended) writes: its
+    file name (the key) -> kind and payload. The code digest each key holds is fixed here, so the
+    keys of two trees are equal exactly when the key computation and its inputs are."""
+    from llmevo.experiments import ReproductionRequest, RunSection, reproduce
+    from llmevo.runner import cache
+
+    cache.source_sha256 = lambda root=None, modules=None: "fixed"  # type: ignore[assignment]
+    run = RunSection(data_dir=DATA, cache_dir=folder / "cache", threads=1, device="cpu")
+    reproduce(ReproductionRequest(name="relu2", preset="smoke", seeds=[42], report=False, run=run,
+                                  out=folder / "cached.json", tune=True, steps=9,
+                                  tune_grid=[1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2], tune_fidelity="halving"))
+    entries = {}
+    for path in sorted((folder / "cache" / "arms").rglob("*.json")):
+        entry = json.loads(path.read_text())
+        payload = scrub(entry["payload"])
+        entries[path.name] = {"kind": entry["kind"], "payload": payload}
+    return entries
+
+
 def evolution(folder: Path) -> dict:
     import optuna
 
@@ -99,6 +123,18 @@ def main() -> None:
         print("tuned relu2", file=sys.stderr, flush=True)
         snapshot["tuned"] = reproduce("relu2", folder / "tuned.json", "--tune", "--seeds", "42,43,44",
                                       "--steps", "3", "--tune-grid", "1e-3,3e-2,1e-2")
+        print("tuned relu2 under halving", file=sys.stderr, flush=True)
+        snapshot["tuned_halving"] = reproduce("relu2", folder / "halving.json", "--tune", "--seeds", "42,43",
+                                              "--steps", "9", "--tune-grid", "1e-3,2e-3,4e-3,8e-3,1.6e-2",
+                                              "--tune-fidelity", "halving")
+        print("space-tuned muon", file=sys.stderr, flush=True)
+        snapshot["tuned_space"] = reproduce("muon", folder / "space.json", "--tune", "--seeds", "42",
+                                            "--steps", "3", "--tune-space", "lr", "--tune-trials", "4")
+        snapshot["tuned_space_halving"] = reproduce(
+            "muon", folder / "space-halving.json", "--tune", "--seeds", "42", "--steps", "9",
+            "--tune-space", "full", "--tune-trials", "8", "--tune-fidelity", "halving")
+        print("arm-cache entries", file=sys.stderr, flush=True)
+        snapshot["cache_entries"] = cache_entries(folder / "cache-entries")
         sys.path.insert(0, str(ROOT / "tests" / "assets"))
         from golden import golden_run
 

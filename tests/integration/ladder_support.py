@@ -33,20 +33,18 @@ def own_cache(folder: Path, cache_dir: Path) -> Path:
 def count_trainings(counter: Path) -> None:
     """From now on, every run ``train_many`` trains in this process appends one JSON line
     (what trained it, seed, lr, batch size) to ``counter``."""
-    from llmevo.runner import run as run_module
-    from llmevo.runner import tuning as tuning_module
+    from llmevo.runner import run as run_module  # tuning runs train through run_arm too
 
-    for module in (run_module, tuning_module):
-        original = module.train_many
+    original = run_module.train_many
 
-        def counting(build, stream, specs, *args, _original=original, **kwargs):
-            with open(counter, "a", encoding="utf-8") as handle:
-                for spec in specs:
-                    handle.write(json.dumps([kwargs.get("description"), spec.seed, spec.config.lr,
-                                             spec.config.batch_size]) + "\n")
-            return _original(build, stream, specs, *args, **kwargs)
+    def counting(build, stream, specs, *args, **kwargs):
+        with open(counter, "a", encoding="utf-8") as handle:
+            for spec in specs:
+                handle.write(json.dumps([kwargs.get("description"), spec.seed, spec.config.lr,
+                                         spec.config.batch_size]) + "\n")
+        return original(build, stream, specs, *args, **kwargs)
 
-        module.train_many = counting
+    run_module.train_many = counting
 
 
 def trained(counter: Path) -> list[tuple]:

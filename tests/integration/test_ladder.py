@@ -16,7 +16,6 @@ from llmevo.eval.scaling import ladder_statistics
 from llmevo.experiments import ladder as ladder_module
 from llmevo.experiments.ladder import lattice_lr, run_ladder, rung_result
 from llmevo.runner import run as run_module
-from llmevo.runner import tuning as tuning_module
 from llmevo.runner.tuning import default_grid
 
 
@@ -112,14 +111,13 @@ def test_a_killed_ladder_resumes_without_retraining_a_finished_run(tmp_path, dat
         run_ladder(tiny_request(out, data_dir, cache, seeds=[42, 43]))
     monkeypatch.setattr(ladder_module, "reproduce", real)
     trained_batches = []
-    for module in (run_module, tuning_module):
-        original = module.train_many
+    original = run_module.train_many  # tuning runs train through run_arm too
 
-        def counting(build, stream, specs, *args, _original=original, **kwargs):
-            trained_batches.extend(spec.config.batch_size for spec in specs)
-            return _original(build, stream, specs, *args, **kwargs)
+    def counting(build, stream, specs, *args, **kwargs):
+        trained_batches.extend(spec.config.batch_size for spec in specs)
+        return original(build, stream, specs, *args, **kwargs)
 
-        monkeypatch.setattr(module, "train_many", counting)
+    monkeypatch.setattr(run_module, "train_many", counting)
     built = run_ladder(tiny_request(out, data_dir, cache, seeds=[42, 43]))
     assert [r.rung for r in built.rungs] == [-2, -1]
     assert trained_batches and 24 not in trained_batches  # rung -2 (batch 24): all from the cache

@@ -28,7 +28,6 @@ from llmevo.experiments.evidence import (
 from llmevo.experiments.pipeline import ReproductionRequest
 from llmevo.promotion import family_entries
 from llmevo.runner import run as run_module
-from llmevo.runner import tuning as tuning_module
 from llmevo.runner.tuning_space import SpacePlan
 
 
@@ -102,8 +101,7 @@ def _forbid_training(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a finished comparison was trained again")
 
-    for module in (run_module, tuning_module):
-        monkeypatch.setattr(module, "train_many", refuse)
+    monkeypatch.setattr(run_module, "train_many", refuse)  # tuning runs train through run_arm too
 
 
 def test_a_killed_table_resumes_without_rerunning_a_finished_comparison(tmp_path, data_dir, own_cache,

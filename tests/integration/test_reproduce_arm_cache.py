@@ -18,7 +18,7 @@ from llmevo.errors import ConfigError
 from llmevo.experiments import ReproductionRequest, reproduce
 from llmevo.inference.checkpoint import load_checkpoint
 from llmevo.reports.sections import cache_sentence
-from llmevo.runner import run, tuning
+from llmevo.runner import run
 from llmevo.runner.cache import _Entries
 from llmevo.train import execution
 
@@ -63,8 +63,7 @@ class Recorder:
             return real_train(build, stream, runs, device, progress, description, **kwargs)
 
         monkeypatch.setattr(_Entries, "key", key)
-        monkeypatch.setattr(tuning, "train_many", train_many)
-        monkeypatch.setattr(run, "train_many", train_many)
+        monkeypatch.setattr(run, "train_many", train_many)  # tuning trains through run_arm too
 
     def arms(self) -> set[str]:
         return {label for label, *_ in self.trained}

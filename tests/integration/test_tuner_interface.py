@@ -39,7 +39,7 @@ class FixedTuner:
     def with_grid(self, grid, report_seeds):
         raise AssertionError("not a ladder")
 
-    def tune(self, label, build, stream, config, components, evaluate, device, progress, execution, cache):
+    def tune(self, label, config, components, score):
         self.calls.append(("tune", label, config.lr, [c.name for c in components]))
         lr = self.choices[label]
         record = ArmTuning(label, [SettingResult(value, {seed: 0.0 if value == lr else 1.0 for seed in self.seeds})

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from torch import nn
+from tuning_support import scorer
 
 from llmevo.catalog import build_model
 from llmevo.experiments.plans import plan_comparison
@@ -20,7 +21,7 @@ from llmevo.runner import tuning
 from llmevo.runner.arm_run import ArmRun
 from llmevo.runner.cache import ArmCache, CacheContext, ReportEntries, TuningEntries, run_key
 from llmevo.runner.presets import get_preset
-from llmevo.train.execution import RunOutcome, RunSpec
+from llmevo.train.execution import RunSpec
 from llmevo.train.trainer import TrainConfig, TrainResult
 
 CONFIG = TrainConfig(steps=3, batch_size=2, seq_len=8, lr=1e-3)
@@ -325,25 +326,14 @@ def test_tuning_entries_keep_a_value_or_a_divergence(tmp_path):
     assert entries.load(RunSpec(1001, CONFIG), [low]) is None
 
 
-def _fake_train_many(calls: list):
-    """train_many stand-in: a run's 'model' scores (lr - 3e-3)^2 + seed / 1e6."""
-
-    def fake(build, stream, runs, device, progress=None, description="train", **execution):
-        calls.append([(spec.config.lr, spec.seed) for spec in runs])
-        result = SimpleNamespace(status="complete")
-        return [RunOutcome(spec, SimpleNamespace(score=(spec.config.lr - 3e-3) ** 2 + spec.seed / 1e6,
-                                                 cpu=lambda: None), result, "sequential")
-                for spec in runs]
-
-    return fake
-
-
 def _tune(tmp_path, monkeypatch, context: CacheContext, calls: list) -> tuning.ArmTuning:
-    monkeypatch.setattr(tuning, "train_many", _fake_train_many(calls))
+    """The arm tuned through ``score_arm`` over a fake trainer (``tuning_support``): a run
+    scores (lr - 3e-3)^2 + seed / 1e6; each call records its (lr, seed) pairs."""
     entries = TuningEntries(ArmCache(tmp_path, context), "tuning", ARM, "d" * 64, EVALUATION)
     plan = tuning.check_plan([1e-3, 3e-3, 1e-2], [1000, 1001], [42])
-    return tuning.tune_arm("baseline", lambda: None, torch.zeros(1), CONFIG, plan,
-                           lambda model: model.score, torch.device("cpu"), cache=entries)
+    score = scorer(monkeypatch, lambda model: (model.lr - 3e-3) ** 2 + model.seed / 1e6, calls=calls,
+                   note=lambda spec: (spec.config.lr, spec.seed), cache=entries)
+    return tuning.tune_arm("baseline", CONFIG, plan, score)
 
 
 def test_tune_arm_trains_only_runs_missing_from_the_cache(tmp_path, monkeypatch):

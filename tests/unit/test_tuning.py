@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import pytest
 import torch
 from torch import nn
+from tuning_support import scorer
 
+from llmevo.catalog import build_optimizer
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.eval.stats import classified_verdict, classify_change, paired_relative_change, verdict
 from llmevo.runner import tuning
-from llmevo.train.execution import RunOutcome
+from llmevo.runner.arm_run import Scores
+from llmevo.train.execution import train_many
 from llmevo.train.trainer import TrainConfig
 
 CONFIG = TrainConfig(steps=2, batch_size=2, seq_len=8, lr=1e-3)
@@ -46,24 +48,9 @@ def test_plan_sorts_the_grid():
     assert plan.grid == (1e-3, 3e-3, 1e-2) and plan.seeds == (1000, 1001)
 
 
-class _Tagged(nn.Module):
-    def __init__(self, lr: float, seed: int):
-        super().__init__()
-        self.lr, self.seed = lr, seed
-
-
-def _fake_train_many(diverge_above: float = math.inf, calls: list | None = None):
-    """Stands in for train_many: a 'model' that remembers its lr; a run above the given lr
-    diverges."""
-
-    def fake(build, stream, runs, device, progress=None, description="train", **execution):
-        if calls is not None:
-            calls.append([spec.config.lr for spec in runs])
-        return [RunOutcome(spec, _Tagged(spec.config.lr, spec.seed),
-                           SimpleNamespace(status="diverged" if spec.config.lr > diverge_above else "complete"),
-                           "sequential") for spec in runs]
-
-    return fake
+def _lr(spec) -> float:
+    """What each scorer call records of a run."""
+    return spec.config.lr
 
 
 def _bowl(target: float):
@@ -74,10 +61,8 @@ def _bowl(target: float):
 
 def test_best_inside_the_grid_is_chosen_without_extension(monkeypatch):
     calls: list = []
-    monkeypatch.setattr(tuning, "train_many", _fake_train_many(calls=calls))
     plan = tuning.check_plan([1e-3, 3e-3, 1e-2], [1000, 1001], [42])
-    result = tuning.tune_arm("method", lambda: None, torch.zeros(1), CONFIG, plan, _bowl(2.5e-3),
-                             torch.device("cpu"))
+    result = tuning.tune_arm("method", CONFIG, plan, scorer(monkeypatch, _bowl(2.5e-3), calls=calls, note=_lr))
     assert calls == [[1e-3, 1e-3, 3e-3, 3e-3, 1e-2, 1e-2]]  # one call, every lr x seed
     assert result.best().lr == 3e-3 and result.extended is None and result.edge() is None
     setting = next(s for s in result.settings if s.lr == 3e-3)
@@ -88,17 +73,14 @@ def test_best_inside_the_grid_is_chosen_without_extension(monkeypatch):
 
 def test_best_on_the_edge_extends_the_grid_once_in_that_direction(monkeypatch):
     calls: list = []
-    monkeypatch.setattr(tuning, "train_many", _fake_train_many(calls=calls))
     plan = tuning.check_plan([1e-3, 2e-3, 4e-3], [1000], [42])
-    up = tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, plan, _bowl(1.0),
-                         torch.device("cpu"))
+    up = tuning.tune_arm("m", CONFIG, plan, scorer(monkeypatch, _bowl(1.0), calls=calls, note=_lr))
     assert calls[1] == [pytest.approx(8e-3)]  # one more step at the edge's ratio (x2)
     assert up.extended == "up" and up.best().lr == pytest.approx(8e-3)
     assert up.edge() == "up"  # still on the (extended) edge: recorded, not extended again
     assert len(calls) == 2
     calls.clear()
-    down = tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, plan, _bowl(1.1e-3),
-                           torch.device("cpu"))
+    down = tuning.tune_arm("m", CONFIG, plan, scorer(monkeypatch, _bowl(1.1e-3), calls=calls, note=_lr))
     assert calls[1] == [pytest.approx(5e-4)]
     assert down.extended == "down" and down.best().lr == 1e-3 and down.edge() is None
     block = tuning.tuning_block(plan, "lm_loss", {"baseline": up, "method": down})
@@ -110,17 +92,14 @@ def test_best_on_the_edge_extends_the_grid_once_in_that_direction(monkeypatch):
 
 
 def test_diverged_settings_are_never_chosen(monkeypatch):
-    monkeypatch.setattr(tuning, "train_many", _fake_train_many(diverge_above=3e-3))
     plan = tuning.check_plan([1e-3, 3e-3, 1e-2, 3e-2], [1000], [42])
-    result = tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, plan, _bowl(1e-2),
-                             torch.device("cpu"))
+    result = tuning.tune_arm("m", CONFIG, plan, scorer(monkeypatch, _bowl(1e-2), diverge_above=3e-3, note=_lr))
     assert result.best().lr == 3e-3  # 1e-2 would be best but diverged
     block = tuning.tuning_block(plan, "lm_loss", {"method": result})
     statuses = {s["lr"]: s["status"] for s in block["arms"]["method"]["settings"]}
     assert statuses[1e-2] == "diverged" and statuses[3e-3] == "complete"
-    monkeypatch.setattr(tuning, "train_many", _fake_train_many(diverge_above=0.0))
     with pytest.raises(DivergedError, match="every tuning run diverged"):
-        tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, plan, _bowl(1e-2), torch.device("cpu"))
+        tuning.tune_arm("m", CONFIG, plan, scorer(monkeypatch, _bowl(1e-2), diverge_above=0.0, note=_lr))
 
 
 def test_confirmation_seeds_follow_the_tuning_seeds_and_skip_report_seeds():
@@ -147,10 +126,8 @@ def _seed_dependent(good_seeds: set[int], edge_lr: float):
 
 def test_a_lucky_best_at_the_stability_edge_is_confirmed_and_replaced(monkeypatch):
     calls: list = []
-    monkeypatch.setattr(tuning, "train_many", _fake_train_many(calls=calls))
     plan = tuning.check_plan([1e-3, 3e-3, 1e-2], [1000], [42], extend_edges=False, confirm=2)
-    result = tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, plan,
-                             _seed_dependent({1000}, 1e-2), torch.device("cpu"))
+    result = tuning.tune_arm("m", CONFIG, plan, scorer(monkeypatch, _seed_dependent({1000}, 1e-2), calls=calls, note=_lr))
     # tuning seed 1000 is lucky at 1e-2 (0.5 < 0.98); 1e-2 is the highest lr tried, so it and
     # its lower neighbour 3e-3 are retrained on seeds 1001, 1002, where 1e-2 stalls
     assert calls[1] == [3e-3, 3e-3, 1e-2, 1e-2]
@@ -169,29 +146,23 @@ def test_a_lucky_best_at_the_stability_edge_is_confirmed_and_replaced(monkeypatc
 
 
 def test_a_best_that_holds_on_the_confirmation_seeds_is_kept(monkeypatch):
-    monkeypatch.setattr(tuning, "train_many", _fake_train_many())
     plan = tuning.check_plan([1e-3, 3e-3, 1e-2], [1000], [42], extend_edges=False, confirm=2)
-    result = tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, plan,
-                             _seed_dependent({1000, 1001, 1002}, 1e-2), torch.device("cpu"))
+    result = tuning.tune_arm("m", CONFIG, plan, scorer(monkeypatch, _seed_dependent({1000, 1001, 1002}, 1e-2), note=_lr))
     assert result.confirmed == (3e-3, 1e-2) and result.best().lr == 1e-2
 
 
 def test_a_best_just_below_a_divergence_is_at_the_stability_edge(monkeypatch):
     calls: list = []
-    monkeypatch.setattr(tuning, "train_many", _fake_train_many(diverge_above=3e-3, calls=calls))
     plan = tuning.check_plan([1e-3, 3e-3, 1e-2], [1000], [42], confirm=1)
-    result = tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, plan, _bowl(1e-2),
-                             torch.device("cpu"))
+    result = tuning.tune_arm("m", CONFIG, plan, scorer(monkeypatch, _bowl(1e-2), diverge_above=3e-3, calls=calls, note=_lr))
     assert result.at_stability_edge() and calls[-1] == [1e-3, 3e-3]  # seed 1001
     assert result.confirmed == (1e-3, 3e-3) and result.best().lr == 3e-3
 
 
 def test_an_interior_best_is_not_confirmed(monkeypatch):
     calls: list = []
-    monkeypatch.setattr(tuning, "train_many", _fake_train_many(calls=calls))
     plan = tuning.check_plan([1e-3, 3e-3, 1e-2], [1000], [42], confirm=2)
-    result = tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, plan, _bowl(3e-3),
-                             torch.device("cpu"))
+    result = tuning.tune_arm("m", CONFIG, plan, scorer(monkeypatch, _bowl(3e-3), calls=calls, note=_lr))
     assert len(calls) == 1 and result.confirmed == () and not result.at_stability_edge()
     assert tuning.tuning_block(plan, "lm_loss", {"m": result})["arms"]["m"]["confirmed"] == []
 
@@ -210,9 +181,13 @@ def test_tune_arm_trains_real_models_through_train_many():
             logits = model(stream[:-1][None])  # (1, N, V)
             return float(nn.functional.cross_entropy(logits[0], stream[1:]))
 
+    def score(runs) -> Scores:
+        outcomes = train_many(build, stream, runs, torch.device("cpu"), build_optimizer=build_optimizer)
+        return Scores({i: evaluate(o.model) for i, o in enumerate(outcomes)}, set(), {})
+
     plan = tuning.check_plan([1e-4, 1e-1], [1000], [42])
     config = TrainConfig(steps=20, batch_size=4, seq_len=8, lr=1e-3)
-    result = tuning.tune_arm("m", build, stream, config, plan, evaluate, torch.device("cpu"))
+    result = tuning.tune_arm("m", config, plan, score)
     by_lr = {s.lr: s.mean for s in result.settings}
     assert result.best().lr == min(by_lr, key=by_lr.get)
 

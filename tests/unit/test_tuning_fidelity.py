@@ -6,11 +6,11 @@ path unchanged, and the refusals."""
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import pytest
 import torch
 from torch import nn
+from tuning_support import scorer
 
 from llmevo.artifacts.schema import Tuning
 from llmevo.catalog import build_model, build_optimizer
@@ -21,10 +21,11 @@ from llmevo.experiments.sections import TuningSection
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice
 from llmevo.runner import tuning, tuning_space
+from llmevo.runner.arm_run import Scores
 from llmevo.runner.cache import CacheContext, run_key
 from llmevo.runner.fidelity import Fidelity, check_fidelity, halve, rung_schedule
 from llmevo.runner.tuning_space import arm_space, check_space_plan
-from llmevo.train.execution import Execution, RunOutcome, RunSpec, train_many
+from llmevo.train.execution import Execution, RunSpec, train_many
 from llmevo.train.trainer import TrainConfig
 
 HALVING = Fidelity("halving", 3)
@@ -50,8 +51,8 @@ def _scorer(table, calls):
     spec's lr as an index), nothing cached."""
     def score(call):
         calls.append([(int(spec.config.lr), spec.stop_after) for spec in call])
-        return ({i: table(int(spec.config.lr), spec.stop_after or spec.config.steps, spec.seed)
-                 for i, spec in enumerate(call)}, set(), {i: "sequential" for i in range(len(call))})
+        return Scores({i: table(int(spec.config.lr), spec.stop_after or spec.config.steps, spec.seed)
+                       for i, spec in enumerate(call)}, set(), {i: "sequential" for i in range(len(call))})
     return score
 
 
@@ -93,14 +94,9 @@ def test_under_full_halve_is_one_score_call_on_the_given_runs():
     assert seen == [specs] and result.stopped == {} and result.steps_trained == 5 * 27
 
 
-def _fake_train_many(calls: list):
-    """train_many's stand-in: the 'model' remembers its lr, seed and the steps it trained."""
-    def fake(build, stream, runs, device, progress=None, description="train", **execution):
-        calls.append([(spec.config.lr, spec.stop_after) for spec in runs])
-        return [RunOutcome(spec, SimpleNamespace(lr=spec.config.lr, seed=spec.seed,
-                                                 steps=spec.stop_after or spec.config.steps, cpu=lambda: None),
-                           SimpleNamespace(status="complete"), "sequential") for spec in runs]
-    return fake
+def _lr_stop(spec) -> tuple[float, int | None]:
+    """What each scorer call records of a run: its lr and where it stops (None: full length)."""
+    return spec.config.lr, spec.stop_after
 
 
 def _early_bias(target: float):
@@ -113,11 +109,9 @@ def _early_bias(target: float):
 
 def test_the_lr_grid_under_halving_stops_the_worse_and_chooses_among_full_runs(monkeypatch):
     calls: list = []
-    monkeypatch.setattr(tuning, "train_many", _fake_train_many(calls))
     grid = [1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2]
     plan = tuning.check_plan(grid, [1000], [42], confirm=0, fidelity=HALVING)
-    result = tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, plan, _early_bias(4e-3),
-                             torch.device("cpu"))
+    result = tuning.tune_arm("m", CONFIG, plan, scorer(monkeypatch, _early_bias(4e-3), calls=calls, note=_lr_stop))
     # rung at 27 // 3 = 9 steps: reading = bowl - 0.5 log lr; the two lowest are 4e-3 and 8e-3
     early = {lr: (math.log(lr) - math.log(4e-3)) ** 2 - 0.5 * math.log(lr) for lr in grid}
     kept = sorted(sorted(grid, key=early.get)[:2])
@@ -142,21 +136,17 @@ def test_a_stopped_best_is_not_chosen_and_the_edge_extension_trains_full(monkeyp
     """The best rung reading (1.6e-2, the grid's top) survives; at full length the top is also
     best, so the grid extends up by one full-length run (one candidate: no halving)."""
     calls: list = []
-    monkeypatch.setattr(tuning, "train_many", _fake_train_many(calls))
     grid = [1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2]
     plan = tuning.check_plan(grid, [1000], [42], confirm=0, fidelity=HALVING)
-    result = tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, plan, _early_bias(1.0),
-                             torch.device("cpu"))
+    result = tuning.tune_arm("m", CONFIG, plan, scorer(monkeypatch, _early_bias(1.0), calls=calls, note=_lr_stop))
     assert calls[1] == [(8e-3, None), (1.6e-2, None)] and calls[2] == [(pytest.approx(3.2e-2), None)]
     assert result.extended == "up" and result.best().lr == pytest.approx(3.2e-2)
 
 
 def test_both_arms_get_the_same_schedule_and_the_same_steps(monkeypatch):
-    monkeypatch.setattr(tuning, "train_many", _fake_train_many([]))
     plan = tuning.check_plan([1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2], [1000, 1001], [42], confirm=0,
                              fidelity=HALVING)
-    arms = [tuning.tune_arm(label, lambda: None, torch.zeros(1), CONFIG, plan, _early_bias(target),
-                            torch.device("cpu")) for label, target in (("baseline", 2e-3), ("method", 8e-3))]
+    arms = [tuning.tune_arm(label, CONFIG, plan, scorer(monkeypatch, _early_bias(target), calls=[], note=_lr_stop)) for label, target in (("baseline", 2e-3), ("method", 8e-3))]
     assert arms[0].steps_trained == arms[1].steps_trained == 2 * (5 * 9 + 2 * 27)
     assert [[(r["steps"], len(r["lrs"])) for r in arm.rungs] for arm in arms] == [[(9, 5), (27, 2)]] * 2
     assert [a.best().lr for a in arms] == [2e-3, 8e-3]
@@ -164,7 +154,6 @@ def test_both_arms_get_the_same_schedule_and_the_same_steps(monkeypatch):
 
 def test_space_trials_under_halving_equal_per_arm_and_the_block_validates(monkeypatch):
     calls: list = []
-    monkeypatch.setattr(tuning, "train_many", _fake_train_many(calls))
     config = TrainConfig(steps=30, batch_size=2, seq_len=8, lr=1e-3, optimizer=ComponentChoice(name="adamw"))
 
     def evaluate(model) -> float:
@@ -174,8 +163,7 @@ def test_space_trials_under_halving_equal_per_arm_and_the_block_validates(monkey
     for label in ("baseline", "method"):
         plan = check_space_plan("lr", 8, [1000], [42], fidelity=HALVING)
         axes = arm_space(config.optimizer, [], config, plan.axes)
-        records[label] = tuning_space.tune_arm_space(label, lambda: None, torch.zeros(1), config, axes, plan,
-                                                     evaluate, torch.device("cpu"))
+        records[label] = tuning_space.tune_arm_space(label, config, axes, plan, scorer(monkeypatch, evaluate, calls=calls, note=_lr_stop))
     # declared phase: 6 trials at 10 steps, the best 2 to 30; the extension's 2: full length
     assert [[stop for _, stop in call] for call in calls[:3]] == [[10] * 6, [None] * 2, [None] * 2]
     for record in records.values():
@@ -261,13 +249,11 @@ def test_under_full_the_calls_and_the_block_are_todays(monkeypatch):
     """The default: one call of every lr at full length (no run stopped), and a block with no
     key that halving adds, byte for byte the block of a plan made without a fidelity."""
     calls: list = []
-    monkeypatch.setattr(tuning, "train_many", _fake_train_many(calls))
     grid = [1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2]
     default = tuning.check_plan(grid, [1000], [42], confirm=0)
     assert default.fidelity == Fidelity() and default == tuning.check_plan(grid, [1000], [42], confirm=0,
                                                                            fidelity=Fidelity())
-    result = tuning.tune_arm("m", lambda: None, torch.zeros(1), CONFIG, default, _early_bias(4e-3),
-                             torch.device("cpu"))
+    result = tuning.tune_arm("m", CONFIG, default, scorer(monkeypatch, _early_bias(4e-3), calls=calls, note=_lr_stop))
     assert calls == [[(lr, None) for lr in grid]]
     block = tuning.tuning_block(default, "lm_loss", {"m": result})
     assert "fidelity" not in block and "rungs" not in block["arms"]["m"]

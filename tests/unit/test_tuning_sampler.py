@@ -10,14 +10,13 @@ import math
 
 import numpy as np
 import pytest
-import torch
 from scipy.stats import qmc
-from test_tuning_space import CONFIG, _fake_train_many, _objective
+from test_tuning_space import CONFIG, _objective
+from tuning_support import scorer
 
 from llmevo.artifacts.schema import Tuning
 from llmevo.errors import ConfigError
 from llmevo.experiments import EvidenceRequest, LadderRequest, ReproductionRequest
-from llmevo.runner import tuning as tuning_module
 from llmevo.runner import tuning_space
 from llmevo.runner.tuning_space import arm_space, check_space_plan
 
@@ -26,11 +25,9 @@ AXES = ("lr", "beta2", "weight_decay", "warmup")
 
 def _tune(monkeypatch, sampler: str, trials: int = 16, seed: int = 0, evaluate=None,
           calls: list | None = None) -> tuning_space.ArmSpaceTuning:
-    monkeypatch.setattr(tuning_module, "train_many", _fake_train_many([] if calls is None else calls))
     axes = arm_space(CONFIG.optimizer, [], CONFIG)
     plan = check_space_plan("full", trials, [1000], [42], sampler_seed=seed, sampler=sampler)
-    return tuning_space.tune_arm_space("baseline", lambda: None, torch.zeros(1), CONFIG, axes, plan,
-                                       evaluate or _objective(3 * CONFIG.lr), torch.device("cpu"))
+    return tuning_space.tune_arm_space("baseline", CONFIG, axes, plan, scorer(monkeypatch, evaluate or _objective(3 * CONFIG.lr), calls=[] if calls is None else calls))
 
 
 def _settings(result: tuning_space.ArmSpaceTuning) -> list[dict]:

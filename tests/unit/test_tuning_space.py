@@ -11,16 +11,14 @@ import numpy as np
 import pytest
 import torch
 from scipy.stats import qmc
-from torch import nn
+from tuning_support import scorer
 
 from llmevo.artifacts.schema import Tuning
 from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
 from llmevo.registry import ComponentChoice, TuningAxis
-from llmevo.runner import tuning as tuning_module
 from llmevo.runner import tuning_space
 from llmevo.runner.tuning_space import ResolvedAxis, arm_space, axis_value, check_space_plan
-from llmevo.train.execution import RunOutcome
 from llmevo.train.trainer import TrainConfig
 
 CONFIG = TrainConfig(steps=100, batch_size=2, seq_len=8, lr=1e-3, weight_decay=0.1,
@@ -116,39 +114,21 @@ def test_extension_share_splits_every_budget_the_same_way():
         2: (2, 0), 3: (3, 0), 4: (3, 1), 8: (6, 2), 16: (12, 4)}
 
 
-class _Settings(nn.Module):
-    """A 'trained model' that only remembers the settings it was trained with."""
-
-    def __init__(self, config: TrainConfig, seed: int):
-        super().__init__()
-        self.config, self.seed = config, seed
-
-
-def _fake_train_many(calls: list):
-    def fake(build, stream, runs, device, progress=None, description="train", **execution):
-        calls.append(list(runs))
-        return [RunOutcome(spec, _Settings(spec.config, spec.seed),
-                           SimpleNamespace(status="complete"), "sequential") for spec in runs]
-    return fake
-
-
 def _objective(target_lr: float):
     """Validation loss: a bowl in log lr with its minimum at ``target_lr``, rising with weight
     decay (best at 0: an edge that is the axis's limit), flat in beta2 and warmup, plus a seed
     offset."""
-    def evaluate(model: _Settings) -> float:
+    def evaluate(model: SimpleNamespace) -> float:
         return (10.0 * (math.log(model.config.lr) - math.log(target_lr)) ** 2
                 + 0.5 * model.config.weight_decay + 0.001 * (model.seed - 1000))
     return evaluate
 
 
 def _tune(monkeypatch, optimizer: str, target_lr: float, trials: int, calls: list):
-    monkeypatch.setattr(tuning_module, "train_many", _fake_train_many(calls))  # score_runs trains
     config = CONFIG.model_copy(update={"optimizer": ComponentChoice(name=optimizer)})
     axes = arm_space(config.optimizer, [], config)
     plan = check_space_plan("full", trials, [1000, 1001], [42])
-    return plan, tuning_space.tune_arm_space(optimizer, lambda: None, torch.zeros(1), config, axes,
-                                             plan, _objective(target_lr), torch.device("cpu"))
+    return plan, tuning_space.tune_arm_space(optimizer, config, axes, plan, scorer(monkeypatch, _objective(target_lr), calls=calls))
 
 
 def test_a_best_on_an_edge_extends_that_axis_once_beyond_it(monkeypatch):
@@ -220,22 +200,20 @@ def test_a_cached_trial_is_not_trained_again(monkeypatch, tmp_path):
     from llmevo.train.execution import Execution
 
     calls: list = []
-    monkeypatch.setattr(tuning_module, "train_many", _fake_train_many(calls))  # score_runs trains
     cache = ArmCache.open(tmp_path, torch.device("cpu"), Execution("sequential"), "use",
                           code_modules=["llmevo.runner.tuning_space"])
     assert cache is not None
     entries = TuningEntries(cache, "tuning", {"arm": "test"}, "data", {"metric": "lm_loss"})
     axes = arm_space(CONFIG.optimizer, [], CONFIG)
     plan = check_space_plan("full", 4, [1000], [42])
-    run = [tuning_space.tune_arm_space("baseline", lambda: None, torch.zeros(1), CONFIG, axes, plan,
-                                       _objective(CONFIG.lr), torch.device("cpu"), cache=entries)
+    run = [tuning_space.tune_arm_space("baseline", CONFIG, axes, plan, scorer(monkeypatch, _objective(CONFIG.lr), calls=calls, cache=entries))
            for _ in range(2)]
     assert len(calls) == 2  # the first tuning's two phases; the second trained nothing
     assert [t.values for t in run[0].trials] == [t.values for t in run[1].trials]
     assert all(t.cached == (1000,) for t in run[1].trials)
 
 
-def _narrow(model: _Settings) -> float:
+def _narrow(model: SimpleNamespace) -> float:
     """A minimum exactly at the preset's settings (lr 1e-3, weight decay 0.1): the lr grid's
     middle point hits it; Sobol trials, which move every axis at once, miss it."""
     return (10.0 * (math.log(model.config.lr) - math.log(CONFIG.lr)) ** 2
@@ -251,12 +229,10 @@ def test_the_search_never_ends_worse_than_the_lr_grid(monkeypatch, evaluate, cho
     from llmevo.runner.tuning import default_grid
 
     calls: list = []
-    monkeypatch.setattr(tuning_module, "train_many", _fake_train_many(calls))
     axes = arm_space(CONFIG.optimizer, [], CONFIG)
     grid = default_grid(CONFIG.lr)
     plan = check_space_plan("full", 8, [1000], [42], grid=grid)
-    result = tuning_space.tune_arm_space("baseline", lambda: None, torch.zeros(1), CONFIG, axes, plan,
-                                         evaluate, torch.device("cpu"))
+    result = tuning_space.tune_arm_space("baseline", CONFIG, axes, plan, scorer(monkeypatch, evaluate, calls=calls))
     floor = [spec.config for call in calls[2:] for spec in call]  # after the two Sobol phases
     assert floor[:5] == [CONFIG.model_copy(update={"lr": lr}) for lr in grid]  # the grid protocol's runs
     assert [t.phase for t in result.grid_trials] == ["grid"] * len(floor)

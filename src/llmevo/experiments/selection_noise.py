@@ -22,20 +22,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
-
-from torch import nn
 
 from llmevo.artifacts.schema import ArmTuning, ReproductionArtifact
 from llmevo.errors import ConfigError
-from llmevo.eval.lm import evaluate_lm
 from llmevo.experiments.pipeline import ReproductionRequest
 from llmevo.experiments.plans import PREPARATIONS
 from llmevo.experiments.reproduction import cache_code_modules
 from llmevo.runner.cache import ArmCache
-from llmevo.runner.run import build_arm_model
+from llmevo.runner.run import arm_train_config, score_arm
 from llmevo.runner.tuning import TuningPlan, tune_arm
-from llmevo.runner.views import DataView, load_views
+from llmevo.runner.views import load_views
 
 
 def chosen_per_seed(values: Mapping[float, Mapping[int, float | None]]) -> dict[int, float | None]:
@@ -125,19 +123,12 @@ def retrain_grid(artifact: ReproductionArtifact, seeds: Sequence[int], data_dir:
             arm = replace(arm, model=PREPARATIONS[arm.prepare](arm, views[arm.data], corpus,
                                                                plan.cache_dir, plan.seeds[0]))
         data = views[arm.data]
-        seq_len = data.seq_len or preset.train.seq_len
-        config = preset.train.model_copy(update={"optimizer": arm.optimizer, "seq_len": seq_len})
-
-        def evaluate(model: nn.Module, data: DataView = data, seq_len: int = seq_len) -> float:
-            return evaluate_lm(model, data.validation, seq_len, plan.device, data.token_bytes,
-                               batch_size=preset.eval_batch_size,
-                               max_windows=preset.eval_max_windows)[metric]
-
         recorded = recorded_values(tuning.arms[arm.label])
         grid = TuningPlan(tuple(sorted(recorded)), tuple(seeds), extend_edges=False)
         entries = None if cache is None else cache.tuning(arm, data, preset, metric, comparison.objective)
-        result = tune_arm(arm.label, lambda arm=arm: build_arm_model(arm), data.stream, config, grid,
-                          evaluate, plan.device, execution=plan.execution, cache=entries)
+        result = tune_arm(arm.label, arm_train_config(arm, data, preset), grid,
+                          partial(score_arm, arm, data, preset, device=plan.device, metric=metric,
+                                  execution=plan.execution, cache=entries))
         for setting in result.settings:
             recorded[setting.lr].update(setting.values)
         values[arm.label] = recorded

@@ -1,17 +1,20 @@
-"""One arm trained and evaluated under one seed: what the runner (``runner.run``) produces
-and the arm cache (``runner.cache``) stores and gives back.
+"""What the runner (``runner.run``) produces and the arm cache (``runner.cache``) stores and
+gives back: one arm trained and evaluated under one seed (``ArmRun``), and the scores of one
+call of tuning runs (``Scores``, what a tuner's ``Scorer`` answers).
 
-Public API: ``ArmRun``.
+Public API: ``ArmRun``, ``Scores``, ``Scorer``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from torch import nn
 
 from llmevo.components.post_training.stage import StageResult
+from llmevo.train.execution import RunSpec
 from llmevo.train.trainer import TrainResult
 
 
@@ -40,3 +43,19 @@ class ArmRun:
     @property
     def lr(self) -> float:
         return float(self.train_config["lr"])
+
+
+@dataclass
+class Scores:
+    """One call of tuning runs scored, by each run's position in the call: its validation
+    metric (None: diverged; a run stopped early, ``RunSpec.stop_after``, has that step's),
+    the positions loaded from the arm cache, and how each run trained (``ArmRun.path``; a
+    cached run's is the original's where its entry recorded it)."""
+
+    values: dict[int, float | None]
+    hits: set[int]
+    paths: dict[int, str]
+
+
+# what a tuner receives to score its runs: ``runner.run.score_arm`` bound to one arm
+Scorer = Callable[[Sequence[RunSpec]], Scores]

@@ -37,11 +37,12 @@ Public API: ``Fidelity``, ``FIDELITIES``, ``DEFAULT_ETA``, ``check_fidelity``, `
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from llmevo.errors import ConfigError
+from llmevo.runner.arm_run import Scorer
 from llmevo.train.execution import RunSpec
 
 FIDELITIES = ("full", "halving")
@@ -122,12 +123,9 @@ def _rank_key(values: Sequence[float | None], index: int) -> tuple[float, int]:
     return (math.fsum(values) / len(values), index)  # type: ignore[arg-type]
 
 
-Scorer = Callable[[list[RunSpec]], tuple[dict[int, float | None], set[int], dict[int, str]]]
-
-
 def halve(specs: Sequence[RunSpec], group: int, fidelity: Fidelity, score: Scorer) -> Halving:
     """Score ``specs`` (``group`` consecutive runs per candidate, all at one step count) with
-    ``score`` (``runner.tuning.score_runs`` bound to the arm) under ``fidelity``'s rung
+    ``score`` (``runner.run.score_arm`` bound to the arm) under ``fidelity``'s rung
     schedule; under ``full`` this is one ``score`` call."""
     if group < 1 or len(specs) % group:
         raise ValueError(f"{len(specs)} runs do not split into candidates of {group}")
@@ -140,14 +138,14 @@ def halve(specs: Sequence[RunSpec], group: int, fidelity: Fidelity, score: Score
         final = number == len(schedule) - 1
         positions = [c * group + k for c in alive for k in range(group)]
         call = [specs[p] if final else replace(specs[p], stop_after=rung_steps) for p in positions]
-        values, hits, paths = score(call)
+        scores = score(call)
         for local, position in enumerate(positions):
-            result.values[position] = values[local]
-            if local in paths:
-                result.paths[position] = paths[local]
+            result.values[position] = scores.values[local]
+            if local in scores.paths:
+                result.paths[position] = scores.paths[local]
             result.hits.discard(position)
             result.steps_asked += rung_steps
-            if local in hits:
+            if local in scores.hits:
                 result.hits.add(position)
             else:
                 result.steps_trained += rung_steps

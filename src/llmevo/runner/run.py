@@ -1,19 +1,22 @@
 """The one arm step: train an arm under each of its runs, post-train it when it has a stage,
 evaluate the splits asked for, and record an ``ArmRun``.
 
-Every pipeline calls this: a reproduction's report seeds, the tuning grid's scores, an
-evolution trial (with its hurdles), its rescoring seeds and lr grid, the final
-champion-versus-baseline comparison and the knockouts. What differs between them is
+Every pipeline calls this: a reproduction's report seeds, every tuner's runs (``score_arm``,
+run_arm's tuning mode), an evolution trial (with its hurdles), its rescoring seeds and lr grid,
+the final champion-versus-baseline comparison and the knockouts. What differs between them is
 data: which ``RunSpec``s (seed, training settings), which splits, whether a diverged run
-is an error or a record, and whether runs come from the arm cache.
+is an error or a record, whether runs come from the arm cache, and whether a run is scored by
+one metric (tuning) or evaluated in full (a report run).
 
 A run trains sequentially (``train()``, in this process) when it needs a per-step hook or
 per-step logs; otherwise all its runs go through ``train_many`` at once (sequential,
 batched or parallel, ``execution``), and with ``cache`` a run trained before under
-identical settings is loaded instead (``runner.cache``).
+identical settings is loaded instead (``runner.cache``: report entries here, tuning entries
+in ``score_arm``).
 
-Public API: ``SPLITS``, ``build_arm_model``, ``evaluate_arm``, ``arm_train_config``, ``seed_runs``,
-``check_fits_data``, ``post_train_and_evaluate``, ``stage_metrics``, ``evaluate_trained``, ``run_arm``.
+Public API: ``SPLITS``, ``build_arm_model``, ``evaluate_split_lm``, ``evaluate_arm``,
+``arm_train_config``, ``seed_runs``, ``check_fits_data``, ``post_train_and_evaluate``,
+``stage_metrics``, ``evaluate_trained``, ``run_arm``, ``score_arm``.
 """
 
 from __future__ import annotations
@@ -40,8 +43,8 @@ from llmevo.eval.suites import evaluate_suite
 from llmevo.hf.load import load_llama_weights
 from llmevo.registry import ComponentChoice
 from llmevo.runner.arm import Arm
-from llmevo.runner.arm_run import ArmRun
-from llmevo.runner.cache import ReportEntries
+from llmevo.runner.arm_run import ArmRun, Scores
+from llmevo.runner.cache import ReportEntries, TuningEntries
 from llmevo.runner.presets import Preset
 from llmevo.runner.views import DataView, arm_stream
 from llmevo.train.execution import Execution, RunSpec, train_many
@@ -60,6 +63,15 @@ def build_arm_model(arm: Arm) -> nn.Module:
     return model if arm.init is None else load_llama_weights(model, arm.init)
 
 
+def evaluate_split_lm(model: nn.Module, data: DataView, preset: Preset, split: str,
+                      device: torch.device) -> dict[str, float]:
+    """The language-model metrics on one split (``eval.lm.evaluate_lm``: lm_loss, perplexity,
+    bits_per_byte) at the preset's evaluation settings."""
+    tokens = data.validation if split == "validation" else data.test
+    return evaluate_lm(model, tokens, data.seq_len or preset.train.seq_len, device, data.token_bytes,
+                       batch_size=preset.eval_batch_size, max_windows=preset.eval_max_windows)
+
+
 def evaluate_arm(
     model: nn.Module,
     data: DataView,
@@ -69,12 +81,8 @@ def evaluate_arm(
     objective: str = "public_composite",
 ) -> dict[str, float]:
     """The language-model loss and the preset's suite on one split, with derived metrics."""
-    tokens = data.validation if split == "validation" else data.test
     suite = data.suite_validation if split == "validation" else data.suite_test
-    lm = evaluate_lm(
-        model, tokens, data.seq_len or preset.train.seq_len, device, data.token_bytes,
-        batch_size=preset.eval_batch_size, max_windows=preset.eval_max_windows,
-    )
+    lm = evaluate_split_lm(model, data, preset, split, device)
     scores = evaluate_suite(model, suite, batch_size=preset.eval_batch_size, device=device)
     raw = {"lm_loss": lm["lm_loss"], "bits_per_byte": lm.get("bits_per_byte"), **scores}
     return derive_arm_metrics(raw, objective)
@@ -195,15 +203,23 @@ def _finish(
     on_diverged: Literal["raise", "record"],
     logger: RunLogger | None,
     post_data: PostData,
+    score: str | None = None,
 ) -> ArmRun:
     """The ``ArmRun`` of one trained model: evaluated when its training completed; a
-    diverged run raises ``DivergedError`` or is recorded unevaluated (``on_diverged``)."""
+    diverged run raises ``DivergedError`` or is recorded unevaluated (``on_diverged``).
+    With ``score`` (tuning) see ``run_arm``."""
     if result.status == "diverged" and on_diverged == "raise":
         raise DivergedError(f"{arm.label} arm '{arm.name}' seed {spec.seed}: {result.message}",
                             result.steps_done)
     run = ArmRun(seed=spec.seed, validation={}, test={}, train=result,
                  parameters=sum(p.numel() for p in model.parameters()), architecture_stats={},
                  model=model, train_config=spec.config.model_dump(mode="json"), path=path)
+    if score is not None:  # tuning: one metric, no stage, no suite; a stopped run is scored too
+        if result.status != "diverged":
+            run.validation = {score: float(evaluate_split_lm(model.to(device), data, preset,
+                                                             "validation", device)[score])}
+        run.model = model.cpu()  # a tuner keeps numbers, not models: free the device
+        return run
     if result.status != "complete":
         return run
     run.stage, metrics = evaluate_trained(model, arm, data, preset, spec.seed, result.steps_done,
@@ -244,6 +260,7 @@ def run_arm(
     make_hook: Callable[[nn.Module], StepHook] | None = None,
     post_data: PostData = None,
     cache: ReportEntries | None = None,
+    score: str | None = None,
 ) -> list[ArmRun]:
     """Train, post-train and evaluate ``arm`` once per ``RunSpec``; the runs in spec order.
 
@@ -257,7 +274,13 @@ def run_arm(
     go through one ``train_many`` call (``execution``, ``workers``). With ``cache`` (this
     arm's report entries) a run found there is loaded (``ArmRun.cached``) instead of
     trained, and every run trained is stored. ``description`` names the runs on progress
-    bars (default ``"<label> <name>"``)."""
+    bars (default ``"<label> <name>"``).
+
+    ``score`` is the tuning mode (``score_arm``): every run that did not diverge (one stopped
+    early by ``RunSpec.stop_after`` too) is scored on the validation split by this one
+    language-model metric (``evaluate_split_lm``: no post-training stage, no suite, so tuning
+    costs what it always did), ``ArmRun.validation`` is ``{score: value}``, and the model is
+    moved to the CPU."""
     description = description or f"{arm.label} {arm.name}"
     stream = arm_stream(build_recipe(arm.recipe), data)
 
@@ -267,7 +290,7 @@ def run_arm(
     def finish(spec: RunSpec, model: nn.Module, result: TrainResult, path: str,
                logger: RunLogger | None = None) -> ArmRun:
         return _finish(arm, data, preset, spec, model, result, device, path, splits, objective,
-                       on_diverged, logger, post_data)
+                       on_diverged, logger, post_data, score)
 
     if logs is not None or make_hook is not None:
         finished = []
@@ -298,3 +321,35 @@ def run_arm(
         if cache is not None and found[index].status == "complete":
             cache.store(outcome.spec, runs, found[index])
     return [found[index] for index in range(len(runs))]
+
+
+def score_arm(
+    arm: Arm,
+    data: DataView,
+    preset: Preset,
+    runs: Sequence[RunSpec],
+    device: torch.device,
+    *,
+    metric: str,
+    execution: Execution = Execution(),
+    progress: Progress | None = None,
+    cache: TuningEntries | None = None,
+) -> Scores:
+    """Every tuner's scorer: each of ``runs`` (one call of an arm's tuning runs) by its
+    validation ``metric``, a diverged run None. With ``cache`` (this arm's tuning entries) a run
+    found there is not trained; the others train in one ``run_arm`` call in its tuning mode
+    (``score``) and are stored, each with how it trained. Where a run's numbers depend on its
+    call-mates (``ArmCache.independent``) one missing run trains the whole call."""
+    hits = {} if cache is None else cache.hits(runs, lambda spec: cache.load(spec, runs))
+    scores = Scores({index: hit.value for index, hit in hits.items()}, set(hits),
+                    {index: hit.path for index, hit in hits.items() if hit.path is not None})
+    missing = [index for index in range(len(runs)) if index not in hits]
+    trained = run_arm(arm, data, preset, [runs[index] for index in missing], device, score=metric,
+                      on_diverged="record", execution=execution, progress=progress,
+                      description=f"tune {arm.label}") if missing else []
+    for index, run in zip(missing, trained, strict=True):
+        scores.values[index] = run.validation.get(metric)  # {} when it diverged
+        scores.paths[index] = run.path
+        if cache is not None:
+            cache.store(runs[index], runs, scores.values[index], run.path)
+    return scores

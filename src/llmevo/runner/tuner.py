@@ -14,9 +14,11 @@ Two implement the interface:
   sequential sampler (``--tune-sampler tpe|gp``, a field of the plan).
 
 ``tune_arms`` is the one function that tunes the arms of a comparison, whichever the tuner:
-each arm's training settings (``runner.run.arm_train_config``), its stream, its validation
-score and its arm-cache entries are made here, the tuner chooses, and the arm comes back
-with its optimizer and its preset at the choice. A new tuner (a multi-fidelity one)
+each arm's training settings (``runner.run.arm_train_config``) and its scorer are made here
+(``runner.run.score_arm`` bound to the arm, its data view, preset, metric and arm-cache
+entries: a tuner hands it ``RunSpec``s and gets ``Scores`` back, and never sees a model, a
+stream, a device or the cache), the tuner chooses, and the arm comes back with its optimizer
+and its preset at the choice. A new tuner (a multi-fidelity one)
 implements ``Tuner`` and nothing above the runner changes; a new way of choosing a space's
 trials is a ``SpacePlan.sampler`` (TPE and GP were added so, with no change to ``Tuner``).
 
@@ -28,24 +30,22 @@ Public API: ``Tuner``, ``ArmChoice``, ``TunedArms``, ``tune_arms``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Literal, Protocol
 
 import torch
-from torch import Tensor, nn
 
 from llmevo.artifacts.schema import CachedTuningRun
-from llmevo.catalog import build_recipe
-from llmevo.components.data.base import TrainStream
-from llmevo.eval.lm import evaluate_lm
 from llmevo.registry import MODEL_SLOTS, ComponentChoice
 from llmevo.runner.arm import Arm
-from llmevo.runner.cache import ArmCache, TuningEntries
+from llmevo.runner.arm_run import Scorer
+from llmevo.runner.cache import ArmCache
 from llmevo.runner.presets import Preset
 from llmevo.runner.resources import CpuClock
-from llmevo.runner.run import arm_train_config, build_arm_model
-from llmevo.runner.views import DataView, arm_stream
+from llmevo.runner.run import arm_train_config, score_arm
+from llmevo.runner.views import DataView
 from llmevo.train.execution import Execution
 from llmevo.train.trainer import Progress, TrainConfig
 
@@ -89,14 +89,11 @@ class Tuner(Protocol):
         """This tuner on the learning-rate grid ``grid`` (a ladder rung's, chosen late)."""
         ...
 
-    def tune(self, label: str, build: Callable[[], nn.Module], stream: Tensor | TrainStream,
-             config: TrainConfig, components: Sequence[ComponentChoice],
-             evaluate: Callable[[nn.Module], float], device: torch.device,
-             progress: Progress | None, execution: Execution,
-             cache: TuningEntries | None) -> ArmChoice:
-        """Tune one arm: ``build`` makes its model, ``config`` its training settings,
-        ``components`` its model's components, ``evaluate`` scores a trained model (lower
-        is better)."""
+    def tune(self, label: str, config: TrainConfig, components: Sequence[ComponentChoice],
+             score: Scorer) -> ArmChoice:
+        """Tune one arm: ``config`` its training settings, ``components`` its model's
+        components; ``score`` trains a call of ``RunSpec``s of this arm (or loads them from the
+        arm cache) and gives each run's validation score (lower is better, None: diverged)."""
         ...
 
     def block(self, metric: str, records: dict[str, Any]) -> dict[str, Any]:
@@ -156,18 +153,11 @@ def tune_arms(
         preset = (arm_presets or {}).get(arm.label, base_preset)
         data = views[arm.data]
         config = arm_train_config(arm, data, preset)
-
-        def evaluate(model: nn.Module, data: DataView = data, config: TrainConfig = config,
-                     preset: Preset = preset) -> float:
-            scores = evaluate_lm(model, data.validation, config.seq_len, device, data.token_bytes,
-                                 batch_size=preset.eval_batch_size, max_windows=preset.eval_max_windows)
-            return scores[metric]
-
         entries = None if cache is None else cache.tuning(arm, data, preset, metric, objective)
+        score: Scorer = partial(score_arm, arm, data, preset, device=device, metric=metric,
+                                execution=execution, progress=progress, cache=entries)
         clock = CpuClock()
-        choice = tuner.tune(arm.label, lambda arm=arm: build_arm_model(arm),
-                            arm_stream(build_recipe(arm.recipe), data), config, model_components(arm),
-                            evaluate, device, progress, execution, entries)
+        choice = tuner.tune(arm.label, config, model_components(arm), score)
         cpu, wall = clock.read()
         choices[arm.label] = choice
         budgets[arm.label] = {"runs": choice.runs, "trained": choice.runs - len(choice.cached),

@@ -16,32 +16,26 @@ the arm takes the better of the two by the mean over all its tuning seeds.
 The test split is never looked at here.
 
 Public API: ``TuningPlan`` (a ``runner.tuner.Tuner``), ``default_grid``, ``check_plan``,
-``check_tuning_seeds``, ``tune_arm``, ``ArmTuning``, ``SettingResult``, ``score_runs``,
-``tuning_block``.
+``check_tuning_seeds``, ``tune_arm``, ``ArmTuning``, ``SettingResult``, ``tuning_block``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-import torch
-from torch import Tensor, nn
-
 from llmevo.artifacts.schema import CachedTuningRun
-from llmevo.catalog import build_optimizer
-from llmevo.components.data.base import TrainStream
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.registry import ComponentChoice
 from llmevo.runner.arm import Arm
-from llmevo.runner.cache import TuningEntries
+from llmevo.runner.arm_run import Scorer
 from llmevo.runner.fidelity import Fidelity, halve
 from llmevo.runner.presets import Preset
 from llmevo.runner.tuner import ArmChoice
-from llmevo.train.execution import Execution, RunSpec, train_many
-from llmevo.train.trainer import Progress, TrainConfig
+from llmevo.train.execution import RunSpec
+from llmevo.train.trainer import TrainConfig
 
 DEFAULT_POINTS = 5
 DEFAULT_SPAN = 3.0  # the default grid runs from lr / span to lr * span
@@ -86,13 +80,10 @@ class TuningPlan:
         return check_plan(grid, self.seeds, report_seeds, self.extend_edges, confirm=len(self.confirm_seeds),
                           fidelity=self.fidelity)
 
-    def tune(self, label: str, build: Callable[[], nn.Module], stream: Tensor | TrainStream,
-             config: TrainConfig, components: Sequence[ComponentChoice],
-             evaluate: Callable[[nn.Module], float], device: torch.device,
-             progress: Progress | None, execution: Execution,
-             cache: TuningEntries | None) -> ArmChoice:
+    def tune(self, label: str, config: TrainConfig, components: Sequence[ComponentChoice],
+             score: Scorer) -> ArmChoice:
         """``tune_arm``; the arm keeps its best learning rate."""
-        record = tune_arm(label, build, stream, config, self, evaluate, device, progress, execution, cache)
+        record = tune_arm(label, config, self, score)
         return ArmChoice(config.model_copy(update={"lr": record.best().lr}), record,
                          [CachedTuningRun(lr=lr, seed=seed) for lr, seed in record.cached],
                          sum(len(setting.values) for setting in record.settings),
@@ -214,56 +205,12 @@ def extension_value(grid: Sequence[float], direction: Literal["up", "down"]) -> 
     return values[0] * values[0] / values[1]
 
 
-def score_runs(
-    label: str,
-    build: Callable[[], nn.Module],
-    stream: Tensor | TrainStream,
-    specs: Sequence[RunSpec],
-    evaluate: Callable[[nn.Module], float],
-    device: torch.device,
-    progress: Progress | None,
-    execution: Execution,
-    cache: TuningEntries | None,
-) -> tuple[dict[int, float | None], set[int], dict[int, str]]:
-    """Each tuning run's validation score by its index in ``specs`` (None: diverged), the
-    indices that came from the arm cache, and how each run trained (``RunOutcome.path``:
-    a lone run of a parallel call trains in this process, ``sequential``; a cached run's is
-    the original's, where its entry recorded it): the runs not found in the cache train in one
-    ``train_many`` call, are scored with ``evaluate`` and stored."""
-    hits = {} if cache is None else cache.hits(specs, lambda spec: cache.load(spec, specs))
-    values: dict[int, float | None] = {index: hit.value for index, hit in hits.items()}
-    paths: dict[int, str] = {index: hit.path for index, hit in hits.items() if hit.path is not None}
-    missing = [index for index in range(len(specs)) if index not in hits]
-    outcomes = train_many(build, stream, [specs[i] for i in missing], device, progress,
-                          description=f"tune {label}", build_optimizer=build_optimizer,
-                          path=execution.path, replicas_max=execution.replicas_max) if missing else []
-    for index, outcome in zip(missing, outcomes, strict=True):
-        values[index] = None if outcome.result.status == "diverged" else float(evaluate(outcome.model))
-        paths[index] = outcome.path
-        outcome.model.cpu()
-        if cache is not None:
-            cache.store(outcome.spec, specs, values[index], outcome.path)
-    return values, set(hits), paths
-
-
-def tune_arm(
-    label: str,
-    build: Callable[[], nn.Module],
-    stream: Tensor | TrainStream,
-    config: TrainConfig,
-    plan: TuningPlan,
-    evaluate: Callable[[nn.Module], float],
-    device: torch.device,
-    progress: Progress | None = None,
-    execution: Execution = Execution(),
-    cache: TuningEntries | None = None,
-) -> ArmTuning:
-    """Train ``build()`` at every grid learning rate under every tuning seed (one
-    ``train_many`` call), score each run with ``evaluate`` (validation, lower is better),
-    extend the grid once if the best lies on its edge, and confirm a best at the stability
-    edge (with its lower neighbour) on ``plan.confirm_seeds``. With ``cache`` (this arm's
-    entries in ``runner.cache``) a run found there is not trained (its (lr, seed) is
-    listed in ``cached``) and every run trained is stored."""
+def tune_arm(label: str, config: TrainConfig, plan: TuningPlan, score: Scorer) -> ArmTuning:
+    """Score the arm at every grid learning rate under every tuning seed (one ``score`` call:
+    ``runner.run.score_arm`` bound to the arm, validation, lower is better), extend the grid
+    once if the best lies on its edge, and confirm a best at the stability edge (with its lower
+    neighbour) on ``plan.confirm_seeds``. A run ``score`` loaded from the arm cache is listed
+    in ``cached`` by its (lr, seed)."""
     tuning = ArmTuning(label)
 
     def run(lrs: Sequence[float], seeds: Sequence[int], extension: bool = False) -> None:
@@ -271,9 +218,7 @@ def tune_arm(
                  for lr in lrs for seed in seeds]
         known = {s.lr: s for s in tuning.settings}
         results = {lr: known.get(lr) or SettingResult(lr, {}, extension) for lr in lrs}
-        halving = halve(specs, len(seeds), plan.fidelity,
-                        lambda call: score_runs(label, build, stream, call, evaluate, device, progress,
-                                                execution, cache))
+        halving = halve(specs, len(seeds), plan.fidelity, score)
         values, hits, paths = halving.values, halving.hits, halving.paths
         tuning.steps_trained += halving.steps_trained
         tuning.steps_asked += halving.steps_asked

@@ -79,16 +79,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-import torch
-from torch import Tensor, nn
-
 from llmevo.artifacts.schema import CachedTuningRun
 from llmevo.catalog import full_registry
-from llmevo.components.data.base import TrainStream
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.registry import MODEL_SLOTS, ComponentChoice, TuningAxis
 from llmevo.runner.arm import Arm
-from llmevo.runner.cache import TuningEntries
+from llmevo.runner.arm_run import Scorer
 from llmevo.runner.fidelity import Fidelity, halve
 from llmevo.runner.presets import Preset
 from llmevo.runner.tuner import ArmChoice, model_components
@@ -97,12 +93,11 @@ from llmevo.runner.tuning import (
     TuningPlan,
     check_plan,
     check_tuning_seeds,
-    score_runs,
     setting_status,
     tune_arm,
 )
-from llmevo.train.execution import Execution, RunSpec
-from llmevo.train.trainer import Progress, TrainConfig
+from llmevo.train.execution import RunSpec
+from llmevo.train.trainer import TrainConfig
 
 if TYPE_CHECKING:
     import optuna
@@ -181,16 +176,12 @@ class SpacePlan:
     def with_grid(self, grid: Sequence[float], report_seeds: Sequence[int]) -> SpacePlan:
         raise ConfigError("a grid binds to a plan tuned on a learning-rate grid, not a space")
 
-    def tune(self, label: str, build: Callable[[], nn.Module], stream: Tensor | TrainStream,
-             config: TrainConfig, components: Sequence[ComponentChoice],
-             evaluate: Callable[[nn.Module], float], device: torch.device,
-             progress: Progress | None, execution: Execution,
-             cache: TuningEntries | None) -> ArmChoice:
+    def tune(self, label: str, config: TrainConfig, components: Sequence[ComponentChoice],
+             score: Scorer) -> ArmChoice:
         """``tune_arm_space`` over the arm's declared axes; the arm keeps its best trial's
         settings (its optimizer's among them)."""
         axes = arm_space(config.optimizer, components, config, self.axes)
-        record = tune_arm_space(label, build, stream, config, axes, self, evaluate, device, progress,
-                                execution, cache)
+        record = tune_arm_space(label, config, axes, self, score)
         cached = [CachedTuningRun(lr=float(trial.values["lr"]), seed=seed, trial=trial.number)
                   for trial in (*record.trials, *record.grid_trials) for seed in trial.cached]
         grid = record.grid
@@ -468,22 +459,16 @@ def _extendable(axis: ResolvedAxis, direction: str) -> bool:
 
 def tune_arm_space(
     label: str,
-    build: Callable[[], nn.Module],
-    stream: Tensor | TrainStream,
     config: TrainConfig,
     axes: Sequence[ResolvedAxis],
     plan: SpacePlan,
-    evaluate: Callable[[nn.Module], float],
-    device: torch.device,
-    progress: Progress | None = None,
-    execution: Execution = Execution(),
-    cache: TuningEntries | None = None,
+    score: Scorer,
 ) -> ArmSpaceTuning:
-    """Train ``plan.trials`` trials of ``build()`` over ``axes`` under every tuning seed (one
-    ``train_many`` call per phase, or per batch of a sequential sampler), score each run with
-    ``evaluate`` (validation, lower is better), extend each axis whose best declared-phase
-    trial lies on an edge (see the module docstring). With ``cache`` (this arm's tuning
-    entries) a run found there is not trained."""
+    """Score ``plan.trials`` trials of the arm over ``axes`` under every tuning seed (one
+    ``score`` call per phase, or per batch of a sequential sampler: ``runner.run.score_arm``
+    bound to the arm, validation, lower is better), extend each axis whose best declared-phase
+    trial lies on an edge (see the module docstring). A run ``score`` loaded from the arm
+    cache is listed in its trial's ``cached``."""
     from optuna.distributions import FloatDistribution
     from optuna.trial import TrialState, create_trial
 
@@ -507,9 +492,7 @@ def tune_arm_space(
         specs = [RunSpec(seed, apply_settings(config, axes, trial.values),
                          label=f"trial {trial.number} seed {seed}")
                  for trial in trials for seed in plan.seeds]
-        halving = halve(specs, len(plan.seeds), plan.fidelity,
-                        lambda call: score_runs(label, build, stream, call, evaluate, device, progress,
-                                                execution, cache))
+        halving = halve(specs, len(plan.seeds), plan.fidelity, score)
         values, hits, paths = halving.values, halving.hits, halving.paths
         tuning.steps_trained += halving.steps_trained
         tuning.steps_asked += halving.steps_asked
@@ -575,7 +558,7 @@ def tune_arm_space(
 
         run(plan.extension_trials, "extension", beyond)
     if plan.grid and any(axis.name == "lr" for axis in axes):
-        grid_floor(tuning, build, stream, config, plan, evaluate, device, progress, execution, cache)
+        grid_floor(tuning, config, plan, score)
     return tuning
 
 
@@ -590,17 +573,12 @@ def axis_setting(config: TrainConfig, axis: ResolvedAxis) -> float | int:
     return getattr(spec.make_config(config.optimizer.config), axis.axis.setting)
 
 
-def grid_floor(tuning: ArmSpaceTuning, build: Callable[[], nn.Module], stream: Tensor | TrainStream,
-               config: TrainConfig, plan: SpacePlan, evaluate: Callable[[nn.Module], float],
-               device: torch.device, progress: Progress | None, execution: Execution,
-               cache: TuningEntries | None) -> None:
+def grid_floor(tuning: ArmSpaceTuning, config: TrainConfig, plan: SpacePlan, score: Scorer) -> None:
     """``GRID_FLOOR``: the lr grid protocol's runs of this arm (``runner.tuning.tune_arm`` on
     ``plan.grid``, extended once past an edge, no confirmation: the same runs, so the same
     cache entries, as ``--tune-grid``), recorded as the arm's grid trials after its Sobol
     trials, every other axis at the arm's own setting."""
-    record = tune_arm(tuning.label, build, stream, config,
-                      TuningPlan(plan.grid, plan.seeds, fidelity=plan.fidelity), evaluate,
-                      device, progress, execution, cache)
+    record = tune_arm(tuning.label, config, TuningPlan(plan.grid, plan.seeds, fidelity=plan.fidelity), score)
     tuning.grid = record
     others = {axis.name: axis_setting(config, axis) for axis in tuning.axes if axis.name != "lr"}
     cached = {(lr, seed) for lr, seed in record.cached}
