@@ -3,7 +3,8 @@
 Runs, with the arm cache off and on the CPU with one thread:
 - every registered component's smoke reproduction (seed 42; post-training methods too);
 - one tuned smoke reproduction (relu2, three seeds, a three-point grid);
-- the same tuned under ``--tune-fidelity halving`` on a five-point grid, and two space tunings
+- the same on a grid whose best is its top (extended once, then confirmed at the stability
+  edge), under ``--tune-fidelity halving`` on a five-point grid, and two space tunings
   (``--tune-space lr`` with its lr-grid floor; ``--tune-space full`` under halving);
 - the arm cache's entries written by a tuned reproduction in this process (keys, kinds and
   payloads; the code digest in each key fixed, so that the keys of two trees compare);
@@ -127,6 +128,9 @@ def main() -> None:
         snapshot["tuned_halving"] = reproduce("relu2", folder / "halving.json", "--tune", "--seeds", "42,43",
                                               "--steps", "9", "--tune-grid", "1e-3,2e-3,4e-3,8e-3,1.6e-2",
                                               "--tune-fidelity", "halving")
+        print("tuned relu2 on a grid's edge", file=sys.stderr, flush=True)  # extended, then confirmed
+        snapshot["tuned_edge"] = reproduce("relu2", folder / "edge.json", "--tune", "--seeds", "42",
+                                           "--steps", "3", "--tune-grid", "1e-4,2e-4")
         print("space-tuned muon", file=sys.stderr, flush=True)
         snapshot["tuned_space"] = reproduce("muon", folder / "space.json", "--tune", "--seeds", "42",
                                             "--steps", "3", "--tune-space", "lr", "--tune-trials", "4")

@@ -311,8 +311,8 @@ class EvolutionSettings(SectionedRequest):
                 if option in given.given():
                     raise ConfigError(f"{given.option(option)} needs the final tuning: drop --no-final-tune")
         final_tuning = tuning.check_plan(
-            given.tune_grid or tuning.default_grid(final_preset.train.lr), self.final_tuning_seeds,
-            self.seeds, confirm=tuning.DEFAULT_CONFIRM if given.tune_confirm is None
+            given.tune_grid, self.final_tuning_seeds, self.seeds, around=final_preset.train.lr,
+            confirm=tuning.DEFAULT_CONFIRM if given.tune_confirm is None
             else given.tune_confirm) if self.final_tune else None
         # the prologue (threads are the workers'); the study's own report may be there,
         # uncommitted (then --explain)

@@ -45,7 +45,7 @@ from llmevo.runner.fidelity import check_fidelity
 from llmevo.runner.presets import Preset
 from llmevo.runner.size import Size, size_dial
 from llmevo.runner.tuner import Tuner
-from llmevo.runner.tuning import DEFAULT_CONFIRM, DEFAULT_TUNING_SEEDS, check_plan, default_grid
+from llmevo.runner.tuning import DEFAULT_CONFIRM, DEFAULT_TUNING_SEEDS, check_plan
 from llmevo.runner.tuning_space import DEFAULT_SAMPLER, DEFAULT_TRIALS, MAX_TRIALS, check_space_plan
 from llmevo.train.execution import Execution, check_path
 
@@ -197,11 +197,11 @@ class TuningSection(Section):
         fidelity = check_fidelity(self.tune_fidelity or "full")
         if self.tune_space is not None:
             return check_space_plan(self.tune_space, self.tune_trials or DEFAULT_TRIALS,
-                                    self.tune_seeds, report_seeds, grid=grid or default_grid(base_lr),
+                                    self.tune_seeds, report_seeds, grid=grid or (), around=base_lr,
                                     sampler=self.tune_sampler or DEFAULT_SAMPLER, fidelity=fidelity)
         confirm = DEFAULT_CONFIRM if self.tune_confirm is None else self.tune_confirm
-        return check_plan(grid or self.tune_grid or default_grid(base_lr), self.tune_seeds,
-                          report_seeds, confirm=confirm, fidelity=fidelity)
+        return check_plan(grid or self.tune_grid, self.tune_seeds, report_seeds, confirm=confirm,
+                          fidelity=fidelity, around=base_lr)
 
     def refuse_untuned(self, why: str) -> None:
         """An untuned run: refuse the tuning options that were given (``why``: what to do)."""

@@ -120,11 +120,13 @@ def check_tuning_seeds(seeds: Sequence[int], report_seeds: Sequence[int]) -> tup
 
 
 def check_plan(
-    grid: Sequence[float], seeds: Sequence[int], report_seeds: Sequence[int], extend_edges: bool = True,
-    confirm: int = 0, fidelity: Fidelity = Fidelity(),
+    grid: Sequence[float] | None, seeds: Sequence[int], report_seeds: Sequence[int], extend_edges: bool = True,
+    confirm: int = 0, fidelity: Fidelity = Fidelity(), around: float | None = None,
 ) -> TuningPlan:
-    """A validated plan; every problem is one ``ConfigError`` line, before any training."""
-    values = list(grid)
+    """A validated plan on ``grid`` (none given and ``around`` a preset's lr: the default grid
+    around it, so a pipeline hands its lr down instead of fetching the grid and handing it
+    back); every problem is one ``ConfigError`` line, before any training."""
+    values = list(grid or ()) if grid or around is None else default_grid(around)
     bad = [v for v in values if not (isinstance(v, int | float) and math.isfinite(v) and v > 0)]
     if bad:
         raise ConfigError(f"tuning grid: learning rates must be positive and finite, got {bad[0]}")

@@ -197,9 +197,11 @@ class SpacePlan:
 
 def check_space_plan(space: str, trials: int, seeds: Sequence[int], report_seeds: Sequence[int],
                      sampler_seed: int = DEFAULT_SAMPLER_SEED, grid: Sequence[float] = (),
-                     sampler: str = DEFAULT_SAMPLER, fidelity: Fidelity = Fidelity()) -> SpacePlan:
+                     sampler: str = DEFAULT_SAMPLER, fidelity: Fidelity = Fidelity(),
+                     around: float | None = None) -> SpacePlan:
     """A validated plan (``space``: ``full`` or a comma list of axis names; ``grid``: the lr
-    grid the search is checked against, see ``GRID_FLOOR``; ``sampler``: one of ``SAMPLERS``);
+    grid the search is checked against, see ``GRID_FLOOR``, or with ``around`` (a preset's lr)
+    and no grid the default grid around it; ``sampler``: one of ``SAMPLERS``);
     every problem is one ``ConfigError`` line, before any training. Axis names are checked
     against the arms later (``arm_space``), once the comparison is known."""
     if sampler not in SAMPLERS:
@@ -222,7 +224,7 @@ def check_space_plan(space: str, trials: int, seeds: Sequence[int], report_seeds
         raise ConfigError(f"--tune-trials {trials!r}: need 2 .. {MAX_TRIALS} trials per arm "
                           "(a choice needs at least two)")
     checked = check_tuning_seeds(seeds, report_seeds)
-    floor = check_plan(grid, checked, report_seeds).grid if grid else ()
+    floor = check_plan(grid, checked, report_seeds, around=around).grid if grid or around is not None else ()
     return SpacePlan(axes, trials, checked, sampler_seed, floor, sampler, fidelity)  # type: ignore[arg-type]
 
 
