@@ -33,6 +33,7 @@ VOLATILE = {"wall_seconds", "provenance", "post_training_seconds", "created_at",
             "started_at", "finished_at", "datetime_start", "datetime_complete", "duration",
             "cpu_seconds", "reproduction_wall_seconds", "seconds", "duration_seconds",
             "search_wall_seconds_this_invocation", "storage_display", "entropy_model_path",
+            "tokens_per_second",  # a cache entry's training speed
             "manifest_ref", "scope"}  # the last two name a temporary folder
 
 
