@@ -281,6 +281,8 @@ def run_arm(
     language-model metric (``evaluate_split_lm``: no post-training stage, no suite, so tuning
     costs what it always did), ``ArmRun.validation`` is ``{score: value}``, and the model is
     moved to the CPU."""
+    if score is not None and cache is not None:  # a scored run is no report run: keep them apart
+        raise ValueError("run_arm: a tuning run (score) is cached as a tuning entry, by score_arm")
     description = description or f"{arm.label} {arm.name}"
     stream = arm_stream(build_recipe(arm.recipe), data)
 
