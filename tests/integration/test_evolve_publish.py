@@ -74,6 +74,12 @@ def test_publish_then_explain_rebuilds_a_removed_report_with_its_knockouts(
     assert rebuilt["final_evaluation"] == summary["final_evaluation"]
     assert rebuilt["champion"] == summary["champion"] and rebuilt["trials"] == summary["trials"]
     assert rebuilt["provenance"]["allow_dirty"] is True
+    # the search's settings are the study's (trials 1, population 2, ...), not the defaults of
+    # the --explain command that rebuilt the report (which searched nothing)
+    for name in ("sampler", "trials", "workers", "population", "tournament", "rescore_seeds",
+                 "score_k", "sampler_seed"):
+        assert rebuilt["settings"][name] == summary["settings"][name], name
+    assert rebuilt["settings"]["rebuilt_by"] == "explain" and "rebuilt_by" not in summary["settings"]
     readme = (published / "README.md").read_text()
     assert "Which genes carry the gain" in readme and "Verdict of record" in readme
     # the champion is llama_modern itself (trial 0): compared anyway, and classed no-op

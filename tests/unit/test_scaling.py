@@ -216,3 +216,23 @@ def test_an_excluded_rung_stays_in_the_deltas_and_out_of_every_fit():
     assert left_out.trend_fit == kept.trend_fit and left_out.gap_slope == kept.gap_slope
     assert left_out.compute_multiplier == kept.compute_multiplier
     assert left_out.transfers == kept.transfers and left_out.ladder_class == kept.ladder_class
+
+
+def test_interval_matches_numpy_on_finite_samples_and_reads_infinite_ones_by_order_statistics():
+    rng = np.random.default_rng(0)
+    finite = rng.normal(size=101).tolist()
+    interval = Interval.of(0.0, finite)
+    tail = 100 * (1 - 0.95) / 2  # as the interval computes it (2.5 to the last ulp)
+    assert (interval.low, interval.high) == (np.percentile(finite, tail), np.percentile(finite, 100 - tail))
+    # 40 samples, 10 of them inf (a baseline fit that never reaches): the 97.5th percentile sits
+    # at position 38.025 among the sorted samples, between two infinite ones -> inf; the 2.5th
+    # at 0.975, between the two smallest finite samples -> their linear interpolation
+    samples = [float(v) for v in range(1, 31)] + [math.inf] * 10
+    with np.errstate(all="raise"):
+        interval = Interval.of(1.0, samples)
+    assert interval.low == pytest.approx(1 + 0.975) and interval.high == math.inf
+    # a finite lower neighbour and an infinite upper one: inf (position 29.25 of 30 finite + 10 inf)
+    assert scaling._percentile(np.asarray(samples), 100 * 29.25 / 39) == math.inf
+    # equal infinite neighbours at weight 0.5, and -inf against +inf has no value
+    assert scaling._percentile(np.asarray([math.inf, math.inf]), 50) == math.inf
+    assert math.isnan(scaling._percentile(np.asarray([-math.inf, math.inf]), 50))

@@ -26,7 +26,7 @@ from llmevo.runner.cache import CacheContext, run_key
 from llmevo.runner.fidelity import Fidelity, check_fidelity, halve, rung_schedule
 from llmevo.runner.tuning_space import arm_space, check_space_plan
 from llmevo.train.execution import Execution, RunSpec, train_many
-from llmevo.train.trainer import TrainConfig
+from llmevo.train.trainer import TrainConfig, train
 
 HALVING = Fidelity("halving", 3)
 CONFIG = TrainConfig(steps=27, batch_size=2, seq_len=8, lr=1e-3)
@@ -259,3 +259,35 @@ def test_under_full_the_calls_and_the_block_are_todays(monkeypatch):
     assert "fidelity" not in block and "rungs" not in block["arms"]["m"]
     assert all(set(s) == {"lr", "validation", "mean", "status", "extension", "paths"}
                for s in block["arms"]["m"]["settings"])
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "schedule_free_adamw"])
+def test_a_stopped_run_is_the_full_run_at_its_evaluation_point(optimizer):
+    """A run stopped after k steps leaves the model where the full run's ``on_step`` hook sees
+    it after its k-th step (``on_step``'s step is 0-based), at the optimizer's evaluation
+    point: schedule-free AdamW's average x, which differs from the weights it trains at. A full
+    run beside a stopped one in the same call (a survivor's replay) is the full run alone."""
+    stream = torch.randint(0, 512, (4000,), generator=torch.Generator().manual_seed(0))
+
+    def build() -> nn.Module:
+        return build_model(ModelConfig(d_model=32, n_layers=1))
+
+    config = TrainConfig(steps=12, batch_size=2, seq_len=16, lr=3e-3, warmup_steps=2,
+                         optimizer=ComponentChoice(name=optimizer))
+    full, stopped = train_many(build, stream, [RunSpec(7, config), RunSpec(7, config, stop_after=5)],
+                               torch.device("cpu"), build_optimizer=build_optimizer, path="sequential")
+    torch.manual_seed(7)
+    model, seen = build(), {}
+
+    def hook(step: int, loss: float) -> bool:
+        if step == 4:  # after the 5th step
+            seen.update({name: value.clone() for name, value in model.state_dict().items()})
+        return True
+
+    alone = train(model, stream, config, 7, torch.device("cpu"), build_optimizer(config.optimizer),
+                  None, on_step=hook)
+    for name, value in stopped.model.state_dict().items():
+        assert torch.equal(value, seen[name]), name
+    assert alone.losses == full.result.losses and stopped.result.losses == full.result.losses[:5]
+    for name, value in full.model.state_dict().items():
+        assert torch.equal(value, model.state_dict()[name]), name

@@ -193,7 +193,29 @@ class Interval:
         if values.size == 0:
             return cls(value, math.nan, math.nan)
         tail = 100 * (1 - level) / 2
-        return cls(float(value), float(np.percentile(values, tail)), float(np.percentile(values, 100 - tail)))
+        return cls(float(value), _percentile(values, tail), _percentile(values, 100 - tail))
+
+
+def _percentile(values: np.ndarray, q: float) -> float:
+    """``np.percentile(values, q)`` (linear interpolation between order statistics), also where
+    samples are infinite (a baseline fit that never reaches the method's loss): numpy's
+    interpolation subtracts inf from inf there and answers nan with a RuntimeWarning, where
+    the order statistics give the answer (equal neighbours: that value; an infinite upper
+    neighbour reached with weight > 0: inf)."""
+    if np.isfinite(values).all():
+        return float(np.percentile(values, q))
+    ordered = np.sort(values)
+    position = q / 100 * (ordered.size - 1)
+    lower, upper = math.floor(position), math.ceil(position)
+    weight = position - lower
+    a, b = float(ordered[lower]), float(ordered[upper])
+    if weight == 0 or a == b:
+        return a
+    if math.isinf(a) and math.isinf(b):  # -inf to +inf: no value between them
+        return math.nan
+    if math.isinf(a) or math.isinf(b):  # the infinite end dominates any weight in (0, 1)
+        return a if math.isinf(a) else b
+    return a + (b - a) * weight
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,10 @@ from llmevo.evolve.proposer import proposer_summary, resolve_proposer
 from llmevo.evolve.report import build_summary, write_report
 from llmevo.evolve.space import SearchSpace, build_search_space
 from llmevo.evolve.study import (
+    SAMPLER_ATTR,
     SAMPLER_SEED_ATTR,
+    SEARCH_SETTINGS,
+    SEARCH_SETTINGS_ATTR,
     check_sampler,
     finished_trials,
     open_storage,
@@ -522,9 +525,23 @@ def _size_settings(plan: EvolutionPlan) -> dict[str, Any]:
             "heads": model.n_heads}
 
 
+def _search_settings(plan: EvolutionPlan, opened: optuna.Study, rebuilt: bool) -> dict[str, Any]:
+    """The search's settings for the report: this invocation's, or, for a report rebuilt by
+    ``--explain`` (which searches nothing), those the study was created with (None where a
+    study from before they were stored does not hold them; ``rebuilt_by`` says so)."""
+    sampler = "proposer" if plan.proposer is not None else plan.sampler
+    if not rebuilt:
+        return {"sampler": sampler, **{name: getattr(plan, name) for name in SEARCH_SETTINGS},
+                "sampler_seed": plan.sampler_seed}
+    stored = opened.user_attrs.get(SEARCH_SETTINGS_ATTR) or {}
+    return {"sampler": opened.user_attrs.get(SAMPLER_ATTR),
+            **{name: stored.get(name) for name in SEARCH_SETTINGS},
+            "sampler_seed": opened.user_attrs.get(SAMPLER_SEED_ATTR), "rebuilt_by": "explain"}
+
+
 def _final_report(plan: EvolutionPlan, context: TrialContext, opened: optuna.Study, code: CodeState,
                   search_seconds: float, notify: Callable[[str], None],
-                  logs: RunLogs | None = None) -> dict[str, Any]:
+                  logs: RunLogs | None = None, rebuilt: bool = False) -> dict[str, Any]:
     """Pick the study's champion, compare it with llama_modern under ``plan.seeds`` through the
     one comparison path (``champion.comparison_plan`` -> ``reproduction.run_reproduction``:
     tuned arms, paired seeds, statistics, the classed verdict), write its typed artifact
@@ -558,14 +575,10 @@ def _final_report(plan: EvolutionPlan, context: TrialContext, opened: optuna.Stu
     notify(f"final comparison: {artifact_path}")
     summary = build_summary(
         opened,
-        settings={"sampler": "proposer" if plan.proposer is not None else plan.sampler,
-                  "preset": plan.trial_preset.name,
+        settings={**_search_settings(plan, opened, rebuilt), "preset": plan.trial_preset.name,
                   "trial_preset": plan.trial_preset.model_dump(mode="json"),
-                  "final_preset": context.final_preset.model_dump(mode="json"), "trials": plan.trials,
-                  "workers": plan.workers, "population": plan.population,
-                  "tournament": plan.tournament, "rescore_seeds": plan.rescore_seeds,
-                  "score_k": plan.score_k, "search_seed": SEARCH_SEED,
-                  "sampler_seed": plan.sampler_seed,
+                  "final_preset": context.final_preset.model_dump(mode="json"),
+                  "search_seed": SEARCH_SEED,
                   "study_sampler_seed": opened.user_attrs.get(SAMPLER_SEED_ATTR),
                   "final_seeds": seeds, "storage_display": masked(plan.storage_url),
                   "study": plan.study_name, "search_wall_seconds_this_invocation": search_seconds,
@@ -643,7 +656,8 @@ def explain(settings: EvolutionSettings, genes: list[str] | None = None,
     if code is not None:
         notify(f"no study report in {folder}: evaluating the champion and llama_modern on test "
                "to rebuild it")
-        summary: dict[str, Any] | None = _final_report(plan, context, opened, code, 0.0, notify)
+        summary: dict[str, Any] | None = _final_report(plan, context, opened, code, 0.0, notify,
+                                                       rebuilt=True)
     elif existing is not None:
         summary = existing
     else:

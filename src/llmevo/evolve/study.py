@@ -43,6 +43,10 @@ PRESET_ATTR = "llmevo:preset"
 SAMPLER_ATTR = "llmevo:sampler"
 LR_FACTORS_ATTR = "llmevo:trial_lr_factors"
 SAMPLER_SEED_ATTR = "llmevo:sampler_seed"  # the seed the study was created with
+# the search settings the study was created with (a report rebuilt by `evolve --explain`,
+# which runs no search, records these rather than its own command's defaults)
+SEARCH_SETTINGS_ATTR = "llmevo:search_settings"
+SEARCH_SETTINGS = ("trials", "workers", "population", "tournament", "rescore_seeds", "score_k")
 
 # name -> sampler of (space, population, tournament, seed)
 SAMPLERS: dict[str, Callable[[SearchSpace, int, int, int | None], BaseSampler]] = {
@@ -94,6 +98,7 @@ def open_study(plan: EvolutionPlan, space: SearchSpace, storage: RDBStorage) -> 
         else:
             study.set_user_attr(SAMPLER_ATTR, "proposer" if plan.proposer is not None else plan.sampler)
             study.set_user_attr(SAMPLER_SEED_ATTR, plan.sampler_seed)
+            study.set_user_attr(SEARCH_SETTINGS_ATTR, {name: getattr(plan, name) for name in SEARCH_SETTINGS})
             if not study.get_trials(deepcopy=False):
                 study.enqueue_trial(space.to_params(space.baseline),
                                     user_attrs={"parent": None, "role": "baseline"})
