@@ -428,12 +428,12 @@ def rescoring_phrase(block: Any) -> str:
     record = block.rescoring
     if record is None:
         return ""
-    noise = (f"seed noise {record.noise.threshold_percent:.3g}% "
-             f"({record.noise.source}, {record.noise.spread_percent:.3g}% over {record.noise.seeds} seed(s))")
+    noise = f"seed noise {record.noise.threshold_percent:.3g}%, {record.noise.source}" + (
+        f": spread {record.noise.spread_percent:.3g}% / sqrt({record.noise.seeds})" if record.noise.seeds > 1 else "")
     if not record.seeds:
         nearest = record.next.get("gap_percent") if record.next else None
-        return (f"a clear winner within {noise}" + (f", the runner-up +{nearest:.3g}%" if nearest is not None else "")
-                + "; nothing re-scored")
+        return (f"a clear winner ({noise}" + (f"; the runner-up +{nearest:.3g}%" if nearest is not None else "")
+                + "): nothing re-scored")
     named = " and ".join(f"{setting.lr:.3g}" if setting.lr is not None else f"trial {setting.trial}"
                          for setting in record.settings)
     fallback = "; every one diverged on a seed, chosen among the others" if "diverged" in record.outcome else ""
