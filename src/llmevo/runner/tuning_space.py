@@ -415,13 +415,14 @@ class ArmSpaceTuning:
             return None
         return math.fsum(values) / len(values)  # type: ignore[arg-type]
 
-    def _pool(self, trials: Sequence[Trial], leave_out: Sequence[int] = ()) -> list[Trial]:
+    def full_length(self, trials: Sequence[Trial], leave_out: Sequence[int] = ()) -> list[Trial]:
+        """The trials trained to full length with a finite mean on the tuning seeds, but ``leave_out``."""
         return [t for t in trials if self.first_mean(t) is not None and t.stopped_at is None
                 and t.number not in leave_out]
 
     def best(self, trials: Sequence[Trial] | None = None) -> Trial:
         """The lowest mean on the tuning seeds among trials trained to full length (ties: the earlier)."""
-        pool = self._pool(self.trials if trials is None else trials)
+        pool = self.full_length(self.trials if trials is None else trials)
         if not pool:
             raise DivergedError(f"{self.label} arm: every tuning trial diverged; narrow the space "
                                 "(e.g. --tune-space with fewer axes) or lower the preset's lr", 0)
@@ -431,8 +432,8 @@ class ArmSpaceTuning:
         """The choice on the tuning seeds: the search's best trial, unless a trial of the lr
         grid is lower (then the search's budget was too small to find what the grid found);
         ``leave_out``: trial numbers not to choose."""
-        search = self._pool(self.trials, leave_out)
-        floor = self._pool(self.grid_trials, leave_out)
+        search = self.full_length(self.trials, leave_out)
+        floor = self.full_length(self.grid_trials, leave_out)
         if not search and not floor:
             raise DivergedError(f"{self.label} arm: every trial diverged on some tuning seed (the "
                                 f"re-scored trials {list(self.rescored)} on a confirmation seed); "
@@ -669,7 +670,7 @@ def rescore_space(tuning: ArmSpaceTuning, plan: SpacePlan, retrain: Callable[[li
     """Re-score the arm's contenders (the module docstring's *choice*): ``retrain`` trains the
     given trials on ``plan.confirm_seeds``; records ``rescored`` and ``rescoring``."""
     best = tuning.first_choice()
-    pool = tuning._pool((*tuning.trials, *tuning.grid_trials))
+    pool = tuning.full_length((*tuning.trials, *tuning.grid_trials))
     means: dict[Any, float] = {t.number: tuning.first_mean(t) for t in pool}  # type: ignore[misc]
     noise = seed_noise(plan.noise, [list(t.validation.values()) for t in pool], len(plan.seeds))
     picked = contenders(means, best.number, noise.threshold, plan.rescore_top)
@@ -730,7 +731,7 @@ def _floor_record(tuning: ArmSpaceTuning, best: Trial, choice: Trial) -> dict[st
     """What the grid floor found for one arm: the grid's best against the search's best on
     the tuning seeds, and which the arm kept."""
     assert tuning.grid is not None
-    finite = tuning._pool(tuning.grid_trials)  # on the tuning seeds (a re-scored trial holds more)
+    finite = tuning.full_length(tuning.grid_trials)  # on the tuning seeds (a re-scored trial holds more)
     grid_best = min(finite, key=lambda t: (tuning.first_mean(t), t.number)) if finite else None
     grid_mean, search_mean = (None if grid_best is None else tuning.first_mean(grid_best)), tuning.first_mean(best)
     return {
