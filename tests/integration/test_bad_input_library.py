@@ -28,6 +28,8 @@ REPRODUCE = [  # (command-line options, the same through Python)
     (["--margin", "inf"], {"margin": float("inf")}),
     (["--tune", "--tune-confirm", "-1"], {"tune": True, "tune_confirm": -1}),
     (["--tune-confirm", "2"], {"tune_confirm": 2}),
+    (["--tune", "--tune-noise", "-1"], {"tune": True, "tune_noise": -1.0}),
+    (["--tune", "--tune-noise", "nan"], {"tune": True, "tune_noise": float("nan")}),
 ]
 EVOLVE = [
     (["--trials", "0"], {"trials": 0}),

@@ -70,6 +70,7 @@ def _options(data_dir: Path) -> dict[str, list[list[str]]]:
         "--tune-grid": ["--tune-grid", "1e-3,2e-3"],
         "--tune-seeds": ["--tune-seeds", "2000"],
         "--tune-confirm": ["--tune-confirm", "1"],
+        "--tune-noise": ["--tune-noise", "2"],
         "--tune-space": ["--tune-space", "lr"],
         "--tune-trials": ["--tune-trials", "4"],
         "--tune-sampler": ["--tune-sampler", "tpe"],

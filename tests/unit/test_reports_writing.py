@@ -387,6 +387,19 @@ def test_report_tuning_block(tmp_path):
     artifact["tuning"]["confirm_seeds"] = [1001, 1002]
     text = write_report(validate_artifact(artifact), tmp_path / "a.json", tmp_path / "out2").read_text()
     assert "| 0.003 | not extended; 0.003 and 0.01 confirmed on seeds 1001, 1002 |" in text
+    # the re-scoring record (2026-12-05 on): which settings, on which seeds, under which noise
+    noise = {"spread_percent": 1.42, "threshold_percent": 1.42, "source": "default", "seeds": 1, "why": "x"}
+    method["rescoring"] = {"noise": noise, "top": 3, "seeds": [1001, 1002], "outcome": "chosen",
+                           "settings": [{"lr": 1e-2, "gap_percent": 0.0, "why": "best"},
+                                        {"lr": 3e-3, "gap_percent": 2.0, "why": "neighbour"}],
+                           "next": {"lr": 1e-3, "gap_percent": 6.1}}
+    artifact["tuning"]["arms"]["baseline"]["rescoring"] = {
+        "noise": noise, "top": 3, "seeds": [], "outcome": "clear", "next": {"lr": 1e-2, "gap_percent": 1.96},
+        "settings": [{"lr": 3e-3, "gap_percent": 0.0, "why": "best"}]}
+    text = write_report(validate_artifact(artifact), tmp_path / "a.json", tmp_path / "out3").read_text()
+    assert ("| 0.003 | not extended; 0.01 and 0.003 re-scored on seeds 1001, 1002 (seed noise 1.42%, default) |"
+            in text)
+    assert "not extended; a clear winner (seed noise 1.42%, default; the runner-up +1.96%): nothing re-scored |" in text
 
 
 def test_an_against_artifact_says_its_baseline_everywhere(tmp_path, capsys):

@@ -30,16 +30,18 @@ def spec_model(spec: RunSpec) -> SimpleNamespace:
 
 def scorer(monkeypatch: Any, evaluate: Callable[[Any], float], *, calls: list | None = None,
            note: Callable[[RunSpec], Any] = lambda spec: spec, diverge_above: float = math.inf,
-           model: Callable[[RunSpec], Any] = spec_model, cache: TuningEntries | None = None) -> Scorer:
+           model: Callable[[RunSpec], Any] = spec_model, cache: TuningEntries | None = None,
+           diverges: Callable[[RunSpec], bool] = lambda spec: False) -> Scorer:
     """``score_arm`` over a fake ``run_arm``: every call appends ``[note(spec) ...]`` to
-    ``calls``; a run above ``diverge_above`` diverges; the others score ``evaluate(model(spec))``."""
+    ``calls``; a run above ``diverge_above`` or for which ``diverges(spec)`` holds diverges;
+    the others score ``evaluate(model(spec))``."""
 
     def fake_run_arm(arm, data, preset, runs, device, *, score, **options):
         if calls is not None:
             calls.append([note(spec) for spec in runs])
         finished = []
         for spec in runs:
-            diverged = spec.config.lr > diverge_above
+            diverged = spec.config.lr > diverge_above or diverges(spec)
             value = None if diverged else float(evaluate(model(spec)))
             finished.append(SimpleNamespace(validation={} if diverged else {score: value}, path="sequential"))
         return finished

@@ -413,6 +413,43 @@ class GridFloor(_Block):
     chosen_from: Literal["grid", "search"]
 
 
+class SeedNoiseRecord(_Block):
+    """The seed noise one arm's re-scoring used (``runner.tuning.SeedNoise``): the spread of
+    one run's validation across seeds in percent of its mean, the threshold on a gap between
+    two means over ``seeds`` tuning seeds (spread / sqrt(seeds)), its source and why."""
+
+    spread_percent: float = Field(ge=0)
+    threshold_percent: float = Field(ge=0)
+    source: Literal["given", "measured", "default"]
+    seeds: int = Field(ge=1)
+    why: str
+
+
+class RescoredSetting(_Block):
+    """One contender: its lr (grid) or trial number (space), its gap to the best on the
+    tuning seeds in percent, and why it is one."""
+
+    lr: float | None = None
+    trial: int | None = None
+    gap_percent: float | None  # None: not finite (a best of exactly 0)
+    why: str
+
+
+class Rescoring(_Block):
+    """Which settings of one arm were re-scored on the confirmation seeds and why
+    (``runner.tuning.rescore``): the noise, the most contenders (``top``), the seeds they were
+    retrained on ([]: a clear winner, nothing retrained), the contenders, the nearest setting
+    left out and the outcome. Absent from artifacts written before 2026-12-05 (seventeenth
+    session) and where re-scoring was off (``--tune-confirm 0``)."""
+
+    noise: SeedNoiseRecord
+    top: int = Field(ge=1)
+    seeds: list[int]
+    settings: list[RescoredSetting]
+    next: dict[str, float | int | None] | None = None
+    outcome: str
+
+
 class ArmTuning(_Block):
     settings: list[TuningSetting]
     chosen: dict[str, float]
@@ -423,6 +460,7 @@ class ArmTuning(_Block):
     space: dict[str, TuningAxisRecord] | None = None  # space tuning: the arm's axes
     budget: TuningBudget | None = None  # what the arm's tuning cost (newer artifacts)
     grid_floor: GridFloor | None = None  # space tuning: the lr grid's floor (newer artifacts)
+    rescoring: Rescoring | None = None  # the contenders re-scored on the confirmation seeds (newer artifacts)
 
     @model_validator(mode="after")
     def _chosen_is_a_setting(self) -> ArmTuning:

@@ -150,8 +150,11 @@ def evolve(
     tune_seeds: Annotated[str | None, typer.Option(
         help="Tuning seeds of the final comparison (default 2000).")] = None,
     tune_confirm: Annotated[int | None, typer.Option(
-        help="Final comparison: extra tuning seeds (default 2, at most 16) that confirm a best lr at "
-             "the stability edge; 0: off.")] = None,
+        help="Final comparison: extra tuning seeds (default 2, at most 16) on which the best lr and the "
+             "lrs within the seed noise of it (a best at the stability edge with its lower neighbour) are "
+             "re-scored; 0: off.")] = None,
+    tune_noise: Annotated[float | None, typer.Option(
+        help="Final comparison: seed noise, percent of the best's mean, within which runners-up are re-scored on the --tune-confirm seeds (default: measured over two or more tuning seeds, else 1.42).")] = None,
     explain: Annotated[bool, typer.Option(
         "--explain", help="Knock out each gene where the study's champion differs from llama_modern, "
                           "train under --seeds and add the table to the study report.")] = False,
@@ -201,7 +204,7 @@ def evolve(
         path="sequential" if sequential else "auto", replicas_max=replicas_max,
         final_tune=final_tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None,
         **({} if tune_seeds is None else {"tune_seeds": parse_seeds(None, tune_seeds, option="--tune-seeds")}),
-        tune_confirm=tune_confirm,
+        tune_confirm=tune_confirm, tune_noise=tune_noise,
         trial_lr_factors=[] if trial_lr_factors.strip().lower() == "none" else parse_floats(
             trial_lr_factors, "--trial-lr-factors"),
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]), proposer=proposer,

@@ -63,7 +63,10 @@ def ladder(
         help="Only the first K report seeds at the top rung (a CPU's budget; the ladder file says so).")] = None,
     tune_seeds: Annotated[str, typer.Option(help="Tuning seeds, disjoint from the report seeds.")] = "1000",
     tune_confirm: Annotated[int, typer.Option(
-        help="Extra tuning seeds confirming a best lr at the stability edge (0: off).")] = 2,
+        help="Extra tuning seeds on which each rung's best lr and the lrs within the seed noise of it "
+             "(a best at the stability edge with its lower neighbour) are re-scored (0: off).")] = 2,
+    tune_noise: Annotated[float | None, typer.Option(
+        help="Seed noise, percent of the best's mean, within which runners-up are re-scored on the --tune-confirm seeds (default: measured over two or more tuning seeds, else 1.42).")] = None,
     full_grid_rungs: Annotated[int, typer.Option(
         help="Lowest rungs tuned on the full 5-point grid; above them a learning-rate rule fitted on the "
              "rungs done centres a smaller grid (both arms alike); 0: the full grid everywhere.")] = 2,
@@ -175,7 +178,7 @@ def ladder(
         name=name, against=against, genome=genome, rungs=parse_int_list(rungs, "--rungs"),
         seeds=parse_seeds(None, seeds), top_seeds=top_seeds,
         tune_seeds=parse_seeds(None, tune_seeds, option="--tune-seeds"), tune_confirm=tune_confirm,
-        full_grid_rungs=full_grid_rungs, tokens_per_parameter=tokens_per_parameter, context=context, margin=margin,
+        tune_noise=tune_noise, full_grid_rungs=full_grid_rungs, tokens_per_parameter=tokens_per_parameter, context=context, margin=margin,
         param=param, match=match, data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device, threads=threads,
         path=path, replicas_max=replicas_max, resamples=resamples, include_degenerate=include_degenerate,
         publish=publish, allow_dirty=allow_dirty,

@@ -156,8 +156,15 @@ def reproduce(
     tune_seeds: Annotated[str | None, typer.Option(
         help="Tuning seeds, disjoint from the report seeds (default 1000).")] = None,
     tune_confirm: Annotated[int | None, typer.Option(
-        help="With tuning: extra tuning seeds (default 2, at most 16) that confirm a best lr at the "
-             "stability edge (the highest that trained) against its lower neighbour; 0 turns this off.")] = None,
+        help="With tuning (grid or space): extra tuning seeds (default 2, at most 16) on which the "
+             "best and the settings within the seed noise of it (at most 3; a best lr at the stability "
+             "edge with its lower neighbour) are re-scored, the lowest mean over all seeds chosen; "
+             "0 turns this off.")] = None,
+    tune_noise: Annotated[float | None, typer.Option(
+        help="With tuning: the seed noise, percent of the best's mean, within which runners-up are "
+             "re-scored on the --tune-confirm seeds (default: measured over two or more tuning seeds, "
+             "else 1.42, the baseline's seed-to-seed spread at quick; 0: only a best at the stability "
+             "edge).")] = None,
     tune_space: Annotated[str | None, typer.Option(
         help="Tune each arm over its components' declared tuning space instead of one lr grid: "
              "'full' (AdamW: lr, beta2, weight_decay, warmup; Muon: lr, momentum, adamw_lr; "
@@ -226,7 +233,8 @@ def reproduce(
                        replace=replace, others={"NAME": name, "--all": all_ or None, "--genome": genome, "--against": against,
                                "--tune-space": tune_space, "--init-from": init_from,
                                "--tune-trials": tune_trials, "--tune-sampler": tune_sampler,
-                               "--tune-fidelity": tune_fidelity, "--allow-noop": allow_noop or None,
+                               "--tune-fidelity": tune_fidelity, "--tune-noise": tune_noise,
+                               "--allow-noop": allow_noop or None,
                                "--param": None if param == "standard" else param,
                                "--match": None if match == "tokens" else match})
         return
@@ -260,7 +268,7 @@ def reproduce(
                               "to one comparison")
         _reproduce_all(preset, seeds, device, data_dir, threads, steps, path, tune_grid, tune_confirm, publish,
                        allow_dirty, out, only, time_limit, storage, study, tune_trials, tune_sampler, launching,
-                       tune_fidelity)
+                       tune_fidelity, tune_noise)
         return
     given = [option for option, value in table_only.items() if value is not None]
     if given:
@@ -285,8 +293,8 @@ def reproduce(
         report=report, out=out, save_checkpoints=save_checkpoints, tensorboard=tensorboard,
         path=path, replicas_max=replicas_max,
         tune=tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None,
-        tune_confirm=tune_confirm, tune_space=tune_space, tune_trials=tune_trials, tune_sampler=tune_sampler,
-        tune_fidelity=tune_fidelity, post_steps=post_steps, post_batch_size=post_batch_size, post_lr=post_lr,
+        tune_confirm=tune_confirm, tune_noise=tune_noise, tune_space=tune_space, tune_trials=tune_trials,
+        tune_sampler=tune_sampler, tune_fidelity=tune_fidelity, post_steps=post_steps, post_batch_size=post_batch_size, post_lr=post_lr,
         post_seed_offset=post_seed_offset, self_consistency=self_consistency or None,
         method_config=method_config, allow_noop=allow_noop,
         preference_file=preference_file, arithmetic_max_operand=arithmetic_max_operand,
@@ -319,7 +327,7 @@ def _reproduce_all(preset: str, seeds: str | None, device: str, data_dir: Path |
                    allow_dirty: bool, out: Path | None, only: str | None, time_limit: float | None,
                    storage: str | None, study: str | None, tune_trials: int | None = None,
                    tune_sampler: str | None = None, launching: dict | None = None,
-                   tune_fidelity: str | None = None) -> None:
+                   tune_fidelity: str | None = None, tune_noise: float | None = None) -> None:
     """``reproduce --all``: the evidence table (``llmevo.experiments.run_evidence``), one line
     per comparison as it starts and ends with the table's ETA, then a summary table."""
     from rich.markup import escape
@@ -338,7 +346,7 @@ def _reproduce_all(preset: str, seeds: str | None, device: str, data_dir: Path |
         preset=preset, only=parse_names(only, "--only", "component") if only is not None else None,
         seeds=parse_seeds(None, seeds) if seeds else None,
         tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None, tune_confirm=tune_confirm,
-        tune_trials=tune_trials, tune_sampler=tune_sampler, tune_fidelity=tune_fidelity, steps=steps, data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device,
+        tune_noise=tune_noise, tune_trials=tune_trials, tune_sampler=tune_sampler, tune_fidelity=tune_fidelity, steps=steps, data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device,
         threads=threads, path=path, time_limit_minutes=time_limit, publish=publish, allow_dirty=allow_dirty,
         out=out, storage=storage, study=study, **(launching or {}),
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]))

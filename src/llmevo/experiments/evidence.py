@@ -140,8 +140,8 @@ def evidence_entries(registry: Registry | None = None, only: Sequence[str] | Non
 class EvidenceRequest(SectionedRequest):
     """The whole table at ``preset`` (default quick), tuned as every reproduction of record.
     ``only``: component names to run (every comparison of each); ``seeds``, the ``run`` and
-    ``train`` sections and ``tune_seeds`` pass to each reproduction, ``tune_grid`` and
-    ``tune_confirm`` to each lr-tuned one, ``tune_trials`` and ``tune_sampler`` to each
+    ``train`` sections, ``tune_seeds``, ``tune_confirm`` and ``tune_noise`` pass to each
+    reproduction, ``tune_grid`` to each lr-tuned one, ``tune_trials`` and ``tune_sampler`` to each
     space-tuned one (defaults: the reproduction's; see the module docstring for which is which);
     ``time_limit_minutes``: a comparison still running at the limit is stopped and recorded
     ``timed_out``; ``out``: the folder of the state file (default ``runs/evidence/<preset>``);
@@ -184,7 +184,8 @@ class EvidenceRequest(SectionedRequest):
         lr_only, given = entry.tune_space is None, self.tuning
         tuning = TuningSection(
             tune=True, tune_seeds=given.tune_seeds, tune_space=entry.tune_space,
-            tune_grid=given.tune_grid if lr_only else None, tune_confirm=given.tune_confirm if lr_only else None,
+            tune_grid=given.tune_grid if lr_only else None, tune_confirm=given.tune_confirm,
+            tune_noise=given.tune_noise,
             tune_trials=None if lr_only else given.tune_trials,
             tune_sampler=None if lr_only else given.tune_sampler, tune_fidelity=given.tune_fidelity)
         command = f"{self.run.command or 'python: llmevo.experiments.run_evidence'} ({entry.label})"
@@ -481,7 +482,8 @@ def _run_shared(plan: EvidencePlan, code: str, progress: Progress | None,
                    "seeds": ask.seeds, "tune_grid": ask.tuning.tune_grid, "tune_confirm": ask.tuning.tune_confirm,
                    "tune_trials": ask.tuning.tune_trials, "steps": ask.train.steps, "publish": ask.run.publish,
                    **({} if ask.tuning.tune_sampler is None else {"tune_sampler": ask.tuning.tune_sampler}),
-                   **({} if ask.tuning.tune_fidelity is None else {"tune_fidelity": ask.tuning.tune_fidelity})}
+                   **({} if ask.tuning.tune_fidelity is None else {"tune_fidelity": ask.tuning.tune_fidelity}),
+                   **({} if ask.tuning.tune_noise is None else {"tune_noise": ask.tuning.tune_noise})}
     digest = hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()[:12]
     study = open_work_queue(ask.storage or "", ask.study or f"evidence-{digest}", description,
                             list(range(len(labels))), 5, 20)

@@ -129,8 +129,10 @@ class TrainingSection(Section):
 class TuningSection(Section):
     """How each arm is tuned before the report seeds train. ``tune`` (None: the pipeline's
     default) tunes each arm's learning rate on ``tune_grid`` (default: 5 from lr/3 to 3*lr)
-    under ``tune_seeds`` (a best at the stability edge confirmed on ``tune_confirm`` further
-    seeds, default 2); ``tune_space`` (``"full"`` or axes such as ``"lr,beta2"``) instead
+    under ``tune_seeds``; the best and the settings within the seed noise of it (``tune_noise``,
+    percent of the best's mean; None: measured over two or more tuning seeds, else 1.42), and a
+    best at the stability edge with its lower neighbour, are re-scored on ``tune_confirm``
+    further seeds (default 2; ``runner.tuning``), under either protocol; ``tune_space`` (``"full"`` or axes such as ``"lr,beta2"``) instead
     tunes each arm over its components' declared space with ``tune_trials`` trials (default
     8) per arm, Sobol points or, with ``tune_sampler`` ``tpe`` or ``gp``, a Sobol start and then
     that sequential sampler, then the default lr grid as its floor (``runner.tuning_space``).
@@ -140,7 +142,8 @@ class TuningSection(Section):
     tune: bool | None = None
     tune_grid: list[float] | None = None
     tune_seeds: TuneSeeds = Field(default_factory=lambda: list(DEFAULT_TUNING_SEEDS))
-    tune_confirm: int | None = Field(default=None, ge=0)  # extra tuning seeds at the stability edge; 0: off
+    tune_confirm: int | None = Field(default=None, ge=0)  # extra tuning seeds re-scoring the contenders; 0: off
+    tune_noise: float | None = Field(default=None, ge=0)  # seed noise, % of the best's mean; None: measured/default
     tune_space: str | None = None
     tune_trials: int | None = Field(default=None, ge=2, le=MAX_TRIALS)
     tune_sampler: Literal["sobol", "tpe", "gp"] | None = None  # None: sobol (runner.tuning_space.SAMPLERS)
@@ -161,9 +164,11 @@ class TuningSection(Section):
             if self.tune_grid is not None:
                 raise ConfigError("--tune-grid and --tune-space are two protocols; give one "
                                   "(a space search is floored by the default lr grid)")
-            if self.tune_confirm is not None:
-                raise ConfigError("--tune-confirm applies to the learning-rate grid only; space "
-                                  "tuning gives every arm the same trials (drop --tune-confirm)")
+        if self.tune is False and self.tune_noise is not None:
+            raise ConfigError("--tune-noise needs tuning; drop --no-tune")
+        if self.tune_noise is not None and self.tune_confirm == 0:
+            raise ConfigError("--tune-noise chooses the settings re-scored on the confirmation seeds; "
+                              "--tune-confirm 0 turns re-scoring off (drop one of them)")
         return self
 
     def check_trials(self) -> None:
@@ -195,17 +200,18 @@ class TuningSection(Section):
         ``tune_grid``; else the default grid around ``base_lr``), its seeds disjoint from
         ``report_seeds``."""
         fidelity = check_fidelity(self.tune_fidelity or "full")
+        confirm = DEFAULT_CONFIRM if self.tune_confirm is None else self.tune_confirm
         if self.tune_space is not None:
             return check_space_plan(self.tune_space, self.tune_trials or DEFAULT_TRIALS,
                                     self.tune_seeds, report_seeds, grid=grid or (), around=base_lr,
-                                    sampler=self.tune_sampler or DEFAULT_SAMPLER, fidelity=fidelity)
-        confirm = DEFAULT_CONFIRM if self.tune_confirm is None else self.tune_confirm
+                                    sampler=self.tune_sampler or DEFAULT_SAMPLER, fidelity=fidelity,
+                                    confirm=confirm, noise=self.tune_noise)
         return check_plan(grid or self.tune_grid, self.tune_seeds, report_seeds, confirm=confirm,
-                          fidelity=fidelity, around=base_lr)
+                          fidelity=fidelity, around=base_lr, noise=self.tune_noise)
 
     def refuse_untuned(self, why: str) -> None:
         """An untuned run: refuse the tuning options that were given (``why``: what to do)."""
-        for option in ("tune_confirm", "tune_seeds", "tune_fidelity"):
+        for option in ("tune_confirm", "tune_seeds", "tune_fidelity", "tune_noise"):
             if option in self.model_fields_set and getattr(self, option) is not None:
                 raise ConfigError(f"{self.option(option)} needs tuning: {why}")
 

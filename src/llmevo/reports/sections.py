@@ -423,6 +423,23 @@ def cache_sentence(artifact: ReproductionArtifact) -> str | None:
             + "; ".join(parts) + ".")
 
 
+def rescoring_phrase(block: Any) -> str:
+    """What an arm's re-scoring did (``ArmTuning.rescoring``), in a few words; "" when absent."""
+    record = block.rescoring
+    if record is None:
+        return ""
+    noise = f"seed noise {record.noise.threshold_percent:.3g}%, {record.noise.source}" + (
+        f": spread {record.noise.spread_percent:.3g}% / sqrt({record.noise.seeds})" if record.noise.seeds > 1 else "")
+    if not record.seeds:
+        nearest = record.next.get("gap_percent") if record.next else None
+        return (f"a clear winner ({noise}" + (f"; the runner-up +{nearest:.3g}%" if nearest is not None else "")
+                + "): nothing re-scored")
+    named = " and ".join(f"{setting.lr:.3g}" if setting.lr is not None else f"trial {setting.trial}"
+                         for setting in record.settings)
+    fallback = "; every one diverged on a seed, chosen among the others" if "diverged" in record.outcome else ""
+    return f"{named} re-scored on seeds {', '.join(map(str, record.seeds))} ({noise}){fallback}"
+
+
 def _space_tuning_section(artifact: ReproductionArtifact, cached: tuple[str, ...]) -> Section:
     """Space tuning (``runner.tuning_space``): per arm its axes and ranges, the chosen trial's
     settings, and which axes were extended."""
@@ -445,7 +462,8 @@ def _space_tuning_section(artifact: ReproductionArtifact, cached: tuple[str, ...
         edges = "; ".join(filter(None, (
             ("extended " + ", ".join(extended)) if extended else "",
             ("on an edge at its limit: " + ", ".join(at_limit)) if at_limit else "",
-            "best still on an edge" if block.chosen_on_edge else ""))) or "no edge"
+            "best still on an edge" if block.chosen_on_edge else "",
+            rescoring_phrase(block)))) or "no edge"
         diverged = sum(1 for s in block.settings if s.mean is None)
         searched = sum(1 for s in block.settings if s.phase != "grid")
         stopped = sum(1 for s in block.settings if s.stopped_at is not None)
@@ -517,7 +535,9 @@ def _tuning_section(artifact: ReproductionArtifact) -> Section:
         edge = f"extended {block.extended}" if block.extended else "not extended"
         if block.chosen_on_edge:
             edge += "; best still on the edge"
-        if block.confirmed:
+        if block.rescoring is not None:
+            edge += f"; {rescoring_phrase(block)}"
+        elif block.confirmed:
             confirmed = " and ".join(f"{lr:.3g}" for lr in block.confirmed)
             edge += f"; {confirmed} confirmed on seeds {', '.join(map(str, tuning.confirm_seeds))}"
         rows.append((names.get(arm, arm), cells, f"{block.chosen['lr']:.3g}", edge))

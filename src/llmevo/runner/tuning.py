@@ -8,21 +8,36 @@ under *tuning seeds* that are disjoint from the report seeds, all runs of an arm
 is the one trained under the report seeds for the paired comparison. A best value on the
 grid's edge is not a tuned arm, so the grid of that arm is extended once, one step further
 in that direction (the artifact records it, and whether the best is still on the edge).
-A best setting at the *stability edge* (the highest learning rate that trained: either the
-highest one tried, or the one just below a setting that diverged) is where one lucky tuning
-seed misleads most: a run there may train well or stall depending on the seed. Such a best
-and its lower neighbour are therefore *confirmed* on ``confirm`` further tuning seeds, and
-the arm takes the better of the two by the mean over all its tuning seeds.
+**Re-scoring the contenders** (issue 34, item 2). One tuning seed ranks settings whose scores
+lie inside one seed's noise by chance (the ninth session's selection-noise study: the choice
+moved in 2 of 10 arms under another seed). After the grid (and its extension) has trained on
+the tuning seeds, the *contenders* are the best setting and the runners-up whose mean lies
+within the seed noise of the best's (``seed_noise``: the arm's measured seed-to-seed spread
+where it has two or more tuning seeds, else the declared default ``DEFAULT_NOISE``, or what
+``noise`` gives), at most ``rescore_top`` in all (``contenders``). A best at the *stability
+edge* (the highest learning rate that trained: the highest tried, or the one just below a
+divergence; a run there may train or stall depending on the seed) always brings its lower
+neighbour in. When there is more than one contender, or the best is at the stability edge,
+every contender is retrained on the ``confirm_seeds`` (the same further tuning seeds for every
+arm, disjoint from the report seeds) and the arm takes the lowest mean over all its tuning
+seeds among them; a contender that diverges on a re-scoring seed drops out, and when every
+one does, the best of the other settings on the tuning seeds is chosen. A clear winner (the
+runner-up outside the noise, the best not at the stability edge) trains nothing more. The
+stability-edge confirmation of earlier sessions is the case ``noise = 0``. ``rescoring`` in
+the block records the noise, its source, the contenders, why each is one, and the outcome.
 The test split is never looked at here.
 
 Public API: ``TuningPlan`` (a ``runner.tuner.Tuner``), ``default_grid``, ``check_plan``,
-``check_tuning_seeds``, ``tune_arm``, ``ArmTuning``, ``SettingResult``, ``tuning_block``.
+``check_tuning_seeds``, ``tune_arm``, ``ArmTuning``, ``SettingResult``, ``tuning_block``,
+``SeedNoise``, ``seed_noise``, ``contenders``, ``rescoring_record``, ``DEFAULT_NOISE``,
+``DEFAULT_RESCORE_TOP``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import statistics
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -41,11 +56,24 @@ DEFAULT_POINTS = 5
 DEFAULT_SPAN = 3.0  # the default grid runs from lr / span to lr * span
 DEFAULT_TUNING_SEEDS = (1000,)
 DEFAULT_REPORT_SEEDS = (42, 43, 44, 45, 46)
-DEFAULT_CONFIRM = 2  # extra tuning seeds for a best setting at the stability edge
-MAX_CONFIRM = 16  # each costs two runs of the arm; more is a typo, not a protocol
+DEFAULT_CONFIRM = 2  # extra tuning seeds on which the contenders are re-scored
+MAX_CONFIRM = 16  # each costs up to rescore_top runs of the arm; more is a typo, not a protocol
+# the seed noise when the tuning seeds cannot measure it (one seed): the baseline's
+# seed-to-seed spread at quick, 1.42% of its mean (docs/LOG.md, ninth session), in percent
+DEFAULT_NOISE = 1.42
+MAX_NOISE = 50.0  # percent; a larger spread is a broken run, not seed noise
+DEFAULT_RESCORE_TOP = 3  # the most settings re-scored per arm (the best included)
 SELECTION = "lowest mean validation {metric} over the tuning seeds (a diverged run counts as worst)"
-CONFIRMATION = ("; a best at the stability edge (highest lr that trained) and its lower neighbour "
-                "are retrained on the confirmation seeds and the lower mean over all seeds wins")
+CONFIRMATION = ("; the best and the runners-up within the seed noise of it (at most {top}; a best at "
+                "the stability edge, the highest lr that trained, with its lower neighbour) are "
+                "retrained on the confirmation seeds and the lowest mean over all seeds among them wins")
+NOISE_WHY = {
+    "given": "given (--tune-noise)",
+    "measured": ("measured: the median over the arm's {settings} settings of the spread of its "
+                 "validation across the {seeds} tuning seeds (sample sd / mean)"),
+    "default": ("one tuning seed measures no spread: the declared default, the baseline's "
+                "seed-to-seed spread at quick (1.42% of its mean; docs/LOG.md, ninth session)"),
+}
 
 
 def default_grid(lr: float, points: int = DEFAULT_POINTS, span: float = DEFAULT_SPAN) -> list[float]:
@@ -65,8 +93,10 @@ class TuningPlan:
     grid: tuple[float, ...]
     seeds: tuple[int, ...] = DEFAULT_TUNING_SEEDS
     extend_edges: bool = True
-    confirm_seeds: tuple[int, ...] = ()  # used only for a best at the stability edge
+    confirm_seeds: tuple[int, ...] = ()  # the contenders are re-scored on these (): none
     fidelity: Fidelity = Fidelity()  # how far each setting trains (runner.fidelity)
+    noise: float | None = None  # seed noise in % of the best's mean; None: measured, else DEFAULT_NOISE
+    rescore_top: int = DEFAULT_RESCORE_TOP  # the most contenders re-scored per arm
     kind: ClassVar[Literal["grid"]] = "grid"
 
     def runs_at_once(self) -> int:
@@ -76,9 +106,9 @@ class TuningPlan:
         """Every arm has a learning rate: nothing to refuse."""
 
     def with_grid(self, grid: Sequence[float], report_seeds: Sequence[int]) -> TuningPlan:
-        """This plan's seeds, edge rule and confirmation count on ``grid``, checked as any grid is."""
+        """This plan's seeds, edge rule, confirmation count and noise on ``grid``, checked as any grid is."""
         return check_plan(grid, self.seeds, report_seeds, self.extend_edges, confirm=len(self.confirm_seeds),
-                          fidelity=self.fidelity)
+                          fidelity=self.fidelity, noise=self.noise, top=self.rescore_top)
 
     def tune(self, label: str, config: TrainConfig, components: Sequence[ComponentChoice],
              score: Scorer) -> ArmChoice:
@@ -119,9 +149,21 @@ def check_tuning_seeds(seeds: Sequence[int], report_seeds: Sequence[int]) -> tup
     return tuple(seeds)
 
 
+def check_rescoring(noise: float | None, top: int) -> None:
+    """The re-scoring settings (``noise`` in percent, None: measured or the default; ``top``
+    contenders at most), each problem one ``ConfigError`` line."""
+    if noise is not None and (isinstance(noise, bool) or not isinstance(noise, int | float)
+                              or not math.isfinite(noise) or not 0 <= noise <= MAX_NOISE):
+        raise ConfigError(f"--tune-noise {noise!r}: give the seed noise in percent of the best's mean, "
+                          f"0 .. {MAX_NOISE:g} (e.g. 1.42; 0 re-scores only a best at the stability edge)")
+    if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= MAX_CONFIRM:
+        raise ConfigError(f"re-scored settings per arm: need 1 .. {MAX_CONFIRM}, got {top!r}")
+
+
 def check_plan(
     grid: Sequence[float] | None, seeds: Sequence[int], report_seeds: Sequence[int], extend_edges: bool = True,
     confirm: int = 0, fidelity: Fidelity = Fidelity(), around: float | None = None,
+    noise: float | None = None, top: int = DEFAULT_RESCORE_TOP,
 ) -> TuningPlan:
     """A validated plan on ``grid`` (none given and ``around`` a preset's lr: the default grid
     around it, so a pipeline hands its lr down instead of fetching the grid and handing it
@@ -139,8 +181,10 @@ def check_plan(
     if isinstance(confirm, bool) or not isinstance(confirm, int) or not 0 <= confirm <= MAX_CONFIRM:
         raise ConfigError(f"confirmation seeds: need a count 0 .. {MAX_CONFIRM} (0 turns confirmation "
                           f"off), got {confirm!r}")
+    check_rescoring(noise, top)
     return TuningPlan(tuple(distinct), tuple(seeds), extend_edges,
-                      confirmation_seeds(confirm, seeds, report_seeds), fidelity)
+                      confirmation_seeds(confirm, seeds, report_seeds), fidelity,
+                      None if noise is None else float(noise), top)
 
 
 @dataclass
@@ -165,6 +209,7 @@ class ArmTuning:
     settings: list[SettingResult] = field(default_factory=list)
     extended: Literal["up", "down"] | None = None
     confirmed: tuple[float, ...] = ()  # learning rates retrained on the confirmation seeds
+    rescoring: dict[str, Any] | None = None  # the block's record (rescoring_record); None: not asked
     cached: list[tuple[float, int]] = field(default_factory=list)  # (lr, seed) from the arm cache
     paths: dict[tuple[float, int], str] = field(default_factory=dict)  # (lr, seed) -> how it trained
     rungs: list[dict[str, Any]] = field(default_factory=list)  # halving: each rung's lrs and survivors
@@ -180,6 +225,9 @@ class ArmTuning:
         not a candidate); after a confirmation, among the confirmed settings (their means cover
         more seeds than the others'), unless every one of them diverged there."""
         finite = [s for s in self.settings if s.mean is not None and s.stopped_at is None]
+        if not finite and self.confirmed:
+            raise DivergedError(f"{self.label} arm: every setting diverged on some tuning seed (the "
+                                f"re-scored {list(self.confirmed)} on a confirmation seed); lower the grid", 0)
         if not finite:
             raise DivergedError(f"{self.label} arm: every tuning run diverged "
                                 f"(learning rates {self.grid}); lower the grid", 0)
@@ -207,20 +255,112 @@ def extension_value(grid: Sequence[float], direction: Literal["up", "down"]) -> 
     return values[0] * values[0] / values[1]
 
 
+@dataclass(frozen=True)
+class SeedNoise:
+    """How far one setting's validation moves with the tuning seed, in percent of its mean
+    (``spread``: the sample sd over seeds / the mean, of one run), where that number came from,
+    and how many tuning seeds each compared mean holds. Two settings are within the noise of
+    each other when their means differ by at most ``threshold`` = spread / sqrt(seeds): the
+    standard error of a mean over that many seeds."""
+
+    spread: float  # percent
+    source: Literal["given", "measured", "default"]
+    seeds: int  # tuning seeds in each mean compared
+    settings: int = 0  # measured: the settings the median is over
+
+    @property
+    def threshold(self) -> float:
+        return self.spread / math.sqrt(self.seeds)
+
+    def record(self) -> dict[str, Any]:
+        return {"spread_percent": self.spread, "threshold_percent": self.threshold, "source": self.source,
+                "seeds": self.seeds, "why": NOISE_WHY[self.source].format(settings=self.settings, seeds=self.seeds)}
+
+
+def seed_noise(given: float | None, runs: Sequence[Sequence[float | None]], seeds: int) -> SeedNoise:
+    """``given`` (percent), else measured from ``runs`` (each setting's validation on the
+    ``seeds`` tuning seeds) when there are two or more seeds: the median over the settings
+    that trained on every seed of sd / mean (the median, so one setting with a stalled seed
+    near the stability edge does not stand for the arm), else ``DEFAULT_NOISE``."""
+    if given is not None:
+        return SeedNoise(float(given), "given", seeds)
+    spreads = [100.0 * statistics.stdev(values) / abs(statistics.fmean(values)) for values in runs
+               if seeds >= 2 and len(values) >= 2 and all(v is not None and math.isfinite(v) for v in values)
+               and statistics.fmean(values) != 0]  # type: ignore[arg-type]
+    if spreads:
+        return SeedNoise(statistics.median(spreads), "measured", seeds, len(spreads))
+    return SeedNoise(DEFAULT_NOISE, "default", seeds)
+
+
+def gap_percent(mean: float, best: float) -> float:
+    """How much worse ``mean`` is than ``best``, in percent of the best's magnitude."""
+    if best == 0:
+        return 0.0 if mean == best else math.inf
+    return 100.0 * (mean - best) / abs(best)
+
+
+def contenders(means: dict[Hashable, float], best: Hashable, threshold: float, top: int,
+               neighbour: Hashable | None = None) -> dict[Hashable, str]:
+    """The settings to re-score, best first, each with why: the ``best``; the stability
+    edge's lower ``neighbour`` when given; then the runners-up in order of mean whose gap to
+    the best is at most ``threshold`` percent (none when it is 0), ``top`` in all at most.
+    ``means``: each candidate's mean on the tuning seeds (finite, full length)."""
+    chosen: dict[Hashable, str] = {best: "best on the tuning seeds"}
+    if neighbour is not None and neighbour != best:
+        chosen[neighbour] = "lower neighbour of a best at the stability edge"
+    for key in sorted(means, key=lambda k: (means[k], str(k))):
+        if len(chosen) >= top or threshold <= 0:
+            break
+        gap = gap_percent(means[key], means[best])
+        if key in chosen:
+            continue
+        if gap > threshold:
+            break
+        chosen[key] = f"within the seed noise: +{gap:.3g}% <= {threshold:.3g}%"
+    return chosen
+
+
+def rescoring_record(noise: SeedNoise, top: int, seeds: Sequence[int], picked: dict[Any, str],
+                     means: dict[Any, float], best: Any, name: str, outcome: str) -> dict[str, Any]:
+    """The block's ``rescoring`` for one arm: the noise and why, the contenders (``name``:
+    ``lr`` or ``trial``) with their gap to the best on the tuning seeds and why each is one,
+    the seeds they were retrained on ([] when nothing was), the nearest setting left out and
+    the outcome in words."""
+    left = sorted((k for k in means if k not in picked), key=lambda k: (means[k], str(k)))
+
+    def gap(key: Any) -> float | None:  # None: not finite (a best of exactly 0)
+        value = gap_percent(means[key], means[best])
+        return value if math.isfinite(value) else None
+
+    return {
+        "noise": noise.record(), "top": top, "seeds": list(seeds),
+        "settings": [{name: key, "gap_percent": gap(key), "why": why} for key, why in picked.items() if key in means],
+        "next": None if not left else {name: left[0], "gap_percent": gap(left[0])},
+        "outcome": outcome,
+    }
+
+
+RESCORED = "chosen among the re-scored by the lowest mean over all tuning seeds"
+ALL_DIVERGED = ("every re-scored setting diverged on a confirmation seed: chosen among the other "
+                "settings on the tuning seeds")
+CLEAR = "a clear winner: no runner-up within the seed noise, not at the stability edge; nothing re-scored"
+
+
 def tune_arm(label: str, config: TrainConfig, plan: TuningPlan, score: Scorer) -> ArmTuning:
     """Score the arm at every grid learning rate under every tuning seed (one ``score`` call:
     ``runner.run.score_arm`` bound to the arm, validation, lower is better), extend the grid
-    once if the best lies on its edge, and confirm a best at the stability edge (with its lower
-    neighbour) on ``plan.confirm_seeds``. A run ``score`` loaded from the arm cache is listed
+    once if the best lies on its edge, and re-score the contenders on ``plan.confirm_seeds``
+    (``rescore``). A run ``score`` loaded from the arm cache is listed
     in ``cached`` by its (lr, seed)."""
     tuning = ArmTuning(label)
 
-    def run(lrs: Sequence[float], seeds: Sequence[int], extension: bool = False) -> None:
+    def run(lrs: Sequence[float], seeds: Sequence[int], extension: bool = False,
+            fidelity: Fidelity | None = None) -> None:
         specs = [RunSpec(seed, config.model_copy(update={"lr": lr}), label=f"lr {lr:.3g} seed {seed}")
                  for lr in lrs for seed in seeds]
         known = {s.lr: s for s in tuning.settings}
         results = {lr: known.get(lr) or SettingResult(lr, {}, extension) for lr in lrs}
-        halving = halve(specs, len(seeds), plan.fidelity, score)
+        halving = halve(specs, len(seeds), plan.fidelity if fidelity is None else fidelity, score)
         values, hits, paths = halving.values, halving.hits, halving.paths
         tuning.steps_trained += halving.steps_trained
         tuning.steps_asked += halving.steps_asked
@@ -242,14 +382,33 @@ def tune_arm(label: str, config: TrainConfig, plan: TuningPlan, score: Scorer) -
     if plan.extend_edges and edge is not None:
         run([extension_value(tuning.grid, edge)], plan.seeds, extension=True)
         tuning.extended = edge
-    if plan.confirm_seeds and tuning.at_stability_edge():
-        # under halving the neighbour is the highest full-length setting below the best
-        best = tuning.best()
-        below = [s for s in tuning.settings if s.lr < best.lr and s.stopped_at is None]
-        lrs = [max(below, key=lambda s: s.lr).lr, best.lr] if below else [best.lr]
-        run(lrs, plan.confirm_seeds)
-        tuning.confirmed = tuple(lrs)
+    if plan.confirm_seeds:
+        rescore(tuning, plan, lambda lrs: run(lrs, plan.confirm_seeds, fidelity=Fidelity()))
     return tuning
+
+
+def rescore(tuning: ArmTuning, plan: TuningPlan, retrain: Callable[[list[float]], None]) -> None:
+    """Re-score the arm's contenders (see the module docstring): ``retrain`` trains the given
+    learning rates on ``plan.confirm_seeds`` at full length (a confirmation is never halved)
+    into ``tuning``; records ``confirmed`` and ``rescoring``."""
+    best = tuning.best()
+    full = [s for s in tuning.settings if s.mean is not None and s.stopped_at is None]
+    means: dict[Hashable, float] = {s.lr: s.mean for s in full}  # type: ignore[misc]
+    noise = seed_noise(plan.noise, [list(s.values.values()) for s in full], len(plan.seeds))
+    edge = tuning.at_stability_edge()
+    # under halving the neighbour is the highest full-length setting below the best
+    below = [s.lr for s in full if s.lr < best.lr]
+    picked = contenders(means, best.lr, noise.threshold, plan.rescore_top,
+                        max(below) if edge and below else None)
+    if len(picked) < 2 and not edge:
+        tuning.rescoring = rescoring_record(noise, plan.rescore_top, [], picked, means, best.lr, "lr", CLEAR)
+        return
+    lrs = sorted(picked)  # type: ignore[type-var]
+    retrain(lrs)  # type: ignore[arg-type]
+    tuning.confirmed = tuple(lrs)  # type: ignore[arg-type]
+    outcome = RESCORED if any(s.mean is not None for s in tuning.settings if s.lr in lrs) else ALL_DIVERGED
+    tuning.rescoring = rescoring_record(noise, plan.rescore_top, plan.confirm_seeds, picked, means,
+                                        best.lr, "lr", outcome)
 
 
 def tuning_block(plan: TuningPlan, metric: str, arms: dict[str, ArmTuning]) -> dict[str, Any]:
@@ -260,7 +419,8 @@ def tuning_block(plan: TuningPlan, metric: str, arms: dict[str, ArmTuning]) -> d
         "seeds": list(plan.seeds),
         "metric": metric,
         "split": "validation",
-        "selection": SELECTION.format(metric=metric) + (CONFIRMATION if plan.confirm_seeds else ""),
+        "selection": SELECTION.format(metric=metric)
+                     + (CONFIRMATION.format(top=plan.rescore_top) if plan.confirm_seeds else ""),
         "extend_edges": plan.extend_edges,
         "confirm_seeds": list(plan.confirm_seeds),
         "arms": {},
@@ -284,6 +444,7 @@ def tuning_block(plan: TuningPlan, metric: str, arms: dict[str, ArmTuning]) -> d
             "extended": tuning.extended,
             "chosen_on_edge": tuning.edge() is not None,
             "confirmed": list(tuning.confirmed),
+            **({} if tuning.rescoring is None else {"rescoring": tuning.rescoring}),
             **({"rungs": tuning.rungs} if halving else {}),
         }
     return block

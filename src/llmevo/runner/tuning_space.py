@@ -57,8 +57,13 @@ Here:
   edge, the extension phase continues the Sobol design over the declared space, so the
   budget is the same either way.
 - **The choice.** Lowest mean validation metric over the tuning seeds among all trials (a
-  diverged run counts as worst; ties: the earlier trial). There is no stability-edge
-  confirmation here (``runner.tuning`` has one): it would give the arms unequal budgets.
+  diverged run counts as worst; ties: the earlier trial), the grid floor's included. Then the
+  lr grid's rule for *contenders* (``runner.tuning.contenders``): the choice and the trials
+  within the seed noise of it (at most ``rescore_top``; the noise as ``runner.tuning.seed_noise``
+  defines it) are retrained on ``confirm_seeds`` (the same further tuning seeds for every arm)
+  and the lowest mean over all tuning seeds among them is chosen; a clear winner trains
+  nothing more. Re-scoring adds seeds to trials, never trials: every arm still has exactly
+  ``trials`` trials. There is no stability-edge case here (no axis order to read it on).
 - **The arm cache.** A trial is a ``RunSpec`` whose ``TrainConfig`` holds every tuned setting
   (the optimizer's config inside it), and the cache key covers the whole ``TrainConfig``
   (``runner.cache.run_key``): a trial trained before with identical settings is loaded, and
@@ -89,10 +94,21 @@ from llmevo.runner.fidelity import Fidelity, halve
 from llmevo.runner.presets import Preset
 from llmevo.runner.tuner import ArmChoice, model_components
 from llmevo.runner.tuning import (
+    ALL_DIVERGED,
+    CLEAR,
+    CONFIRMATION,
+    DEFAULT_RESCORE_TOP,
+    MAX_CONFIRM,
+    RESCORED,
     ArmTuning,
     TuningPlan,
     check_plan,
+    check_rescoring,
     check_tuning_seeds,
+    confirmation_seeds,
+    contenders,
+    rescoring_record,
+    seed_noise,
     setting_status,
     tune_arm,
 )
@@ -142,6 +158,9 @@ class SpacePlan:
     # who proposes the declared trials after the Sobol start (see the module docstring)
     sampler: Literal["sobol", "tpe", "gp"] = DEFAULT_SAMPLER
     fidelity: Fidelity = Fidelity()  # how far each trial trains (runner.fidelity)
+    confirm_seeds: tuple[int, ...] = ()  # the contenders are re-scored on these; (): none
+    noise: float | None = None  # seed noise in % (runner.tuning.seed_noise); None: measured or default
+    rescore_top: int = DEFAULT_RESCORE_TOP
 
     kind: ClassVar[Literal["space"]] = "space"
 
@@ -198,12 +217,15 @@ class SpacePlan:
 def check_space_plan(space: str, trials: int, seeds: Sequence[int], report_seeds: Sequence[int],
                      sampler_seed: int = DEFAULT_SAMPLER_SEED, grid: Sequence[float] = (),
                      sampler: str = DEFAULT_SAMPLER, fidelity: Fidelity = Fidelity(),
-                     around: float | None = None) -> SpacePlan:
+                     around: float | None = None, confirm: int = 0, noise: float | None = None,
+                     top: int = DEFAULT_RESCORE_TOP) -> SpacePlan:
     """A validated plan (``space``: ``full`` or a comma list of axis names; ``grid``: the lr
     grid the search is checked against, see ``GRID_FLOOR``, or with ``around`` (a preset's lr)
-    and no grid the default grid around it; ``sampler``: one of ``SAMPLERS``);
-    every problem is one ``ConfigError`` line, before any training. Axis names are checked
-    against the arms later (``arm_space``), once the comparison is known."""
+    and no grid the default grid around it; ``sampler``: one of ``SAMPLERS``; ``confirm``: how
+    many further tuning seeds re-score the contenders, ``noise`` and ``top`` as
+    ``runner.tuning.check_plan`` takes them); every problem is one ``ConfigError`` line, before
+    any training. Axis names are checked against the arms later (``arm_space``), once the
+    comparison is known."""
     if sampler not in SAMPLERS:
         raise ConfigError(f"--tune-sampler {sampler!r}: choose one of {', '.join(SAMPLERS)}")
     if isinstance(sampler_seed, bool) or not isinstance(sampler_seed, int) or sampler_seed < 0:
@@ -225,7 +247,13 @@ def check_space_plan(space: str, trials: int, seeds: Sequence[int], report_seeds
                           "(a choice needs at least two)")
     checked = check_tuning_seeds(seeds, report_seeds)
     floor = check_plan(grid, checked, report_seeds, around=around).grid if grid or around is not None else ()
-    return SpacePlan(axes, trials, checked, sampler_seed, floor, sampler, fidelity)  # type: ignore[arg-type]
+    if isinstance(confirm, bool) or not isinstance(confirm, int) or not 0 <= confirm <= MAX_CONFIRM:
+        raise ConfigError(f"confirmation seeds: need a count 0 .. {MAX_CONFIRM} (0 turns re-scoring "
+                          f"off), got {confirm!r}")
+    check_rescoring(noise, top)
+    return SpacePlan(axes, trials, checked, sampler_seed, floor, sampler, fidelity,  # type: ignore[arg-type]
+                     confirmation_seeds(confirm, checked, report_seeds),
+                     None if noise is None else float(noise), top)
 
 
 @dataclass(frozen=True)
@@ -367,23 +395,54 @@ class ArmSpaceTuning:
     rungs: list[dict[str, Any]] = field(default_factory=list)  # halving: each rung's trials and survivors
     steps_trained: int = 0  # training steps of the search actually run (the grid floor's: grid)
     steps_asked: int = 0  # the same with cache hits counted as trained
+    rescore_seeds: tuple[int, ...] = ()  # the confirmation seeds the contenders were retrained on
+    rescored: tuple[int, ...] = ()  # the trial numbers retrained on them
+    rescoring: dict[str, Any] | None = None  # the block's record (runner.tuning.rescoring_record)
+
+    def first_mean(self, trial: Trial) -> float | None:
+        """The trial's mean on the tuning seeds alone (a re-scored trial also holds the
+        confirmation seeds' values)."""
+        values = [v for seed, v in trial.validation.items() if seed not in self.rescore_seeds]
+        if not values or any(v is None or not math.isfinite(v) for v in values):
+            return None
+        return math.fsum(values) / len(values)  # type: ignore[arg-type]
+
+    def full_length(self, trials: Sequence[Trial], leave_out: Sequence[int] = ()) -> list[Trial]:
+        """The trials trained to full length with a finite mean on the tuning seeds, but ``leave_out``."""
+        return [t for t in trials if self.first_mean(t) is not None and t.stopped_at is None
+                and t.number not in leave_out]
 
     def best(self, trials: Sequence[Trial] | None = None) -> Trial:
-        """The lowest mean among trials trained to full length (ties: the earlier)."""
-        pool = [t for t in (self.trials if trials is None else trials)
-                if t.mean is not None and t.stopped_at is None]
+        """The lowest mean on the tuning seeds among trials trained to full length (ties: the earlier)."""
+        pool = self.full_length(self.trials if trials is None else trials)
         if not pool:
             raise DivergedError(f"{self.label} arm: every tuning trial diverged; narrow the space "
                                 "(e.g. --tune-space with fewer axes) or lower the preset's lr", 0)
-        return min(pool, key=lambda t: (t.mean, t.number))
+        return min(pool, key=lambda t: (self.first_mean(t), t.number))
+
+    def first_choice(self, leave_out: Sequence[int] = ()) -> Trial:
+        """The choice on the tuning seeds: the search's best trial, unless a trial of the lr
+        grid is lower (then the search's budget was too small to find what the grid found);
+        ``leave_out``: trial numbers not to choose."""
+        search = self.full_length(self.trials, leave_out)
+        floor = self.full_length(self.grid_trials, leave_out)
+        if not search and not floor:
+            raise DivergedError(f"{self.label} arm: every trial diverged on some tuning seed (the "
+                                f"re-scored trials {list(self.rescored)} on a confirmation seed); "
+                                "narrow the space or lower the preset's lr", 0)
+        ranked = [min(pool, key=lambda t: (self.first_mean(t), t.number)) for pool in (search, floor) if pool]
+        return min(ranked, key=lambda t: (self.first_mean(t), t.phase == "grid"))  # a tie: the search's
 
     def choice(self) -> Trial:
-        """The arm's choice: the search's best trial, unless a trial of the lr grid is lower
-        (then the search's budget was too small to find what the grid found)."""
-        best = self.best()
-        floor = [t for t in self.grid_trials if t.mean is not None and t.stopped_at is None]
-        grid_best = min(floor, key=lambda t: (t.mean, t.number)) if floor else None
-        return grid_best if grid_best is not None and grid_best.mean < best.mean else best  # type: ignore[operator]
+        """The arm's choice: ``first_choice``, or after a re-scoring the lowest mean over all
+        tuning seeds among the re-scored trials (when every one diverged on a confirmation
+        seed: ``first_choice`` among the others)."""
+        if not self.rescored:
+            return self.first_choice()
+        pool = [t for t in (*self.trials, *self.grid_trials) if t.number in self.rescored and t.mean is not None]
+        if pool:
+            return min(pool, key=lambda t: (t.mean, t.number))
+        return self.first_choice(leave_out=self.rescored)
 
     def extension_range(self, name: str) -> tuple[float, float] | None:
         """The settings an extended axis reached beyond its edge (lowest, highest)."""
@@ -561,7 +620,53 @@ def tune_arm_space(
         run(plan.extension_trials, "extension", beyond)
     if plan.grid and any(axis.name == "lr" for axis in axes):
         grid_floor(tuning, config, plan, score)
+    if plan.confirm_seeds:
+        rescore_space(tuning, plan, lambda trials: _retrain(
+            tuning, trials, plan.confirm_seeds,
+            lambda specs: halve(specs, len(plan.confirm_seeds), Fidelity(), score),  # never halved
+            config))
     return tuning
+
+
+def _retrain(tuning: ArmSpaceTuning, trials: Sequence[Trial], seeds: Sequence[int],
+             score: Callable[[list[RunSpec]], Any], config: TrainConfig) -> None:
+    """Train ``trials`` on ``seeds`` at their settings (a grid trial as the grid protocol
+    trains it: ``config`` at its lr, so its runs are that protocol's cache entries) into their
+    ``validation``, counting the steps."""
+    specs = [RunSpec(seed, config.model_copy(update={"lr": trial.values["lr"]}) if trial.phase == "grid"
+                     else apply_settings(config, tuning.axes, trial.values), label=f"trial {trial.number} seed {seed}")
+             for trial in trials for seed in seeds]
+    outcome = score(specs)
+    tuning.steps_trained += outcome.steps_trained
+    tuning.steps_asked += outcome.steps_asked
+    for index, spec in enumerate(specs):
+        trial = trials[index // len(seeds)]
+        trial.validation[spec.seed] = outcome.values[index]
+        if index in outcome.paths:
+            trial.paths[spec.seed] = outcome.paths[index]
+        if index in outcome.hits:
+            trial.cached = (*trial.cached, spec.seed)
+
+
+def rescore_space(tuning: ArmSpaceTuning, plan: SpacePlan, retrain: Callable[[list[Trial]], None]) -> None:
+    """Re-score the arm's contenders (the module docstring's *choice*): ``retrain`` trains the
+    given trials on ``plan.confirm_seeds``; records ``rescored`` and ``rescoring``."""
+    best = tuning.first_choice()
+    pool = tuning.full_length((*tuning.trials, *tuning.grid_trials))
+    means: dict[Any, float] = {t.number: tuning.first_mean(t) for t in pool}  # type: ignore[misc]
+    noise = seed_noise(plan.noise, [list(t.validation.values()) for t in pool], len(plan.seeds))
+    picked = contenders(means, best.number, noise.threshold, plan.rescore_top)
+    if len(picked) < 2:
+        tuning.rescoring = rescoring_record(noise, plan.rescore_top, [], picked, means, best.number, "trial", CLEAR)
+        return
+    by_number = {t.number: t for t in pool}
+    tuning.rescore_seeds = plan.confirm_seeds
+    chosen = [by_number[number] for number in sorted(picked)]  # type: ignore[type-var]
+    retrain(chosen)
+    tuning.rescored = tuple(t.number for t in chosen)
+    outcome = RESCORED if any(t.mean is not None for t in chosen) else ALL_DIVERGED
+    tuning.rescoring = rescoring_record(noise, plan.rescore_top, plan.confirm_seeds, picked, means,
+                                        best.number, "trial", outcome)
 
 
 def axis_setting(config: TrainConfig, axis: ResolvedAxis) -> float | int:
@@ -603,13 +708,14 @@ def _floor_record(tuning: ArmSpaceTuning, best: Trial, choice: Trial) -> dict[st
     """What the grid floor found for one arm: the grid's best against the search's best on
     the tuning seeds, and which the arm kept."""
     assert tuning.grid is not None
-    finite = [t for t in tuning.grid_trials if t.mean is not None and t.stopped_at is None]
-    grid_best = min(finite, key=lambda t: (t.mean, t.number)) if finite else None
+    finite = tuning.full_length(tuning.grid_trials)  # on the tuning seeds (a re-scored trial holds more)
+    grid_best = min(finite, key=lambda t: (tuning.first_mean(t), t.number)) if finite else None
+    grid_mean, search_mean = (None if grid_best is None else tuning.first_mean(grid_best)), tuning.first_mean(best)
     return {
         "grid": tuning.grid.grid, "extended": tuning.grid.extended,
-        "grid_best": None if grid_best is None else {"lr": float(grid_best.values["lr"]), "mean": grid_best.mean},
-        "search_best": {"trial": best.number, "mean": best.mean},
-        "held": grid_best is None or best.mean <= grid_best.mean,  # type: ignore[operator]
+        "grid_best": None if grid_best is None else {"lr": float(grid_best.values["lr"]), "mean": grid_mean},
+        "search_best": {"trial": best.number, "mean": search_mean},
+        "held": grid_best is None or search_mean <= grid_mean,  # type: ignore[operator]
         "chosen_from": "grid" if choice.phase == "grid" else "search",
     }
 
@@ -655,7 +761,8 @@ def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTun
         "seeds": list(plan.seeds),
         "metric": metric,
         "split": "validation",
-        "selection": SELECTION.format(metric=metric),
+        "selection": SELECTION.format(metric=metric)
+                     + (CONFIRMATION.format(top=plan.rescore_top) if plan.confirm_seeds else ""),
         "method": METHOD.format(seed=plan.sampler_seed, trials=plan.trials) + _sequential_method(plan)
                   + (GRID_FLOOR.format(grid=", ".join(f"{lr:.3g}" for lr in plan.grid)) if plan.grid else ""),
         "sampler": sampler_record(plan),
@@ -664,7 +771,7 @@ def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTun
         "extension_trials": plan.extension_trials,
         "axes_requested": FULL if plan.axes is None else list(plan.axes),
         "extend_edges": plan.extension_trials > 0,
-        "confirm_seeds": [],
+        "confirm_seeds": list(plan.confirm_seeds),
         "arms": {},
     }
     halving = plan.fidelity.halving  # under full the block is what it always was
@@ -684,8 +791,9 @@ def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTun
                 "extended": tuning.extended.get(axis.name),
                 "extension": None if extension is None else list(extension),
             }
-        on_edge = (tuning.grid.edge() is not None if choice.phase == "grid" and tuning.grid is not None
-                   else bool(_edges(tuning.axes, best, tuning.trials)))
+        on_edge = (float(choice.values["lr"]) in (tuning.grid.grid[0], tuning.grid.grid[-1])
+                   if choice.phase == "grid" and tuning.grid is not None
+                   else bool(_edges(tuning.axes, choice, tuning.trials)))
         block["arms"][label] = {
             "settings": [
                 {"lr": float(t.values["lr"]), "validation": {str(k): v for k, v in t.validation.items()},
@@ -703,7 +811,9 @@ def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTun
             "space": space,
             "extended": None,  # the grid protocol's one direction; per axis in space.*.extended
             "chosen_on_edge": on_edge,
-            "confirmed": [],
+            "confirmed": sorted({float(t.values["lr"]) for t in (*tuning.trials, *tuning.grid_trials)
+                                 if t.number in tuning.rescored}),
+            **({} if tuning.rescoring is None else {"rescoring": tuning.rescoring}),
             **({} if tuning.grid is None else {"grid_floor": _floor_record(tuning, best, choice)}),
             **({"rungs": tuning.rungs + ([{"grid": True, **rung} for rung in tuning.grid.rungs]
                                          if tuning.grid is not None else [])} if halving else {}),
