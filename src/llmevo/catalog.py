@@ -1,12 +1,14 @@
-"""The catalog: every registered component and architecture, imported by name.
+"""The catalog: every registered component and architecture, declared by name.
 
-``llmevo.registry`` defines the registry and imports no component; the modules listed here
-register themselves when imported (``@register``). This module sits above the model layer:
-anything that looks components up or builds a model or an optimizer by name goes through
-it; the trainer below it receives what was built (``build_optimizer``'s component).
+``llmevo.registry`` defines the registry and imports no component; the modules declared in
+``llmevo.components.COMPONENTS`` and ``ARCHITECTURES`` here register themselves when imported
+(``@register``), which the registry does when a lookup first names them. This module sits
+above the model layer: anything that looks components up or builds a model or an optimizer
+by name goes through it; the trainer below it receives what was built (``build_optimizer``'s
+component).
 
-Adding a component: write its module, then add one import line to ``llmevo.components``.
-Adding an architecture: register its class in its own module and import that module here.
+Adding a component: write its module, then add its line to ``llmevo.components.COMPONENTS``.
+Adding an architecture: register its class in its own module and add it to ``ARCHITECTURES``.
 
 Plugins: a separate distribution registers components with no edit to llmevo by declaring
 an entry point in the group ``llmevo.components`` whose value is a module (``[project.entry-
@@ -24,10 +26,7 @@ from importlib.metadata import EntryPoint, entry_points
 
 from torch import nn
 
-import llmevo.components  # noqa: F401  (every component, by explicit import)
-import llmevo.model.blt.model  # noqa: F401  (architecture "blt-bytes")
-import llmevo.model.blt.standin  # noqa: F401  (architecture "blt", the token-level proxy)
-import llmevo.model.transformer  # noqa: F401  (architecture "transformer": llama_modern)
+import llmevo.components  # noqa: F401  (declares every component: llmevo.components.COMPONENTS)
 from llmevo.components.data.base import DataRecipe
 from llmevo.components.optim.base import OptimizerComponent
 from llmevo.errors import ConfigError
@@ -35,6 +34,14 @@ from llmevo.model.config import ModelConfig
 from llmevo.registry import REGISTRY, ComponentChoice, Registry
 
 PLUGIN_GROUP = "llmevo.components"
+# the architectures, declared like the components (each module imported when a run names it)
+ARCHITECTURES = {
+    "transformer": "llmevo.model.transformer",  # llama_modern
+    "blt-bytes": "llmevo.model.blt.model",
+    "blt": "llmevo.model.blt.standin",  # the token-level proxy
+}
+for _name, _module in ARCHITECTURES.items():
+    REGISTRY.declare("architecture", _name, _module)
 _loaded_plugins: set[tuple[str, str, str]] = set()  # (plugin, entry point, module)
 _all_loaded = False
 
@@ -86,12 +93,11 @@ def full_registry() -> Registry:
 
 def build_model(config: ModelConfig) -> nn.Module:
     """Build the model a config describes; invalid choices fail here, before any training."""
-    names = full_registry().names("architecture")
-    if config.architecture not in names:
-        raise ConfigError(
-            f"unknown architecture '{config.architecture}'; known: {', '.join(names)}"
-        )
-    spec = REGISTRY.get("architecture", config.architecture)
+    registry = full_registry()
+    if not registry.has("architecture", config.architecture):
+        raise ConfigError(f"unknown architecture '{config.architecture}'; "
+                          f"known: {', '.join(registry.names('architecture'))}")
+    spec = registry.get("architecture", config.architecture)
     spec.make_config(config.extra)  # the architecture's typed settings; unknown keys fail here
     return spec.cls(config)
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import importlib
 import inspect
 import json
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -445,48 +446,87 @@ class ComponentSpec:
 
 
 class Registry:
-    """Components by slot and name. A duplicate name within a slot is an error."""
+    """Components by slot and name. A duplicate name within a slot is an error.
+
+    A component may be *declared* before it is registered (``declare``: its slot, name and
+    module): its module is imported when a lookup first needs it, so a run imports the
+    components it names and not the other fifty (docs/LOG.md, 2026-12-05, seventeenth
+    session). ``names`` and ``all`` import every declared module they cover; ``all`` lists
+    declared components in their declaration order, then the others as registered."""
 
     def __init__(self) -> None:
         self._specs: dict[str, dict[str, ComponentSpec]] = {slot: {} for slot in SLOTS}
+        self._modules: dict[str, dict[str, str]] = {slot: {} for slot in SLOTS}  # declared
+
+    def _check_slot(self, slot: str) -> None:
+        if slot not in self._specs:
+            raise ConfigError(f"unknown slot '{slot}'; slots are: {', '.join(SLOTS)}")
+
+    def declare(self, slot: str, name: str, module: str) -> None:
+        """``slot``/``name`` is registered by importing ``module`` (on first lookup)."""
+        self._check_slot(slot)
+        if self._modules[slot].setdefault(name, module) != module:
+            raise ConfigError(f"{slot} component '{name}' is declared twice "
+                              f"({self._modules[slot][name]} and {module})")
+
+    def _load(self, slot: str, names: Iterable[str]) -> None:
+        """Import the declared modules of ``names`` (in ``slot``) that have not registered yet."""
+        for name in names:
+            module = self._modules[slot].get(name)
+            if module is None or name in self._specs[slot]:
+                continue
+            importlib.import_module(module)
+            if name not in self._specs[slot]:
+                raise ConfigError(f"{slot} component '{name}': its module {module} registered no "
+                                  "component of that name")
 
     def add(self, spec: ComponentSpec) -> None:
         slot = spec.slot
-        if slot not in self._specs:
-            raise ConfigError(f"unknown slot '{slot}'; slots are: {', '.join(SLOTS)}")
-        if spec.name in self._specs[slot]:
+        self._check_slot(slot)
+        declared = self._modules[slot].get(spec.name)
+        if spec.name in self._specs[slot] or declared not in (None, spec.cls.__module__):
             raise ConfigError(f"{slot} component '{spec.name}' is registered twice")
         self._specs[slot][spec.name] = spec
 
     def get(self, slot: str, name: str) -> ComponentSpec:
-        if slot not in self._specs:
-            raise ConfigError(f"unknown slot '{slot}'; slots are: {', '.join(SLOTS)}")
+        self._check_slot(slot)
+        self._load(slot, [name])
         try:
             return self._specs[slot][name]
         except KeyError:
-            known = ", ".join(sorted(self._specs[slot])) or "(none: import llmevo.catalog first)"
+            known = ", ".join(self.names(slot)) or "(none: import llmevo.catalog first)"
             raise ConfigError(f"unknown {slot} component '{name}'; known: {known}") from None
+
+    def has(self, slot: str, name: str) -> bool:
+        """Whether ``slot``/``name`` is registered or declared (imports nothing)."""
+        return name in self._specs[slot] or name in self._modules[slot]
 
     def find(self, name: str) -> ComponentSpec:
         """Look a component up by name alone (names are unique across slots in practice)."""
-        matches = [specs[name] for specs in self._specs.values() if name in specs]
-        if len(matches) == 1:
-            return matches[0]
-        if not matches:
-            known = ", ".join(sorted(n for specs in self._specs.values() for n in specs))
+        slots = [slot for slot in SLOTS if name in self._specs[slot] or name in self._modules[slot]]
+        if len(slots) == 1:
+            return self.get(slots[0], name)
+        if not slots:
+            known = ", ".join(sorted(spec.name for spec in self.all()))
             raise ConfigError(f"unknown component '{name}'; known: {known}")
-        slots = ", ".join(spec.slot for spec in matches)
-        raise ConfigError(f"component name '{name}' is ambiguous (slots: {slots})")
+        raise ConfigError(f"component name '{name}' is ambiguous (slots: {', '.join(slots)})")
 
     def set_origin(self, slot: str, name: str, origin: str) -> None:
         """Record that a plugin (its distribution name) registered ``slot``/``name``."""
         self._specs[slot][name] = dataclasses.replace(self._specs[slot][name], origin=origin)
 
     def names(self, slot: str) -> list[str]:
+        self._load(slot, list(self._modules[slot]))
         return sorted(self._specs[slot])
 
     def all(self) -> list[ComponentSpec]:
-        return [spec for slot in SLOTS for spec in self._specs[slot].values()]
+        specs = []
+        for slot in SLOTS:
+            declared = list(self._modules[slot])
+            self._load(slot, declared)
+            order = {name: index for index, name in enumerate(declared)}
+            specs += sorted(self._specs[slot].values(), key=lambda spec: order.get(spec.name, len(order)))
+        return specs
 
 
 REGISTRY = Registry()

@@ -80,10 +80,9 @@ def test_the_scaffold_registers_and_the_contract_suite_fails_until_it_is_written
     assert 'arxiv_id="2103.17239"' in module and 'title="Going deeper with Image Transformers"' in module
     assert 'ablation="swiglu"' in module and "class LayerscaleDemo(FeedForward):" in module
     init = (root / "src/llmevo/components/__init__.py").read_text()
-    # sorted into the slot's import; past 100 characters it becomes one name a line
-    assert ("from llmevo.components.feedforward import (  # noqa: F401\n    geglu,\n    gelu,\n"
-            f"    {NAME},\n    moe,\n    relu2,\n    swiglu,\n)") in init
-    assert init.count("from llmevo.components.feedforward import") == 1
+    # declared after the slot's last line of the components table
+    assert ('    ("feedforward", "relu2", "feedforward.relu2"),\n'
+            f'    ("feedforward", "{NAME}", "feedforward.{NAME}"),\n    ("norm", ') in init
     reference = root / "tests" / "reference" / f"test_{NAME}_reference.py"
     assert "pytest.fail(" in reference.read_text()
 

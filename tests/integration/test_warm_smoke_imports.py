@@ -49,3 +49,22 @@ def test_a_warm_smoke_reproduction_imports_no_plotting_dynamo_or_optuna(workdir:
                 or name in NEVER or name.startswith("torch._dynamo.")]
     assert imported == []
     assert "torch" in report["modules"] and "llmevo.skeleton" in report["modules"]  # the control
+
+
+def test_each_command_is_registered_by_the_module_the_cli_imports_for_it() -> None:
+    """``llmevo.cli.COMMAND_MODULES`` (a run imports only its command's module) against what
+    the modules register: every command and group of the full application is in the table
+    under the module whose code defines it, and every module under ``llmevo/cli`` whose source
+    registers a command (read as text, not imported) is one of the table's."""
+    import llmevo.cli as cli
+
+    application = cli.app  # every command module imported
+    registered = {info.name or info.callback.__name__: info.callback.__module__
+                  for info in application.registered_commands}
+    for group in application.registered_groups:
+        members = [info.callback.__module__ for info in group.typer_instance.registered_commands]
+        registered[group.name] = members[0]
+    assert {name: f"llmevo.cli.{module}" for name, module in cli.COMMAND_MODULES.items()} == registered
+    registering = {path.stem for path in (SRC / "llmevo" / "cli").glob("*.py")
+                   if "@app.command(" in path.read_text() or "app.add_typer(" in path.read_text()}
+    assert registering == set(cli.COMMAND_MODULES.values())

@@ -157,11 +157,15 @@ def test_a_broken_ledger_file_is_one_line(tmp_path, capsys):
     assert "is not JSON" in capsys.readouterr().err
 
 
-def test_the_scaffold_adds_to_one_line_and_parenthesised_imports():
-    from llmevo.papers.scaffold import _with_import
+def test_the_scaffold_adds_a_line_after_its_slots_last_in_the_components_table():
+    from llmevo.papers.scaffold import _with_entry
 
-    one = "from llmevo.components.norm import dyt, rmsnorm  # noqa: F401\n"
-    assert _with_import(one, "norm", "ln2") == "from llmevo.components.norm import dyt, ln2, rmsnorm  # noqa: F401\n"
-    block = "x\nfrom llmevo.components.optim import (  # noqa: F401\n    adamw,\n    muon,\n)\ny\n"
-    assert _with_import(block, "optim", "lion") == (
-        "x\nfrom llmevo.components.optim import adamw, lion, muon  # noqa: F401\ny\n")
+    table = ('x\nCOMPONENTS: tuple[tuple[str, str, str], ...] = (\n'
+             '    ("norm", "rmsnorm", "norm.rmsnorm"),\n    ("norm", "dyt", "norm.dyt"),\n'
+             '    ("block", "pre_norm", "block.pre_norm"),\n)\ny\n')
+    assert _with_entry(table, "norm", "norm", "ln2") == table.replace(
+        '"norm.dyt"),\n', '"norm.dyt"),\n    ("norm", "ln2", "norm.ln2"),\n')
+    assert _with_entry(table, "optimizer", "optim", "lion2") == table.replace(
+        '"block.pre_norm"),\n', '"block.pre_norm"),\n    ("optimizer", "lion2", "optim.lion2"),\n')
+    with pytest.raises(ConfigError, match="COMPONENTS table was not found"):
+        _with_entry("from llmevo.components.norm import dyt  # noqa: F401\n", "norm", "norm", "ln2")

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from pydantic import PositiveInt, ValidationError
@@ -24,6 +28,7 @@ from llmevo.registry import (
 )
 
 REGISTRY = full_registry()
+SRC = Path(__file__).resolve().parents[2] / "src"
 # Module docstrings that do not yet name the reference their component was checked against
 # (owned elsewhere; listed so that the check holds for every new component).
 DOCSTRING_GAPS = {"block:pre_norm"}
@@ -65,6 +70,59 @@ def test_find_by_name_and_ambiguity() -> None:
     registry.add(_spec("x", slot="norm"))
     with pytest.raises(ConfigError, match="ambiguous"):
         registry.find("x")
+
+
+def test_the_components_table_declares_what_each_module_registers() -> None:
+    """``llmevo.components.COMPONENTS`` and the catalog's ``ARCHITECTURES`` (a run imports
+    only the modules it names) against the ``@register`` decorators: with every module
+    imported, each built-in component is declared under its slot and name with the module
+    that registered it, and nothing built-in is registered without a declaration."""
+    from llmevo.catalog import ARCHITECTURES
+    from llmevo.components import COMPONENTS
+
+    declared = [(slot, name, f"llmevo.components.{module}") for slot, name, module in COMPONENTS]
+    declared += [("architecture", name, module) for name, module in ARCHITECTURES.items()]
+    registered = {(spec.slot, spec.name, spec.cls.__module__)
+                  for spec in REGISTRY.all() if spec.origin == "builtin"}
+    assert len(declared) == len(set(declared)) and set(declared) == registered
+
+
+def test_a_declared_component_is_imported_on_first_lookup_and_listed_in_declared_order() -> None:
+    """In a fresh interpreter: looking up ``alibi`` imports its module and not rope's or
+    another slot's; ``all()`` then lists the position slot in the table's order (rope first,
+    though alibi was imported first), each module imported once."""
+    code = (
+        "import sys\n"
+        "from llmevo.catalog import full_registry\n"
+        "registry = full_registry()\n"
+        "assert registry.get('position', 'alibi').name == 'alibi'\n"
+        "assert registry.has('position', 'rope') and not registry.has('position', 'wavelet')\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('llmevo.components.') and m.count('.') == 3)\n"
+        "print(loaded)\n"
+        "print([s.name for s in registry.all() if s.slot == 'position'])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded, order = done.stdout.splitlines()
+    assert "llmevo.components.position.alibi" in loaded
+    for other in ("position.rope", "attention.mha", "optim.adamw", "optim.muon", "post_training.dpo"):
+        assert f"llmevo.components.{other}'" not in loaded
+    assert order == str(["rope", "alibi", "learned", "nope", "sinusoidal"])
+
+
+def test_a_declared_name_is_refused_from_another_module_and_must_be_registered_by_its_own() -> None:
+    registry = Registry()
+    registry.declare("norm", "rmsnorm", "llmevo.components.norm.rmsnorm")
+    spec = ComponentSpec(cls=object, config_cls=EmptyConfig,  # object's module is builtins
+                         manifest=Manifest(name="rmsnorm", slot="norm", manifest_ref="reproduction:x"))
+    with pytest.raises(ConfigError, match="norm component 'rmsnorm' is registered twice"):
+        registry.add(spec)
+    with pytest.raises(ConfigError, match="declared twice"):
+        registry.declare("norm", "rmsnorm", "elsewhere")
+    registry.declare("norm", "ghost", "llmevo.errors")  # a module that registers nothing
+    with pytest.raises(ConfigError, match="its module llmevo.errors registered no component"):
+        registry.get("norm", "ghost")
 
 
 def test_unknown_config_keys_and_bad_values_are_rejected_with_the_component_named() -> None:

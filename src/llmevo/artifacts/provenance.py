@@ -154,11 +154,15 @@ def pipeline_modules(*roots: str, package_root: Path = PACKAGE_ROOT,
     followed (it imports every component; an artifact names the ones its arms use) unless
     ``follow_catalog`` (the arm cache: any component's code may be what an arm runs)."""
     seen: dict[str, Path] = {}
+    not_files: set[str] = set()  # names an import reaches that are no module file (a class)
     pending = list(roots)
     while pending:
         name = pending.pop()
+        if name in seen or name in not_files:
+            continue  # looked at once: the files' imports name each module many times
         path = module_path(name, package_root)
-        if name in seen or path is None:
+        if path is None:
+            not_files.add(name)
             continue
         seen[name] = path
         if follow_catalog or name != REGISTERS_EVERYTHING:

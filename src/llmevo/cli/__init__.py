@@ -51,32 +51,49 @@ def _in_a_worker() -> bool:
 if not _in_a_worker():
     _catch_signals(_exit_at_once)  # first thing: before typer, rich and the command modules
 
+import importlib  # noqa: E402
 import threading  # noqa: E402
 
 import typer  # noqa: E402
 
 from llmevo import interrupts  # noqa: E402
-from llmevo.cli.common import app, console, err_console  # noqa: E402
+from llmevo.cli import common  # noqa: E402
+from llmevo.cli.common import console, err_console  # noqa: E402
 from llmevo.errors import LlmevoError  # noqa: E402
 
-__all__ = ["app", "console", "err_console", "main"]
+__all__ = ["app", "commands", "console", "err_console", "main"]
 
-# --- command modules (explicit import list; each registers its commands on `app`) ---
-from llmevo.cli import artifacts as _artifacts  # noqa: E402,F401
-from llmevo.cli import bench as _bench  # noqa: E402,F401
-from llmevo.cli import components as _components  # noqa: E402,F401
-from llmevo.cli import data as _data  # noqa: E402,F401
-from llmevo.cli import evolve as _evolve  # noqa: E402,F401
-from llmevo.cli import export as _export  # noqa: E402,F401
-from llmevo.cli import inference as _inference  # noqa: E402,F401
-from llmevo.cli import ladder as _ladder  # noqa: E402,F401
-from llmevo.cli import new as _new  # noqa: E402,F401
-from llmevo.cli import papers as _papers  # noqa: E402,F401
-from llmevo.cli import reports as _reports  # noqa: E402,F401
-from llmevo.cli import reproduce as _reproduce  # noqa: E402,F401
-from llmevo.cli import verdict as _verdict  # noqa: E402,F401
-
+# --- command modules (explicit list; each registers its commands on `common.app`) ---
+# command (or command group) -> the module under llmevo.cli that registers it. A run imports
+# only its command's module (``commands``): the others' imports (the data downloader's HTTP
+# stack, say) are no part of a warm reproduction's fixed cost (docs/LOG.md, 2026-12-05,
+# seventeenth session). tests/integration/test_cli_commands.py checks this table against
+# what each module registers.
+COMMAND_MODULES = {
+    "show": "artifacts", "compare": "artifacts", "bench": "bench", "components": "components",
+    "data": "data", "evolve": "evolve", "export": "export", "generate": "inference",
+    "diagnose": "inference", "ladder": "ladder", "new": "new", "papers": "papers",
+    "report": "reports", "leaderboard": "reports", "reproduce": "reproduce", "verdict": "verdict",
+}
 # --- end of command modules ---
+
+
+def commands(argv: list[str] | None = None) -> typer.Typer:
+    """The application with the commands ``argv`` can reach registered: only its command's
+    module when ``argv`` starts with a command's name, every module otherwise (``--help``,
+    no arguments, a misspelt command: typer lists or suggests the commands)."""
+    first = argv[0] if argv else None
+    wanted = [COMMAND_MODULES[first]] if first in COMMAND_MODULES else COMMAND_MODULES.values()
+    for module in dict.fromkeys(wanted):
+        importlib.import_module(f"llmevo.cli.{module}")
+    return common.app
+
+
+def __getattr__(name: str) -> object:
+    """``llmevo.cli.app``: the application with every command registered."""
+    if name == "app":
+        return commands()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _received: list[int] = []  # the signals the running command received, in order
 
@@ -121,7 +138,8 @@ def _interrupted(said: bool = False) -> int:
 def _run(argv: list[str] | None) -> int:
     """Run the command; its exit status. A user error prints its one line."""
     try:
-        code = app(args=argv, standalone_mode=False, prog_name="llmevo")
+        application = commands(sys.argv[1:] if argv is None else argv)
+        code = application(args=argv, standalone_mode=False, prog_name="llmevo")
     except (KeyboardInterrupt, typer.Abort):
         return _interrupted()
     except SystemExit:  # a command that ended itself, having said why

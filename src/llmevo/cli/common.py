@@ -31,6 +31,15 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def _commands() -> None:
+    # a group even while one command module is imported (``llmevo.cli.commands``): typer runs an
+    # application with one command and no callback as that command, without its name
+    pass
+
+
 console = Console()
 err_console = Console(stderr=True)
 

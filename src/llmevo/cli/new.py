@@ -24,7 +24,7 @@ def component(
     ledger: Annotated[Path, typer.Option(help="The paper ledger.")] = Path("docs/papers.json"),
     root: Annotated[Path, typer.Option(help="The source tree to write into (holds src/llmevo and tests).")] = Path("."),
 ) -> None:
-    """Write a component module (manifest from the ledger), a failing reference test and its import line."""
+    """Write a component module (manifest from the ledger), a failing reference test and its line in the components table."""
     from llmevo.catalog import full_registry
     from llmevo.papers.ledger import load_ledger
     from llmevo.papers.scaffold import plan_component, write_plan

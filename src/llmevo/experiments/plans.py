@@ -31,7 +31,6 @@ from llmevo.errors import ConfigError
 from llmevo.eval.stats import DEFAULT_MARGIN_PERCENT
 from llmevo.experiments.sections import prologue
 from llmevo.hf.load import LlamaCheckpoint
-from llmevo.model.blt import blt_model_config, blt_standin_config, prepare_blt
 from llmevo.model.config import ModelConfig
 from llmevo.registry import (
     MODEL_SLOTS,
@@ -256,6 +255,8 @@ def check_distinct(comparison: Comparison) -> None:
 
 def _prepare_blt(arm: Arm, data: DataView, corpus: LMCorpus, cache_dir: Path, seed: int) -> ModelConfig:
     """Train (or load) the entropy model and calibrate the patcher on the training bytes."""
+    from llmevo.model.blt import blt_model_config, prepare_blt
+
     template = blt_model_config(corpus.bytes_per_token("train"), seq_len_tokens=64)
     assert template.max_seq_len == data.seq_len, "byte window and BLT context must agree"
     # The entropy model learns from the LM training text alone (pure UTF-8 bytes); the
@@ -269,6 +270,8 @@ PREPARATIONS: dict[str, Callable[[Arm, DataView, LMCorpus, Path, int], ModelConf
 
 
 def _plan_blt_bytes(spec: ComponentSpec, model: ModelConfig, optimizer: ComponentChoice) -> Comparison:
+    from llmevo.model.blt import blt_model_config
+
     return Comparison(
         spec=spec,
         baseline=Arm("baseline", "llama_modern (BPE-512)", model, optimizer),
@@ -279,6 +282,8 @@ def _plan_blt_bytes(spec: ComponentSpec, model: ModelConfig, optimizer: Componen
 
 
 def _plan_blt_standin(spec: ComponentSpec, model: ModelConfig, optimizer: ComponentChoice) -> Comparison:
+    from llmevo.model.blt import blt_standin_config
+
     standin = blt_standin_config(vocab_size=model.vocab_size, seq_len=model.max_seq_len)
     return Comparison(
         spec=spec,

@@ -51,7 +51,8 @@ from llmevo.artifacts.schema import (
     Verdict,
     validate_artifact,
 )
-from llmevo.catalog import build_recipe, full_registry
+from llmevo.catalog import ARCHITECTURES, build_recipe, full_registry
+from llmevo.components import COMPONENTS
 from llmevo.data.lm import LMCorpus
 from llmevo.errors import ConfigError
 from llmevo.eval.metrics import LOWER_IS_BETTER, METRICS, derive_arm_metrics
@@ -91,8 +92,11 @@ class ReproductionOutcome:
 @functools.cache
 def cache_code_modules() -> tuple[str, ...]:
     """The modules whose source the arm cache's keys cover: everything this module reaches
-    through its imports, every component and architecture included (``runner.cache``)."""
-    return tuple(pipeline_modules(__name__, follow_catalog=True))
+    through its imports, every component and architecture included (``runner.cache``): the
+    catalog declares them by module name, imported when a run names one."""
+    declared = [*(f"llmevo.components.{module}" for _, _, module in COMPONENTS), *ARCHITECTURES.values()]
+    packages = {module.rpartition(".")[0] for module in declared}  # imported before the module
+    return tuple(pipeline_modules(__name__, *declared, *sorted(packages), follow_catalog=True))
 
 
 def run_reproduction(

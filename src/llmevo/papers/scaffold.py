@@ -8,7 +8,7 @@ Three changes under a source tree ``root`` (the repository, or a copy of it):
   constructor, with a body that raises ``NotImplementedError`` naming the paper until it is
   written;
 - ``tests/reference/test_<NAME>_reference.py``: a reference test that fails until written;
-- the import line in ``src/llmevo/components/__init__.py``, so the component registers and
+- its line in ``src/llmevo/components/__init__.py``'s ``COMPONENTS``, so the component registers and
   the contract suite (``tests/contract``) runs over it at once (and fails until it works).
 
 Everything is checked before anything is written (a name already registered or already a
@@ -165,26 +165,20 @@ def test_{name}_matches_its_reference():
 '''
 
 
-IMPORT_WIDTH = 100  # the project's line length (pyproject's ruff line-length)
-
-
-def _with_import(init_text: str, package: str, name: str) -> str:
-    """``llmevo/components/__init__.py`` with ``name`` in its slot package's import: one line
-    while it fits in ``IMPORT_WIDTH``, else one name a line in parentheses (as ruff formats it);
-    either form is read."""
-    single = re.compile(rf"^from llmevo\.components\.{package} import ([a-z0-9_, ]+?)(\s+# noqa: F401)?$",
-                        re.MULTILINE)
-    block = re.compile(rf"^from llmevo\.components\.{package} import \((?:\s+# noqa: F401)?\n"
-                       rf"((?:\s+[a-z0-9_]+,?\n)+)\)$", re.MULTILINE)
-    found = single.search(init_text) or block.search(init_text)
-    if found is None:
-        return init_text.rstrip("\n") + f"\nfrom llmevo.components.{package} import {name}  # noqa: F401\n"
-    names = sorted({*(n.strip() for n in found.group(1).replace("\n", ",").split(",") if n.strip()), name})
-    line = f"from llmevo.components.{package} import {', '.join(names)}  # noqa: F401"
-    if len(line) > IMPORT_WIDTH:
-        line = (f"from llmevo.components.{package} import (  # noqa: F401\n"
-                + "".join(f"    {n},\n" for n in names) + ")")
-    return init_text[: found.start()] + line + init_text[found.end():]
+def _with_entry(init_text: str, slot: str, package: str, name: str) -> str:
+    """``llmevo/components/__init__.py`` with ``name``'s line in ``COMPONENTS``: after the
+    slot's last line (the slot's components list it last), or, for a slot with none yet, as
+    the table's last line. A table that cannot be found is a ``ConfigError``."""
+    entry = f'    ("{slot}", "{name}", "{package}.{name}"),\n'
+    table = re.search(r"^COMPONENTS: .*= \(\n((?:    \(.*\),\n)*)\)$", init_text, re.MULTILINE)
+    if table is None:
+        raise ConfigError("src/llmevo/components/__init__.py: its COMPONENTS table was not found; "
+                          "add the component's line by hand")
+    lines = table.group(1).splitlines(keepends=True)
+    same_slot = [index for index, line in enumerate(lines) if line.startswith(f'    ("{slot}", ')]
+    at = same_slot[-1] + 1 if same_slot else len(lines)
+    lines.insert(at, entry)
+    return init_text[: table.start(1)] + "".join(lines) + init_text[table.end(1):]
 
 
 @dataclass(frozen=True)
@@ -222,7 +216,7 @@ def plan_component(root: Path, name: str, slot: str, arxiv_id: str, ledger: Ledg
         if path.exists():
             raise ConfigError(f"{path} already exists; choose another name")
     files = {module: module_text(name, slot, entry), test: reference_test_text(name, entry),
-             init: _with_import(init.read_text(encoding="utf-8"), package, name)}
+             init: _with_entry(init.read_text(encoding="utf-8"), slot, package, name)}
     return ScaffoldPlan(files=files, created=(module, test))
 
 
