@@ -192,7 +192,7 @@ def test_a_failing_later_write_leaves_no_artifact_behind(fault, capsys, workdir,
     def full(*_args, **_kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    target = {"checkpoint": "llmevo.experiments.pipeline.save_checkpoint",
+    target = {"checkpoint": "llmevo.inference.checkpoint.save_checkpoint",
               "report": "llmevo.experiments.pipeline.write_report",
               "artifact": "llmevo.artifacts.io.write_json_atomic"}[fault]
     monkeypatch.setattr(target, full)

@@ -231,3 +231,27 @@ def test_the_imports_memo_gives_what_parsing_gives(tmp_path: Path, monkeypatch) 
     memo.write_text("{not json")
     parses.clear()
     assert closure(str(memo)) == parsed and parses
+
+
+def test_the_closure_finds_module_files_from_folder_listings_as_module_path_does(tmp_path: Path) -> None:
+    """``pipeline_modules`` looks names up in folder listings; ``module_path`` stats the two
+    candidate files. The same answer for every name the whole closure's files import (modules,
+    packages, classes imported from them), for a package and a module of the same name, and
+    for a folder named like a module file."""
+    from llmevo.artifacts import provenance
+
+    names = set()
+    for name in provenance.pipeline_modules("llmevo.experiments.reproduction", follow_catalog=True):
+        names |= provenance._imports(name, provenance.module_path(name)) | {name}
+    package = tmp_path / "pkg" / "llmevo"
+    (package / "both").mkdir(parents=True)
+    (package / "both" / "__init__.py").write_text("")
+    (package / "both.py").write_text("")
+    (package / "fake.py").mkdir()
+    (package / "nofile").mkdir()
+    listings: dict = {}
+    for root, candidates in ((provenance.PACKAGE_ROOT, sorted(names)),
+                             (package, ["llmevo.both", "llmevo.fake", "llmevo.nofile", "llmevo.none"])):
+        for name in candidates:
+            assert provenance._listed_module_path(name, root, listings) == provenance.module_path(name, root), name
+    assert len(names) > 300  # the control: the walk saw the closure

@@ -16,6 +16,7 @@ import hashlib
 import importlib.metadata
 import inspect
 import json
+import os
 import platform
 import subprocess
 from collections.abc import Iterable, Iterator
@@ -43,6 +44,26 @@ def module_path(name: str, root: Path = PACKAGE_ROOT) -> Path | None:
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
         if candidate.is_file():
             return candidate
+    return None
+
+
+def _listed_module_path(name: str, root: Path, listings: dict[Path, set[str]]) -> Path | None:
+    """``module_path``, from folder listings kept in ``listings``."""
+    base = root.parent.joinpath(*name.split("."))
+
+    def entries(folder: Path) -> set[str]:
+        if folder not in listings:
+            try:
+                listings[folder] = set(os.listdir(folder))
+            except OSError:  # no such folder (a class name), or not a folder
+                listings[folder] = set()
+        return listings[folder]
+
+    if f"{base.name}.py" in entries(base.parent) and base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    if base.name in entries(base.parent) and "__init__.py" in entries(base) \
+            and (base / "__init__.py").is_file():
+        return base / "__init__.py"
     return None
 
 
@@ -155,12 +176,13 @@ def pipeline_modules(*roots: str, package_root: Path = PACKAGE_ROOT,
     ``follow_catalog`` (the arm cache: any component's code may be what an arm runs)."""
     seen: dict[str, Path] = {}
     not_files: set[str] = set()  # names an import reaches that are no module file (a class)
+    listings: dict[Path, set[str]] = {}  # folder -> its entries: one listing, not two stats a name
     pending = list(roots)
     while pending:
         name = pending.pop()
         if name in seen or name in not_files:
             continue  # looked at once: the files' imports name each module many times
-        path = module_path(name, package_root)
+        path = _listed_module_path(name, package_root, listings)
         if path is None:
             not_files.add(name)
             continue

@@ -39,7 +39,6 @@ from llmevo.artifacts.schema import ReproductionArtifact
 from llmevo.errors import ConfigError
 from llmevo.eval.stats import check_margin
 from llmevo.experiments import reproduction
-from llmevo.experiments.genome_comparison import genome_comparison, read_genome
 from llmevo.experiments.plans import (
     METHOD_CONFIG_SLOTS,
     TUNING_REFUSAL,
@@ -54,7 +53,6 @@ from llmevo.experiments.plans import (
     resolve_arms,
     with_method_config,
 )
-from llmevo.experiments.post_training import run_post_training_reproduction
 from llmevo.experiments.sections import (
     PostTrainingSection,
     RunSection,
@@ -63,7 +61,6 @@ from llmevo.experiments.sections import (
     TuningSection,
 )
 from llmevo.hf.load import LlamaCheckpoint, read_llama_checkpoint
-from llmevo.inference.checkpoint import save_checkpoint
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice, SectionedRequest, Seeds
 from llmevo.reports.readme import against_slug, report_variant, write_report
@@ -354,6 +351,8 @@ def plan_arms(name: str, against: str | None = None, genome: Path | None = None,
         if value is not None:
             raise ConfigError(f"{option} does not apply with --genome: the baseline is llama_modern "
                               "and the method the genome, each from a random initialisation")
+    from llmevo.experiments.genome_comparison import genome_comparison, read_genome
+
     read, _ = read_genome(genome)
     return genome_comparison(read, name, genome, base_model or ModelConfig())
 
@@ -428,6 +427,8 @@ def reproduce(request: ReproductionRequest | ReproductionPlan,
         code = code_state(plan)
     cost = CpuClock()
     if plan.post_training is not None:  # a post-training method: its own pipeline
+        from llmevo.experiments.post_training import run_post_training_reproduction
+
         outcome = run_post_training_reproduction(plan, progress=progress, logs=logs)
     else:
         outcome = reproduction.run_reproduction(plan, progress=progress, logs=logs)
@@ -468,6 +469,8 @@ def _write_outputs(outcome: reproduction.ReproductionOutcome, provenance: dict, 
         artifact = save_artifact(built, outputs.artifact)
         assert isinstance(artifact, ReproductionArtifact)
         if outputs.checkpoints is not None:
+            from llmevo.inference.checkpoint import save_checkpoint
+
             for arm in outcome.comparison.arms:
                 run = outcome.runs[arm.label][first_seed]
                 track(outputs.checkpoints / arm.label)
