@@ -1,5 +1,5 @@
 """``llmevo new component``: in a temporary copy of the source tree, the scaffold writes the
-module, a failing reference test and the import line; the contract suite picks the new
+module, a failing reference test and its line in the components table; the contract suite picks the new
 component up (and fails until it is written); every refusal leaves the tree as it was."""
 
 from __future__ import annotations
