@@ -198,3 +198,39 @@ def test_instruction_train_stream(data_dir: Path, bpe: BPECodec) -> None:
     assert int((stream == bpe.bos_id).sum()) == 320
     assert int((stream == bpe.eos_id).sum()) == 320
     assert int(stream[0]) == bpe.bos_id and int(stream[-1]) == bpe.eos_id
+
+
+def test_the_instruction_stream_cache_gives_the_encoded_ids(data_dir: Path, bpe: BPECodec, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cache_dir``: the first call encodes and stores, a second encodes nothing and gives the
+    same ids (equal to the uncached stream); an altered, foreign or unreadable entry is
+    rebuilt; each codec has its own entry."""
+    import hashlib
+
+    import numpy as np
+
+    reference = instruction_train_stream(data_dir, bpe)
+    first = instruction_train_stream(data_dir, bpe, cache_dir=tmp_path)
+    (entry,) = (tmp_path / "tokens").glob("instruction-*.npz")
+    assert torch.equal(first, reference)
+    encode = bpe.encode
+    monkeypatch.setattr(bpe, "encode", lambda text: pytest.fail("encoded on a cache hit"))
+    assert torch.equal(instruction_train_stream(data_dir, bpe, cache_dir=tmp_path), reference)
+    monkeypatch.setattr(bpe, "encode", encode)
+    with np.load(entry) as stored:
+        fields = {key: stored[key] for key in stored.files}
+    def entry_of(ids: np.ndarray, claim: str) -> dict:
+        return {"ids": ids, "claim": np.str_(claim), "ids_sha256": np.str_(hashlib.sha256(ids.tobytes()).hexdigest())}
+
+    other = fields["ids"][::-1].copy()  # other ids, each a valid one
+    claim = str(fields["claim"])
+    for altered in ({**entry_of(other, claim), "ids_sha256": fields["ids_sha256"]},  # digest no longer matches
+                    entry_of(other, "instruction-train-v1:another-codec"),  # another entry's claim
+                    entry_of(np.full_like(other, 600), claim)):  # outside the vocabulary
+        np.savez(entry, **altered)
+        assert torch.equal(instruction_train_stream(data_dir, bpe, cache_dir=tmp_path), reference)
+    entry.write_bytes(b"not an npz")
+    assert torch.equal(instruction_train_stream(data_dir, bpe, cache_dir=tmp_path), reference)
+    in_bytes = instruction_train_stream(data_dir, ByteCodec(), cache_dir=tmp_path)
+    assert torch.equal(in_bytes, instruction_train_stream(data_dir, ByteCodec()))
+    assert len(list((tmp_path / "tokens").glob("instruction-*.npz"))) == 2

@@ -32,12 +32,15 @@ the count rather than pulling in a later record.
 from __future__ import annotations
 
 import hashlib
+import io
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
+from llmevo.artifacts.io import write_bytes_atomic
 from llmevo.data.codec import TextCodec
 from llmevo.data.hh_rlhf import HH_SPLITS, hh_choice, parse_preference_pairs
 from llmevo.data.instruction import (
@@ -308,19 +311,58 @@ def load_suite(
     )
 
 
+INSTRUCTION_STREAM_CACHE = "instruction-train-v1"  # the claim's prefix; a new layout, a new name
+
+
 def instruction_train_stream(
-    data_dir: Path, codec: TextCodec, pins: Pins = SUITE_FILE_SHA256
+    data_dir: Path, codec: TextCodec, pins: Pins = SUITE_FILE_SHA256, cache_dir: Path | None = None,
 ) -> torch.Tensor:
-    """The 320 Alpaca train records as one LongTensor, each ``<bos> prompt response <eos>``."""
+    """The 320 Alpaca train records as one LongTensor, each ``<bos> prompt response <eos>``.
+
+    ``cache_dir``: keep the ids in ``<cache_dir>/tokens/`` keyed by the codec's identity and
+    the file's pinned sha256 (encoding the 640 texts was a third of a warm smoke run's data
+    preparation: docs/LOG.md, 2026-12-05, seventeenth session). The file is read and checked
+    against its pin either way; an entry that is unreadable, altered or not the one it claims
+    to be is rebuilt."""
     data_dir = Path(data_dir)
+    records = _alpaca_records(data_dir, pins)  # checked against its pin on every call
+    pin = pins.get(ALPACA_FILE)
+    claim = f"{INSTRUCTION_STREAM_CACHE}:{pin}:{codec.identity}"
+    path = None
+    if cache_dir is not None and pin is not None:
+        path = Path(cache_dir) / "tokens" / f"instruction-{hashlib.sha256(claim.encode()).hexdigest()[:20]}.npz"
+        cached = _read_ids(path, claim, codec.vocab_size)
+        if cached is not None:
+            return cached
     ids: list[int] = []
-    records = _alpaca_records(data_dir, pins)
     for record in split_records(records, "train", data_dir / ALPACA_FILE):
         ids.append(codec.bos_id)
         ids.extend(codec.encode(instruction_prompt(record)))
         ids.extend(codec.encode(instruction_response(record.output)))
         ids.append(codec.eos_id)
-    return torch.tensor(ids, dtype=torch.long)  # (N,)
+    stream = torch.tensor(ids, dtype=torch.long)  # (N,)
+    if path is not None:
+        array = stream.numpy()
+        entry = io.BytesIO()
+        np.savez(entry, ids=array, claim=np.str_(claim),
+                 ids_sha256=np.str_(hashlib.sha256(array.tobytes()).hexdigest()))
+        write_bytes_atomic(path, entry.getvalue())
+    return stream
+
+
+def _read_ids(path: Path, claim: str, vocab_size: int) -> torch.Tensor | None:
+    """A cached id array, or None when the entry is missing, unreadable, names another claim,
+    or its ids do not hash to the recorded digest or lie outside the vocabulary."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            ids, recorded, digest = stored["ids"], str(stored["claim"]), str(stored["ids_sha256"])
+    except Exception:  # noqa: BLE001 - any unreadable entry is rebuilt, whatever numpy raises
+        return None
+    if (recorded != claim or ids.dtype != np.int64 or ids.ndim != 1 or not len(ids)
+            or hashlib.sha256(ids.tobytes()).hexdigest() != digest
+            or int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+        return None
+    return torch.from_numpy(ids)
 
 
 __all__ = [

@@ -83,7 +83,7 @@ def prepare_context(plan: EvolutionPlan, space: SearchSpace) -> TrialContext:
     train_tokens = int(corpus.tokens["train"].numel())  # one-epoch presets -> steps
     trial_preset = preset.resolved(train_tokens)
     # the final preset differs from the trial preset in its validation budget only: same data
-    data = prepare_bpe_data(corpus, trial_preset, plan.data_dir, trial_preset.train.seq_len)
+    data = prepare_bpe_data(corpus, trial_preset, plan.data_dir, trial_preset.train.seq_len, plan.cache_dir)
     post_data = None
     if set(space.components.get("post_training", ("none",))) != {"none"}:
         from llmevo.components.post_training.tasks import load_post_train_data

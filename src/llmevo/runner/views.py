@@ -70,14 +70,15 @@ def arm_stream(recipe: DataRecipe, data: DataView) -> TrainStream:
 
 
 def prepare_bpe_data(
-    corpus: LMCorpus, preset: Preset, data_dir: Path, seq_len: int
+    corpus: LMCorpus, preset: Preset, data_dir: Path, seq_len: int, cache_dir: Path | None = None,
 ) -> DataView:
-    """BPE tokens: the preset's training parts, validation/test splits and suites."""
+    """BPE tokens: the preset's training parts, validation/test splits and suites (the
+    instruction part's ids kept in ``cache_dir`` when given)."""
     codec = BPECodec(corpus.tokenizer.tokenizer, corpus.tokenizer.special)
     sources = {
         "lm": corpus.tokens["train"],
         "narrative": corpus.tokens["narrative"],
-        "instruction": instruction_train_stream(data_dir, codec),
+        "instruction": instruction_train_stream(data_dir, codec, cache_dir=cache_dir),
     }
     stream = torch.cat([sources[part] for part in preset.train_on])
     suite_validation = load_suite(preset.suite, data_dir, codec, seq_len, "validation")
@@ -98,7 +99,7 @@ def prepare_bpe_data(
 
 
 def prepare_byte_data(
-    corpus: LMCorpus, preset: Preset, data_dir: Path, seq_len: int
+    corpus: LMCorpus, preset: Preset, data_dir: Path, seq_len: int, cache_dir: Path | None = None,
 ) -> DataView:
     """UTF-8 bytes of exactly the text the BPE view covers; windows of the same text length.
 
@@ -110,7 +111,7 @@ def prepare_byte_data(
     sources = {
         "lm": byte_stream(corpus.texts["train"]),
         "narrative": byte_stream(corpus.texts["narrative"]),
-        "instruction": instruction_train_stream(data_dir, codec),
+        "instruction": instruction_train_stream(data_dir, codec, cache_dir=cache_dir),
     }
     stream = torch.cat([sources[part] for part in preset.train_on])
     token_bytes = torch.zeros(codec.vocab_size, dtype=torch.int64)
@@ -133,7 +134,7 @@ def prepare_byte_data(
     )
 
 
-DATA_VIEWS: dict[str, Callable[[LMCorpus, Preset, Path, int], DataView]] = {
+DATA_VIEWS: dict[str, Callable[[LMCorpus, Preset, Path, int, Path | None], DataView]] = {
     "bpe": prepare_bpe_data,
     "bytes": prepare_byte_data,
 }
@@ -149,6 +150,6 @@ def load_views(
     llmevo's BPE-512."""
     corpus = load_lm_corpus(data_dir, preset.variant, preset.budgets, cache_dir, tokenizer)
     resolved = preset.resolved(int(corpus.tokens["train"].numel()))
-    views = {kind: DATA_VIEWS[kind](corpus, resolved, data_dir, resolved.train.seq_len)
+    views = {kind: DATA_VIEWS[kind](corpus, resolved, data_dir, resolved.train.seq_len, cache_dir)
              for kind in dict.fromkeys(kinds)}
     return corpus, resolved, views
