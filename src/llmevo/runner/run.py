@@ -103,8 +103,7 @@ def check_fits_data(arm: Arm, data: DataView) -> None:
     recipe.check(data.train_sources(), data.seq_len)
     if arm.model.architecture != "transformer":
         return  # the BLT architectures size themselves from their data (runner.views views)
-    trained_on = [data.stream, *data.sources.values()]
-    largest = max(int(t.max()) for t in (*trained_on, data.validation, data.test) if t.numel())
+    largest = data.largest_token()
     if arm.model.vocab_size <= largest:
         raise ConfigError(f"{arm.label} arm '{arm.name}': vocab_size {arm.model.vocab_size} is too "
                           f"small for its data (token ids up to {largest}); use at least {largest + 1}")
