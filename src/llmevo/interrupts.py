@@ -23,7 +23,14 @@ The command line asks for it; the library never installs an import hook by itsel
 whole of Optuna's ``optimize`` and allows only the objective, so an interrupt stops the
 training, never Optuna's recording of the trial.
 
-Public API: ``interrupt``, ``deferred``, ``allowed``, ``received``, ``reset``, ``defer_imports``.
+A library that calls back into Python may wrap the interrupt in an error of its own: pydantic's
+serializer turns a ``KeyboardInterrupt`` raised inside a wrap serializer into a
+``PydanticSerializationError`` (the interrupt is its ``__cause__``), which a trial would record
+as a failure with its traceback. ``wraps_interrupt(error)`` finds the interrupt in an error's
+chain, so the caller can raise it as what it was.
+
+Public API: ``interrupt``, ``deferred``, ``allowed``, ``received``, ``reset``, ``wraps_interrupt``,
+``defer_imports``.
 """
 
 from __future__ import annotations
@@ -55,6 +62,19 @@ def interrupt() -> None:
 def received() -> bool:
     """Whether ``interrupt()`` was called since the last ``reset()``."""
     return _State.received
+
+
+def wraps_interrupt(error: BaseException) -> bool:
+    """Whether ``error`` was caused by a ``KeyboardInterrupt`` (its ``__cause__`` or
+    ``__context__`` chain holds one): an interrupt some library wrapped in an error of its own."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def reset() -> None:

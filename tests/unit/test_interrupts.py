@@ -267,3 +267,33 @@ def test_a_ctrl_c_while_the_workers_start_is_received_after_the_starts(sigint_in
             if process.pid is not None:
                 process.join(30)
         stop_resource_tracker()
+
+
+def test_an_interrupt_wrapped_by_pydantics_serializer_is_found_in_the_chain():
+    """pydantic turns a KeyboardInterrupt raised inside a wrap serializer into a
+    PydanticSerializationError (seen when a group Ctrl-C landed in a genome's fingerprint);
+    ``wraps_interrupt`` finds it, and says no for an error with no interrupt behind it."""
+    from pydantic import BaseModel, model_serializer
+    from pydantic_core import PydanticSerializationError
+
+    class Stopped(BaseModel):
+        x: int = 1
+
+        @model_serializer(mode="wrap")
+        def _stop(self, handler):
+            interrupts.reset()
+            interrupts.interrupt()  # outside deferred(): raises KeyboardInterrupt here
+            return handler(self)
+
+    with pytest.raises(PydanticSerializationError) as caught:
+        Stopped().model_dump()
+    assert interrupts.wraps_interrupt(caught.value)
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as inner:
+            raise RuntimeError("wrapped") from inner
+    except RuntimeError as outer:
+        assert interrupts.wraps_interrupt(outer)
+    assert not interrupts.wraps_interrupt(ValueError("plain"))
+    interrupts.reset()

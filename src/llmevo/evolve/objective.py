@@ -235,7 +235,12 @@ def make_objective(context: TrialContext, worker: int | None = None) -> Callable
     def objective(trial: optuna.Trial) -> float:
         try:
             with interrupts.allowed():  # the worker defers Optuna's bookkeeping, not the trial
-                return _claimed(trial)
+                try:
+                    return _claimed(trial)
+                except Exception as error:
+                    if interrupts.wraps_interrupt(error):  # a library wrapped the stop in its own error
+                        raise KeyboardInterrupt from error
+                    raise
         except KeyboardInterrupt:
             with interrupts.deferred():  # a second Ctrl-C waits until the trial is recorded
                 fail_interrupted(trial.study, trial_id(trial), set(context.space.genes), tell=False)
@@ -257,6 +262,8 @@ def make_objective(context: TrialContext, worker: int | None = None) -> Callable
         except TrialDiverged:
             raise
         except Exception as error:
+            if interrupts.wraps_interrupt(error):  # e.g. pydantic's serializer wrapped it: a stop
+                raise KeyboardInterrupt from error
             trial.set_user_attr("state", "failed")
             trial.set_user_attr("error", f"{type(error).__name__}: {error}"[:500])
             raise
