@@ -30,24 +30,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
+from measure_common import SELECTION_NOISE, data_and_cache_dirs, done_records, ints
+
 ROOT = Path(__file__).resolve().parents[1]
-SELECTION_NOISE = "rope,lion,peri_ln,soap,qk_norm"
 
 
-def _ints(text: str) -> list[int]:
-    return [int(part) for part in text.split(",") if part.strip()]
-
-
-def _done(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def run_all(args: argparse.Namespace) -> None:
@@ -64,9 +56,8 @@ def run_all(args: argparse.Namespace) -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    data_dir = Path(os.environ.get("LLMEVO_DATA", ROOT.parent / "shared" / "data"))
-    cache_dir = Path(os.environ.get("LLMEVO_CACHE", ".cache/llmevo"))
-    done = {(r["name"], r["tune_seed"], r["protocol"]) for r in _done(args.runs) if r.get("lr") == args.lr}
+    data_dir, cache_dir = data_and_cache_dirs()
+    done = {(r["name"], r["tune_seed"], r["protocol"]) for r in done_records(args.runs) if r.get("lr") == args.lr}
     protocol = "space" if args.space else "grid"
     for name in args.names.split(","):
         request = ReproductionRequest(name=name, preset=args.preset, steps=args.steps, tune=True, lr=args.lr,
@@ -80,7 +71,7 @@ def run_all(args: argparse.Namespace) -> None:
         _, preset, views = load_views(plan.preset, [arm.data for arm in comparison.arms], plan.data_dir,
                                       plan.cache_dir)
         cache = ArmCache.open(plan.cache_dir, plan.device, plan.execution, "use", cache_code_modules())
-        for seed in _ints(args.tune_seeds):
+        for seed in ints(args.tune_seeds):
             if (name, seed, protocol) in done:
                 continue
             blocks, clocks = {}, {}
@@ -130,7 +121,7 @@ def run_all(args: argparse.Namespace) -> None:
                     entries = cache.tuning(arm, data, preset, comparison.metric, comparison.objective)
                     record = tune_arm(arm.label, lambda arm=arm: build_arm_model(arm),
                                       arm_stream(build_recipe(arm.recipe), data), config,
-                                      TuningPlan(tuple(sorted({full_lr, half_lr})), tuple(_ints(args.heldout)),
+                                      TuningPlan(tuple(sorted({full_lr, half_lr})), tuple(ints(args.heldout)),
                                                  extend_edges=False),
                                       evaluate, plan.device, execution=plan.execution, cache=entries)
                     means = {s.lr: s.mean for s in record.settings}
@@ -199,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.table_only:
         sys.path.insert(0, str(ROOT / "src"))
         run_all(args)
-    print(table(_done(args.runs)))
+    print(table(done_records(args.runs)))
     return 0
 
 

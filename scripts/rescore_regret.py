@@ -26,23 +26,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 from pathlib import Path
 
+from measure_common import SELECTION_NOISE, data_and_cache_dirs, done_records, ints
+
 ROOT = Path(__file__).resolve().parents[1]
-SELECTION_NOISE = "rope,lion,peri_ln,soap,qk_norm"
 
 
-def _ints(text: str) -> list[int]:
-    return [int(part) for part in text.split(",") if part.strip()]
-
-
-def _done(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def run_all(args: argparse.Namespace) -> None:
@@ -60,9 +52,8 @@ def run_all(args: argparse.Namespace) -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    data_dir = Path(os.environ.get("LLMEVO_DATA", ROOT.parent / "shared" / "data"))
-    cache_dir = Path(os.environ.get("LLMEVO_CACHE", ".cache/llmevo"))
-    done = {(r["name"], r["tune_seed"]) for r in _done(args.runs) if r.get("lr") == args.lr}
+    data_dir, cache_dir = data_and_cache_dirs()
+    done = {(r["name"], r["tune_seed"]) for r in done_records(args.runs) if r.get("lr") == args.lr}
     for name in args.names.split(","):
         request = ReproductionRequest(name=name, preset=args.preset, steps=args.steps, tune=True, lr=args.lr,
                                       data_dir=data_dir, cache_dir=cache_dir, device="cpu", path=args.path)
@@ -74,7 +65,7 @@ def run_all(args: argparse.Namespace) -> None:
         _, preset, views = load_views(plan.preset, [arm.data for arm in comparison.arms], plan.data_dir,
                                       plan.cache_dir)
         cache = ArmCache.open(plan.cache_dir, plan.device, plan.execution, "use", cache_code_modules())
-        for seed in _ints(args.tune_seeds):
+        for seed in ints(args.tune_seeds):
             if (name, seed) in done:
                 continue
             blocks = {}
@@ -100,7 +91,7 @@ def run_all(args: argparse.Namespace) -> None:
                     entries = cache.tuning(arm, data, preset, comparison.metric, comparison.objective)
                     record = tune_arm(arm.label, lambda arm=arm: build_arm_model(arm),
                                       arm_stream(build_recipe(arm.recipe), data), config,
-                                      TuningPlan(tuple(sorted({old_lr, new_lr})), tuple(_ints(args.heldout)),
+                                      TuningPlan(tuple(sorted({old_lr, new_lr})), tuple(ints(args.heldout)),
                                                  extend_edges=False),
                                       evaluate, plan.device, execution=plan.execution, cache=entries)
                     means = {s.lr: s.mean for s in record.settings}
@@ -160,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.table_only:
         sys.path.insert(0, str(ROOT / "src"))
         run_all(args)
-    print(table(_done(args.runs)))
+    print(table(done_records(args.runs)))
     return 0
 
 

@@ -27,23 +27,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from measure_common import data_and_cache_dirs, done_records, ints
 
 
-def _ints(text: str) -> list[int]:
-    return [int(part) for part in text.split(",") if part.strip()]
 
-
-def _done(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def run_all(args: argparse.Namespace) -> None:
@@ -59,8 +51,7 @@ def run_all(args: argparse.Namespace) -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    data_dir = Path(os.environ.get("LLMEVO_DATA", ROOT.parent / "shared" / "data"))
-    cache_dir = Path(os.environ.get("LLMEVO_CACHE", ".cache/llmevo"))
+    data_dir, cache_dir = data_and_cache_dirs()
     request = ReproductionRequest(name=args.name, preset=args.preset, steps=args.steps, tune_space="full",
                                   data_dir=data_dir, cache_dir=cache_dir, device="cpu", path="auto")
     plan = request.plan()
@@ -70,9 +61,9 @@ def run_all(args: argparse.Namespace) -> None:
     _, preset, views = load_views(plan.preset, [arm.data for arm in comparison.arms], plan.data_dir,
                                   plan.cache_dir)
     cache = ArmCache.open(plan.cache_dir, plan.device, plan.execution, "use", cache_code_modules())
-    done = {(r["arm"], r["trials"], r["sampler"], r["sampler_seed"]) for r in _done(args.runs)}
-    for trials in _ints(args.trials):
-        for seed in _ints(args.sampler_seeds):
+    done = {(r["arm"], r["trials"], r["sampler"], r["sampler_seed"]) for r in done_records(args.runs)}
+    for trials in ints(args.trials):
+        for seed in ints(args.sampler_seeds):
             for sampler in args.samplers.split(","):
                 arms = [arm for arm in comparison.arms
                         if (arm.optimizer.name, trials, sampler, seed) not in done]
@@ -204,7 +195,7 @@ def main() -> int:
         except LlmevoError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
-    rows = _done(args.runs)
+    rows = done_records(args.runs)
     print(table(rows, samplers))
     print()
     print(origins(rows, samplers))
