@@ -35,9 +35,6 @@ from pathlib import Path
 from measure_common import data_and_cache_dirs, done_records, ints
 
 
-
-
-
 def run_all(args: argparse.Namespace) -> None:
     """Tune every (trials, sampler, seed) not yet in ``args.runs`` and append its row."""
     import torch
