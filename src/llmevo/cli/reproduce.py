@@ -301,9 +301,9 @@ def reproduce(
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]), **given_only,
     )
     apply_threads(request.run.threads)  # the request checked every value (the CLI only parses)
-    plan = request.plan()  # every check, output paths included, happens before training
-    outputs = plan.outputs
-    artifact = run_reproduction(plan, progress=RichTrainingProgress(console))
+    # the library plans the request (every check, output paths included) before it loads any data
+    artifact = run_reproduction(request, progress=RichTrainingProgress(console))
+    outputs = request.outputs()  # the plan reproduce made, kept by the request
     console.print(summary_table(artifact))
     from rich.markup import escape
 

@@ -66,8 +66,8 @@ from llmevo.registry import ComponentChoice, SectionedRequest, Seeds
 from llmevo.reports.readme import against_slug, report_variant, write_report
 from llmevo.runner.presets import Preset, get_preset
 from llmevo.runner.resources import CpuClock
+from llmevo.runner.settings import ComparisonSettings
 from llmevo.runner.size import Size, size_label
-from llmevo.runner.tuner import Tuner
 from llmevo.runner.tuning import DEFAULT_REPORT_SEEDS
 from llmevo.train.device import accelerator_name, resolve_device
 from llmevo.train.execution import default_path
@@ -157,6 +157,7 @@ class ReproductionRequest(SectionedRequest):
     size: SizeSection = Field(default_factory=SizeSection)
     post_training: PostTrainingSection = Field(default_factory=PostTrainingSection)
     _resolved: Size | None = PrivateAttr(default=None)
+    _planned: ReproductionPlan | None = PrivateAttr(default=None)  # plan() of the request alone, made once
 
     @model_validator(mode="after")
     def _resolve_size(self) -> ReproductionRequest:
@@ -176,12 +177,27 @@ class ReproductionRequest(SectionedRequest):
 
     def plan(self, comparison: Comparison | None = None) -> ReproductionPlan:
         """The request resolved once, before any work: the comparison (an unknown name, a bad
-        ``against`` or identical arms fail here), the preset with its overrides, the report
-        seeds, the tuning plan, a post-training method's stage, the device and the outputs.
+        ``against`` or identical arms fail here), the preset with its overrides and the tuner
+        (``runner.settings.ComparisonSettings``: resolved and checked against the arms in the
+        runner), the report seeds, a post-training method's stage, the device and the outputs.
         ``comparison``: the two arms a caller planned already (a ladder plans them once for
         all its rungs; ``--all`` once per comparison), at the preset's size: this request's
-        size, checkpoint and method config are applied to them here."""
-        comparison = self.comparison() if comparison is None else comparison
+        size, checkpoint and method config are applied to them here. Without it the plan is
+        made once and kept (the request is frozen): ``reproduce(request)`` and ``outputs()``
+        read the same plan."""
+        if comparison is not None:
+            return self._plan(comparison)
+        if self._planned is None:
+            self._planned = self._plan(self.comparison())
+        return self._planned
+
+    def outputs(self) -> ReproductionOutputs:
+        """Where this request writes (artifact, report folder, checkpoints): its plan's."""
+        outputs = self.plan().outputs
+        assert outputs is not None  # a request's plan always names its outputs
+        return outputs
+
+    def _plan(self, comparison: Comparison) -> ReproductionPlan:
         size = self._resolved
         init_from = None
         if self.init_from is not None:  # both arms start from the checkpoint, at its size
@@ -201,7 +217,6 @@ class ReproductionRequest(SectionedRequest):
                                   "under the standard parametrization; drop --param")
             comparison = parametrize_comparison(comparison, self.size.param)  # refused here where it cannot apply
         check_buildable(comparison)  # a size a component cannot take fails here, not once training starts
-        preset = base.override(self.train.overrides())
         configurable = comparison.spec.slot in METHOD_CONFIG_SLOTS  # the method arm's own config
         given = self.post_training.given()
         if self.method_config is not None and not configurable:
@@ -222,24 +237,24 @@ class ReproductionRequest(SectionedRequest):
                 raise ConfigError("--allow-noop: a post-training method's arms share one pretraining "
                                   "and are not checked for a no-op; drop it")
             tuned = False
-            post_training = post_training_request(
-                comparison, preset.post_training, self.post_training.stage_overrides(),
+            post_training = post_training_request(  # the overrides never reach the stage's settings
+                comparison, base.post_training, self.post_training.stage_overrides(),
                 ComponentChoice.parse(f"{self.name}:{self.method_config or ''}").config,
                 self.post_training.preference_file)
             comparison = resolve_arms(comparison, post_training)
         else:
-            tuned = tuning_options.wanted(preset.name in TUNED_BY_DEFAULT)
+            tuned = tuning_options.wanted(base.name in TUNED_BY_DEFAULT)
         if self.size.match == "flops":
             check_flops_match(comparison)
         seeds = list(self.seeds) if self.seeds is not None else (
             list(DEFAULT_REPORT_SEEDS) if tuned else [42])
-        tuning: Tuner | None = None
-        if tuned:
-            tuning = tuning_options.plan(preset.train.lr, seeds)
-            tuning.check_arms(comparison.arms, preset)  # e.g. an axis no arm declares fails here
-        else:
+        if not tuned:
             tuning_options.refuse_untuned("post-training methods are not tuned" if post_training is not None
                                           else "add --tune (this run is untuned)")
+        # the preset at its overrides and the tuner, resolved and checked by the runner that runs them
+        settings = ComparisonSettings(base, self.train.overrides(), comparison.arms, seeds,
+                                      tuning_options if tuned else None)
+        preset, tuning = settings.preset, settings.tuner
         run = self.run
         execution = run.execution()
         device = resolve_device(run.device)

@@ -8,7 +8,8 @@ its ``run`` section to every rung, ``--all`` to every comparison):
 - ``RunSection``: where and how runs go: data, cache, device, threads, execution path, the
   arm cache, publishing, the command provenance records; and the run prologue, once.
 - ``TrainingSection``: the preset's training settings a request overrides.
-- ``TuningSection``: whether and how each arm is tuned (an lr grid or a declared space).
+- ``TuningSection``: whether and how each arm is tuned (an lr grid or a declared space);
+  declared in ``runner.settings`` (the runner owns tuning) and re-exported here.
 - ``SizeSection``: the size dial (a rung, or explicit width, depth and heads).
 - ``PostTrainingSection``: a post-training method's stage and task options.
 
@@ -40,13 +41,12 @@ from llmevo.artifacts.provenance import (
 from llmevo.errors import ConfigError
 from llmevo.model.config import ModelConfig
 from llmevo.model.parametrization import Parametrization
-from llmevo.registry import Section, TuneSeeds
-from llmevo.runner.fidelity import check_fidelity
+from llmevo.registry import Section
 from llmevo.runner.presets import Preset
+from llmevo.runner.settings import (
+    TuningSection as TuningSection,  # declared in the runner, re-exported
+)
 from llmevo.runner.size import Size, size_dial
-from llmevo.runner.tuner import Tuner
-from llmevo.runner.tuning import DEFAULT_CONFIRM, DEFAULT_TUNING_SEEDS, check_plan
-from llmevo.runner.tuning_space import DEFAULT_SAMPLER, DEFAULT_TRIALS, MAX_TRIALS, check_space_plan
 from llmevo.train.execution import Execution, check_path
 
 
@@ -124,96 +124,6 @@ class TrainingSection(Section):
     def given(self) -> list[str]:
         """The options given (``--steps``, ...), for refusals."""
         return [self.option(name) for name, value in self.model_dump().items() if value is not None]
-
-
-class TuningSection(Section):
-    """How each arm is tuned before the report seeds train. ``tune`` (None: the pipeline's
-    default) tunes each arm's learning rate on ``tune_grid`` (default: 5 from lr/3 to 3*lr)
-    under ``tune_seeds``; the best and the settings within the seed noise of it (``tune_noise``,
-    percent of the best's mean; None: measured over two or more tuning seeds, else 1.42), and a
-    best at the stability edge with its lower neighbour, are re-scored on ``tune_confirm``
-    further seeds (default 2; ``runner.tuning``), under either protocol; ``tune_space`` (``"full"`` or axes such as ``"lr,beta2"``) instead
-    tunes each arm over its components' declared space with ``tune_trials`` trials (default
-    8) per arm, Sobol points or, with ``tune_sampler`` ``tpe`` or ``gp``, a Sobol start and then
-    that sequential sampler, then the default lr grid as its floor (``runner.tuning_space``).
-    ``tune_fidelity`` (None: ``full``) ``halving`` stops the worse candidates of either protocol
-    early by successive halving (``runner.fidelity``), the same schedule for every arm."""
-
-    tune: bool | None = None
-    tune_grid: list[float] | None = None
-    tune_seeds: TuneSeeds = Field(default_factory=lambda: list(DEFAULT_TUNING_SEEDS))
-    tune_confirm: int | None = Field(default=None, ge=0)  # extra tuning seeds re-scoring the contenders; 0: off
-    tune_noise: float | None = Field(default=None, ge=0)  # seed noise, % of the best's mean; None: measured/default
-    tune_space: str | None = None
-    tune_trials: int | None = Field(default=None, ge=2, le=MAX_TRIALS)
-    tune_sampler: Literal["sobol", "tpe", "gp"] | None = None  # None: sobol (runner.tuning_space.SAMPLERS)
-    tune_fidelity: Literal["full", "halving"] | None = None  # None: full (runner.fidelity.FIDELITIES)
-
-    @model_validator(mode="after")
-    def _one_protocol(self) -> TuningSection:
-        if self.tune_grid is not None and not self.tune_grid:  # not "the default grid"
-            raise ConfigError("--tune-grid: no learning rate given; e.g. --tune-grid 1e-3,3e-3,1e-2 "
-                              "(or leave it out for the default grid)")
-        if self.tune is False and self.tune_grid is not None:
-            raise ConfigError("--tune-grid needs tuning; drop --no-tune (tune=False with a tune_grid)")
-        if self.tune is False and self.tune_fidelity is not None:
-            raise ConfigError(f"--tune-fidelity {self.tune_fidelity} needs tuning; drop --no-tune")
-        if self.tune_space is not None:
-            if self.tune is False:
-                raise ConfigError("--tune-space needs tuning; drop --no-tune")
-            if self.tune_grid is not None:
-                raise ConfigError("--tune-grid and --tune-space are two protocols; give one "
-                                  "(a space search is floored by the default lr grid)")
-        if self.tune is False and self.tune_noise is not None:
-            raise ConfigError("--tune-noise needs tuning; drop --no-tune")
-        if self.tune_noise is not None and self.tune_confirm == 0:
-            raise ConfigError("--tune-noise chooses the settings re-scored on the confirmation seeds; "
-                              "--tune-confirm 0 turns re-scoring off (drop one of them)")
-        return self
-
-    def check_trials(self) -> None:
-        """One comparison: trials and their sampler count only with a space (``--all`` gives
-        them to its space-tuned comparisons alone)."""
-        if self.tune_trials is not None and self.tune_space is None:
-            raise ConfigError("--tune-trials needs --tune-space (e.g. --tune-space full); the "
-                              "learning-rate grid's size is --tune-grid")
-        if self.tune_sampler is not None and self.tune_space is None:
-            raise ConfigError(f"--tune-sampler {self.tune_sampler} needs --tune-space (e.g. --tune-space "
-                              "full): it chooses a space search's trials; the learning-rate grid has none")
-
-    def given(self) -> set[str]:
-        """The fields given a value other than their default."""
-        return {name for name in self.model_fields_set
-                if getattr(self, name) != type(self).model_fields[name].get_default(call_default_factory=True)}
-
-    def wanted(self, tuned_by_default: bool) -> bool:
-        """Whether the arms are tuned: ``tune`` when given, else when a grid or a space is
-        given, else the pipeline's default."""
-        if self.tune is not None:
-            return self.tune
-        return self.tune_space is not None or self.tune_grid is not None or tuned_by_default
-
-    def plan(self, base_lr: float, report_seeds: list[int],
-             grid: list[float] | None = None) -> Tuner:
-        """The tuning plan for a preset learning rate ``base_lr``: the space's trials, or the
-        lr grid (``grid`` where a caller chooses it, e.g. a ladder's lr rule; else
-        ``tune_grid``; else the default grid around ``base_lr``), its seeds disjoint from
-        ``report_seeds``."""
-        fidelity = check_fidelity(self.tune_fidelity or "full")
-        confirm = DEFAULT_CONFIRM if self.tune_confirm is None else self.tune_confirm
-        if self.tune_space is not None:
-            return check_space_plan(self.tune_space, self.tune_trials or DEFAULT_TRIALS,
-                                    self.tune_seeds, report_seeds, grid=grid or (), around=base_lr,
-                                    sampler=self.tune_sampler or DEFAULT_SAMPLER, fidelity=fidelity,
-                                    confirm=confirm, noise=self.tune_noise)
-        return check_plan(grid or self.tune_grid, self.tune_seeds, report_seeds, confirm=confirm,
-                          fidelity=fidelity, around=base_lr, noise=self.tune_noise)
-
-    def refuse_untuned(self, why: str) -> None:
-        """An untuned run: refuse the tuning options that were given (``why``: what to do)."""
-        for option in ("tune_confirm", "tune_seeds", "tune_fidelity", "tune_noise"):
-            if option in self.model_fields_set and getattr(self, option) is not None:
-                raise ConfigError(f"{self.option(option)} needs tuning: {why}")
 
 
 class SizeSection(Section):
