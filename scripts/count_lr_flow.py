@@ -20,6 +20,24 @@ every call of a function in ``src/llmevo``:
   learning rate went down, came back up, and goes down again. A climb that only reaches the
   record (the artifact, the printed table) is not one.
 
+**A property read is not a descent** (the eighteenth session's correction). ``paired.rates``,
+where ``rates`` is a ``property`` (or ``functools.cached_property``) of ``paired``'s class, is
+written and read as an attribute: the caller reads a value off the object it holds, as it
+reads a dataclass field, and hands the object to no function. Python still runs the getter as
+a call whose ``self`` is the object, in the module (so the layer) that defines the class; the
+profile saw that as the object going down (``Paired.learning_rates``, a round trip, where the
+same value as a field would have been none). So ``self`` of a property getter is not looked
+at for a descent; what the getter returns still counts as a climb. An ordinary method called
+on a climbed object is still a descent (``plan.check_arms(arms, preset)`` hands the plan to
+the lower layer's code to work with): the exception is the attribute syntax alone.
+``tests/unit/test_count_lr_flow.py`` checks both on a hand-made two-layer call graph.
+
+What the count does not see, by its definitions: an object *constructed* by a higher layer
+(its ``__init__`` or ``__post_init__`` returns nothing to the caller: a constructor's result is
+the caller's own, built from what it handed down), and the parts of a climbed tuple once it is
+unpacked (identity is followed from the returned object into the arguments, not from a part
+of it back to the whole).
+
     PYTHONPATH=src LLMEVO_DATA=../shared/data .venv/bin/python scripts/count_lr_flow.py [--verbose]
 """
 
@@ -27,7 +45,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import importlib.util
+import inspect
 import os
 import sys
 import tempfile
@@ -100,6 +120,100 @@ def contains(value, wanted: dict[int, object], depth: int) -> int | None:
     return None
 
 
+def read_only(code, receiver) -> bool:
+    """Whether ``code`` is a property's getter on ``receiver``'s class: ``x.attr`` reads the
+    object it is called on (no function of another layer receives it; see the docstring)."""
+    attribute = inspect.getattr_static(type(receiver), code.co_name, None)
+    getter = attribute.fget if isinstance(attribute, property) else (
+        attribute.func if isinstance(attribute, functools.cached_property) else None)
+    return getattr(getter, "__code__", None) is code
+
+
+@dataclasses.dataclass
+class Flow:
+    """Where the followed learning rates travel in the calls of ``package``'s functions (the
+    module docstring's definitions); ``layer_of``: each top-level module's layer index."""
+
+    package: Path
+    layer_of: dict[str, int]
+    rates: set[float]
+    names: dict[str, set[str]] = dataclasses.field(default_factory=lambda: defaultdict(set))
+    files: set[str] = dataclasses.field(default_factory=set)
+    carrying: set[str] = dataclasses.field(default_factory=set)
+    climbs: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
+    # climb -> the first call that took it down again
+    round_trips: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.climbed: dict[int, object] = {}  # id -> the object that climbed (kept alive: ids stay unique)
+        self.edge_of: dict[int, tuple[str, str]] = {}
+        self.modules: dict[str, str | None] = {}
+
+    def module_of(self, filename: str) -> str | None:
+        if filename not in self.modules:
+            path = Path(filename)
+            module = None
+            if self.package in path.parents:
+                parts = list(path.relative_to(self.package.parent).with_suffix("").parts)
+                module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            self.modules[filename] = module
+        return self.modules[filename]
+
+    def layer(self, module: str) -> int:
+        while module not in self.layer_of:
+            module = module.rpartition(".")[0]
+        return self.layer_of[module]
+
+    def profile(self, frame, event, arg) -> None:
+        if event not in ("call", "return"):
+            return
+        module = self.module_of(frame.f_code.co_filename)
+        if module is None:
+            return
+        code = frame.f_code
+        function = f"{module}.{code.co_qualname}"
+        caller = frame.f_back
+        caller_module = None if caller is None else self.module_of(caller.f_code.co_filename)
+        if event == "call":
+            parameters = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+            if self.climbed and caller_module is not None and self.layer(caller_module) > self.layer(module):
+                for index, name in enumerate(parameters):
+                    value = frame.f_locals.get(name)
+                    if index == 0 and read_only(code, value):
+                        continue  # a property read of the object, not the object handed down
+                    found = contains(value, self.climbed, 3)
+                    if found is not None and self.edge_of[found] not in self.round_trips:
+                        self.round_trips[self.edge_of[found]] = (
+                            f"{caller_module}.{caller.f_code.co_qualname} -> {function} ({name})")
+            for name in parameters:
+                value = frame.f_locals.get(name)
+                if is_rate(value, self.rates):
+                    self.names[name].add(function)
+                    self.files.add(module)
+                if module not in self.carrying and holds(value, self.rates, 4):
+                    self.carrying.add(module)
+            return
+        if caller_module is None or self.layer(caller_module) <= self.layer(module):
+            return
+        if holds(arg, self.rates, 4):
+            key = (function, f"{caller_module}.{caller.f_code.co_qualname}")
+            self.climbs[key] = self.climbs.get(key, 0) + 1
+            self.climbed[id(arg)], self.edge_of[id(arg)] = arg, key
+
+    def trace(self, run) -> None:
+        """Call ``run()`` under this profile."""
+        sys.setprofile(self.profile)
+        try:
+            run()
+        finally:
+            sys.setprofile(None)
+
+    def summary(self) -> str:
+        return (f"files: {len(self.files)}; files carrying: {len(self.carrying)}; names: {len(self.names)} "
+                f"({', '.join(sorted(self.names))}); climbs: {len(self.climbs)}; "
+                f"round trips: {len(self.round_trips)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--verbose", action="store_true")
@@ -108,95 +222,31 @@ def main() -> None:
     from llmevo.cli import main as command
 
     package = Path(llmevo.__file__).resolve().parent
-    layer_of = layers(package.parent)
-    rates = followed()
-
-    def module_of(filename: str) -> str | None:
-        path = Path(filename)
-        if package not in path.parents:
-            return None
-        parts = list(path.relative_to(package.parent).with_suffix("").parts)
-        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-    def layer(module: str) -> int:
-        while module not in layer_of:
-            module = module.rpartition(".")[0]
-        return layer_of[module]
-
-    names: dict[str, set[str]] = defaultdict(set)  # parameter name -> functions
-    files: set[str] = set()
-    carrying: set[str] = set()
-    climbs: dict[tuple[str, str], int] = {}
-    climbed: dict[int, object] = {}  # id -> the object that climbed (kept alive: ids stay unique)
-    edge_of: dict[int, tuple[str, str]] = {}
-    round_trips: dict[tuple[str, str], str] = {}  # climb -> the first call that took it down again
-    modules: dict[str, str | None] = {}
-
-    def where(frame) -> str | None:
-        filename = frame.f_code.co_filename
-        if filename not in modules:
-            modules[filename] = module_of(filename)
-        return modules[filename]
-
-    def profile(frame, event, arg):
-        if event not in ("call", "return"):
-            return
-        module = where(frame)
-        if module is None:
-            return
-        code = frame.f_code
-        function = f"{module}.{code.co_qualname}"
-        if event == "call":
-            count = code.co_argcount + code.co_kwonlyargcount
-            caller = frame.f_back
-            caller_module = None if caller is None else where(caller)
-            if climbed and caller_module is not None and layer(caller_module) > layer(module):
-                for name in code.co_varnames[:count]:
-                    found = contains(frame.f_locals.get(name), climbed, 3)
-                    if found is not None and edge_of[found] not in round_trips:
-                        round_trips[edge_of[found]] = (f"{caller_module}.{caller.f_code.co_qualname} -> "
-                                                       f"{function} ({name})")
-            for name in code.co_varnames[:count]:
-                value = frame.f_locals.get(name)
-                if is_rate(value, rates):
-                    names[name].add(function)
-                    files.add(module)
-                if module not in carrying and holds(value, rates, 4):
-                    carrying.add(module)
-            return
-        caller = frame.f_back
-        caller_module = None if caller is None else where(caller)
-        if caller_module is None or layer(caller_module) <= layer(module):
-            return
-        if holds(arg, rates, 4):
-            key = (function, f"{caller_module}.{caller.f_code.co_qualname}")
-            climbs[key] = climbs.get(key, 0) + 1
-            climbed[id(arg)], edge_of[id(arg)] = arg, key
-
+    flow = Flow(package, layers(package.parent), followed())
     data = os.environ.get("LLMEVO_DATA", str(ROOT.parent / "shared" / "data"))
     with tempfile.TemporaryDirectory() as folder:
         argv = ["reproduce", "rope", "--preset", "smoke", "--tune", "--lr", repr(LR), "--steps", "2",
                 "--seeds", "42", "--threads", "1", "--device", "cpu", "--path", "sequential",
                 "--no-arm-cache", "--no-report", "--data-dir", data, "--out", str(Path(folder) / "rope.json")]
-        sys.setprofile(profile)
-        try:
-            command(argv)
-        except SystemExit as stop:
-            if stop.code not in (0, None):
-                raise
-        finally:
-            sys.setprofile(None)
-    print(f"files: {len(files)}; files carrying: {len(carrying)}; names: {len(names)} "
-          f"({', '.join(sorted(names))}); climbs: {len(climbs)}; round trips: {len(round_trips)}")
-    for (callee, caller), times in sorted(climbs.items()):
+
+        def run() -> None:
+            try:
+                command(argv)
+            except SystemExit as stop:
+                if stop.code not in (0, None):
+                    raise
+
+        flow.trace(run)
+    print(flow.summary())
+    for (callee, caller), times in sorted(flow.climbs.items()):
         print(f"  climb: {callee} -> {caller} ({times}x)")
-        if (callee, caller) in round_trips:
-            print(f"    and down again: {round_trips[(callee, caller)]}")
+        if (callee, caller) in flow.round_trips:
+            print(f"    and down again: {flow.round_trips[(callee, caller)]}")
     if args.verbose:
-        for name, functions in sorted(names.items()):
+        for name, functions in sorted(flow.names.items()):
             print(f"  name {name}: {', '.join(sorted(functions))}")
-        print("  files:", ", ".join(sorted(files)))
-        print("  files carrying:", ", ".join(sorted(carrying)))
+        print("  files:", ", ".join(sorted(flow.files)))
+        print("  files carrying:", ", ".join(sorted(flow.carrying)))
 
 
 if __name__ == "__main__":
