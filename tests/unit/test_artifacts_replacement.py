@@ -90,3 +90,27 @@ def test_a_file_that_is_not_an_artifact_is_replaced_only_when_asked(tmp_path):
     broken.symlink_to(tmp_path / "nowhere.json")
     with pytest.raises(ArtifactError, match="broken.json.*--replace"):
         check_replacement(broken, _contents(data), replace=False)
+
+
+def test_save_artifact_guards_the_replacement_when_asked_between_validating_and_writing(tmp_path):
+    """``save_artifact(..., replace=...)``: the guard on the validated artifact, before the write;
+    without ``replace`` it writes as it always did (the callers that check earlier)."""
+    from llmevo.artifacts.io import save_artifact
+
+    data = _load(TUNED)
+    path = _published(tmp_path, data)
+    before = path.read_bytes()
+    fewer = copy.deepcopy(data)
+    fewer["evaluation_protocol"]["seeds"] = [42, 43, 44]  # seeds 45 and 46 would be lost
+    with pytest.raises(ConfigError, match="45"):
+        save_artifact(fewer, path, replace=False)
+    assert path.read_bytes() == before  # refused: nothing written
+    broken = {**fewer, "verdict": "not a block"}
+    with pytest.raises(ArtifactError):  # validated first: an invalid artifact is refused as such
+        save_artifact(broken, path, replace=True)
+    assert path.read_bytes() == before
+    assert save_artifact(fewer, path, replace=True).evaluation_protocol.seeds == [42, 43, 44]
+    assert json.loads(path.read_text())["evaluation_protocol"]["seeds"] == [42, 43, 44]
+    path.write_bytes(before)
+    save_artifact(fewer, path)  # no guard asked: written
+    assert json.loads(path.read_text())["evaluation_protocol"]["seeds"] == [42, 43, 44]

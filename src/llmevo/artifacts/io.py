@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from llmevo.artifacts.replacement import Contents, check_replacement
 from llmevo.artifacts.schema import (
     DiagnosticArtifact,
     ReproductionArtifact,
@@ -283,19 +284,26 @@ class StreamFile:
 
 
 def save_artifact(
-    artifact: ReproductionArtifact | DiagnosticArtifact | dict[str, Any], path: Path | str
+    artifact: ReproductionArtifact | DiagnosticArtifact | dict[str, Any], path: Path | str,
+    *, replace: bool | None = None,
 ) -> ReproductionArtifact | DiagnosticArtifact:
     """Validate ``artifact`` (a model or a JSON-shaped dict) and write it atomically.
 
     An invalid artifact raises ``ArtifactError`` and nothing is written. Returns the
     validated model. A model is re-validated from its dump, so fields changed after
-    construction are checked too.
+    construction are checked too. ``replace`` given: an artifact already at ``path`` that
+    holds more than this one (a block, a seed) is not replaced unless it is True
+    (``artifacts.replacement.check_replacement``, a ``ConfigError``), checked on the
+    validated artifact before anything is written: validation, the guard and the write in
+    one call, the record handed down once.
     """
     if isinstance(artifact, dict):
         data = artifact
     else:  # a mutated model may hold wrong types: re-validation reports them, not a warning
         data = artifact.model_dump(mode="python", exclude_unset=True, warnings=False)
     validated = validate_artifact(data, str(path))
+    if replace is not None:
+        check_replacement(Path(path), Contents.of(validated), replace=replace)
     write_json_atomic(path, dump_artifact(validated))
     return validated
 

@@ -570,8 +570,7 @@ def _final_report(plan: EvolutionPlan, context: TrialContext, opened: optuna.Stu
 
     folder.mkdir(parents=True, exist_ok=True)
     artifact_path = folder / FINAL_COMPARISON
-    artifact = save_artifact(outcome.artifact(provenance_of(artifact_path), str(artifact_path)),
-                             artifact_path)
+    artifact = save_artifact(outcome.record(provenance_of(artifact_path)), artifact_path)
     assert isinstance(artifact, ReproductionArtifact)
     notify(f"final comparison: {artifact_path}")
     summary = build_summary(

@@ -476,12 +476,9 @@ def _write_outputs(outcome: reproduction.ReproductionOutcome, provenance: dict, 
             written.append(new)
 
     try:
-        built = outcome.artifact(provenance, str(outputs.artifact))
-        if cost is not None:
-            built.setup.cpu_seconds, built.setup.reproduction_wall_seconds = cost
-        check_replacement(outputs.artifact, Contents.of(built), replace=replace)
         track(outputs.artifact)
-        artifact = save_artifact(built, outputs.artifact)
+        # validated, refused where it would replace an artifact holding more, and written: one call
+        artifact = save_artifact(outcome.record(provenance, cost), outputs.artifact, replace=replace)
         assert isinstance(artifact, ReproductionArtifact)
         if outputs.checkpoints is not None:
             from llmevo.inference.checkpoint import save_checkpoint

@@ -43,13 +43,11 @@ from llmevo.artifacts.schema import (
     MetricStatistics,
     Paper,
     Relative,
-    ReproductionArtifact,
     SeedArms,
     Setup,
     TrainingCurves,
     Tuning,
     Verdict,
-    validate_artifact,
 )
 from llmevo.catalog import ARCHITECTURES, build_recipe, full_registry
 from llmevo.components import COMPONENTS
@@ -82,11 +80,18 @@ class ReproductionOutcome:
     implementation_objects: list[object]
     tokenizer_json: str  # the BPE tokenizer, for checkpoints of BPE arms
 
-    def artifact(self, provenance: dict[str, Any], source: str = "artifact") -> ReproductionArtifact:
-        """The typed, validated artifact: the body with ``provenance`` (``collect_provenance``)."""
-        artifact = validate_artifact({**self.body, "provenance": provenance}, source)
-        assert isinstance(artifact, ReproductionArtifact)
-        return artifact
+    def record(self, provenance: dict[str, Any],
+               cost: tuple[float, float] | None = None) -> dict[str, Any]:
+        """The artifact's data, for ``artifacts.io.save_artifact`` (which validates it once, as
+        it writes it): the body with ``provenance`` (``collect_provenance``) and, given, the
+        reproduction's ``cost`` (CPU seconds, wall seconds) in its setup."""
+        body = {**self.body, "provenance": provenance}
+        if cost is not None:
+            setup = body["setup"]
+            body["setup"] = type(setup).model_validate({
+                **setup.model_dump(exclude_unset=True),
+                "cpu_seconds": cost[0], "reproduction_wall_seconds": cost[1]})
+        return body
 
 
 @functools.cache
@@ -106,7 +111,7 @@ def run_reproduction(
     logs: RunLogs | None = None,
 ) -> ReproductionOutcome:
     """Train and evaluate both arms under every seed; return the artifact body (typed and
-    validated once the caller adds provenance: ``outcome.artifact(provenance)``).
+    validated as it is written, once the caller adds provenance: ``outcome.record(provenance)``).
 
     ``logs`` (e.g. ``TensorBoardLogs``) gets one run per arm and seed, ``<arm>-seed<seed>``;
     it turns the arm cache off (its step loggers need the training). ``plan.arm_cache``
