@@ -3,8 +3,9 @@
 A mode is what a run is (untuned or tuned, lr grid or declared space, pretraining component or
 post-training method and which task, sized, each training path, the whole table). For each
 (option, mode) the command line is parsed and planned in-process, with the run itself replaced
-by a stand-in that records the plan (nothing trains). The option is *applied* when the plan
-differs from the mode's plan without it; *refused* when the command exits 2 with one line on
+by a stand-in that plans the request as ``reproduce`` does first and records the plan
+(nothing trains). The option is *applied* when the plan differs from the mode's plan
+without it; *refused* when the command exits 2 with one line on
 stderr and nothing written. An option accepted whose plan equals the plan without it was
 silently ignored, and fails the walk. ``REFUSED`` pins the cases found ignored before (each
 must be refused, the line naming the option).
@@ -171,6 +172,8 @@ def _plan_of(args: list[str], capsys) -> tuple[str | None, int, str]:
 @contextlib.contextmanager
 def _stand_in(monkeypatch):
     def record(plan, *args, **kwargs):
+        if isinstance(plan, experiments.ReproductionRequest):  # reproduce plans the request first
+            plan = plan.plan()
         raise _Planned(plan)
 
     monkeypatch.setattr(experiments, "reproduce", record)
