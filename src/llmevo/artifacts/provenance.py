@@ -448,12 +448,11 @@ CHANGED_FILES_SHOWN = 3  # in an error line; the artifact's record lists them al
 def code_changes(start: CodeState) -> CodeChange | None:
     """What changed since ``start`` was captured, read now (None: nothing): HEAD of its
     checkout, and the sha256 of every watched file plus any ``.py`` file that appeared under
-    its package. One ``git rev-parse`` and one read of the package's sources (measured in
+    its package. Two git calls and one read of the package's sources (measured in
     docs/LOG.md, 2026-12-05, eighteenth session)."""
     commit_now = None
     if start.repo_root is not None and start.commit != NOT_A_CHECKOUT:
-        head = _git(start.repo_root, "rev-parse", "HEAD")
-        head = NOT_A_CHECKOUT if head is None else head.strip()
+        head, _ = git_state(start.repo_root)  # the start's reader: one answer to "which commit"
         commit_now = None if head == start.commit else head
     paths = set(start.watched)
     if start.package_root is not None:
