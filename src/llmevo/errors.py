@@ -16,6 +16,15 @@ class ConfigError(LlmevoError):
     """An invalid configuration, genome, preset or hyperparameter."""
 
 
+class CodeChangedError(ConfigError):
+    """A run's code changed between its start and the write of a published artifact."""
+
+
+class CodeChangedWarning(UserWarning):
+    """A run's code changed between its start and the write of an unpublished artifact
+    (recorded in its provenance as ``code_changed``)."""
+
+
 class DataError(LlmevoError):
     """A missing, altered or malformed data file."""
 

@@ -288,3 +288,36 @@ def test_a_ladder_needs_a_declared_size(workdir, capsys):
     assert_refused(["ladder", "--experiment", str(path), "--method", "size=2"], "declares no [ladder] table",
                    capsys, workdir)
     assert_refused(["ladder", "rope", "--tune-grid", "1e-3"], "apply with --experiment FILE only", capsys, workdir)
+
+
+def test_an_experiment_edited_while_it_runs_is_refused_publishing_and_recorded_otherwise(workdir):
+    """Every run executes the script as it is on disk: one edited after the first run makes the
+    artifact's file digests wrong, so publishing is refused with nothing written; an
+    unpublished comparison records the change (``provenance.code_changed``)."""
+    from llmevo.errors import CodeChangedError, CodeChangedWarning
+
+    repo = workdir / "repo"
+    experiment = git_repo(repo, FAMILY_SCRIPT, FAMILY_TOML)
+    docs = workdir / "docs" / "external"
+
+    def edit_once(record: dict) -> None:
+        text = (repo / "script.py").read_text()
+        if "# edited" not in text:
+            (repo / "script.py").write_text(text + "# edited\n")
+
+    def request(publish: bool) -> ExternalRequest:
+        return ExternalRequest(experiment=experiment, method="offset=0.01", seeds=[1, 2], publish=publish,
+                               repo_root=repo, published_dir=docs, runs_dir=workdir / "runs",
+                               cache_dir=workdir / "cache", cache="off")
+
+    with pytest.raises(CodeChangedError, match=r"cannot publish .*changed: script.py\); nothing was written"):
+        run_comparison(plan_external(request(publish=True)), {}, on_run=edit_once)
+    assert not docs.exists()
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "script.py"], check=True)
+    with pytest.warns(CodeChangedWarning):
+        artifact = run_comparison(plan_external(request(publish=False)), {}, on_run=edit_once)
+    assert artifact["provenance"]["code_changed"] == {"commit_now": None, "llmevo_commit_now": None,
+                                                      "files": ["script.py"]}
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "script.py"], check=True)
+    unchanged = run_comparison(plan_external(request(publish=True)), {})
+    assert "code_changed" not in unchanged["provenance"]

@@ -205,3 +205,37 @@ def test_the_transfer_rule_applies_where_both_arms_are_mup(tmp_path, data_dir, c
     mup = tiny_request(tmp_path / "m", data_dir, cache_dir, param="mup").plan()
     assert not ladder_module.transfers_lr(standard.rungs[1].plan)
     assert ladder_module.transfers_lr(mup.rungs[1].plan)
+
+
+def test_a_published_ladder_whose_code_changed_after_its_last_rung_writes_no_ladder_file(
+        tmp_path, data_dir, cache_dir, monkeypatch):
+    """Each rung and the ladder file are checked at their write (``check_code_unchanged``): an
+    edit after the last rung keeps the rungs (checked when written) and refuses the ladder file.
+    The code state is read from a temporary checkout (where the ladder reads it)."""
+    import subprocess
+
+    from llmevo.artifacts.provenance import capture_code_state
+    from llmevo.errors import CodeChangedError
+
+    repo = tmp_path / "repo"
+    module = repo / "src" / "pkg" / "component.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("SCALE = 1\n")
+    for args in (["init", "-q"], ["add", "."], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "i"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+    monkeypatch.setattr(ladder_module, "code_state",
+                        lambda plan: capture_code_state([module], module, repo, package_root=module.parent))
+    real, rungs = ladder_module.reproduce, []
+
+    def edited_after_the_last_rung(plan, progress=None, code=None):
+        artifact = real(plan, progress, code=code)
+        rungs.append(plan.size.rung)
+        if len(rungs) == 2:
+            module.write_text("SCALE = 2\n")
+        return artifact
+
+    monkeypatch.setattr(ladder_module, "reproduce", edited_after_the_last_rung)
+    out = tmp_path / "published"
+    with pytest.raises(CodeChangedError, match=r"ladder\.json: the code changed while the run trained"):
+        run_ladder(tiny_request(out, data_dir, cache_dir, publish=True, repo_root=repo))
+    assert rungs == [-2, -1] and sorted(p.name for p in out.iterdir()) == ["rung-1.json", "rung-2.json"]

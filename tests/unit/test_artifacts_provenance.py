@@ -12,7 +12,7 @@ import pytest
 from llmevo.artifacts import collect_provenance, module_files, schema, sha256_file
 from llmevo.artifacts.provenance import NOT_A_CHECKOUT, combined_sha256
 from llmevo.artifacts.schema import MeanStd, Provenance, ReproductionArtifact, load_artifact
-from llmevo.errors import ArtifactError
+from llmevo.errors import ArtifactError, CodeChangedWarning
 
 FIELDS = [
     "artifact_path",
@@ -164,9 +164,11 @@ def test_code_state_is_the_one_captured_when_the_run_started(tmp_path: Path) -> 
     commit = _git(repo, "rev-parse", "HEAD")
     component.write_text("ROPE = 2\n")  # edited and committed during training
     _git(repo, "commit", "-qam", "edit")
-    provenance = collect_provenance(command="c", code=started, dataset_fingerprint="f",
-                                    accelerator="CPU", artifact_path=None)
+    with pytest.warns(CodeChangedWarning):  # and says so (tests/unit/test_code_changes.py)
+        provenance = collect_provenance(command="c", code=started, dataset_fingerprint="f",
+                                        accelerator="CPU", artifact_path=None)
     assert provenance["code_commit"] == commit and provenance["code_dirty"] is False
+    assert provenance["code_changed"]["files"] == ["rope.py"]
     assert provenance["implementation_files"] == {"rope.py": hashlib.sha256(b"ROPE = 1\n").hexdigest()}
     assert _collect(repo, [component], component)["code_commit"] != commit
 

@@ -19,14 +19,22 @@ import json
 import os
 import platform
 import subprocess
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from llmevo.digests import sha256_file
-from llmevo.errors import ArtifactError, ConfigError, WriteError
+from llmevo.errors import (
+    ArtifactError,
+    CodeChangedError,
+    CodeChangedWarning,
+    ConfigError,
+    WriteError,
+)
 
 NOT_A_CHECKOUT = "unknown (not a git checkout)"
 NOT_INSTALLED = "not installed"
@@ -357,22 +365,122 @@ class CodeState:
     """The code a run used, read when the run starts: the commit, whether the tree was
     dirty, and the sha256 of every implementation file and of the runner. Capture it before
     training (``capture_code_state``), so that a commit or an edit made while a long run
-    trains cannot end up in its provenance."""
+    trains cannot end up in its provenance.
+
+    ``watched`` (absolute path -> sha256) holds every ``.py`` file of the package the process
+    imports from (``package_root``), the implementation files and the runner as they were then:
+    parallel workers and lazily imported components load code after the start, so at write
+    time ``code_changes`` reads them again (with HEAD of ``repo_root``) to tell whether code
+    other than the recorded commit can have reached the run."""
 
     commit: str
     dirty: bool | None
     implementation_files: dict[str, str]
     runner_sha256: str
+    watched: dict[str, str] = dataclass_field(default_factory=dict)
+    repo_root: Path | None = None
+    package_root: Path | None = None
+
+
+def package_sources(package_root: Path = PACKAGE_ROOT) -> list[Path]:
+    """Every ``.py`` file under ``package_root``, resolved and sorted: what a worker process
+    or a lazy import can load."""
+    return sorted(path.resolve() for path in Path(package_root).rglob("*.py"))
+
+
+def _digests(paths: Iterable[Path | str]) -> dict[str, str | None]:
+    """sha256 of each file (None: no longer there or unreadable), keyed by its path text."""
+    found: dict[str, str | None] = {}
+    for path in paths:
+        try:
+            found[str(path)] = sha256_file(path)
+        except OSError:
+            found[str(path)] = None
+    return found
 
 
 def capture_code_state(
-    implementation_files: Iterable[Path], runner_file: Path, repo_root: Path
+    implementation_files: Iterable[Path], runner_file: Path, repo_root: Path,
+    package_root: Path | None = PACKAGE_ROOT,
 ) -> CodeState:
-    file_digests = {
-        _display_path(Path(path), repo_root): sha256_file(path) for path in implementation_files
-    }
+    """The code state now (``CodeState``); ``package_root`` None watches only the
+    implementation files and the runner."""
+    implementation = [Path(path).resolve() for path in implementation_files]
+    runner = Path(runner_file).resolve()
+    watched = {str(path): sha256_file(path) for path in [*implementation, runner]}  # each must be there
+    if package_root is not None:
+        watched.update((key, value) for key, value in _digests(package_sources(package_root)).items()
+                       if value is not None)
+    file_digests = {_display_path(path, repo_root): watched[str(path)] for path in implementation}
     commit, dirty = git_state(repo_root)
-    return CodeState(commit, dirty, dict(sorted(file_digests.items())), sha256_file(runner_file))
+    return CodeState(commit, dirty, dict(sorted(file_digests.items())), watched[str(runner)], watched,
+                     Path(repo_root), None if package_root is None else Path(package_root).resolve())
+
+
+@dataclass(frozen=True)
+class CodeChange:
+    """How the code differs from a run's start state (``code_changes``): HEAD now where it
+    moved (None: it did not), and the watched files that differ, appeared or went away
+    (display paths, sorted)."""
+
+    commit_now: str | None
+    files: list[str]
+
+    def describe(self, start_commit: str) -> str:
+        parts = []
+        if self.commit_now is not None:
+            parts.append(f"HEAD moved from {start_commit[:12]} to {self.commit_now[:12]}")
+        if self.files:
+            shown = ", ".join(self.files[:CHANGED_FILES_SHOWN])
+            more = len(self.files) - CHANGED_FILES_SHOWN
+            parts.append(f"{len(self.files)} source file{'s' if len(self.files) != 1 else ''} changed "
+                         f"({shown}{f' and {more} more' if more > 0 else ''})")
+        return "; ".join(parts)
+
+    def record(self) -> dict[str, Any]:
+        """The artifact's optional ``provenance.code_changed`` block."""
+        return {"commit_now": self.commit_now, "files": list(self.files)}
+
+
+CHANGED_FILES_SHOWN = 3  # in an error line; the artifact's record lists them all
+
+
+def code_changes(start: CodeState) -> CodeChange | None:
+    """What changed since ``start`` was captured, read now (None: nothing): HEAD of its
+    checkout, and the sha256 of every watched file plus any ``.py`` file that appeared under
+    its package. Two git calls and one read of the package's sources (measured in
+    docs/LOG.md, 2026-12-05, eighteenth session)."""
+    commit_now = None
+    if start.repo_root is not None and start.commit != NOT_A_CHECKOUT:
+        head, _ = git_state(start.repo_root)  # the start's reader: one answer to "which commit"
+        commit_now = None if head == start.commit else head
+    paths = set(start.watched)
+    if start.package_root is not None:
+        paths.update(str(path) for path in package_sources(start.package_root))
+    now = _digests(sorted(paths))
+    root = start.repo_root or Path("/")
+    files = sorted(_display_path(Path(path), root) for path in paths if now[path] != start.watched.get(path))
+    return None if commit_now is None and not files else CodeChange(commit_now, files)
+
+
+def check_code_unchanged(start: CodeState, publish: bool, allow_dirty: bool = False,
+                         what: str = "the artifact") -> CodeChange | None:
+    """At write time: refuse to publish (``CodeChangedError``, nothing written) when the code
+    changed since ``start`` (``code_changes``), unless ``allow_dirty``; otherwise return the
+    change (None: none) for the artifact to record, with a ``CodeChangedWarning``."""
+    change = code_changes(start)
+    if change is None:
+        return None
+    said = change.describe(start.commit)
+    if publish and not allow_dirty:
+        raise CodeChangedError(
+            f"cannot publish {what}: the code changed while the run trained ({said}), so workers or "
+            f"lazily imported modules may have run code other than {start.commit[:12]}; nothing was "
+            "written. The trained runs are in the arm cache: rerun the same command from a tree nobody "
+            "changes while it runs, and the runs whose code did not change load from the cache")
+    warnings.warn(f"the code changed while the run trained ({said}); the artifact records it in "
+                  "provenance.code_changed", CodeChangedWarning, stacklevel=2)
+    return change
 
 
 def collect_provenance(
@@ -386,22 +494,33 @@ def collect_provenance(
     repo_root: Path | None = None,
     code: CodeState | None = None,
     allow_dirty: bool | None = None,
+    publish: bool = False,
+    since: CodeState | None = None,
 ) -> dict[str, Any]:
     """Every provenance field of schema v2, in the documented order.
 
     ``code`` is the code state captured when the run started; without it the code state is
     read now from ``implementation_files``, ``runner_file`` and ``repo_root``.
     ``allow_dirty`` records whether a published artifact was allowed to come from a dirty
-    tree (``--publish --allow-dirty``); None (not recorded) for unpublished runs."""
+    tree (``--publish --allow-dirty``); None (not recorded) for unpublished runs.
+
+    A start state (``code``, or ``since`` where the code state is read now) is compared with
+    the code now (``check_code_unchanged``): a change refuses ``publish`` (unless
+    ``allow_dirty``) before anything is written, and is otherwise recorded as
+    ``code_changed`` with a warning."""
+    start = code if code is not None else since
+    change = None if start is None else check_code_unchanged(
+        start, publish, bool(allow_dirty), artifact_path or "the artifact")
     if code is None:
         if runner_file is None or repo_root is None:
             raise ArtifactError("collect_provenance needs either code= or runner_file and repo_root")
-        code = capture_code_state(implementation_files, runner_file, repo_root)
+        code = capture_code_state(implementation_files, runner_file, repo_root, package_root=None)
     return {
         "artifact_path": artifact_path,
         "code_commit": code.commit,
         "code_dirty": code.dirty,
         **({} if allow_dirty is None else {"allow_dirty": allow_dirty}),
+        **({} if change is None else {"code_changed": change.record()}),
         "implementation_sha256": combined_sha256(code.implementation_files),
         "implementation_files": dict(code.implementation_files),
         "runner_sha256": code.runner_sha256,

@@ -94,6 +94,15 @@ class EvaluationProtocol(_Block):
     selection_split: str | None = None  # new: the split used to choose (validation)
 
 
+class CodeChanged(_Block):
+    """The code changed between a run's start and its write (an unpublished run, or one
+    published with ``--allow-dirty``): HEAD then (None: it had not moved) and the source files
+    that differed (``artifacts.provenance.code_changes``)."""
+
+    commit_now: str | None
+    files: list[str]
+
+
 class Provenance(_Block):
     """Where an artifact came from. New artifacts carry every field (``collect_provenance``);
     historical ones keep what they had (``historical_migration``, ``original_code_commit``)."""
@@ -103,6 +112,7 @@ class Provenance(_Block):
     code_commit: str | None = None
     code_dirty: bool | None = None
     allow_dirty: bool | None = None  # --publish --allow-dirty: published from a dirty tree
+    code_changed: CodeChanged | None = None  # the code moved while the run trained (2026-12-05 on)
     implementation_sha256: str | None = None
     implementation_files: dict[str, str] | None = None
     runner_sha256: str | None = None

@@ -53,13 +53,15 @@ if not _in_a_worker():
 
 import importlib  # noqa: E402
 import threading  # noqa: E402
+import warnings  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 
 import typer  # noqa: E402
 
 from llmevo import interrupts  # noqa: E402
 from llmevo.cli import common  # noqa: E402
 from llmevo.cli.common import console, err_console  # noqa: E402
-from llmevo.errors import LlmevoError  # noqa: E402
+from llmevo.errors import CodeChangedWarning, LlmevoError  # noqa: E402
 
 __all__ = ["app", "commands", "console", "err_console", "main"]
 
@@ -135,6 +137,18 @@ def _interrupted(said: bool = False) -> int:
     return 128 + number
 
 
+def _shown_as_a_line(show: Callable[..., None]) -> Callable[..., None]:
+    """``warnings.showwarning`` that prints the library's own warnings (``CodeChangedWarning``)
+    as one ``warning:`` line on stderr, and hands every other warning to ``show``."""
+    def showwarning(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
+        if issubclass(category, CodeChangedWarning):
+            text = " ".join(str(message).split()).replace("[", r"\[")
+            err_console.print(f"[bold yellow]warning:[/] {text}", highlight=False, soft_wrap=True)
+            return
+        show(message, category, *args, **kwargs)
+    return showwarning
+
+
 def _run(argv: list[str] | None) -> int:
     """Run the command; its exit status. A user error prints its one line."""
     try:
@@ -173,13 +187,14 @@ def main(argv: list[str] | None = None) -> None:
     interrupts.reset()
     interrupts.defer_imports("torch")  # its C++ start-up cannot unwind an interrupt: it aborts
     _catch_signals(_unwind)
-    excepthook = threading.excepthook
+    excepthook, showwarning = threading.excepthook, warnings.showwarning
+    warnings.showwarning = _shown_as_a_line(showwarning)
     try:
         status = _run(argv)
     finally:
         for number, handler in _BEFORE.items():
             signal.signal(number, handler)
-        threading.excepthook = excepthook
+        threading.excepthook, warnings.showwarning = excepthook, showwarning
     if _received and any(not thread.daemon for thread in threading.enumerate()
                          if thread is not threading.main_thread()):
         # a library thread that the interrupt cut off before its owner could stop it (Optuna's

@@ -25,6 +25,7 @@ from llmevo.eval.stats import summarize
 from llmevo.registry import StrictModel
 
 if TYPE_CHECKING:
+    from llmevo.artifacts.provenance import CodeState
     from llmevo.artifacts.schema import DiagnosticArtifact
 
 SeedRow = dict[str, float | bool]
@@ -160,9 +161,13 @@ def build_artifact(
     checkpoint: str | None = None,
     extra_modules: Sequence[object] = (),
     allow_dirty: bool | None = None,
+    publish: bool = False,
+    since: CodeState | None = None,
 ) -> DiagnosticArtifact:
     """The component-diagnostic artifact (schema v2, validated), key order as in the reference.
-    ``allow_dirty`` is recorded in provenance for a published artifact (None: unpublished)."""
+    ``allow_dirty`` is recorded in provenance for a published artifact (None: unpublished);
+    ``since``: the code state when the run started, compared with the code now
+    (``collect_provenance``: a change refuses ``publish``)."""
     from llmevo.artifacts.provenance import collect_provenance, module_files
     from llmevo.artifacts.schema import DiagnosticArtifact, validate_artifact
 
@@ -180,6 +185,8 @@ def build_artifact(
         artifact_path=artifact_path.as_posix(),
         repo_root=repo_root,
         allow_dirty=allow_dirty,
+        publish=publish,
+        since=since,
     )
     full_experiment = run.full_experiment or {
         "status": "not_run (pass --full-experiment --checkpoint DIR where one exists)",

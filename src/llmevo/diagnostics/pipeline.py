@@ -23,7 +23,12 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, model_validator
 
 from llmevo.artifacts.io import check_output_file
-from llmevo.artifacts.provenance import REPO_ROOT, check_dirty_needs_publish, check_publishable
+from llmevo.artifacts.provenance import (
+    REPO_ROOT,
+    capture_code_state,
+    check_dirty_needs_publish,
+    check_publishable,
+)
 from llmevo.artifacts.replacement import Contents, check_replacement
 from llmevo.diagnostics.harness import (
     DiagnosticRun,
@@ -106,6 +111,7 @@ def diagnose(request: DiagnoseRequest) -> DiagnosticOutcome:
     planned = Contents(blocks=None, seeds=frozenset(request.seeds), experiments=frozenset(
         {"full_experiment"} if request.full_experiment else ()))
     check_replacement(path, planned, replace=request.replace)
+    start = capture_code_state([], Path(__file__), request.repo_root)  # compared at write time
     run = run_diagnostic(request.name, request.seeds, device=device)
     extra_modules: list[object] = []
     if request.full_experiment:
@@ -127,6 +133,8 @@ def diagnose(request: DiagnoseRequest) -> DiagnosticOutcome:
         checkpoint=str(request.checkpoint) if request.full_experiment else None,
         extra_modules=extra_modules,
         allow_dirty=request.allow_dirty if request.publish else None,
+        publish=request.publish,
+        since=start,
     )
     check_replacement(path, Contents.of(artifact), replace=request.replace)
     write_artifact(artifact, path)

@@ -566,11 +566,15 @@ def _final_report(plan: EvolutionPlan, context: TrialContext, opened: optuna.Stu
         return collect_provenance(
             command=plan.command, code=code, dataset_fingerprint=context.data.fingerprint,
             accelerator=accelerator_name(context.device), artifact_path=str(path),
-            allow_dirty=plan.allow_dirty if plan.publish else None)
+            allow_dirty=plan.allow_dirty if plan.publish else None, publish=plan.publish)
 
-    folder.mkdir(parents=True, exist_ok=True)
     artifact_path = folder / FINAL_COMPARISON
-    artifact = save_artifact(outcome.record(provenance_of(artifact_path)), artifact_path)
+    # both files' provenance before either is written: code changed since the start refuses
+    # publishing with nothing written (artifacts.provenance.check_code_unchanged)
+    comparison_provenance = provenance_of(artifact_path)
+    summary_provenance = provenance_of(folder / "summary.json")
+    folder.mkdir(parents=True, exist_ok=True)
+    artifact = save_artifact(outcome.record(comparison_provenance), artifact_path)
     assert isinstance(artifact, ReproductionArtifact)
     notify(f"final comparison: {artifact_path}")
     summary = build_summary(
@@ -584,7 +588,7 @@ def _final_report(plan: EvolutionPlan, context: TrialContext, opened: optuna.Stu
                   "study": plan.study_name, "search_wall_seconds_this_invocation": search_seconds,
                   "trial_lr_factors": list(plan.lr_factors), **_size_settings(plan)},
         space=space.describe(), champion=champion, baseline=baseline, final=final,
-        provenance=provenance_of(folder / "summary.json"),
+        provenance=summary_provenance,
         dataset={"fingerprint": context.data.fingerprint, "variant": plan.final_preset.variant,
                  "train_stream_tokens": int(context.data.stream.numel()),
                  "validation_tokens": int(context.data.validation.numel()),

@@ -101,6 +101,7 @@ import sys
 import tempfile
 import time
 import tomllib
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -117,7 +118,13 @@ from llmevo.artifacts.provenance import (
 )
 from llmevo.artifacts.replacement import Contents, check_replacement
 from llmevo.digests import sha256_file
-from llmevo.errors import ArtifactError, ConfigError, LlmevoError
+from llmevo.errors import (
+    ArtifactError,
+    CodeChangedError,
+    CodeChangedWarning,
+    ConfigError,
+    LlmevoError,
+)
 from llmevo.eval.stats import (
     DEFAULT_MARGIN_PERCENT,
     build_statistics,
@@ -556,6 +563,51 @@ def source_state(experiment: LoadedExperiment, repo_root: Path) -> dict[str, Any
             "llmevo": {"commit": own_commit, "dirty": own_dirty}}
 
 
+def source_changes(experiment: LoadedExperiment, source: Mapping[str, Any], repo_root: Path) -> dict | None:
+    """What moved since ``source`` was read at the start (None: nothing): HEAD of the
+    experiment's repository and of llmevo's checkout (``commit_now``, ``llmevo_commit_now``:
+    None where it did not move) and the experiment's file and declared files whose bytes differ
+    (``files``). Every run executes the files as they are on disk when it starts."""
+    def digest(path: Path) -> str | None:
+        try:
+            return sha256_file(path)
+        except OSError:
+            return None
+
+    files = sorted(name for name, sha in experiment.files.items() if digest(experiment.folder / name) != sha)
+    if digest(experiment.path) != experiment.sha256:
+        files.insert(0, experiment.path.name)
+    commit, _ = git_state(experiment.folder)
+    own, _ = git_state(repo_root)
+    moved = None if commit == source["commit"] else commit
+    own_moved = None if own == source["llmevo"]["commit"] else own
+    if not files and moved is None and own_moved is None:
+        return None
+    return {"commit_now": moved, "llmevo_commit_now": own_moved, "files": files}
+
+
+def check_source_unchanged(experiment: LoadedExperiment, source: Mapping[str, Any], repo_root: Path,
+                           publish: bool, allow_dirty: bool, what: Path) -> dict | None:
+    """At write time: refuse to publish (``CodeChangedError``, nothing written) when the
+    experiment's files or either checkout's HEAD moved since the start (``source_changes``),
+    unless ``allow_dirty``; otherwise return the change for ``provenance.code_changed`` (None:
+    none), with a ``CodeChangedWarning``."""
+    change = source_changes(experiment, source, repo_root)
+    if change is None:
+        return None
+    parts = [f"{whose} HEAD moved to {change[key][:12]}" for whose, key in
+             (("the experiment's", "commit_now"), ("llmevo's", "llmevo_commit_now")) if change[key] is not None]
+    said = "; ".join(parts + ([f"changed: {', '.join(change['files'])}"] if change["files"] else []))
+    if publish and not allow_dirty:
+        raise CodeChangedError(
+            f"cannot publish {what}: the experiment's code changed while it ran ({said}); nothing was written. "
+            "The runs are in the arm cache: rerun the same command from trees nobody changes while it runs, "
+            "and the runs whose files did not change load from the cache")
+    warnings.warn(f"the experiment's code changed while it ran ({said}); the artifact records it in "
+                  "provenance.code_changed", CodeChangedWarning, stacklevel=2)
+    return change
+
+
 def check_publishable_source(experiment: LoadedExperiment, repo_root: Path, allow_dirty: bool) -> None:
     """``--publish`` refuses unless both llmevo's checkout and the repository holding the
     experiment are committed and clean (``artifacts.provenance.check_publishable``, the
@@ -747,6 +799,8 @@ def run_external(plan: ExternalPlan, base_env: Mapping[str, str], on_run: RunEve
     publication = None
     if plan.request.publish:
         publication = {"allow_dirty": plan.request.allow_dirty}
+    changed = check_source_unchanged(plan.experiment, plan.source, plan.request.repo_root, plan.request.publish,
+                                     plan.request.allow_dirty, plan.artifact)  # before any write
     artifact = {
         "schema": SCHEMA,
         "name": spec.name,
@@ -770,7 +824,7 @@ def run_external(plan: ExternalPlan, base_env: Mapping[str, str], on_run: RunEve
         "provenance": {"files": plan.experiment.files,
                        "git": {key: plan.source[key] for key in ("commit", "dirty", "files_dirty")},
                        "llmevo": plan.source["llmevo"], "published": publication,
-                       "libraries": library_versions()},
+                       "libraries": library_versions(), **({} if changed is None else {"code_changed": changed})},
     }
     if plan.request.publish and family is not None:  # the published family, this comparison in it
         artifact["family"] = family(plan.artifact, artifact)

@@ -69,6 +69,7 @@ from llmevo.experiments.external import (
     arm_settings,
     check_ladder_values,
     check_publishable_source,
+    check_source_unchanged,
     comparison_stem,
     load_experiment,
     parse_settings,
@@ -252,6 +253,10 @@ def run_external_ladder(plan: ExternalLadderPlan, base_env: Mapping[str, str],
                        "published": {"allow_dirty": request.allow_dirty} if request.publish else None,
                        "libraries": library_versions()},
     }
+    changed = check_source_unchanged(plan.experiment, first.source, request.repo_root, request.publish,
+                                     request.allow_dirty, plan.folder / "ladder.json")  # before any write
+    if changed is not None:
+        ladder["provenance"]["code_changed"] = changed
     plan.folder.mkdir(parents=True, exist_ok=True)
     write_json_atomic(plan.folder / "ladder.json", ladder)
     write_text_atomic(plan.folder / "README.md", ladder_readme(ladder))

@@ -659,7 +659,7 @@ def _write_ladder(plan: LadderPlan, records: list[RungRecord], arm_names: dict[s
         code=code, dataset_fingerprint=records[0].dataset_fingerprint,
         accelerator=accelerator_name(resolve_device(ask.run.device)),
         artifact_path=str(plan.folder / "ladder.json"),
-        allow_dirty=ask.run.allow_dirty if ask.run.publish else None)
+        allow_dirty=ask.run.allow_dirty if ask.run.publish else None, publish=ask.run.publish)
     top_note = None
     if ask.top_seeds is not None and len(records) >= 2:
         top_note = (f"the top rung used the first {ask.top_seeds} of the {len(ask.seeds)} report seeds; "

@@ -455,6 +455,7 @@ def reproduce(request: ReproductionRequest | ReproductionPlan,
         accelerator=accelerator_name(plan.device),
         artifact_path=str(outputs.artifact),
         allow_dirty=plan.allow_dirty if plan.publish else None,
+        publish=plan.publish,  # the code changed since the start: refused here, before any write
     )
     return _write_outputs(outcome, provenance, outputs, plan.preset, plan.seeds[0], plan.replace,
                           cost=(cpu_seconds, wall_seconds))

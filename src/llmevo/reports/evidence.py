@@ -41,7 +41,11 @@ def _short(arm: str) -> str:
     return match.group(1) if match else arm
 
 
-def _lr(arm: Mapping | None) -> str:
+def _lr(arm: Mapping | None, rescored: Mapping | None = None) -> str:
+    """An arm's chosen lr and how it was reached; ``rescored`` (the row's ``rescoring`` for the
+    arm): its contenders were re-scored on more seeds than the tuning seeds, said in place of
+    ``confirmed`` (which every re-scored choice is): ``0.081 (re-scored: 2 settings on 3 seeds,
+    kept)``, or ``... 0.0018 → 0.00312)`` where the choice moved from the tuning seeds' best."""
     if arm is None:
         return "—"
     notes = []
@@ -49,9 +53,20 @@ def _lr(arm: Mapping | None) -> str:
         notes.append(f"grid extended {arm['extended']}")
     if arm.get("on_edge"):
         notes.append("on the edge")
-    if arm.get("confirmed"):
+    if rescored:
+        notes.append(_rescored(rescored))
+    elif arm.get("confirmed"):
         notes.append("confirmed")
     return f"{arm['lr']:.3g}" + (f" ({', '.join(notes)})" if notes else "")
+
+
+def _rescored(arm: Mapping) -> str:
+    """``re-scored: 3 settings on 3 seeds, kept`` (the leaderboard row's ``rescoring`` of one arm)."""
+    def setting(value: float | int) -> str:
+        return f"trial {value}" if arm["key"] == "trial" else f"{value:.3g}"
+
+    outcome = f"{setting(arm['before'])} → {setting(arm['chosen'])}" if arm["changed"] else "kept"
+    return f"re-scored: {arm['settings']} settings on {arm['seeds']} seeds, {outcome}"
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -82,13 +97,14 @@ def evidence_table(rows: Sequence[Mapping], ladders: Sequence[Mapping] = ()) -> 
     for row in members:
         holm = row["holm"]
         baseline, metric = _labels(row)
-        chosen = row.get("chosen_lr") or {}
+        chosen, rescoring = row.get("chosen_lr") or {}, row.get("rescoring") or {}
         narrow = (" (narrow)" if row.get("narrow_advantage") else "") + _fragile(row)
         lines.append(
             f"| {row['name']}{metric} | {baseline} | {_num(row['baseline_value'])} → {_num(row['method_value'])} "
             f"| {row['change_percent']:+.2f}{_interval(row['ci_low'], row['ci_high'])} "
             f"| {row['classification']}{narrow} | {_interval(holm['ci_low'], holm['ci_high']).strip()} "
-            f"{holm['classification']} | {_lr(chosen.get('baseline'))} / {_lr(chosen.get('method'))} "
+            f"{holm['classification']} | {_lr(chosen.get('baseline'), rescoring.get('baseline'))} / "
+            f"{_lr(chosen.get('method'), rescoring.get('method'))} "
             f"| {_time_to_target(row)} | {_across_scale(row, ladders)} |")
     if not members:
         lines.append("| — | | | | | | | | no published tuned comparison |")

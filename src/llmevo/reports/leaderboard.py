@@ -138,6 +138,31 @@ def _chosen_fields(artifact: ReproductionArtifact) -> dict | None:
             for arm, block in artifact.tuning.arms.items()}
 
 
+def _rescoring_fields(artifact: ReproductionArtifact) -> dict | None:
+    """Per arm, what the multi-seed re-scoring (``ArmTuning.rescoring``) did: ``settings``
+    re-scored on ``seeds`` tuning seeds in all (the tuning seeds and the confirmation seeds),
+    the tuning seeds' best (``before``: an lr, or a trial number under space tuning), the
+    choice (``chosen``) and whether it ``changed``; None for an arm with a clear winner
+    (nothing re-scored). None for the row when no arm has the record (artifacts from before
+    it, or ``--tune-confirm 0``), so those rows are unchanged."""
+    tuning = artifact.tuning
+    if tuning is None or all(block.rescoring is None for block in tuning.arms.values()):
+        return None
+    fields: dict[str, dict | None] = {}
+    for arm, block in tuning.arms.items():
+        record = block.rescoring
+        if record is None or not record.seeds or not record.settings:
+            fields[arm] = None
+            continue
+        first = record.settings[0]  # the best on the tuning seeds (``runner.tuning.contenders``)
+        before, chosen = ((first.trial, block.chosen_trial) if first.trial is not None
+                          else (first.lr, block.chosen["lr"]))
+        fields[arm] = {"settings": len(record.settings), "seeds": len(tuning.seeds) + len(record.seeds),
+                       "key": "trial" if first.trial is not None else "lr",
+                       "before": before, "chosen": chosen, "changed": chosen != before}
+    return fields
+
+
 def _fragile_seeds(artifact: ReproductionArtifact, metric: str, classification: str | None) -> list[int] | None:
     """The report seeds whose leaving out changes the class (``eval.stats.fragile_seeds``);
     None where there is no class or fewer than 4 paired seeds."""
@@ -209,6 +234,8 @@ def _reproduction_row(artifact: ReproductionArtifact, family: FamilyVerdict | No
         # compute-matched arms (--match flops): said on the row; absent for equal tokens (the default)
         **({"match": "flops", "flops_ratio_per_token": _flops_per_token_ratio(artifact)}
            if artifact.setup.match == "flops" else {}),
+        # the multi-seed re-scoring per arm: absent where no arm recorded one (older artifacts)
+        **({"rescoring": rescoring} if (rescoring := _rescoring_fields(artifact)) is not None else {}),
     }
 
 
