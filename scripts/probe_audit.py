@@ -156,7 +156,9 @@ def table(records: list[dict]) -> None:
         loss = "diverged" if r["probe_mean"] is None else f"{r['probe_mean']:.4f}"
         gap = "—" if r["gap_percent"] is None else f"{r['gap_percent']:+.2f}"
         check = "" if "check_mean" not in r else f" [retrained {r['check_mean']:.4f}]"
-        print(f"| {r['row']} | {r['arm']} | {grid} | {r['best_before']:.3g}: {r['best_mean']:.4f}{check} | "
+        against = Path(r["artifact"]).name.partition("-vs-")[2].partition("-seeds")[0]
+        row = r["row"] + (f" (vs {against})" if against else "")
+        print(f"| {row} | {r['arm']} | {grid} | {r['best_before']:.3g}: {r['best_mean']:.4f}{check} | "
               f"{r['probe']:.3g} | {loss} | {gap} | {'**yes**' if r['moves'] else 'no'} |")
 
 
