@@ -30,6 +30,8 @@ REPRODUCE = [  # (command-line options, the same through Python)
     (["--tune-confirm", "2"], {"tune_confirm": 2}),
     (["--tune", "--tune-noise", "-1"], {"tune": True, "tune_noise": -1.0}),
     (["--tune", "--tune-noise", "nan"], {"tune": True, "tune_noise": float("nan")}),
+    (["--no-tune", "--no-tune-probe"], {"tune": False, "tune_probe": False}),
+    (["--tune-space", "lr", "--tune-probe"], {"tune_space": "lr", "tune_probe": True}),
 ]
 EVOLVE = [
     (["--trials", "0"], {"trials": 0}),
@@ -39,6 +41,7 @@ EVOLVE = [
     (["--score-k", "-1"], {"score_k": -1.0}),
     (["--sampler-seed", "-1"], {"sampler_seed": -1}),
     (["--tune-confirm", "-1"], {"tune_confirm": -1}),
+    (["--no-final-tune", "--no-tune-probe"], {"final_tune": False, "tune_probe": False}),
     (["--seeds", "42,42"], {"seeds": [42, 42]}),
     (["--seeds", "-5"], {"seeds": [-5]}),
     (["--study", "../up"], {"study": "../up"}),

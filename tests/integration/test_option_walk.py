@@ -72,6 +72,8 @@ def _options(data_dir: Path) -> dict[str, list[list[str]]]:
         "--tune-seeds": ["--tune-seeds", "2000"],
         "--tune-confirm": ["--tune-confirm", "1"],
         "--tune-noise": ["--tune-noise", "2"],
+        "--tune-probe": [["--tune-probe"], ["--no-tune-probe"]],
+        "--no-tune-probe": [["--no-tune-probe"], ["--tune-probe"]],
         "--tune-space": ["--tune-space", "lr"],
         "--tune-trials": ["--tune-trials", "4"],
         "--tune-sampler": ["--tune-sampler", "tpe"],

@@ -120,9 +120,13 @@ def test_the_cold_run_trains_every_run_once_and_says_nothing_was_cached(cold):
     assert max(cold.trained.values()) == 1
     assert cold.artifact["cache"] == {label: {"report_seeds": [], "tuning": []}
                                       for label in ("baseline", "method")}
-    # the grid [1e-3, 3e-3] was extended and its best confirmed: three tuning rounds per arm
+    # the grid [1e-3, 3e-3] was extended (9e-3), probed two steps above that (8.1e-2, on the
+    # tuning seed alone: it lost) and its best confirmed: four learning rates per arm
     tuned = [key for key in cold.trained if key[:2] == ("baseline", "tuning")]
-    assert len({seed for *_, seed in tuned}) == 2 and len({lr for _, _, lr, _ in tuned}) == 3
+    assert len({seed for *_, seed in tuned}) == 2 and len({lr for _, _, lr, _ in tuned}) == 4
+    probe = cold.artifact["tuning"]["arms"]["baseline"]["probe"]
+    assert probe["lr"] == pytest.approx(8.1e-2) and not probe["moved"]
+    assert [key for key in tuned if key[2] == probe["lr"]] == [("baseline", "tuning", probe["lr"], 1000)]
 
 
 def test_a_shared_baseline_trains_once_and_a_repeat_trains_nothing(

@@ -102,6 +102,11 @@ def test_space_tuned_smoke_reproduction_records_every_trial_and_plots_every_axis
     ("rope", ["--tune-space", "full", "--tune-noise", "60"], "--tune-noise"),
     ("rope", ["--no-tune", "--tune-noise", "1"], "--tune-noise needs tuning"),
     ("sft", ["--tune-noise", "1"], "--tune-noise"),
+    ("rope", ["--tune-space", "full", "--tune-probe"], "--tune-probe: the adequacy probe guards the lr grid"),
+    ("rope", ["--tune-space", "full", "--no-tune-probe"], "--no-tune-probe: the adequacy probe guards"),
+    ("rope", ["--no-tune", "--no-tune-probe"], "--no-tune-probe needs tuning"),
+    ("rope", ["--no-tune-probe"], "--no-tune-probe needs tuning: add --tune"),  # smoke is untuned
+    ("sft", ["--tune-probe"], "--tune-probe needs tuning"),
     ("rope", ["--tune-space", "full", "--seeds", "42,1000"], "disjoint"),
     ("rope", ["--tune-space", "lr,,beta2"], "empty axis"),
     ("rope", ["--tune-sampler", "tpe"], "--tune-sampler tpe needs --tune-space"),

@@ -19,7 +19,7 @@ def test_tuned_smoke_reproduction_writes_tuning_block_class_and_plot(tmp_path, d
     artifact = json.loads(out.read_text())
     load_artifact(out)  # the schema accepts the tuning block
     tuning = artifact["tuning"]
-    assert tuning["grid"] == [1e-3, 1e-2, 3e-2] and tuning["seeds"] == [1000]
+    assert tuning["grid"] == [1e-3, 1e-2, 3e-2] and tuning["seeds"] == [1000] and tuning["probe"] is True
     assert artifact["evaluation_protocol"]["seeds"] == [42, 43, 44]
     for label in ("baseline", "method"):
         block = tuning["arms"][label]
@@ -29,9 +29,14 @@ def test_tuned_smoke_reproduction_writes_tuning_block_class_and_plot(tmp_path, d
         candidates = block.get("confirmed") or list(means)
         assert block["chosen"]["lr"] == min(candidates, key=means.get)
         assert artifact[label]["learning_rate"] == block["chosen"]["lr"]
-        assert (block["extended"] is not None) == (len(means) == 4)
+        probe = block["probe"]  # the adequacy probe: two lattice steps above the grid's top
+        below = max(lr for lr in means if lr < probe["top"])
+        assert probe["lr"] == pytest.approx(probe["top"] * (probe["top"] / below) ** 2)
+        assert probe["moved"] == any(s.get("probe") for s in block["settings"])
+        assert (block["extended"] is not None) == (len(means) - (len(probe["added"]) + 1) * probe["moved"] == 4)
         budget = block["budget"]  # the arm's tuning budget, auditable beside the other's
-        assert budget["runs"] == sum(len(s["validation"]) for s in block["settings"])
+        assert budget["runs"] == sum(len(s["validation"]) for s in block["settings"]) + (
+            0 if probe["moved"] else len(probe["validation"]))
         assert budget["steps_per_run"] == 3 and budget["cpu_seconds"] >= 0
     assert artifact["verdict"]["classification"] in ("better", "non-inferior", "inconclusive", "worse")
     assert artifact["verdict"]["margin_percent"] == 1.0

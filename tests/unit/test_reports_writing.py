@@ -400,6 +400,20 @@ def test_report_tuning_block(tmp_path):
     assert ("| 0.003 | not extended; 0.01 and 0.003 re-scored on seeds 1001, 1002 (seed noise 1.42%, default) |"
             in text)
     assert "not extended; a clear winner (seed noise 1.42%, default; the runner-up +1.96%): nothing re-scored |" in text
+    assert "No adequacy probe" not in text  # an artifact from before the probe says nothing of it
+    # the adequacy probe (eighteenth session): what it read, and whether the grid followed it
+    probe = {"lr": 0.09, "steps_above_top": 2, "top": 1e-2, "validation": {"1000": 5.5}, "mean": 5.5,
+             "status": "complete", "best_before": {"lr": 3e-3, "mean": 5.0}, "gap_percent": 10.0,
+             "noise": noise, "moved": False, "added": [], "outcome": "kept"}
+    artifact["tuning"]["arms"]["baseline"]["probe"] = probe
+    method["probe"] = {**probe, "validation": {"1000": 4.5}, "mean": 4.5, "gap_percent": -10.0, "moved": True,
+                       "added": [0.03, 0.27]}
+    text = write_report(validate_artifact(artifact), tmp_path / "a.json", tmp_path / "out4").read_text()
+    assert "not extended; probe 0.09 +10% of the best (1.42% noise): not taken; a clear winner" in text
+    assert "not extended; probe 0.09 -10% of the best: grid extended to 0.03, 0.09, 0.27; 0.01 and 0.003" in text
+    artifact["tuning"]["probe"] = False
+    text = write_report(validate_artifact(artifact), tmp_path / "a.json", tmp_path / "out5").read_text()
+    assert "No adequacy probe above the grid's top (--no-tune-probe)" in text
 
 
 def test_an_against_artifact_says_its_baseline_everywhere(tmp_path, capsys):

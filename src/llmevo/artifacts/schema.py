@@ -365,6 +365,7 @@ class TuningSetting(_Block):
     paths: dict[str, str] | None = None  # tuning seed -> how its run trained (2026-12-05 on)
     sampled_by: Literal["sobol", "tpe", "gp"] | None = None  # a sequential sampler's block only
     stopped_at: int | None = None  # --tune-fidelity halving: the rung step it stopped at (validation: that step's)
+    probe: bool = False  # the lr grid's adequacy probe, in the grid because it beat the best (2026-12-05 on)
 
 
 class TuningAxisRecord(_Block):
@@ -460,6 +461,35 @@ class Rescoring(_Block):
     outcome: str
 
 
+class ProbeBest(_Block):
+    lr: float
+    mean: float
+
+
+class Probe(_Block):
+    """The lr grid's adequacy probe for one arm (``runner.tuning.adequacy_probe``): its lr
+    (``steps_above_top`` lattice steps above the grid's ``top``), its validation per tuning
+    seed and mean (null: diverged), the best before it, its gap to that best in percent
+    (negative: better), the seed noise it was judged against, whether it beat the best by more
+    (``moved``: the grid was extended toward it and it joined the grid), the learning rates
+    that added, and the outcome. Absent from artifacts written before 2026-12-05 (eighteenth
+    session) and where the probe was off (``tuning.probe`` false)."""
+
+    lr: float
+    steps_above_top: int = Field(ge=1)
+    top: float
+    validation: dict[str, float | None]
+    mean: float | None
+    status: Literal["complete", "diverged"]
+    best_before: ProbeBest
+    gap_percent: float | None
+    noise: SeedNoiseRecord
+    moved: bool
+    added: list[float]
+    outcome: str
+    paths: dict[str, str] | None = None
+
+
 class ArmTuning(_Block):
     settings: list[TuningSetting]
     chosen: dict[str, float]
@@ -471,6 +501,7 @@ class ArmTuning(_Block):
     budget: TuningBudget | None = None  # what the arm's tuning cost (newer artifacts)
     grid_floor: GridFloor | None = None  # space tuning: the lr grid's floor (newer artifacts)
     rescoring: Rescoring | None = None  # the contenders re-scored on the confirmation seeds (newer artifacts)
+    probe: Probe | None = None  # the lr grid's adequacy probe (newer artifacts; absent when off)
 
     @model_validator(mode="after")
     def _chosen_is_a_setting(self) -> ArmTuning:
@@ -499,6 +530,7 @@ class Tuning(_Block):
     sampler: dict[str, Any] | None = None
     axes_requested: str | list[str] | None = None
     fidelity: dict[str, Any] | None = None  # --tune-fidelity halving (runner.fidelity); absent: full
+    probe: bool | None = None  # the lr grid's adequacy probe on (true) or off (false); absent: before it
 
     @property
     def space(self) -> bool:

@@ -155,6 +155,10 @@ def evolve(
              "re-scored; 0: off.")] = None,
     tune_noise: Annotated[float | None, typer.Option(
         help="Final comparison: seed noise, percent of the best's mean, within which runners-up are re-scored on the --tune-confirm seeds (default: measured over two or more tuning seeds, else 1.42).")] = None,
+    tune_probe: Annotated[bool | None, typer.Option(
+        "--tune-probe/--no-tune-probe",
+        help="Final comparison: train each arm once two grid steps above the grid's top; one that beats the "
+             "best by more than the seed noise extends the grid toward it (default on).")] = None,
     explain: Annotated[bool, typer.Option(
         "--explain", help="Knock out each gene where the study's champion differs from llama_modern, "
                           "train under --seeds and add the table to the study report.")] = False,
@@ -204,7 +208,7 @@ def evolve(
         path="sequential" if sequential else "auto", replicas_max=replicas_max,
         final_tune=final_tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None,
         **({} if tune_seeds is None else {"tune_seeds": parse_seeds(None, tune_seeds, option="--tune-seeds")}),
-        tune_confirm=tune_confirm, tune_noise=tune_noise,
+        tune_confirm=tune_confirm, tune_noise=tune_noise, tune_probe=tune_probe,
         trial_lr_factors=[] if trial_lr_factors.strip().lower() == "none" else parse_floats(
             trial_lr_factors, "--trial-lr-factors"),
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]), proposer=proposer,

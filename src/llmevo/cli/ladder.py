@@ -67,6 +67,10 @@ def ladder(
              "(a best at the stability edge with its lower neighbour) are re-scored (0: off).")] = 2,
     tune_noise: Annotated[float | None, typer.Option(
         help="Seed noise, percent of the best's mean, within which runners-up are re-scored on the --tune-confirm seeds (default: measured over two or more tuning seeds, else 1.42).")] = None,
+    tune_probe: Annotated[bool | None, typer.Option(
+        "--tune-probe/--no-tune-probe",
+        help="Train each arm once two grid steps above each rung's grid top; one that beats the best by more "
+             "than the seed noise extends the grid toward it (default on).")] = None,
     full_grid_rungs: Annotated[int, typer.Option(
         help="Lowest rungs tuned on the full 5-point grid; above them a learning-rate rule fitted on the "
              "rungs done centres a smaller grid (both arms alike); 0: the full grid everywhere.")] = 2,
@@ -178,7 +182,7 @@ def ladder(
         name=name, against=against, genome=genome, rungs=parse_int_list(rungs, "--rungs"),
         seeds=parse_seeds(None, seeds), top_seeds=top_seeds,
         tune_seeds=parse_seeds(None, tune_seeds, option="--tune-seeds"), tune_confirm=tune_confirm,
-        tune_noise=tune_noise, full_grid_rungs=full_grid_rungs, tokens_per_parameter=tokens_per_parameter, context=context, margin=margin,
+        tune_noise=tune_noise, tune_probe=tune_probe, full_grid_rungs=full_grid_rungs, tokens_per_parameter=tokens_per_parameter, context=context, margin=margin,
         param=param, match=match, data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device, threads=threads,
         path=path, replicas_max=replicas_max, resamples=resamples, include_degenerate=include_degenerate,
         publish=publish, allow_dirty=allow_dirty,

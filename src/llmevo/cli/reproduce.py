@@ -183,6 +183,12 @@ def reproduce(
              "full length; halving: successive halving (factor 3), the worse candidates stopped at "
              "a third (a ninth, ...) of the steps by their validation there, the same schedule for "
              "every arm.")] = None,
+    tune_probe: Annotated[bool | None, typer.Option(
+        "--tune-probe/--no-tune-probe",
+        help="With the lr grid: after it has chosen (and extended), train each arm once two grid steps "
+             "above the grid's top (x3 on the default grid) on the tuning seeds; one that beats the best by "
+             "more than the seed noise extends the grid toward it (default on; the artifact says when "
+             "it was off).")] = None,
     margin: Annotated[float | None, typer.Option(
         help="Non-inferiority margin of the verdict class, percent (default 1).")] = None,
     post_steps: Annotated[int | None, typer.Option(help="Post-training methods: the stage's steps.")] = None,
@@ -234,6 +240,7 @@ def reproduce(
                                "--tune-space": tune_space, "--init-from": init_from,
                                "--tune-trials": tune_trials, "--tune-sampler": tune_sampler,
                                "--tune-fidelity": tune_fidelity, "--tune-noise": tune_noise,
+                               "--tune-probe" if tune_probe else "--no-tune-probe": tune_probe,
                                "--allow-noop": allow_noop or None,
                                "--param": None if param == "standard" else param,
                                "--match": None if match == "tokens" else match})
@@ -268,7 +275,7 @@ def reproduce(
                               "to one comparison")
         _reproduce_all(preset, seeds, device, data_dir, threads, steps, path, tune_grid, tune_confirm, publish,
                        allow_dirty, out, only, time_limit, storage, study, tune_trials, tune_sampler, launching,
-                       tune_fidelity, tune_noise)
+                       tune_fidelity, tune_noise, tune_probe)
         return
     given = [option for option, value in table_only.items() if value is not None]
     if given:
@@ -293,8 +300,8 @@ def reproduce(
         report=report, out=out, save_checkpoints=save_checkpoints, tensorboard=tensorboard,
         path=path, replicas_max=replicas_max,
         tune=tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None,
-        tune_confirm=tune_confirm, tune_noise=tune_noise, tune_space=tune_space, tune_trials=tune_trials,
-        tune_sampler=tune_sampler, tune_fidelity=tune_fidelity, post_steps=post_steps, post_batch_size=post_batch_size, post_lr=post_lr,
+        tune_confirm=tune_confirm, tune_noise=tune_noise, tune_probe=tune_probe, tune_space=tune_space,
+        tune_trials=tune_trials, tune_sampler=tune_sampler, tune_fidelity=tune_fidelity, post_steps=post_steps, post_batch_size=post_batch_size, post_lr=post_lr,
         post_seed_offset=post_seed_offset, self_consistency=self_consistency or None,
         method_config=method_config, allow_noop=allow_noop,
         preference_file=preference_file, arithmetic_max_operand=arithmetic_max_operand,
@@ -327,7 +334,8 @@ def _reproduce_all(preset: str, seeds: str | None, device: str, data_dir: Path |
                    allow_dirty: bool, out: Path | None, only: str | None, time_limit: float | None,
                    storage: str | None, study: str | None, tune_trials: int | None = None,
                    tune_sampler: str | None = None, launching: dict | None = None,
-                   tune_fidelity: str | None = None, tune_noise: float | None = None) -> None:
+                   tune_fidelity: str | None = None, tune_noise: float | None = None,
+                   tune_probe: bool | None = None) -> None:
     """``reproduce --all``: the evidence table (``llmevo.experiments.run_evidence``), one line
     per comparison as it starts and ends with the table's ETA, then a summary table."""
     from rich.markup import escape
@@ -346,7 +354,8 @@ def _reproduce_all(preset: str, seeds: str | None, device: str, data_dir: Path |
         preset=preset, only=parse_names(only, "--only", "component") if only is not None else None,
         seeds=parse_seeds(None, seeds) if seeds else None,
         tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None, tune_confirm=tune_confirm,
-        tune_noise=tune_noise, tune_trials=tune_trials, tune_sampler=tune_sampler, tune_fidelity=tune_fidelity, steps=steps, data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device,
+        tune_noise=tune_noise, tune_probe=tune_probe, tune_trials=tune_trials, tune_sampler=tune_sampler,
+        tune_fidelity=tune_fidelity, steps=steps, data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device,
         threads=threads, path=path, time_limit_minutes=time_limit, publish=publish, allow_dirty=allow_dirty,
         out=out, storage=storage, study=study, **(launching or {}),
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]))

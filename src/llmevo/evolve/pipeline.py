@@ -126,7 +126,8 @@ class EvolutionSettings(SectionedRequest):
     ``final_tune`` tunes champion and baseline on ``tune_grid`` (default: 5 from lr/3 to
     3*lr) under ``tune_seeds`` (default 2000) before the final comparison (a best at the
     seed noise ``tune_noise`` of the best, and a best at the stability edge, are re-scored on
-    ``tune_confirm`` more seeds, as in ``llmevo.runner.tuning``).
+    ``tune_confirm`` more seeds, as in ``llmevo.runner.tuning``; ``tune_probe`` False: no
+    adequacy probe above the grid's top).
     ``proposer`` (a command line) chooses each trial's genome in place of the sampler
     (``evolve.proposer``; each call may take ``proposer_timeout`` seconds); the options that
     configure only the sampler, and more than one worker, are refused with it.
@@ -311,13 +312,14 @@ class EvolutionSettings(SectionedRequest):
             trial_lr_grid(1.0, factors)  # refuses a bad grid
         given = self.tuning
         if not self.final_tune:
-            for option in ("tune_confirm", "tune_grid", "tune_seeds", "tune_noise"):
+            for option in ("tune_confirm", "tune_grid", "tune_seeds", "tune_noise", "tune_probe"):
                 if option in given.given():
                     raise ConfigError(f"{given.option(option)} needs the final tuning: drop --no-final-tune")
         final_tuning = tuning.check_plan(
             given.tune_grid, self.final_tuning_seeds, self.seeds, around=final_preset.train.lr,
             confirm=tuning.DEFAULT_CONFIRM if given.tune_confirm is None
-            else given.tune_confirm, noise=given.tune_noise) if self.final_tune else None
+            else given.tune_confirm, noise=given.tune_noise,
+            probe=given.tune_probe is not False) if self.final_tune else None
         # the prologue (threads are the workers'); the study's own report may be there,
         # uncommitted (then --explain)
         prologue(Path(run.data_dir), None, run.publish, run.allow_dirty, run.repo_root, self.report_folder(),
@@ -349,7 +351,7 @@ class EvolutionSettings(SectionedRequest):
 
 
 # what only the final comparison reads (how its arms are tuned), and the rest only the report reads
-FINAL_TUNING = ("final_tune", "tune_grid", "tune_seeds", "tune_confirm", "tune_noise")
+FINAL_TUNING = ("final_tune", "tune_grid", "tune_seeds", "tune_confirm", "tune_noise", "tune_probe")
 REPORT_ONLY = ("seeds", *FINAL_TUNING, "publish", "allow_dirty")
 # what only a search reads: --explain trains the knockouts of a study's champion (the sampler,
 # its budget and its workers, the trials' scoring and heartbeats, TensorBoard curves of trials)

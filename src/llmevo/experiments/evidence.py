@@ -141,7 +141,7 @@ class EvidenceRequest(SectionedRequest):
     """The whole table at ``preset`` (default quick), tuned as every reproduction of record.
     ``only``: component names to run (every comparison of each); ``seeds``, the ``run`` and
     ``train`` sections, ``tune_seeds``, ``tune_confirm`` and ``tune_noise`` pass to each
-    reproduction, ``tune_grid`` to each lr-tuned one, ``tune_trials`` and ``tune_sampler`` to each
+    reproduction, ``tune_grid`` and ``tune_probe`` to each lr-tuned one, ``tune_trials`` and ``tune_sampler`` to each
     space-tuned one (defaults: the reproduction's; see the module docstring for which is which);
     ``time_limit_minutes``: a comparison still running at the limit is stopped and recorded
     ``timed_out``; ``out``: the folder of the state file (default ``runs/evidence/<preset>``);
@@ -185,7 +185,7 @@ class EvidenceRequest(SectionedRequest):
         tuning = TuningSection(
             tune=True, tune_seeds=given.tune_seeds, tune_space=entry.tune_space,
             tune_grid=given.tune_grid if lr_only else None, tune_confirm=given.tune_confirm,
-            tune_noise=given.tune_noise,
+            tune_noise=given.tune_noise, tune_probe=given.tune_probe if lr_only else None,
             tune_trials=None if lr_only else given.tune_trials,
             tune_sampler=None if lr_only else given.tune_sampler, tune_fidelity=given.tune_fidelity)
         command = f"{self.run.command or 'python: llmevo.experiments.run_evidence'} ({entry.label})"
@@ -483,7 +483,8 @@ def _run_shared(plan: EvidencePlan, code: str, progress: Progress | None,
                    "tune_trials": ask.tuning.tune_trials, "steps": ask.train.steps, "publish": ask.run.publish,
                    **({} if ask.tuning.tune_sampler is None else {"tune_sampler": ask.tuning.tune_sampler}),
                    **({} if ask.tuning.tune_fidelity is None else {"tune_fidelity": ask.tuning.tune_fidelity}),
-                   **({} if ask.tuning.tune_noise is None else {"tune_noise": ask.tuning.tune_noise})}
+                   **({} if ask.tuning.tune_noise is None else {"tune_noise": ask.tuning.tune_noise}),
+                   **({} if ask.tuning.tune_probe is None else {"tune_probe": ask.tuning.tune_probe})}
     digest = hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()[:12]
     study = open_work_queue(ask.storage or "", ask.study or f"evidence-{digest}", description,
                             list(range(len(labels))), 5, 20)

@@ -193,8 +193,8 @@ class LadderRequest(SectionedRequest):
     ``grace_period`` (20 s) and ``wait_timeout`` (24 h) apply to it.
 
     Sections (``experiments.sections``, each field also flat): ``run``, handed whole to every
-    rung; ``tuning`` (``tune_seeds``, ``tune_confirm``, ``tune_noise``: every rung is tuned, its
-    grid the ladder's); ``size`` (``tokens_per_parameter`` replaces quick's ratio, about 7.26, at every
+    rung; ``tuning`` (``tune_seeds``, ``tune_confirm``, ``tune_noise``, ``tune_probe``: every rung
+    is tuned, its grid the ladder's, probed above its top unless ``tune_probe`` is False); ``size`` (``tokens_per_parameter`` replaces quick's ratio, about 7.26, at every
     rung; ``param`` and ``match`` apply at every rung, ``match="flops"`` giving each rung's
     method arm the steps that spend its baseline's training FLOPs, the folder ``-flops``; the
     rungs and ``context`` choose the rest)."""
@@ -259,7 +259,7 @@ class LadderRequest(SectionedRequest):
             margin=self.margin, report=False, out=folder / f"rung{rung}.json",
             run=self.run.model_copy(update={"command": command}),
             tuning=TuningSection(tune=True, tune_seeds=self.tuning.tune_seeds, tune_confirm=self.tune_confirm,
-                                 tune_noise=self.tuning.tune_noise),
+                                 tune_noise=self.tuning.tune_noise, tune_probe=self.tuning.tune_probe),
             size=SizeSection(rung=rung, tokens_per_parameter=self.size.tokens_per_parameter, param=self.size.param,
                              match=self.size.match,
                              seq_len=context_length(rung) if self.context == "grow" else None))
@@ -302,6 +302,7 @@ class LadderRequest(SectionedRequest):
                 "resamples": self.resamples, "preset": preset, "context": self.context,
                 **({"include_degenerate": True} if self.include_degenerate else {}),
                 **({} if self.tuning.tune_noise is None else {"tune_noise": self.tuning.tune_noise}),
+                **({} if self.tuning.tune_probe is None else {"tune_probe": self.tuning.tune_probe}),
                 **({"param": self.size.param} if self.size.param != "standard" else {}),
                 **({"match": self.size.match} if self.size.match != "tokens" else {})}
 

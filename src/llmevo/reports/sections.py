@@ -440,6 +440,20 @@ def rescoring_phrase(block: Any) -> str:
     return f"{named} re-scored on seeds {', '.join(map(str, record.seeds))} ({noise}){fallback}"
 
 
+def probe_phrase(block: Any) -> str:
+    """What an arm's adequacy probe (``ArmTuning.probe``) found, in a few words; "" when absent."""
+    record = block.probe
+    if record is None:
+        return ""
+    if record.mean is None:
+        return f"probe {record.lr:.3g} diverged"
+    gap = f"{record.gap_percent:+.3g}%" if record.gap_percent is not None else "?"
+    if record.moved:
+        return (f"probe {record.lr:.3g} {gap} of the best: grid extended to "
+                + ", ".join(f"{lr:.3g}" for lr in sorted([*record.added, record.lr])))
+    return f"probe {record.lr:.3g} {gap} of the best ({record.noise.threshold_percent:.3g}% noise): not taken"
+
+
 def _space_tuning_section(artifact: ReproductionArtifact, cached: tuple[str, ...]) -> Section:
     """Space tuning (``runner.tuning_space``): per arm its axes and ranges, the chosen trial's
     settings, and which axes were extended."""
@@ -535,6 +549,8 @@ def _tuning_section(artifact: ReproductionArtifact) -> Section:
         edge = f"extended {block.extended}" if block.extended else "not extended"
         if block.chosen_on_edge:
             edge += "; best still on the edge"
+        if block.probe is not None:
+            edge += f"; {probe_phrase(block)}"
         if block.rescoring is not None:
             edge += f"; {rescoring_phrase(block)}"
         elif block.confirmed:
@@ -550,6 +566,8 @@ def _tuning_section(artifact: ReproductionArtifact) -> Section:
         sentences=(
             f"Each arm trained at every learning rate of one grid under tuning seed(s) {seeds} "
             f"(disjoint from the report seeds); chosen by {selection}.",
+            *(("No adequacy probe above the grid's top (--no-tune-probe): a better region beyond "
+               "it would go unseen.",) if tuning.probe is False else ()),
             *cached,
             f"Learning-rate sensitivity (Wortsman et al. 2309.14322; means over tuning seed(s) "
             f"{seeds}): " + " ".join(sensitivity),

@@ -45,7 +45,11 @@ class TuningSection(Section):
     8) per arm, Sobol points or, with ``tune_sampler`` ``tpe`` or ``gp``, a Sobol start and then
     that sequential sampler, then the default lr grid as its floor (``runner.tuning_space``).
     ``tune_fidelity`` (None: ``full``) ``halving`` stops the worse candidates of either protocol
-    early by successive halving (``runner.fidelity``), the same schedule for every arm."""
+    early by successive halving (``runner.fidelity``), the same schedule for every arm.
+    ``tune_probe`` (None: on) trains the lr grid's adequacy probe two lattice steps above its
+    top and extends the grid toward it when it beats the best by more than the seed noise
+    (``runner.tuning.adequacy_probe``); False: off, as the artifact then says. The lr grid
+    only: a space search extends its own axes."""
 
     tune: bool | None = None
     tune_grid: list[float] | None = None
@@ -56,6 +60,7 @@ class TuningSection(Section):
     tune_trials: int | None = Field(default=None, ge=2, le=MAX_TRIALS)
     tune_sampler: Literal["sobol", "tpe", "gp"] | None = None  # None: sobol (runner.tuning_space.SAMPLERS)
     tune_fidelity: Literal["full", "halving"] | None = None  # None: full (runner.fidelity.FIDELITIES)
+    tune_probe: bool | None = None  # the lr grid's adequacy probe; None: on (runner.tuning.adequacy_probe)
 
     @model_validator(mode="after")
     def _one_protocol(self) -> TuningSection:
@@ -74,6 +79,13 @@ class TuningSection(Section):
                                   "(a space search is floored by the default lr grid)")
         if self.tune is False and self.tune_noise is not None:
             raise ConfigError("--tune-noise needs tuning; drop --no-tune")
+        if self.tune_probe is not None:
+            spelled = "--tune-probe" if self.tune_probe else "--no-tune-probe"
+            if self.tune is False:
+                raise ConfigError(f"{spelled} needs tuning; drop --no-tune")
+            if self.tune_space is not None:
+                raise ConfigError(f"{spelled}: the adequacy probe guards the lr grid; a --tune-space search "
+                                  "extends its own axes past their edges (drop one of them)")
         if self.tune_noise is not None and self.tune_confirm == 0:
             raise ConfigError("--tune-noise chooses the settings re-scored on the confirmation seeds; "
                               "--tune-confirm 0 turns re-scoring off (drop one of them)")
@@ -115,13 +127,15 @@ class TuningSection(Section):
                                     sampler=self.tune_sampler or DEFAULT_SAMPLER, fidelity=fidelity,
                                     confirm=confirm, noise=self.tune_noise)
         return check_plan(grid or self.tune_grid, self.tune_seeds, report_seeds, confirm=confirm,
-                          fidelity=fidelity, around=base_lr, noise=self.tune_noise)
+                          fidelity=fidelity, around=base_lr, noise=self.tune_noise,
+                          probe=self.tune_probe is not False)
 
     def refuse_untuned(self, why: str) -> None:
         """An untuned run: refuse the tuning options that were given (``why``: what to do)."""
-        for option in ("tune_confirm", "tune_seeds", "tune_fidelity", "tune_noise"):
+        for option in ("tune_confirm", "tune_seeds", "tune_fidelity", "tune_noise", "tune_probe"):
             if option in self.model_fields_set and getattr(self, option) is not None:
-                raise ConfigError(f"{self.option(option)} needs tuning: {why}")
+                spelled = "--no-tune-probe" if option == "tune_probe" and not self.tune_probe else self.option(option)
+                raise ConfigError(f"{spelled} needs tuning: {why}")
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,30 @@ one does, the best of the other settings on the tuning seeds is chosen. A clear 
 runner-up outside the noise, the best not at the stability edge) trains nothing more. The
 stability-edge confirmation of earlier sessions is the case ``noise = 0``. ``rescoring`` in
 the block records the noise, its source, the contenders, why each is one, and the outcome.
+**The adequacy probe** (issue 34, item 2). A best *inside* the grid is not extended, yet the
+method may train much better far above it (the sandwich row: 5.2e-3 chosen inside lr/3 .. 3·lr,
+a second basin at 8.1e-2; docs/LOG.md, seventeenth session). So after the grid has chosen (and
+its edge extension has run), one *probe* trains ``PROBE_STEPS`` lattice steps above the grid's
+top (the lattice ratio is the top two points' ratio, the one the edge extension steps by: a
+factor 3 on the default grid) on the tuning seeds. When the probe's mean beats the best's by
+more than the seed noise the re-scoring uses (``seed_noise``'s threshold), the grid is
+extended toward it by the edge-extension step (``extension_value``: the lattice points
+between the top and the probe), the probe joins the grid, and a best then on the top edge is
+extended once more as any edge is; selection and re-scoring proceed as before over the
+larger grid. A probe that does not beat the best by that much is recorded and takes no part
+in the choice. Every arm gets the probe (equal budgets); its runs are ordinary (arm, lr, seed)
+runs (the arm cache keys them as any). No probe below the grid's bottom: at a fixed number of
+steps a smaller lr trains less far, and over the published quick grids the loss falls
+monotonically from the bottom to the best in every arm (``scripts/probe_audit.py --shape``,
+docs/LOG.md, eighteenth session), while every non-monotone shape seen lies above the best.
+``probe`` in the block records the probe, its losses, the best before it and whether it moved
+the grid; ``probe: false`` at the block's top says it was off (``--no-tune-probe``).
 The test split is never looked at here.
 
 Public API: ``TuningPlan`` (a ``runner.tuner.Tuner``), ``default_grid``, ``check_plan``,
 ``check_tuning_seeds``, ``tune_arm``, ``ArmTuning``, ``SettingResult``, ``tuning_block``,
-``SeedNoise``, ``seed_noise``, ``contenders``, ``rescoring_record``, ``DEFAULT_NOISE``,
-``DEFAULT_RESCORE_TOP``.
+``SeedNoise``, ``seed_noise``, ``contenders``, ``rescoring_record``, ``probe_lr``, ``adequacy_probe``,
+``DEFAULT_NOISE``, ``DEFAULT_RESCORE_TOP``, ``PROBE_STEPS``.
 """
 
 from __future__ import annotations
@@ -63,10 +81,14 @@ MAX_CONFIRM = 16  # each costs up to rescore_top runs of the arm; more is a typo
 DEFAULT_NOISE = 1.42
 MAX_NOISE = 50.0  # percent; a larger spread is a broken run, not seed noise
 DEFAULT_RESCORE_TOP = 3  # the most settings re-scored per arm (the best included)
+PROBE_STEPS = 2  # lattice steps above the grid's top the adequacy probe trains (x3 on the default grid)
 SELECTION = "lowest mean validation {metric} over the tuning seeds (a diverged run counts as worst)"
 CONFIRMATION = ("; the best and the runners-up within the seed noise of it (at most {top}; a best at "
                 "the stability edge, the highest lr that trained, with its lower neighbour) are "
                 "retrained on the confirmation seeds and the lowest mean over all seeds among them wins")
+PROBE_RULE = ("; after the grid (and its edge extension), a probe {steps} lattice steps above its top on the "
+              "tuning seeds: one that beats the best by more than the seed noise extends the grid toward it "
+              "(the edge-extension step) and joins it, else it is recorded and not chosen")
 NOISE_WHY = {
     "given": "given (--tune-noise)",
     "measured": ("measured: the median over the arm's {settings} settings of the spread of its "
@@ -97,6 +119,7 @@ class TuningPlan:
     fidelity: Fidelity = Fidelity()  # how far each setting trains (runner.fidelity)
     noise: float | None = None  # seed noise in % of the best's mean; None: measured, else DEFAULT_NOISE
     rescore_top: int = DEFAULT_RESCORE_TOP  # the most contenders re-scored per arm
+    probe: bool = False  # the adequacy probe above the grid's top (pipelines: on unless --no-tune-probe)
     kind: ClassVar[Literal["grid"]] = "grid"
 
     def runs_at_once(self) -> int:
@@ -106,9 +129,10 @@ class TuningPlan:
         """Every arm has a learning rate: nothing to refuse."""
 
     def with_grid(self, grid: Sequence[float], report_seeds: Sequence[int]) -> TuningPlan:
-        """This plan's seeds, edge rule, confirmation count and noise on ``grid``, checked as any grid is."""
+        """This plan's seeds, edge rule, confirmation count, noise and probe on ``grid``, checked as
+        any grid is."""
         return check_plan(grid, self.seeds, report_seeds, self.extend_edges, confirm=len(self.confirm_seeds),
-                          fidelity=self.fidelity, noise=self.noise, top=self.rescore_top)
+                          fidelity=self.fidelity, noise=self.noise, top=self.rescore_top, probe=self.probe)
 
     def tune(self, label: str, config: TrainConfig, components: Sequence[ComponentChoice],
              score: Scorer) -> ArmChoice:
@@ -116,7 +140,7 @@ class TuningPlan:
         record = tune_arm(label, config, self, score)
         return ArmChoice(config.model_copy(update={"lr": record.best().lr}), record,
                          [CachedTuningRun(lr=lr, seed=seed) for lr, seed in record.cached],
-                         sum(len(setting.values) for setting in record.settings),
+                         record.runs(),
                          (record.steps_trained, record.steps_asked) if self.fidelity.halving else None)
 
     def block(self, metric: str, records: dict[str, ArmTuning]) -> dict[str, Any]:
@@ -163,11 +187,12 @@ def check_rescoring(noise: float | None, top: int) -> None:
 def check_plan(
     grid: Sequence[float] | None, seeds: Sequence[int], report_seeds: Sequence[int], extend_edges: bool = True,
     confirm: int = 0, fidelity: Fidelity = Fidelity(), around: float | None = None,
-    noise: float | None = None, top: int = DEFAULT_RESCORE_TOP,
+    noise: float | None = None, top: int = DEFAULT_RESCORE_TOP, probe: bool = False,
 ) -> TuningPlan:
     """A validated plan on ``grid`` (none given and ``around`` a preset's lr: the default grid
     around it, so a pipeline hands its lr down instead of fetching the grid and handing it
-    back); every problem is one ``ConfigError`` line, before any training."""
+    back); ``probe``: the adequacy probe above the grid's top (the pipelines pass it on by
+    default); every problem is one ``ConfigError`` line, before any training."""
     values = list(grid or ()) if grid or around is None else default_grid(around)
     bad = [v for v in values if not (isinstance(v, int | float) and math.isfinite(v) and v > 0)]
     if bad:
@@ -182,9 +207,11 @@ def check_plan(
         raise ConfigError(f"confirmation seeds: need a count 0 .. {MAX_CONFIRM} (0 turns confirmation "
                           f"off), got {confirm!r}")
     check_rescoring(noise, top)
+    if not isinstance(probe, bool):
+        raise ConfigError(f"--tune-probe: give on or off (True or False), got {probe!r}")
     return TuningPlan(tuple(distinct), tuple(seeds), extend_edges,
                       confirmation_seeds(confirm, seeds, report_seeds), fidelity,
-                      None if noise is None else float(noise), top)
+                      None if noise is None else float(noise), top, probe)
 
 
 @dataclass
@@ -195,6 +222,7 @@ class SettingResult:
     values: dict[int, float | None]
     extension: bool = False  # added when the grid was extended
     stopped_at: int | None = None  # halving: the rung step it stopped at (``values`` are that step's)
+    probe: bool = False  # the adequacy probe (in the grid only when it beat the best)
 
     @property
     def mean(self) -> float | None:
@@ -215,10 +243,18 @@ class ArmTuning:
     rungs: list[dict[str, Any]] = field(default_factory=list)  # halving: each rung's lrs and survivors
     steps_trained: int = 0  # training steps actually run (cache hits excluded, halving replays included)
     steps_asked: int = 0  # the same with cache hits counted as trained (the cost from a cold cache)
+    probes: list[SettingResult] = field(default_factory=list)  # the adequacy probe's runs (``probe``)
+    probe: dict[str, Any] | None = None  # the block's record of the probe; None: no probe asked
 
     @property
     def grid(self) -> list[float]:
         return sorted(s.lr for s in self.settings)
+
+    def runs(self) -> int:
+        """Tuning runs of this arm: every setting's on every seed it trained, a probe left out
+        of the grid included."""
+        return sum(len(s.values) for s in self.settings) + sum(
+            len(p.values) for p in self.probes if all(p is not s for s in self.settings))
 
     def best(self) -> SettingResult:
         """Lowest mean among the settings trained to full length (a halving rung's reading is
@@ -349,17 +385,17 @@ CLEAR = "a clear winner: no runner-up within the seed noise, not at the stabilit
 def tune_arm(label: str, config: TrainConfig, plan: TuningPlan, score: Scorer) -> ArmTuning:
     """Score the arm at every grid learning rate under every tuning seed (one ``score`` call:
     ``runner.run.score_arm`` bound to the arm, validation, lower is better), extend the grid
-    once if the best lies on its edge, and re-score the contenders on ``plan.confirm_seeds``
-    (``rescore``). A run ``score`` loaded from the arm cache is listed
+    once if the best lies on its edge, probe above its top (``plan.probe``: ``adequacy_probe``), and
+    re-score the contenders on ``plan.confirm_seeds`` (``rescore``). A run ``score`` loaded from the arm cache is listed
     in ``cached`` by its (lr, seed)."""
     tuning = ArmTuning(label)
 
     def run(lrs: Sequence[float], seeds: Sequence[int], extension: bool = False,
-            fidelity: Fidelity | None = None) -> None:
+            fidelity: Fidelity | None = None, probe: bool = False) -> list[SettingResult]:
         specs = [RunSpec(seed, config.model_copy(update={"lr": lr}), label=f"lr {lr:.3g} seed {seed}")
                  for lr in lrs for seed in seeds]
         known = {s.lr: s for s in tuning.settings}
-        results = {lr: known.get(lr) or SettingResult(lr, {}, extension) for lr in lrs}
+        results = {lr: known.get(lr) or SettingResult(lr, {}, extension, probe=probe) for lr in lrs}
         halving = halve(specs, len(seeds), plan.fidelity if fidelity is None else fidelity, score)
         values, hits, paths = halving.values, halving.hits, halving.paths
         tuning.steps_trained += halving.steps_trained
@@ -375,16 +411,74 @@ def tune_arm(label: str, config: TrainConfig, plan: TuningPlan, score: Scorer) -
                 tuning.paths[(spec.config.lr, spec.seed)] = paths[index]
             if index in hits:
                 tuning.cached.append((spec.config.lr, spec.seed))
-        tuning.settings.extend(r for lr, r in results.items() if lr not in known)
+        if probe:  # the probe joins the grid only if it beats the best (``adequacy_probe``)
+            tuning.probes.extend(results.values())
+        else:
+            tuning.settings.extend(r for lr, r in results.items() if lr not in known)
+        return list(results.values())
 
     run(plan.grid, plan.seeds)
     edge = tuning.edge()
     if plan.extend_edges and edge is not None:
         run([extension_value(tuning.grid, edge)], plan.seeds, extension=True)
         tuning.extended = edge
+    if plan.probe:
+        adequacy_probe(tuning, plan, run)
     if plan.confirm_seeds:
         rescore(tuning, plan, lambda lrs: run(lrs, plan.confirm_seeds, fidelity=Fidelity()))
     return tuning
+
+
+def probe_lr(grid: Sequence[float], steps: int = PROBE_STEPS) -> float:
+    """``steps`` lattice steps above the top of ``grid``, each the edge extension's step
+    (``extension_value``: the ratio of the top two points)."""
+    values = sorted(grid)
+    for _ in range(steps):
+        values.append(extension_value(values, "up"))
+    return values[-1]
+
+
+PROBE_MOVED = "beat the best by more than the seed noise: the grid was extended toward it and it joined the grid"
+PROBE_KEPT = "did not beat the best by more than the seed noise: recorded, not a candidate"
+PROBE_DIVERGED = "diverged on a tuning seed: recorded, not a candidate"
+
+
+def adequacy_probe(tuning: ArmTuning, plan: TuningPlan, run: Callable[..., list[SettingResult]]) -> None:
+    """The adequacy probe (module docstring): ``run(lrs, seeds, extension=..., fidelity=...,
+    probe=...)`` trains learning rates on the tuning seeds into ``tuning`` (``tune_arm``'s
+    ``run``). The probe trains at full length; when it beats the best's mean by more than the
+    seed-noise threshold, the lattice points between the grid's top and the probe are trained
+    (each one edge-extension step above the last), the probe joins the grid, and a best then on
+    the top edge is extended once more (``plan.extend_edges``). Records ``tuning.probe``."""
+    before = tuning.best()
+    full = [s for s in tuning.settings if s.mean is not None and s.stopped_at is None]
+    noise = seed_noise(plan.noise, [list(s.values.values()) for s in full], len(plan.seeds))
+    top, lr = tuning.grid[-1], probe_lr(tuning.grid)
+    (result,) = run([lr], plan.seeds, fidelity=Fidelity(), probe=True)
+    gap = None if result.mean is None else gap_percent(result.mean, before.mean)  # type: ignore[arg-type]
+    moved = gap is not None and math.isfinite(gap) and -gap > noise.threshold
+    added: list[float] = []
+    if moved:
+        lattice = tuning.grid
+        for _ in range(PROBE_STEPS - 1):  # the lattice points between the top and the probe
+            lattice.append(extension_value(lattice, "up"))
+            added.append(lattice[-1])
+        if added:
+            run(added, plan.seeds, extension=True)
+        tuning.settings.append(result)
+        if plan.extend_edges and tuning.edge() == "up":  # the edge rule, once more, at the new top
+            beyond = extension_value(tuning.grid, "up")
+            run([beyond], plan.seeds, extension=True)
+            added.append(beyond)
+    outcome = PROBE_MOVED if moved else PROBE_DIVERGED if result.mean is None else PROBE_KEPT
+    tuning.probe = {
+        "lr": lr, "steps_above_top": PROBE_STEPS, "top": top,
+        "validation": {str(seed): value for seed, value in result.values.items()}, "mean": result.mean,
+        "status": setting_status(result.mean, None),
+        "best_before": {"lr": before.lr, "mean": before.mean},
+        "gap_percent": gap if gap is not None and math.isfinite(gap) else None,
+        "noise": noise.record(), "moved": moved, "added": added, "outcome": outcome,
+    }
 
 
 def rescore(tuning: ArmTuning, plan: TuningPlan, retrain: Callable[[list[float]], None]) -> None:
@@ -420,9 +514,11 @@ def tuning_block(plan: TuningPlan, metric: str, arms: dict[str, ArmTuning]) -> d
         "metric": metric,
         "split": "validation",
         "selection": SELECTION.format(metric=metric)
+                     + (PROBE_RULE.format(steps=PROBE_STEPS) if plan.probe else "")
                      + (CONFIRMATION.format(top=plan.rescore_top) if plan.confirm_seeds else ""),
         "extend_edges": plan.extend_edges,
         "confirm_seeds": list(plan.confirm_seeds),
+        "probe": plan.probe,  # false: no adequacy probe (--no-tune-probe, or a plan without one)
         "arms": {},
     }
     halving = plan.fidelity.halving  # under full the block is what it always was
@@ -437,6 +533,7 @@ def tuning_block(plan: TuningPlan, metric: str, arms: dict[str, ArmTuning]) -> d
                  "extension": s.extension,
                  "paths": {str(seed): tuning.paths[(s.lr, seed)] for seed in s.values
                            if (s.lr, seed) in tuning.paths},
+                 **({"probe": True} if s.probe else {}),
                  **({"stopped_at": s.stopped_at} if halving else {})}
                 for s in sorted(tuning.settings, key=lambda s: s.lr)
             ],
@@ -445,6 +542,10 @@ def tuning_block(plan: TuningPlan, metric: str, arms: dict[str, ArmTuning]) -> d
             "chosen_on_edge": tuning.edge() is not None,
             "confirmed": list(tuning.confirmed),
             **({} if tuning.rescoring is None else {"rescoring": tuning.rescoring}),
+            **({} if tuning.probe is None else {"probe": {
+                **tuning.probe, "paths": {seed: tuning.paths[(tuning.probe["lr"], int(seed))]
+                                          for seed in tuning.probe["validation"]
+                                          if (tuning.probe["lr"], int(seed)) in tuning.paths}}}),
             **({"rungs": tuning.rungs} if halving else {}),
         }
     return block
