@@ -203,7 +203,8 @@ def _validation_curves(runs: dict[str, dict[int, ArmRun]], seeds: list[int]) -> 
     return {"validation_curves": ValidationCurves(
         every=first["every"], windows=first["windows"], window_tokens=first["window_tokens"],
         **{label: ArmCurve(steps=list(by_seed[seeds[0]]["steps"]),
-                           per_seed={str(seed): list(curve["losses"]) for seed, curve in by_seed.items()})
+                           per_seed={str(seed): [value if math.isfinite(value) else None for value in curve["losses"]]
+                                     for seed, curve in by_seed.items()})
            for label, by_seed in recorded.items()})}
 
 
