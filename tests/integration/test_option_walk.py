@@ -64,6 +64,7 @@ def _options(data_dir: Path) -> dict[str, list[list[str]]]:
         "--tokens-per-parameter": ["--tokens-per-parameter", "5"],
         "--seq-len": ["--seq-len", "32"],
         "--replicas-max": ["--replicas-max", "2"],
+        "--val-every": ["--val-every", "5"],
         "--sequential": ["--sequential"],
         "--path": ["--path", "batched"],
         "--tune": [["--tune"], ["--no-tune"]],

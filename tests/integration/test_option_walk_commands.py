@@ -172,6 +172,7 @@ LADDER_OPTIONS: dict[str, list[list[str]]] = {
     "--threads": [["--threads", "1"]],
     "--path": [["--path", "sequential"], ["--path", "batched"]],
     "--replicas-max": [["--replicas-max", "1"]],
+    "--val-every": [["--val-every", "5"]],
     "--resamples": [["--resamples", "100"]],
     "--include-degenerate": [["--include-degenerate"]],
     "--publish": [["--publish"]],

@@ -50,3 +50,20 @@ def test_the_trailing_mean_by_hand():
     assert steps_to_target([10, 20, 30, 40], [5.0, 3.0, 4.0, 1.0], 3.5, window=2) == 30  # means 5, 4, 3.5
     assert steps_to_target([10, 20], [5.0, math.nan], 3.5, window=1) is None
     assert time_to_target({"baseline": {"steps": [1], "per_seed": {"42": [1.0]}}}, [42]) is None
+
+
+def test_a_validation_curve_is_read_point_by_point_against_the_baseline_s_last_point():
+    """Hand-made validation curves (points every 10 steps): the target is the baseline's last
+    point (2.4, where a trailing mean of its last two would give 2.5) and each arm's steps the
+    first point at or below it: the method's 2.45 at step 20 does not count, its 2.4 at 30 does."""
+    steps = [10, 20, 30, 40]
+    curves = {"baseline": {"steps": steps, "per_seed": {"42": [5.0, 4.0, 2.6, 2.4], "43": [5.0, 2.3, 2.6, 2.4]}},
+              "method": {"steps": steps, "per_seed": {"42": [4.0, 2.45, 2.4, 2.0], "43": [3.0, 2.5, 2.6, 2.5]}}}
+    found = time_to_target(curves, [42, 43], trailing=False)
+    first, second = found["per_seed"]
+    assert (first["target"], first["baseline_steps"], first["method_steps"], first["fraction"]) == (2.4, 40, 30, 0.75)
+    # seed 43: the baseline dips below its own last point at step 20; the method never gets to 2.4
+    assert (second["baseline_steps"], second["method_steps"], second["fraction"]) == (20, None, None)
+    assert (found["reached"], found["fraction"], found["window_share"]) == (1, 0.75, None)
+    trailing = time_to_target(curves, [42], window_share=0.5)  # the training reading: a mean of 2
+    assert trailing["per_seed"][0]["target"] == 2.5

@@ -342,6 +342,19 @@ class TrainingCurves(_Block):
     method: ArmCurve
 
 
+class ValidationCurves(_Block):
+    """Each report run's validation loss during training (``--val-every``): after every
+    ``every``-th step and the last (``steps``: steps done), on ``windows`` fixed validation
+    windows of ``window_tokens`` tokens (``eval.lm.curve_windows``); the arms' final
+    metrics stay the full evaluation."""
+
+    every: int
+    windows: int
+    window_tokens: int
+    baseline: ArmCurve
+    method: ArmCurve
+
+
 class TuningSetting(_Block):
     """One learning rate of one arm: validation metric per tuning seed (null: diverged).
     Space tuning (``protocol: space``, ``runner.tuning_space``): one trial, with every
@@ -593,6 +606,7 @@ class ReproductionArtifact(_Block):
     equivalence: EquivalenceCheck | None = None  # the no-op check (absent: not run)
     test: HeldOutTest | None = None
     training_curves: TrainingCurves | None = None
+    validation_curves: ValidationCurves | None = None  # absent: run without --val-every
     tuning: Tuning | None = None
     cache: dict[Literal["baseline", "method"], CachedRuns] | None = None  # absent: cache not read
     # post-training reproductions: the shared pretraining's loss curve, and per arm the

@@ -89,6 +89,9 @@ def ladder(
         help="How an arm's seeds train.")] = "auto",
     replicas_max: Annotated[int | None, typer.Option(
         help="At most this many seeds of an arm train at once (memory).")] = None,
+    val_every: Annotated[int | None, typer.Option(
+        metavar="N", help="Evaluate each report run's validation loss every N steps and at the last, on "
+                          "32 fixed validation windows (a curve; time to target reads it); off by default.")] = None,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples for the across-rung intervals.")] = 2000,
     include_degenerate: Annotated[bool, typer.Option(
         help="Keep a one-head rung (rung -3) in the across-rung fits of a position or attention "
@@ -184,7 +187,7 @@ def ladder(
         tune_seeds=parse_seeds(None, tune_seeds, option="--tune-seeds"), tune_confirm=tune_confirm,
         tune_noise=tune_noise, tune_probe=tune_probe, full_grid_rungs=full_grid_rungs, tokens_per_parameter=tokens_per_parameter, context=context, margin=margin,
         param=param, match=match, data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device, threads=threads,
-        path=path, replicas_max=replicas_max, resamples=resamples, include_degenerate=include_degenerate,
+        path=path, replicas_max=replicas_max, val_every=val_every, resamples=resamples, include_degenerate=include_degenerate,
         publish=publish, allow_dirty=allow_dirty,
         replace=replace, out=out, command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
         storage=storage, study=study, heartbeat_interval=heartbeat, grace_period=grace_period,

@@ -145,6 +145,9 @@ def reproduce(
         help="At most this many seeds of an arm train at once (memory).")] = None,
     sequential: Annotated[bool, typer.Option(
         "--sequential", help="Train the seeds one after another (the single-model path).")] = False,
+    val_every: Annotated[int | None, typer.Option(
+        metavar="N", help="Evaluate each report run's validation loss every N steps and at the last, on "
+                          "32 fixed validation windows (a curve; time to target reads it); off by default.")] = None,
     path: Annotated[Literal["auto", "sequential", "batched", "parallel", "parallel-batched"], typer.Option(
         help="How an arm's seeds train.")] = "auto",
     tune: Annotated[bool | None, typer.Option(
@@ -243,7 +246,8 @@ def reproduce(
                                "--tune-probe" if tune_probe else "--no-tune-probe": tune_probe,
                                "--allow-noop": allow_noop or None,
                                "--param": None if param == "standard" else param,
-                               "--match": None if match == "tokens" else match})
+                               "--match": None if match == "tokens" else match,
+                               "--val-every": val_every})
         return
     launching = launch_options(launcher, jobs, slurm_partition, job_minutes, launcher_folder)
     table_only = {"--only": only, "--time-limit": time_limit, "--storage": storage, "--study": study,
@@ -262,7 +266,8 @@ def reproduce(
                   "--tokens-per-parameter": tokens_per_parameter, "--seq-len": seq_len,
                   "--warmup-steps": warmup_steps, "--weight-decay": weight_decay, "--schedule": schedule,
                   "--suite": suite, "--tune-seeds": tune_seeds, "--margin": margin,
-                  "--replicas-max": replicas_max, "--post-batch-size": post_batch_size, "--post-lr": post_lr,
+                  "--replicas-max": replicas_max, "--val-every": val_every,
+                  "--post-batch-size": post_batch_size, "--post-lr": post_lr,
                   "--self-consistency": self_consistency or None, "--post-seed-offset": post_seed_offset,
                   "--preference-file": preference_file, "--arithmetic-max-operand": arithmetic_max_operand,
                   "--no-arm-cache": arm_cache is False or None}  # --arm-cache: the table's default
@@ -298,7 +303,7 @@ def reproduce(
         steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps, weight_decay=weight_decay,
         schedule=schedule, suite=suite, publish=publish, allow_dirty=allow_dirty, replace=replace,
         report=report, out=out, save_checkpoints=save_checkpoints, tensorboard=tensorboard,
-        path=path, replicas_max=replicas_max,
+        path=path, replicas_max=replicas_max, val_every=val_every,
         tune=tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None,
         tune_confirm=tune_confirm, tune_noise=tune_noise, tune_probe=tune_probe, tune_space=tune_space,
         tune_trials=tune_trials, tune_sampler=tune_sampler, tune_fidelity=tune_fidelity, post_steps=post_steps, post_batch_size=post_batch_size, post_lr=post_lr,

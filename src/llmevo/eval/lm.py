@@ -6,6 +6,13 @@ once. ``lm_loss`` is the mean NLL per predicted token; with ``max_windows`` (the
 reference protocol's 32 windows of equal length) that equals the mean of per-window means.
 ``bits_per_byte`` divides the total NLL by ln 2 times the UTF-8 bytes of the predicted
 tokens (special tokens 0 bytes).
+
+The validation *curve* (``--val-every``: a report run's validation loss during training, read by
+``eval.time_to_target``) is evaluated on a fixed subset of these windows, ``curve_windows``:
+``CURVE_WINDOWS`` full-length windows evenly spaced over the windows the full evaluation reads
+(all of them when there are fewer: at smoke, whose evaluation reads 32, the subset is the whole
+evaluation, so a curve's last point is the run's validation ``lm_loss``). ``windows_loss`` is
+the mean next-token NLL over a subset.
 """
 
 from __future__ import annotations
@@ -25,6 +32,39 @@ def evaluation_windows(tokens: Tensor, seq_len: int, max_windows: int | None = N
         if max_windows is not None and len(windows) == max_windows:
             break
     return windows
+
+
+CURVE_WINDOWS = 32  # the validation curve's windows: the reference protocol's count
+
+
+def curve_windows(tokens: Tensor, seq_len: int, max_windows: int | None = None,
+                  count: int = CURVE_WINDOWS) -> Tensor:
+    """The validation curve's windows (K, seq_len + 1): ``count`` full-length windows at
+    indices ``i * n // count`` (i < count) of the ``n`` full windows ``evaluate_lm`` reads with
+    ``max_windows``; all ``n`` when ``n <= count``."""
+    full = [w for w in evaluation_windows(tokens, seq_len, max_windows) if w.numel() == seq_len + 1]
+    if not full:
+        raise ValueError(f"no full evaluation window of {seq_len + 1} tokens in {tokens.numel()} tokens")
+    chosen = full if len(full) <= count else [full[i * len(full) // count] for i in range(count)]
+    return torch.stack(chosen)  # (K, T + 1)
+
+
+@torch.no_grad()
+def windows_loss(model: nn.Module, windows: Tensor, device: torch.device, batch_size: int = 64) -> float:
+    """The mean next-token NLL of ``model`` over ``windows`` (K, T + 1), in eval mode (the mode
+    it had is restored), at full precision: what ``evaluate_lm`` computes on those windows."""
+    was_training = model.training
+    model.eval()
+    try:
+        total = 0.0
+        for start in range(0, windows.shape[0], batch_size):
+            batch = windows[start : start + batch_size].to(device)  # (B, T + 1)
+            logits = model(batch[:, :-1])  # (B, T, V)
+            total += F.cross_entropy(logits.flatten(0, 1).float(), batch[:, 1:].flatten(),
+                                     reduction="sum").item()
+    finally:
+        model.train(was_training)
+    return total / (windows.shape[0] * (windows.shape[1] - 1))
 
 
 @torch.no_grad()

@@ -286,6 +286,9 @@ class ReproductionRequest(SectionedRequest):
         if "arm_cache" in self.run.model_fields_set:
             raise ConfigError(f"--{'' if self.run.arm_cache else 'no-'}arm-cache: a post-training method's "
                               "runs are not cached (both arms post-train one pretraining each seed); drop it")
+        if self.run.val_every is not None:
+            raise ConfigError("--val-every: a post-training method's arms share one pretraining, so there "
+                              "is no time to target to read from a validation curve; drop it")
         for option, (wanted, what) in TASK_OPTIONS.items():
             if getattr(self.post_training, option) is not None and task != wanted:
                 raise ConfigError(f"--{option.replace('_', '-')} sets {what}; '{self.name}' trains on the "

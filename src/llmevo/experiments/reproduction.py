@@ -47,6 +47,7 @@ from llmevo.artifacts.schema import (
     Setup,
     TrainingCurves,
     Tuning,
+    ValidationCurves,
     Verdict,
 )
 from llmevo.catalog import ARCHITECTURES, build_recipe, full_registry
@@ -195,6 +196,21 @@ def _curve(losses_by_seed: dict[int, list[float]]) -> ArmCurve:
         steps=[step + 1 for step in steps],
         per_seed={str(seed): [losses[i] for i in steps] for seed, losses in losses_by_seed.items()},
     )
+
+
+def _validation_curves(runs: dict[str, dict[int, ArmRun]], seeds: list[int]) -> dict[str, ValidationCurves]:
+    """``{"validation_curves": ...}`` where every report run recorded a validation curve
+    (``--val-every``), else nothing (the artifact as without the option)."""
+    recorded = {label: {seed: runs[label][seed].train.validation_curve for seed in seeds} for label in runs}
+    if any(curve is None for by_seed in recorded.values() for curve in by_seed.values()):
+        return {}
+    first = recorded["baseline"][seeds[0]]
+    return {"validation_curves": ValidationCurves(
+        every=first["every"], windows=first["windows"], window_tokens=first["window_tokens"],
+        **{label: ArmCurve(steps=list(by_seed[seeds[0]]["steps"]),
+                           per_seed={str(seed): [value if math.isfinite(value) else None for value in curve["losses"]]
+                                     for seed, curve in by_seed.items()})
+           for label, by_seed in recorded.items()})}
 
 
 def _arm_block(
@@ -465,4 +481,5 @@ def assemble_artifact(
         "test": HeldOutTest(**test_means),
         "training_curves": TrainingCurves(**{
             label: _curve({s: runs[label][s].train.losses for s in seeds}) for label in runs}),
+        **_validation_curves(runs, seeds),
     }

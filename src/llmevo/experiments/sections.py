@@ -52,7 +52,8 @@ from llmevo.train.execution import Execution, check_path
 
 class RunSection(Section):
     """Where and how a pipeline's runs go. ``path`` (auto, sequential, batched, parallel,
-    parallel-batched) and ``replicas_max`` choose how an arm's seeds train; ``arm_cache``
+    parallel-batched) and ``replicas_max`` choose how an arm's seeds train; ``val_every`` gives
+    each report run a validation curve (``train.trainer.ValidationProbe``, read by time to target); ``arm_cache``
     loads runs trained before identically (``runner.cache``); ``publish`` writes under
     ``docs/`` from a clean checkout of ``repo_root`` (``allow_dirty``: or not, recorded);
     ``replace`` lets an artifact replace one that holds more; ``command`` is what provenance
@@ -64,6 +65,9 @@ class RunSection(Section):
     threads: int | None = Field(default=None, ge=1)
     path: str = "auto"  # how an arm's seeds train (checked by check_path)
     replicas_max: int | None = Field(default=None, ge=1)  # at most this many seeds of an arm at once
+    # a report run's validation loss every this many steps and at the last (eval.lm.curve_windows's
+    # subset; the final metrics stay the full evaluation); None: no curve, runs and keys as before
+    val_every: int | None = Field(default=None, ge=1)
     arm_cache: bool = True  # load runs trained before identically (runner.cache); False: retrain
     publish: bool = False
     allow_dirty: bool = False
@@ -79,7 +83,7 @@ class RunSection(Section):
     def execution(self) -> Execution:
         """How an arm's seeds train, checked (``train.execution.check_path``)."""
         check_path(self.path, self.replicas_max)
-        return Execution(self.path, self.replicas_max)
+        return Execution(self.path, self.replicas_max, self.val_every)
 
     def prologue(self, check_publish: bool = True, output: Path | None = None) -> None:
         """The run prologue (``prologue``) for this section."""

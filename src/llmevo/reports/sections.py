@@ -217,12 +217,17 @@ def _verdict_section(artifact: ReproductionArtifact) -> Section:
     found = artifact_time_to_target(artifact)
     reached = describe(found)
     unit = "training FLOPs" if found is not None and found.get("unit") == "flops" else "steps"
+    validation = found is not None and found.get("curve") == "validation"
+    loss = "validation loss" if validation else "training loss"
+    curve = (f"; read on the validation curves: {found['windows']} fixed validation windows every "
+             f"{found['every']} steps"
+             if validation else "")  # "final training loss" names the training curve
     timing = () if reached is None else (
-        "Time to target: no seed of the method reached the baseline's final training loss within "
-        "its budget.",) if found is not None and found.get("fraction") is None else (
-        f"Time to target: the method reached the baseline's final training loss in {reached} of "
-        f"the baseline's {unit} (geometric mean over the seeds, 95% interval; the same runs read "
-        "at equal loss instead of equal budget).",)
+        f"Time to target: no seed of the method reached the baseline's final {loss} within "
+        f"its budget{curve}.",) if found is not None and found.get("fraction") is None else (
+        f"Time to target: the method reached the baseline's final {loss} in "
+        f"{reached.removesuffix(' on validation')} of the baseline's {unit} (geometric mean over "
+        f"the seeds, 95% interval; the same runs read at equal loss instead of equal budget{curve}).",)
     return Section("verdict", "Verdict", sentences=(sentence, *timing),
                    warnings=warnings + ((narrow,) if narrow else ()))
 

@@ -439,10 +439,17 @@ class TuningEntries(_Entries):
 class ReportEntries(_Entries):
     """Report runs of one arm: seed -> everything ``ArmRun`` holds, and the model's state."""
 
-    def load(self, spec: RunSpec, call: Sequence[RunSpec],
-             build: Callable[[], nn.Module]) -> ArmRun | None:
+    def load(self, spec: RunSpec, call: Sequence[RunSpec], build: Callable[[], nn.Module],
+             curve: Mapping[str, int] | None = None) -> ArmRun | None:
         """The cached run with ``build()`` (called after ``torch.manual_seed(spec.seed)``)
-        loaded from its state_dict; None when the entry is missing or does not fit."""
+        loaded from its state_dict; None when the entry is missing or does not fit.
+
+        ``curve`` (``ValidationProbe.settings``: the validation curve asked for): an entry
+        without that curve is a miss (the run trains again, with it, and overwrites the
+        entry). The curve is no part of the key: a run trains and evaluates to the bit with or
+        without it (tests/unit/test_validation_curve.py), so one entry serves both, and a run
+        asked for without a curve loads without one (a stored curve is dropped), so what a
+        command records never depends on what the cache held."""
         found = self.cache._load(self.key(spec, call), self.kind)
         if found is None:
             return None
@@ -465,6 +472,11 @@ class ReportEntries(_Entries):
         except Exception:  # noqa: BLE001  (any unreadable or unfitting entry is a miss)
             return None
         if run.parameters != sum(p.numel() for p in model.parameters()) or train.status != "complete":
+            return None
+        stored = train.validation_curve
+        if curve is None:
+            train.validation_curve = None
+        elif stored is None or any(stored.get(name) != value for name, value in curve.items()):
             return None
         return run
 

@@ -15,7 +15,7 @@ identical settings is loaded instead (``runner.cache``: report entries here, tun
 in ``score_arm``).
 
 Public API: ``SPLITS``, ``build_arm_model``, ``evaluate_split_lm``, ``evaluate_arm``,
-``arm_train_config``, ``seed_runs``, ``check_fits_data``, ``post_train_and_evaluate``,
+``arm_train_config``, ``validation_probe``, ``seed_runs``, ``check_fits_data``, ``post_train_and_evaluate``,
 ``stage_metrics``, ``evaluate_trained``, ``run_arm``, ``score_arm``.
 """
 
@@ -37,7 +37,7 @@ from llmevo.components.post_training.stage import (
 )
 from llmevo.components.post_training.tasks import PostTrainData
 from llmevo.errors import ConfigError, DivergedError
-from llmevo.eval.lm import evaluate_lm
+from llmevo.eval.lm import curve_windows, evaluate_lm
 from llmevo.eval.metrics import derive_arm_metrics
 from llmevo.eval.suites import evaluate_suite
 from llmevo.hf.load import load_llama_weights
@@ -49,7 +49,7 @@ from llmevo.runner.presets import Preset
 from llmevo.runner.views import DataView, arm_stream
 from llmevo.train.execution import Execution, RunSpec, train_many
 from llmevo.train.logging import RunLogger, RunLogs
-from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
+from llmevo.train.trainer import Progress, TrainConfig, TrainResult, ValidationProbe, train
 
 SPLITS = ("validation", "test")  # validation decides; test is evaluated once and only reported
 PostData = PostTrainData | Callable[[], PostTrainData] | None  # the data, or a loader called once
@@ -70,6 +70,14 @@ def evaluate_split_lm(model: nn.Module, data: DataView, preset: Preset, split: s
     tokens = data.validation if split == "validation" else data.test
     return evaluate_lm(model, tokens, data.seq_len or preset.train.seq_len, device, data.token_bytes,
                        batch_size=preset.eval_batch_size, max_windows=preset.eval_max_windows)
+
+
+def validation_probe(data: DataView, preset: Preset, every: int) -> ValidationProbe:
+    """A report run's validation curve (``--val-every``): the loss every ``every`` steps on
+    ``eval.lm.curve_windows`` of the validation split (the windows ``evaluate_split_lm`` reads,
+    32 of them evenly spaced), at the preset's evaluation batch."""
+    windows = curve_windows(data.validation, data.seq_len or preset.train.seq_len, preset.eval_max_windows)
+    return ValidationProbe(every, windows, preset.eval_batch_size)
 
 
 def evaluate_arm(
@@ -279,11 +287,17 @@ def run_arm(
     early by ``RunSpec.stop_after`` too) is scored on the validation split by this one
     language-model metric (``evaluate_split_lm``: no post-training stage, no suite, so tuning
     costs what it always did), ``ArmRun.validation`` is ``{score: value}``, and the model is
-    moved to the CPU."""
+    moved to the CPU.
+
+    ``execution.val_every`` gives every report run (not a tuning run) its validation curve
+    (``validation_probe``), on whichever path it trains; a cached run is a hit only where its
+    entry holds the same curve (``ReportEntries.load``)."""
     if score is not None and cache is not None:  # a scored run is no report run: keep them apart
         raise ValueError("run_arm: a tuning run (score) is cached as a tuning entry, by score_arm")
     description = description or f"{arm.label} {arm.name}"
     stream = arm_stream(build_recipe(arm.recipe), data)
+    probe = (validation_probe(data, preset, execution.val_every)
+             if score is None and execution.val_every is not None else None)
 
     def build() -> nn.Module:
         return build_arm_model(arm)
@@ -304,18 +318,19 @@ def run_arm(
                                build_optimizer(spec.config.optimizer), progress,
                                description=f"{description} seed {spec.seed}",
                                on_step=None if make_hook is None else make_hook(model),
-                               logger=logger)
+                               logger=logger, curve=probe)
                 finished.append(finish(spec, model, result, "sequential", logger))
             finally:
                 if logger is not None:
                     logger.close()
         return finished
-    found = {} if cache is None else cache.hits(runs, lambda spec: cache.load(spec, runs, build))
+    curve = None if probe is None else probe.settings()
+    found = {} if cache is None else cache.hits(runs, lambda spec: cache.load(spec, runs, build, curve))
     missing = [index for index in range(len(runs)) if index not in found]
     outcomes = train_many(
         build, stream, [runs[index] for index in missing], device, progress,
         description=description, build_optimizer=build_optimizer, path=execution.path,
-        replicas_max=execution.replicas_max, workers=workers,
+        replicas_max=execution.replicas_max, workers=workers, curve=probe,
     ) if missing else []
     for index, outcome in zip(missing, outcomes, strict=True):
         found[index] = finish(outcome.spec, outcome.model, outcome.result, outcome.path)

@@ -53,7 +53,7 @@ from llmevo.components.optim.base import OptimizerFactory
 from llmevo.errors import ConfigError, LlmevoError
 from llmevo.train.logging import RunLogs
 from llmevo.train.replicas import replica_group_key, replica_refusals, train_replicas
-from llmevo.train.trainer import Progress, TrainConfig, TrainResult, train
+from llmevo.train.trainer import Progress, TrainConfig, TrainResult, ValidationProbe, train
 
 PATHS = ("auto", "sequential", "batched", "parallel", "parallel-batched")
 WORKER_SIGNALS = {signal.SIGINT, signal.SIGTERM}
@@ -73,10 +73,13 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class Execution:
-    """How the runs of one arm are executed: a ``train_many`` path and a replica cap."""
+    """How the runs of one arm are executed: a ``train_many`` path and a replica cap; and
+    ``val_every``: a report run's validation curve, every this many steps (``--val-every``;
+    None: none, the default; ``runner.run.run_arm`` builds the probe)."""
 
     path: str = "auto"
     replicas_max: int | None = None
+    val_every: int | None = None
 
 
 @dataclass
@@ -146,11 +149,12 @@ def _plan(keys: Sequence[object | None], batched: bool, replicas_max: int | None
 
 def _run_job(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, stream: Tensor | TrainStream,
              runs: Sequence[RunSpec], job: _Job, device: torch.device, progress: Progress | None,
-             description: str, logs: RunLogs | None = None) -> list[tuple[int, nn.Module, TrainResult]]:
+             description: str, logs: RunLogs | None = None,
+             curve: ValidationProbe | None = None) -> list[tuple[int, nn.Module, TrainResult]]:
     if job.batched:
         specs = [runs[i] for i in job.indices]
         trained = train_replicas(build, stream, [s.seed for s in specs], [s.config for s in specs],
-                                 device, progress, description, build_optimizer=build_optimizer)
+                                 device, progress, description, build_optimizer=build_optimizer, curve=curve)
         return [(i, model, result) for i, (model, result) in zip(job.indices, trained, strict=True)]
     (index,) = job.indices
     spec = runs[index]
@@ -163,7 +167,7 @@ def _run_job(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, 
     try:
         result = train(model, stream, spec.config, spec.seed, device,
                        build_optimizer(spec.config.optimizer), progress,
-                       description=f"{description} {label}", on_step=on_step, logger=logger)
+                       description=f"{description} {label}", on_step=on_step, logger=logger, curve=curve)
     finally:
         if logger is not None:
             logger.close()
@@ -183,6 +187,7 @@ def train_many(
     path: str = "auto",
     replicas_max: int | None = None,
     workers: int | None = None,
+    curve: ValidationProbe | None = None,
 ) -> list[RunOutcome]:
     """Train one freshly built model per ``RunSpec`` on ``stream``; outcomes in run order.
 
@@ -194,6 +199,8 @@ def train_many(
     ``logs`` gets one run per spec (named by its label, else ``seed<seed>``) receiving that
     run's per-step records; with ``logs`` the runs train sequentially in this process (the
     batched and worker paths do not write per-step logs yet; ``note`` says so).
+    ``curve``: every run records its validation curve (``train.trainer.ValidationProbe``), on
+    every path: ``train()`` in this process or a worker, or the batched replicas.
     """
     _validate(runs, path, replicas_max, workers, device)
     chosen = default_path(device) if path == "auto" else path
@@ -217,12 +224,12 @@ def train_many(
     parallel = count > 1 and len(jobs) > 1
     if parallel:
         trained = _run_parallel(build, build_optimizer, stream, runs, jobs, min(count, len(jobs)),
-                                progress, description)
+                                progress, description, curve)
     else:
         trained = {}
         for job in jobs:
             for index, model, result in _run_job(build, build_optimizer, stream, runs, job, device,
-                                                 progress, description, logs):
+                                                 progress, description, logs, curve):
                 trained[index] = (model, result, job.batched)
     outcomes = []
     for index, spec in enumerate(runs):
@@ -253,7 +260,7 @@ def die_with_parent() -> None:
 
 def _worker(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, stream: Tensor | TrainStream,
             runs: Sequence[RunSpec], jobs: list[_Job], tasks: multiprocessing.Queue,
-            results: multiprocessing.Queue, description: str) -> None:
+            results: multiprocessing.Queue, description: str, curve: ValidationProbe | None = None) -> None:
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # its terminate() ends one at once, quietly
@@ -265,7 +272,7 @@ def _worker(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, s
             return
         try:
             trained = _run_job(build, build_optimizer, stream, runs, jobs[job_index], torch.device("cpu"),
-                               None, description)
+                               None, description, curve=curve)
             payload = []
             for index, model, result in trained:
                 buffer = io.BytesIO()
@@ -280,7 +287,8 @@ def _worker(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, s
 
 def _run_parallel(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, stream: Tensor | TrainStream,
                   runs: Sequence[RunSpec], jobs: list[_Job], count: int, progress: Progress | None,
-                  description: str) -> dict[int, tuple[nn.Module, TrainResult, bool]]:
+                  description: str, curve: ValidationProbe | None = None,
+                  ) -> dict[int, tuple[nn.Module, TrainResult, bool]]:
     """Run ``jobs`` on ``count`` forked single-thread CPU workers; rebuild models here."""
     context = multiprocessing.get_context("fork")
     tasks, results = context.Queue(), context.Queue()
@@ -290,7 +298,8 @@ def _run_parallel(build: Callable[[], nn.Module], build_optimizer: OptimizerFact
     for _ in range(count):
         tasks.put(None)
     processes = [context.Process(target=_worker,
-                                 args=(build, build_optimizer, stream, runs, jobs, tasks, results, description),
+                                 args=(build, build_optimizer, stream, runs, jobs, tasks, results, description,
+                                       curve),
                                  daemon=True) for _ in range(count)]
     running: list[multiprocessing.process.BaseProcess] = []
     trained: dict[int, tuple[nn.Module, TrainResult, bool]] = {}

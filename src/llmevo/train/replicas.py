@@ -40,6 +40,13 @@ clipping, the optimizer's own betas, momentum, eps, multipliers) may differ. The
 both kinds: a shared setting from the first replica's config (the others equal it), a
 per-replica one from each replica's.
 
+A validation curve (``curve``, ``train.trainer.ValidationProbe``) is evaluated for every
+replica at once, as ``train()`` evaluates it for one run: after the same steps, at the twin's
+evaluation point (``BatchedOptimizer.at_evaluation_point``, the stacked parameters restored bit
+for bit after), in eval mode, at full precision, without recording auxiliary terms and with
+the global random state kept; one vmapped forward per batch of the probe's windows (the
+windows shared, the parameters each replica's). A replica's curve ends where it diverged.
+
 The twin's hooks (``BatchedOptimizer``): ``bind(template)`` before the first step (what its
 update reads from the model's structure: Adam-mini's heads) and ``to_evaluation_point(params)``
 after the last, before the replicas are unstacked (schedule-free AdamW's average x).
@@ -77,7 +84,9 @@ from llmevo.train.trainer import (
     Replicas,
     TrainConfig,
     TrainResult,
+    ValidationProbe,
     autocast,
+    evaluation_kept,
     lr_at,
 )
 
@@ -182,8 +191,10 @@ def train_replicas(
     description: str = "train",
     *,
     build_optimizer: OptimizerFactory,
+    curve: ValidationProbe | None = None,
 ) -> list[tuple[nn.Module, TrainResult]]:
-    """Train one replica per (seed, config); each equals ``train(build(), ...)`` under its seed.
+    """Train one replica per (seed, config); each equals ``train(build(), ...)`` under its seed
+    (``curve``: each replica's validation curve, as ``train()`` records it).
 
     ``build_optimizer`` gives each replica's optimizer component from its ``config.optimizer``
     (``llmevo.catalog.build_optimizer``); the component's batched twin does the updates."""
@@ -233,6 +244,33 @@ def train_replicas(
         return loss, loss if extra is None else loss + extra.float()
 
     batched_loss = torch.vmap(replica_loss, in_dims=(0, 0, 0, 0))
+
+    def replica_nll(p: dict[str, Tensor], b: dict[str, Tensor], inputs: Tensor, targets: Tensor) -> Tensor:
+        logits = functional_call(template, (p, b), (inputs,))  # (B, T, V)
+        return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="sum")
+
+    batched_nll = torch.vmap(replica_nll, in_dims=(0, 0, None, None))  # windows shared by every replica
+    curve_steps: list[int] = []
+    curve_points: list[Tensor] = []  # (R,) per point
+
+    @torch.no_grad()
+    def probe(step: int) -> None:
+        """Each replica's point of the validation curve after ``step`` (see the module docstring)."""
+        assert curve is not None
+        windows = curve.windows.to(device)  # (K, T + 1)
+        auxiliary.stop()
+        template.eval()
+        try:
+            with optimizer.at_evaluation_point(params), evaluation_kept(device), _replica_attention(device):
+                total = torch.zeros(count, device=device)
+                for start in range(0, windows.shape[0], curve.batch_size):
+                    batch = windows[start:start + curve.batch_size]  # (B, T + 1)
+                    total += batched_nll(params, buffers, batch[:, :-1], batch[:, 1:])  # (R,)
+        finally:
+            template.train()
+            auxiliary.start()
+        curve_points.append(total / (windows.shape[0] * (windows.shape[1] - 1)))
+        curve_steps.append(step + 1)
     sync_progress = progress is not None and device.type == "cpu"
     if progress:
         progress.start(first.steps, f"{description} ({count} replicas)")
@@ -269,6 +307,8 @@ def train_replicas(
             optimizer.step(params, grads, schedule[step] * alive)
             if optimizer.last_errors is not None:
                 last_errors = torch.where(alive, optimizer.last_errors, last_errors)
+            if curve is not None and curve.due(step, first.steps):
+                probe(step)
             if sync_progress:
                 elapsed = time.perf_counter() - started
                 mean = float(losses[alive].detach().mean()) if bool(alive.any()) else float("nan")
@@ -283,6 +323,7 @@ def train_replicas(
     table = loss_table.cpu()
     stops = diverged_at.cpu().tolist()
     errors = last_errors.cpu().tolist()
+    points = torch.stack(curve_points).cpu() if curve_points else torch.zeros(0, count)  # (P, R)
     outcomes = []
     optimizer.to_evaluation_point(params)  # e.g. schedule-free: each replica's average x
     with torch.no_grad():
@@ -312,6 +353,9 @@ def train_replicas(
                 optimizer_statistics=component.statistics(),
                 orthogonality_error=errors[index] if optimizer.last_errors is not None else 0.0,
                 message=message,
+                validation_curve=None if curve is None else curve.curve(
+                    [s for s in curve_steps if s <= done],  # as train(): none after it diverged
+                    [float(points[j, index]) for j, s in enumerate(curve_steps) if s <= done]),
             )))
     return outcomes
 

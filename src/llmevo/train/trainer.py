@@ -30,18 +30,27 @@ or a ``TrainStream``, a data recipe bound to the training sources
 the recipe as well as the windows (the ``concat`` recipe's identity is empty: a bare stream
 and ``concat`` hash alike).
 
+A run with a ``ValidationProbe`` (``curve``: a report run under ``--val-every N``) evaluates the
+validation loss on the probe's fixed windows every N steps and after the last, at the
+optimizer's evaluation point (``at_evaluation_point``), and records them
+(``TrainResult.validation_curve``). The evaluation changes nothing of the training, to the
+bit: it runs under ``torch.no_grad`` in eval mode (the mode restored), with the global random
+state saved and restored around it (``torch.random.fork_rng``) and the auxiliary parts not
+recording (their terms are taken before it), and the windows come from no training sampler.
+
 The objective is the cross-entropy plus the auxiliary terms of the model's ``AuxiliaryLoss``
 parts (a mixture of experts' load balancing, weighted in its own config; ``AuxiliaryLosses``
 in ``components/base.py``); the recorded losses stay the cross-entropy. A model without such
 parts adds nothing: its objective is the cross-entropy tensor itself.
 
 Public API: ``TrainConfig``, ``train(model, stream, config, seed, device, optimizer, ...)``,
-``TrainResult``, ``WindowSampler`` (from ``components.data.base``), ``lr_at``,
+``TrainResult``, ``ValidationProbe``, ``evaluation_kept``, ``WindowSampler`` (from ``components.data.base``), ``lr_at``,
 ``schedule_factor``, ``build_schedule``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import hashlib
 import math
@@ -60,6 +69,7 @@ from llmevo.components.data.base import TrainStream, windows_for
 from llmevo.components.data.base import WindowSampler as WindowSampler  # re-exported
 from llmevo.components.optim.base import OptimizerComponent, scale_learning_rates
 from llmevo.components.optim.optimizer import LambdaSchedule, Optimizer
+from llmevo.eval.lm import windows_loss
 from llmevo.eval.stats import mean
 from llmevo.registry import ComponentChoice, StrictModel
 from llmevo.train.logging import StepLogger, StepRecord
@@ -142,6 +152,50 @@ class Progress(Protocol):
     def stop(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class ValidationProbe:
+    """A report run's validation curve (``--val-every``): the loss on ``windows`` (K, T + 1),
+    a fixed subset of the validation split (``eval.lm.curve_windows``), after every ``every``-th
+    step and after the last one (``due``)."""
+
+    every: int
+    windows: Tensor  # (K, T + 1)
+    batch_size: int = 64
+
+    def due(self, step: int, steps: int) -> bool:
+        """Whether the curve has a point after ``step`` (0-based) of a ``steps``-step run."""
+        return (step + 1) % self.every == 0 or step + 1 == steps
+
+    def settings(self) -> dict[str, int]:
+        """What defines the curve (a cached run's curve is reused only where these agree)."""
+        return {"every": self.every, "windows": int(self.windows.shape[0]),
+                "window_tokens": int(self.windows.shape[1])}
+
+    def curve(self, steps: list[int], losses: list[float]) -> dict[str, Any]:
+        """The recorded curve: ``steps`` (steps done at each point, 1-based) and ``losses``."""
+        return {**self.settings(), "steps": steps, "losses": losses}
+
+
+def evaluation_kept(device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    """The global random state (CPU, and the device's) as it was after the block: an
+    evaluation inside a run consumes none of the training's randomness."""
+    if device.type == "cuda":
+        return torch.random.fork_rng(devices=[device.index if device.index is not None
+                                              else torch.cuda.current_device()])
+    return torch.random.fork_rng(devices=[])
+
+
+def _probe(curve: ValidationProbe, model: nn.Module, device: torch.device,
+           auxiliary: AuxiliaryLosses) -> float:
+    """One point of the validation curve, leaving the training as it was (module docstring)."""
+    auxiliary.stop()
+    try:
+        with evaluation_kept(device):
+            return windows_loss(model, curve.windows, device, curve.batch_size)
+    finally:
+        auxiliary.start()
+
+
 @dataclass
 class TrainResult:
     status: Literal["complete", "diverged", "stopped"]
@@ -156,6 +210,8 @@ class TrainResult:
     optimizer_statistics: dict[str, Any] = field(default_factory=dict)
     orthogonality_error: float = 0.0
     message: str = ""
+    # ``ValidationProbe.curve``: {every, windows, window_tokens, steps, losses}; None without a probe
+    validation_curve: dict[str, Any] | None = None
 
 
 def autocast(device: torch.device, precision: str) -> torch.autocast:
@@ -174,6 +230,7 @@ def train(
     description: str = "train",
     on_step: Callable[[int, float], bool] | None = None,
     logger: StepLogger | None = None,
+    curve: ValidationProbe | None = None,
 ) -> TrainResult:
     """Train ``model`` in place on random windows of ``stream`` (a token tensor, or a
     ``TrainStream``: a data recipe over the training sources).
@@ -181,7 +238,8 @@ def train(
     ``optimizer`` is the component ``config.optimizer`` names (``llmevo.catalog.build_optimizer``);
     it builds the run's ``Optimizer`` for ``model`` at ``config.lr`` and ``config.weight_decay``.
     ``on_step(step, loss)`` is called after each step; returning False stops training
-    (used by evolution hurdles). ``logger.log_step`` receives each step's loss, learning
+    (used by evolution hurdles). ``curve``: the validation curve's probe (module docstring).
+    ``logger.log_step`` receives each step's loss, learning
     rate and gradient norm (``train/logging.py``). The model's forward maps tokens (B, T) to logits (B, T, V).
     """
     model.to(device).train()
@@ -193,6 +251,8 @@ def train(
     sampler, recipe = windows_for(stream, config.batch_size, config.seq_len, seed, config.steps)
     digest = hashlib.sha256(recipe)
     losses: list[float] = []
+    curve_steps: list[int] = []
+    curve_losses: list[float] = []
     status: Literal["complete", "diverged", "stopped"] = "complete"
     message = ""
     auxiliary = AuxiliaryLosses(model)  # parts adding to the objective (none: nothing added)
@@ -233,9 +293,13 @@ def train(
             elapsed = time.perf_counter() - started
             if progress:
                 progress.update(step + 1, loss_value, (step + 1) * config.tokens_per_step / elapsed)
-            if on_step is not None:
+            due = curve is not None and curve.due(step, config.steps)
+            if on_step is not None or due:
                 with model_optimizer.at_evaluation_point():
-                    keep = on_step(step, loss_value)
+                    if curve is not None and due:
+                        curve_losses.append(_probe(curve, model, device, auxiliary))
+                        curve_steps.append(step + 1)
+                    keep = on_step is None or on_step(step, loss_value)
                 if not keep:
                     status, message = "stopped", f"stopped by a hurdle after step {step}"
                     break
@@ -260,4 +324,5 @@ def train(
         optimizer_statistics=optimizer.statistics(),
         orthogonality_error=optimizer.orthogonality_error(),
         message=message,
+        validation_curve=None if curve is None else curve.curve(curve_steps, curve_losses),
     )

@@ -24,7 +24,8 @@ here keep the parts of that interface this platform uses and import nothing from
 - ``BatchedOptimizer``: the base of an optimizer's batched twin, which updates R replicas
   of one model at once (``llmevo.train.replicas``): every parameter stacked along a leading
   replica dimension, every hyperparameter an (R,) tensor; ``bind(model)`` (before the first
-  step) and ``to_evaluation_point(params)`` (after the last) are its hooks, no-ops here.
+  step) and ``to_evaluation_point(params)`` (after the last) are its hooks, no-ops here;
+  ``at_evaluation_point(params)`` (around a mid-run validation point) follows from the latter.
 
 Not kept: closures, hooks, sparse or complex parameters, ``foreach``/``fused`` paths.
 Reference tests (tests/reference/test_optim_reference.py): AdamW bit-identical to
@@ -254,6 +255,24 @@ class BatchedOptimizer:
     def to_evaluation_point(self, params: dict[str, Tensor]) -> None:
         """``Optimizer.to_evaluation_point`` for the stacked ``params`` (after the last step,
         before the replicas are unstacked); nothing by default."""
+
+    @contextlib.contextmanager
+    def at_evaluation_point(self, params: dict[str, Tensor]) -> Iterator[None]:
+        """``Optimizer.at_evaluation_point`` for the stacked ``params``: at the evaluation point
+        inside the block (``to_evaluation_point``), bit for bit as they were after it (a
+        mid-run validation curve, ``train.replicas``). A twin that keeps the default
+        ``to_evaluation_point`` (its model is evaluated where it trains) copies nothing."""
+        if type(self).to_evaluation_point is BatchedOptimizer.to_evaluation_point:
+            yield
+            return
+        saved = {name: param.detach().clone() for name, param in params.items()}
+        self.to_evaluation_point(params)
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for name, param in params.items():
+                    param.copy_(saved[name])
 
     def parameter_lr(self, name: str, lr: Tensor) -> Tensor:
         """This step's learning rates (R,) for parameter ``name``: the step's own, unless an
