@@ -39,6 +39,9 @@ def build_the_command_once(monkeypatch) -> None:
     as one process of the command builds it once."""
     import typer.main
 
+    from llmevo.cli import commands
+
+    commands()  # every command's module registered before the one build (the CLI imports lazily)
     built: dict = {}
     original = typer.main.get_command
 
