@@ -1,6 +1,7 @@
 """The lr grid's adequacy probe (issue 34, item 2): one run two lattice steps above the grid's
-top on the tuning seed; a probe that beats the best by more than the seed noise extends the grid
-toward it with the edge-extension step, else it is recorded and takes no part in the choice.
+top on the tuning seed; a probe that beats the best extends the grid toward it with the
+edge-extension step (selection and re-scoring then decide), else it is recorded and takes no
+part in the choice.
 The objectives are tables over the lattice of the default grid around 3e-3 (ratio sqrt(3)), so
 every expected lr, run and gap below is worked out by hand."""
 
@@ -107,17 +108,25 @@ def test_a_losing_probe_changes_nothing_but_its_own_record(monkeypatch):
         off_plan.tune("m", CONFIG, [], _score(monkeypatch, ONE_BASIN, [])).runs + 1
 
 
-def test_a_probe_better_by_less_than_the_noise_is_not_chosen(monkeypatch):
+def test_a_probe_better_by_less_than_the_noise_joins_the_grid_and_re_scoring_decides(monkeypatch):
     calls: list = []
-    _, result = _tune(monkeypatch, {**ONE_BASIN, 4: 4.01}, calls)  # -0.99%: inside 1.42%
+    table = {**ONE_BASIN, 3: 4.20, 4: 4.01, 5: 4.30}  # the probe -0.99%: inside 1.42%, still better
+    _, result = _tune(monkeypatch, table, calls, confirm=2)
     assert result.probe["gap_percent"] == pytest.approx(100 * (4.01 - 4.05) / 4.05)
-    assert result.probe["moved"] is False and result.best().lr == pytest.approx(GRID[3])
-    assert len(calls) == 2  # the grid and the probe
-    # under --tune-noise 0.5 the same probe is outside the noise: the grid extends (3 and 5 read 4.5)
-    plan = tuning.check_plan(None, [1000], [42], around=3e-3, probe=True, noise=0.5)
-    moved = tuning.tune_arm("m", CONFIG, plan, _score(monkeypatch, {**ONE_BASIN, 4: 4.01, 3: 4.5, 5: 4.5}, []))
-    assert moved.probe["moved"] is True and moved.best().lr == pytest.approx(PROBE)
-    assert moved.probe["noise"]["threshold_percent"] == 0.5
+    assert result.probe["moved"] is True and result.probe["added"] == pytest.approx([FILL, BEYOND])
+    assert calls == [
+        [(k, 1000) for k in (-2, -1, 0, 1, 2)],
+        [(4, 1000)],  # the probe
+        [(3, 1000)],  # the lattice point between the top and the probe
+        [(5, 1000)],  # the probe is the top edge: extended once more (4.30, worse)
+        [(k, s) for k in (1, 4) for s in (1001, 1002)],  # 4.05 within 1.42% of 4.01: both re-scored
+    ]
+    assert result.best().lr == pytest.approx(PROBE)  # 4.01 against 4.05 over all three seeds
+    # a probe that reads worse than the best, by however little, is only recorded
+    calls = []
+    _, kept = _tune(monkeypatch, {**ONE_BASIN, 4: 4.06}, calls)  # +0.25%
+    assert kept.probe["moved"] is False and kept.best().lr == pytest.approx(GRID[3])
+    assert calls == [[(k, 1000) for k in (-2, -1, 0, 1, 2)], [(4, 1000)]]  # the grid and the probe
 
 
 def test_a_diverging_probe_is_recorded_as_diverged_and_not_chosen(monkeypatch):

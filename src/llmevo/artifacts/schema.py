@@ -483,7 +483,7 @@ class Probe(_Block):
     """The lr grid's adequacy probe for one arm (``runner.tuning.adequacy_probe``): its lr
     (``steps_above_top`` lattice steps above the grid's ``top``), its validation per tuning
     seed and mean (null: diverged), the best before it, its gap to that best in percent
-    (negative: better), the seed noise it was judged against, whether it beat the best by more
+    (negative: better), the seed noise the re-scoring uses, whether it beat the best
     (``moved``: the grid was extended toward it and it joined the grid), the learning rates
     that added, and the outcome. Absent from artifacts written before 2026-12-05 (eighteenth
     session) and where the probe was off (``tuning.probe`` false)."""
