@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from cache_support import fresh_cache as empty_cache
 
 from llmevo.artifacts import load_artifact
 from llmevo.cli import main
@@ -25,19 +26,9 @@ from llmevo.train import execution
 SEEDS = [42, 43, 44]
 
 
-def _fresh_cache(parent: Path, cache_dir: Path) -> Path:
-    """An empty arm cache beside the session's tokenizer and token arrays."""
-    folder = parent / "cache"
-    folder.mkdir()
-    for part in ("tokenizers", "tokens"):
-        (cache_dir / part).mkdir(exist_ok=True)
-        (folder / part).symlink_to(cache_dir / part)
-    return folder
-
-
 @pytest.fixture
 def fresh_cache(tmp_path: Path, cache_dir: Path) -> Path:
-    return _fresh_cache(tmp_path, cache_dir)
+    return empty_cache(tmp_path, cache_dir)
 
 
 class Recorder:
@@ -99,7 +90,7 @@ def _comparable(artifact: dict, *wall_clock: str) -> dict:
 def cold(tmp_path_factory: pytest.TempPathFactory, data_dir: Path, cache_dir: Path) -> SimpleNamespace:
     """One tuned relu2 reproduction into an empty arm cache: its artifact, runs and keys."""
     folder = tmp_path_factory.mktemp("cold")
-    cache = _fresh_cache(folder, cache_dir)
+    cache = empty_cache(folder, cache_dir)
     with pytest.MonkeyPatch.context() as patch:
         recorder = Recorder(patch)
         artifact = _reproduce("relu2", data_dir, cache, folder / "cold.json")

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from cache_support import fresh_cache
 from cli_runner import assert_refused
 
 from llmevo.artifacts import load_artifact
@@ -34,15 +35,6 @@ MHA, MLA = 933_888.0, 983_040.0  # llama_modern's and mla's counted FLOPs per to
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def _fresh_cache(parent: Path, cache_dir: Path) -> Path:
-    folder = parent / "cache"
-    folder.mkdir()
-    for part in ("tokenizers", "tokens"):
-        (cache_dir / part).mkdir(exist_ok=True)
-        (folder / part).symlink_to(cache_dir / part)
-    return folder
-
-
 def _request(tmp_path: Path, data_dir: Path, cache: Path, match: str, **changes) -> ReproductionRequest:
     settings = {"seeds": [42, 43, 44], "steps": 20, "tune_grid": [1e-3, 3e-3], "tune_confirm": 0, **changes}
     return ReproductionRequest(name="mla", preset="smoke", threads=1, device="cpu", path="sequential",
@@ -51,7 +43,7 @@ def _request(tmp_path: Path, data_dir: Path, cache: Path, match: str, **changes)
 
 
 def test_flops_matching_sets_the_method_steps_and_keeps_the_baseline(tmp_path, data_dir, cache_dir):
-    cache = _fresh_cache(tmp_path, cache_dir)
+    cache = fresh_cache(tmp_path, cache_dir)
     tokens = reproduce(_request(tmp_path, data_dir, cache, "tokens")).to_json_dict()
     flops = reproduce(_request(tmp_path, data_dir, cache, "flops")).to_json_dict()
 

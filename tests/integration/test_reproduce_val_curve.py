@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from cache_support import fresh_cache
 from cli_runner import assert_refused
 
 from llmevo.artifacts import load_artifact
@@ -24,15 +25,6 @@ from llmevo.reports.leaderboard import build_leaderboard, scan_artifacts
 from llmevo.reports.readme import write_report
 
 SEEDS = [42, 43, 44]
-
-
-def _fresh_cache(parent: Path, cache_dir: Path) -> Path:
-    folder = parent / "cache"
-    folder.mkdir()
-    for part in ("tokenizers", "tokens"):
-        (cache_dir / part).mkdir(exist_ok=True)
-        (folder / part).symlink_to(cache_dir / part)
-    return folder
 
 
 def _reproduce(tmp_path: Path, data_dir: Path, cache: Path, name: str, **changes) -> dict:
@@ -47,7 +39,7 @@ def _cached_seeds(artifact: dict) -> list[int]:
 
 
 def test_the_curves_are_recorded_cached_and_read_by_time_to_target(tmp_path, data_dir, cache_dir):
-    cache = _fresh_cache(tmp_path, cache_dir)
+    cache = fresh_cache(tmp_path, cache_dir)
     plain = _reproduce(tmp_path, data_dir, cache, "plain")
     curved = _reproduce(tmp_path, data_dir, cache, "curved", val_every=5)
     again = _reproduce(tmp_path, data_dir, cache, "again")

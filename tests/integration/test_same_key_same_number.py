@@ -26,6 +26,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from cache_support import fresh_cache
 
 from llmevo.experiments import ReproductionRequest, reproduce
 from llmevo.runner import cache as arm_cache
@@ -33,16 +34,6 @@ from llmevo.train import execution
 
 SEEDS = [42, 43]
 NOTHING_CACHED = {label: {"report_seeds": [], "tuning": []} for label in ("baseline", "method")}
-
-
-def _fresh_cache(parent: Path, cache_dir: Path) -> Path:
-    """An empty arm cache beside the session's tokenizer and token arrays."""
-    folder = parent / "cache"
-    folder.mkdir(parents=True)
-    for part in ("tokenizers", "tokens"):
-        (cache_dir / part).mkdir(exist_ok=True)
-        (folder / part).symlink_to(cache_dir / part)
-    return folder
 
 
 def _reproduce(data_dir: Path, cache: Path, out: Path, path: str, **changes) -> dict:
@@ -71,7 +62,7 @@ def _paths(artifact: dict) -> set[str]:
 def cached(tmp_path_factory: pytest.TempPathFactory, data_dir: Path, cache_dir: Path) -> SimpleNamespace:
     """The sequential, one-thread run into an empty cache: its artifact and its cache."""
     folder = tmp_path_factory.mktemp("sequential")
-    cache = _fresh_cache(folder, cache_dir)
+    cache = fresh_cache(folder, cache_dir)
     artifact = _reproduce(data_dir, cache, folder / "sequential.json", "sequential")
     assert artifact["cache"] == NOTHING_CACHED and _paths(artifact) == {"sequential"}
     return SimpleNamespace(cache=cache, artifact=artifact)
@@ -85,7 +76,7 @@ def two_cores(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_parallel_workers_retrain_the_cached_numbers_to_the_last_bit(
         cached, data_dir, cache_dir, tmp_path, two_cores):
-    cache = _fresh_cache(tmp_path, cache_dir)
+    cache = fresh_cache(tmp_path, cache_dir)
     parallel = _reproduce(data_dir, cache, tmp_path / "parallel.json", "parallel")
     assert parallel["cache"] == NOTHING_CACHED  # another path: another key, trained here
     assert _paths(parallel) == {"parallel"}  # the report seeds trained in workers
@@ -108,7 +99,7 @@ def test_batched_replicas_retrain_their_own_numbers_and_never_answer_for_another
     assert first["cache"] == NOTHING_CACHED and _paths(first) == {"batched"}
     grid = [s for s in first["tuning"]["arms"]["method"]["settings"] if not s["extension"]]
     assert {path for s in grid for path in s["paths"].values()} == {"batched"}
-    again = _reproduce(data_dir, _fresh_cache(tmp_path / "again", cache_dir), tmp_path / "again.json",
+    again = _reproduce(data_dir, fresh_cache(tmp_path / "again", cache_dir), tmp_path / "again.json",
                        "batched")
     assert _numbers(again) == _numbers(first)
     # ... and the batched entries now in `warm` answer a batched request, with those numbers
