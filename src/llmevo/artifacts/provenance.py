@@ -269,16 +269,22 @@ def _git(repo_root: Path, *args: str) -> str | None:
     return completed.stdout if completed.returncode == 0 else None
 
 
+def git_head(repo_root: Path) -> str:
+    """The commit checked out at ``repo_root`` (``NOT_A_CHECKOUT`` when it is not one)."""
+    commit = _git(repo_root, "rev-parse", "HEAD")
+    return NOT_A_CHECKOUT if commit is None else commit.strip()
+
+
 def git_state(repo_root: Path, ignore: Path | None = None) -> tuple[str, bool | None]:
     """``(commit, dirty)`` of the checkout at ``repo_root``; ``(NOT_A_CHECKOUT, None)``
     when it is not one. Untracked files count as dirty; changes under ``ignore`` (a folder
     relative to ``repo_root``) do not."""
-    commit = _git(repo_root, "rev-parse", "HEAD")
-    if commit is None:
+    commit = git_head(repo_root)
+    if commit == NOT_A_CHECKOUT:
         return NOT_A_CHECKOUT, None
     spec = () if ignore is None else ("--", ".", f":(exclude){Path(ignore).as_posix()}")
     status = _git(repo_root, "status", "--porcelain", *spec)
-    return commit.strip(), None if status is None else bool(status.strip())
+    return commit, None if status is None else bool(status.strip())
 
 
 def check_dirty_needs_publish(publish: bool, allow_dirty: bool) -> None:
@@ -448,11 +454,11 @@ CHANGED_FILES_SHOWN = 3  # in an error line; the artifact's record lists them al
 def code_changes(start: CodeState) -> CodeChange | None:
     """What changed since ``start`` was captured, read now (None: nothing): HEAD of its
     checkout, and the sha256 of every watched file plus any ``.py`` file that appeared under
-    its package. Two git calls and one read of the package's sources (measured in
-    docs/LOG.md, 2026-12-05, eighteenth session)."""
+    its package. One git call, and a stat of each source (``sha256_file`` reads again only a
+    file whose size, modification time or inode moved; measured in docs/LOG.md, 2026-12-06)."""
     commit_now = None
     if start.repo_root is not None and start.commit != NOT_A_CHECKOUT:
-        head, _ = git_state(start.repo_root)  # the start's reader: one answer to "which commit"
+        head = git_head(start.repo_root)  # git_state's reader: one answer to "which commit"
         commit_now = None if head == start.commit else head
     paths = set(start.watched)
     if start.package_root is not None:

@@ -158,7 +158,7 @@ def evolve(
     tune_probe: Annotated[bool | None, typer.Option(
         "--tune-probe/--no-tune-probe",
         help="Final comparison: train each arm once two grid steps above the grid's top; one that beats the "
-             "best by more than the seed noise extends the grid toward it (default on).")] = None,
+             "best at all extends the grid toward it (default on).")] = None,
     explain: Annotated[bool, typer.Option(
         "--explain", help="Knock out each gene where the study's champion differs from llama_modern, "
                           "train under --seeds and add the table to the study report.")] = False,

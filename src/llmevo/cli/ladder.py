@@ -69,8 +69,8 @@ def ladder(
         help="Seed noise, percent of the best's mean, within which runners-up are re-scored on the --tune-confirm seeds (default: measured over two or more tuning seeds, else 1.42).")] = None,
     tune_probe: Annotated[bool | None, typer.Option(
         "--tune-probe/--no-tune-probe",
-        help="Train each arm once two grid steps above each rung's grid top; one that beats the best by more "
-             "than the seed noise extends the grid toward it (default on).")] = None,
+        help="Train each arm once two grid steps above each rung's grid top; one that beats the best at "
+             "all extends the grid toward it (default on).")] = None,
     full_grid_rungs: Annotated[int, typer.Option(
         help="Lowest rungs tuned on the full 5-point grid; above them a learning-rate rule fitted on the "
              "rungs done centres a smaller grid (both arms alike); 0: the full grid everywhere.")] = 2,

@@ -189,8 +189,8 @@ def reproduce(
     tune_probe: Annotated[bool | None, typer.Option(
         "--tune-probe/--no-tune-probe",
         help="With the lr grid: after it has chosen (and extended), train each arm once two grid steps "
-             "above the grid's top (x3 on the default grid) on the tuning seeds; one that beats the best by "
-             "more than the seed noise extends the grid toward it (default on; the artifact says when "
+             "above the grid's top (x3 on the default grid) on the tuning seeds; one that beats the best at "
+             "all extends the grid toward it (default on; the artifact says when "
              "it was off).")] = None,
     margin: Annotated[float | None, typer.Option(
         help="Non-inferiority margin of the verdict class, percent (default 1).")] = None,

@@ -47,7 +47,8 @@ class TuningSection(Section):
     ``tune_fidelity`` (None: ``full``) ``halving`` stops the worse candidates of either protocol
     early by successive halving (``runner.fidelity``), the same schedule for every arm.
     ``tune_probe`` (None: on) trains the lr grid's adequacy probe two lattice steps above its
-    top and extends the grid toward it when it beats the best by more than the seed noise
+    top and extends the grid toward it when it beats the best at all (re-scoring within the seed
+    noise then decides)
     (``runner.tuning.adequacy_probe``); False: off, as the artifact then says. The lr grid
     only: a space search extends its own axes."""
 
