@@ -24,7 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -436,9 +436,10 @@ class FixedCostResult:
                                "command_median": self.command_median, "ratio": self.ratio}
 
 
-def _wall_seconds(command: Sequence[str]) -> float:
+def _wall_seconds(command: Sequence[str], env: Mapping[str, str] | None = None) -> float:
     started = time.perf_counter()
-    done = subprocess.run(list(command), capture_output=True, text=True)
+    done = subprocess.run(list(command), capture_output=True, text=True,
+                          env=None if env is None else dict(env))
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
@@ -447,18 +448,21 @@ def _wall_seconds(command: Sequence[str]) -> float:
 
 
 def benchmark_fixed_costs(command: Sequence[str], repetitions: int = 5,
-                          baseline: Sequence[str] = IMPORT_TORCH) -> FixedCostResult:
+                          baseline: Sequence[str] = IMPORT_TORCH,
+                          env: Mapping[str, str] | None = None) -> FixedCostResult:
     """``command``'s wall time beside ``baseline``'s (``import torch`` in a fresh interpreter),
     each run ``repetitions`` times in fresh processes, alternating so that a load that comes
     and goes on a shared machine falls on both; each is run once untimed first (a cold arm
-    cache filled, files in the page cache). A failing run is a ``ConfigError`` with its last
-    lines. The figures to read are the medians and their ratio."""
+    cache filled, files in the page cache, and, where ``env`` lets Python write it, the
+    bytecode cache of every module the command imports: torch's came with its wheel). Both run
+    in ``env`` (None: this process's environment). A failing run is a ``ConfigError`` with its
+    last lines. The figures to read are the medians and their ratio."""
     if repetitions < 1:
         raise ConfigError(f"the fixed-cost benchmark needs at least 1 repetition, got {repetitions}")
-    _wall_seconds(command)
-    _wall_seconds(baseline)
+    _wall_seconds(command, env)
+    _wall_seconds(baseline, env)
     baseline_seconds, command_seconds = [], []
     for _ in range(repetitions):
-        baseline_seconds.append(_wall_seconds(baseline))
-        command_seconds.append(_wall_seconds(command))
+        baseline_seconds.append(_wall_seconds(baseline, env))
+        command_seconds.append(_wall_seconds(command, env))
     return FixedCostResult(list(command), repetitions, baseline_seconds, command_seconds)

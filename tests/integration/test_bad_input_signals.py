@@ -348,6 +348,7 @@ BENCH = [
     (["--replicas", "2", "--precision", "bf16"], "--precision bf16 does not combine with --replicas"),
     (["--repetitions", "3"], "--repetitions applies to --fixed-costs"),
     (["--data-dir", "."], "--data-dir applies to --fixed-costs"),
+    (["--no-bytecode-cache"], "--bytecode-cache applies to --fixed-costs"),
     (["--fixed-costs", "--repetitions", "0"], "--repetitions"),
     (["--fixed-costs", "--replicas", "2"], "--fixed-costs times whole commands"),
     (["--fixed-costs", "--profile"], "--fixed-costs times whole commands"),

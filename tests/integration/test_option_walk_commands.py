@@ -237,6 +237,7 @@ BENCH_OPTIONS: dict[str, list[list[str]]] = {
     "--fixed-costs": [["--fixed-costs"]],
     "--repetitions": [["--repetitions", "2"]],
     "--data-dir": [["--data-dir", "other-data"]],
+    "--bytecode-cache": [["--bytecode-cache"], ["--no-bytecode-cache"]],
 }
 BENCH_NOT_WALKED = {"--device", "--help"}
 

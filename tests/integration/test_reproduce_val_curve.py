@@ -84,3 +84,16 @@ def test_val_every_is_refused_where_no_curve_is_read(capsys, workdir):
     assert_refused(["reproduce", "rope", "--val-every", "0"], "val_every", capsys, workdir)
     with pytest.raises(ConfigError, match="--val-every does not apply here"):
         EvolutionSettings(data_dir=workdir, val_every=2)
+
+
+def test_a_shared_ladder_names_its_validation_curve(data_dir):
+    """Two ladder workers asking for different curves write different artifacts, so they are
+    two studies: the description the shared study is named and checked by holds val_every."""
+    from llmevo.experiments.ladder import LadderRequest
+
+    def description(**changes):
+        return LadderRequest(name="rope", rungs=[-2, -1], data_dir=data_dir, **changes).description(None)
+
+    assert "val_every" not in description()
+    assert description(val_every=10)["val_every"] == 10
+    assert description(val_every=10) != description(val_every=20)

@@ -175,3 +175,19 @@ def test_fixed_costs_are_medians_of_alternating_fresh_processes_and_their_ratio(
     with pytest.raises(ConfigError, match="exited with 3: gone"):
         benchmark_fixed_costs([sys.executable, "-c", "import sys; print('gone', file=sys.stderr); sys.exit(3)"],
                               repetitions=1, baseline=baseline)
+
+
+def test_fixed_costs_run_both_commands_in_the_environment_given(tmp_path) -> None:
+    """``env`` reaches the timed processes (the CLI drops PYTHONDONTWRITEBYTECODE from it so
+    that llmevo's modules are read from their bytecode cache, as torch's are)."""
+    import os
+    import sys
+
+    from llmevo.bench import benchmark_fixed_costs
+
+    log = tmp_path / "seen"
+    probe = f"import os; open({str(log)!r}, 'a').write(os.environ.get('LLMEVO_BENCH_PROBE', '-'))"
+    env = {**os.environ, "LLMEVO_BENCH_PROBE": "x"}
+    benchmark_fixed_costs([sys.executable, "-c", probe], repetitions=1,
+                          baseline=[sys.executable, "-c", probe], env=env)
+    assert log.read_text() == "xxxx"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import platform
 import sys
 import tempfile
@@ -58,6 +59,12 @@ def bench(
         help="With --fixed-costs: timed runs of each command (default 5).")] = None,
     data_dir: Annotated[Path | None, typer.Option(
         help="With --fixed-costs: the reproduction's data directory (else $LLMEVO_DATA).")] = None,
+    bytecode_cache: Annotated[bool | None, typer.Option(
+        "--bytecode-cache/--no-bytecode-cache",
+        help="With --fixed-costs: let the timed processes write and read Python's bytecode cache "
+             "(__pycache__), as a default install does and as torch's wheel ships it (default on: "
+             "PYTHONDONTWRITEBYTECODE is dropped from their environment); off: the environment as "
+             "given.")] = None,
 ) -> None:
     """Measure llama_modern's training and evaluation tokens/s and peak memory."""
     check_count("--batch-size", batch_size)
@@ -67,11 +74,14 @@ def bench(
     check_count("--repetitions", repetitions)
     check_applies("--repetitions", repetitions is not None, fixed_costs, "--fixed-costs")
     check_applies("--data-dir", data_dir is not None, fixed_costs, "--fixed-costs")
+    check_applies("--bytecode-cache", bytecode_cache is not None, fixed_costs, "--fixed-costs")
     if fixed_costs:
         if profile or replicas is not None:
             raise ConfigError("--fixed-costs times whole commands; it does not combine with "
                               "--profile or --replicas")
-        _fixed_costs(resolve_data_dir(data_dir), repetitions or 5, as_json)
+        env = None if bytecode_cache is False else {
+            name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+        _fixed_costs(resolve_data_dir(data_dir), repetitions or 5, as_json, env)
         return
     if profile and replicas is not None:
         raise ConfigError("--profile measures one model's step; it does not combine with --replicas")
@@ -147,17 +157,20 @@ def bench(
 SMOKE_TARGET = 1.5  # issue 34: a warm smoke reproduction within 1.5x an `import torch`
 
 
-def _fixed_costs(data_dir: Path, repetitions: int, as_json: bool) -> None:
+def _fixed_costs(data_dir: Path, repetitions: int, as_json: bool, env: dict[str, str] | None) -> None:
     """The warm smoke reproduction against ``import torch`` (``bench.benchmark_fixed_costs``);
-    its artifact goes to a temporary folder, its arm results come from (or go to) the cache."""
+    its artifact goes to a temporary folder, its arm results come from (or go to) the cache.
+    ``env``: the timed processes' environment (None: this one's, bytecode cache as it says)."""
     from llmevo.bench import benchmark_fixed_costs
 
     with tempfile.TemporaryDirectory(prefix="llmevo-fixed-costs-") as folder:
         command = [sys.executable, "-m", "llmevo", "reproduce", "rope", "--preset", "smoke",
                    "--seed", "42", "--no-report", "--data-dir", str(data_dir),
                    "--out", str(Path(folder) / "smoke.json")]
-        result = benchmark_fixed_costs(command, repetitions).as_dict()
+        result = benchmark_fixed_costs(command, repetitions, env=env).as_dict()
     result["command"] = " ".join(["llmevo", *command[3:-2]])  # the temporary --out left out
+    written = env is not None or not os.environ.get("PYTHONDONTWRITEBYTECODE")
+    result["bytecode_cache"] = "on" if written else "off (PYTHONDONTWRITEBYTECODE)"
     if as_json:
         console.print_json(json.dumps(result))
         return
@@ -166,7 +179,7 @@ def _fixed_costs(data_dir: Path, repetitions: int, as_json: bool) -> None:
     console.print(f"{result['command']} (warm): median {result['command_median']:.2f} s of "
                   f"{', '.join(f'{v:.2f}' for v in result['command_seconds'])}")
     console.print(f"ratio: {result['ratio']:.2f}x import torch (target <= {SMOKE_TARGET}x; "
-                  f"{repetitions} repetitions each, alternating)")
+                  f"{repetitions} repetitions each, alternating; bytecode cache {result['bytecode_cache']})")
 
 
 def _print_replica_table(rows: list[dict], single: dict, batch_size: int, seq_len: int) -> None:

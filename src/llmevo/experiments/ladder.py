@@ -291,7 +291,8 @@ class LadderRequest(SectionedRequest):
 
     def description(self, against: str | None) -> dict[str, Any]:
         """What makes two requests the same ladder (a shared ladder's study stores it): the
-        comparison, rungs, seeds, tuning, budget and statistics; not where or how it runs."""
+        comparison, rungs, seeds, tuning, budget and statistics, and the report runs' validation
+        curve (``val_every``: their artifacts differ with it); not where or how it runs."""
         preset = self.preset if isinstance(self.preset, str) else self.preset.model_dump(mode="json")
         genome = {} if self.genome is None else {"genome": read_genome(self.genome)[0].hash()}
         return {"kind": "ladder", "name": self.name, "against": against, **genome, "rungs": list(self.rungs),
@@ -303,6 +304,7 @@ class LadderRequest(SectionedRequest):
                 **({"include_degenerate": True} if self.include_degenerate else {}),
                 **({} if self.tuning.tune_noise is None else {"tune_noise": self.tuning.tune_noise}),
                 **({} if self.tuning.tune_probe is None else {"tune_probe": self.tuning.tune_probe}),
+                **({} if self.run.val_every is None else {"val_every": self.run.val_every}),
                 **({"param": self.size.param} if self.size.param != "standard" else {}),
                 **({"match": self.size.match} if self.size.match != "tokens" else {})}
 
