@@ -26,7 +26,7 @@ def _per_seed(folder) -> list:
     return json.loads(artifact.read_text())["per_seed"]
 
 
-def _table(tmp_path, monkeypatch, data_dir, storage: str) -> None:
+def _table(tmp_path, monkeypatch, data_dir, storage: str, capsys) -> None:
     """The table launched as two local jobs on ``storage``, against the same table run here."""
     launched, plain = tmp_path / "launched", tmp_path / "plain"
     for folder in (launched, plain):
@@ -37,6 +37,8 @@ def _table(tmp_path, monkeypatch, data_dir, storage: str) -> None:
                     "--launcher", "local", "--jobs", "2"]) == 0
     jobs = sorted((launched / "table" / "submitit").glob("*_log.out"))
     assert len(jobs) == 2  # two workers ran
+    # the launching process, which runs nothing itself, says how far the table is (at least at the end)
+    assert "comparisons: 1 of 1 finished; last finished: rope " in capsys.readouterr().out
     monkeypatch.setenv("LLMEVO_CACHE", str(tmp_path / "cache-plain"))  # nothing shared with the jobs
     monkeypatch.chdir(plain)
     assert run_cli([*TABLE, "--data-dir", str(data_dir), "--out", str(plain / "table")]) == 0
@@ -45,19 +47,19 @@ def _table(tmp_path, monkeypatch, data_dir, storage: str) -> None:
 
 
 @pytest.mark.slow
-def test_launched_jobs_run_the_table_as_this_process_would(tmp_path, monkeypatch, data_dir):
-    _table(tmp_path, monkeypatch, data_dir, f"sqlite:///{tmp_path}/queue.db")
+def test_launched_jobs_run_the_table_as_this_process_would(tmp_path, monkeypatch, data_dir, capsys):
+    _table(tmp_path, monkeypatch, data_dir, f"sqlite:///{tmp_path}/queue.db", capsys)
 
 
 @pytest.mark.postgres
 @pytest.mark.slow
-def test_launched_jobs_share_a_postgresql_queue(tmp_path, monkeypatch, data_dir):
+def test_launched_jobs_share_a_postgresql_queue(tmp_path, monkeypatch, data_dir, capsys):
     url = os.environ.get("LLMEVO_TEST_POSTGRES_URL")
     if not url:
         pytest.skip("LLMEVO_TEST_POSTGRES_URL is not set")
     from llmevo.experiments.work_queue import open_work_queue  # noqa: F401 (the queue the jobs share)
 
-    _table(tmp_path, monkeypatch, data_dir, url)
+    _table(tmp_path, monkeypatch, data_dir, url, capsys)
 
 
 def test_a_job_that_fails_or_dies_is_one_line(tmp_path):

@@ -442,11 +442,19 @@ def _launched(plan: EvidencePlan, on_status: Callable[[str], None] | None) -> li
     """The table run by launched jobs, each a worker of its queue (``storage``) with the same
     request; the leaderboard regenerated once here, after every job."""
     from llmevo.experiments.launcher import job_folder, launch
+    from llmevo.experiments.work_queue import queue_progress
 
     ask = plan.request
     worker = ask.updated(launch={}, regenerate=False)
+    labels = [entry.label for entry, _ in plan.entries]
+    study, _ = _queue_study(plan, _code_sha256())  # the one the workers open: the same request and code
+
+    def describe() -> str | None:
+        return queue_progress(ask.storage or "", study, labels, "comparison", _finished_line)
+
     outcomes = launch(functools.partial(run_evidence, worker), ask.launch,
-                      job_folder(ask.launch, plan.folder), f"llmevo-evidence-{plan.folder.name}", on_status)
+                      job_folder(ask.launch, plan.folder), f"llmevo-evidence-{plan.folder.name}", on_status,
+                      describe)
     if ask.run.publish and ask.regenerate:
         from llmevo.reports.leaderboard import regenerate
 
@@ -469,12 +477,9 @@ def reference_folders(request: EvidenceRequest) -> list[Path]:
     return [beside] if beside.is_dir() else []
 
 
-def _run_shared(plan: EvidencePlan, code: str, progress: Progress | None,
-                on_entry: Callable[[EntryEvent], None] | None,
-                states: dict[str, CodeState]) -> list[EntryOutcome]:
-    """This worker's share of the table on the work queue; every artifact written at the end."""
-    from llmevo.experiments.work_queue import open_work_queue, run_work_queue
-
+def _queue_study(plan: EvidencePlan, code: str) -> tuple[str, dict[str, Any]]:
+    """The table's work-queue study: its name (``--study``, else one derived from the
+    description) and its description (what makes two workers' tables the same)."""
     ask = plan.request
     labels = [entry.label for entry, _ in plan.entries]
     description = {"kind": "evidence table", "comparisons": labels, "code_sha256": code,
@@ -486,8 +491,29 @@ def _run_shared(plan: EvidencePlan, code: str, progress: Progress | None,
                    **({} if ask.tuning.tune_noise is None else {"tune_noise": ask.tuning.tune_noise}),
                    **({} if ask.tuning.tune_probe is None else {"tune_probe": ask.tuning.tune_probe})}
     digest = hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()[:12]
-    study = open_work_queue(ask.storage or "", ask.study or f"evidence-{digest}", description,
-                            list(range(len(labels))), 5, 20)
+    return ask.study or f"evidence-{digest}", description
+
+
+def _finished_line(trial: Any) -> str | None:
+    """A finished comparison's part of the launched table's progress line."""
+    outcome = trial.user_attrs.get("outcome") or {}
+    if outcome.get("status") != "finished":
+        return None if not outcome else f"{outcome.get('label')} {outcome.get('status')}"
+    change = outcome.get("change_percent")
+    return (f"{outcome.get('label')} {outcome.get('classification')}"
+            + ("" if change is None else f" {change:+.2f}%"))
+
+
+def _run_shared(plan: EvidencePlan, code: str, progress: Progress | None,
+                on_entry: Callable[[EntryEvent], None] | None,
+                states: dict[str, CodeState]) -> list[EntryOutcome]:
+    """This worker's share of the table on the work queue; every artifact written at the end."""
+    from llmevo.experiments.work_queue import open_work_queue, run_work_queue
+
+    ask = plan.request
+    labels = [entry.label for entry, _ in plan.entries]
+    name, description = _queue_study(plan, code)
+    study = open_work_queue(ask.storage or "", name, description, list(range(len(labels))), 5, 20)
     started = time.perf_counter()
 
     def run(index: int, _: dict) -> dict[str, Any]:

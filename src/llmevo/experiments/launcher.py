@@ -35,6 +35,7 @@ from llmevo.experiments.sections import LaunchSection
 
 T = TypeVar("T")
 POLL_SECONDS = 2.0
+DESCRIBE_SECONDS = 10.0  # how often the work's own progress line is read (a database query)
 
 
 def job_folder(section: LaunchSection, beside: Path) -> Path:
@@ -64,10 +65,13 @@ class _Worker(Generic[T]):
 
 
 def launch(work: Callable[[], T] | Sequence[Callable[[], T]], section: LaunchSection, folder: Path, name: str,
-           on_status: Callable[[str], None] | None = None) -> T:
+           on_status: Callable[[str], None] | None = None,
+           describe: Callable[[], str | None] | None = None) -> T:
     """Submit ``section.jobs`` workers each running ``work()`` (a picklable callable; or one
     callable per job, e.g. each with its worker index), wait for every job, and return the
-    first job's result. ``on_status`` receives a line whenever the jobs' states change. A job
+    first job's result. ``on_status`` receives a line whenever the jobs' states change, and
+    ``describe()``'s line (how far the work is, e.g. ``work_queue.queue_progress``; None: nothing
+    to say) whenever it changes, asked every ``DESCRIBE_SECONDS`` and once more at the end. A job
     that ends with an error, or dies, raises one ``ConfigError`` line naming it and its log;
     Ctrl-C cancels every job and is raised again."""
     import submitit
@@ -95,14 +99,26 @@ def launch(work: Callable[[], T] | Sequence[Callable[[], T]], section: LaunchSec
         if on_status is not None:
             on_status(f"submitted {len(jobs)} {section.launcher} job(s): "
                       f"{', '.join(str(job.job_id) for job in jobs)}; logs in {folder}")
-        last = ""
+        last, said, asked = "", None, 0.0
+
+        def tell() -> None:
+            nonlocal said, asked
+            asked = time.monotonic()
+            line = None if describe is None or on_status is None else describe()
+            if line is not None and line != said:
+                on_status(line)
+                said = line
+
         while not all(job.done() for job in jobs):
             states = [job.state for job in jobs]
             line = ", ".join(f"{states.count(state)} {state.lower()}" for state in sorted(set(states)))
             if on_status is not None and line != last:
                 on_status(f"jobs: {line}")
             last = line
+            if time.monotonic() - asked >= DESCRIBE_SECONDS:
+                tell()
             time.sleep(POLL_SECONDS)
+        tell()
         results = [_result(job, folder) for job in jobs]
     except BaseException:  # Ctrl-C, SIGTERM or a failed job: no job outlives the launch
         for job in jobs:

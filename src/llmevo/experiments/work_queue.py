@@ -19,7 +19,11 @@ with an error stops every worker with one line; rerunning the command retries it
 ends when every rung is complete, and returns the rungs' trials. Interrupted (Ctrl-C,
 SIGTERM), the worker fails the trial it holds, so a rerun enqueues its rung again at once.
 
-Public API: ``ITEM_ATTR``, ``DESCRIPTION_ATTR``, ``open_work_queue``, ``run_work_queue``.
+``queue_progress`` reads a queue without changing it: one line on how far its work is, for
+the process that launched the workers (``experiments.launcher``) and is otherwise blind.
+
+Public API: ``ITEM_ATTR``, ``DESCRIPTION_ATTR``, ``open_work_queue``, ``run_work_queue``,
+``queue_progress``.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import contextlib
 import json
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import optuna
@@ -39,7 +43,13 @@ from optuna.trial import FrozenTrial, TrialState
 from llmevo import interrupts
 from llmevo.errors import ConfigError
 from llmevo.runner.optuna_private import rdb_storage
-from llmevo.runner.storage import describe_mismatch, fail_silent_trials, open_storage, quiet_optuna
+from llmevo.runner.storage import (
+    describe_mismatch,
+    fail_silent_trials,
+    open_storage,
+    quiet_optuna,
+    sqlite_path,
+)
 
 DESCRIPTION_ATTR = "llmevo:work"  # the study's description of its work (with its "kind")
 ITEM_ATTR = "item"  # a trial's item (a rung, a comparison's index)
@@ -221,3 +231,32 @@ def _release_interrupted(study: optuna.Study) -> None:
         if storage.get_trial(trial).state == TrialState.RUNNING:
             with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
                 storage.set_trial_state_values(trial, state=TrialState.FAIL)
+
+
+def queue_progress(url: str, study_name: str, labels: Sequence[str], noun: str,
+                   finished: Callable[[FrozenTrial], str | None] | None = None) -> str | None:
+    """One line on the queue's progress, read without writing to it: how many of ``labels``
+    (one per item, in item order) are complete, which are running, and the latest complete
+    item's own line (``finished(trial)``, e.g. its verdict); None while the study does not exist
+    yet (the workers create it) or the storage cannot be read this time."""
+    quiet_optuna()
+    path = sqlite_path(url)
+    if path is not None and not path.is_file():
+        return None  # opening would create the database beside the workers creating it
+    try:
+        study = optuna.load_study(study_name=study_name, storage=open_storage(url))
+        trials = study.get_trials(deepcopy=False)
+    except Exception:  # noqa: BLE001 (a progress line never stops the work: a locked or missing study is None)
+        return None
+    done = _complete(trials)
+    running = sorted({item for item in (_rung(t) for t in trials if t.state == TrialState.RUNNING)
+                      if item is not None and item not in done and 0 <= item < len(labels)})
+    line = f"{noun}s: {len(done)} of {len(labels)} finished"
+    if running:
+        line += f"; running: {', '.join(labels[item] for item in running)}"
+    latest = max(done.values(), key=lambda t: (t.datetime_complete is not None, t.datetime_complete or 0),
+                 default=None)
+    said = None if latest is None or finished is None else finished(latest)
+    if said:
+        line += f"; last finished: {said}"
+    return line
