@@ -35,6 +35,31 @@ def test_a_queue_reads_as_finished_running_and_last(tmp_path: Path) -> None:
         "comparisons: 1 of 3 finished; running: alibi; last finished: rope better")
     second.set_user_attr("outcome", {"label": "alibi", "classification": "worse"})
     study.tell(second, 0.0)
-    assert queue_progress(url, "table", LABELS, "comparison", _said) == (
-        "comparisons: 2 of 3 finished; last finished: alibi worse")
-    assert queue_progress(url, "table", LABELS, "comparison") == "comparisons: 2 of 3 finished"
+    line = queue_progress(url, "table", LABELS, "comparison", _said)
+    assert line.startswith("comparisons: 2 of 3 finished; last finished: alibi worse; about ")
+    assert line.endswith(" min left at this pace")  # two done: the third at their pace
+    assert queue_progress(url, "table", LABELS, "comparison").startswith("comparisons: 2 of 3 finished; about ")
+
+
+def test_the_time_left_is_the_pace_of_the_finished_items() -> None:
+    from datetime import datetime, timedelta
+
+    from optuna.trial import TrialState, create_trial
+
+    from llmevo.experiments.work_queue import _minutes_left
+
+    start = datetime(2026, 12, 6, 2, 0)
+
+    def trial(item: int, minutes: float | None):
+        made = create_trial(state=TrialState.COMPLETE if minutes is not None else TrialState.RUNNING,
+                            value=0.0 if minutes is not None else None, user_attrs={ITEM_ATTR: item})
+        made.datetime_start = start
+        made.datetime_complete = None if minutes is None else start + timedelta(minutes=minutes)
+        return made
+
+    trials = [trial(0, 10), trial(1, 20), trial(2, None)]
+    done = {0: trials[0], 1: trials[1]}
+    assert _minutes_left(trials, done, 10) == "80 min"  # 20 min for 2 items: 10 a piece, 8 left
+    assert _minutes_left(trials, done, 40) == "6.3 h"  # 38 left
+    assert _minutes_left(trials, {0: trials[0]}, 10) is None  # one finished: no pace yet
+    assert _minutes_left(trials, done, 2) is None  # nothing left

@@ -259,4 +259,19 @@ def queue_progress(url: str, study_name: str, labels: Sequence[str], noun: str,
     said = None if latest is None or finished is None else finished(latest)
     if said:
         line += f"; last finished: {said}"
+    left = _minutes_left(trials, done, len(labels))
+    if left is not None:
+        line += f"; about {left} left at this pace"
     return line
+
+
+def _minutes_left(trials: list[FrozenTrial], done: dict[int, FrozenTrial], total: int) -> str | None:
+    """The remaining items at the pace of the finished ones (the time since the first trial
+    started over the items complete; items differ in size, so a rough figure), once two are
+    complete and some are not; None otherwise."""
+    starts = [t.datetime_start for t in trials if t.datetime_start is not None]
+    ends = [t.datetime_complete for t in done.values() if t.datetime_complete is not None]
+    if len(done) < 2 or len(done) >= total or not starts or not ends:
+        return None
+    minutes = (max(ends) - min(starts)).total_seconds() / 60 / len(done) * (total - len(done))
+    return f"{minutes:.0f} min" if minutes < 90 else f"{minutes / 60:.1f} h"
