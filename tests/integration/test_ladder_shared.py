@@ -153,3 +153,20 @@ def test_bad_storage_is_one_line_exit_2_nothing_written(args, message, capsys, w
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert message in err and "secret" not in err, err
     assert files_under(workdir) == before
+
+
+def test_a_launched_ladder_says_how_far_its_rungs_are(tmp_path, data_dir, cache_dir):
+    """Two local jobs run the rungs; the launching process, which trains nothing, prints the
+    queue's line (``work_queue.queue_progress``) at least once, at the end."""
+    from llmevo.experiments.sections import LaunchSection
+
+    lines: list[str] = []
+    cache = own_cache(tmp_path / "cache", cache_dir)
+    request = tiny_request(tmp_path / "ladder", data_dir, cache, storage=f"sqlite:///{tmp_path / 'q.db'}",
+                           launch=LaunchSection(launcher="local", jobs=2))
+    ladder = run_ladder(request, on_status=lines.append)
+    assert [record.rung for record in ladder.rungs] == [-2, -1]
+    final = [line for line in lines if line.startswith("rungs: 2 of 2 finished; last finished: rung ")]
+    assert final, lines
+    said = {f"rung {record.rung} {record.classification} {record.delta_percent:+.2f}%" for record in ladder.rungs}
+    assert final[-1].split("; last finished: ")[1] in said  # the rung that finished last, as its record says

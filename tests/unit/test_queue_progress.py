@@ -8,7 +8,7 @@ import pytest
 
 from llmevo.experiments.work_queue import ITEM_ATTR, open_work_queue, queue_progress
 
-LABELS = ["rope", "alibi", "gelu"]
+LABELS = dict(enumerate(["rope", "alibi", "gelu"]))
 
 
 def _said(trial) -> str | None:

@@ -446,7 +446,7 @@ def _launched(plan: EvidencePlan, on_status: Callable[[str], None] | None) -> li
 
     ask = plan.request
     worker = ask.updated(launch={}, regenerate=False)
-    labels = [entry.label for entry, _ in plan.entries]
+    labels = dict(enumerate(entry.label for entry, _ in plan.entries))
     study, _ = _queue_study(plan, _code_sha256())  # the one the workers open: the same request and code
 
     def describe() -> str | None:

@@ -557,6 +557,14 @@ def remaining_seconds(done: Sequence[tuple[float, float]], remaining: Sequence[f
     return float(sum(max(0.0, fixed) + rate * c for c in remaining))
 
 
+def _finished_rung(trial: Any) -> str | None:
+    """A finished rung's part of the launched ladder's progress line: its class and change."""
+    record = trial.user_attrs.get(RECORD_ATTR)
+    if not isinstance(record, dict):
+        return None
+    return f"rung {record.get('rung')} {record.get('classification')} {record.get('delta_percent', 0.0):+.2f}%"
+
+
 def run_ladder(request: LadderRequest | LadderPlan, progress: Progress | None = None,
                on_rung: Callable[[RungEvent], None] | None = None,
                on_status: Callable[[str], None] | None = None) -> LadderFile:
@@ -571,9 +579,18 @@ def run_ladder(request: LadderRequest | LadderPlan, progress: Progress | None = 
     ask.run.prologue()  # a published ladder: a clean tree before the first rung writes
     if ask.launch.launcher is not None:  # the rungs' workers are launched jobs; this process waits
         from llmevo.experiments.launcher import job_folder, launch
+        from llmevo.experiments.work_queue import queue_progress
+
+        shared = plan.shared
+        assert shared is not None  # a launcher needs --storage (LaunchSection.check)
+        labels = {rung.rung: f"rung {rung.rung}" for rung in plan.rungs}
+
+        def describe() -> str | None:
+            return queue_progress(shared.url, shared.study_name, labels, "rung", _finished_rung)
 
         return launch(functools.partial(run_ladder, ask.updated(launch={})), ask.launch,
-                      job_folder(ask.launch, plan.folder), f"llmevo-ladder-{plan.folder.name}", on_status)
+                      job_folder(ask.launch, plan.folder), f"llmevo-ladder-{plan.folder.name}", on_status,
+                      describe)
     code = code_state(plan.rungs[0].plan)
     if plan.shared is not None:
         return run_shared_ladder(plan, code, progress, on_rung)

@@ -32,7 +32,7 @@ import contextlib
 import json
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import optuna
@@ -233,12 +233,13 @@ def _release_interrupted(study: optuna.Study) -> None:
                 storage.set_trial_state_values(trial, state=TrialState.FAIL)
 
 
-def queue_progress(url: str, study_name: str, labels: Sequence[str], noun: str,
+def queue_progress(url: str, study_name: str, labels: Mapping[int, str], noun: str,
                    finished: Callable[[FrozenTrial], str | None] | None = None) -> str | None:
-    """One line on the queue's progress, read without writing to it: how many of ``labels``
-    (one per item, in item order) are complete, which are running, and the latest complete
-    item's own line (``finished(trial)``, e.g. its verdict); None while the study does not exist
-    yet (the workers create it) or the storage cannot be read this time."""
+    """One line on the queue's progress, read without writing to it: how many of the items
+    (``labels``: item -> its name, e.g. a comparison's index -> its label, a rung -> "rung -1")
+    are complete, which are running, the latest complete item's own line (``finished(trial)``,
+    e.g. its verdict) and the time left at the pace so far; None while the study does not
+    exist yet (the workers create it) or the storage cannot be read this time."""
     quiet_optuna()
     path = sqlite_path(url)
     if path is not None and not path.is_file():
@@ -249,8 +250,9 @@ def queue_progress(url: str, study_name: str, labels: Sequence[str], noun: str,
     except Exception:  # noqa: BLE001 (a progress line never stops the work: a locked or missing study is None)
         return None
     done = _complete(trials)
+    done = {item: trial for item, trial in done.items() if item in labels}
     running = sorted({item for item in (_rung(t) for t in trials if t.state == TrialState.RUNNING)
-                      if item is not None and item not in done and 0 <= item < len(labels)})
+                      if item in labels and item not in done})
     line = f"{noun}s: {len(done)} of {len(labels)} finished"
     if running:
         line += f"; running: {', '.join(labels[item] for item in running)}"
