@@ -262,6 +262,7 @@ def fast_diagnostics(monkeypatch):
 @pytest.fixture
 def dirty(monkeypatch):
     monkeypatch.setattr(provenance, "git_state", lambda root, ignore=None: ("0" * 40, True))
+    monkeypatch.setattr(provenance, "git_head", lambda root: "0" * 40)  # the write-time check's reader
 
 
 def test_diagnose_writes_under_runs_unless_published(capsys, workdir, fast_diagnostics, dirty):

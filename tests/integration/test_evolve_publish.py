@@ -100,6 +100,7 @@ def test_publish_refuses_a_dirty_tree_before_any_work(tmp_path, data_dir, monkey
     import llmevo.artifacts.provenance as provenance
 
     monkeypatch.setattr(provenance, "git_state", lambda root, ignore=None: ("0" * 40, True))
+    monkeypatch.setattr(provenance, "git_head", lambda root: "0" * 40)  # the write-time check's reader
     monkeypatch.chdir(tmp_path)
     storage = f"sqlite:///{tmp_path}/never.db"
     for command in (tiny(storage, data_dir, "--publish"), explaining(storage, data_dir, "--publish")):
