@@ -29,6 +29,7 @@ Public API: ``ITEM_ATTR``, ``DESCRIPTION_ATTR``, ``open_work_queue``, ``run_work
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 import warnings
@@ -233,6 +234,13 @@ def _release_interrupted(study: optuna.Study) -> None:
                 storage.set_trial_state_values(trial, state=TrialState.FAIL)
 
 
+@functools.lru_cache(maxsize=8)
+def _reading_storage(url: str) -> Any:
+    """One storage per URL for ``queue_progress``, asked every few seconds for hours: an engine
+    (and, on PostgreSQL, its connections) opened once, not at every reading."""
+    return open_storage(url)
+
+
 def queue_progress(url: str, study_name: str, labels: Mapping[int, str], noun: str,
                    finished: Callable[[FrozenTrial], str | None] | None = None) -> str | None:
     """One line on the queue's progress, read without writing to it: how many of the items
@@ -245,7 +253,7 @@ def queue_progress(url: str, study_name: str, labels: Mapping[int, str], noun: s
     if path is not None and not path.is_file():
         return None  # opening would create the database beside the workers creating it
     try:
-        study = optuna.load_study(study_name=study_name, storage=open_storage(url))
+        study = optuna.load_study(study_name=study_name, storage=_reading_storage(url))
         trials = study.get_trials(deepcopy=False)
     except Exception:  # noqa: BLE001 (a progress line never stops the work: a locked or missing study is None)
         return None
