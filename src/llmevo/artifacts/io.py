@@ -92,6 +92,29 @@ def _raise_write_error(error: Exception, path: Path | str) -> None:
         raise WriteError(path, cause) from error
 
 
+@contextlib.contextmanager
+def one_builder(path: Path | str) -> Iterator[None]:
+    """Hold an exclusive lock on ``.<name>.lock`` beside ``path`` for the block: processes that
+    would build the same cache entry at once (the jobs of a launched table, starting cold) take
+    turns, so the second reads what the first wrote instead of building it again. The caller
+    reads the entry again inside the block. Where no lock can be taken (no ``fcntl``, a folder
+    that cannot be written) the block runs unlocked, and a write it makes fails as it would."""
+    target = Path(path)
+    try:
+        import fcntl
+
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(target.with_name(f".{target.name}.lock"), "a")
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield
+    finally:
+        handle.close()  # closing releases the lock
+
+
 def make_folder(path: Path | str) -> Path:
     """``path`` as a folder (created with its parents if missing), guarded."""
     folder = Path(path)

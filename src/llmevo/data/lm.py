@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from llmevo.artifacts.io import write_bytes_atomic
+from llmevo.artifacts.io import one_builder, write_bytes_atomic
 from llmevo.data.pins import read_text, verified_path
 from llmevo.data.tokenizer import TokenizerInfo, load_or_train_bpe, token_byte_lengths
 from llmevo.digests import sha256_file
@@ -145,16 +145,22 @@ def _cached_encode(
     claim = f"{file_sha}:{info.sha256}:{budget}"
     key = hashlib.sha256(claim.encode()).hexdigest()[:20]
     path = cache_dir / "tokens" / f"{key}.npz"
+    vocab_size = info.tokenizer.get_vocab_size()
     if path.is_file():
-        cached = _read_token_cache(path, claim, len(text), info.tokenizer.get_vocab_size(), budget)
+        cached = _read_token_cache(path, claim, len(text), vocab_size, budget)
         if cached is not None:
             return cached
-    ids, end = encode_prefix(info, text, budget)
-    array = np.asarray(ids, dtype=_id_dtype(info.tokenizer.get_vocab_size()))
-    entry = io.BytesIO()
-    np.savez(entry, ids=array, end=np.int64(end), claim=np.str_(claim),
-             ids_sha256=np.str_(hashlib.sha256(array.tobytes()).hexdigest()))
-    write_bytes_atomic(path, entry.getvalue())
+    with one_builder(path):  # a process that encoded it while this one waited: read its file
+        if path.is_file():
+            cached = _read_token_cache(path, claim, len(text), vocab_size, budget)
+            if cached is not None:
+                return cached
+        ids, end = encode_prefix(info, text, budget)
+        array = np.asarray(ids, dtype=_id_dtype(vocab_size))
+        entry = io.BytesIO()
+        np.savez(entry, ids=array, end=np.int64(end), claim=np.str_(claim),
+                 ids_sha256=np.str_(hashlib.sha256(array.tobytes()).hexdigest()))
+        write_bytes_atomic(path, entry.getvalue())
     return torch.from_numpy(array.astype(np.int64)), end
 
 

@@ -68,12 +68,16 @@ def load_or_train_bpe(
     cached = _read_cached_tokenizer(path, digest_path, vocab_size)
     if cached is not None:
         return cached
-    from llmevo.artifacts.io import write_text_atomic
+    from llmevo.artifacts.io import one_builder, write_text_atomic
 
-    tokenizer = train_bpe(texts, vocab_size, min_frequency)
-    text = tokenizer.to_str(pretty=True)
-    write_text_atomic(path, text)
-    write_text_atomic(digest_path, hashlib.sha256(text.encode()).hexdigest() + "\n")
+    with one_builder(path):  # a process that trained it while this one waited: read its file
+        cached = _read_cached_tokenizer(path, digest_path, vocab_size)
+        if cached is not None:
+            return cached
+        tokenizer = train_bpe(texts, vocab_size, min_frequency)
+        text = tokenizer.to_str(pretty=True)
+        write_text_atomic(path, text)
+        write_text_atomic(digest_path, hashlib.sha256(text.encode()).hexdigest() + "\n")
     return TokenizerInfo(tokenizer=Tokenizer.from_str(text), path=path,
                          sha256=hashlib.sha256(text.encode()).hexdigest())
 
