@@ -32,22 +32,33 @@ def _race(work, n=2):
     return results
 
 
-def test_the_lock_lets_one_block_in_at_a_time(tmp_path):
-    inside, most = [0], [0]
-    guard = threading.Lock()
+def test_a_second_builder_enters_only_after_the_first_leaves(tmp_path):
+    inside, events = threading.Event(), []
 
-    def work():
+    def first():
         with one_builder(tmp_path / "entry.npz"):
-            with guard:
-                inside[0] += 1
-                most[0] = max(most[0], inside[0])
-            time.sleep(0.05)
-            with guard:
-                inside[0] -= 1
+            inside.set()
+            time.sleep(0.2)
+            events.append("first out")
 
-    _race(work, n=3)
-    assert most[0] == 1
-    assert (tmp_path / ".entry.npz.lock").is_file()
+    def second():
+        inside.wait()
+        with one_builder(tmp_path / "entry.npz"):
+            events.append("second in")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert events == ["first out", "second in"]
+    assert not list(tmp_path.iterdir())  # no lock file is left behind
+
+
+def test_a_failed_build_leaves_no_lock_file(tmp_path):
+    with pytest.raises(RuntimeError), one_builder(tmp_path / "entry.npz"):
+        raise RuntimeError("the build failed")
+    assert not list(tmp_path.iterdir())
 
 
 def test_a_folder_that_cannot_hold_the_lock_runs_the_block_unlocked(tmp_path):

@@ -100,11 +100,12 @@ def one_builder(path: Path | str) -> Iterator[None]:
     reads the entry again inside the block. Where no lock can be taken (no ``fcntl``, a folder
     that cannot be written) the block runs unlocked, and a write it makes fails as it would."""
     target = Path(path)
+    lock = target.with_name(f".{target.name}.lock")
     try:
         import fcntl
 
         target.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(target.with_name(f".{target.name}.lock"), "a")
+        handle = open(lock, "a")
     except (ImportError, OSError):
         yield
         return
@@ -112,6 +113,12 @@ def one_builder(path: Path | str) -> Iterator[None]:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         yield
     finally:
+        # Removed while held, so no lock file outlives the build (nor a failed one). A process
+        # that opened it before and locks it after finds the entry built and reads it; one
+        # that opens a new lock file then may build alongside: duplicate work, never a wrong
+        # entry (each write is atomic).
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
         handle.close()  # closing releases the lock
 
 
