@@ -145,3 +145,14 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(f"--plugin {plugin}: no collected test is about a component of it")
     config.hook.pytest_deselected(items=[item for item in items if item not in keep])
     items[:] = keep
+
+
+@pytest.fixture(autouse=True)
+def _no_interrupt_outlives_its_test():
+    """An interrupt a test delivered in this process (to the command line run in-process, to an
+    in-process evolve worker) is forgotten when the test ends: training checks for one at every
+    step (``interrupts.stop_if_received``), so a leftover would stop the next test's training."""
+    yield
+    from llmevo import interrupts
+
+    interrupts.reset()

@@ -29,8 +29,17 @@ serializer turns a ``KeyboardInterrupt`` raised inside a wrap serializer into a
 as a failure with its traceback. ``wraps_interrupt(error)`` finds the interrupt in an error's
 chain, so the caller can raise it as what it was.
 
-Public API: ``interrupt``, ``deferred``, ``allowed``, ``received``, ``reset``, ``wraps_interrupt``,
-``defer_imports``.
+An interrupt can also be *swallowed*: the handler runs wherever the main thread is, inside an
+object's finalizer too (``__del__``, a weakref callback: multiprocessing's connections and
+finalizers while worker processes start), and Python prints an exception raised there
+("Exception ignored in ...") and goes on. A Ctrl-C to ``reproduce --path parallel`` as its
+workers started was lost so, the command training on past the test's 300 s (1 of 10 tries
+under load; docs/LOG.md, 2026-12-06). No hook can raise it again from there (anything it
+raises is swallowed the same way), so the loops that run long ask ``stop_if_received()``: each
+training step, and the wait for training workers.
+
+Public API: ``interrupt``, ``deferred``, ``allowed``, ``received``, ``stop_if_received``,
+``reset``, ``wraps_interrupt``, ``defer_imports``.
 """
 
 from __future__ import annotations
@@ -62,6 +71,14 @@ def interrupt() -> None:
 def received() -> bool:
     """Whether ``interrupt()`` was called since the last ``reset()``."""
     return _State.received
+
+
+def stop_if_received() -> None:
+    """Raise ``KeyboardInterrupt`` if an interrupt arrived (outside a ``deferred()`` block, whose
+    end raises a held one): a long loop's check, so that an interrupt swallowed where it landed
+    (a finalizer) still stops it at its next turn. Free when none arrived."""
+    if _State.received and not _State.depth:
+        raise KeyboardInterrupt
 
 
 def wraps_interrupt(error: BaseException) -> bool:

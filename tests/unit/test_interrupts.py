@@ -13,10 +13,13 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
+import sys
 import threading
+import time
 
 import optuna
 import pytest
+import torch
 from optuna.trial import TrialState
 
 from llmevo import interrupts
@@ -297,3 +300,69 @@ def test_an_interrupt_wrapped_by_pydantics_serializer_is_found_in_the_chain():
         assert interrupts.wraps_interrupt(outer)
     assert not interrupts.wraps_interrupt(ValueError("plain"))
     interrupts.reset()
+
+
+class _Finalized:
+    """An object whose finalizer a signal lands in: the handler runs inside ``__del__``."""
+
+    def __del__(self):
+        signal.raise_signal(signal.SIGINT)
+        for _ in range(1000):  # the handler runs at one of these instructions
+            pass
+
+
+@pytest.fixture
+def swallowed():
+    """SIGINT handled as the command line does (``interrupt()``), and one landing in a
+    finalizer: Python's unraisable hook gets it (collected here) and the program goes on."""
+    said = []
+    previous, unraisable = signal.signal(signal.SIGINT, lambda *_: interrupts.interrupt()), sys.unraisablehook
+    sys.unraisablehook = lambda args: said.append(type(args.exc_value))
+    try:
+        _Finalized()  # dropped at once: its finalizer runs and the interrupt lands inside
+        for _ in range(20):
+            time.sleep(0.001)  # nothing raised: swallowed
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = unraisable
+    assert said == [KeyboardInterrupt] and interrupts.received()
+    return said
+
+
+def test_an_interrupt_a_finalizer_swallowed_stops_the_next_check(swallowed):
+    """The lost Ctrl-C: a parallel reproduction trained on past 300 s after a group SIGINT."""
+    with pytest.raises(KeyboardInterrupt):
+        interrupts.stop_if_received()
+    with interrupts.deferred():
+        interrupts.stop_if_received()  # inside a deferred block the check waits for its end too
+
+
+def test_the_check_is_silent_when_nothing_arrived():
+    interrupts.stop_if_received()
+
+
+def _tiny_training(steps: int):
+    from llmevo.catalog import build_model, build_optimizer
+    from llmevo.model.config import ModelConfig
+    from llmevo.train.execution import RunSpec, train_many
+    from llmevo.train.trainer import TrainConfig
+
+    config = TrainConfig(steps=steps, batch_size=2, seq_len=16, lr=3e-3)
+    stream = torch.randint(0, 512, (4000,), generator=torch.Generator().manual_seed(0))
+    return lambda path: train_many(lambda: build_model(ModelConfig(d_model=32, n_layers=1)), stream,
+                                   [RunSpec(seed, config) for seed in (1, 2)], torch.device("cpu"),
+                                   build_optimizer=build_optimizer, path=path, workers=2)
+
+
+@pytest.mark.parametrize("path", ["sequential", "batched", "parallel"])
+def test_training_stops_at_its_next_step_after_a_swallowed_interrupt(swallowed, path):
+    import multiprocessing
+
+    train = _tiny_training(steps=200)  # the old code trained them all and returned
+    with pytest.raises(KeyboardInterrupt):
+        train(path)
+    assert not multiprocessing.active_children()  # the parallel path's workers are stopped
+
+
+def test_training_runs_when_no_interrupt_arrived():
+    assert len(_tiny_training(steps=2)("parallel")) == 2

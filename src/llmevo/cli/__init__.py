@@ -55,6 +55,7 @@ import importlib  # noqa: E402
 import threading  # noqa: E402
 import warnings  # noqa: E402
 from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
 
 import typer  # noqa: E402
 
@@ -113,6 +114,17 @@ def _unwind(number: int, _frame: object) -> None:
 
 def _after_stop(args: threading.ExceptHookArgs) -> None:
     """``threading.excepthook`` once a stop signal arrived: say nothing."""
+
+
+def _quiet_after_stop(hook: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``sys.unraisablehook`` that says nothing of the stop's own interrupt landing in a
+    finalizer (swallowed there, then raised by the next long loop's check:
+    ``interrupts.stop_if_received``), whose "Exception ignored in ..." traceback would break the
+    command's one closing line, and hands every other case to ``hook``."""
+    def unraisablehook(args: Any) -> None:
+        if not (_received and isinstance(args.exc_value, KeyboardInterrupt)):
+            hook(args)
+    return unraisablehook
 
 
 def _is_usage_error(error: BaseException) -> bool:
@@ -187,14 +199,16 @@ def main(argv: list[str] | None = None) -> None:
     interrupts.reset()
     interrupts.defer_imports("torch")  # its C++ start-up cannot unwind an interrupt: it aborts
     _catch_signals(_unwind)
-    excepthook, showwarning = threading.excepthook, warnings.showwarning
+    excepthook, showwarning, unraisable = threading.excepthook, warnings.showwarning, sys.unraisablehook
     warnings.showwarning = _shown_as_a_line(showwarning)
+    sys.unraisablehook = _quiet_after_stop(unraisable)
     try:
         status = _run(argv)
     finally:
         for number, handler in _BEFORE.items():
             signal.signal(number, handler)
-        threading.excepthook, warnings.showwarning = excepthook, showwarning
+        threading.excepthook, warnings.showwarning, sys.unraisablehook = excepthook, showwarning, unraisable
+        interrupts.reset()  # the command is over: a caller in this process trains on unstopped
     if _received and any(not thread.daemon for thread in threading.enumerate()
                          if thread is not threading.main_thread()):
         # a library thread that the interrupt cut off before its owner could stop it (Optuna's

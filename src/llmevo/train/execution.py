@@ -48,6 +48,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from llmevo import interrupts
 from llmevo.components.data.base import TrainStream
 from llmevo.components.optim.base import OptimizerFactory
 from llmevo.errors import ConfigError, LlmevoError
@@ -265,6 +266,7 @@ def _worker(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, s
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # its terminate() ends one at once, quietly
     signal.pthread_sigmask(signal.SIG_UNBLOCK, WORKER_SIGNALS)  # held since the fork
+    interrupts.reset()  # an interrupt the parent received as this worker forked is the parent's to act on
     torch.set_num_threads(1)
     while True:
         job_index = tasks.get()
@@ -318,8 +320,9 @@ def _run_parallel(build: Callable[[], nn.Module], build_optimizer: OptimizerFact
         started = time.perf_counter()
         for _ in jobs:
             while True:
+                interrupts.stop_if_received()  # a Ctrl-C some finalizer swallowed stops here
                 try:
-                    kind, job_index, payload = results.get(timeout=5)
+                    kind, job_index, payload = results.get(timeout=1)
                     break
                 except Exception:  # queue.Empty: check that the workers are alive
                     if not any(p.is_alive() for p in processes):

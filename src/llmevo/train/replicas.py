@@ -74,6 +74,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from llmevo import interrupts
 from llmevo.components.base import AuxiliaryLosses
 from llmevo.components.data.base import TrainStream, windows_for
 from llmevo.components.optim.base import OptimizerComponent, OptimizerFactory, parameter_roles
@@ -278,6 +279,7 @@ def train_replicas(
     auxiliary.start()
     try:
         for step in range(first.steps):
+            interrupts.stop_if_received()  # a Ctrl-C some finalizer swallowed stops here
             windows = []
             for index, sampler in enumerate(samplers):
                 window = sampler.next()  # (B, T + 1)

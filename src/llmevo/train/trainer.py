@@ -64,6 +64,7 @@ import torch.nn.functional as F
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
+from llmevo import interrupts
 from llmevo.components.base import AuxiliaryLosses
 from llmevo.components.data.base import TrainStream, windows_for
 from llmevo.components.data.base import WindowSampler as WindowSampler  # re-exported
@@ -262,6 +263,7 @@ def train(
     auxiliary.start()
     try:
         for step in range(config.steps):
+            interrupts.stop_if_received()  # a Ctrl-C some finalizer swallowed stops here
             window = sampler.next()  # (B, T + 1)
             digest.update(window.numpy().tobytes())
             window = window.to(device)
