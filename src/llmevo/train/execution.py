@@ -340,6 +340,11 @@ def _run_parallel(build: Callable[[], nn.Module], build_optimizer: OptimizerFact
                 if progress:
                     tokens = sum(r.tokens_seen for _, r, _ in trained.values())
                     progress.update(len(trained), result.final_loss, tokens / (time.perf_counter() - started))
+    except BaseException:  # a Ctrl-C, a failed run: the workers hold nothing worth a wait
+        for process in running:
+            if process.is_alive():
+                process.terminate()
+        raise
     finally:
         if progress:
             progress.stop()
