@@ -3,11 +3,15 @@ submitit's local executor (SQLite here; PostgreSQL where ``LLMEVO_TEST_POSTGRES_
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
+import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from cli_runner import run_cli
@@ -71,16 +75,42 @@ def test_a_job_that_fails_or_dies_is_one_line(tmp_path):
     assert launch(functools.partial(check_margin, 2.0), local, tmp_path / "fine", "fine") == 2.0
 
 
-def test_an_interrupt_cancels_every_job(tmp_path):
+def _sigint_ignored() -> Iterator[None]:
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _sigint_blocked() -> Iterator[None]:
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@pytest.mark.parametrize("state", [contextlib.nullcontext, contextlib.contextmanager(_sigint_ignored),
+                                   contextlib.contextmanager(_sigint_blocked)],
+                         ids=["plain", "sigint-ignored", "sigint-blocked"])
+def test_an_interrupt_cancels_every_job(tmp_path, state):
+    """Whatever the launching process does with SIGINT (a script's background job ignores it),
+    the jobs take the cancel's SIGINT, and one that does not stop is killed: none outlives the
+    launch. The jobs inherited an ignored or blocked SIGINT, and survived (a suite run)."""
     folder = tmp_path / "interrupted"
 
     def interrupt(line: str) -> None:
         if line.startswith("jobs:"):
             raise KeyboardInterrupt
 
-    with pytest.raises(KeyboardInterrupt):
-        launch(functools.partial(time.sleep, 120), LaunchSection(launcher="local", jobs=2), folder, "sleepers",
-               on_status=interrupt)
+    with state(), pytest.raises(KeyboardInterrupt):
+        before = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, set())
+        try:
+            launch(functools.partial(time.sleep, 120), LaunchSection(launcher="local", jobs=2), folder,
+                   "sleepers", on_status=interrupt)
+        finally:  # the launching process's own handling is set back as it was
+            assert (signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, set())) == before
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:  # no job outlives the launch
         alive = subprocess.run(["pgrep", "-f", str(folder)], capture_output=True, text=True).stdout.split()
@@ -145,3 +175,36 @@ def test_evolve_launch_options_that_cannot_apply_are_refused(tmp_path, monkeypat
                     "--data-dir", str(data_dir), *args])
     assert code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "s.db").exists()
+
+
+def test_a_local_job_that_ignores_its_cancel_is_killed_with_its_processes():
+    """The last resort: a job whose controller and task both ignore SIGINT (whatever the cause)
+    is killed, the task (its child) too, after the grace period."""
+    import sys
+    from types import SimpleNamespace
+
+    from llmevo.experiments.launcher import _descendants, _end_local_jobs
+
+    script = ("import signal, subprocess, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); time.sleep(120)")
+    controller = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 60
+    while not _descendants(controller.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    task = _descendants(controller.pid)
+    assert task, "the controller never started its task"
+    controller.send_signal(signal.SIGINT)  # what submitit's cancel does: ignored here
+    _end_local_jobs([SimpleNamespace(_process=controller)], grace=0.5)
+    assert controller.poll() is not None
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in task) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in task if _alive(pid)]
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, or a process gone, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

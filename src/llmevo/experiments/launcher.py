@@ -24,9 +24,12 @@ Public API: ``launch``, ``job_folder``.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -36,6 +39,7 @@ from llmevo.experiments.sections import LaunchSection
 T = TypeVar("T")
 POLL_SECONDS = 2.0
 DESCRIBE_SECONDS = 10.0  # how often the work's own progress line is read (a database query)
+STOP_GRACE_SECONDS = 10.0  # a cancelled local job's time to stop before it is killed
 
 
 def job_folder(section: LaunchSection, beside: Path) -> Path:
@@ -93,7 +97,7 @@ def launch(work: Callable[[], T] | Sequence[Callable[[], T]], section: LaunchSec
         raise ConfigError(f"{len(works)} pieces of work for {section.jobs} jobs")
     jobs = []
     try:
-        with executor.batch():
+        with _children_take_sigint(), executor.batch():
             for one in works:
                 jobs.append(executor.submit(_Worker(one)))
         if on_status is not None:
@@ -124,8 +128,62 @@ def launch(work: Callable[[], T] | Sequence[Callable[[], T]], section: LaunchSec
         for job in jobs:
             if not job.done():
                 job.cancel(check=False)
+        _end_local_jobs(jobs)
         raise
     return results[0]
+
+
+@contextlib.contextmanager
+def _children_take_sigint() -> Iterator[None]:
+    """Start processes that act on SIGINT whatever this one does with it: submitit cancels a
+    local job with SIGINT, and a child inherits an ignored SIGINT (a script's background job
+    runs so) and a blocked one (a job cancelled so trained on). A Python handler is reset to
+    the default across exec, so SIGINT is handled (``default_int_handler``) and unblocked here
+    while the jobs start, then set back."""
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}) if hasattr(signal, "pthread_sigmask") else None
+    try:
+        yield
+    finally:
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _end_local_jobs(jobs: list[Any], grace: float = STOP_GRACE_SECONDS) -> None:
+    """Local jobs that a cancel (SIGINT) did not end within ``grace`` seconds are killed with
+    their processes (submitit's controller and the task it runs): no job outlives a launch.
+    Slurm jobs are scancel's (submitit's ``cancel``)."""
+    processes = [process for job in jobs if (process := getattr(job, "_process", None)) is not None]
+    deadline = time.monotonic() + grace
+    while any(process.poll() is None for process in processes) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for process in processes:
+        if process.poll() is None:
+            for pid in [*_descendants(process.pid), process.pid]:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            process.wait()
+
+
+def _descendants(pid: int) -> list[int]:
+    """The live descendants of ``pid``, from /proc (none where there is no /proc)."""
+    parents: dict[int, list[int]] = {}
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                    parents.setdefault(parent, []).append(int(entry))
+    found, frontier = [], [pid]
+    while frontier:
+        children = parents.get(frontier.pop(), [])
+        found.extend(children)
+        frontier.extend(children)
+    return found
 
 
 def _result(job: Any, folder: Path) -> Any:
