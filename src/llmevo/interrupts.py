@@ -33,7 +33,7 @@ An interrupt can also be *swallowed*: the handler runs wherever the main thread 
 object's finalizer too (``__del__``, a weakref callback: multiprocessing's connections and
 finalizers while worker processes start), and Python prints an exception raised there
 ("Exception ignored in ...") and goes on. A Ctrl-C to ``reproduce --path parallel`` as its
-workers started was lost so, the command training on past the test's 300 s (1 of 10 tries
+workers started was lost so, the command training on past the test's 300 s (1 of 22 tries
 under load; docs/LOG.md, 2026-12-06). No hook can raise it again from there (anything it
 raises is swallowed the same way), so the loops that run long ask ``stop_if_received()``: each
 training step, and the wait for training workers.

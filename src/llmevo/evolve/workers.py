@@ -131,15 +131,13 @@ def worker_loop(plan: EvolutionPlan, study: optuna.Study,
         if propose is not None and not any(t.state == TrialState.WAITING for t in trials):
             if not propose(study, done):
                 break
-            if interrupts.received():
-                raise KeyboardInterrupt
+            interrupts.stop_if_received()
             continue  # counted again: the answer may have been recorded as an invalid trial
         ended: list[FrozenTrial] = []
         with interrupts.deferred():  # Optuna's bookkeeping whole; the objective allows interrupts
             study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=False,
                            callbacks=[lambda _study, trial, into=ended: into.append(trial)])
-        if interrupts.received():
-            raise KeyboardInterrupt
+        interrupts.stop_if_received()
         if isinstance(storage, DeferringStorage):
             storage.started.clear()  # that trial ended as Optuna records it
             if storage.on_start is not None:
