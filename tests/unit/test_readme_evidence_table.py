@@ -89,7 +89,7 @@ def test_the_committed_tables_are_the_ones_the_committed_artifacts_give():
     root = Path(__file__).resolve().parents[2]
     entries, _ = scan_artifacts([root / "docs"], references=[])
     rows = build_leaderboard(entries, root)
-    ladders = ladder_rows(scan_ladders([root / "docs"]), root)
+    ladders = ladder_rows(scan_ladders([root / "docs"]), root, entries)
     accuracy = published_decision_accuracy([root / "docs"], root)
     for page in (root / "README.md", root / RESULTS_PAGE, root / LADDERS_PAGE):
         text = page.read_text(encoding="utf-8")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmevo.artifacts.io import guarded_write, write_text_atomic
-from llmevo.artifacts.ladder import LadderFile
+from llmevo.artifacts.ladder import LadderFile, RungRecord
 from llmevo.artifacts.schema import (
     Artifact,
     DiagnosticArtifact,
@@ -41,7 +41,8 @@ from llmevo.eval.stats import claim_policy
 from llmevo.eval.time_to_target import artifact_time_to_target
 from llmevo.promotion import FamilyVerdict, family_members, family_verdicts, verdict_class
 from llmevo.reports.decisions import accuracy_lines
-from llmevo.reports.ladder import ladder_row, ladder_section
+from llmevo.reports.evidence import fragile_note
+from llmevo.reports.ladder import ladder_row, ladder_section, same_runs
 from llmevo.reports.sections import format_decimals, narrow_advantage
 
 ARTIFACT_FOLDER = "metrics"  # under a root, artifacts are the *.json files in folders of this name
@@ -163,6 +164,25 @@ def _rescoring_fields(artifact: ReproductionArtifact) -> dict | None:
     return fields
 
 
+def _budget_fields(artifact: ReproductionArtifact) -> dict | None:
+    """Each arm's tuning budget as its artifact records it (``tuning.arms.<arm>.budget``):
+    ``runs`` (every tuning run of the arm, the declared grid or trials and its adaptive
+    extensions: edge extension, the probe's, re-scoring; cached runs included), ``trained``
+    (of those, trained for this artifact), ``steps_per_run``, and ``cpu_seconds`` /
+    ``wall_seconds`` of the tuning in this artifact's run (a cached run costs only its
+    loading, so these count the trained runs). None for an untuned row, and for an arm
+    whose artifact predates the record."""
+    if artifact.tuning is None:
+        return None
+    fields: dict[str, dict | None] = {}
+    for arm, block in artifact.tuning.arms.items():
+        budget = block.budget
+        fields[arm] = None if budget is None else {
+            "runs": budget.runs, "trained": budget.trained, "steps_per_run": budget.steps_per_run,
+            "cpu_seconds": budget.cpu_seconds, "wall_seconds": budget.wall_seconds}
+    return fields
+
+
 def _fragile_seeds(artifact: ReproductionArtifact, metric: str, classification: str | None) -> list[int] | None:
     """The report seeds whose leaving out changes the class (``eval.stats.fragile_seeds``);
     None where there is no class or fewer than 4 paired seeds."""
@@ -229,6 +249,8 @@ def _reproduction_row(artifact: ReproductionArtifact, family: FamilyVerdict | No
         "fragile_seeds": fragile,  # None: not a formal comparison of 4+ seeds
         "stalled_seeds": _stalled_seeds(artifact, metric),  # per arm; None: fewer than 4 seeds
         "time_to_target": artifact_time_to_target(artifact),  # the method's share of the baseline's steps
+        "tuning_budget": _budget_fields(artifact),  # each arm's tuning runs and CPU seconds; None: untuned
+        "code_dirty": artifact.provenance.code_dirty,  # written from a tree with uncommitted changes
         "claim": f"{claim} {narrow}" if narrow else claim,
         "status": None,
         # compute-matched arms (--match flops): said on the row; absent for equal tokens (the default)
@@ -273,6 +295,7 @@ def _diagnostic_row(artifact: DiagnosticArtifact) -> dict:
         "significant": None,
         "claim": protocol.claim_policy,
         "status": status,
+        "code_dirty": artifact.provenance.code_dirty,  # written from a tree with uncommitted changes
     }
 
 
@@ -304,6 +327,14 @@ def _change(row: Mapping) -> str:
     if row["ci_low"] is not None:
         text += f" [{row['ci_low']:+.2f}%, {row['ci_high']:+.2f}%]"
     return text
+
+
+DIRTY_MARK = " *(dirty tree)*"  # after the link of an artifact whose provenance has code_dirty: true
+
+
+def _class_cell(row: Mapping) -> str:
+    """The class, marked *(fragile: seed 44)* where leaving out one report seed changes it."""
+    return _escape(row.get("classification")) + fragile_note(row, stalled=False)
 
 
 def _holm_cell(row: Mapping) -> str:
@@ -357,7 +388,7 @@ def _family_section(rows: Sequence[Mapping], link) -> list[str]:
         sensitivity = row.get("lr_sensitivity") or {}
         lines.append(
             f"| {_escape(row['name'])} | {_baseline_arm(row)} | {_change(row)} | "
-            f"{_escape(row.get('classification'))} | {_p(holm['p_value'])} | {_p(holm['p_holm'])} | "
+            f"{_class_cell(row)} | {_p(holm['p_value'])} | {_p(holm['p_holm'])} | "
             f"[{holm['ci_low']:+.2f}%, {holm['ci_high']:+.2f}%] ({100 * (1 - holm['level']):.2f}%) | "
             f"{_escape(holm['classification'])} | {_sensitivity_cell(sensitivity.get('baseline'))} | "
             f"{_sensitivity_cell(sensitivity.get('method'))} | "
@@ -389,12 +420,13 @@ def render_markdown(rows: Sequence[Mapping], md_path: Path, repository: Path,
 
     def link(row: Mapping) -> str:
         source = _escape(row["source"])
+        dirty = DIRTY_MARK if row.get("code_dirty") else ""
         if not row["in_repository"]:
-            return f"`{source}` (outside the repository)"
+            return f"`{source}` (outside the repository){dirty}"
         if page_folder is None:
-            return f"`{source}`"
+            return f"`{source}`{dirty}"
         target = posixpath.relpath(row["source"], page_folder.as_posix())
-        return f"[{_escape(Path(row['source']).name)}]({_escape(target)})"
+        return f"[{_escape(Path(row['source']).name)}]({_escape(target)}){dirty}"
 
     reproductions = [row for row in rows if row["kind"] == "reproduction"]
     diagnostics = [row for row in rows if row["kind"] == "diagnostic"]
@@ -411,7 +443,11 @@ def render_markdown(rows: Sequence[Mapping], md_path: Path, repository: Path,
         "promote a component into the search space. *Baseline arm* is what the method was "
         "compared with: its declared ablation, or, marked *(--against)*, another choice "
         "for the same slot (llama_modern's own), which is extra evidence and never promotes. "
-        "*Holm class*: the class once the whole table of tuned comparisons is counted (below).",
+        "*Holm class*: the class once the whole table of tuned comparisons is counted (below). "
+        "*(fragile: seed …)* after a class: leaving out that one report seed changes the class. "
+        f"*{DIRTY_MARK.strip(' *()')}* after an artifact: its provenance records `code_dirty: true`, "
+        "written from a tree with uncommitted changes, so its commit does not say what ran; "
+        "no such artifact is in the Holm family.",
         "",
         "## Reproductions (L2)",
         "",
@@ -424,7 +460,7 @@ def render_markdown(rows: Sequence[Mapping], md_path: Path, repository: Path,
             f"{row['seeds']} | {'yes' if row['formal'] else 'no'} | "
             f"{'yes' if row.get('tuned') else '*untuned*'} | {_escape(row['metric'])} | "
             f"{_baseline_arm(row)} | {format_decimals(row['baseline_value'])} | {format_decimals(row['method_value'])} | "
-            f"{_change(row)} | {_escape(row.get('classification'))} | {_holm_cell(row)} | "
+            f"{_change(row)} | {_class_cell(row)} | {_holm_cell(row)} | "
             f"{_escape(row['claim'])} | {link(row)} |"
         )
     if not reproductions:
@@ -481,9 +517,37 @@ def _check_rows_kept(json_path: Path, rows: Sequence[Mapping], *, replace: bool)
             "nothing was written (pass --replace to drop them)")
 
 
-def ladder_rows(entries: Sequence[tuple[Path, LadderFile]], repository: Path) -> list[dict]:
-    """The ladders' leaderboard rows, their sources located as the artifacts' are."""
-    return [ladder_row(path, ladder, "") | _source(path, repository) for path, ladder in entries]
+def ladder_rows(entries: Sequence[tuple[Path, LadderFile]], repository: Path,
+                artifacts: Sequence[tuple[Path, Artifact]] = ()) -> list[dict]:
+    """The ladders' leaderboard rows, their sources located as the artifacts' are. With the
+    scanned ``artifacts``, each row's ``quick_row`` says what its rung 0 is to its comparison's
+    row in the evidence table (the Holm family member at the quick preset of the same
+    component and baseline choice): ``same runs`` (``reports.ladder.same_runs``), ``same
+    figures`` (other runs whose change and interval print the same to two decimals, e.g. a
+    rerun under another commit) or ``other figures``; None where it has no such row or no
+    rung 0."""
+    members = {(artifact.name, artifact.against): artifact for _, artifact in family_members(artifacts)
+               if artifact.setup.preset == "quick" and not artifact.setup.rung}
+    rows = []
+    for path, ladder in entries:
+        row = ladder_row(path, ladder, "") | _source(path, repository)
+        if artifacts:
+            member = members.get((ladder.name, ladder.against))
+            rung0 = next((record for record in ladder.rungs if record.rung == 0), None)
+            row["quick_row"] = None if member is None or rung0 is None else _rung_zero(rung0, member)
+        rows.append(row)
+    return rows
+
+
+def _rung_zero(record: RungRecord, artifact: ReproductionArtifact) -> str:
+    """``same runs``, ``same figures`` or ``other figures``: a ladder's rung 0 against its row."""
+    if same_runs(record, artifact):
+        return "same runs"
+    change = artifact.headline_change
+    printed = [None if value is None else round(value, 2)
+               for value in (record.delta_percent, record.ci_low, record.ci_high)]
+    row = [None if value is None else round(value, 2) for value in (change.percent, change.ci_low, change.ci_high)]
+    return "same figures" if printed == row else "other figures"
 
 
 def write_leaderboard(rows: Sequence[Mapping], md_path: Path, json_path: Path,
@@ -583,7 +647,7 @@ def regenerate(repository: Path, roots: Sequence[Path] | None = None, references
     entries, skipped = scan_artifacts(roots, references=references)
     rows = build_leaderboard(entries, repository)
     found = scan_ladders(roots)
-    ladders = ladder_rows(found, repository)
+    ladders = ladder_rows(found, repository, entries)
     accuracy = accuracy_of(found, repository)
     # the repository's own pages are rewritten only from the repository's own docs: a
     # leaderboard of other roots (``--root``) must not replace their tables (a test once

@@ -297,7 +297,7 @@ def _protocol_section(artifact: ReproductionArtifact) -> Section:
             f"d_model {format_number(setup.dimensions)}, {format_number(setup.layers)} layers, "
             f"sequence length {format_number(setup.sequence_length)}",
         ),
-        ("equal budget", budget),
+        ("equal training budget", budget),
         ("formal comparison", protocol.formal_comparison),
         ("claim policy", protocol.claim_policy),
         ("interval", protocol.interval or NOT_RECORDED),
@@ -392,7 +392,9 @@ def _arms_section(artifact: ReproductionArtifact) -> Section:
 
 
 def budget_sentence(artifact: ReproductionArtifact) -> str | None:
-    """Each arm's tuning budget (runs, trained, steps per run, CPU seconds), when recorded."""
+    """Each arm's tuning budget (runs, trained, steps per run, CPU seconds), when recorded: the
+    same declared budget for both arms, plus the adaptive extensions each arm's own tuning
+    asked for, so the counts may differ."""
     tuning = artifact.tuning
     if tuning is None:
         return None
@@ -404,7 +406,9 @@ def budget_sentence(artifact: ReproductionArtifact) -> str | None:
             parts.append(f"{label} ({names.get(label, label)}) {budget.runs} runs of "
                          f"{budget.steps_per_run} steps ({budget.trained} trained, "
                          f"{budget.cpu_seconds:.0f} CPU s)")
-    return ("Tuning budget: " + "; ".join(parts) + ".") if parts else None
+    return ("Tuning budget (the same declared budget, plus adaptive extensions: edge extension, "
+            "probe, re-scoring; recorded per arm, CPU seconds of the runs trained here): "
+            + "; ".join(parts) + ".") if parts else None
 
 
 def cache_sentence(artifact: ReproductionArtifact) -> str | None:
