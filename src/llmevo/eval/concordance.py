@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from llmevo.errors import ArtifactError, ConfigError
+from llmevo.errors import ConfigError
 from llmevo.eval.decisions import Agreement
 from llmevo.registry import StrictModel
 
@@ -362,20 +362,18 @@ RULE = ("better agrees with better, worse with worse; non-inferior agrees with s
 
 
 def concordance(measured: Sequence[Measured], references: Sequence[Reference]) -> Concordance:
-    """Each reference scored against llmevo's row of the same comparison (method and baseline
-    choice); a reference without such a row is listed, not scored. A comparison llmevo holds
-    twice is an error (the rows are the Holm family: one per comparison)."""
-    index: dict[tuple[str, str], Measured] = {}
+    """Each reference scored against llmevo's rows of the same comparison (method and baseline
+    choice): one scored row per such llmevo row (the table holds one per comparison and preset),
+    and a reference without one listed, not scored."""
+    index: dict[tuple[str, str], list[Measured]] = {}
     for row in measured:
-        key = (row.method, row.vs)
-        if key in index:
-            raise ArtifactError(f"{row.method} vs {row.vs}: two rows of the table compare it")
-        index[key] = row
+        index.setdefault((row.method, row.vs), []).append(row)
     scored = []
     for reference in references:
-        found = index.get((reference.method, reference.vs))
-        scored.append(ScoredRow(reference, found, None if found is None else
-                                score(found.classification, reference.reference, found.change_percent)))
+        found = index.get((reference.method, reference.vs)) or [None]
+        scored += [ScoredRow(reference, row, None if row is None else
+                             score(row.classification, reference.reference, row.change_percent))
+                   for row in found]
     return Concordance(tuple(scored))
 
 
