@@ -25,10 +25,10 @@ Public API: ``evidence_table``, ``headline_table``, ``decision_section``, ``repl
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 from llmevo.errors import ConfigError
+from llmevo.eval.concordance import arm_choice
 from llmevo.eval.decisions import DecisionAccuracy
 from llmevo.reports.concordance import (
     CONCORDANCE_END,
@@ -48,8 +48,7 @@ HEADLINE_END = "<!-- end of the headline table -->"
 
 def _short(arm: str) -> str:
     """``llama_modern[position=learned]`` -> ``learned``: the slot choice that differs."""
-    match = re.fullmatch(r"llama_modern\[\w+=(.+)\]", arm)
-    return match.group(1) if match else arm
+    return arm_choice(arm)
 
 
 def _lr(arm: Mapping | None, rescored: Mapping | None = None) -> str:
