@@ -177,6 +177,14 @@ class Regime(StrictModel):
         parts.append(f"tuned: {self.tuning_words()}")
         return ", ".join(parts)
 
+    def short(self) -> str:
+        """``139,584 · 7.3 tok/p · 2 L · ctx 64 · lr`` (a table cell)."""
+        parts = [f"{self.params:,}" if self.params else None,
+                 f"{self.tokens_per_parameter:.1f} tok/p" if self.tokens_per_parameter else None,
+                 f"{self.layers} L" if self.layers else None, f"ctx {self.context}" if self.context else None,
+                 {"lr": "lr", "space": "space", "untuned": "untuned", "other": "grid"}[self.tuned]]
+        return " · ".join(part for part in parts if part)
+
     def tuning_words(self) -> str:
         if self.tuned == "space":
             axes = self.tuned_axes or {}
@@ -385,7 +393,7 @@ def calibration_sentence(regime: Regime | None, transfer: Transfer | None, exter
     if external:
         return f"{where} How its class transfers to scale is not measured for external scripts."
     if transfer is None:
-        return f"{where} No transfer rate to scale for this class (no published concordance)."
+        return f"{where} Its transfer to scale is unmeasured (no class, or no published concordance)."
     if transfer.of == 0:
         return (f"{where} At scale: no tiny-scale *{transfer.classification}* verdict has a reference yet, "
                 "so its transfer is unmeasured and it is not a decision for a larger model.")

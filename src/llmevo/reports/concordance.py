@@ -49,14 +49,7 @@ def _rate(found: Agreement) -> str:
 
 
 def _compact(regime: Mapping | None) -> str:
-    if not regime:
-        return "—"
-    tuned = {"lr": "lr", "space": "space", "untuned": "untuned", "other": "grid"}[regime["tuned"]]
-    parts = [f"{regime['params']:,}" if regime.get("params") else None,
-             f"{regime['tokens_per_parameter']:.1f} tok/p" if regime.get("tokens_per_parameter") else None,
-             f"{regime['layers']} L" if regime.get("layers") else None,
-             f"ctx {regime['context']}" if regime.get("context") else None, tuned]
-    return " · ".join(part for part in parts if part)
+    return "—" if not regime else Regime.model_validate(regime).short()
 
 
 def regime_summary(rows: Sequence[Mapping]) -> str:
