@@ -169,7 +169,7 @@ class Regime(StrictModel):
             parts.append(f"{self.params:,} parameters" + (
                 f" (method {self.method_params:,})" if self.method_params not in (None, self.params) else ""))
         if self.tokens_per_parameter is not None:
-            parts.append(f"{self.tokens_per_parameter:.1f} tokens per parameter")
+            parts.append(f"{_per_parameter(self.tokens_per_parameter)} tokens per parameter")
         if self.layers is not None:
             parts.append(f"{self.layers} layers")
         if self.context is not None:
@@ -180,7 +180,7 @@ class Regime(StrictModel):
     def short(self) -> str:
         """``139,584 · 7.3 tok/p · 2 L · ctx 64 · lr`` (a table cell)."""
         parts = [f"{self.params:,}" if self.params else None,
-                 f"{self.tokens_per_parameter:.1f} tok/p" if self.tokens_per_parameter else None,
+                 f"{_per_parameter(self.tokens_per_parameter)} tok/p" if self.tokens_per_parameter else None,
                  f"{self.layers} L" if self.layers else None, f"ctx {self.context}" if self.context else None,
                  {"lr": "lr", "space": "space", "untuned": "untuned", "other": "grid"}[self.tuned]]
         return " · ".join(part for part in parts if part)
@@ -192,6 +192,11 @@ class Regime(StrictModel):
             return "a declared space per arm" + (f" ({said})" if said else "")
         return {"lr": "lr only", "untuned": "untuned (one setting for both arms)",
                 "other": "the experiment's declared grid"}[self.tuned]
+
+
+def _per_parameter(value: float) -> str:
+    """7.3, or 0.021 below one (a smoke run's budget)."""
+    return f"{value:.1f}" if value >= 1 else f"{value:.2g}"
 
 
 def _tokens(artifact: ReproductionArtifact) -> int | None:
