@@ -135,3 +135,20 @@ def test_a_class_below_one_half_is_not_called_a_decision():
     high = calibration_sentence(None, Transfer("better", 10, 13, 0.5, 0.92))
     assert "held in 10 of 13 (77%" in high and "decision" not in high
     assert "not measured for external scripts" in calibration_sentence(None, None, external=True)
+
+
+def test_the_generated_sections_say_each_rows_score_and_mark_a_class_below_one_half():
+    import json
+
+    from llmevo.reports.concordance import concordance_lines, concordance_summary
+
+    rows = json.loads((ROOT / "docs" / "LEADERBOARD.json").read_text(encoding="utf-8"))["rows"]
+    summary = concordance_summary(rows)
+    assert summary.startswith("**4 of 11 rows agree** (36% [15, 65])")
+    assert "*worse* 0/2 (not a decision at scale)" in summary and "*better* 2/3," in summary
+    assert "Agree: muon, soap, geglu vs swiglu, layernorm." in summary
+    lines = concordance_lines(rows)
+    assert "| worse | 2 | 0/2: 0% [0, 66] | **not a decision** at scale (below one half) |" in lines
+    assert "| better | 3 | 2/3: 67% [21, 94] | may be read as a decision, at this rate |" in lines
+    table = [line for line in lines if line.startswith("| muon (dev) | adamw |")]
+    assert len(table) == 1 and "| better | -1.07 | 520M · 10B | tuned · 1 | yes | agree | 9.8× |" in table[0]
