@@ -437,5 +437,5 @@ def test_an_evolution_summary_or_a_ladder_given_as_an_artifact_says_what_it_is(c
     assert_refused([*command, str(docs / EVOLUTION)], capsys, workdir,
                    message="an evolution study's summary (its comparison artifact is final-comparison.json beside it)")
     ladder = REPO_ROOT / "docs/ladders/2104.09864-rope/ladder.json"
-    if command[0] != "report":  # report renders a ladder file
+    if command[0] == "show":  # report renders a ladder file, verdict reads it rung by rung (tests/unit/test_verdict.py)
         assert_refused([*command, str(ladder)], capsys, workdir, message="a ladder file (llmevo report reads it)")

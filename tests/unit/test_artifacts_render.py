@@ -84,8 +84,13 @@ def _with_statistics(reference_dir: Path) -> dict[str, Any]:
 
 def test_sections_carry_statistics_verdict_and_provenance(reference_dir: Path) -> None:
     data = _with_statistics(reference_dir)
-    sections = {s.key: s for s in artifact_sections(validate_artifact(data))}
-    assert sections["verdict"].sentences == (data["verdict"]["summary"],)
+    artifact = validate_artifact(data)
+    sections = {s.key: s for s in artifact_sections(artifact)}
+    # the summary, then the regime it was measured in and its class's transfer rate at scale
+    from llmevo.reports.sections import calibration
+
+    assert sections["verdict"].sentences == (data["verdict"]["summary"], calibration(artifact))
+    assert sections["verdict"].sentences[1].startswith("Measured at 139,584 parameters")
     assert sections["verdict"].warnings == ()  # BLT's arms differ
     rows = {row[0]: row for row in sections["validation"].rows}
     # lm_loss has statistics: mean ± std (n) per arm, the paired change and its interval

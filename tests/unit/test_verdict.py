@@ -105,4 +105,64 @@ def test_the_command_prints_one_record_per_line_and_refuses_bad_input(capsys, tm
     assert json.loads(capsys.readouterr().out)["family"] is None
     # the declared cap shows in the table too (it was in the JSON record only)
     assert run_cli(["verdict", str(ROPE), "--no-family", "--budget-seconds", "100000"]) == 0
-    assert capsys.readouterr().out.splitlines()[1].count("┳") == 8  # one column more: left of the cap
+    assert capsys.readouterr().out.splitlines()[1].count("┳") == 10  # one column more: left of the cap
+
+
+def test_a_record_says_its_regime_and_its_class_transfer_read_from_the_concordance(service):
+    from llmevo.eval.concordance import concordance, load_references, measured_from_rows
+
+    rows = json.loads((ROOT / "docs" / "LEADERBOARD.json").read_text())["rows"]
+    found = concordance(measured_from_rows(rows), load_references())
+    adam_mini = ROOT / "docs" / "reproductions" / "2406.16793-adam_mini" / "metrics" / \
+        "public-quick-tuned-space-seeds42-46.json"
+    record = service.verdict(adam_mini)
+    worse = found.transfer("worse")
+    assert record.classification == "worse" and record.transfer.class_ == "worse"
+    assert (record.transfer.held, record.transfer.of, record.transfer.decision) == (worse.held, worse.of, False)
+    assert record.regime.params == 139584 and record.regime.tuned == "space" and record.regime.layers == 2
+    assert record.calibration.startswith("Measured at 139,584 parameters, 7.3 tokens per parameter, 2 layers, "
+                                         "context 64, tuned: a declared space per arm")
+    assert f"held in {worse.held} of {worse.of}" in record.calibration and "not a decision" in record.calibration
+    data = json.loads(record.to_json())
+    assert data["transfer"]["class"] == "worse" and data["regime"]["context"] == 64
+    assert verdict_record(ROPE, docs=None).regime.tuned == "lr"  # --no-family: the checkout's table still
+
+
+LADDER = ROOT / "docs" / "ladders" / "2104.09864-rope" / "ladder.json"
+
+
+def test_a_ladder_reads_as_one_record_per_rung_labelled_by_its_size(service, tmp_path, capsys):
+    ladder = json.loads(LADDER.read_text())
+    records = service.records(LADDER)
+    rungs = sorted(ladder["rungs"], key=lambda rung: rung["parameters"])
+    assert [r.size for r in records] == [f"{rung['parameters']:,} parameters (rung {rung['rung']})" for rung in rungs]
+    for record, rung in zip(records, rungs, strict=True):
+        alone = service.verdict(LADDER.parent / rung["artifact"])
+        assert record.model_copy(update={"size": None, "ladder": None}) == alone
+        assert record.classification == rung["classification"] and record.ladder == str(LADDER)
+        assert record.regime.params == rung["parameters"]
+    with pytest.raises(Exception, match="a ladder file, one comparison per rung"):
+        service.verdict(LADDER)
+    # a rung artifact that is not the one the ladder file records is refused
+    for name in [LADDER.name, *(rung["artifact"] for rung in rungs)]:
+        (tmp_path / name).write_bytes((LADDER.parent / name).read_bytes())
+    first = tmp_path / rungs[0]["artifact"]
+    first.write_text(first.read_text() + "\n")
+    assert_refused(["verdict", str(tmp_path / LADDER.name), "--no-family"], "sha256 differs", capsys, tmp_path)
+    # the command labels each row with its size
+    assert run_cli(["verdict", str(LADDER), "--no-family"]) == 0
+    out = capsys.readouterr().out
+    assert "size" in "".join(out.splitlines()[:6]) and "(rung 0)" in out
+    assert run_cli(["verdict", str(LADDER), "--no-family", "--json"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [json.loads(line)["size"] for line in lines] == [r.size for r in records]
+
+
+def test_an_external_ladder_reads_rung_by_rung(service):
+    path = next((ROOT / "docs" / "external").glob("*/ladder-*/ladder.json"))
+    ladder = json.loads(path.read_text())
+    records = service.records(path)
+    param = ladder["size"]["param"]
+    assert [r.size for r in records] == [f"{param}={rung['size']}" for rung in ladder["rungs"]]
+    assert all(r.kind == "external" and r.regime is None and r.transfer is None for r in records)
+    assert "not measured for external scripts" in records[0].calibration

@@ -94,7 +94,10 @@ def run_experiment(experiment: Path | None, baseline: str | None, method: str | 
             console.print(f"{arm}: tuned {tuned} = {artifact[arm]['tuning']['chosen']}")
     console.print(_table(artifact))
     if artifact["verdict"] is not None:
-        console.print(f"[bold]verdict:[/] {escape(artifact['verdict']['summary'])}")
+        from llmevo.eval.concordance import calibration_sentence
+
+        said = f"{artifact['verdict']['summary']} {calibration_sentence(None, None, external=True)}"
+        console.print(f"[bold]verdict:[/] {escape(said)}")
     else:
         console.print(f"[bold]verdict withheld:[/] {escape(artifact['verdict_withheld'])}")
     family = artifact.get("family")

@@ -206,8 +206,11 @@ def ladder(
             console.print(f"[bold]{where}[/]: starting; elapsed {_minutes(event.elapsed_seconds)}, "
                           f"ladder ETA {_minutes(event.eta_seconds)}")
         else:
+            from llmevo.reports.sections import calibration
+
             verdict = event.artifact.verdict
-            console.print(f"[bold]{where}[/]: {escape(verdict.summary) if verdict else 'done'}; "
+            said = f"{verdict.summary} {calibration(event.artifact)}" if verdict else "done"
+            console.print(f"[bold]{where}[/]: {escape(said)}; "
                           f"ladder ETA {_minutes(event.eta_seconds)}")
 
     built = run_ladder(plan, progress=RichTrainingProgress(console), on_rung=show,

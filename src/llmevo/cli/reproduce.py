@@ -319,7 +319,10 @@ def reproduce(
     console.print(summary_table(artifact))
     from rich.markup import escape
 
-    console.print(f"[bold]verdict:[/] {escape(artifact.verdict.summary) if artifact.verdict else '—'}")
+    from llmevo.reports.sections import calibration
+
+    said = f"{artifact.verdict.summary} {calibration(artifact)}" if artifact.verdict else "—"
+    console.print(f"[bold]verdict:[/] {escape(said)}")
     flops = artifact.setup.flops if artifact.setup.match == "flops" else None
     if flops is not None:
         per_token = flops.flops_per_token

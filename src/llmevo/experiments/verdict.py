@@ -18,18 +18,30 @@ against its ablation, ``--against``, or ``--genome``) or an external experiment
   (``external_family``: ``docs/external/<name>/``), never llmevo's table;
 - the noise floor (the baseline's seed-to-seed spread, percent of its mean);
 - the budget: runs in the comparison, how many were trained and how many loaded from the
-  cache, the wall seconds spent, and what is left under a declared cap.
+  cache, the wall seconds spent, and what is left under a declared cap;
+- the calibration: the ``regime`` the verdict was measured in (parameters, tokens per
+  parameter, layers, context, what was tuned; ``eval.concordance.regime_of``, read from the
+  artifact's recorded config), the ``transfer`` rate of its class (how often the published
+  table's verdicts of that class held in studies at scale, ``eval.concordance``: computed from
+  the published leaderboard and the references file when the record is made), and
+  ``calibration``, the sentence that says both (a class below one half is not called a
+  decision). An external experiment records no regime, and its class's transfer is not measured.
+
+A ladder (``ladder.json``: a built-in ladder, or an external one) is answered rung by rung
+(``VerdictService.records``): one record per rung, ``size`` naming the rung (its parameters,
+or the external ladder's size parameter) and ``ladder`` the file.
 
 ``VerdictService`` is the warm mode: it reads the published family once and answers many
 artifacts without reading it again, so a loop pays the family's fixed cost once
 (``verdict_record`` is the one-shot form).
 
 Public API: ``VERDICT_SCHEMA``, ``VerdictRecord``, ``Budget``, ``FamilyReading``,
-``VerdictService``, ``verdict_record``.
+``TransferReading``, ``VerdictService``, ``verdict_record``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -38,14 +50,16 @@ from typing import Any, Literal
 from pydantic import Field
 
 from llmevo.errors import ArtifactError, ConfigError
+from llmevo.eval.concordance import Regime, Transfer, calibration_sentence
 from llmevo.registry import StrictModel
 
-__all__ = ["VERDICT_SCHEMA", "Budget", "FamilyReading", "VerdictRecord", "VerdictService", "verdict_record"]
+__all__ = ["VERDICT_SCHEMA", "Budget", "FamilyReading", "TransferReading", "VerdictRecord", "VerdictService",
+           "verdict_record"]
 
 VERDICT_SCHEMA = "llmevo.verdict/1"
 EXTERNAL_SCHEMA = "llmevo.external/1"
-NOT_COMPARISONS = {"llmevo.external-family/1": "an external experiment's family index (family.json)",
-                   "llmevo.external-ladder/1": "an external ladder file (ladder.json)"}
+EXTERNAL_LADDER = "llmevo.external-ladder/1"
+NOT_COMPARISONS = {"llmevo.external-family/1": "an external experiment's family index (family.json)"}
 
 
 class Budget(StrictModel):
@@ -72,6 +86,24 @@ class FamilyReading(StrictModel):
                        description="which family: llmevo's table, or an external experiment's own comparisons")
 
 
+class TransferReading(StrictModel):
+    """How often the published table's verdicts of this class held in studies at scale."""
+
+    class_: str = Field(alias="class", description="the verdict class it is the rate of")
+    held: int = Field(description="rows of that class whose reference at scale agrees (eval.concordance's rule)")
+    of: int = Field(description="rows of that class with a reference")
+    rate: float | None
+    low: float | None = Field(description="95% Wilson interval of the rate")
+    high: float | None
+    decision: bool = Field(description="whether the class may be called a decision: it held in at least half")
+
+    @classmethod
+    def of_transfer(cls, transfer: Transfer) -> TransferReading:
+        return cls.model_validate({"class": transfer.classification, "held": transfer.held, "of": transfer.of,
+                                   "rate": transfer.rate, "low": transfer.low, "high": transfer.high,
+                                   "decision": transfer.decision})
+
+
 class VerdictRecord(StrictModel):
     """One comparison's answer (schema ``llmevo.verdict/1``)."""
 
@@ -96,6 +128,13 @@ class VerdictRecord(StrictModel):
     family: FamilyReading | None = Field(description="Holm over the published family; None without an interval")
     budget: Budget
     artifact: str
+    regime: Regime | None = Field(None, description="where it was measured, from the artifact's config; "
+                                  "None for an external experiment")
+    transfer: TransferReading | None = Field(None, description="its class's transfer rate to scale; None: no "
+                                             "class, no published concordance, or an external experiment")
+    calibration: str = Field("", description="the sentence that says the regime and the transfer rate")
+    size: str | None = Field(None, description="a ladder's rung: its size (parameters, or the declared size)")
+    ladder: str | None = Field(None, description="the ladder file the rung was read from")
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True)
@@ -132,6 +171,7 @@ def _external(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
         "tuned": data["protocol"].get("tuning") is not None,
         "runs": len(runs), "cached": cached,
         "wall": sum(float(run.get("wall_s") or 0.0) for run in runs if not run.get("cached")),
+        "regime": None,
     }
 
 
@@ -149,6 +189,7 @@ def _tuning_runs(tuning: Mapping[str, Any] | None) -> int:
 
 def _reproduction(path: Path, raw: Mapping[str, Any]) -> dict[str, Any]:
     from llmevo.artifacts.schema import ReproductionArtifact, validate_artifact
+    from llmevo.eval.concordance import regime_of
     from llmevo.promotion import comparison_key
 
     artifact = validate_artifact(raw, str(path))
@@ -178,6 +219,7 @@ def _reproduction(path: Path, raw: Mapping[str, Any]) -> dict[str, Any]:
         "tuned": artifact.tuning is not None,
         "runs": 2 * seeds + _tuning_runs(raw.get("tuning")), "cached": cached,
         "wall": sum(wall.values()) if isinstance(wall, Mapping) else wall,
+        "regime": regime_of(artifact),
     }
 
 
@@ -194,7 +236,12 @@ class VerdictService:
         if docs is not None and not Path(docs).is_dir():
             raise ConfigError(f"--docs {docs}: no such folder (the published family Holm reads); "
                               "give the repository's docs/ or --no-family")
+        from llmevo.artifacts.provenance import REPO_ROOT
+        from llmevo.eval.concordance import published_concordance
+
         self.docs = docs
+        # the transfer rates: the published table's concordance (this docs/, else the checkout's)
+        self.concordance = published_concordance(Path(docs) if docs is not None else REPO_ROOT / "docs")
         self._external: dict[str, list] = {}  # an experiment's published family, read on first use
         members = [] if docs is None or not (Path(docs) / "reproductions").is_dir() else family_entries(Path(docs))
         # only what Holm reads is kept: the typed artifacts would stay alive for every answer,
@@ -259,6 +306,9 @@ class VerdictService:
         if data.get("schema") in NOT_COMPARISONS:
             raise ConfigError(f"{path}: {NOT_COMPARISONS[data['schema']]}, not a comparison artifact; "
                               "give one of its comparisons' artifacts")
+        if _is_ladder(data):
+            raise ConfigError(f"{path}: a ladder file, one comparison per rung; read it with "
+                              "VerdictService.records (llmevo verdict does)")
         facts = _external(path, data) if data.get("schema") == EXTERNAL_SCHEMA else _reproduction(path, data)
         change = facts["change"]
         interval = None not in (change.get("mean"), change.get("ci_low"), change.get("ci_high")) \
@@ -274,6 +324,8 @@ class VerdictService:
                                              facts["lower_is_better"])
         wall = None if facts["wall"] is None else float(facts["wall"])
         trained = max(facts["runs"] - facts["cached"], 0)
+        external = facts["kind"] == "external"
+        transfer = None if external or self.concordance is None else self.concordance.transfer(classification)
         return VerdictRecord(
             kind=facts["kind"], name=facts["name"], baseline=facts["baseline"], method=facts["method"],
             metric=facts["metric"], lower_is_better=facts["lower_is_better"],
@@ -286,11 +338,58 @@ class VerdictService:
             budget=Budget(runs=facts["runs"], runs_trained=trained, runs_cached=facts["cached"], wall_seconds=wall,
                           cap_seconds=budget_seconds,
                           left_seconds=None if budget_seconds is None or wall is None else budget_seconds - wall),
-            artifact=str(path),
+            artifact=str(path), regime=facts["regime"],
+            transfer=None if transfer is None else TransferReading.of_transfer(transfer),
+            calibration=calibration_sentence(facts["regime"], transfer, external=external),
         )
 
+    def records(self, path: Path | str, budget_seconds: float | None = None) -> list[VerdictRecord]:
+        """The records of one file: a comparison artifact's one, or a ladder's, one per rung in
+        size order, each labelled by its size (a rung's artifact must be the one the ladder file
+        records: sha256)."""
+        path = Path(path)
+        data = _read(path)
+        if not _is_ladder(data):
+            return [self.verdict(path, budget_seconds)]
+        records = []
+        for artifact, sha256, size in _ladder_rungs(path, data):
+            try:
+                digest = hashlib.sha256(artifact.read_bytes()).hexdigest()
+            except OSError as error:
+                raise ArtifactError(f"{path}: the rung artifact {artifact} cannot be read "
+                                    f"({error.strerror or error})") from None
+            if digest != sha256:
+                raise ArtifactError(f"{path}: the rung artifact {artifact} is not the one the ladder file "
+                                    "records (sha256 differs)")
+            record = self.verdict(artifact, budget_seconds)
+            records.append(record.model_copy(update={"size": size, "ladder": str(path)}))
+        return records
+
     def many(self, paths: Sequence[Path | str]) -> list[VerdictRecord]:
-        return [self.verdict(path) for path in paths]
+        return [record for path in paths for record in self.records(path)]
+
+
+def _is_ladder(data: Mapping[str, Any]) -> bool:
+    from llmevo.artifacts.ladder import LADDER_KIND
+
+    return data.get("kind") == LADDER_KIND or data.get("schema") == EXTERNAL_LADDER
+
+
+def _ladder_rungs(path: Path, data: Mapping[str, Any]) -> list[tuple[Path, str, str]]:
+    """``(rung artifact, its recorded sha256, its size label)`` per rung, in size order."""
+    if data.get("schema") == EXTERNAL_LADDER:
+        param = (data.get("size") or {}).get("param", "size")
+        rows = data.get("rungs") or []
+        try:
+            return [(path.parent / row["artifact"], row["artifact_sha256"], f"{param}={row['size']}")
+                    for row in rows]
+        except (KeyError, TypeError):
+            raise ArtifactError(f"{path}: an external ladder whose rungs do not name their artifacts") from None
+    from llmevo.artifacts.ladder import load_ladder
+
+    ladder = load_ladder(path)
+    return [(path.parent / rung.artifact, rung.artifact_sha256, f"{rung.parameters:,} parameters (rung {rung.rung})")
+            for rung in sorted(ladder.rungs, key=lambda rung: rung.parameters)]
 
 
 def verdict_record(path: Path | str, docs: Path | None = Path("docs"),

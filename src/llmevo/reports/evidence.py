@@ -14,9 +14,12 @@ The README carries the short form, ``headline_table`` (component, baseline, the 
 its interval, the class before and after Holm, the ladder's class) between ``HEADLINE_START``
 and ``HEADLINE_END``; the results page of the documentation site carries the full table.
 Between ``reports.decisions.DECISIONS_START`` and ``DECISIONS_END`` (the README, the ladders
-results page) goes the ladders' decision accuracy, and between ``reports.ladder.LADDERS_START``
-and ``LADDERS_END`` (the ladders results page) every ladder's rungs (``ladder_details``). ``replace_generated`` fills whichever of
-the marker pairs a file has.
+results page) goes the ladders' decision accuracy; between ``reports.ladder.LADDERS_START``
+and ``LADDERS_END`` (the ladders results page) every ladder's rungs (``ladder_details``); and
+between ``reports.concordance.CONCORDANCE_START`` and ``CONCORDANCE_END`` (the results page; in
+the README its short form, between ``SUMMARY_START`` and ``SUMMARY_END``) the concordance of the
+table's classes with the references at scale. ``replace_generated`` fills whichever of the
+marker pairs a file has.
 
 Public API: ``evidence_table``, ``headline_table``, ``budget_cells``, ``fragile_note``,
 ``decision_section``, ``replace_evidence``, ``replace_generated``, ``EVIDENCE_START``,
@@ -25,11 +28,19 @@ Public API: ``evidence_table``, ``headline_table``, ``budget_cells``, ``fragile_
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 from llmevo.errors import ConfigError
+from llmevo.eval.concordance import arm_choice
 from llmevo.eval.decisions import DecisionAccuracy
+from llmevo.reports.concordance import (
+    CONCORDANCE_END,
+    CONCORDANCE_START,
+    SUMMARY_END,
+    SUMMARY_START,
+    concordance_lines,
+    concordance_summary,
+)
 from llmevo.reports.decisions import DECISIONS_END, DECISIONS_START, accuracy_lines
 from llmevo.reports.ladder import LADDERS_END, LADDERS_START, ladder_details
 
@@ -41,8 +52,7 @@ HEADLINE_END = "<!-- end of the headline table -->"
 
 def _short(arm: str) -> str:
     """``llama_modern[position=learned]`` -> ``learned``: the slot choice that differs."""
-    match = re.fullmatch(r"llama_modern\[\w+=(.+)\]", arm)
-    return match.group(1) if match else arm
+    return arm_choice(arm)
 
 
 def _lr(arm: Mapping | None, rescored: Mapping | None = None) -> str:
@@ -211,7 +221,9 @@ def replace_generated(text: str, rows: Sequence[Mapping], ladders: Sequence[Mapp
     found = False
     builds = [(EVIDENCE_START, EVIDENCE_END, lambda: evidence_table(rows, ladders)),
               (HEADLINE_START, HEADLINE_END, lambda: headline_table(rows, ladders)),
-              (LADDERS_START, LADDERS_END, lambda: ladder_details(list(ladders)))]
+              (LADDERS_START, LADDERS_END, lambda: ladder_details(list(ladders))),
+              (CONCORDANCE_START, CONCORDANCE_END, lambda: "\n".join(concordance_lines(rows))),
+              (SUMMARY_START, SUMMARY_END, lambda: concordance_summary(rows))]
     if accuracy is not None:
         builds.append((DECISIONS_START, DECISIONS_END, lambda: decision_section(accuracy)))
     for start_marker, end_marker, build in builds:

@@ -35,11 +35,13 @@ from llmevo.artifacts.schema import (
     read_json,
 )
 from llmevo.errors import ArtifactError, ConfigError
+from llmevo.eval.concordance import Regime, calibration_sentence, regime_of
 from llmevo.eval.decisions import DecisionAccuracy
 from llmevo.eval.sensitivity import lr_sensitivity
 from llmevo.eval.stats import claim_policy
 from llmevo.eval.time_to_target import artifact_time_to_target
 from llmevo.promotion import FamilyVerdict, family_members, family_verdicts, verdict_class
+from llmevo.reports.concordance import concordance_lines, table_concordance
 from llmevo.reports.decisions import accuracy_lines
 from llmevo.reports.evidence import fragile_note
 from llmevo.reports.ladder import ladder_row, ladder_section, same_runs
@@ -258,6 +260,8 @@ def _reproduction_row(artifact: ReproductionArtifact, family: FamilyVerdict | No
            if artifact.setup.match == "flops" else {}),
         # the multi-seed re-scoring per arm: absent where no arm recorded one (older artifacts)
         **({"rescoring": rescoring} if (rescoring := _rescoring_fields(artifact)) is not None else {}),
+        # where the verdict was measured (eval.concordance.regime_of: read from the recorded config)
+        "regime": regime_of(artifact).model_dump(mode="json"),
     }
 
 
@@ -315,9 +319,23 @@ def build_leaderboard(entries: Sequence[tuple[Path, Artifact]], repository: Path
         row = (_reproduction_row(artifact, family.get(Path(path).resolve()))
                if isinstance(artifact, ReproductionArtifact) else _diagnostic_row(artifact))
         rows.append({**row, **_source(path, repository)})
+    _calibrate(rows)
     order = {"reproduction": 0, "diagnostic": 1}
     return sorted(rows, key=lambda row: (order[row["kind"]], row["arxiv"] or "", row["name"],
                                          row["in_repository"], row["source"]))
+
+
+def _calibrate(rows: list[dict]) -> None:
+    """Each classed reproduction row's ``transfer`` (how often its class held at scale, from the
+    concordance of the table's own family rows with the references) and ``calibration`` (the
+    sentence that says it and the regime, ``eval.concordance.calibration_sentence``)."""
+    found = table_concordance(rows)
+    for row in rows:
+        if row["kind"] != "reproduction" or not row.get("classification"):
+            continue
+        transfer = found.transfer(row["classification"])
+        row["transfer"] = None if transfer is None else transfer.to_json()
+        row["calibration"] = calibration_sentence(Regime.model_validate(row["regime"]), transfer)
 
 
 def _change(row: Mapping) -> str:
@@ -461,7 +479,7 @@ def render_markdown(rows: Sequence[Mapping], md_path: Path, repository: Path,
             f"{'yes' if row.get('tuned') else '*untuned*'} | {_escape(row['metric'])} | "
             f"{_baseline_arm(row)} | {format_decimals(row['baseline_value'])} | {format_decimals(row['method_value'])} | "
             f"{_change(row)} | {_class_cell(row)} | {_holm_cell(row)} | "
-            f"{_escape(row['claim'])} | {link(row)} |"
+            f"{_escape(' '.join(filter(None, (row['claim'], row.get('calibration')))))} | {link(row)} |"
         )
     if not reproductions:
         lines.append("| — | | | | | | | | | | | | | no reproduction artifacts found | |")
@@ -472,6 +490,10 @@ def render_markdown(rows: Sequence[Mapping], md_path: Path, repository: Path,
                   "Does a ladder's verdict at one rung predict the next rung's, and the top rung's? "
                   "(`llmevo ladder --accuracy`; `eval/decisions.py` says what counts.)", "",
                   *accuracy_lines(accuracy)]
+    if any(row.get("holm") for row in reproductions):
+        lines += ["", "## Concordance at scale", "",
+                  "Do the table's verdicts hold in careful studies at 100M+ parameters? "
+                  "(`eval/concordance.py` says what counts.)", "", *concordance_lines(reproductions)]
     lines += [
         "",
         "## Component diagnostics",
@@ -563,7 +585,9 @@ def write_leaderboard(rows: Sequence[Mapping], md_path: Path, json_path: Path,
     payload = {"generated_by": "llmevo leaderboard",
                "markdown_sha256": hashlib.sha256(markdown.encode("utf-8")).hexdigest(),
                "rows": list(rows), "ladders": list(ladders),
-               **({"decision_accuracy": accuracy.to_json()} if accuracy is not None else {})}
+               **({"decision_accuracy": accuracy.to_json()} if accuracy is not None else {}),
+               **({"concordance": table_concordance(rows).to_json()}
+                  if any(row.get("holm") for row in rows) else {})}
     write_pair(Path(md_path), markdown, Path(json_path), json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
 
 

@@ -175,6 +175,18 @@ def verdict_sentence(artifact: ReproductionArtifact) -> tuple[str, str] | None:
     )
 
 
+def calibration(artifact: ReproductionArtifact) -> str:
+    """The regime the verdict was measured in and how often its class held at scale
+    (``eval.concordance.calibration_sentence``; the transfer rate from this checkout's published
+    table and references, read when the sentence is written)."""
+    from llmevo.artifacts.provenance import REPO_ROOT
+    from llmevo.eval.concordance import calibration_sentence, published_concordance, regime_of
+
+    found = published_concordance(REPO_ROOT / "docs")
+    transfer = None if found is None else found.transfer(verdict_class(artifact))
+    return calibration_sentence(regime_of(artifact), transfer)
+
+
 def identical_arms(artifact: ReproductionArtifact) -> bool:
     """Both arms report the same value for every table metric they share."""
     baseline, method = numeric_values(artifact.baseline), numeric_values(artifact.method)
@@ -228,7 +240,7 @@ def _verdict_section(artifact: ReproductionArtifact) -> Section:
         f"Time to target: the method reached the baseline's final {loss} in "
         f"{reached.removesuffix(' on validation')} of the baseline's {unit} (geometric mean over "
         f"the seeds, 95% interval; the same runs read at equal loss instead of equal budget{curve}).",)
-    return Section("verdict", "Verdict", sentences=(sentence, *timing),
+    return Section("verdict", "Verdict", sentences=(sentence, calibration(artifact), *timing),
                    warnings=warnings + ((narrow,) if narrow else ()))
 
 
