@@ -17,12 +17,12 @@ from llmevo.errors import ConfigError
 from llmevo.experiments.external import (
     ExternalRequest,
     RunFailed,
+    compare_external,
     execute,
     load_experiment,
     parse_metrics,
     parse_settings,
     plan_external,
-    compare_external,
 )
 
 # metric = (log10(lr) + 2.5)^2 + offset + seed noise: the best lr of the grid is 3e-3

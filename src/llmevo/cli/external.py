@@ -75,7 +75,7 @@ def _given(ctx: typer.Context, request: type[SectionedRequest], converters: Mapp
         elif param.name in fields:
             values[param.name] = value
         else:
-            foreign.append(param.human_readable_name if param.param_type_name == "argument" else param.opts[0])
+            foreign.append(param.name.upper() if param.param_type_name == "argument" else param.opts[0])
     if foreign:
         raise ConfigError(f"--experiment runs the file's command; {', '.join(foreign)} "
                           f"{'does' if len(foreign) == 1 else 'do'} not apply (the file and its command decide it)")
