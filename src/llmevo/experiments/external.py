@@ -1,10 +1,17 @@
 """External experiments: llmevo's paired protocol around anyone's training command.
 
 A researcher's own script (one that does not import llmevo) is declared in a small TOML
-file; ``run_external`` runs a baseline and a method arm of it through the same protocol a
-built-in reproduction follows: the same lr grid under the same tuning seeds for both arms
-(equal budget), report seeds disjoint from the tuning seeds, paired statistics and the
-four-class verdict of ``llmevo.eval.stats``, an arm cache, and provenance.
+file; ``compare_external`` runs a baseline and a method arm of it through the comparison
+every built-in takes (``runner.compare.compare_arms``), its arms run by ``SubprocessRunner``
+(one of the three ``runner.arm_runner.ArmRunner``\s): before anything else the seed check (the
+baseline on two seeds must differ) and the no-op check (the arms on one seed must differ;
+``allow_noop`` classes them no-op instead), then the file's ``[tune]`` parameter tuned by the
+built-ins' lr-grid protocol (``runner.tuning``: the grid, one edge extension, the adequacy
+probe, re-scoring of the contenders on further seeds), report seeds disjoint from the tuning
+seeds, paired statistics and the verdict of ``eval.stats.decide`` (its class, no-op, stalled
+seeds) with fragile seeds, a run cache, and provenance. What cannot apply to a command llmevo
+does not build (the space protocol, halving, counting its tokens) is said in the artifact's
+``not_applicable``, and refused as an option (``EXTERNAL_REFUSED``).
 
 **The experiment file** (every key but ``name``, ``command`` and ``metric`` optional;
 unknown keys are refused)::
@@ -44,7 +51,7 @@ finite; other finite numbers are kept, anything else in the object is ignored.
 
 A run that exits nonzero, outlives the timeout (its whole process group is killed) or
 reports no usable metric is a *failed run*: one line, recorded, never an exception. A
-failed tuning run removes its grid point; a failed report run withholds the verdict.
+failed tuning run scores as a diverged one; a failed report run withholds the verdict.
 
 **The cache**: a successful run is stored at ``<cache_dir>/external/<key[:2]>/<key>.json``
 (the folder convention of ``runner.cache``; written atomically, with a sha256 of its own
@@ -58,20 +65,27 @@ where it stopped.
 - ``schema``, ``name``, ``created`` (UTC ISO time), ``command`` (the llmevo command line);
 - ``experiment``: ``file``, ``sha256`` (of the TOML), ``command``, ``files``, ``metric``,
   ``direction``, ``report``, ``params`` (the declared defaults);
-- ``protocol``: ``report_seeds``, ``tuning`` (``{param, grid, seeds}`` or null),
-  ``timeout_s``, ``margin_percent``;
+- ``protocol``: ``report_seeds``, ``tuning`` (``{protocol: "grid", param, grid, seeds,
+  confirm_seeds, extend_edges, probe}`` or null), ``timeout_s``, ``margin_percent``, ``allow_noop``;
+- ``tuned``: true only when the tuning protocol ran; ``tuning``: its block, as a built-in
+  artifact's (``runner.tuning.tuning_block``; its ``lr`` entries are the values of
+  ``parameter``; ``minimized`` says so where the metric is higher-is-better), or null;
 - ``baseline`` / ``method``: ``label`` (the parameters where it differs from the other
   arm), ``settings`` (as given), ``params`` (resolved, tuned value
-  included), ``tuning`` (``{param, chosen, grid_means}`` or null), ``report`` (``{mean,
+  included), ``tuning`` (``{param, chosen, grid_means, on_edge}`` or null), ``report`` (``{mean,
   std, n}`` of the metric over its successful report seeds, or null);
-- ``runs``: every run, ``{arm, phase ("tune"|"report"), seed, params, status ("ok" |
-  "failed"), metrics, error, cached, wall_s, key}``;
+- ``checks``: ``seed`` (the two seeds, their values, ``differ``; null: not made) and ``no_op``
+  (``how: "metrics"``, ``same_function``, ``reason``, ``allowed_noop``);
+- ``not_applicable``: each part of the built-in protocol that does not apply here, and why;
+- ``runs``: every run, ``{arm, phase ("check"|"tune"|"report"), seed, params, status ("ok" |
+  "failed"), metrics, error, cached, wall_s, key}`` (``reused``: a run asked again in the
+  same comparison, executed once);
 - ``per_seed``: ``{seed, baseline: {metric: value}, method: {...}}`` for the report seeds
   both arms completed;
 - ``statistics``: ``eval.stats.build_statistics`` over the metrics every report run gave;
 - ``verdict``: ``eval.stats.decide`` (every verdict's function) of the decisive metric (``classification``
-  one of better / non-inferior / inconclusive / worse; null below 3 seeds), or null with
-  ``verdict_withheld`` saying why;
+  one of better / non-inferior / inconclusive / worse, or no-op; null below 3 seeds;
+  ``stalled_seeds`` and ``fragile_seeds`` from 4 seeds), or null with ``verdict_withheld`` saying why;
 - ``family``: null, or for a published comparison its Holm reading within the experiment's
   own published family when it was published (``external_family``);
 - ``provenance``: ``files`` (path -> sha256), ``git`` (``commit`` and ``dirty`` of the
@@ -692,7 +706,7 @@ def plan_external(request: ExternalRequest, check_publish: bool = True,
     param, tuner = None, None
     if tuning.wanted(tuned_by_default=spec.tune is not None):
         if spec.tune is None:
-            raise ConfigError(f"--tune-grid: {spec.name} declares no [tune] axis to tune")
+            raise ConfigError(f"--tune-grid: {spec.name} declares no [tune] axis to tune (a [tune] table: param, grid)")
         param = spec.tune.param
         default = spec.params[param]
         if not isinstance(default, float) or not default > 0:

@@ -13,19 +13,21 @@ Two implement the interface:
   (``--tune-space``), the same number per arm: Sobol points, or a Sobol start and then a
   sequential sampler (``--tune-sampler tpe|gp``, a field of the plan).
 
-``tune_arms`` is the one function that tunes the arms of a comparison, whichever the tuner:
-each arm's training settings (``runner.run.arm_train_config``) and its scorer are made here
-(``runner.run.score_arm`` bound to the arm, its data view, preset, metric and arm-cache
-entries: a tuner hands it ``RunSpec``s and gets ``Scores`` back, and never sees a model, a
-stream, a device or the cache), the tuner chooses, and the arm comes back with its optimizer
-and its preset at the choice. A new tuner (a multi-fidelity one)
+``tune_arms`` is the one function that tunes the arms of a comparison, whichever the tuner
+and whoever runs the arms: the arm runner (``runner.arm_runner.ArmRunner``, through the part
+of it tuning uses, ``Tunable``) gives each arm's starting settings and its scorer
+(``TuningStart``: a built-in's is ``runner.run.score_arm`` bound to the arm, its data view,
+preset, metric and arm-cache entries; an external arm's runs its command), so a tuner hands it
+``RunSpec``s and gets ``Scores`` back, and never sees a model, a stream, a device, a command or
+the cache; the tuner chooses, and the runner gives the arm back at the choice. A new tuner
 implements ``Tuner`` and nothing above the runner changes; a new way of choosing a space's
 trials is a ``SpacePlan.sampler`` (TPE and GP were added so, with no change to ``Tuner``).
 
 Not a tuner: evolve's trial grid (each trial at its genome's lr times a few factors, scored by
 its best fitness), which is the search's objective rather than a comparison's tuning.
 
-Public API: ``Tuner``, ``ArmChoice``, ``TunedArms``, ``tune_arms``.
+Public API: ``Tuner``, ``ArmChoice``, ``TunedArms``, ``TuningStart``, ``Tunable``, ``tune_arms``,
+``model_components``.
 """
 
 from __future__ import annotations
