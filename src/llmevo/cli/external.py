@@ -96,8 +96,6 @@ def run_experiment(ctx: typer.Context) -> None:
     params = ctx.params
     if params.get("experiment") is None:
         raise ConfigError("--baseline, --method and --timeout apply with --experiment FILE only")
-    if params.get("baseline") is None and params.get("method") is None:
-        raise ConfigError("--experiment needs --baseline and/or --method (e.g. --method 'norm=rmsnorm')")
     seeds = {"seeds": parse_seeds(params.get("seed"), params.get("seeds"))} \
         if params.get("seed") is not None or params.get("seeds") is not None else {}
     given = _given(ctx, ExternalRequest, {
@@ -107,6 +105,8 @@ def run_experiment(ctx: typer.Context) -> None:
     })
     request = ExternalRequest(**{"baseline": "", "method": "", **{k: v for k, v in given.items() if v is not None}},
                               cache_dir=resolve_cache_dir(), command=_command())
+    if params.get("baseline") is None and params.get("method") is None:
+        raise ConfigError("--experiment needs --baseline and/or --method (e.g. --method 'norm=rmsnorm')")
     plan = plan_external(request)  # every check happens before the first run
     artifact = run_comparison(plan, base_env=dict(os.environ),
                               on_run=lambda record: _show_run(record, plan.labels, plan.param))
@@ -153,8 +153,6 @@ def run_experiment_ladder(ctx: typer.Context) -> None:
     params = ctx.params
     if params.get("experiment") is None:
         raise ConfigError("--baseline, --method, --timeout and --tune-grid apply with --experiment FILE only")
-    if params.get("baseline") is None and params.get("method") is None:
-        raise ConfigError("--experiment needs --baseline and/or --method (e.g. --method 'activation=relu2')")
     given = _given(ctx, ExternalLadderRequest, {
         "rungs": lambda value: {"rungs": parse_sizes(value)},
         "seeds": lambda value: {"seeds": parse_seeds(None, value)},
@@ -163,6 +161,8 @@ def run_experiment_ladder(ctx: typer.Context) -> None:
     })
     request = ExternalLadderRequest(**{"baseline": "", "method": "", **{k: v for k, v in given.items() if v is not None}},
                                     cache_dir=resolve_cache_dir(), command=_command())
+    if params.get("baseline") is None and params.get("method") is None:
+        raise ConfigError("--experiment needs --baseline and/or --method (e.g. --method 'activation=relu2')")
     plan = plan_external_ladder(request)  # every rung checked before the first run
     tuned = plan.rungs[0].param
 

@@ -3,7 +3,7 @@
 A researcher's own script (one that does not import llmevo) is declared in a small TOML
 file; ``compare_external`` runs a baseline and a method arm of it through the comparison
 every built-in takes (``runner.compare.compare_arms``), its arms run by ``SubprocessRunner``
-(one of the three ``runner.arm_runner.ArmRunner``\s): before anything else the seed check (the
+(one of the three arm runners, ``runner.arm_runner.ArmRunner``): before anything else the seed check (the
 baseline on two seeds must differ) and the no-op check (the arms on one seed must differ;
 ``allow_noop`` classes them no-op instead), then the file's ``[tune]`` parameter tuned by the
 built-ins' lr-grid protocol (``runner.tuning``: the grid, one edge extension, the adequacy
