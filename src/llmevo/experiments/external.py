@@ -540,13 +540,6 @@ class ExternalRequest(SectionedRequest):
     run: ExternalRunSection = Field(default_factory=ExternalRunSection)
     tuning: TuningSection = Field(default_factory=TuningSection)
 
-    @classmethod
-    def accepted(cls) -> set[str]:
-        """Every field this request reads: its own and its sections', but the refused."""
-        own = {name for name in cls.model_fields if name not in cls.sections()}
-        return own | {field for section in cls.sections().values() for field in section.model_fields
-                      if field not in cls.refused}
-
 
 @dataclass(frozen=True)
 class ExternalPlan:
