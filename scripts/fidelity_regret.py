@@ -47,6 +47,7 @@ def run_all(args: argparse.Namespace) -> None:
 
     from llmevo.experiments import ReproductionRequest
     from llmevo.experiments.reproduction import cache_code_modules
+    from llmevo.runner.arm_runner import InProcessRunner
     from llmevo.runner.cache import ArmCache
     from llmevo.runner.fidelity import check_fidelity
     from llmevo.runner.tuner import tune_arms
@@ -81,8 +82,10 @@ def run_all(args: argparse.Namespace) -> None:
                 tuner = (check_space_plan("full", args.trials, [seed], plan.seeds, grid=grid, fidelity=fidelity)
                          if args.space else check_plan(grid, [seed], plan.seeds, confirm=2, fidelity=fidelity))
                 started = time.perf_counter()
-                tuned = tune_arms(comparison.arms, views, preset, tuner, comparison.metric, comparison.objective,
-                                  plan.device, execution=plan.execution, cache=cache)
+                runner = InProcessRunner(views, preset, plan.device, comparison.metric, comparison.objective,
+                                         plan.execution, cache,
+                                         presets={arm.label: preset for arm in comparison.arms})
+                tuned = tune_arms(runner, comparison.arms, tuner, comparison.metric)
                 clocks[kind] = time.perf_counter() - started
                 blocks[kind] = tuned.block
             for arm in comparison.arms:

@@ -44,6 +44,7 @@ def run_all(args: argparse.Namespace) -> None:
     from llmevo.eval.lm import evaluate_lm
     from llmevo.experiments import ReproductionRequest
     from llmevo.experiments.reproduction import cache_code_modules
+    from llmevo.runner.arm_runner import InProcessRunner
     from llmevo.runner.cache import ArmCache
     from llmevo.runner.run import arm_train_config, build_arm_model
     from llmevo.runner.tuner import tune_arms
@@ -71,9 +72,10 @@ def run_all(args: argparse.Namespace) -> None:
             blocks = {}
             for kind, noise in (("edge", 0.0), ("noise", None)):
                 tuner = check_plan(default_grid(preset.train.lr), [seed], plan.seeds, confirm=2, noise=noise)
-                blocks[kind] = tune_arms(comparison.arms, views, preset, tuner, comparison.metric,
-                                         comparison.objective, plan.device, execution=plan.execution,
-                                         cache=cache).block
+                runner = InProcessRunner(views, preset, plan.device, comparison.metric, comparison.objective,
+                                         plan.execution, cache,
+                                         presets={arm.label: preset for arm in comparison.arms})
+                blocks[kind] = tune_arms(runner, comparison.arms, tuner, comparison.metric).block
             for arm in comparison.arms:
                 old, new = blocks["edge"]["arms"][arm.label], blocks["noise"]["arms"][arm.label]
                 old_lr, new_lr = old["chosen"]["lr"], new["chosen"]["lr"]

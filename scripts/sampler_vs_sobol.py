@@ -41,6 +41,7 @@ def run_all(args: argparse.Namespace) -> None:
 
     from llmevo.experiments import ReproductionRequest
     from llmevo.experiments.reproduction import cache_code_modules
+    from llmevo.runner.arm_runner import InProcessRunner
     from llmevo.runner.cache import ArmCache
     from llmevo.runner.tuner import tune_arms
     from llmevo.runner.tuning_space import check_space_plan
@@ -68,8 +69,9 @@ def run_all(args: argparse.Namespace) -> None:
                     continue
                 tuner = check_space_plan("full", trials, [1000], plan.seeds, sampler_seed=seed, sampler=sampler)
                 started = time.perf_counter()
-                tuned = tune_arms(arms, views, preset, tuner, comparison.metric, comparison.objective,
-                                  plan.device, execution=plan.execution, cache=cache)
+                runner = InProcessRunner(views, preset, plan.device, comparison.metric, comparison.objective,
+                                         plan.execution, cache, presets={arm.label: preset for arm in arms})
+                tuned = tune_arms(runner, arms, tuner, comparison.metric)
                 wall = time.perf_counter() - started
                 for arm in arms:
                     block = tuned.block["arms"][arm.label]

@@ -53,7 +53,10 @@ def test_tiny_gpt_reproduced_end_to_end(workdir, data_dir, monkeypatch, capsys):
     assert re.fullmatch(r"[0-9a-f]{40}", first["provenance"]["git"]["commit"])
     assert isinstance(first["provenance"]["git"]["dirty"], bool)
     assert (workdir / "first.md").is_file()
-    assert all(run["status"] == "ok" and not run["cached"] for run in first["runs"])
+    assert all(run["status"] == "ok" and (not run["cached"] or run.get("reused")) for run in first["runs"])
+    assert [run["phase"] for run in first["runs"][:3]] == ["check"] * 3  # the seed and no-op checks
+    assert first["checks"]["seed"]["differ"] and not first["checks"]["no_op"]["same_function"]
+    assert first["tuned"] is False and first["tuning"] is None and "tuning" in first["not_applicable"]
     # the same command again: every run from the cache, the same numbers
     assert reproduce(workdir / "second.json") == 0
     second = json.loads((workdir / "second.json").read_text())
@@ -62,7 +65,7 @@ def test_tiny_gpt_reproduced_end_to_end(workdir, data_dir, monkeypatch, capsys):
     # recomputed (--no-arm-cache): the same numbers again (the script is deterministic on a CPU)
     assert reproduce(workdir / "third.json", "--no-arm-cache", seeds="43,44") == 0  # two seeds: fewer runs
     third = json.loads((workdir / "third.json").read_text())
-    assert not any(run["cached"] for run in third["runs"])
+    assert not any(run["cached"] and not run.get("reused") for run in third["runs"])
     assert third["per_seed"] == first["per_seed"][1:]
     out = capsys.readouterr().out
     assert "verdict:" in out and "mean ± std" in out
@@ -87,11 +90,12 @@ CRASH = """
     import json, os, sys
     if os.environ["LLMEVO_PARAM_MODE"] == "bad":
         raise SystemExit("out of memory, pretend")
-    print(json.dumps({"loss": 1.0}))
+    print(json.dumps({"loss": 1.0 + int(os.environ["LLMEVO_PARAM_SEED"]) / 1000}))
 """
 SILENT = """
     import json, os
-    print("done" if os.environ["LLMEVO_PARAM_MODE"] == "bad" else json.dumps({"loss": 1.0}))
+    seed = int(os.environ["LLMEVO_PARAM_SEED"])
+    print("done" if os.environ["LLMEVO_PARAM_MODE"] == "bad" else json.dumps({"loss": 1.0 + seed / 1000}))
 """
 HANG = """
     import json, os, subprocess, sys, time
@@ -100,7 +104,7 @@ HANG = """
         with open("child.pid", "w") as handle:
             handle.write(str(child.pid))
         time.sleep(120)
-    print(json.dumps({"loss": 1.0}))
+    print(json.dumps({"loss": 1.0 + int(os.environ["LLMEVO_PARAM_SEED"]) / 1000}))
 """
 
 
@@ -115,11 +119,17 @@ def test_a_failing_run_is_one_line_and_recorded(workdir, capsys, script, error):
     captured = capsys.readouterr()
     assert code == 0 and "Traceback" not in captured.out + captured.err
     failed_lines = [line for line in captured.out.splitlines() if line.startswith("failed")]
-    assert len(failed_lines) == 2 and all(error in line for line in failed_lines), captured.out
+    assert len(failed_lines) == 3 and all(error in line for line in failed_lines), captured.out
     assert "verdict withheld" in captured.out
     artifact = json.loads((workdir / "out.json").read_text())
     assert artifact["verdict"] is None and "report seed 1 failed" in artifact["verdict_withheld"]
-    assert [run["status"] for run in artifact["runs"]] == ["ok", "failed", "ok", "failed"]
+    # the checks (the method's check run failed: not checked), then each arm's report seeds; the
+    # method's seed 1 ran once, its failure reused
+    assert [(run["phase"], run["arm"], run["status"]) for run in artifact["runs"]] == [
+        ("check", "baseline", "ok"), ("check", "baseline", "ok"), ("check", "method", "failed"),
+        ("report", "baseline", "ok"), ("report", "baseline", "ok"), ("report", "method", "failed"),
+        ("report", "method", "failed")]
+    assert artifact["runs"][5]["reused"] and artifact["checks"]["no_op"]["reason"].startswith("not checked")
     assert artifact["baseline"]["report"]["n"] == 2 and artifact["method"]["report"] is None
     if script is HANG:
         assert time.monotonic() - start < 30

@@ -308,7 +308,7 @@ def test_an_experiment_edited_while_it_runs_is_refused_publishing_and_recorded_o
     def request(publish: bool) -> ExternalRequest:
         return ExternalRequest(experiment=experiment, method="offset=0.01", seeds=[1, 2], publish=publish,
                                repo_root=repo, published_dir=docs, runs_dir=workdir / "runs",
-                               cache_dir=workdir / "cache", cache="off")
+                               cache_dir=workdir / "cache", arm_cache=False)
 
     with pytest.raises(CodeChangedError, match=r"cannot publish .*changed: script.py\); nothing was written"):
         run_comparison(plan_external(request(publish=True)), {}, on_run=edit_once)

@@ -28,7 +28,7 @@ from llmevo.registry import ComponentChoice
 from llmevo.reports.leaderboard import build_leaderboard, render_markdown
 from llmevo.reports.readme import write_report
 from llmevo.runner.arm import Arm
-from llmevo.runner.compare import FlopsBudget, check_equal_budget
+from llmevo.runner.arm_runner import FlopsBudget, check_equal_budget
 from llmevo.runner.flops import FlopCount
 
 MHA, MLA = 933_888.0, 983_040.0  # llama_modern's and mla's counted FLOPs per token (test_flops_reference)

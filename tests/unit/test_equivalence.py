@@ -13,7 +13,7 @@ from llmevo.errors import ConfigError
 from llmevo.experiments import reproduction
 from llmevo.experiments.plans import ReproductionPlan, plan_comparison
 from llmevo.registry import ComponentChoice
-from llmevo.runner import compare
+from llmevo.runner import arm_runner, compare
 from llmevo.runner.equivalence import TOLERANCE, check_equivalence
 from llmevo.runner.presets import get_preset
 from llmevo.runner.views import load_views
@@ -94,7 +94,7 @@ def test_the_runner_refuses_a_noop_before_training(smoke, data_dir, cache_dir, m
     def no_training(*args, **kwargs):
         raise AssertionError("an arm trained before the no-op check refused")
 
-    monkeypatch.setattr(compare, "run_arm", no_training)
+    monkeypatch.setattr(arm_runner, "run_arm", no_training)
     monkeypatch.setattr(compare, "tune_arms", no_training)
     with pytest.raises(ConfigError, match="compute the same function.*--allow-noop"):
         reproduction.run_reproduction(plan)

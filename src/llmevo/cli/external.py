@@ -9,11 +9,13 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Callable, Mapping
+
+import typer
 
 from llmevo.cli.common import console, parse_floats, parse_seeds, resolve_cache_dir
 from llmevo.errors import ConfigError
+from llmevo.registry import SectionedRequest
 
 
 def _show_run(record: Mapping, labels: Mapping[str, str], tuned: str | None) -> None:
@@ -54,44 +56,64 @@ def _table(artifact: Mapping):
     return table
 
 
-DEFAULT_TUNE_SEEDS = "1000"  # reproduce's --tune-seeds default: here, the experiment file's seeds
+def _given(ctx: typer.Context, request: type[SectionedRequest], converters: Mapping[str, Callable]) -> dict:
+    """The options given on the command line (an explicit default too), as ``request``'s
+    fields: each converted where the command line spells it as text (``converters``). An
+    option that is no field of the request, nor of its sections, is refused here in one line;
+    a section field the request does not read (``request.refused``) is refused by the request,
+    with its reason, exactly as from Python."""
+    fields = set(request.model_fields) | {name for section in request.sections().values()
+                                          for name in section.model_fields}
+    values, foreign = {}, []
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name)
+        if source is None or source.name in ("DEFAULT", "DEFAULT_MAP"):
+            continue
+        value = ctx.params[param.name]
+        if param.name in converters:
+            values.update(converters[param.name](value))
+        elif param.name in fields:
+            values[param.name] = value
+        else:
+            foreign.append(param.name.upper() if param.param_type_name == "argument" else param.opts[0])
+    if foreign:
+        raise ConfigError(f"--experiment runs the file's command; {', '.join(foreign)} "
+                          f"{'does' if len(foreign) == 1 else 'do'} not apply (the file and its command decide it)")
+    return values
 
 
-def run_experiment(experiment: Path | None, baseline: str | None, method: str | None, seed: int | None,
-                   seeds: str | None, tune: bool | None, tune_grid: str | None, tune_seeds: str | None,
-                   timeout: float | None, margin: float | None, arm_cache: bool, out: Path | None,
-                   report: bool, others: Mapping[str, object], publish: bool = False, allow_dirty: bool = False,
-                   replace: bool = False) -> None:
-    """The ``--experiment`` branch of ``llmevo reproduce``; ``others``: options of a built-in
-    reproduction that were given (refused here)."""
+def _command() -> str:
+    return " ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]])
+
+
+def run_experiment(ctx: typer.Context) -> None:
+    """The ``--experiment`` branch of ``llmevo reproduce``: its given options (``ctx``) become
+    an ``ExternalRequest``; what it does not read is refused."""
     from rich.markup import escape
 
     from llmevo.experiments import ExternalRequest, plan_external, run_comparison
 
-    if experiment is None:
+    params = ctx.params
+    if params.get("experiment") is None:
         raise ConfigError("--baseline, --method and --timeout apply with --experiment FILE only")
-    given = [option for option, value in others.items() if value is not None]
-    if given:
-        raise ConfigError(f"--experiment runs the file's command; {', '.join(given)} does not apply")
-    if baseline is None and method is None:
+    seeds = {"seeds": parse_seeds(params.get("seed"), params.get("seeds"))} \
+        if params.get("seed") is not None or params.get("seeds") is not None else {}
+    given = _given(ctx, ExternalRequest, {
+        "seed": lambda value: seeds, "seeds": lambda value: seeds,
+        "tune_grid": lambda value: {"tune_grid": parse_floats(value, "--tune-grid")},
+        "tune_seeds": lambda value: {"tune_seeds": parse_seeds(None, value, option="--tune-seeds")},
+    })
+    request = ExternalRequest(**{"baseline": "", "method": "", **{k: v for k, v in given.items() if v is not None}},
+                              cache_dir=resolve_cache_dir(), command=_command())
+    if params.get("baseline") is None and params.get("method") is None:
         raise ConfigError("--experiment needs --baseline and/or --method (e.g. --method 'norm=rmsnorm')")
-    request = ExternalRequest(
-        experiment=experiment, baseline=baseline or "", method=method or "",
-        seeds=parse_seeds(seed, seeds, default="42,43,44"), tune=tune,
-        tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None,
-        tune_seeds=(parse_seeds(None, tune_seeds, option="--tune-seeds")
-                    if tune_seeds not in (None, DEFAULT_TUNE_SEEDS) else None),
-        timeout=timeout, **({} if margin is None else {"margin": margin}), cache="use" if arm_cache else "refresh",
-        cache_dir=resolve_cache_dir(), out=out, report=report, publish=publish, allow_dirty=allow_dirty,
-        replace=replace, command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
-    )
     plan = plan_external(request)  # every check happens before the first run
-    tuned = None if plan.tuning is None else plan.tuning.param
     artifact = run_comparison(plan, base_env=dict(os.environ),
-                              on_run=lambda record: _show_run(record, plan.labels, tuned))
+                              on_run=lambda record: _show_run(record, plan.labels, plan.param))
     for arm in ("baseline", "method"):
         if artifact[arm]["tuning"] is not None:
-            console.print(f"{arm}: tuned {tuned} = {artifact[arm]['tuning']['chosen']}")
+            console.print(f"{arm}: tuned {plan.param} = {artifact[arm]['tuning']['chosen']:g}"
+                          + (" (on its grid's edge)" if artifact[arm]["tuning"]["on_edge"] else ""))
     console.print(_table(artifact))
     if artifact["verdict"] is not None:
         from llmevo.eval.concordance import calibration_sentence
@@ -106,12 +128,6 @@ def run_experiment(experiment: Path | None, baseline: str | None, method: str | 
                       f"{escape(artifact['name'])}: {family['classification']} (adjusted p {family['p_holm']:.3g}, "
                       f"[{family['ci_low']:+.2f}%, {family['ci_high']:+.2f}%])")
     console.print(f"artifact: {plan.artifact}")
-
-
-# the ``llmevo ladder`` options that apply with --experiment (any other one given is refused)
-EXTERNAL_LADDER_OPTIONS = frozenset({
-    "experiment", "baseline", "method", "timeout", "tune_grid", "rungs", "seeds", "tune_seeds", "margin",
-    "resamples", "publish", "allow_dirty", "replace", "out"})
 
 
 def parse_sizes(text: str, option: str = "--rungs") -> list[int | float]:
@@ -130,30 +146,28 @@ def parse_sizes(text: str, option: str = "--rungs") -> list[int | float]:
     return sizes
 
 
-def run_experiment_ladder(experiment: Path | None, baseline: str | None, method: str | None, rungs: str | None,
-                          seeds: str | None, tune_grid: str | None, tune_seeds: str | None, timeout: float | None,
-                          margin: float, resamples: int, publish: bool, allow_dirty: bool, replace: bool,
-                          out: Path | None) -> None:
-    """``llmevo ladder --experiment FILE``: one external comparison at each declared size."""
+def run_experiment_ladder(ctx: typer.Context) -> None:
+    """``llmevo ladder --experiment FILE``: one external comparison at each declared size; its
+    given options (``ctx``) become an ``ExternalLadderRequest``; what it does not read is refused."""
     from rich.markup import escape
 
     from llmevo.experiments import ExternalLadderRequest, plan_external_ladder, run_external_ladder
 
-    if experiment is None:
+    params = ctx.params
+    if params.get("experiment") is None:
         raise ConfigError("--baseline, --method, --timeout and --tune-grid apply with --experiment FILE only")
-    if baseline is None and method is None:
+    given = _given(ctx, ExternalLadderRequest, {
+        "rungs": lambda value: {"rungs": parse_sizes(value)},
+        "seeds": lambda value: {"seeds": parse_seeds(None, value)},
+        "tune_grid": lambda value: {"tune_grid": parse_floats(value, "--tune-grid")},
+        "tune_seeds": lambda value: {"tune_seeds": parse_seeds(None, value, option="--tune-seeds")},
+    })
+    request = ExternalLadderRequest(**{"baseline": "", "method": "", **{k: v for k, v in given.items() if v is not None}},
+                                    cache_dir=resolve_cache_dir(), command=_command())
+    if params.get("baseline") is None and params.get("method") is None:
         raise ConfigError("--experiment needs --baseline and/or --method (e.g. --method 'activation=relu2')")
-    request = ExternalLadderRequest(
-        experiment=experiment, baseline=baseline or "", method=method or "",
-        rungs=None if rungs is None else parse_sizes(rungs),
-        seeds=parse_seeds(None, seeds, default="42,43,44"),
-        tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None,
-        tune_seeds=None if tune_seeds is None else parse_seeds(None, tune_seeds, option="--tune-seeds"),
-        timeout=timeout, margin=margin, resamples=resamples, cache_dir=resolve_cache_dir(), out=out,
-        publish=publish, allow_dirty=allow_dirty, replace=replace,
-        command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]))
     plan = plan_external_ladder(request)  # every rung checked before the first run
-    tuned = None if plan.rungs[0].tuning is None else plan.rungs[0].tuning.param
+    tuned = plan.rungs[0].param
 
     def on_rung(size, artifact) -> None:
         where = f"{plan.param}={size}"

@@ -138,24 +138,9 @@ def ladder(
     """Compare NAME with its baseline, tuned and paired, at each rung; fit and classify across rungs."""
     if experiment is not None or baseline is not None or method is not None or timeout is not None \
             or tune_grid is not None:
-        from llmevo.cli.external import EXTERNAL_LADDER_OPTIONS, run_experiment_ladder
+        from llmevo.cli.external import run_experiment_ladder
 
-        if experiment is None:
-            raise ConfigError("--baseline, --method, --timeout and --tune-grid apply with --experiment FILE only")
-        given = [param.opts[0] for param in ctx.command.params
-                 if param.name not in EXTERNAL_LADDER_OPTIONS and param.name != "name"
-                 and getattr(ctx.get_parameter_source(param.name), "name", "DEFAULT") != "DEFAULT"]
-        if name is not None:
-            given.insert(0, "NAME")
-        if given:
-            raise ConfigError(f"--experiment climbs the file's declared size with its command; {', '.join(given)} "
-                              f"{'does' if len(given) == 1 else 'do'} not apply")
-        explicit = {option: getattr(ctx.get_parameter_source(option), "name", "DEFAULT") != "DEFAULT"
-                    for option in ("rungs", "seeds", "tune_seeds")}
-        run_experiment_ladder(experiment, baseline, method, rungs if explicit["rungs"] else None,
-                              seeds if explicit["seeds"] else None, tune_grid,
-                              tune_seeds if explicit["tune_seeds"] else None, timeout, margin, resamples,
-                              publish, allow_dirty, replace, out)
+        run_experiment_ladder(ctx)  # the options it reads, the rest refused by declaration
         return
     if accuracy:
         if name is not None or genome is not None:

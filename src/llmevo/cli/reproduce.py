@@ -77,6 +77,7 @@ def summary_table(artifact: ReproductionArtifact) -> Table:
 
 @app.command()
 def reproduce(
+    ctx: typer.Context,
     name: Annotated[str | None, typer.Argument(
         help="Component to reproduce against its ablation, e.g. rope, muon (default rope; none with --all).")] = None,
     all_: Annotated[bool, typer.Option("--all", help=(
@@ -237,17 +238,7 @@ def reproduce(
     if experiment is not None or baseline is not None or method is not None or timeout is not None:
         from llmevo.cli.external import run_experiment
 
-        run_experiment(experiment, baseline, method, seed, seeds, tune, tune_grid, tune_seeds, timeout,
-                       margin, arm_cache is not False, out, report, publish=publish, allow_dirty=allow_dirty,
-                       replace=replace, others={"NAME": name, "--all": all_ or None, "--genome": genome, "--against": against,
-                               "--tune-space": tune_space, "--init-from": init_from,
-                               "--tune-trials": tune_trials, "--tune-sampler": tune_sampler,
-                               "--tune-fidelity": tune_fidelity, "--tune-noise": tune_noise,
-                               "--tune-probe" if tune_probe else "--no-tune-probe": tune_probe,
-                               "--allow-noop": allow_noop or None,
-                               "--param": None if param == "standard" else param,
-                               "--match": None if match == "tokens" else match,
-                               "--val-every": val_every})
+        run_experiment(ctx)  # the options it reads, the rest refused by declaration
         return
     launching = launch_options(launcher, jobs, slurm_partition, job_minutes, launcher_folder)
     table_only = {"--only": only, "--time-limit": time_limit, "--storage": storage, "--study": study,

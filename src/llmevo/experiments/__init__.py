@@ -7,8 +7,8 @@
     from llmevo.experiments import LadderRequest, run_ladder
     ladder = run_ladder(LadderRequest(name="rope", rungs=[-2, -1, 0, 1], run=run))
 
-    from llmevo.experiments import ExternalRequest, plan_external, run_external
-    artifact = run_external(plan_external(ExternalRequest(experiment="experiment.toml",
+    from llmevo.experiments import ExternalRequest, plan_external, compare_external
+    artifact = compare_external(plan_external(ExternalRequest(experiment="experiment.toml",
                                                           method="norm=rmsnorm")), base_env={})
     # run_comparison: the same, published too (--publish: the experiment's Holm family);
     # ExternalLadderRequest, plan_external_ladder, run_external_ladder: across a declared size
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from llmevo.experiments.evidence import EntryEvent, EvidenceRequest, run_evidence
-    from llmevo.experiments.external import ExternalRequest, plan_external, run_external
+    from llmevo.experiments.external import ExternalRequest, compare_external, plan_external
     from llmevo.experiments.external_family import run_comparison
     from llmevo.experiments.external_ladder import (
         ExternalLadderRequest,
@@ -53,7 +53,7 @@ _HOMES = {
     "refit_ladder": "ladder",
     "EvidenceRequest": "evidence", "EntryEvent": "evidence", "run_evidence": "evidence",
     "read_genome": "genome_comparison",
-    "ExternalRequest": "external", "plan_external": "external", "run_external": "external",
+    "ExternalRequest": "external", "plan_external": "external", "compare_external": "external",
     "run_comparison": "external_family", "ExternalLadderRequest": "external_ladder",
     "plan_external_ladder": "external_ladder", "run_external_ladder": "external_ladder",
     "VerdictRecord": "verdict", "VerdictService": "verdict", "verdict_record": "verdict",
@@ -62,7 +62,7 @@ _HOMES = {
 }
 __all__ = ["EntryEvent", "EvidenceRequest", "ExternalLadderRequest", "ExternalRequest", "LadderRequest", "PostTrainingSection",
            "ReproductionOutputs", "ReproductionPlan", "ReproductionRequest", "RunSection", "RungEvent",
-           "SizeSection", "TrainingSection", "TuningSection", "VerdictRecord", "VerdictService", "plan_external", "plan_external_ladder", "read_genome", "refit_ladder", "reproduce", "run_comparison", "run_evidence", "run_external", "run_external_ladder", "run_ladder", "verdict_record"]
+           "SizeSection", "TrainingSection", "TuningSection", "VerdictRecord", "VerdictService", "plan_external", "plan_external_ladder", "read_genome", "refit_ladder", "reproduce", "run_comparison", "run_evidence", "compare_external", "run_external_ladder", "run_ladder", "verdict_record"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,10 +1,17 @@
 """External experiments: llmevo's paired protocol around anyone's training command.
 
 A researcher's own script (one that does not import llmevo) is declared in a small TOML
-file; ``run_external`` runs a baseline and a method arm of it through the same protocol a
-built-in reproduction follows: the same lr grid under the same tuning seeds for both arms
-(equal budget), report seeds disjoint from the tuning seeds, paired statistics and the
-four-class verdict of ``llmevo.eval.stats``, an arm cache, and provenance.
+file; ``compare_external`` runs a baseline and a method arm of it through the comparison
+every built-in takes (``runner.compare.compare_arms``), its arms run by ``SubprocessRunner``
+(one of the three arm runners, ``runner.arm_runner.ArmRunner``): before anything else the seed check (the
+baseline on two seeds must differ) and the no-op check (the arms on one seed must differ;
+``allow_noop`` classes them no-op instead), then the file's ``[tune]`` parameter tuned by the
+built-ins' lr-grid protocol (``runner.tuning``: the grid, one edge extension, the adequacy
+probe, re-scoring of the contenders on further seeds), report seeds disjoint from the tuning
+seeds, paired statistics and the verdict of ``eval.stats.decide`` (its class, no-op, stalled
+seeds) with fragile seeds, a run cache, and provenance. What cannot apply to a command llmevo
+does not build (the space protocol, halving, counting its tokens) is said in the artifact's
+``not_applicable``, and refused as an option (``EXTERNAL_REFUSED``).
 
 **The experiment file** (every key but ``name``, ``command`` and ``metric`` optional;
 unknown keys are refused)::
@@ -44,7 +51,7 @@ finite; other finite numbers are kept, anything else in the object is ignored.
 
 A run that exits nonzero, outlives the timeout (its whole process group is killed) or
 reports no usable metric is a *failed run*: one line, recorded, never an exception. A
-failed tuning run removes its grid point; a failed report run withholds the verdict.
+failed tuning run scores as a diverged one; a failed report run withholds the verdict.
 
 **The cache**: a successful run is stored at ``<cache_dir>/external/<key[:2]>/<key>.json``
 (the folder convention of ``runner.cache``; written atomically, with a sha256 of its own
@@ -58,20 +65,27 @@ where it stopped.
 - ``schema``, ``name``, ``created`` (UTC ISO time), ``command`` (the llmevo command line);
 - ``experiment``: ``file``, ``sha256`` (of the TOML), ``command``, ``files``, ``metric``,
   ``direction``, ``report``, ``params`` (the declared defaults);
-- ``protocol``: ``report_seeds``, ``tuning`` (``{param, grid, seeds}`` or null),
-  ``timeout_s``, ``margin_percent``;
+- ``protocol``: ``report_seeds``, ``tuning`` (``{protocol: "grid", param, grid, seeds,
+  confirm_seeds, extend_edges, probe}`` or null), ``timeout_s``, ``margin_percent``, ``allow_noop``;
+- ``tuned``: true only when the tuning protocol ran; ``tuning``: its block, as a built-in
+  artifact's (``runner.tuning.tuning_block``; its ``lr`` entries are the values of
+  ``parameter``; ``minimized`` says so where the metric is higher-is-better), or null;
 - ``baseline`` / ``method``: ``label`` (the parameters where it differs from the other
   arm), ``settings`` (as given), ``params`` (resolved, tuned value
-  included), ``tuning`` (``{param, chosen, grid_means}`` or null), ``report`` (``{mean,
+  included), ``tuning`` (``{param, chosen, grid_means, on_edge}`` or null), ``report`` (``{mean,
   std, n}`` of the metric over its successful report seeds, or null);
-- ``runs``: every run, ``{arm, phase ("tune"|"report"), seed, params, status ("ok" |
-  "failed"), metrics, error, cached, wall_s, key}``;
+- ``checks``: ``seed`` (the two seeds, their values, ``differ``; null: not made) and ``no_op``
+  (``how: "metrics"``, ``same_function``, ``reason``, ``allowed_noop``);
+- ``not_applicable``: each part of the built-in protocol that does not apply here, and why;
+- ``runs``: every run, ``{arm, phase ("check"|"tune"|"report"), seed, params, status ("ok" |
+  "failed"), metrics, error, cached, wall_s, key}`` (``reused``: a run asked again in the
+  same comparison, executed once);
 - ``per_seed``: ``{seed, baseline: {metric: value}, method: {...}}`` for the report seeds
   both arms completed;
 - ``statistics``: ``eval.stats.build_statistics`` over the metrics every report run gave;
 - ``verdict``: ``eval.stats.decide`` (every verdict's function) of the decisive metric (``classification``
-  one of better / non-inferior / inconclusive / worse; null below 3 seeds), or null with
-  ``verdict_withheld`` saying why;
+  one of better / non-inferior / inconclusive / worse, or no-op; null below 3 seeds;
+  ``stalled_seeds`` and ``fragile_seeds`` from 4 seeds), or null with ``verdict_withheld`` saying why;
 - ``family``: null, or for a published comparison its Holm reading within the experiment's
   own published family when it was published (``external_family``);
 - ``provenance``: ``files`` (path -> sha256), ``git`` (``commit`` and ``dirty`` of the
@@ -102,16 +116,16 @@ import tempfile
 import time
 import tomllib
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
 from llmevo.artifacts.io import check_output_file, write_json_atomic, write_text_atomic
 from llmevo.artifacts.provenance import (
-    REPO_ROOT,
-    check_dirty_needs_publish,
     check_publishable,
     git_state,
     library_versions,
@@ -123,6 +137,7 @@ from llmevo.errors import (
     CodeChangedError,
     CodeChangedWarning,
     ConfigError,
+    DivergedError,
     LlmevoError,
 )
 from llmevo.eval.stats import (
@@ -130,9 +145,18 @@ from llmevo.eval.stats import (
     build_statistics,
     check_margin,
     decide,
+    fragile_seeds,
     summarize,
 )
-from llmevo.registry import RequestModel, StrictModel, check_seeds, one_line_error
+from llmevo.experiments.sections import RunSection, TuningSection
+from llmevo.registry import SectionedRequest, StrictModel, check_seeds, one_line_error
+from llmevo.runner.arm_run import Scores
+from llmevo.runner.compare import compare_arms
+from llmevo.runner.equivalence import Equivalence
+from llmevo.runner.tuner import ArmChoice, Tuner, TuningStart
+from llmevo.runner.tuning import TuningPlan
+from llmevo.train.execution import RunSpec
+from llmevo.train.trainer import TrainConfig
 
 SCHEMA = "llmevo.external/1"
 CACHE_FOLDER = "external"
@@ -143,7 +167,6 @@ METRICS_FILE_ENV = "LLMEVO_METRICS_FILE"
 PYTHON_TOKEN = "python"  # ``{python}`` in a command is this interpreter
 _NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 Value = bool | int | float | str
-CacheUse = Literal["use", "refresh", "off"]
 
 
 class Tuning(StrictModel):
@@ -458,46 +481,79 @@ def write_entry(cache_dir: Path, key: str, metrics: Mapping[str, float], wall_s:
 
 # --- the protocol ---------------------------------------------------------------------------
 
-class ExternalRequest(RequestModel):
-    """One external comparison: the experiment, its two arms, seeds, budget and outputs."""
+UNUSED_DATA = Path("-")  # the run section's data folder, which an external command does not read
+
+# The section fields ``reproduce --experiment`` (and ``ladder --experiment``) does not read,
+# each with why: giving one is a one-line error (``registry.SectionedRequest.refused``), from
+# Python and from the command line alike. Every other section field applies.
+EXTERNAL_REFUSED: dict[str, str] = {
+    "data_dir": "the command reads its own data (give it in the command or its environment)",
+    "device": "the command chooses its own device",
+    "threads": "the command sets its own threads",
+    "path": "each run is one subprocess; an external arm's seeds do not batch",
+    "replicas_max": "each run is one subprocess; an external arm's seeds do not batch",
+    "val_every": "the command reports its metrics once, at its end",
+    "tune_space": ("the command declares no component tuning space (Manifest.tuning_space); its [tune] "
+                   "parameter is tuned by the lr-grid protocol"),
+    "tune_trials": "trials belong to --tune-space, which does not apply",
+    "tune_sampler": "a sampler belongs to --tune-space, which does not apply",
+    "tune_fidelity": "halving stops runs at a step; an external command trains to its own length",
+}
+
+# What does not apply to an external comparison, and why: the artifact's ``not_applicable``
+NOT_APPLICABLE: dict[str, str] = {
+    "space": EXTERNAL_REFUSED["tune_space"],
+    "fidelity": EXTERNAL_REFUSED["tune_fidelity"],
+    "equal_budget": ("llmevo cannot count a command's tokens or FLOPs; both arms get the same tuner, "
+                     "tuning seeds and report seeds, and the command's own steps decide the rest"),
+    "no_op_outputs": ("llmevo builds no model of the command, so the arms' logits cannot be compared; "
+                      "the no-op check compares the metrics the arms report on one seed instead"),
+}
+
+
+class ExternalRunSection(RunSection):
+    """``RunSection`` for a command llmevo does not run in-process: ``data_dir`` is not read
+    (refused when given)."""
+
+    data_dir: Path = UNUSED_DATA
+
+
+class ExternalRequest(SectionedRequest):
+    """One external comparison: the experiment, its two arms, seeds and outputs, and the
+    shared sections (``run``: cache, publishing, the command recorded; ``tuning``: the lr-grid
+    protocol on the file's ``[tune]`` parameter). ``refused``: the section fields it does not
+    read (``EXTERNAL_REFUSED``)."""
+
+    refused: ClassVar[dict[str, str]] = EXTERNAL_REFUSED
 
     experiment: Path
     baseline: str = ""
     method: str = ""
     seeds: list[int] = Field(default_factory=lambda: [42, 43, 44])
-    tune: bool | None = None  # None: tune when the file declares [tune] or a grid is given
-    tune_grid: list[float] | None = None
-    tune_seeds: list[int] | None = None
     timeout: float | None = Field(default=None, gt=0)
     margin: float = DEFAULT_MARGIN_PERCENT
-    cache: CacheUse = "use"
-    cache_dir: Path = Path(".cache/llmevo")
+    allow_noop: bool = False  # arms that report the same metrics: classed no-op instead of refused
     out: Path | None = None
     runs_dir: Path = Path("runs/external")
     published_dir: Path = Path("docs/external")
-    publish: bool = False  # write under published_dir from clean checkouts; the family's Holm reading
-    allow_dirty: bool = False  # with publish: from a dirty checkout (recorded)
-    replace: bool = False  # replace an artifact at the path that holds seeds this one lacks
-    repo_root: Path = REPO_ROOT  # llmevo's own checkout (the protocol's code), checked for publish
     report: bool = True
-    command: str = ""
-
-    @model_validator(mode="after")
-    def _dirty_needs_publish(self) -> ExternalRequest:
-        check_dirty_needs_publish(self.publish, self.allow_dirty)
-        return self
+    run: ExternalRunSection = Field(default_factory=ExternalRunSection)
+    tuning: TuningSection = Field(default_factory=TuningSection)
 
 
-class ExternalPlan(StrictModel):
-    """A checked request: every error found before the first run; ``source`` the code state
-    (the experiment's repository and llmevo's) read when it was planned, before any run."""
+@dataclass(frozen=True)
+class ExternalPlan:
+    """A checked request: every error found before the first run. ``tuner``: the lr-grid
+    protocol on ``param`` (None: untuned); ``source`` the code state (the experiment's
+    repository and llmevo's) read when it was planned, before any run."""
 
     request: ExternalRequest
     experiment: LoadedExperiment
     baseline: dict[str, Value]
     method: dict[str, Value]
     labels: dict[str, str]  # each arm by where it differs from the other
-    tuning: Tuning | None
+    param: str | None  # the tuned parameter (None: untuned)
+    tuner: TuningPlan | None
     timeout: float
     artifact: Path
     source: dict[str, Any]
@@ -639,183 +695,314 @@ def plan_external(request: ExternalRequest, check_publish: bool = True,
     baseline, method, labels = arm_settings(spec, request.baseline, request.method)
     check_seeds(request.seeds, "--seeds")
     check_margin(request.margin)
-    tuning = None
-    if request.tune is not False and (spec.tune is not None or request.tune_grid is not None):
+    tuning = request.tuning
+    param, tuner = None, None
+    if tuning.wanted(tuned_by_default=spec.tune is not None):
         if spec.tune is None:
-            raise ConfigError(f"--tune-grid: {spec.name} declares no [tune] axis to tune")
-        tuning = Tuning(param=spec.tune.param, grid=request.tune_grid or spec.tune.grid,
-                        seeds=request.tune_seeds or spec.tune.seeds)
-        check_seeds(tuning.seeds, "--tune-seeds")
-        overlap = sorted(set(tuning.seeds) & set(request.seeds))
-        if overlap:
-            raise ConfigError(f"--tune-seeds {overlap} are also report seeds; tuning and report seeds "
-                              "must be disjoint")
+            raise ConfigError(f"--tune-grid: {spec.name} declares no [tune] axis to tune (a [tune] table: param, grid)")
+        param = spec.tune.param
+        default = spec.params[param]
+        if not isinstance(default, float) or not default > 0:
+            raise ConfigError(f"tune.param {param} = {default!r}: the lr-grid protocol tunes a positive float "
+                              "(a learning rate: its grid is extended and probed by ratios)")
         for label, settings in (("--baseline", baseline), ("--method", method)):
-            if tuning.param in settings:
-                raise ConfigError(f"{label} sets {tuning.param}, the tuned axis; pass --no-tune to fix it")
-        if not all(math.isfinite(value) for value in tuning.grid):
-            raise ConfigError("--tune-grid: every value must be finite")
+            if param in settings:
+                raise ConfigError(f"{label} sets {param}, the tuned axis; pass --no-tune to fix it")
+        if "tune_seeds" not in tuning.model_fields_set:  # the file's tuning seeds
+            tuning = tuning.model_copy(update={"tune_seeds": list(spec.tune.seeds)})
+        tuner = tuning.plan(default, list(request.seeds), grid=None if tuning.tune_grid else spec.tune.grid)
+        assert isinstance(tuner, TuningPlan)  # tune_space is refused
+    else:
+        tuning.refuse_untuned("the arms are not tuned (the file declares no [tune], or --no-tune)")
     # settings both arms override alike name the file too (steps-150)
     stem = comparison_stem(labels, shared_settings(baseline, method))
-    folder = request.published_dir if request.publish else request.runs_dir
+    run = request.run
+    folder = request.published_dir if run.publish else request.runs_dir
     artifact = request.out or folder / spec.name / f"{stem}.json"
     check_output_file(artifact, "--out")
     # an artifact is never replaced by one holding fewer seeds, unless replace (as built-ins)
     check_replacement(artifact, Contents(blocks=None, experiments=frozenset(), seeds=frozenset(request.seeds)),
-                      replace=request.replace, read=external_contents)
-    if request.publish and check_publish:
-        check_publishable_source(loaded, request.repo_root, request.allow_dirty)
+                      replace=run.replace, read=external_contents)
+    if run.publish and check_publish:
+        check_publishable_source(loaded, run.repo_root, run.allow_dirty)
     return ExternalPlan(request=request, experiment=loaded, baseline=baseline, method=method, labels=labels,
-                        tuning=tuning, timeout=request.timeout or spec.timeout, artifact=artifact,
-                        source=dict(source) if source is not None else source_state(loaded, request.repo_root))
+                        param=param, tuner=tuner, timeout=request.timeout or spec.timeout, artifact=artifact,
+                        source=dict(source) if source is not None else source_state(loaded, run.repo_root))
 
 
 RunEvent = Callable[[dict], None]
 
 
-def _one_run(plan: ExternalPlan, arm: str, phase: str, params: dict[str, Value], seed: int,
-             base_env: Mapping[str, str]) -> dict:
-    key = run_key(plan.experiment, params, seed)
-    cache_dir = plan.request.cache_dir
-    record = {"arm": arm, "phase": phase, "seed": seed, "params": params, "status": "ok",
-              "metrics": None, "error": None, "cached": False, "wall_s": 0.0, "key": key}
-    if plan.request.cache == "use" and (hit := read_entry(cache_dir, key)) is not None:
-        record.update(metrics=hit, cached=True)
+@dataclass(frozen=True)
+class ExternalArm:
+    """One arm of an external comparison: its label, its settings as given, and its
+    parameters resolved (the tuned one at its choice once tuned)."""
+
+    label: str
+    settings: dict[str, Value]
+    params: dict[str, Value]
+
+
+@dataclass
+class SubprocessRunner:
+    """The arm runner (``runner.arm_runner.ArmRunner``) of an external comparison: each run one
+    subprocess (``execute``), read from the run cache where it ran before (``run_key``,
+    ``read_entry``; with ``run.arm_cache`` False every run executes again and is rewritten), a
+    run asked twice in one comparison executed once. ``records``: every run in order (the
+    artifact's ``runs``), each handed to ``on_run`` as it completes. The tuner's learning rate
+    is the file's ``[tune]`` parameter; a failed tuning run scores as a diverged one."""
+
+    plan: ExternalPlan
+    base_env: Mapping[str, str]
+    on_run: RunEvent = lambda record: None
+    records: list[dict] = field(default_factory=list)
+    seed_check: dict[str, Any] | None = None  # the seed check's finding (None: not made)
+    _done: dict[str, dict] = field(default_factory=dict)  # this comparison's runs by key (failed ones too)
+
+    @property
+    def spec(self) -> Experiment:
+        return self.plan.experiment.spec
+
+    def _run(self, arm: str, phase: str, params: dict[str, Value], seed: int) -> dict:
+        key = run_key(self.plan.experiment, params, seed)
+        run = self.plan.request.run
+        record = {"arm": arm, "phase": phase, "seed": seed, "params": params, "status": "ok",
+                  "metrics": None, "error": None, "cached": False, "wall_s": 0.0, "key": key}
+        earlier = self._done.get(key)
+        if earlier is not None:  # asked before in this comparison (a check run the tuner needs too)
+            record.update({name: earlier[name] for name in ("metrics", "status", "error")}, cached=True, reused=True)
+        elif run.arm_cache and (hit := read_entry(run.cache_dir, key)) is not None:
+            record.update(metrics=hit, cached=True)
+        else:
+            start = time.perf_counter()
+            try:
+                metrics = execute(self.plan.experiment, params, seed, self.plan.timeout, self.base_env)
+            except RunFailed as failure:
+                metrics = None
+                record.update(status="failed", error=str(failure))
+            record.update(metrics=metrics, wall_s=time.perf_counter() - start)
+            if metrics is not None:
+                write_entry(run.cache_dir, key, metrics, record["wall_s"])
+        self._done.setdefault(key, record)
+        self.records.append(record)
+        self.on_run(record)
         return record
-    start = time.perf_counter()
-    try:
-        metrics = execute(plan.experiment, params, seed, plan.timeout, base_env)
-    except RunFailed as failure:
-        record.update(status="failed", error=str(failure), wall_s=time.perf_counter() - start)
-        return record
-    record.update(metrics=metrics, wall_s=time.perf_counter() - start)
-    if plan.request.cache != "off":
-        write_entry(cache_dir, key, metrics, record["wall_s"])
-    return record
+
+    def _decisive(self, record: Mapping[str, Any]) -> float | None:
+        return None if record["metrics"] is None else record["metrics"][self.spec.metric]
+
+    def check(self, name: str, baseline: ExternalArm, method: ExternalArm, seeds: Sequence[int],
+              tuner: Tuner | None, allow_noop: bool) -> Equivalence:
+        """The seed check and the no-op check, before the tuning and report runs, on runs those
+        reuse where they can: the baseline on two seeds (the first tuning seeds, else the
+        report seeds) and the method on the first, the tuned parameter at the grid point
+        nearest its default. A decisive metric equal on both seeds: the command ignores
+        ``{seed}`` (refused); equal for both arms: they compute the same thing (refused, or
+        with ``allow_noop`` classed no-op). A check run that fails decides nothing here (the
+        same run fails again where the protocol needs it)."""
+        metric = self.spec.metric
+        pool = list(dict.fromkeys([*(tuner.seeds if tuner else ()), *(getattr(tuner, "confirm_seeds", ())),
+                                   *seeds]))
+        first, second = pool[0], (pool[1] if len(pool) > 1 else None)
+        at = {}
+        if self.plan.param is not None and isinstance(tuner, TuningPlan):
+            default = float(self.spec.params[self.plan.param])
+            at = {self.plan.param: min(tuner.grid, key=lambda value: abs(math.log(value / default)))}
+        base = self._run("baseline", "check", {**baseline.params, **at}, first)
+        if second is not None:
+            other = self._run("baseline", "check", {**baseline.params, **at}, second)
+            values = (self._decisive(base), self._decisive(other))
+            self.seed_check = {"seeds": [first, second], metric: list(values),
+                               "differ": None if None in values else values[0] != values[1]}
+            if self.seed_check["differ"] is False:
+                raise ConfigError(
+                    f"{self.spec.name}: {metric} does not change with {{seed}} (seeds {first} and {second} both gave "
+                    f"{values[0]!r}); pass the seed to the script's initialisation and data order (it receives "
+                    f"{{seed}} and ${PARAM_ENV_PREFIX}SEED)")
+        same = self._run("method", "check", {**method.params, **at}, first)
+        values = (self._decisive(base), self._decisive(same))
+        if None in values:
+            return Equivalence("metrics", False, f"not checked: a check run at seed {first} failed")
+        if values[0] != values[1]:
+            return Equivalence("metrics", False, f"their {metric} differs at seed {first} ({values[0]!r}, {values[1]!r})")
+        found = Equivalence("metrics", True, f"both report {metric} {values[0]!r} at seed {first}")
+        if not allow_noop:
+            raise ConfigError(noop_refusal(name, found))
+        return found
+
+    def tuning_start(self, arm: ExternalArm) -> TuningStart:
+        """The tuned parameter as the tuner's learning rate; a run's other settings are the
+        command's own (the tuner moves only ``lr``)."""
+        assert self.plan.param is not None
+        config = TrainConfig(steps=1, batch_size=1, seq_len=1, lr=float(arm.params[self.plan.param]))
+        return TuningStart(config, [], partial(self._score, arm), None)
+
+    def _score(self, arm: ExternalArm, runs: Sequence[RunSpec]) -> Scores:
+        """Each tuning run's decisive metric, signed so that lower is better (None: failed)."""
+        scores = Scores({}, set(), {})
+        for index, spec in enumerate(runs):
+            record = self._run(arm.label, "tune", self._at(arm, spec.config.lr), spec.seed)
+            value = self._decisive(record)
+            scores.values[index] = None if value is None else value if self.spec.lower_is_better else -value
+            scores.paths[index] = "subprocess"
+            if record["cached"]:
+                scores.hits.add(index)
+        return scores
+
+    def _at(self, arm: ExternalArm, value: float) -> dict[str, Value]:
+        assert self.plan.param is not None
+        return {**arm.params, self.plan.param: _coerce(self.plan.param, value, self.spec.params[self.plan.param])}
+
+    def at_choice(self, arm: ExternalArm, start: TuningStart, choice: ArmChoice) -> ExternalArm:
+        return replace(arm, params=self._at(arm, choice.config.lr))
+
+    def report(self, arm: ExternalArm, seeds: Sequence[int]) -> Iterator[tuple[int, dict]]:
+        for seed in seeds:
+            yield seed, self._run(arm.label, "report", arm.params, seed)
+
+    def check_budget(self, baseline: ExternalArm, method: ExternalArm, runs: dict[str, dict[int, dict]],
+                     seeds: Sequence[int]) -> None:
+        """Nothing llmevo can count (``NOT_APPLICABLE["equal_budget"]``): both arms had the same
+        tuner and seeds by construction."""
 
 
-def _tune_arm(plan: ExternalPlan, arm: str, settings: dict[str, Value], base_env: Mapping[str, str],
-              runs: list[dict], on_run: RunEvent) -> dict:
-    """Every grid value under every tuning seed; the best mean over the seeds (a grid point
-    with a failed seed is out; ties go to the earlier value)."""
-    tuning = plan.tuning
-    assert tuning is not None
-    spec = plan.experiment.spec
-    means: dict[str, float | None] = {}
-    chosen, best = None, None
-    for value in tuning.grid:
-        params = {**spec.params, **settings, tuning.param: _coerce(tuning.param, value, spec.params[tuning.param])}
-        values = []
-        for seed in tuning.seeds:
-            record = _one_run(plan, arm, "tune", params, seed, base_env)
-            runs.append(record)
-            on_run(record)
-            values.append(None if record["metrics"] is None else record["metrics"][spec.metric])
-        point = None if None in values else math.fsum(values) / len(values)
-        means[repr(value)] = point
-        if point is not None and (best is None or (point < best if spec.lower_is_better else point > best)):
-            chosen, best = params[tuning.param], point
-    return {"param": tuning.param, "chosen": chosen, "grid_means": means}
-
-
-def grid_edges(arms: Mapping[str, Mapping[str, Any]], grid: Sequence[Value]) -> list[str]:
-    """Each arm whose tuned choice is the highest or lowest value of ``grid`` (of 2 or more
-    numeric values), in words: an optimum at the edge of what was tried is not known to be one."""
-    try:
-        ordered = sorted(float(value) for value in grid)
-    except (TypeError, ValueError):
-        return []
-    said = []
-    for arm in ("baseline", "method"):
-        tuned = arms[arm].get("tuning")
-        if len(ordered) < 2 or not tuned or tuned.get("chosen") is None:
-            continue
-        chosen = float(tuned["chosen"])
-        for edge, name in ((ordered[-1], "top"), (ordered[0], "bottom")):
-            if chosen == edge:
-                said.append(f"the {arm} chose {tuned['param']} {tuned['chosen']:g}, the {name} of its grid")
-    return said
+def noop_refusal(name: str, found: Equivalence) -> str:
+    """The one-line refusal of external arms that compute the same thing."""
+    return (f"the arms of {name} compute the same thing ({found.reason}): the script may ignore the setting "
+            "that differs, or map it onto the other arm's (a typo?); fix the arm, or pass --allow-noop to run "
+            "it classed no-op")
 
 
 FamilyReader = Callable[[Path, Mapping[str, Any]], dict]
 
 
-def run_external(plan: ExternalPlan, base_env: Mapping[str, str], on_run: RunEvent = lambda record: None,
-                 created: str | None = None, family: FamilyReader | None = None) -> dict:
-    """Run the comparison of ``plan`` and write its artifact (and README); returns it.
+def _arm_tuning(block: Mapping[str, Any] | None, param: str | None, label: str) -> dict[str, Any] | None:
+    """An arm's tuning in short (``{param, chosen, grid_means}``) from the tuner's block."""
+    if block is None or param is None:
+        return None
+    arm = block["arms"][label]
+    return {"param": param, "chosen": arm["chosen"]["lr"],
+            "grid_means": {repr(setting["lr"]): setting["mean"] for setting in arm["settings"]},
+            "on_edge": arm["chosen_on_edge"]}
+
+
+def _post_checks(plan: ExternalPlan, per_seed: Sequence[Mapping[str, Any]], equivalence: Equivalence,
+                 runner: SubprocessRunner) -> Equivalence:
+    """The seed and no-op checks again on every report seed, where the checks before the runs
+    could not decide (a check run that failed): identical values are refused as there."""
+    metric, name = plan.experiment.spec.metric, plan.experiment.spec.name
+    baseline = [row["baseline"][metric] for row in per_seed]
+    if runner.seed_check is None or runner.seed_check["differ"] is None:
+        if len(baseline) >= 2 and len(set(baseline)) == 1:
+            raise ConfigError(f"{name}: {metric} does not change with {{seed}} (every report seed gave {baseline[0]!r}); "
+                              "pass the seed to the script's initialisation and data order")
+    if equivalence.reason.startswith("not checked") and per_seed and all(
+            row["baseline"][metric] == row["method"][metric] for row in per_seed):
+        found = Equivalence("metrics", True, f"both report the same {metric} at every report seed")
+        if not plan.request.allow_noop:
+            raise ConfigError(noop_refusal(f"'{name}'", found))
+        return found
+    return equivalence
+
+
+def compare_external(plan: ExternalPlan, base_env: Mapping[str, str], on_run: RunEvent = lambda record: None,
+                     created: str | None = None, family: FamilyReader | None = None) -> dict:
+    """Run the comparison of ``plan`` through ``runner.compare.compare_arms`` over a
+    ``SubprocessRunner`` and write its artifact (and README); returns it.
 
     ``base_env`` is the environment every run starts from (the command line passes its own);
     ``on_run`` sees each run's record as it completes. ``family`` (published comparisons
     only): the artifact's ``family`` block from its path and contents
     (``external_family.publish_reading``: Holm over the experiment's published comparisons)."""
-    if plan.request.publish and family is None:
+    request = plan.request
+    if request.run.publish and family is None:
         raise ConfigError("a published comparison needs its family's reading: run it through "
                           "llmevo.experiments.external_family.run_comparison")
     spec = plan.experiment.spec
-    runs: list[dict] = []
-    arms: dict[str, dict] = {}
+    runner = SubprocessRunner(plan, base_env, on_run)
+    arms = [ExternalArm(label, settings, {**spec.params, **settings})
+            for label, settings in (("baseline", plan.baseline), ("method", plan.method))]
+    name = f"'{spec.name}' ({plan.labels['method']} vs {plan.labels['baseline']})"
     withheld: list[str] = []
-    for arm, settings in (("baseline", plan.baseline), ("method", plan.method)):
-        params = {**spec.params, **settings}
-        tuned = None
-        if plan.tuning is not None:
-            tuned = _tune_arm(plan, arm, settings, base_env, runs, on_run)
-            if tuned["chosen"] is None:
-                withheld.append(f"every {plan.tuning.param} of the {arm}'s tuning grid had a failed run")
-            else:
-                params[plan.tuning.param] = tuned["chosen"]
-        arms[arm] = {"label": plan.labels[arm], "settings": settings, "params": params, "tuning": tuned, "report": None}
+    try:
+        paired = compare_arms(name, runner, *arms, request.seeds, metric=spec.metric, tuner=plan.tuner,
+                              allow_noop=request.allow_noop)
+    except DivergedError as error:  # every tuning setting of an arm had a failed run
+        paired = None
+        withheld.append(f"every {plan.param} of the {str(error).split(' arm')[0]}'s tuning had a failed run")
+    runs = {"baseline": {}, "method": {}} if paired is None else paired.runs
     values: dict[str, dict[int, dict[str, float]]] = {"baseline": {}, "method": {}}
-    if not withheld:
-        for seed in plan.request.seeds:
-            for arm in ("baseline", "method"):
-                record = _one_run(plan, arm, "report", arms[arm]["params"], seed, base_env)
-                runs.append(record)
-                on_run(record)
-                if record["metrics"] is None:
-                    withheld.append(f"the {arm}'s report seed {seed} failed: {record['error']}")
-                else:
-                    values[arm][seed] = record["metrics"]
-    for arm in ("baseline", "method"):
-        decisive = [metrics[spec.metric] for metrics in values[arm].values()]
-        arms[arm]["report"] = summarize(decisive) if decisive else None
-    paired = [seed for seed in plan.request.seeds if seed in values["baseline"] and seed in values["method"]]
+    for seed in request.seeds:
+        for arm in ("baseline", "method"):
+            record = runs[arm].get(seed)
+            if record is None:
+                continue
+            if record["metrics"] is None:
+                withheld.append(f"the {arm}'s report seed {seed} failed: {record['error']}")
+            else:
+                values[arm][seed] = record["metrics"]
+    paired_seeds = [seed for seed in request.seeds if seed in values["baseline"] and seed in values["method"]]
     per_seed = [{"seed": seed, "baseline": values["baseline"][seed], "method": values["method"][seed]}
-                for seed in paired]
+                for seed in paired_seeds]
+    equivalence = None if paired is None else _post_checks(plan, per_seed, paired.equivalence, runner)
     statistics = None
     if per_seed:  # the metrics every paired report run gave
         common = set.intersection(*(set(row[arm]) for row in per_seed for arm in ("baseline", "method")))
         statistics = build_statistics(per_seed, sorted(common))
+    tuning = None if paired is None else paired.tuning
+    if tuning is not None:
+        tuning["parameter"] = plan.param  # the tuner's ``lr`` entries are this parameter's values
+        if not spec.lower_is_better:
+            tuning["minimized"] = f"-{spec.metric} (higher is better: the tuner's means are its negation)"
     outcome = None
     if not withheld and spec.metric in (statistics or {}):
-        outcome = decide(spec.metric, per_seed, statistics, plan.request.margin, plan.labels["method"],
-                         lower_is_better=spec.lower_is_better)
-        edges = [] if plan.tuning is None else grid_edges(arms, plan.tuning.grid)
-        if edges:  # a choice on the grid's edge is said in the verdict's own sentence
-            outcome = {**outcome, "summary": outcome["summary"] + f" Tuning: {'; '.join(edges)}; "
-                       "a wider grid may move the choice and the verdict."}
+        outcome = _verdict(plan, per_seed, statistics, tuning, equivalence)
     elif not withheld:
         withheld.append(f"no relative change of {spec.metric} (a baseline value of 0)")
-    publication = None
-    if plan.request.publish:
-        publication = {"allow_dirty": plan.request.allow_dirty}
-    changed = check_source_unchanged(plan.experiment, plan.source, plan.request.repo_root, plan.request.publish,
-                                     plan.request.allow_dirty, plan.artifact)  # before any write
+    not_applicable = dict(NOT_APPLICABLE)
+    if plan.tuner is None:
+        not_applicable["tuning"] = ("the file declares no [tune] table" if spec.tune is None else
+                                    "--no-tune: the arms ran at their parameters as given")
+    if runner.seed_check is None:
+        not_applicable["seed_check"] = "one seed in all: no second seed to compare"
+    if len(per_seed) < 4:
+        not_applicable["fragile_and_stalled"] = (f"{len(per_seed)} paired seed(s): leaving one out, and telling "
+                                                 "a stalled seed from the rest, need 4 or more")
+    arm_blocks = {}
+    for arm, given in zip(("baseline", "method"), arms, strict=True):
+        chosen = given if paired is None else getattr(paired, arm)
+        decisive = [metrics[spec.metric] for metrics in values[arm].values()]
+        arm_blocks[arm] = {"label": plan.labels[arm], "settings": given.settings, "params": chosen.params,
+                           "tuning": _arm_tuning(tuning, plan.param, arm),
+                           "report": summarize(decisive) if decisive else None}
+    changed = check_source_unchanged(plan.experiment, plan.source, request.run.repo_root, request.run.publish,
+                                     request.run.allow_dirty, plan.artifact)  # before any write
     artifact = {
         "schema": SCHEMA,
         "name": spec.name,
         "created": created or datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "command": plan.request.command,
+        "command": request.run.command or "",
         "experiment": {"file": str(plan.experiment.path), "sha256": plan.experiment.sha256,
                        "command": spec.command, "files": sorted(plan.experiment.files),
                        "metric": spec.metric, "direction": spec.direction, "report": spec.report,
                        "params": spec.params},
-        "protocol": {"report_seeds": plan.request.seeds,
-                     "tuning": None if plan.tuning is None else plan.tuning.model_dump(),
-                     "timeout_s": plan.timeout, "margin_percent": plan.request.margin},
-        "baseline": arms["baseline"],
-        "method": arms["method"],
-        "runs": runs,
+        "protocol": {"report_seeds": request.seeds,
+                     "tuning": None if plan.tuner is None else {
+                         "protocol": "grid", "param": plan.param, "grid": list(plan.tuner.grid),
+                         "seeds": list(plan.tuner.seeds), "confirm_seeds": list(plan.tuner.confirm_seeds),
+                         "extend_edges": plan.tuner.extend_edges, "probe": plan.tuner.probe},
+                     "timeout_s": plan.timeout, "margin_percent": request.margin, "allow_noop": request.allow_noop},
+        "tuned": tuning is not None,
+        "tuning": tuning,
+        "baseline": arm_blocks["baseline"],
+        "method": arm_blocks["method"],
+        "checks": {"seed": runner.seed_check,
+                   "no_op": None if equivalence is None else {
+                       "how": equivalence.how, "same_function": equivalence.same_function,
+                       "reason": equivalence.reason,
+                       "allowed_noop": request.allow_noop and equivalence.same_function}},
+        "not_applicable": not_applicable,
+        "runs": runner.records,
         "per_seed": per_seed,
         "statistics": statistics,
         "verdict": outcome,
@@ -823,16 +1010,44 @@ def run_external(plan: ExternalPlan, base_env: Mapping[str, str], on_run: RunEve
         "family": None,
         "provenance": {"files": plan.experiment.files,
                        "git": {key: plan.source[key] for key in ("commit", "dirty", "files_dirty")},
-                       "llmevo": plan.source["llmevo"], "published": publication,
+                       "llmevo": plan.source["llmevo"],
+                       "published": {"allow_dirty": request.run.allow_dirty} if request.run.publish else None,
                        "libraries": library_versions(), **({} if changed is None else {"code_changed": changed})},
     }
-    if plan.request.publish and family is not None:  # the published family, this comparison in it
+    if request.run.publish and family is not None:  # the published family, this comparison in it
         artifact["family"] = family(plan.artifact, artifact)
     plan.artifact.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(plan.artifact, artifact)
-    if plan.request.report:
+    if request.report:
         write_text_atomic(plan.artifact.with_suffix(".md"), readme(artifact))
     return artifact
+
+
+def _verdict(plan: ExternalPlan, per_seed: Sequence[Mapping[str, Any]], statistics: Mapping[str, Any],
+             tuning: Mapping[str, Any] | None, equivalence: Equivalence | None) -> dict[str, Any]:
+    """``eval.stats.decide`` (every verdict's function: the class, no-op, stalled seeds), the
+    fragile seeds (``eval.stats.fragile_seeds``) and a tuned choice on its grid's edge, in the
+    verdict's own sentence."""
+    spec, request = plan.experiment.spec, plan.request
+    noop = equivalence.reason if equivalence is not None and equivalence.same_function else None
+    outcome = decide(spec.metric, per_seed, statistics, request.margin, plan.labels["method"],
+                     lower_is_better=spec.lower_is_better, noop_reason=noop)
+    classification = outcome.get("classification")
+    if classification is not None and classification != "no-op" and len(per_seed) >= 4:
+        fragile = fragile_seeds([row["seed"] for row in per_seed], [row["baseline"][spec.metric] for row in per_seed],
+                                [row["method"][spec.metric] for row in per_seed], classification, request.margin,
+                                spec.lower_is_better)
+        outcome["fragile_seeds"] = fragile
+        if fragile:
+            outcome["summary"] += (f" Fragile: leaving out seed {', '.join(map(str, fragile))} changes the class.")
+    edges = [] if tuning is None else [
+        f"the {arm} chose {plan.param} {block['chosen']['lr']:g}, on the "
+        f"{'top' if block['chosen']['lr'] >= max(s['lr'] for s in block['settings']) else 'bottom'} edge of its grid"
+        + (" after extending it" if block["extended"] else "")
+        for arm, block in tuning["arms"].items() if block["chosen_on_edge"]]
+    if edges:  # a choice on the grid's edge is said in the verdict's own sentence
+        outcome["summary"] += f" Tuning: {'; '.join(edges)}; a wider grid may move the choice and the verdict."
+    return outcome
 
 
 def _files_dirty(folder: Path, files: Mapping[str, str]) -> bool | None:

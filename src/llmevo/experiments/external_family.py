@@ -43,8 +43,8 @@ from llmevo.experiments.external import (
     ExternalPlan,
     RunEvent,
     artifact_key,
+    compare_external,
     read_external,
-    run_external,
 )
 
 FAMILY_SCHEMA = "llmevo.external-family/1"
@@ -167,11 +167,11 @@ def write_family_index(folder: Path) -> dict[str, Any]:
 
 def run_comparison(plan: ExternalPlan, base_env: Mapping[str, str],
                    on_run: RunEvent = lambda record: None, created: str | None = None) -> dict:
-    """``external.run_external`` with publishing: a published comparison's artifact gets its
+    """``external.compare_external`` with publishing: a published comparison's artifact gets its
     ``family`` block (``publish_reading``) and its folder's index is rewritten
-    (``write_family_index``); an unpublished one is ``run_external`` alone."""
-    if not plan.request.publish:
-        return run_external(plan, base_env, on_run, created)
-    artifact = run_external(plan, base_env, on_run, created, family=publish_reading)
+    (``write_family_index``); an unpublished one is ``compare_external`` alone."""
+    if not plan.request.run.publish:
+        return compare_external(plan, base_env, on_run, created)
+    artifact = compare_external(plan, base_env, on_run, created, family=publish_reading)
     write_family_index(plan.artifact.parent)
     return artifact

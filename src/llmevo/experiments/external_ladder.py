@@ -49,20 +49,22 @@ import json
 import math
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from llmevo.artifacts.io import check_output_dir, write_json_atomic, write_text_atomic
-from llmevo.artifacts.provenance import REPO_ROOT, check_dirty_needs_publish, library_versions
+from llmevo.artifacts.provenance import library_versions
 from llmevo.errors import ConfigError, LlmevoError
 from llmevo.eval.scaling import RungResult, ladder_statistics
 from llmevo.eval.stats import DEFAULT_MARGIN_PERCENT
 from llmevo.experiments.external import (
-    CacheUse,
+    EXTERNAL_REFUSED,
     ExternalPlan,
     ExternalRequest,
+    ExternalRunSection,
     LoadedExperiment,
     RunEvent,
     Value,
@@ -70,55 +72,48 @@ from llmevo.experiments.external import (
     check_ladder_values,
     check_publishable_source,
     check_source_unchanged,
+    compare_external,
     comparison_stem,
     load_experiment,
     parse_settings,
     plan_external,
-    run_external,
     shared_settings,
     source_state,
 )
 from llmevo.experiments.ladder import across_rung_records
-from llmevo.registry import RequestModel, StrictModel
+from llmevo.experiments.sections import TuningSection
+from llmevo.registry import SectionedRequest
 
 LADDER_SCHEMA = "llmevo.external-ladder/1"
 
 
-class ExternalLadderRequest(RequestModel):
+class ExternalLadderRequest(SectionedRequest):
     """A ladder of one external comparison: ``rungs`` (sizes of the declared size parameter;
-    None: the file's ``[ladder] values``), the rest as ``external.ExternalRequest``; ``out``
-    is the ladder's folder; ``resamples`` the across-rung bootstrap's."""
+    None: the file's ``[ladder] values``), the rest as ``external.ExternalRequest`` (the same
+    sections, the same refusals); ``out`` is the ladder's folder; ``resamples`` the
+    across-rung bootstrap's."""
+
+    refused: ClassVar[dict[str, str]] = EXTERNAL_REFUSED
 
     experiment: Path
     baseline: str = ""
     method: str = ""
     rungs: list[Value] | None = None
     seeds: list[int] = Field(default_factory=lambda: [42, 43, 44])
-    tune: bool | None = None
-    tune_grid: list[float] | None = None
-    tune_seeds: list[int] | None = None
     timeout: float | None = Field(default=None, gt=0)
     margin: float = DEFAULT_MARGIN_PERCENT
+    allow_noop: bool = False
     resamples: int = Field(default=2000, ge=1)
-    cache: CacheUse = "use"
-    cache_dir: Path = Path(".cache/llmevo")
     out: Path | None = None
     runs_dir: Path = Path("runs/external")
     published_dir: Path = Path("docs/external")
-    publish: bool = False
-    allow_dirty: bool = False
-    replace: bool = False
-    repo_root: Path = REPO_ROOT
     report: bool = True
-    command: str = ""
-
-    @model_validator(mode="after")
-    def _dirty_needs_publish(self) -> ExternalLadderRequest:
-        check_dirty_needs_publish(self.publish, self.allow_dirty)
-        return self
+    run: ExternalRunSection = Field(default_factory=ExternalRunSection)
+    tuning: TuningSection = Field(default_factory=TuningSection)
 
 
-class ExternalLadderPlan(StrictModel):
+@dataclass(frozen=True)
+class ExternalLadderPlan:
     """A checked ladder: its sizes, one planned comparison per size, its folder."""
 
     request: ExternalLadderRequest
@@ -148,24 +143,24 @@ def plan_external_ladder(request: ExternalLadderRequest) -> ExternalLadderPlan:
     for option, text in (("--baseline", request.baseline), ("--method", request.method)):
         if param in parse_settings(text, spec, option):
             raise ConfigError(f"{option} sets {param}, the ladder's size; --rungs chooses it at each rung")
-    if request.publish:
-        check_publishable_source(loaded, request.repo_root, request.allow_dirty)
-    source = source_state(loaded, request.repo_root)  # read once, before any rung writes
+    run = request.run
+    if run.publish:
+        check_publishable_source(loaded, run.repo_root, run.allow_dirty)
+    source = source_state(loaded, run.repo_root)  # read once, before any rung writes
 
     def rung_request(size: Value, out: Path | None) -> ExternalRequest:
+        command = f"{request.run.command or 'python: run_external_ladder'} ({param}={size})"
         return ExternalRequest(
             experiment=request.experiment, baseline=_with_size(request.baseline, param, size),
-            method=_with_size(request.method, param, size), seeds=request.seeds, tune=request.tune,
-            tune_grid=request.tune_grid, tune_seeds=request.tune_seeds, timeout=request.timeout,
-            margin=request.margin, cache=request.cache, cache_dir=request.cache_dir, out=out,
-            runs_dir=request.runs_dir, published_dir=request.published_dir, publish=request.publish,
-            allow_dirty=request.allow_dirty, replace=request.replace, repo_root=request.repo_root,
-            report=request.report, command=f"{request.command or 'python: run_external_ladder'} ({param}={size})")
+            method=_with_size(request.method, param, size), seeds=request.seeds, timeout=request.timeout,
+            margin=request.margin, allow_noop=request.allow_noop, out=out, runs_dir=request.runs_dir,
+            published_dir=request.published_dir, report=request.report,
+            run=request.run.model_copy(update={"command": command}), tuning=request.tuning)
 
     baseline, method, labels = arm_settings(spec, _with_size(request.baseline, param, sizes[0]),
                                             _with_size(request.method, param, sizes[0]))
     shared = {key: value for key, value in shared_settings(baseline, method).items() if key != param}
-    root = request.published_dir if request.publish else request.runs_dir
+    root = request.published_dir if run.publish else request.runs_dir
     folder = request.out or root / spec.name / f"ladder-{param}-{comparison_stem(labels, shared)}"
     check_output_dir(folder, "--out")
     rungs = [plan_external(rung_request(size, folder / f"rung-{param}-{size}.json"), check_publish=False,
@@ -205,7 +200,7 @@ def run_external_ladder(plan: ExternalLadderPlan, base_env: Mapping[str, str],
     rows, results = [], []
     for index, (size, rung) in enumerate(zip(plan.sizes, plan.rungs, strict=True)):
         on_rung(size, None)
-        artifact = run_external(rung, base_env, on_run, created, family=_no_family)
+        artifact = compare_external(rung, base_env, on_run, created, family=_no_family)
         on_rung(size, artifact)
         verdict = artifact["verdict"]
         if verdict is None:
@@ -236,7 +231,7 @@ def run_external_ladder(plan: ExternalLadderPlan, base_env: Mapping[str, str],
     ladder = {
         "schema": LADDER_SCHEMA, "name": spec.name,
         "created": created or datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "command": request.command,
+        "command": request.run.command or "",
         "experiment": {"file": str(plan.experiment.path), "sha256": plan.experiment.sha256,
                        "metric": spec.metric, "direction": spec.direction},
         "size": {"param": plan.param, "values": list(plan.sizes),
@@ -250,11 +245,11 @@ def run_external_ladder(plan: ExternalLadderPlan, base_env: Mapping[str, str],
         "provenance": {"files": plan.experiment.files,
                        "git": {key: first.source[key] for key in ("commit", "dirty", "files_dirty")},
                        "llmevo": first.source["llmevo"],
-                       "published": {"allow_dirty": request.allow_dirty} if request.publish else None,
+                       "published": {"allow_dirty": request.run.allow_dirty} if request.run.publish else None,
                        "libraries": library_versions()},
     }
-    changed = check_source_unchanged(plan.experiment, first.source, request.repo_root, request.publish,
-                                     request.allow_dirty, plan.folder / "ladder.json")  # before any write
+    changed = check_source_unchanged(plan.experiment, first.source, request.run.repo_root, request.run.publish,
+                                     request.run.allow_dirty, plan.folder / "ladder.json")  # before any write
     if changed is not None:
         ladder["provenance"]["code_changed"] = changed
     plan.folder.mkdir(parents=True, exist_ok=True)

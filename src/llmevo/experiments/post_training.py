@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import torch
@@ -48,6 +49,8 @@ from llmevo.experiments.reproduction import (
 )
 from llmevo.runner.arm import Arm
 from llmevo.runner.arm_run import ArmRun
+from llmevo.runner.compare import compare_arms
+from llmevo.runner.equivalence import Equivalence
 from llmevo.runner.presets import Preset
 from llmevo.runner.resources import check_memory, concurrent_runs
 from llmevo.runner.run import (
@@ -60,7 +63,9 @@ from llmevo.runner.run import (
     seed_runs,
     stage_metrics,
 )
+from llmevo.runner.tuner import ArmChoice, Tuner, TuningStart
 from llmevo.runner.views import DataView, load_views
+from llmevo.train.execution import Execution
 from llmevo.train.logging import RunLogs
 from llmevo.train.trainer import Progress, TrainResult
 
@@ -76,20 +81,126 @@ def _stage_curve(results: dict[int, StageResult], attribute: str) -> dict[str, A
             "per_seed": {str(seed): values[:length] for seed, values in series.items()}}
 
 
+@dataclass
+class PostTrainingRunner:
+    """The arm runner (``runner.arm_runner.ArmRunner``) of a post-training reproduction: per
+    seed one pretraining of ``pretrain`` (all seeds at once through ``train_many``; with
+    ``pretrain.init`` the checkpoint itself, evaluated once), shared by both arms; each arm
+    post-trains its own copy with its method (``runner.run.post_train_and_evaluate``), the same
+    stage seed and the same number of examples. No tuner: it would tune the pretraining rate,
+    which both arms share (``ReproductionPlan`` refuses one)."""
+
+    pretrain: Arm
+    data: DataView
+    preset: Preset
+    post_data: PostTrainData
+    settings: PostTrainSettings
+    task: str
+    device: torch.device
+    execution: Execution
+    progress: Progress | None = None
+    logs: RunLogs | None = None
+    stages: dict[str, dict[int, StageResult]] = field(default_factory=lambda: {"baseline": {}, "method": {}})
+    starting: dict[str, float] | None = None  # the checkpoint's validation metrics (``init``)
+    _pretrained: list[ArmRun] | None = None
+
+    def check(self, name: str, baseline: Arm, method: Arm, seeds: Sequence[int], tuner: Tuner | None,
+              allow_noop: bool) -> Equivalence:
+        """The pretraining fits the data and the memory, before any training. The no-op check
+        does not apply: the arms share one pretraining and differ in their stage."""
+        if tuner is not None:
+            raise ConfigError(f"'{name}': a post-training comparison takes no tuner (it would tune the "
+                              "pretraining rate, which both arms share)")
+        check_fits_data(self.pretrain, self.data)  # before any training: the vocabulary, the window, memory
+        check_memory("pretraining", self.pretrain.model, arm_train_config(self.pretrain, self.data, self.preset),
+                     self.device, concurrent_runs(self.execution, self.device, len(seeds)))
+        return Equivalence("not applicable", False, "two post-training stages on one shared pretraining")
+
+    def tuning_start(self, arm: Arm) -> TuningStart:
+        raise ConfigError("a post-training comparison takes no tuner")
+
+    def at_choice(self, arm: Arm, start: TuningStart, choice: ArmChoice) -> Arm:
+        raise ConfigError("a post-training comparison takes no tuner")
+
+    def pretrained(self, seeds: Sequence[int]) -> list[ArmRun]:
+        """Every seed's pretraining (once, for both arms), or the checkpoint's starting point."""
+        if self._pretrained is None:
+            if self.pretrain.init is None:
+                self._pretrained = run_arm(  # every seed's pretraining at once; both arms start from it
+                    self.pretrain, self.data, self.preset, seed_runs(self.pretrain, self.data, self.preset, seeds),
+                    self.device, splits=(), execution=self.execution, progress=self.progress,
+                    description="pretrain llama_modern", logs=self.logs)
+            else:  # no pretraining: every seed starts from the checkpoint
+                self._pretrained, self.starting = _checkpoint_runs(self.pretrain, self.data, self.preset,
+                                                                   list(seeds), self.device)
+        return self._pretrained
+
+    def report(self, arm: Arm, seeds: Sequence[int]) -> Iterator[tuple[int, ArmRun]]:
+        """The arm's stage on a copy of each seed's pretrained model, evaluated."""
+        for pretrained_run in self.pretrained(seeds):
+            seed, pretrain = pretrained_run.seed, pretrained_run.train
+            arm_model = copy.deepcopy(pretrained_run.model).cpu()
+            stage, metrics = post_train_and_evaluate(
+                arm_model, arm.post_training, self.data, self.preset, self.post_data, seed, pretrain.steps_done,
+                self.device, settings=self.settings, task=self.task, from_checkpoint=self.pretrain.init is not None)
+            validation = metrics["validation"] | {"initial_loss": pretrain.initial_loss,
+                                                  "final_loss": pretrain.final_loss} | stage_metrics(stage)
+            if self.logs is not None:
+                self._log(f"{arm.label}-seed{seed}", stage, validation, metrics["test"], pretrain.steps_done)
+            self.stages[arm.label][seed] = stage
+            yield seed, ArmRun(
+                seed=seed, validation=validation, test=metrics["test"], train=pretrain,
+                parameters=sum(p.numel() for p in arm_model.parameters()),
+                architecture_stats={"post_training_examples": stage.examples,
+                                    "post_training_seconds": round(stage.wall_seconds, 3)},
+                model=arm_model.cpu(),
+                train_config={"pretrain": pretrained_run.train_config,
+                              "post_training": self.settings.model_dump(mode="json"),
+                              "method": arm.post_training.model_dump(mode="json")},
+                path=pretrained_run.path,
+            )
+
+    def _log(self, name: str, stage: StageResult, validation: dict[str, float], test: dict[str, float],
+             steps_done: int) -> None:
+        """The stage's per-step record, after the pretraining steps on the same axis, and the
+        final metrics."""
+        assert self.logs is not None
+        logger = self.logs.run(name)
+        try:
+            for step, (loss, norm) in enumerate(zip(stage.losses, stage.grad_norms, strict=True)):
+                logger.log_metrics("post_train", {"loss": loss, "lr": self.settings.lr, "grad_norm": norm},
+                                   steps_done + step + 1)
+            for step, (reward, rate) in enumerate(zip(stage.rewards, stage.reward_bearing_rates, strict=True)):
+                logger.log_metrics("post_train", {"reward": reward, "reward_bearing_rate": rate}, steps_done + step + 1)
+            logger.log_metrics("validation", validation, steps_done)
+            logger.log_metrics("test", test, steps_done)
+        finally:
+            logger.close()
+
+    def check_budget(self, baseline: Arm, method: Arm, runs: dict[str, dict[int, ArmRun]],
+                     seeds: Sequence[int]) -> None:
+        """The pretraining is one per seed, equal by construction; each seed's arms post-trained
+        on equally many examples (a baseline of no stage excepted)."""
+        for seed in seeds:
+            examples = {self.stages[label][seed].examples for label in self.stages}
+            if len(examples) != 1 and baseline.post_training.name != "none":
+                raise ConfigError(f"seed {seed}: the arms post-trained on different numbers of "
+                                  f"examples {sorted(examples)}")
+
+
 def run_post_training_reproduction(
     plan: ReproductionPlan,
     progress: Progress | None = None,
     on_arm_done: Callable[[str, int, ArmRun], None] | None = None,
     logs: RunLogs | None = None,
 ) -> ReproductionOutcome:
-    """Pretrain once per seed, post-train each arm from that checkpoint, evaluate, assemble.
+    """Pretrain once per seed, post-train each arm from that checkpoint, evaluate, assemble:
+    ``runner.compare.compare_arms`` over a ``PostTrainingRunner``.
 
     All seeds' pretraining runs go through ``train_many`` (``plan.execution``); the
     stages run one after another. Returns a ``ReproductionOutcome`` whose body validates
     through the artifact schema once provenance is added. ``logs`` gets the pretraining
-    steps (``pretrain-seed<seed>``) and each arm's final metrics (``<arm>-seed<seed>``).
-    The plan has no learning-rate tuning (``ReproductionPlan`` refuses it: it would tune the
-    pretraining rate, which both arms share here)."""
+    steps (``pretrain-seed<seed>``) and each arm's final metrics (``<arm>-seed<seed>``)."""
     seeds, comparison = plan.seeds, plan.comparison
     post = plan.post_training
     if post is None:
@@ -106,74 +217,19 @@ def run_post_training_reproduction(
         post.preference_file, settings.held_out_pairs)
     pretrain = Arm("pretrain", "llama_modern", comparison.method.model, comparison.method.optimizer,
                    init=init)
-    check_fits_data(pretrain, data)  # before any training: the vocabulary, the window, memory
-    check_memory("pretraining", pretrain.model, arm_train_config(pretrain, data, preset), plan.device,
-                 concurrent_runs(plan.execution, plan.device, len(seeds)))
-    starting: dict[str, float] | None = None
-    if init is None:
-        pretrained = run_arm(  # every seed's pretraining at once; both arms start from it
-            pretrain, data, preset, seed_runs(pretrain, data, preset, seeds), plan.device,
-            splits=(), execution=plan.execution, progress=progress,
-            description="pretrain llama_modern", logs=logs)
-    else:  # no pretraining: every seed starts from the checkpoint
-        pretrained, starting = _checkpoint_runs(pretrain, data, preset, seeds, plan.device)
-    runs: dict[str, dict[int, ArmRun]] = {"baseline": {}, "method": {}}
-    stages: dict[str, dict[int, StageResult]] = {"baseline": {}, "method": {}}
-    for pretrained_run in pretrained:
-        seed, pretrain = pretrained_run.seed, pretrained_run.train
-        checkpoint = copy.deepcopy(pretrained_run.model).cpu()
-        for arm in comparison.arms:
-            arm_model = copy.deepcopy(checkpoint)
-            stage, metrics = post_train_and_evaluate(
-                arm_model, arm.post_training, data, preset, post_data, seed, pretrain.steps_done,
-                plan.device, settings=settings, task=task, from_checkpoint=init is not None)
-            validation = metrics["validation"] | {"initial_loss": pretrain.initial_loss,
-                                                  "final_loss": pretrain.final_loss} | stage_metrics(stage)
-            test = metrics["test"]
-            if logs is not None:
-                logger = logs.run(f"{arm.label}-seed{seed}")
-                try:
-                    # the stage's per-step record, after the pretraining steps on the same axis
-                    for step, (loss, norm) in enumerate(
-                            zip(stage.losses, stage.grad_norms, strict=True)):
-                        logger.log_metrics("post_train", {"loss": loss, "lr": settings.lr,
-                                                          "grad_norm": norm},
-                                           pretrain.steps_done + step + 1)
-                    for step, (reward, rate) in enumerate(
-                            zip(stage.rewards, stage.reward_bearing_rates, strict=True)):
-                        logger.log_metrics("post_train", {"reward": reward, "reward_bearing_rate": rate},
-                                           pretrain.steps_done + step + 1)
-                    logger.log_metrics("validation", validation, pretrain.steps_done)
-                    logger.log_metrics("test", test, pretrain.steps_done)
-                finally:
-                    logger.close()
-            run = ArmRun(
-                seed=seed, validation=validation, test=test, train=pretrain,
-                parameters=sum(p.numel() for p in arm_model.parameters()),
-                architecture_stats={"post_training_examples": stage.examples,
-                                    "post_training_seconds": round(stage.wall_seconds, 3)},
-                model=arm_model.cpu(),
-                train_config={"pretrain": pretrained_run.train_config,
-                              "post_training": settings.model_dump(mode="json"),
-                              "method": arm.post_training.model_dump(mode="json")},
-                path=pretrained_run.path,
-            )
-            runs[arm.label][seed] = run
-            stages[arm.label][seed] = stage
-            if on_arm_done:
-                on_arm_done(arm.label, seed, run)
-        examples = {stages[label][seed].examples for label in stages}
-        if len(examples) != 1 and comparison.baseline.post_training.name != "none":
-            raise ConfigError(f"seed {seed}: the arms post-trained on different numbers of "
-                              f"examples {sorted(examples)}")
+    runner = PostTrainingRunner(pretrain, data, preset, post_data, settings, task, plan.device, plan.execution,
+                                progress, logs)
+    paired = compare_arms(plan.name, runner, *comparison.arms, seeds, metric=comparison.metric,
+                          on_arm_done=on_arm_done)
+    runs = paired.runs
     body = assemble_artifact(comparison, preset, seeds, corpus, views, runs,
                              plan.device, plan.margin_percent, size=plan.size)
-    _add_post_training(body, comparison, stages, settings, task, post_data, seeds)
+    _add_post_training(body, comparison, runner.stages, settings, task, post_data, seeds)
     if init is not None:
         body.pop("pretraining_curve", None)  # nothing was pretrained
         record_init_from(body, init, {
             "pretraining": "none: every seed's arms post-train the checkpoint itself",
-            "starting_validation": {k: v for k, v in (starting or {}).items() if v is not None},
+            "starting_validation": {k: v for k, v in (runner.starting or {}).items() if v is not None},
             "initial_and_final_loss": "the checkpoint's validation lm_loss (no pretraining ran)",
         })
     return ReproductionOutcome(comparison, body, runs, implementation_objects(comparison),

@@ -61,8 +61,9 @@ from llmevo.hf.load import LlamaCheckpoint
 from llmevo.registry import MODEL_SLOTS, ComponentSpec
 from llmevo.runner.arm import CONCAT, Arm
 from llmevo.runner.arm_run import ArmRun
+from llmevo.runner.arm_runner import FlopsBudget, InProcessRunner
 from llmevo.runner.cache import ArmCache
-from llmevo.runner.compare import FlopsBudget, compare_arms, paired_rows, paired_statistics
+from llmevo.runner.compare import compare_arms, paired_rows, paired_statistics
 from llmevo.runner.equivalence import Equivalence
 from llmevo.runner.presets import Preset
 from llmevo.runner.size import Size
@@ -139,14 +140,14 @@ def run_reproduction(
     resolved = replace(comparison, baseline=arms[0], method=arms[1])
     cache = ArmCache.open(plan.cache_dir, plan.device, plan.execution,
                           "off" if logs is not None else plan.arm_cache, cache_code_modules())
-    paired = compare_arms(plan.name, *resolved.arms, views, preset, seeds, plan.device,
-                          metric=resolved.metric, objective=resolved.objective, tuner=plan.tuning,
-                          execution=plan.execution, cache=cache, allow_noop=plan.allow_noop,
-                          progress=progress, on_arm_done=on_arm_done, logs=logs, match=plan.match)
+    runner = InProcessRunner(views, preset, plan.device, resolved.metric, resolved.objective, plan.execution,
+                             cache, progress, logs, plan.match)
+    paired = compare_arms(plan.name, runner, *resolved.arms, seeds, metric=resolved.metric, tuner=plan.tuning,
+                          allow_noop=plan.allow_noop, on_arm_done=on_arm_done)
     resolved, runs = replace(resolved, baseline=paired.baseline, method=paired.method), paired.runs
     body = assemble_artifact(resolved, preset, seeds, corpus, views, runs, plan.device,
                              plan.margin_percent, paired.learning_rates, plan.size, paired.equivalence,
-                             flops=paired.flops)
+                             flops=runner.flops)
     if paired.tuning is not None:
         body["tuning"] = Tuning.model_validate(paired.tuning)
     if init is not None:

@@ -168,7 +168,7 @@ def _external(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
         "change": change, "seeds": len(data.get("per_seed") or []),
         "margin": float(data["protocol"]["margin_percent"]),
         "noise": (verdict or {}).get("noise_floor_percent"),
-        "tuned": data["protocol"].get("tuning") is not None,
+        "tuned": bool(data.get("tuned", data["protocol"].get("tuning") is not None)),
         "runs": len(runs), "cached": cached,
         "wall": sum(float(run.get("wall_s") or 0.0) for run in runs if not run.get("cached")),
         "regime": None,

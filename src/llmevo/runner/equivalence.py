@@ -78,7 +78,7 @@ PROBE_STEPS = 3  # training steps of each arm before the second comparison
 PROBE_WINDOWS = 4  # validation windows compared, and the probe's batch size (at most the arm's)
 TOLERANCE = 1e-4  # max |logit difference| / RMS of the baseline's logits (see the docstring)
 
-How = Literal["outputs", "token streams", "not applicable"]
+How = Literal["outputs", "token streams", "metrics", "not applicable"]  # metrics: an external command's
 
 
 @dataclass(frozen=True)

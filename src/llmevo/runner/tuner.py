@@ -13,41 +13,36 @@ Two implement the interface:
   (``--tune-space``), the same number per arm: Sobol points, or a Sobol start and then a
   sequential sampler (``--tune-sampler tpe|gp``, a field of the plan).
 
-``tune_arms`` is the one function that tunes the arms of a comparison, whichever the tuner:
-each arm's training settings (``runner.run.arm_train_config``) and its scorer are made here
-(``runner.run.score_arm`` bound to the arm, its data view, preset, metric and arm-cache
-entries: a tuner hands it ``RunSpec``s and gets ``Scores`` back, and never sees a model, a
-stream, a device or the cache), the tuner chooses, and the arm comes back with its optimizer
-and its preset at the choice. A new tuner (a multi-fidelity one)
+``tune_arms`` is the one function that tunes the arms of a comparison, whichever the tuner
+and whoever runs the arms: the arm runner (``runner.arm_runner.ArmRunner``, through the part
+of it tuning uses, ``Tunable``) gives each arm's starting settings and its scorer
+(``TuningStart``: a built-in's is ``runner.run.score_arm`` bound to the arm, its data view,
+preset, metric and arm-cache entries; an external arm's runs its command), so a tuner hands it
+``RunSpec``s and gets ``Scores`` back, and never sees a model, a stream, a device, a command or
+the cache; the tuner chooses, and the runner gives the arm back at the choice. A new tuner
 implements ``Tuner`` and nothing above the runner changes; a new way of choosing a space's
 trials is a ``SpacePlan.sampler`` (TPE and GP were added so, with no change to ``Tuner``).
 
 Not a tuner: evolve's trial grid (each trial at its genome's lr times a few factors, scored by
 its best fitness), which is the search's objective rather than a comparison's tuning.
 
-Public API: ``Tuner``, ``ArmChoice``, ``TunedArms``, ``tune_arms``.
+Public API: ``Tuner``, ``ArmChoice``, ``TunedArms``, ``TuningStart``, ``Tunable``, ``tune_arms``,
+``model_components``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from functools import partial
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
-
-import torch
 
 from llmevo.artifacts.schema import CachedTuningRun
 from llmevo.registry import MODEL_SLOTS, ComponentChoice
 from llmevo.runner.arm import Arm
 from llmevo.runner.arm_run import Scorer
-from llmevo.runner.cache import ArmCache
 from llmevo.runner.presets import Preset
 from llmevo.runner.resources import CpuClock
-from llmevo.runner.run import arm_train_config, score_arm
-from llmevo.runner.views import DataView
-from llmevo.train.execution import Execution
-from llmevo.train.trainer import Progress, TrainConfig
+from llmevo.train.trainer import TrainConfig
 
 
 @dataclass
@@ -103,14 +98,37 @@ class Tuner(Protocol):
 
 @dataclass
 class TunedArms:
-    """The arms at their choices: each arm (its optimizer at the chosen settings), each arm's
-    preset (its training settings at the choice), the artifact's ``tuning`` block, and per
-    arm the runs that came from the arm cache."""
+    """The arms at their choices (each arm as its runner gives it back at the tuner's choice),
+    the artifact's ``tuning`` block, and per arm the runs that came from a cache."""
 
-    arms: list[Arm]
-    presets: dict[str, Preset]
+    arms: list[Any]
     block: dict[str, Any]
     cached: dict[str, list[CachedTuningRun]]
+
+
+@dataclass
+class TuningStart:
+    """What a tuner receives for one arm from the arm runner: the training settings it starts
+    from (``config``; an external arm's tuned parameter rides in ``config.lr``), the arm's
+    model components (a space's axes; none for an external arm), its scorer, and the steps
+    one run trains (the budget block; None where the runner does not know them)."""
+
+    config: TrainConfig
+    components: list[ComponentChoice]
+    score: Scorer
+    steps_per_run: int | None
+
+
+class Tunable(Protocol):
+    """The part of an arm runner (``runner.arm_runner.ArmRunner``) that tuning uses."""
+
+    def tuning_start(self, arm: Any) -> TuningStart:
+        """The arm's starting settings, components and scorer."""
+        ...
+
+    def at_choice(self, arm: Any, start: TuningStart, choice: ArmChoice) -> Any:
+        """The arm at the tuner's choice (the runner keeps whatever else the choice moved)."""
+        ...
 
 
 def model_components(arm: Arm) -> list[ComponentChoice]:
@@ -119,57 +137,29 @@ def model_components(arm: Arm) -> list[ComponentChoice]:
             if isinstance(getattr(arm.model, slot, None), ComponentChoice)]
 
 
-def _at_choice(preset: Preset, config: TrainConfig, chosen: TrainConfig) -> Preset:
-    """``preset`` with every training setting the tuner moved set to its chosen value (the
-    optimizer's settings travel with the arm)."""
-    moved = {name: getattr(chosen, name) for name in TrainConfig.model_fields
-             if name != "optimizer" and getattr(chosen, name) != getattr(config, name)}
-    return preset.model_copy(update={"train": preset.train.model_copy(update=moved)})
-
-
-def tune_arms(
-    arms: Sequence[Arm],
-    views: dict[str, DataView],
-    preset: Preset,
-    tuner: Tuner,
-    metric: str,
-    objective: str,
-    device: torch.device,
-    progress: Progress | None = None,
-    execution: Execution = Execution(),
-    cache: ArmCache | None = None,
-    arm_presets: dict[str, Preset] | None = None,
-) -> TunedArms:
-    """Tune every arm with ``tuner``, each on its own data view, scored by ``metric`` on the
-    validation split; with ``cache`` (``runner.cache``) runs trained before are loaded. The
-    block records each arm's budget (``budget``: runs, trained, steps per run, CPU and wall
-    seconds of its tuning), so equal budgets are auditable. ``arm_presets``: an arm's own
-    preset by label in place of ``preset`` (``--match flops``: the method at its matched steps)."""
+def tune_arms(runner: Tunable, arms: Sequence[Any], tuner: Tuner, metric: str) -> TunedArms:
+    """Tune every arm with ``tuner`` through its arm runner (``runner.tuning_start`` gives the
+    settings, components and scorer: an in-process arm's runs train here, an external arm's are
+    commands). The block records each arm's budget (``budget``: runs, trained, steps per run,
+    CPU and wall seconds of its tuning), so equal budgets are auditable."""
     choices: dict[str, ArmChoice] = {}
     budgets: dict[str, dict[str, Any]] = {}
-    tuned, presets = [], {}
-    base_preset = preset
+    tuned = []
     for arm in arms:
-        preset = (arm_presets or {}).get(arm.label, base_preset)
-        data = views[arm.data]
-        config = arm_train_config(arm, data, preset)
-        entries = None if cache is None else cache.tuning(arm, data, preset, metric, objective)
-        score: Scorer = partial(score_arm, arm, data, preset, device=device, metric=metric,
-                                execution=execution, progress=progress, cache=entries)
+        start = runner.tuning_start(arm)
         clock = CpuClock()
-        choice = tuner.tune(arm.label, config, model_components(arm), score)
+        choice = tuner.tune(arm.label, start.config, start.components, start.score)
         cpu, wall = clock.read()
         choices[arm.label] = choice
         budgets[arm.label] = {"runs": choice.runs, "trained": choice.runs - len(choice.cached),
-                              "steps_per_run": config.steps, "cpu_seconds": round(cpu, 3),
+                              "steps_per_run": start.steps_per_run, "cpu_seconds": round(cpu, 3),
                               "wall_seconds": round(wall, 3)}
         if choice.steps_trained is not None:  # halving: what was trained, beside the full-length cost
             trained, asked = choice.steps_trained
             budgets[arm.label].update(steps_trained=trained, steps_asked=asked,
-                                      steps_full_fidelity=choice.runs * config.steps)
-        tuned.append(replace(arm, optimizer=choice.config.optimizer))
-        presets[arm.label] = _at_choice(preset, config, choice.config)
+                                      steps_full_fidelity=choice.runs * (start.steps_per_run or 0))
+        tuned.append(runner.at_choice(arm, start, choice))
     block = tuner.block(metric, {label: c.record for label, c in choices.items()})
     for label, budget in budgets.items():  # each arm's tuning budget, auditable beside the other's
         block["arms"][label]["budget"] = budget
-    return TunedArms(tuned, presets, block, {label: c.cached for label, c in choices.items()})
+    return TunedArms(tuned, block, {label: c.cached for label, c in choices.items()})
