@@ -14,16 +14,8 @@ import pytest
 from scipy import stats as scipy_stats
 
 from llmevo.errors import ConfigError
-from llmevo.experiments.external import (
-    ExternalRequest,
-    RunFailed,
-    execute,
-    load_experiment,
-    parse_metrics,
-    parse_settings,
-    plan_external,
-    run_external,
-)
+from llmevo.experiments.experiment_file import RunFailed, execute, load_experiment, parse_metrics, parse_settings
+from llmevo.experiments.external import ExternalRequest, plan_external, run_external
 
 # metric = (log10(lr) + 2.5)^2 + offset + seed noise: the best lr of the grid is 3e-3
 QUADRATIC = """
@@ -136,7 +128,8 @@ def test_a_metrics_file_report(tmp_path):
         name = "file"
         command = ["{python}", "script.py"]
         metric = "loss"
-        report = "file"
+        [read]
+        from = "file"
     """)
     assert execute(load_experiment(path), {}, 1, 60, dict(os.environ)) == {"loss": 0.25}
 

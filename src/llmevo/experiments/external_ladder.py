@@ -59,20 +59,24 @@ from llmevo.artifacts.provenance import REPO_ROOT, check_dirty_needs_publish, li
 from llmevo.errors import ConfigError, LlmevoError
 from llmevo.eval.scaling import RungResult, ladder_statistics
 from llmevo.eval.stats import DEFAULT_MARGIN_PERCENT
-from llmevo.experiments.external import (
+from llmevo.experiments.experiment_file import (
     CacheUse,
+    LoadedExperiment,
+    Value,
+    check_ladder_values,
+    load_experiment,
+    parse_settings,
+    publish_folder,
+    wall_summary,
+)
+from llmevo.experiments.external import (
     ExternalPlan,
     ExternalRequest,
-    LoadedExperiment,
     RunEvent,
-    Value,
     arm_settings,
-    check_ladder_values,
     check_publishable_source,
     check_source_unchanged,
     comparison_stem,
-    load_experiment,
-    parse_settings,
     plan_external,
     run_external,
     shared_settings,
@@ -104,7 +108,7 @@ class ExternalLadderRequest(RequestModel):
     cache_dir: Path = Path(".cache/llmevo")
     out: Path | None = None
     runs_dir: Path = Path("runs/external")
-    published_dir: Path = Path("docs/external")
+    published_dir: Path | None = None  # as ExternalRequest's: None is the experiment's repository
     publish: bool = False
     allow_dirty: bool = False
     replace: bool = False
@@ -165,7 +169,7 @@ def plan_external_ladder(request: ExternalLadderRequest) -> ExternalLadderPlan:
     baseline, method, labels = arm_settings(spec, _with_size(request.baseline, param, sizes[0]),
                                             _with_size(request.method, param, sizes[0]))
     shared = {key: value for key, value in shared_settings(baseline, method).items() if key != param}
-    root = request.published_dir if request.publish else request.runs_dir
+    root = publish_folder(loaded, request.published_dir, request.repo_root) if request.publish else request.runs_dir
     folder = request.out or root / spec.name / f"ladder-{param}-{comparison_stem(labels, shared)}"
     check_output_dir(folder, "--out")
     rungs = [plan_external(rung_request(size, folder / f"rung-{param}-{size}.json"), check_publish=False,
@@ -202,10 +206,11 @@ def run_external_ladder(plan: ExternalLadderPlan, base_env: Mapping[str, str],
     stops the ladder after its artifact is written: one line; the finished runs are cached."""
     request, spec = plan.request, plan.experiment.spec
     started = time.perf_counter()
-    rows, results = [], []
+    rows, results, all_runs = [], [], []
     for index, (size, rung) in enumerate(zip(plan.sizes, plan.rungs, strict=True)):
         on_rung(size, None)
         artifact = run_external(rung, base_env, on_run, created, family=_no_family)
+        all_runs += artifact["runs"]
         on_rung(size, artifact)
         verdict = artifact["verdict"]
         if verdict is None:
@@ -246,7 +251,9 @@ def run_external_ladder(plan: ExternalLadderPlan, base_env: Mapping[str, str],
                        "settings": {k: v for k, v in getattr(first, arm).items() if k != plan.param}}
                  for arm in ("baseline", "method")},
         "margin_percent": request.margin, "rungs": rows, **records,
-        "wall_seconds": time.perf_counter() - started,
+        # what the runs cost, cached ones at the time they took when they ran; ``wall`` splits it
+        "wall_seconds": wall_summary(all_runs)["total_s"], "wall": {**wall_summary(all_runs),
+                                                                    "elapsed_s": time.perf_counter() - started},
         "provenance": {"files": plan.experiment.files,
                        "git": {key: first.source[key] for key in ("commit", "dirty", "files_dirty")},
                        "llmevo": first.source["llmevo"],
