@@ -26,7 +26,7 @@ def _show_run(record: Mapping, labels: Mapping[str, str], tuned: str | None) -> 
         console.print(f"[red]failed[/] {escape(where)}: {escape(record['error'])}", highlight=False, soft_wrap=True)
         return
     values = " ".join(f"{k}={v:.5g}" for k, v in sorted(record["metrics"].items()))
-    how = "cached" if record["cached"] else f"{record['wall_s']:.1f} s"
+    how = f"cached; took {record['wall_s']:.1f} s when it ran" if record["cached"] else f"{record['wall_s']:.1f} s"
     console.print(f"{escape(where)}: {escape(values)} ({how})", highlight=False, soft_wrap=True)
 
 
@@ -61,9 +61,10 @@ def run_experiment(experiment: Path | None, baseline: str | None, method: str | 
                    seeds: str | None, tune: bool | None, tune_grid: str | None, tune_seeds: str | None,
                    timeout: float | None, margin: float | None, arm_cache: bool, out: Path | None,
                    report: bool, others: Mapping[str, object], publish: bool = False, allow_dirty: bool = False,
-                   replace: bool = False) -> None:
+                   replace: bool = False, publish_to: Path | None = None) -> None:
     """The ``--experiment`` branch of ``llmevo reproduce``; ``others``: options of a built-in
-    reproduction that were given (refused here)."""
+    reproduction that were given (refused here). ``publish_to``: ``--publish-to DIR``, where a
+    published comparison goes instead of the experiment's repository (``docs/external`` there)."""
     from rich.markup import escape
 
     from llmevo.experiments import ExternalRequest, plan_external, run_comparison
@@ -83,7 +84,7 @@ def run_experiment(experiment: Path | None, baseline: str | None, method: str | 
                     if tune_seeds not in (None, DEFAULT_TUNE_SEEDS) else None),
         timeout=timeout, **({} if margin is None else {"margin": margin}), cache="use" if arm_cache else "refresh",
         cache_dir=resolve_cache_dir(), out=out, report=report, publish=publish, allow_dirty=allow_dirty,
-        replace=replace, command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
+        replace=replace, published_dir=publish_to, command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
     )
     plan = plan_external(request)  # every check happens before the first run
     tuned = None if plan.tuning is None else plan.tuning.param
@@ -130,7 +131,7 @@ def parse_sizes(text: str, option: str = "--rungs") -> list[int | float]:
 def run_experiment_ladder(experiment: Path | None, baseline: str | None, method: str | None, rungs: str | None,
                           seeds: str | None, tune_grid: str | None, tune_seeds: str | None, timeout: float | None,
                           margin: float, resamples: int, publish: bool, allow_dirty: bool, replace: bool,
-                          out: Path | None) -> None:
+                          out: Path | None, publish_to: Path | None = None) -> None:
     """``llmevo ladder --experiment FILE``: one external comparison at each declared size."""
     from rich.markup import escape
 
@@ -147,7 +148,7 @@ def run_experiment_ladder(experiment: Path | None, baseline: str | None, method:
         tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None,
         tune_seeds=None if tune_seeds is None else parse_seeds(None, tune_seeds, option="--tune-seeds"),
         timeout=timeout, margin=margin, resamples=resamples, cache_dir=resolve_cache_dir(), out=out,
-        publish=publish, allow_dirty=allow_dirty, replace=replace,
+        publish=publish, allow_dirty=allow_dirty, replace=replace, published_dir=publish_to,
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]))
     plan = plan_external_ladder(request)  # every rung checked before the first run
     tuned = None if plan.rungs[0].tuning is None else plan.rungs[0].tuning.param
