@@ -335,3 +335,25 @@ def test_every_key_the_loader_accepts_is_documented():
     assert sorted(set(documented) - set(keys)) == [], "the page documents keys the loader does not accept"
     for placeholder in ("{seed}", "{python}", "{{", "LLMEVO_PARAM_", "LLMEVO_PARAMS_FILE", "LLMEVO_METRICS_FILE"):
         assert placeholder in page
+
+
+def test_an_installed_llmevo_publishes_into_a_clean_experiment_repository(tmp_path):
+    """llmevo outside a checkout (a pip install) has no tree to check; the experiment's
+    repository must still be clean, and the comparison lands in it."""
+    from llmevo.experiments.external import ExternalRequest, plan_external
+
+    repo = tmp_path / "mine"
+    path = make(repo, 'name = "m"\ncommand = ["{python}", "script.py"]\nmetric = "val_loss"\n'
+                      '[read]\nfrom = "regex"\npattern = \'val loss ([0-9.]+)\'\n[params]\nbeta = 1.0\n')
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "experiment")
+    installed = tmp_path / "site-packages"
+    installed.mkdir()
+    request = ExternalRequest(experiment=path, method="beta=2.0", seeds=[1, 2, 3], publish=True, repo_root=installed,
+                              cache_dir=tmp_path / "cache", report=False)
+    plan = plan_external(request)
+    assert plan.artifact == repo.resolve() / "docs" / "external" / "m" / "beta-2.0-vs-beta-1.0.json"
+    (repo / "scratch.txt").write_text("uncommitted")
+    with pytest.raises(ConfigError, match=f"the checkout at {repo.resolve()} has uncommitted changes"):
+        plan_external(request)

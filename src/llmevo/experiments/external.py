@@ -6,58 +6,21 @@ built-in reproduction follows: the same lr grid under the same tuning seeds for 
 (equal budget), report seeds disjoint from the tuning seeds, paired statistics and the
 four-class verdict of ``llmevo.eval.stats``, an arm cache, and provenance.
 
-**The experiment file** (every key but ``name``, ``command`` and ``metric`` optional;
-unknown keys are refused)::
-
-    name = "tiny_gpt"                  # the artifact folder: runs/external/<name>/
-    command = ["{python}", "train.py", "--lr={lr}", "--seed={seed}"]
-    files = ["train.py"]               # hashed into the cache key and the provenance
-                                       # (default: the command's entries naming files)
-    metric = "val_loss"                # the metric that decides
-    direction = "lower"                # or "higher"
-    report = "stdout"                  # or "file"
-    timeout = 600                      # seconds per run (``--timeout`` overrides)
-
-    [params]                           # every parameter with its default value
-    lr = 3e-3
-    norm = "layernorm"
-
-    [tune]                             # optional: tune one axis of each arm
-    param = "lr"
-    grid = [1e-3, 3e-3, 1e-2]
-    seeds = [1000]
-
-    [ladder]                           # optional: the size `llmevo ladder --experiment` climbs
-    param = "d_model"                  # a numeric parameter (not the tuned one)
-    values = [32, 64, 96]              # the default rungs
-    compute = "compute"                # optional: the metric a run reports as its compute
-
-The command runs in the TOML file's folder; its entries are ``str.format`` templates over
-the parameters and ``seed`` (``{python}`` is this interpreter; ``{{`` a literal brace).
-**A run receives** its parameters three ways: the templates, an environment variable
-``LLMEVO_PARAM_<NAME>`` per parameter (``LLMEVO_PARAM_SEED`` too; strings as they are,
-other values as JSON), and a JSON object ``{"seed": ..., <name>: <value>, ...}`` in the
-file named by ``LLMEVO_PARAMS_FILE``. **A run reports** its metrics as one JSON object:
-the last non-empty line of its stdout (``report = "stdout"``) or the file named by
-``LLMEVO_METRICS_FILE`` (``report = "file"``). The decisive metric must be present and
-finite; other finite numbers are kept, anything else in the object is ignored.
-
-A run that exits nonzero, outlives the timeout (its whole process group is killed) or
-reports no usable metric is a *failed run*: one line, recorded, never an exception. A
-failed tuning run removes its grid point; a failed report run withholds the verdict.
-
-**The cache**: a successful run is stored at ``<cache_dir>/external/<key[:2]>/<key>.json``
-(the folder convention of ``runner.cache``; written atomically, with a sha256 of its own
-payload; an unreadable or altered entry is a miss). The key is a sha256 over the resolved
-command line, the sha256 of every declared file, the report mode and the run's parameters
-and seed, so an edit to the script invalidates its runs and an interrupted command resumes
-where it stopped.
+**The experiment file** (``experiments.experiment_file``: the loader, one run, the cache and
+``run_many``; every key, placeholder and way of reading a metric is documented in
+docs/guide/experiment-file.md) declares the command, its parameters (declared and derived),
+the metric and how it is read. A run that exits nonzero, outlives the timeout (its whole
+process group is killed) or reports no usable metric is a *failed run*: one line, recorded,
+never an exception. A failed tuning run removes its grid point; a failed report run withholds
+the verdict. A successful run is cached under its key (``experiment_file.run_key``) with the
+time it took, so an interrupted command resumes where it stopped and a cached run counts at
+the time it cost when it ran.
 
 **The artifact** (``SCHEMA`` = ``"llmevo.external/1"``), a JSON object:
 
 - ``schema``, ``name``, ``created`` (UTC ISO time), ``command`` (the llmevo command line);
 - ``experiment``: ``file``, ``sha256`` (of the TOML), ``command``, ``files``, ``metric``,
-  ``direction``, ``report``, ``params`` (the declared defaults);
+  ``direction``, ``read`` (the ``[read]`` table), ``params`` (the declared defaults), ``derived``;
 - ``protocol``: ``report_seeds``, ``tuning`` (``{param, grid, seeds}`` or null),
   ``timeout_s``, ``margin_percent``;
 - ``baseline`` / ``method``: ``label`` (the parameters where it differs from the other
@@ -65,7 +28,9 @@ where it stopped.
   included), ``tuning`` (``{param, chosen, grid_means}`` or null), ``report`` (``{mean,
   std, n}`` of the metric over its successful report seeds, or null);
 - ``runs``: every run, ``{arm, phase ("tune"|"report"), seed, params, status ("ok" |
-  "failed"), metrics, error, cached, wall_s, key}``;
+  "failed"), metrics, error, cached, wall_s (a cached run's: what it took when it ran), key}``;
+- ``wall_seconds``: what the runs cost, cached ones at their recorded time; ``wall``
+  (``experiment_file.wall_summary``): ``total_s``, ``ran_s``, ``cached_s``, ``cached_runs``, ``runs``;
 - ``per_seed``: ``{seed, baseline: {metric: value}, method: {...}}`` for the report seeds
   both arms completed;
 - ``statistics``: ``eval.stats.build_statistics`` over the metrics every report run gave;
@@ -80,7 +45,9 @@ where it stopped.
   and ``dirty`` of llmevo's own checkout, the protocol's code), ``published`` (null, or
   ``{allow_dirty}``), ``libraries``; the code state is read before the first run.
 
-**Publishing** (``publish``): under ``docs/external/<name>/`` from clean checkouts of both
+**Publishing** (``publish``): under ``docs/external/<name>/`` of the git repository holding the
+experiment file, or ``<published_dir>/<name>/`` (``--publish-to``; never inside llmevo's own
+checkout unless the experiment lives there: ``experiment_file.publish_folder``), from clean checkouts of both
 llmevo and the experiment's repository (``artifacts.provenance.check_publishable``, the
 built-in rule; ``allow_dirty`` overrides it, recorded), never over an artifact holding
 report seeds this one lacks unless ``replace`` (``artifacts.replacement``). Run a published
@@ -299,8 +266,10 @@ def check_source_unchanged(experiment: LoadedExperiment, source: Mapping[str, An
 def check_publishable_source(experiment: LoadedExperiment, repo_root: Path, allow_dirty: bool) -> None:
     """``--publish`` refuses unless both llmevo's checkout and the repository holding the
     experiment are committed and clean (``artifacts.provenance.check_publishable``, the
-    built-in reproductions' rule), unless ``allow_dirty``."""
-    check_publishable(repo_root, allow_dirty)
+    built-in reproductions' rule), unless ``allow_dirty``. An llmevo that is no checkout (an
+    installed package) has nothing to check: its version is in ``provenance.libraries``."""
+    if git_state(repo_root)[1] is not None:
+        check_publishable(repo_root, allow_dirty)
     check_publishable(experiment.folder, allow_dirty)
 
 
