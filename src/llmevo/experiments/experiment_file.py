@@ -57,6 +57,7 @@ from typing import Any, Literal
 
 import simpleeval
 from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 from llmevo.artifacts.io import write_json_atomic
 from llmevo.digests import sha256_file
@@ -96,6 +97,16 @@ class Ladder(StrictModel):
     compute: str | None = None
 
 
+def _one_line(validate: Callable[[], None]) -> Any:
+    """Run a model's checks; a ``ValueError`` becomes pydantic's error with the text as it is
+    (no "Value error, " in front: ``one_line_error`` shows it as the line)."""
+    try:
+        validate()
+    except ValueError as error:
+        raise PydanticCustomError("experiment_file", str(error)) from None
+    return validate.__self__
+
+
 def _compile(pattern: str) -> re.Pattern:
     try:
         return re.compile(pattern, re.MULTILINE)
@@ -120,13 +131,16 @@ class Read(StrictModel):
 
     @model_validator(mode="after")
     def _check(self) -> Read:
+        return _one_line(self._validate)
+
+    def _validate(self) -> None:
         allowed = {"json": {"stream"}, "regex": {"stream", "pattern", "groups"}, "file": {"path"}}[self.source]
         for key in ("stream", "pattern", "groups", "path"):
             if getattr(self, key) is not None and key not in allowed:
                 raise ValueError(f"{key} does not apply to from = {self.source!r} "
                                  f"(it takes: {', '.join(sorted(allowed)) or 'nothing'})")
         if self.source != "regex":
-            return self
+            return
         if self.pattern is None:
             raise ValueError("from = \"regex\" needs pattern = '<regular expression>' (its last match is read)")
         compiled = _compile(self.pattern)
@@ -144,7 +158,6 @@ class Read(StrictModel):
         elif not compiled.groupindex and compiled.groups > 1:
             raise ValueError(f"pattern {self.pattern!r} has {compiled.groups} unnamed groups; name them "
                              "((?P<name>...)) or give groups = [\"metric\", ...]")
-        return self
 
     def names(self, metric: str) -> list[str] | None:
         """The metrics a regex read gives (None: whatever the JSON holds)."""
@@ -197,12 +210,15 @@ class Experiment(StrictModel):
     @classmethod
     def _renamed(cls, data: Any) -> Any:
         if isinstance(data, dict) and "report" in data:
-            raise ValueError(f"report = {data['report']!r} is now the [read] table: from = \"json\" (the last "
+            raise PydanticCustomError("experiment_file",f"report = {data['report']!r} is now the [read] table: from = \"json\" (the last "
                              "stdout line), \"file\" or \"regex\" (docs/guide/experiment-file.md)")
         return data
 
     @model_validator(mode="after")
     def _check(self) -> Experiment:
+        return _one_line(self._validate)
+
+    def _validate(self) -> None:
         for name in (*self.params, *self.derived):
             if not _NAME.match(name) or name in (SEED_TOKEN, PYTHON_TOKEN):
                 raise ValueError(f"parameter name {name!r} must match [a-z_][a-z0-9_]* and not be "
@@ -242,7 +258,6 @@ class Experiment(StrictModel):
                 check_ladder_values(self, self.ladder.values, "ladder.values")
             except ConfigError as error:
                 raise ValueError(str(error)) from None
-        return self
 
     @property
     def lower_is_better(self) -> bool:
