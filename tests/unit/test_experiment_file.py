@@ -19,6 +19,7 @@ from llmevo.errors import ConfigError
 from llmevo.experiments.experiment_file import (
     Experiment,
     RunFailed,
+    Stop,
     execute,
     load_experiment,
     parse_settings,
@@ -271,6 +272,13 @@ def test_an_interrupt_kills_every_run_still_going(tmp_path):
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+    # a run a worker thread reaches after the stop never starts
+    stop = Stop()
+    stop.stop()
+    pid_file.unlink()
+    with pytest.raises(RunFailed, match="not started: the command was interrupted"):
+        execute(loaded, {}, 2, 600, dict(os.environ), stop)
+    assert not pid_file.exists()
 
 
 def test_a_cached_run_keeps_the_time_it_took(tmp_path):

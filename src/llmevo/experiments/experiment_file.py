@@ -29,7 +29,7 @@ artifact's cost counts what its runs cost when they ran.
 Public API: ``Experiment``, ``Read``, ``Tuning``, ``Ladder``, ``LoadedExperiment``,
 ``load_experiment``, ``parse_settings``, ``check_ladder_values``, ``resolve_params``,
 ``resolve_command``, ``run_environment``, ``RunFailed``, ``parse_metrics``, ``read_metrics``,
-``execute``, ``run_key``, ``read_entry``, ``write_entry``, ``run_once``, ``run_many``,
+``execute``, ``Stop``, ``run_key``, ``read_entry``, ``write_entry``, ``run_once``, ``run_many``,
 ``wall_summary``, ``publish_folder``.
 """
 
@@ -559,30 +559,49 @@ def kill_group(process: subprocess.Popen) -> None:
     process.communicate()
 
 
-_LIVE: set[subprocess.Popen] = set()  # the runs now going, in every thread (``run_many`` kills them)
-_LIVE_LOCK = threading.Lock()
+class Stop:
+    """What one ``run_many`` call shares with its runs: once ``stop()`` is called, no run of the
+    call starts and every one going is killed (its whole process group)."""
 
+    _lock = threading.Lock()  # one for all calls: a start and a stop never interleave
 
-def kill_live() -> None:
-    """Kill every run still going (its whole process group)."""
-    with _LIVE_LOCK:
-        live = list(_LIVE)
-    for process in live:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    def __init__(self) -> None:
+        self.stopped = False
+        self.live: set[subprocess.Popen] = set()
+
+    def start(self, start: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+        with self._lock:
+            if self.stopped:
+                raise RunFailed("not started: the command was interrupted")
+            process = start()
+            self.live.add(process)
+            return process
+
+    def done(self, process: subprocess.Popen) -> None:
+        with self._lock:
+            self.live.discard(process)
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopped = True
+            live = list(self.live)
+        for process in live:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def execute(experiment: LoadedExperiment, params: Mapping[str, Value], seed: int, timeout: float,
-            base_env: Mapping[str, str]) -> dict[str, float]:
+            base_env: Mapping[str, str], stop: Stop | None = None) -> dict[str, float]:
     """Run the command once for ``params`` (the declared ones; derived ones are resolved here)
     and ``seed``: its metrics, or ``RunFailed``.
 
     The run is its own process group (a timeout or an interrupt kills all of it) in the
     experiment's folder, with ``base_env`` plus the variables of ``run_environment``. Safe to
-    call from several threads at once (``run_many``): each run has its own scratch folder, and
-    a ``read.path`` file is the run's own when its template names what differs between runs."""
+    call from several threads at once (``run_many``, whose ``stop`` it registers with): each run
+    has its own scratch folder, and a ``read.path`` file is the run's own when its template
+    names what differs between runs."""
     spec = experiment.spec
     try:
         values = resolve_params(spec, params, seed)
@@ -599,14 +618,13 @@ def execute(experiment: LoadedExperiment, params: Mapping[str, Value], seed: int
             metrics_file.unlink(missing_ok=True)  # an earlier run's file is not this run's metrics
         env = {**base_env, **run_environment(values, seed, params_file,
                                              metrics_file if spec.read.source == "file" else None)}
+        stop = stop or Stop()
         try:
-            process = subprocess.Popen(argv, cwd=experiment.folder, env=env, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, text=True, errors="replace",
-                                       start_new_session=True)
+            process = stop.start(lambda: subprocess.Popen(
+                argv, cwd=experiment.folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                errors="replace", start_new_session=True))
         except OSError as error:
             raise RunFailed(f"cannot start {argv[0]}: {error.strerror or error}") from None
-        with _LIVE_LOCK:
-            _LIVE.add(process)
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -616,8 +634,7 @@ def execute(experiment: LoadedExperiment, params: Mapping[str, Value], seed: int
             kill_group(process)
             raise
         finally:
-            with _LIVE_LOCK:
-                _LIVE.discard(process)
+            stop.done(process)
         if process.returncode != 0:
             last = last_line(stderr) or last_line(stdout)
             if process.returncode < 0:
@@ -681,7 +698,7 @@ def write_entry(cache_dir: Path, key: str, metrics: Mapping[str, float], wall_s:
 # --- runs through the cache, one or N at once ---------------------------------------------------
 
 def run_once(experiment: LoadedExperiment, params: Mapping[str, Value], seed: int, *, timeout: float,
-             base_env: Mapping[str, str], cache_dir: Path, cache: CacheUse) -> dict:
+             base_env: Mapping[str, str], cache_dir: Path, cache: CacheUse, stop: Stop | None = None) -> dict:
     """One run through the cache: ``{seed, params, status ("ok"|"failed"), metrics, error,
     cached, wall_s, key}``. A cached run's ``wall_s`` is what it took when it ran."""
     key = run_key(experiment, params, seed)
@@ -692,7 +709,7 @@ def run_once(experiment: LoadedExperiment, params: Mapping[str, Value], seed: in
         return record
     start = time.perf_counter()
     try:
-        metrics = execute(experiment, params, seed, timeout, base_env)
+        metrics = execute(experiment, params, seed, timeout, base_env, stop)
     except RunFailed as failure:
         record.update(status="failed", error=str(failure), wall_s=time.perf_counter() - start)
         return record
@@ -716,11 +733,12 @@ def run_many(experiment: LoadedExperiment, jobs: Sequence[tuple[Mapping[str, Val
     if workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}")
     records: list[dict | None] = [None] * len(jobs)
+    stop = Stop()
 
     def one(index: int) -> dict:
         params, seed = jobs[index]
         return run_once(experiment, params, seed, timeout=timeout, base_env=base_env, cache_dir=cache_dir,
-                        cache=cache)
+                        cache=cache, stop=stop)
 
     if workers == 1 or len(jobs) <= 1:
         for index in range(len(jobs)):
@@ -738,9 +756,7 @@ def run_many(experiment: LoadedExperiment, jobs: Sequence[tuple[Mapping[str, Val
                 records[index] = future.result()
                 on_run(index, records[index])
     except BaseException:
-        for future in pending:
-            future.cancel()
-        kill_live()  # the threads' communicate() returns once their process is gone
+        stop.stop()  # no run starts now; the threads' communicate() returns once their process is gone
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
