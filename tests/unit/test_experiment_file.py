@@ -365,3 +365,21 @@ def test_an_installed_llmevo_publishes_into_a_clean_experiment_repository(tmp_pa
     (repo / "scratch.txt").write_text("uncommitted")
     with pytest.raises(ConfigError, match=f"the checkout at {repo.resolve()} has uncommitted changes"):
         plan_external(request)
+
+
+def test_the_pages_example_files_are_valid():
+    """Every complete experiment file on the page (``name = ...``) passes the loader's checks,
+    and so do its `[read]` and `[derived]` snippets under a minimal header: the page's examples
+    move with the format."""
+    import tomllib
+
+    blocks = re.findall(r"```toml\n(.*?)```", PAGE.read_text(encoding="utf-8"), re.DOTALL)
+    complete = [block for block in blocks if block.startswith("name = ")]
+    assert len(complete) == 1 and len(blocks) >= 3
+    for block in blocks:
+        raw = tomllib.loads(block)
+        if "name" not in raw:
+            raw = {"name": "x", "command": ["{python}"], "metric": "val_loss",
+                   "params": {"learning_rate": 1e-3, "max_iters": 2000}} | raw
+        spec = Experiment(**raw)
+        assert spec.read.source in ("json", "regex") and spec.metric == "val_loss"
