@@ -28,7 +28,9 @@ lower-is-better and positive. Rungs are numbered 0..K-1 in size order in the sta
 ``classification``, ``noise_floor_percent``, each arm's tuned value, ``artifact`` and its
 ``artifact_sha256``), then the across-rung records (``fits``, ``gap_slope_per_decade``,
 ``trend``, ``trend_fit``, ``compute_multiplier``, ``projection``, ``ladder_class``,
-``transfers``, ``bootstrap``), ``wall_seconds`` and ``provenance`` (as a comparison's).
+``transfers``, ``bootstrap``), ``wall_seconds`` (what its runs cost, cached ones at their
+recorded time), ``wall`` (``experiment_file.wall_summary`` and ``elapsed_s``) and
+``provenance`` (as a comparison's).
 
 **Publishing** (``publish``): both checkouts (llmevo's and the experiment's) must be clean
 when the ladder starts; their state is read once then and recorded in every rung, since the
