@@ -383,3 +383,18 @@ def test_the_pages_example_files_are_valid():
                    "params": {"learning_rate": 1e-3, "max_iters": 2000}} | raw
         spec = Experiment(**raw)
         assert spec.read.source in ("json", "regex") and spec.metric == "val_loss"
+
+
+def test_files_without_read_or_derived_keep_their_cache_keys():
+    """A file written before ``[read]`` and ``[derived]`` names its runs as it did (the key's
+    fields as they were, computed here by hand), so its cached runs stay valid."""
+    import hashlib
+    import json
+    import sys
+
+    loaded = load_experiment(REPO_ROOT / "examples" / "tiny_gpt" / "experiment.toml")
+    params = {**loaded.spec.params, "steps": 15}
+    argv = [entry.format_map({**params, "seed": 42, "python": sys.executable}) for entry in loaded.spec.command]
+    fields = {"version": 1, "argv": argv, "files": loaded.files, "report": "stdout", "params": params, "seed": 42}
+    old = hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode())
+    assert run_key(loaded, params, 42) == old.hexdigest()
