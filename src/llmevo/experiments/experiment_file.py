@@ -187,7 +187,7 @@ def _fields(template: str, where: str) -> list[str]:
 
 
 def _bare(field: str) -> str:
-    """``lr`` of a placeholder ``lr``, ``lr:.3g``, ``lr!r`` or ``x[0]``."""
+    """The name a placeholder reads: ``lr`` of ``lr``, ``lr.real`` or ``lr[0]``."""
     return re.split(r"[.\[!:]", field, maxsplit=1)[0]
 
 
