@@ -29,7 +29,7 @@ artifact's cost counts what its runs cost when they ran.
 Public API: ``Experiment``, ``Read``, ``Tuning``, ``Ladder``, ``LoadedExperiment``,
 ``load_experiment``, ``parse_settings``, ``check_ladder_values``, ``resolve_params``,
 ``resolve_command``, ``run_environment``, ``RunFailed``, ``parse_metrics``, ``read_metrics``,
-``execute``, ``Stop``, ``run_key``, ``read_entry``, ``write_entry``, ``run_once``, ``run_many``,
+``execute``, ``Stop``, ``run_key``, ``read_cached``, ``read_entry``, ``write_entry``, ``run_once``, ``run_many``,
 ``wall_summary``, ``publish_folder``.
 """
 
@@ -666,7 +666,7 @@ def _entry_path(cache_dir: Path, key: str) -> Path:
     return cache_dir / CACHE_FOLDER / key[:2] / f"{key}.json"
 
 
-def read_entry(cache_dir: Path, key: str) -> tuple[dict[str, float], float] | None:
+def read_cached(cache_dir: Path, key: str) -> tuple[dict[str, float], float] | None:
     """The metrics stored under ``key`` and the seconds the run took when it ran, or ``None``
     (missing, unreadable or altered)."""
     try:
@@ -680,6 +680,12 @@ def read_entry(cache_dir: Path, key: str) -> tuple[dict[str, float], float] | No
         return {str(name): float(value) for name, value in payload["metrics"].items()}, wall_s
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def read_entry(cache_dir: Path, key: str) -> dict[str, float] | None:
+    """The metrics stored under ``key``, or ``None`` (``read_cached`` without the time)."""
+    hit = read_cached(cache_dir, key)
+    return None if hit is None else hit[0]
 
 
 def write_entry(cache_dir: Path, key: str, metrics: Mapping[str, float], wall_s: float) -> None:
@@ -704,7 +710,7 @@ def run_once(experiment: LoadedExperiment, params: Mapping[str, Value], seed: in
     key = run_key(experiment, params, seed)
     record = {"seed": seed, "params": dict(params), "status": "ok", "metrics": None, "error": None,
               "cached": False, "wall_s": 0.0, "key": key}
-    if cache == "use" and (hit := read_entry(cache_dir, key)) is not None:
+    if cache == "use" and (hit := read_cached(cache_dir, key)) is not None:
         record.update(metrics=hit[0], cached=True, wall_s=hit[1])
         return record
     start = time.perf_counter()
