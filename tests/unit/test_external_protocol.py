@@ -14,7 +14,13 @@ import pytest
 from scipy import stats as scipy_stats
 
 from llmevo.errors import ConfigError
-from llmevo.experiments.experiment_file import RunFailed, execute, load_experiment, parse_metrics, parse_settings
+from llmevo.experiments.experiment_file import (
+    RunFailed,
+    execute,
+    load_experiment,
+    parse_metrics,
+    parse_settings,
+)
 from llmevo.experiments.external import ExternalRequest, plan_external, run_external
 
 # metric = (log10(lr) + 2.5)^2 + offset + seed noise: the best lr of the grid is 3e-3
