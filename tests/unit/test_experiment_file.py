@@ -398,3 +398,19 @@ def test_files_without_read_or_derived_keep_their_cache_keys():
     fields = {"version": 1, "argv": argv, "files": loaded.files, "report": "stdout", "params": params, "seed": 42}
     old = hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode())
     assert run_key(loaded, params, 42) == old.hexdigest()
+
+
+def test_a_run_cache_inside_the_experiments_repository_leaves_it_clean(tmp_path):
+    """llmevo run from the experiment's own clone caches under ./.cache/llmevo there: git must
+    not see it, or the next --publish would be refused as a dirty tree."""
+    repo = tmp_path / "mine"
+    path = make(repo, 'name = "m"\ncommand = ["{python}", "script.py"]\nmetric = "val_loss"\n'
+                      '[read]\nfrom = "regex"\npattern = \'val loss ([0-9.]+)\'\n')
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "experiment")
+    record = run_once(load_experiment(path), {}, 1, timeout=60, base_env=dict(os.environ),
+                      cache_dir=repo / ".cache" / "llmevo", cache="use")
+    assert record["status"] == "ok" and list((repo / ".cache" / "llmevo" / "external").glob("*/*.json"))
+    status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], capture_output=True, text=True)
+    assert status.stdout == ""

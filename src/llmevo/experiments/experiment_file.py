@@ -22,8 +22,9 @@ not the values: a derived value is a function of those, so it changes the key ex
 input or an expression changes.
 
 **The cache** entry of a successful run (``<cache_dir>/external/<key[:2]>/<key>.json``,
-written atomically with a sha256 of its own payload) keeps the run's metrics and the wall
-time it took; a run loaded from it is reported with that recorded time (``cached: true``), so an
+written atomically with a sha256 of its own payload; the folder holds a ``.gitignore`` of
+``*``, so a cache inside the experiment's repository leaves it clean) keeps the run's metrics
+and the wall time it took; a run loaded from it is reported with that recorded time (``cached: true``), so an
 artifact's cost counts what its runs cost when they ran.
 
 Public API: ``Experiment``, ``Read``, ``Tuning``, ``Ladder``, ``LoadedExperiment``,
@@ -696,6 +697,9 @@ def write_entry(cache_dir: Path, key: str, metrics: Mapping[str, float], wall_s:
     try:
         path = _entry_path(cache_dir, key)
         path.parent.mkdir(parents=True, exist_ok=True)
+        ignore = cache_dir / CACHE_FOLDER / ".gitignore"
+        if not ignore.exists():  # a cache inside the experiment's repository leaves it clean (publishable)
+            ignore.write_text("# Created by llmevo: the run cache is never committed.\n*\n", encoding="utf-8")
         write_json_atomic(path, entry)
     except (OSError, LlmevoError):
         pass
