@@ -61,6 +61,10 @@ def test_tiny_gpt_reproduced_end_to_end(workdir, data_dir, monkeypatch, capsys):
     assert reproduce(workdir / "second.json") == 0
     second = json.loads((workdir / "second.json").read_text())
     assert all(run["cached"] for run in second["runs"])
+    # cached runs keep the time they took when they ran: the artifact reports the real cost
+    assert [run["wall_s"] for run in second["runs"]] == [run["wall_s"] for run in first["runs"]]
+    assert second["wall_seconds"] == first["wall_seconds"] == first["wall"]["ran_s"] > 0
+    assert second["wall"]["cached_runs"] == len(second["runs"]) and second["wall"]["ran_s"] == 0
     assert second["per_seed"] == first["per_seed"] and second["verdict"] == first["verdict"]
     # recomputed (--no-arm-cache): the same numbers again (the script is deterministic on a CPU)
     assert reproduce(workdir / "third.json", "--no-arm-cache", seeds="43,44") == 0  # two seeds: fewer runs

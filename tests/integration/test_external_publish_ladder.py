@@ -178,7 +178,9 @@ def test_publish_from_the_command_line(workdir, capsys):
     assert_refused([*args, "--allow-dirty"], "--allow-dirty applies to --publish only", capsys, workdir)
     assert run_cli([*args, "--publish", "--allow-dirty"]) == 0
     out = capsys.readouterr().out
-    published = workdir / "docs" / "external" / "fam" / "offset-0.01-vs-offset-0.0.json"
+    # into the experiment's own repository, not the working directory nor llmevo's checkout
+    published = workdir / "repo" / "docs" / "external" / "fam" / "offset-0.01-vs-offset-0.0.json"
+    assert not (workdir / "docs").exists()
     artifact = json.loads(published.read_text())
     assert artifact["provenance"]["git"]["files_dirty"] is True  # the script itself was edited
     assert artifact["family"]["size"] == 1 and "after Holm" in out

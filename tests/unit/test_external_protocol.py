@@ -14,16 +14,14 @@ import pytest
 from scipy import stats as scipy_stats
 
 from llmevo.errors import ConfigError
-from llmevo.experiments.external import (
-    ExternalRequest,
+from llmevo.experiments.experiment_file import (
     RunFailed,
-    compare_external,
     execute,
     load_experiment,
     parse_metrics,
     parse_settings,
-    plan_external,
 )
+from llmevo.experiments.external import ExternalRequest, compare_external, plan_external
 
 # metric = (log10(lr) + 2.5)^2 + offset + seed noise: the best lr of the grid is 3e-3
 QUADRATIC = """
@@ -136,7 +134,8 @@ def test_a_metrics_file_report(tmp_path):
         name = "file"
         command = ["{python}", "script.py"]
         metric = "loss"
-        report = "file"
+        [read]
+        from = "file"
     """)
     assert execute(load_experiment(path), {}, 1, 60, dict(os.environ)) == {"loss": 0.25}
 

@@ -28,7 +28,7 @@ def _show_run(record: Mapping, labels: Mapping[str, str], tuned: str | None) -> 
         console.print(f"[red]failed[/] {escape(where)}: {escape(record['error'])}", highlight=False, soft_wrap=True)
         return
     values = " ".join(f"{k}={v:.5g}" for k, v in sorted(record["metrics"].items()))
-    how = "cached" if record["cached"] else f"{record['wall_s']:.1f} s"
+    how = f"cached; took {record['wall_s']:.1f} s when it ran" if record["cached"] else f"{record['wall_s']:.1f} s"
     console.print(f"{escape(where)}: {escape(values)} ({how})", highlight=False, soft_wrap=True)
 
 

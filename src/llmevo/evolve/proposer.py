@@ -88,7 +88,7 @@ from llmevo.evolve.plan import ProposerSpec
 from llmevo.evolve.sampler import LOST_STATES
 from llmevo.evolve.space import SearchSpace
 from llmevo.evolve.study import finished_trials
-from llmevo.experiments.external import kill_group, last_line
+from llmevo.experiments.experiment_file import kill_group, last_line
 from llmevo.runner.genome import Genome
 
 REQUEST_SCHEMA = "llmevo.proposer/1"

@@ -13,58 +13,21 @@ seeds) with fragile seeds, a run cache, and provenance. What cannot apply to a c
 does not build (the space protocol, halving, counting its tokens) is said in the artifact's
 ``not_applicable``, and refused as an option (``EXTERNAL_REFUSED``).
 
-**The experiment file** (every key but ``name``, ``command`` and ``metric`` optional;
-unknown keys are refused)::
-
-    name = "tiny_gpt"                  # the artifact folder: runs/external/<name>/
-    command = ["{python}", "train.py", "--lr={lr}", "--seed={seed}"]
-    files = ["train.py"]               # hashed into the cache key and the provenance
-                                       # (default: the command's entries naming files)
-    metric = "val_loss"                # the metric that decides
-    direction = "lower"                # or "higher"
-    report = "stdout"                  # or "file"
-    timeout = 600                      # seconds per run (``--timeout`` overrides)
-
-    [params]                           # every parameter with its default value
-    lr = 3e-3
-    norm = "layernorm"
-
-    [tune]                             # optional: tune one axis of each arm
-    param = "lr"
-    grid = [1e-3, 3e-3, 1e-2]
-    seeds = [1000]
-
-    [ladder]                           # optional: the size `llmevo ladder --experiment` climbs
-    param = "d_model"                  # a numeric parameter (not the tuned one)
-    values = [32, 64, 96]              # the default rungs
-    compute = "compute"                # optional: the metric a run reports as its compute
-
-The command runs in the TOML file's folder; its entries are ``str.format`` templates over
-the parameters and ``seed`` (``{python}`` is this interpreter; ``{{`` a literal brace).
-**A run receives** its parameters three ways: the templates, an environment variable
-``LLMEVO_PARAM_<NAME>`` per parameter (``LLMEVO_PARAM_SEED`` too; strings as they are,
-other values as JSON), and a JSON object ``{"seed": ..., <name>: <value>, ...}`` in the
-file named by ``LLMEVO_PARAMS_FILE``. **A run reports** its metrics as one JSON object:
-the last non-empty line of its stdout (``report = "stdout"``) or the file named by
-``LLMEVO_METRICS_FILE`` (``report = "file"``). The decisive metric must be present and
-finite; other finite numbers are kept, anything else in the object is ignored.
-
-A run that exits nonzero, outlives the timeout (its whole process group is killed) or
-reports no usable metric is a *failed run*: one line, recorded, never an exception. A
-failed tuning run scores as a diverged one; a failed report run withholds the verdict.
-
-**The cache**: a successful run is stored at ``<cache_dir>/external/<key[:2]>/<key>.json``
-(the folder convention of ``runner.cache``; written atomically, with a sha256 of its own
-payload; an unreadable or altered entry is a miss). The key is a sha256 over the resolved
-command line, the sha256 of every declared file, the report mode and the run's parameters
-and seed, so an edit to the script invalidates its runs and an interrupted command resumes
-where it stopped.
+**The experiment file** (``experiments.experiment_file``: the loader, one run, the cache and
+``run_many``; every key, placeholder and way of reading a metric is documented in
+docs/guide/experiment-file.md) declares the command, its parameters (declared and derived),
+the metric and how it is read. A run that exits nonzero, outlives the timeout (its whole
+process group is killed) or reports no usable metric is a *failed run*: one line, recorded,
+never an exception. A failed tuning run scores as a diverged one; a failed report run withholds
+the verdict. A successful run is cached under its key (``experiment_file.run_key``) with the
+time it took, so an interrupted command resumes where it stopped and a cached run counts at
+the time it cost when it ran.
 
 **The artifact** (``SCHEMA`` = ``"llmevo.external/1"``), a JSON object:
 
 - ``schema``, ``name``, ``created`` (UTC ISO time), ``command`` (the llmevo command line);
 - ``experiment``: ``file``, ``sha256`` (of the TOML), ``command``, ``files``, ``metric``,
-  ``direction``, ``report``, ``params`` (the declared defaults);
+  ``direction``, ``read`` (the ``[read]`` table), ``params`` (the declared defaults), ``derived``;
 - ``protocol``: ``report_seeds``, ``tuning`` (``{protocol: "grid", param, grid, seeds,
   confirm_seeds, extend_edges, probe}`` or null), ``timeout_s``, ``margin_percent``, ``allow_noop``;
 - ``tuned``: true only when the tuning protocol ran; ``tuning``: its block, as a built-in
@@ -78,8 +41,10 @@ where it stopped.
   (``how: "metrics"``, ``same_function``, ``reason``, ``allowed_noop``);
 - ``not_applicable``: each part of the built-in protocol that does not apply here, and why;
 - ``runs``: every run, ``{arm, phase ("check"|"tune"|"report"), seed, params, status ("ok" |
-  "failed"), metrics, error, cached, wall_s, key}`` (``reused``: a run asked again in the
-  same comparison, executed once);
+  "failed"), metrics, error, cached, wall_s (a cached run's: what it took when it ran), key}``
+  (``reused``: a run asked again in the same comparison, executed once, at 0 s);
+- ``wall_seconds``: what the runs cost, cached ones at their recorded time; ``wall``
+  (``experiment_file.wall_summary``): ``total_s``, ``ran_s``, ``cached_s``, ``cached_runs``, ``runs``;
 - ``per_seed``: ``{seed, baseline: {metric: value}, method: {...}}`` for the report seeds
   both arms completed;
 - ``statistics``: ``eval.stats.build_statistics`` over the metrics every report run gave;
@@ -94,7 +59,9 @@ where it stopped.
   and ``dirty`` of llmevo's own checkout, the protocol's code), ``published`` (null, or
   ``{allow_dirty}``), ``libraries``; the code state is read before the first run.
 
-**Publishing** (``publish``): under ``docs/external/<name>/`` from clean checkouts of both
+**Publishing** (``publish``): under ``docs/external/<name>/`` of the git repository holding the
+experiment file, or ``<published_dir>/<name>/`` (``--publish-to``; never inside llmevo's own
+checkout unless the experiment lives there: ``experiment_file.publish_folder``), from clean checkouts of both
 llmevo and the experiment's repository (``artifacts.provenance.check_publishable``, the
 built-in rule; ``allow_dirty`` overrides it, recorded), never over an artifact holding
 report seeds this one lacks unless ``replace`` (``artifacts.replacement``). Run a published
@@ -104,25 +71,18 @@ comparison through ``external_family.run_comparison``, which adds its family rea
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import math
-import os
 import re
-import signal
 import subprocess
-import sys
-import tempfile
-import time
-import tomllib
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field
 
 from llmevo.artifacts.io import check_output_file, write_json_atomic, write_text_atomic
 from llmevo.artifacts.provenance import (
@@ -138,7 +98,6 @@ from llmevo.errors import (
     CodeChangedWarning,
     ConfigError,
     DivergedError,
-    LlmevoError,
 )
 from llmevo.eval.stats import (
     DEFAULT_MARGIN_PERCENT,
@@ -148,8 +107,22 @@ from llmevo.eval.stats import (
     fragile_seeds,
     summarize,
 )
+from llmevo.experiments.experiment_file import (  # the file, one run, the cache
+    PARAM_ENV_PREFIX,
+    Experiment,
+    LoadedExperiment,
+    Value,
+    _coerce,
+    _env_text,
+    load_experiment,
+    parse_settings,
+    publish_folder,
+    run_key,
+    run_many,
+    wall_summary,
+)
 from llmevo.experiments.sections import RunSection, TuningSection
-from llmevo.registry import SectionedRequest, StrictModel, check_seeds, one_line_error
+from llmevo.registry import SectionedRequest, check_seeds
 from llmevo.runner.arm_run import Scores
 from llmevo.runner.compare import compare_arms
 from llmevo.runner.equivalence import Equivalence
@@ -159,324 +132,6 @@ from llmevo.train.execution import RunSpec
 from llmevo.train.trainer import TrainConfig
 
 SCHEMA = "llmevo.external/1"
-CACHE_FOLDER = "external"
-ENTRY_VERSION = 1
-PARAM_ENV_PREFIX = "LLMEVO_PARAM_"
-PARAMS_FILE_ENV = "LLMEVO_PARAMS_FILE"
-METRICS_FILE_ENV = "LLMEVO_METRICS_FILE"
-PYTHON_TOKEN = "python"  # ``{python}`` in a command is this interpreter
-_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
-Value = bool | int | float | str
-
-
-class Tuning(StrictModel):
-    """One tuned axis: the same grid under the same seeds for both arms."""
-
-    param: str
-    grid: list[float] = Field(min_length=1)
-    seeds: list[int] = Field(default_factory=lambda: [1000])
-
-
-class Ladder(StrictModel):
-    """The size a ladder climbs: a declared numeric parameter, its default rungs, and the
-    metric each run reports as its training compute (None: the size itself is the x axis)."""
-
-    param: str
-    values: list[int | float] = Field(min_length=2)
-    compute: str | None = None
-
-
-class Experiment(StrictModel):
-    """A declared external experiment (the TOML file; see the module docstring)."""
-
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
-    command: list[str] = Field(min_length=1)
-    files: list[str] | None = None
-    metric: str = Field(min_length=1)
-    direction: Literal["lower", "higher"] = "lower"
-    report: Literal["stdout", "file"] = "stdout"
-    timeout: float = Field(default=600.0, gt=0)
-    params: dict[str, Value] = Field(default_factory=dict)
-    tune: Tuning | None = None
-    ladder: Ladder | None = None
-
-    @model_validator(mode="after")
-    def _check(self) -> Experiment:
-        for name in self.params:
-            if not _NAME.match(name) or name in ("seed", PYTHON_TOKEN):
-                raise ValueError(f"parameter name {name!r} must match [a-z_][a-z0-9_]* and not be "
-                                 f"'seed' or '{PYTHON_TOKEN}'")
-        if self.tune is not None and self.tune.param not in self.params:
-            raise ValueError(f"tune.param {self.tune.param!r} is not a declared parameter "
-                             f"({', '.join(self.params) or 'none declared'})")
-        if self.ladder is not None:
-            try:
-                check_ladder_values(self, self.ladder.values, "ladder.values")
-            except ConfigError as error:
-                raise ValueError(str(error)) from None
-        return self
-
-    @property
-    def lower_is_better(self) -> bool:
-        return self.direction == "lower"
-
-
-class LoadedExperiment(StrictModel):
-    """An experiment with where it lives: its folder (the runs' working directory) and the
-    sha256 of its file and of every file it names."""
-
-    spec: Experiment
-    path: Path
-    sha256: str
-    files: dict[str, str]  # path relative to the folder -> sha256
-
-    @property
-    def folder(self) -> Path:
-        return self.path.parent
-
-
-def load_experiment(path: Path | str) -> LoadedExperiment:
-    """Read and check an experiment file; any problem is one ``ConfigError`` line."""
-    path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"--experiment {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"--experiment {path}: cannot read: {error}") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"--experiment {path}: not valid TOML: {error}") from None
-    try:
-        spec = Experiment(**raw)
-    except ValidationError as error:
-        raise one_line_error(error, f"--experiment {path}") from None
-    folder = path.resolve().parent
-    named = spec.files if spec.files is not None else [
-        entry for entry in spec.command if "{" not in entry and (folder / entry).is_file()]
-    files = {}
-    for name in named:
-        file = folder / name
-        if not file.is_file():
-            raise ConfigError(f"--experiment {path}: files: {name} is not a file in {folder}")
-        files[name] = sha256_file(file)
-    return LoadedExperiment(spec=spec, path=path.resolve(), sha256=sha256_file(path), files=files)
-
-
-def _coerce(name: str, value: Value, default: Value) -> Value:
-    """``value`` as the type of the parameter's declared default (an int where a float is
-    declared becomes a float; text where text is declared stays text)."""
-    if isinstance(default, bool):
-        if isinstance(value, bool):
-            return value
-    elif isinstance(default, str):
-        return value if isinstance(value, str) else json.dumps(value)
-    elif isinstance(default, int):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        if math.isfinite(float(value)):
-            return float(value)
-    raise ConfigError(f"parameter {name}={value!r}: expected a {type(default).__name__} like its "
-                      f"default {default!r}")
-
-
-def parse_settings(text: str, experiment: Experiment, option: str) -> dict[str, Value]:
-    """``'k=v,k=v'`` (values read as JSON, else as text) checked against the declared
-    parameters and coerced to their types; ``''`` is the declared defaults."""
-    settings: dict[str, Value] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        key, equals, raw = item.partition("=")
-        key = key.strip()
-        if not equals:
-            raise ConfigError(f"{option} {text!r}: {item!r} is not k=v")
-        if key not in experiment.params:
-            raise ConfigError(f"{option}: {key!r} is not a parameter of {experiment.name} "
-                              f"({', '.join(experiment.params) or 'none declared'})")
-        if key in settings:
-            raise ConfigError(f"{option}: {key!r} is given twice")
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw.strip()
-        if not isinstance(value, bool | int | float | str):
-            raise ConfigError(f"{option}: {key}={raw}: expected a number, true/false or text")
-        settings[key] = _coerce(key, value, experiment.params[key])
-    return settings
-
-
-def check_ladder_values(experiment: Experiment, values: Sequence[Value], option: str) -> list[Value]:
-    """The rungs of ``experiment``'s declared size: each of the size parameter's type (an int
-    or a float, never text or true/false), distinct, at least two, ascending; else one line."""
-    ladder = experiment.ladder
-    if ladder is None:
-        raise ConfigError(f"{experiment.name} declares no [ladder] table (param = \"<size parameter>\", "
-                          "values = [...]): nothing to climb")
-    if ladder.param not in experiment.params:
-        raise ConfigError(f"ladder.param {ladder.param!r} is not a declared parameter "
-                          f"({', '.join(experiment.params) or 'none declared'})")
-    default = experiment.params[ladder.param]
-    if isinstance(default, bool | str):
-        raise ConfigError(f"ladder.param {ladder.param!r} is {type(default).__name__} ({default!r}); a size "
-                          "must be a number")
-    if experiment.tune is not None and experiment.tune.param == ladder.param:
-        raise ConfigError(f"ladder.param {ladder.param!r} is also the tuned axis (tune.param)")
-    if experiment.direction != "lower":
-        raise ConfigError(f"a ladder fits loss-vs-compute power laws; {experiment.metric} is higher-is-better "
-                          "(direction = \"higher\"), which they do not describe")
-    rungs = [_coerce(f"{option}: {ladder.param}", value, default) for value in values]
-    if len(rungs) < 2 or len(set(rungs)) != len(rungs):
-        raise ConfigError(f"{option} {list(values)}: a ladder needs at least 2 distinct sizes")
-    if any(not float(value) > 0 for value in rungs):
-        raise ConfigError(f"{option} {list(values)}: every size must be positive")
-    return sorted(rungs)
-
-
-def resolve_command(command: Sequence[str], params: Mapping[str, Value], seed: int) -> list[str]:
-    """The argv of one run: each entry formatted with the parameters and ``seed``."""
-    values = {**params, "seed": seed, PYTHON_TOKEN: sys.executable}
-    try:
-        return [entry.format_map(values) for entry in command]
-    except (KeyError, IndexError, ValueError) as error:
-        raise ConfigError(f"command {list(command)}: cannot fill in {error} (parameters: "
-                          f"{', '.join(sorted(values))})") from None
-
-
-def _env_text(value: Value) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def run_environment(params: Mapping[str, Value], seed: int, params_file: Path,
-                    metrics_file: Path | None) -> dict[str, str]:
-    """The variables a run receives: ``LLMEVO_PARAM_<NAME>`` per parameter and the seed,
-    ``LLMEVO_PARAMS_FILE`` and, with a file report, ``LLMEVO_METRICS_FILE``."""
-    env = {f"{PARAM_ENV_PREFIX}{name.upper()}": _env_text(value) for name, value in params.items()}
-    env[f"{PARAM_ENV_PREFIX}SEED"] = str(seed)
-    env[PARAMS_FILE_ENV] = str(params_file)
-    if metrics_file is not None:
-        env[METRICS_FILE_ENV] = str(metrics_file)
-    return env
-
-
-class RunFailed(LlmevoError):
-    """One run failed (exit status, timeout, no usable metric); the message is its line."""
-
-
-def parse_metrics(text: str, metric: str, source: str) -> dict[str, float]:
-    """The finite numbers of one JSON object (``source`` names where it came from); the
-    decisive ``metric`` must be among them, else ``RunFailed``."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        shown = text.strip()[:80]
-        raise RunFailed(f"{source} is not a JSON object of metrics: {shown!r}") from None
-    if not isinstance(value, dict):
-        raise RunFailed(f"{source} is JSON but not an object of metrics: {text.strip()[:80]!r}")
-    if metric not in value:
-        raise RunFailed(f"{source} has no metric {metric!r} (it has {', '.join(value) or 'none'})")
-    number = value[metric]
-    if isinstance(number, bool) or not isinstance(number, int | float) or not math.isfinite(number):
-        raise RunFailed(f"metric {metric!r} is {number!r}, not a finite number")
-    return {key: float(item) for key, item in value.items()
-            if isinstance(item, int | float) and not isinstance(item, bool) and math.isfinite(item)}
-
-
-def last_line(text: str) -> str:
-    """The last non-blank line of a command's output (a reply, or its error)."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
-def kill_group(process: subprocess.Popen) -> None:
-    """Kill a command started in its own session, with everything it started, and reap it."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    process.communicate()
-
-
-def execute(experiment: LoadedExperiment, params: Mapping[str, Value], seed: int, timeout: float,
-            base_env: Mapping[str, str]) -> dict[str, float]:
-    """Run the command once for ``params`` and ``seed``: its metrics, or ``RunFailed``.
-
-    The run is its own process group (a timeout or an interrupt kills all of it) in the
-    experiment's folder, with ``base_env`` plus the variables of ``run_environment``."""
-    spec = experiment.spec
-    argv = resolve_command(spec.command, params, seed)
-    with tempfile.TemporaryDirectory(prefix="llmevo-external-") as scratch:
-        params_file = Path(scratch) / "params.json"
-        params_file.write_text(json.dumps({"seed": seed, **params}), encoding="utf-8")
-        metrics_file = Path(scratch) / "metrics.json" if spec.report == "file" else None
-        env = {**base_env, **run_environment(params, seed, params_file, metrics_file)}
-        try:
-            process = subprocess.Popen(argv, cwd=experiment.folder, env=env, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, text=True, errors="replace",
-                                       start_new_session=True)
-        except OSError as error:
-            raise RunFailed(f"cannot start {argv[0]}: {error.strerror or error}") from None
-        try:
-            stdout, stderr = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            kill_group(process)
-            raise RunFailed(f"timed out after {timeout:g} s (process group killed)") from None
-        except BaseException:  # an interrupt: leave no run behind
-            kill_group(process)
-            raise
-        if process.returncode != 0:
-            last = last_line(stderr) or last_line(stdout)
-            raise RunFailed(f"exit status {process.returncode}" + (f": {last.strip()[:160]}" if last else ""))
-        if metrics_file is None:
-            return parse_metrics(last_line(stdout), spec.metric, "the last stdout line")
-        if not metrics_file.is_file():
-            raise RunFailed(f"wrote no metrics file (${METRICS_FILE_ENV})")
-        return parse_metrics(metrics_file.read_text(encoding="utf-8", errors="replace"), spec.metric,
-                             "the metrics file")
-
-
-# --- the cache ----------------------------------------------------------------------------
-
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-
-
-def run_key(experiment: LoadedExperiment, params: Mapping[str, Value], seed: int) -> str:
-    """The sha256 that names one run: resolved command, declared files' sha256, report
-    mode, parameters and seed."""
-    fields = {"version": ENTRY_VERSION, "argv": resolve_command(experiment.spec.command, params, seed),
-              "files": experiment.files, "report": experiment.spec.report,
-              "params": dict(params), "seed": seed}
-    return hashlib.sha256(_canonical(fields).encode()).hexdigest()
-
-
-def _entry_path(cache_dir: Path, key: str) -> Path:
-    return cache_dir / CACHE_FOLDER / key[:2] / f"{key}.json"
-
-
-def read_entry(cache_dir: Path, key: str) -> dict[str, float] | None:
-    """The metrics stored under ``key``, or ``None`` (missing, unreadable or altered)."""
-    try:
-        entry = json.loads(_entry_path(cache_dir, key).read_text(encoding="utf-8"))
-        payload = entry["payload"]
-        if entry["payload_sha256"] != hashlib.sha256(_canonical(payload).encode()).hexdigest():
-            return None
-        if payload["key"] != key or entry["version"] != ENTRY_VERSION:
-            return None
-        return {str(name): float(value) for name, value in payload["metrics"].items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-
-
-def write_entry(cache_dir: Path, key: str, metrics: Mapping[str, float], wall_s: float) -> None:
-    """Store a successful run (atomically); a write that fails is skipped."""
-    payload = {"key": key, "metrics": dict(metrics), "wall_s": wall_s}
-    entry = {"version": ENTRY_VERSION, "payload": payload,
-             "payload_sha256": hashlib.sha256(_canonical(payload).encode()).hexdigest()}
-    try:
-        path = _entry_path(cache_dir, key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(path, entry)
-    except (OSError, LlmevoError):
-        pass
 
 
 # --- the protocol ---------------------------------------------------------------------------
@@ -533,9 +188,11 @@ class ExternalRequest(SectionedRequest):
     timeout: float | None = Field(default=None, gt=0)
     margin: float = DEFAULT_MARGIN_PERCENT
     allow_noop: bool = False  # arms that report the same metrics: classed no-op instead of refused
+    workers: int = Field(default=1, ge=1)  # runs at once, each one subprocess (experiment_file.run_many)
     out: Path | None = None
     runs_dir: Path = Path("runs/external")
-    published_dir: Path = Path("docs/external")
+    # with publish: the folder holding <name>/ (--publish-to; None: docs/external of the experiment's repository)
+    published_dir: Path | None = None
     report: bool = True
     run: ExternalRunSection = Field(default_factory=ExternalRunSection)
     tuning: TuningSection = Field(default_factory=TuningSection)
@@ -667,8 +324,10 @@ def check_source_unchanged(experiment: LoadedExperiment, source: Mapping[str, An
 def check_publishable_source(experiment: LoadedExperiment, repo_root: Path, allow_dirty: bool) -> None:
     """``--publish`` refuses unless both llmevo's checkout and the repository holding the
     experiment are committed and clean (``artifacts.provenance.check_publishable``, the
-    built-in reproductions' rule), unless ``allow_dirty``."""
-    check_publishable(repo_root, allow_dirty)
+    built-in reproductions' rule), unless ``allow_dirty``. An llmevo that is no checkout (an
+    installed package) has nothing to check: its version is in ``provenance.libraries``."""
+    if git_state(repo_root)[1] is not None:
+        check_publishable(repo_root, allow_dirty)
     check_publishable(experiment.folder, allow_dirty)
 
 
@@ -717,7 +376,7 @@ def plan_external(request: ExternalRequest, check_publish: bool = True,
     # settings both arms override alike name the file too (steps-150)
     stem = comparison_stem(labels, shared_settings(baseline, method))
     run = request.run
-    folder = request.published_dir if run.publish else request.runs_dir
+    folder = publish_folder(loaded, request.published_dir, run.repo_root) if run.publish else request.runs_dir
     artifact = request.out or folder / spec.name / f"{stem}.json"
     check_output_file(artifact, "--out")
     # an artifact is never replaced by one holding fewer seeds, unless replace (as built-ins)
@@ -764,29 +423,39 @@ class SubprocessRunner:
         return self.plan.experiment.spec
 
     def _run(self, arm: str, phase: str, params: dict[str, Value], seed: int) -> dict:
-        key = run_key(self.plan.experiment, params, seed)
+        return self._runs(arm, phase, [(params, seed)])[0]
+
+    def _runs(self, arm: str, phase: str, jobs: Sequence[tuple[dict[str, Value], int]]) -> list[dict]:
+        """``jobs`` (``(params, seed)`` each) through the run cache, ``run.workers`` at once
+        (``experiment_file.run_many``); a run asked before in this comparison is not run again
+        (its record says ``reused``, at 0 s, so that its cost counts once)."""
         run = self.plan.request.run
-        record = {"arm": arm, "phase": phase, "seed": seed, "params": params, "status": "ok",
-                  "metrics": None, "error": None, "cached": False, "wall_s": 0.0, "key": key}
-        earlier = self._done.get(key)
-        if earlier is not None:  # asked before in this comparison (a check run the tuner needs too)
-            record.update({name: earlier[name] for name in ("metrics", "status", "error")}, cached=True, reused=True)
-        elif run.arm_cache and (hit := read_entry(run.cache_dir, key)) is not None:
-            record.update(metrics=hit, cached=True)
-        else:
-            start = time.perf_counter()
-            try:
-                metrics = execute(self.plan.experiment, params, seed, self.plan.timeout, self.base_env)
-            except RunFailed as failure:
-                metrics = None
-                record.update(status="failed", error=str(failure))
-            record.update(metrics=metrics, wall_s=time.perf_counter() - start)
-            if metrics is not None:
-                write_entry(run.cache_dir, key, metrics, record["wall_s"])
-        self._done.setdefault(key, record)
-        self.records.append(record)
-        self.on_run(record)
-        return record
+        records: list[dict | None] = [None] * len(jobs)
+        fresh: list[int] = []
+        for index, (params, seed) in enumerate(jobs):
+            key = run_key(self.plan.experiment, params, seed)
+            earlier = self._done.get(key)
+            if earlier is not None:  # asked before in this comparison (a check run the tuner needs too)
+                records[index] = {"arm": arm, "phase": phase, "seed": seed, "params": params, "key": key,
+                                  **{name: earlier[name] for name in ("metrics", "status", "error")},
+                                  "cached": True, "reused": True, "wall_s": 0.0}
+            elif all(key != run_key(self.plan.experiment, *jobs[other]) for other in fresh):
+                fresh.append(index)
+        done = run_many(self.plan.experiment, [jobs[index] for index in fresh], workers=self.plan.request.workers,
+                        timeout=self.plan.timeout, base_env=self.base_env, cache_dir=run.cache_dir,
+                        cache="use" if run.arm_cache else "refresh")
+        for index, record in zip(fresh, done, strict=True):
+            records[index] = {"arm": arm, "phase": phase, **record}
+            self._done.setdefault(record["key"], records[index])
+        for index, (params, seed) in enumerate(jobs):  # a job given twice in one call
+            if records[index] is None:
+                earlier = self._done[run_key(self.plan.experiment, params, seed)]
+                records[index] = {**earlier, "arm": arm, "phase": phase, "cached": True, "reused": True,
+                                  "wall_s": 0.0}
+        for record in records:
+            self.records.append(record)
+            self.on_run(record)
+        return records  # type: ignore[return-value]
 
     def _decisive(self, record: Mapping[str, Any]) -> float | None:
         return None if record["metrics"] is None else record["metrics"][self.spec.metric]
@@ -840,8 +509,8 @@ class SubprocessRunner:
     def _score(self, arm: ExternalArm, runs: Sequence[RunSpec]) -> Scores:
         """Each tuning run's decisive metric, signed so that lower is better (None: failed)."""
         scores = Scores({}, set(), {})
-        for index, spec in enumerate(runs):
-            record = self._run(arm.label, "tune", self._at(arm, spec.config.lr), spec.seed)
+        records = self._runs(arm.label, "tune", [(self._at(arm, spec.config.lr), spec.seed) for spec in runs])
+        for index, record in enumerate(records):
             value = self._decisive(record)
             scores.values[index] = None if value is None else value if self.spec.lower_is_better else -value
             scores.paths[index] = "subprocess"
@@ -857,8 +526,8 @@ class SubprocessRunner:
         return replace(arm, params=self._at(arm, choice.config.lr))
 
     def report(self, arm: ExternalArm, seeds: Sequence[int]) -> Iterator[tuple[int, dict]]:
-        for seed in seeds:
-            yield seed, self._run(arm.label, "report", arm.params, seed)
+        records = self._runs(arm.label, "report", [(arm.params, seed) for seed in seeds])
+        yield from zip(seeds, records, strict=True)
 
     def check_budget(self, baseline: ExternalArm, method: ExternalArm, runs: dict[str, dict[int, dict]],
                      seeds: Sequence[int]) -> None:
@@ -984,8 +653,9 @@ def compare_external(plan: ExternalPlan, base_env: Mapping[str, str], on_run: Ru
         "command": request.run.command or "",
         "experiment": {"file": str(plan.experiment.path), "sha256": plan.experiment.sha256,
                        "command": spec.command, "files": sorted(plan.experiment.files),
-                       "metric": spec.metric, "direction": spec.direction, "report": spec.report,
-                       "params": spec.params},
+                       "metric": spec.metric, "direction": spec.direction,
+                       "read": spec.read.model_dump(by_alias=True, exclude_none=True),
+                       "params": spec.params, "derived": spec.derived},
         "protocol": {"report_seeds": request.seeds,
                      "tuning": None if plan.tuner is None else {
                          "protocol": "grid", "param": plan.param, "grid": list(plan.tuner.grid),
@@ -1003,6 +673,8 @@ def compare_external(plan: ExternalPlan, base_env: Mapping[str, str], on_run: Ru
                        "allowed_noop": request.allow_noop and equivalence.same_function}},
         "not_applicable": not_applicable,
         "runs": runner.records,
+        "wall_seconds": wall_summary(runner.records)["total_s"],  # cached runs at the time they took when they ran
+        "wall": wall_summary(runner.records),
         "per_seed": per_seed,
         "statistics": statistics,
         "verdict": outcome,

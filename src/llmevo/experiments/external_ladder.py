@@ -28,7 +28,9 @@ lower-is-better and positive. Rungs are numbered 0..K-1 in size order in the sta
 ``classification``, ``noise_floor_percent``, each arm's tuned value, ``artifact`` and its
 ``artifact_sha256``), then the across-rung records (``fits``, ``gap_slope_per_decade``,
 ``trend``, ``trend_fit``, ``compute_multiplier``, ``projection``, ``ladder_class``,
-``transfers``, ``bootstrap``), ``wall_seconds`` and ``provenance`` (as a comparison's).
+``transfers``, ``bootstrap``), ``wall_seconds`` (what its runs cost, cached ones at their
+recorded time), ``wall`` (``experiment_file.wall_summary`` and ``elapsed_s``) and
+``provenance`` (as a comparison's).
 
 **Publishing** (``publish``): both checkouts (llmevo's and the experiment's) must be clean
 when the ladder starts; their state is read once then and recorded in every rung, since the
@@ -60,22 +62,26 @@ from llmevo.artifacts.provenance import library_versions
 from llmevo.errors import ConfigError, LlmevoError
 from llmevo.eval.scaling import RungResult, ladder_statistics
 from llmevo.eval.stats import DEFAULT_MARGIN_PERCENT
+from llmevo.experiments.experiment_file import (
+    LoadedExperiment,
+    Value,
+    check_ladder_values,
+    load_experiment,
+    parse_settings,
+    publish_folder,
+    wall_summary,
+)
 from llmevo.experiments.external import (
     EXTERNAL_REFUSED,
     ExternalPlan,
     ExternalRequest,
     ExternalRunSection,
-    LoadedExperiment,
     RunEvent,
-    Value,
     arm_settings,
-    check_ladder_values,
     check_publishable_source,
     check_source_unchanged,
     compare_external,
     comparison_stem,
-    load_experiment,
-    parse_settings,
     plan_external,
     shared_settings,
     source_state,
@@ -106,7 +112,8 @@ class ExternalLadderRequest(SectionedRequest):
     resamples: int = Field(default=2000, ge=1)
     out: Path | None = None
     runs_dir: Path = Path("runs/external")
-    published_dir: Path = Path("docs/external")
+    published_dir: Path | None = None  # as ExternalRequest's: None is the experiment's repository
+    workers: int = Field(default=1, ge=1)  # as ExternalRequest's
     report: bool = True
     run: ExternalRunSection = Field(default_factory=ExternalRunSection)
     tuning: TuningSection = Field(default_factory=TuningSection)
@@ -154,13 +161,13 @@ def plan_external_ladder(request: ExternalLadderRequest) -> ExternalLadderPlan:
             experiment=request.experiment, baseline=_with_size(request.baseline, param, size),
             method=_with_size(request.method, param, size), seeds=request.seeds, timeout=request.timeout,
             margin=request.margin, allow_noop=request.allow_noop, out=out, runs_dir=request.runs_dir,
-            published_dir=request.published_dir, report=request.report,
+            published_dir=request.published_dir, workers=request.workers, report=request.report,
             run=request.run.model_copy(update={"command": command}), tuning=request.tuning)
 
     baseline, method, labels = arm_settings(spec, _with_size(request.baseline, param, sizes[0]),
                                             _with_size(request.method, param, sizes[0]))
     shared = {key: value for key, value in shared_settings(baseline, method).items() if key != param}
-    root = request.published_dir if run.publish else request.runs_dir
+    root = publish_folder(loaded, request.published_dir, run.repo_root) if run.publish else request.runs_dir
     folder = request.out or root / spec.name / f"ladder-{param}-{comparison_stem(labels, shared)}"
     check_output_dir(folder, "--out")
     rungs = [plan_external(rung_request(size, folder / f"rung-{param}-{size}.json"), check_publish=False,
@@ -197,10 +204,11 @@ def run_external_ladder(plan: ExternalLadderPlan, base_env: Mapping[str, str],
     stops the ladder after its artifact is written: one line; the finished runs are cached."""
     request, spec = plan.request, plan.experiment.spec
     started = time.perf_counter()
-    rows, results = [], []
+    rows, results, all_runs = [], [], []
     for index, (size, rung) in enumerate(zip(plan.sizes, plan.rungs, strict=True)):
         on_rung(size, None)
         artifact = compare_external(rung, base_env, on_run, created, family=_no_family)
+        all_runs += artifact["runs"]
         on_rung(size, artifact)
         verdict = artifact["verdict"]
         if verdict is None:
@@ -241,7 +249,9 @@ def run_external_ladder(plan: ExternalLadderPlan, base_env: Mapping[str, str],
                        "settings": {k: v for k, v in getattr(first, arm).items() if k != plan.param}}
                  for arm in ("baseline", "method")},
         "margin_percent": request.margin, "rungs": rows, **records,
-        "wall_seconds": time.perf_counter() - started,
+        # what the runs cost, cached ones at the time they took when they ran; ``wall`` splits it
+        "wall_seconds": wall_summary(all_runs)["total_s"], "wall": {**wall_summary(all_runs),
+                                                                    "elapsed_s": time.perf_counter() - started},
         "provenance": {"files": plan.experiment.files,
                        "git": {key: first.source[key] for key in ("commit", "dirty", "files_dirty")},
                        "llmevo": first.source["llmevo"],
