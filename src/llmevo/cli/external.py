@@ -61,12 +61,14 @@ def run_experiment(experiment: Path | None, baseline: str | None, method: str | 
                    seeds: str | None, tune: bool | None, tune_grid: str | None, tune_seeds: str | None,
                    timeout: float | None, margin: float | None, arm_cache: bool, out: Path | None,
                    report: bool, others: Mapping[str, object], publish: bool = False, allow_dirty: bool = False,
-                   replace: bool = False) -> None:
+                   replace: bool = False, tracker: str = "none", tracker_dir: Path | None = None) -> None:
     """The ``--experiment`` branch of ``llmevo reproduce``; ``others``: options of a built-in
-    reproduction that were given (refused here)."""
+    reproduction that were given (refused here); ``tracker``: each report run's final metrics
+    and the verdict go there (``train.tracking.track_external``)."""
     from rich.markup import escape
 
     from llmevo.experiments import ExternalRequest, plan_external, run_comparison
+    from llmevo.train.tracking import track_external
 
     if experiment is None:
         raise ConfigError("--baseline, --method and --timeout apply with --experiment FILE only")
@@ -87,8 +89,11 @@ def run_experiment(experiment: Path | None, baseline: str | None, method: str | 
     )
     plan = plan_external(request)  # every check happens before the first run
     tuned = None if plan.tuning is None else plan.tuning.param
-    artifact = run_comparison(plan, base_env=dict(os.environ),
-                              on_run=lambda record: _show_run(record, plan.labels, tuned))
+    with track_external(tracker, tracker_dir, plan.artifact, {"experiment": str(plan.experiment.path),
+                                                              **plan.labels}) as tracking:
+        artifact = run_comparison(plan, base_env=dict(os.environ),
+                                  on_run=lambda record: (_show_run(record, plan.labels, tuned), tracking.run(record)))
+        tracking.verdict(artifact)
     for arm in ("baseline", "method"):
         if artifact[arm]["tuning"] is not None:
             console.print(f"{arm}: tuned {tuned} = {artifact[arm]['tuning']['chosen']}")
