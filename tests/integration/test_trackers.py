@@ -7,6 +7,7 @@ replays), the trackio runs from its local store (``trackio.sqlite_storage.SQLite
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import struct
 import sys
@@ -202,7 +203,10 @@ def read_wandb(folder: Path) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def trackio_dir(tmp_path_factory):
-    """trackio reads its folder once per process, when imported: one folder for this module."""
+    """trackio reads its folder once per process, when imported: one folder for this module
+    (so trackio is not imported before ``--tracker-dir`` names it)."""
+    if importlib.util.find_spec("trackio") is None:
+        pytest.skip("the trackio extra is not installed")
     if "trackio" in sys.modules:
         import trackio.utils
 
@@ -246,7 +250,6 @@ def test_a_tuned_batched_comparison_in_wandb_offline(tmp_path, data_dir, cache_d
 
 
 def test_a_tuned_batched_comparison_in_trackio(tmp_path, data_dir, cache_dir, trackio_dir):
-    pytest.importorskip("trackio", reason="the trackio extra is not installed")
     artifact = _tuned_batched("trackio", trackio_dir, data_dir, cache_dir, tmp_path / "rope" / "a.json")
     from trackio.sqlite_storage import SQLiteStorage
 

@@ -29,6 +29,7 @@ Public API: ``TRACKERS``, ``Tracker``, ``TrackerRun``, ``Tracking``, ``check_tra
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import math
@@ -176,8 +177,12 @@ class _TrackioRun:
         self.run.log(entries, step=self.step)
 
     def finish(self) -> None:
+        from trackio import context_vars
+
         with _quiet():
             self.run.finish()
+        if context_vars.current_run.get() is self.run:  # else trackio finishes it again at exit, aloud
+            context_vars.current_run.set(None)
 
 
 # --- choosing one -----------------------------------------------------------------------------
@@ -190,11 +195,9 @@ def check_tracker(tracker: str) -> None:
     if tracker == "none":
         return
     module, extra = _EXTRA[tracker]
-    try:
-        __import__(module)
-    except ImportError:
+    if importlib.util.find_spec(module) is None:  # found, not imported: trackio reads its folder on import
         raise ConfigError(f"--tracker {tracker} needs the {module} package: "
-                          f"pip install 'llmevo[{extra}]' (or pip install {module})") from None
+                          f"pip install 'llmevo[{extra}]' (or pip install {module})")
 
 
 def open_tracker(tracker: str, tracker_dir: Path | None, group: str) -> Tracker | None:
@@ -257,9 +260,17 @@ class Tracking:
             run.summary(values)
 
     def finish(self) -> None:
+        """End every run, each even where another failed (a full disk: each removes its own
+        file); the first failure is raised."""
         runs, self.runs = list(self.runs.values()), {}
+        failures = []
         for run in runs:
-            run.finish()
+            try:
+                run.finish()
+            except Exception as failure:  # noqa: BLE001  (raised below, after the others end)
+                failures.append(failure)
+        if failures:
+            raise failures[0]
 
 
 def verdict_summary(verdict: Mapping[str, Any] | None, statistics: Mapping[str, Any] | None,
