@@ -303,3 +303,12 @@ def test_an_external_experiment_logs_each_report_run_and_the_verdict(workdir, ca
         assert [row["final/loss"] for row in run["history"]] == pytest.approx([expected])
         assert run["group"] == "out/fake" and run["summary"]["status"] == "ok"
         assert run["summary"]["verdict"] == artifact["verdict"]["summary"]
+
+
+def test_evolution_refuses_the_tracker_fields(tmp_path):
+    """A study keeps its own ``--tensorboard`` (its ``trials`` run is reopened per trial)."""
+    from llmevo.evolve import EvolutionSettings
+
+    for field, value in (("tracker", "wandb"), ("tracker_dir", tmp_path)):
+        with pytest.raises(ConfigError, match=rf"--{field.replace('_', '-')} does not apply here: a study logs"):
+            EvolutionSettings(preset="smoke", data_dir=tmp_path, **{field: value})
