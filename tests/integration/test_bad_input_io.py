@@ -282,8 +282,8 @@ def test_reproduce_tensorboard_on_a_full_disk(capsys, workdir, disk_full, smoke_
     disk_full()
     refused_leaving_no_file(
         ["reproduce", "rope", *SMOKE, "--no-report", "--out", str(workdir / "a.json"),
-         "--tensorboard", str(workdir / "tb")], capsys, workdir,
-        rf"cannot write {at(workdir)}/tb/\w+-seed42/events\.out\.tfevents\.\S+: {FULL}")
+         "--tracker", "tensorboard", "--tracker-dir", str(workdir / "tb")], capsys, workdir,
+        rf"cannot write {at(workdir)}/tb/{workdir.name}/a/\w+-seed42/events\.out\.tfevents\.\S+: {FULL}")
 
 
 # --- data fetch: the disk -------------------------------------------------------------------

@@ -95,7 +95,8 @@ def _options(data_dir: Path) -> dict[str, list[list[str]]]:
         "--no-report": ["--no-report"],
         "--out": ["--out", "elsewhere/a.json"],
         "--save-checkpoints": ["--save-checkpoints", "checkpoints"],
-        "--tensorboard": ["--tensorboard", "tb"],
+        "--tracker": ["--tracker", "tensorboard"],
+        "--tracker-dir": ["--tracker-dir", "tb"],
         "--arm-cache": [["--arm-cache"], ["--no-arm-cache"]],
         "--no-arm-cache": [["--no-arm-cache"], ["--arm-cache"]],
         "--threads": ["--threads", "1"],
@@ -132,7 +133,8 @@ FOUND_IGNORED = [
     ("--preference-file", "post-training grpo (arithmetic)", "refused"),
     ("--arm-cache", "post-training dpo (preference)", "refused"),
     ("--no-arm-cache", "post-training sft (instruction)", "refused"),
-    ("--tensorboard", "path batched", "refused"),
+    ("--tracker", "path batched", "applied"),  # refused before (a tracker forced sequential training)
+    ("--tracker-dir", "path batched", "refused"),  # without --tracker
     ("--tune-seeds", "whole table", "refused"),
     ("--margin", "whole table", "refused"),
     ("--replicas-max", "whole table", "refused"),

@@ -182,10 +182,10 @@ def test_no_arm_cache_retrains_everything_and_gives_the_same_numbers(
         assert all(torch.equal(trained[name], loaded[name]) for name in trained)
 
 
-def test_tensorboard_bypasses_the_arm_cache(data_dir, fresh_cache, tmp_path):
+def test_a_tracker_bypasses_the_arm_cache(data_dir, fresh_cache, tmp_path):
     pytest.importorskip("tensorboard")
     artifact = _reproduce("relu2", data_dir, fresh_cache, tmp_path / "tb.json", tune=False, tune_grid=None, tune_confirm=None,
-                          seeds=[42], steps=2, tensorboard=tmp_path / "tb")
+                          seeds=[42], steps=2, tracker="tensorboard", tracker_dir=tmp_path / "tb")
     assert "cache" not in artifact and not (fresh_cache / "arms").exists()
 
 

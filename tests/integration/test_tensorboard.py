@@ -1,4 +1,5 @@
-"""``--tensorboard DIR``: the trainer's per-step records and the event files they become."""
+"""``--tracker tensorboard`` (and evolve's ``--tensorboard DIR``): the trainer's per-step records
+and the event files they become."""
 
 from __future__ import annotations
 
@@ -65,17 +66,20 @@ def test_reproduce_writes_curves_per_arm_and_final_metrics(tmp_path, data_dir, c
     board = tmp_path / "tb"
     code = main_code(["reproduce", "rope", "--preset", "smoke", "--seeds", "42,43", "--steps", "3",
                       "--device", "cpu", "--threads", "1", "--no-report", "--data-dir", str(data_dir),
-                      "--out", str(tmp_path / "a.json"), "--tensorboard", str(board)])
+                      "--out", str(tmp_path / "a.json"), "--tracker", "tensorboard", "--tracker-dir", str(board)])
     assert code == 0
-    runs = sorted(p.name for p in board.iterdir())
+    group = board / tmp_path.name / "a"  # the artifact's folder and stem
+    runs = sorted(p.name for p in group.iterdir())
     assert runs == ["baseline-seed42", "baseline-seed43", "method-seed42", "method-seed43"]
+    artifact = json.loads((tmp_path / "a.json").read_text())
     for run in runs:
-        scalars = _scalars(board / run)
+        scalars = _scalars(group / run)
         for tag in ("train/loss", "train/lr", "train/grad_norm"):
             assert [step for step, _ in scalars[tag]] == [1, 2, 3]
         assert {"validation/lm_loss", "validation/fitness", "test/lm_loss"} <= set(scalars)
-    artifact = json.loads((tmp_path / "a.json").read_text())
-    logged = [_scalars(board / f"method-seed{seed}")["validation/lm_loss"][0] for seed in (42, 43)]
+        assert scalars["verdict/change_percent"][0][1] == pytest.approx(
+            artifact["statistics"]["lm_loss"]["paired_relative_change_percent"]["mean"])
+    logged = [_scalars(group / f"method-seed{seed}")["validation/lm_loss"][0] for seed in (42, 43)]
     assert [step for step, _ in logged] == [3, 3]
     assert sum(value for _, value in logged) / 2 == pytest.approx(artifact["method"]["lm_loss"], rel=1e-6)
 
@@ -117,7 +121,7 @@ class MemoryLogs:
         return recorder
 
 
-def test_train_many_gives_every_replica_its_own_log():
+def test_train_many_gives_every_run_its_own_log():
     from llmevo.train.execution import RunSpec, train_many
 
     stream = torch.randint(0, 512, (4000,), generator=torch.Generator().manual_seed(0))
@@ -127,8 +131,9 @@ def test_train_many_gives_every_replica_its_own_log():
     logs = MemoryLogs()
     outcomes = train_many(lambda: build_model(ModelConfig()), stream, runs, torch.device("cpu"),
                           logs=logs, build_optimizer=build_optimizer)
-    assert sorted(logs.runs) == ["lr1e-3", "seed6"] and sorted(logs.closed) == sorted(logs.runs)
+    assert sorted(logs.runs) == ["lr1e-3", "seed6"] and logs.closed == []  # open for the final metrics
     for name, outcome in zip(("lr1e-3", "seed6"), outcomes, strict=True):
+        assert outcome.logger is logs.runs[name]
         records = logs.runs[name].records
         assert [r.loss for r in records] == outcome.result.losses
         assert {r.lr for r in records} == {outcome.spec.config.lr}
@@ -141,8 +146,9 @@ def test_post_training_logs_the_stage_per_step_after_pretraining(tmp_path, data_
     code = main_code(["reproduce", "sft", "--preset", "smoke", "--seed", "42", "--steps", "2",
                       "--post-steps", "3", "--post-batch-size", "2", "--post-lr", "0.002",
                       "--device", "cpu", "--threads", "1", "--no-report", "--data-dir", str(data_dir),
-                      "--out", str(tmp_path / "a.json"), "--tensorboard", str(board)])
+                      "--out", str(tmp_path / "a.json"), "--tracker", "tensorboard", "--tracker-dir", str(board)])
     assert code == 0
+    board = board / tmp_path.name / "a"
     method = _scalars(board / "method-seed42")
     assert [step for step, _ in method["post_train/loss"]] == [3, 4, 5]  # after 2 pretraining steps
     assert all(value == pytest.approx(0.002) for _, value in method["post_train/lr"])

@@ -111,12 +111,13 @@ def test_clip_coefficients_match_clip_grad_norm_per_replica() -> None:
     grads[1][2] *= 1e-3
     grads[0][2] *= 1e-3
     clip = torch.tensor([1.0, 0.5, 0.0])
-    coefficient = _clip_coefficients(grads, clip, clip > 0)
+    coefficient, norms = _clip_coefficients(grads, clip, clip > 0)
     for replica in range(2):
         pieces = [g[replica].clone().requires_grad_() for g in grads]
         for piece in pieces:
             piece.grad = piece.detach().clone()
-        torch.nn.utils.clip_grad_norm_(pieces, float(clip[replica]))
+        norm = torch.nn.utils.clip_grad_norm_(pieces, float(clip[replica]))
+        torch.testing.assert_close(norms[replica], norm)  # the norm before clipping, as train() logs it
         for piece, g in zip(pieces, grads, strict=True):
             torch.testing.assert_close(g[replica] * coefficient[replica], piece.grad)
     assert coefficient[2] == 1.0  # clipping disabled

@@ -92,6 +92,7 @@ def run_experiment(ctx: typer.Context) -> None:
     from rich.markup import escape
 
     from llmevo.experiments import ExternalRequest, plan_external, run_comparison
+    from llmevo.train.tracking import track_external
 
     params = ctx.params
     if params.get("experiment") is None:
@@ -108,8 +109,11 @@ def run_experiment(ctx: typer.Context) -> None:
     if params.get("baseline") is None and params.get("method") is None:
         raise ConfigError("--experiment needs --baseline and/or --method (e.g. --method 'norm=rmsnorm')")
     plan = plan_external(request)  # every check happens before the first run
-    artifact = run_comparison(plan, base_env=dict(os.environ),
-                              on_run=lambda record: _show_run(record, plan.labels, plan.param))
+    with track_external(request.run.tracker, request.run.tracker_dir, plan.artifact,
+                        {"experiment": str(plan.experiment.path), **plan.labels}) as tracking:
+        artifact = run_comparison(plan, base_env=dict(os.environ),
+                                  on_run=lambda record: (_show_run(record, plan.labels, plan.param), tracking.run(record)))
+        tracking.verdict(artifact)
     for arm in ("baseline", "method"):
         if artifact[arm]["tuning"] is not None:
             console.print(f"{arm}: tuned {plan.param} = {artifact[arm]['tuning']['chosen']:g}"

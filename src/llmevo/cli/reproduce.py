@@ -215,13 +215,16 @@ def reproduce(
         help="DPO: a JSONL file of {\"chosen\", \"rejected\"} dialogues instead of HH-RLHF helpful-base.")] = None,
     arithmetic_max_operand: Annotated[int | None, typer.Option(
         help="GRPO: the arithmetic difficulty (operands 0..N).")] = None,
-    tensorboard: Annotated[Path | None, typer.Option(metavar="DIR",
-        help="Write TensorBoard event files here: per-step loss, lr, grad norm and final metrics, one run per arm and seed.")] = None,
+    tracker: Annotated[str, typer.Option(metavar="none|tensorboard|wandb|trackio", help=(
+        "Log every report run (one per arm and seed: per-step loss, lr, grad norm, final metrics, the "
+        "verdict as a summary) to TensorBoard, W&B (offline) or trackio (local), on every training path."))] = "none",
+    tracker_dir: Annotated[Path | None, typer.Option(metavar="DIR", help=(
+        "Where --tracker writes (default: runs/tensorboard, runs/wandb, or trackio's own folder)."))] = None,
     arm_cache: Annotated[bool | None, typer.Option(
         "--arm-cache/--no-arm-cache",
         help="Load tuning and report runs trained before with identical settings, code and data "
              "from $LLMEVO_CACHE/arms (default .cache/llmevo/arms) instead of retraining them (the artifact lists them); --no-arm-cache "
-             "retrains everything. Not used with --tensorboard.")] = None,
+             "retrains everything. Not used with --tracker.")] = None,
     experiment: Annotated[Path | None, typer.Option(metavar="FILE", help=(
         "Run an external experiment declared in this TOML file (a command that prints a JSON "
         "line of metrics) instead of a component; its arms by --baseline/--method 'k=v,...'."))] = None,
@@ -249,7 +252,7 @@ def reproduce(
         path = "sequential"
     if all_:
         single = {"NAME": name, "--against": against, "--seed": seed, "--save-checkpoints": save_checkpoints,
-                  "--tensorboard": tensorboard, "--rung": rung, "--d-model": d_model, "--layers": layers,
+                  "--tracker": None if tracker == "none" else tracker, "--tracker-dir": tracker_dir, "--rung": rung, "--d-model": d_model, "--layers": layers,
                   "--heads": heads, "--param": None if param == "standard" else param,
                   "--match": None if match == "tokens" else match, "--init-from": init_from, "--genome": genome, "--lr": lr, "--batch-size": batch_size,
                   "--method-config": method_config, "--allow-noop": allow_noop or None, "--post-steps": post_steps, "--replace": replace or None,
@@ -293,7 +296,7 @@ def reproduce(
         tokens_per_parameter=tokens_per_parameter, seq_len=seq_len,
         steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps, weight_decay=weight_decay,
         schedule=schedule, suite=suite, publish=publish, allow_dirty=allow_dirty, replace=replace,
-        report=report, out=out, save_checkpoints=save_checkpoints, tensorboard=tensorboard,
+        report=report, out=out, save_checkpoints=save_checkpoints, tracker=tracker, tracker_dir=tracker_dir,
         path=path, replicas_max=replicas_max, val_every=val_every,
         tune=tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None,
         tune_confirm=tune_confirm, tune_noise=tune_noise, tune_probe=tune_probe, tune_space=tune_space,

@@ -140,6 +140,8 @@ class EvolutionSettings(SectionedRequest):
 
     refused: ClassVar[dict[str, str]] = {
         "arm_cache": "evolution trains every trial itself (its runs are the study's)",
+        "tracker": "a study logs its trials, seeds and final runs to --tensorboard",
+        "tracker_dir": "a study logs its trials, seeds and final runs to --tensorboard",
         "val_every": "a study records no validation curve (--val-every is for reproduce and ladder)",
         "tune": "the final comparison is tuned unless --no-final-tune",
         "tune_space": "the final comparison tunes the learning rate on --tune-grid",

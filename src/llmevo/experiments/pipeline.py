@@ -21,9 +21,11 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import torch
 from pydantic import Field, PrivateAttr, model_validator
+from pydantic_core import to_jsonable_python
 
 from llmevo.artifacts.io import check_output_dir, check_output_file, save_artifact
 from llmevo.artifacts.provenance import (
@@ -71,7 +73,13 @@ from llmevo.runner.size import Size, size_label
 from llmevo.runner.tuning import DEFAULT_REPORT_SEEDS
 from llmevo.train.device import accelerator_name, resolve_device
 from llmevo.train.execution import default_path
-from llmevo.train.logging import TensorBoardLogs
+from llmevo.train.tracking import (
+    Tracking,
+    check_tracker,
+    open_tracker,
+    tracker_group,
+    verdict_summary,
+)
 from llmevo.train.trainer import Progress
 
 
@@ -128,14 +136,14 @@ class ReproductionRequest(SectionedRequest):
     ``'lm=0.5,narrative=0.5'``), ``allow_noop`` and the outputs: ``out`` (default
     ``runs/<paper>-<name>/<artifact_filename>``; with ``publish``
     ``docs/reproductions/<paper>-<name>/metrics/...``), ``report``, ``save_checkpoints``,
-    ``tensorboard`` (per-step logs; turns the arm cache off).
+    and the tracker (the run section's ``tracker``: per-step logs; turns the arm cache off).
 
     Its sections (``experiments.sections``; each field may be given flat): ``run`` (data,
     cache, device, threads, path, arm cache, publish), ``train`` (the preset's overrides),
     ``tuning`` (default: on for the quick and standard presets, or when a grid or space is
     given; files say ``-tuned`` / ``-tuned-space``), ``size`` (the dial) and
     ``post_training`` (a post-training method's stage). The arm cache is not used with
-    ``tensorboard`` or for post-training methods."""
+    a tracker or for post-training methods."""
 
     name: str = "rope"
     against: str | None = None  # baseline slot choice instead of the declared ablation, e.g. "rope"
@@ -150,7 +158,6 @@ class ReproductionRequest(SectionedRequest):
     report: bool = True
     out: Path | None = None
     save_checkpoints: Path | None = None
-    tensorboard: Path | None = None
     run: RunSection
     train: TrainingSection = Field(default_factory=TrainingSection)
     tuning: TuningSection = Field(default_factory=TuningSection)
@@ -273,7 +280,7 @@ class ReproductionRequest(SectionedRequest):
             arm_cache="use" if run.arm_cache else "refresh",
             outputs=self._outputs(comparison, preset, seeds, tuned, size, init_from,
                                   space=tuning is not None and tuning.kind == "space"),
-            tensorboard=self.tensorboard,
+            tracker=run.tracker, tracker_dir=run.tracker_dir,
             threads=run.threads, publish=run.publish, allow_dirty=run.allow_dirty,
             repo_root=run.repo_root, command=command, size=size, replace=run.replace,
             init_from=init_from, allow_noop=self.allow_noop, match=self.size.match,
@@ -306,24 +313,22 @@ class ReproductionRequest(SectionedRequest):
 
     def _check_execution(self, device: torch.device) -> None:
         """Refuse execution options the chosen path never reads: ``replicas_max`` on a path
-        that trains no replicas (``auto`` resolved for ``device``), and a batched or parallel
-        path with ``tensorboard`` (per-step logs come from the sequential trainer)."""
+        that trains no replicas (``auto`` resolved for ``device``), the arm cache asked for with a
+        tracker, a tracker folder without a tracker, and a tracker not installed."""
         run = self.run
         chosen = default_path(device) if run.path == "auto" else run.path
-        if "arm_cache" in run.model_fields_set and self.tensorboard is not None:
-            raise ConfigError(f"--{'' if run.arm_cache else 'no-'}arm-cache with --tensorboard: the step "
-                              "logs need every run trained here, so the arm cache is not used; drop it")
-        if self.tensorboard is not None and run.path not in ("auto", "sequential"):
-            raise ConfigError(f"--path {run.path} with --tensorboard: per-step logs are written by the "
-                              "sequential trainer, so the seeds would train sequentially; drop one of them")
+        if run.tracker == "none" and run.tracker_dir is not None:
+            raise ConfigError("--tracker-dir is where --tracker writes; add --tracker (tensorboard, wandb or "
+                              "trackio) or drop it")
+        if "arm_cache" in run.model_fields_set and run.tracker != "none":
+            raise ConfigError(f"--{'' if run.arm_cache else 'no-'}arm-cache with --tracker: the tracker "
+                              "logs every run trained here, so the arm cache is not used; drop it")
+        check_tracker(run.tracker)  # installed: a one-line error naming the pip extra, before any work
         if chosen.startswith("parallel") and device.type != "cpu":
             raise ConfigError(f"--path {run.path}: the parallel paths run CPU worker processes; the "
                               f"device is {device.type} (use --path batched or sequential)")
-        if self.tensorboard is not None:
-            chosen = "sequential"
         if run.replicas_max is not None and chosen in NO_REPLICAS:
-            how = ("--tensorboard trains sequentially, with no replicas" if self.tensorboard is not None
-                   else f"--path auto on {device.type} is {chosen}, which trains no replicas"
+            how = (f"--path auto on {device.type} is {chosen}, which trains no replicas"
                    if run.path == "auto" else f"--path {run.path} trains no replicas")
             raise ConfigError(f"--replicas-max caps the replicas of a batched path; {how}; add --path "
                               "batched (or parallel-batched) or drop --replicas-max")
@@ -415,6 +420,19 @@ def code_state(plan: ReproductionPlan) -> CodeState:
         + module_sources(_implementation_modules()), Path(reproduction.__file__), plan.repo_root)
 
 
+def tracker_config(plan: ReproductionPlan) -> dict[str, Any]:
+    """What a tracker records as every run's configuration: the comparison's settings."""
+    arms = plan.comparison
+    return {"comparison": plan.name, "baseline": arms.baseline.name, "method": arms.method.name,
+            "preset": plan.preset.name, "seeds": plan.seeds, "tuned": plan.tuning is not None,
+            "path": plan.execution.path, "device": str(plan.device), "command": plan.command,
+            "train": plan.preset.train.model_dump(mode="json")}
+
+
+def _plain(value: Any) -> Any:
+    return None if value is None else to_jsonable_python(value)
+
+
 def reproduce(request: ReproductionRequest | ReproductionPlan,
               progress: Progress | None = None, code: CodeState | None = None) -> ReproductionArtifact:
     """Run the reproduction ``request`` (or its ``plan()``) describes and write its outputs;
@@ -437,19 +455,26 @@ def reproduce(request: ReproductionRequest | ReproductionPlan,
     if outputs.checkpoints is not None:
         for folder in (outputs.checkpoints, outputs.checkpoints / "baseline", outputs.checkpoints / "method"):
             check_output_dir(folder, "--save-checkpoints")
-    check_output_dir(plan.tensorboard, "--tensorboard")
-    logs = None
-    if plan.tensorboard is not None:
-        logs = TensorBoardLogs(plan.tensorboard)  # checks that tensorboard is installed
+    check_output_dir(plan.tracker_dir, "--tracker-dir")
+    tracker = open_tracker(plan.tracker, plan.tracker_dir, tracker_group(outputs.artifact))
+    logs = None if tracker is None else Tracking(tracker, tracker_config(plan))
     if code is None:
         code = code_state(plan)
     cost = CpuClock()
-    if plan.post_training is not None:  # a post-training method: its own pipeline
-        from llmevo.experiments.post_training import run_post_training_reproduction
+    try:
+        if plan.post_training is not None:  # a post-training method: its own pipeline
+            from llmevo.experiments.post_training import run_post_training_reproduction
 
-        outcome = run_post_training_reproduction(plan, progress=progress, logs=logs)
-    else:
-        outcome = reproduction.run_reproduction(plan, progress=progress, logs=logs)
+            outcome = run_post_training_reproduction(plan, progress=progress, logs=logs)
+        else:
+            outcome = reproduction.run_reproduction(plan, progress=progress, logs=logs)
+        if logs is not None:
+            body = outcome.body
+            logs.summary(verdict_summary(_plain(body.get("verdict")), _plain(body.get("statistics")),
+                                         body.get("verdict_withheld")))
+    finally:
+        if logs is not None:
+            logs.finish()
     cpu_seconds, wall_seconds = cost.read()
     provenance = collect_provenance(
         command=plan.command,

@@ -377,7 +377,8 @@ class ReproductionPlan:
     post_training: PostTrainRequest | None = None  # the stage of a post-training method
     arm_cache: CacheUse = "off"  # use / refresh / off the arm cache under cache_dir
     outputs: ReproductionOutputs | None = None  # None: the caller writes nothing
-    tensorboard: Path | None = None  # per-step TensorBoard runs (turns the arm cache off)
+    tracker: str = "none"  # where report runs are logged (train.tracking; not none: the arm cache is off)
+    tracker_dir: Path | None = None  # the tracker's folder (None: its default)
     threads: int | None = None  # torch's CPU threads for this process
     publish: bool = False  # refuse a dirty checkout of repo_root (unless allow_dirty)
     allow_dirty: bool = False

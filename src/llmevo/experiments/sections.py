@@ -52,7 +52,8 @@ from llmevo.train.execution import Execution, check_path
 
 class RunSection(Section):
     """Where and how a pipeline's runs go. ``path`` (auto, sequential, batched, parallel,
-    parallel-batched) and ``replicas_max`` choose how an arm's seeds train; ``val_every`` gives
+    parallel-batched) and ``replicas_max`` choose how an arm's seeds train; ``tracker`` and
+    ``tracker_dir`` where its runs are logged (``train.tracking``); ``val_every`` gives
     each report run a validation curve (``train.trainer.ValidationProbe``, read by time to target); ``arm_cache``
     loads runs trained before identically (``runner.cache``); ``publish`` writes under
     ``docs/`` from a clean checkout of ``repo_root`` (``allow_dirty``: or not, recorded);
@@ -69,6 +70,13 @@ class RunSection(Section):
     # subset; the final metrics stay the full evaluation); None: no curve, runs and keys as before
     val_every: int | None = Field(default=None, ge=1)
     arm_cache: bool = True  # load runs trained before identically (runner.cache); False: retrain
+    tracker: Literal["none", "tensorboard", "wandb", "trackio"] = Field(default="none", description=(
+        "Log every report run (one per arm and seed: per-step loss, lr and grad norm, the final metrics, "
+        "the verdict as a summary) to this tracker: tensorboard, wandb (offline) or trackio (local); "
+        "on every training path. Turns the arm cache off."))
+    tracker_dir: Path | None = Field(default=None, description=(
+        "Where the tracker writes (default: runs/tensorboard for tensorboard, runs/wandb for wandb, "
+        "trackio's own folder for trackio)."))
     publish: bool = False
     allow_dirty: bool = False
     replace: bool = False  # replace an artifact at the output path that holds more than the new one

@@ -8,9 +8,9 @@ data: which ``RunSpec``s (seed, training settings), which splits, whether a dive
 is an error or a record, whether runs come from the arm cache, and whether a run is scored by
 one metric (tuning) or evaluated in full (a report run).
 
-A run trains sequentially (``train()``, in this process) when it needs a per-step hook or
-per-step logs; otherwise all its runs go through ``train_many`` at once (sequential,
-batched or parallel, ``execution``), and with ``cache`` a run trained before under
+A run trains sequentially (``train()``, in this process) when it needs a per-step hook;
+otherwise all its runs go through ``train_many`` at once (sequential, batched or parallel,
+``execution``; per-step logs on every path), and with ``cache`` a run trained before under
 identical settings is loaded instead (``runner.cache``: report entries here, tuning entries
 in ``score_arm``).
 
@@ -274,11 +274,11 @@ def run_arm(
     Every run draws its windows through the arm's data recipe (``arm.recipe`` over ``data``'s
     training sources, ``runner.views.arm_stream``). Each model is built after
     ``torch.manual_seed(spec.seed)`` (an arm with ``init`` then
-    loads the checkpoint's weights over it). With ``logs`` (one logger
-    per run, ``<log_name>-seed<seed>``: every training step and the final metrics) or
-    ``make_hook`` (``make_hook(model)`` gives the per-step callback that may stop a run) the
-    runs train one after another in this process and ``cache`` is not used; otherwise they
-    go through one ``train_many`` call (``execution``, ``workers``). With ``cache`` (this
+    loads the checkpoint's weights over it). ``logs`` gets one logger per run,
+    ``<log_name>-seed<seed>`` (every training step and the final metrics), on whichever path
+    the runs train. With ``make_hook`` (``make_hook(model)`` gives the per-step callback that
+    may stop a run) the runs train one after another in this process and ``cache`` is not
+    used; otherwise they go through one ``train_many`` call (``execution``, ``workers``). With ``cache`` (this
     arm's report entries) a run found there is loaded (``ArmRun.cached``) instead of
     trained, and every run trained is stored. ``description`` names the runs on progress
     bars (default ``"<label> <name>"``).
@@ -307,10 +307,11 @@ def run_arm(
         return _finish(arm, data, preset, spec, model, result, device, path, splits, objective,
                        on_diverged, logger, post_data, score)
 
-    if logs is not None or make_hook is not None:
+    named = None if logs is None else _Prefixed(logs, log_name or arm.label)
+    if make_hook is not None:
         finished = []
         for spec in runs:
-            logger = None if logs is None else logs.run(f"{log_name or arm.label}-seed{spec.seed}")
+            logger = None if named is None else named.run(f"seed{spec.seed}")
             try:
                 torch.manual_seed(spec.seed)
                 model = build()
@@ -330,13 +331,28 @@ def run_arm(
     outcomes = train_many(
         build, stream, [runs[index] for index in missing], device, progress,
         description=description, build_optimizer=build_optimizer, path=execution.path,
-        replicas_max=execution.replicas_max, workers=workers, curve=probe,
+        replicas_max=execution.replicas_max, workers=workers, curve=probe, logs=named,
     ) if missing else []
-    for index, outcome in zip(missing, outcomes, strict=True):
-        found[index] = finish(outcome.spec, outcome.model, outcome.result, outcome.path)
-        if cache is not None and found[index].status == "complete":
-            cache.store(outcome.spec, runs, found[index])
+    try:
+        for index, outcome in zip(missing, outcomes, strict=True):
+            found[index] = finish(outcome.spec, outcome.model, outcome.result, outcome.path, outcome.logger)
+            if cache is not None and found[index].status == "complete":
+                cache.store(outcome.spec, runs, found[index])
+    finally:
+        for outcome in outcomes:
+            if outcome.logger is not None:
+                outcome.logger.close()
     return [found[index] for index in range(len(runs))]
+
+
+class _Prefixed:
+    """``logs`` with each run named ``<prefix>-<name>`` (``baseline-seed42``)."""
+
+    def __init__(self, logs: RunLogs, prefix: str):
+        self.logs, self.prefix = logs, prefix
+
+    def run(self, name: str) -> RunLogger:
+        return self.logs.run(f"{self.prefix}-{name}")
 
 
 def score_arm(

@@ -52,7 +52,7 @@ from llmevo import interrupts
 from llmevo.components.data.base import TrainStream
 from llmevo.components.optim.base import OptimizerFactory
 from llmevo.errors import ConfigError, LlmevoError
-from llmevo.train.logging import RunLogs
+from llmevo.train.logging import RunLogger, RunLogs, StepLogger, StepRecord
 from llmevo.train.replicas import replica_group_key, replica_refusals, train_replicas
 from llmevo.train.trainer import Progress, TrainConfig, TrainResult, ValidationProbe, train
 
@@ -90,6 +90,22 @@ class RunOutcome:
     result: TrainResult
     path: str  # how it ran: sequential, batched, parallel or parallel-batched
     note: str = ""  # why a requested batched path fell back, if it did
+    logger: RunLogger | None = None  # with ``logs``: this run's log, its steps written, still open
+
+
+class _Recording:
+    """A ``StepLogger`` keeping the records (a worker's, sent to the parent with its runs)."""
+
+    def __init__(self) -> None:
+        self.records: list[StepRecord] = []
+
+    def log_step(self, record: StepRecord) -> None:
+        self.records.append(record)
+
+
+def _log_name(spec: RunSpec) -> str:
+    """The name of a run's log: its label, else ``seed<seed>``."""
+    return spec.label or f"seed{spec.seed}"
 
 
 def default_path(device: torch.device) -> str:
@@ -150,28 +166,26 @@ def _plan(keys: Sequence[object | None], batched: bool, replicas_max: int | None
 
 def _run_job(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, stream: Tensor | TrainStream,
              runs: Sequence[RunSpec], job: _Job, device: torch.device, progress: Progress | None,
-             description: str, logs: RunLogs | None = None,
+             description: str, loggers: Sequence[StepLogger] | None = None,
              curve: ValidationProbe | None = None) -> list[tuple[int, nn.Module, TrainResult]]:
+    """Train one job; ``loggers`` (one per run of the job): each run's per-step records."""
     if job.batched:
         specs = [runs[i] for i in job.indices]
         trained = train_replicas(build, stream, [s.seed for s in specs], [s.config for s in specs],
-                                 device, progress, description, build_optimizer=build_optimizer, curve=curve)
+                                 device, progress, description, build_optimizer=build_optimizer, curve=curve,
+                                 loggers=loggers)
         return [(i, model, result) for i, (model, result) in zip(job.indices, trained, strict=True)]
     (index,) = job.indices
     spec = runs[index]
     torch.manual_seed(spec.seed)
     model = build()
     label = spec.label or f"seed {spec.seed}"
-    logger = logs.run(spec.label or f"seed{spec.seed}") if logs is not None else None
     stop_after = spec.stop_after
     on_step = None if stop_after is None else (lambda step, loss: step + 1 < stop_after)
-    try:
-        result = train(model, stream, spec.config, spec.seed, device,
-                       build_optimizer(spec.config.optimizer), progress,
-                       description=f"{description} {label}", on_step=on_step, logger=logger, curve=curve)
-    finally:
-        if logger is not None:
-            logger.close()
+    result = train(model, stream, spec.config, spec.seed, device,
+                   build_optimizer(spec.config.optimizer), progress,
+                   description=f"{description} {label}", on_step=on_step,
+                   logger=None if loggers is None else loggers[0], curve=curve)
     return [(index, model, result)]
 
 
@@ -197,18 +211,18 @@ def train_many(
     from its ``config.optimizer`` (``llmevo.catalog.build_optimizer``). ``replicas_max``
     caps how many replicas one batched run holds (memory); ``workers`` caps worker
     processes (default: the CPU count).
-    ``logs`` gets one run per spec (named by its label, else ``seed<seed>``) receiving that
-    run's per-step records; with ``logs`` the runs train sequentially in this process (the
-    batched and worker paths do not write per-step logs yet; ``note`` says so).
+    ``logs`` gets one run per spec (its label, else ``seed<seed>``) receiving
+    that run's per-step records, on every path: as it trains (``train()`` in this process), when
+    its batched job ends (the replicas' per-step tables, read once: the vmapped step never
+    synchronises with the device for them) or when its worker sends it back (the worker records,
+    this process writes). Each outcome holds its run's log (``RunOutcome.logger``), still open
+    for the caller's final metrics; the caller closes it (on an error, every one opened is closed).
     ``curve``: every run records its validation curve (``train.trainer.ValidationProbe``), on
     every path: ``train()`` in this process or a worker, or the batched replicas.
     """
     _validate(runs, path, replicas_max, workers, device)
     chosen = default_path(device) if path == "auto" else path
     note = ""
-    if logs is not None and chosen != "sequential":
-        note = f"per-step logs are written by the sequential trainer; ran sequential, not {chosen}"
-        chosen = "sequential"
     batched = chosen.endswith("batched")
     if batched:
         torch.manual_seed(runs[0].seed)
@@ -223,15 +237,28 @@ def train_many(
             else replica_group_key(spec.config, build_optimizer(spec.config.optimizer)) for spec in runs]
     jobs = _plan(keys, batched, replicas_max, count)
     parallel = count > 1 and len(jobs) > 1
-    if parallel:
-        trained = _run_parallel(build, build_optimizer, stream, runs, jobs, min(count, len(jobs)),
-                                progress, description, curve)
-    else:
-        trained = {}
-        for job in jobs:
-            for index, model, result in _run_job(build, build_optimizer, stream, runs, job, device,
-                                                 progress, description, logs, curve):
-                trained[index] = (model, result, job.batched)
+    opened: dict[int, RunLogger] = {}
+
+    def open_log(index: int) -> RunLogger:
+        assert logs is not None
+        opened[index] = logs.run(_log_name(runs[index]))
+        return opened[index]
+
+    try:
+        if parallel:
+            trained = _run_parallel(build, build_optimizer, stream, runs, jobs, min(count, len(jobs)),
+                                    progress, description, curve, None if logs is None else open_log)
+        else:
+            trained = {}
+            for job in jobs:
+                loggers = None if logs is None else [open_log(index) for index in job.indices]
+                for index, model, result in _run_job(build, build_optimizer, stream, runs, job, device,
+                                                     progress, description, loggers, curve):
+                    trained[index] = (model, result, job.batched)
+    except BaseException:
+        for logger in opened.values():
+            logger.close()
+        raise
     outcomes = []
     for index, spec in enumerate(runs):
         model, result, was_batched = trained[index]
@@ -240,7 +267,7 @@ def train_many(
         if batched and keys[index] is None and not note:
             note = (f"a run stopped after {spec.stop_after} steps trains alone" if spec.stop_after is not None
                     else f"optimizer '{spec.config.optimizer.name}' has no batched implementation")
-        outcomes.append(RunOutcome(spec, model, result, kind, note))
+        outcomes.append(RunOutcome(spec, model, result, kind, note, opened.get(index)))
     return outcomes
 
 
@@ -261,7 +288,8 @@ def die_with_parent() -> None:
 
 def _worker(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, stream: Tensor | TrainStream,
             runs: Sequence[RunSpec], jobs: list[_Job], tasks: multiprocessing.Queue,
-            results: multiprocessing.Queue, description: str, curve: ValidationProbe | None = None) -> None:
+            results: multiprocessing.Queue, description: str, curve: ValidationProbe | None = None,
+            record: bool = False) -> None:
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # its terminate() ends one at once, quietly
@@ -273,13 +301,16 @@ def _worker(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, s
         if job_index is None:
             return
         try:
-            trained = _run_job(build, build_optimizer, stream, runs, jobs[job_index], torch.device("cpu"),
-                               None, description, curve=curve)
+            job = jobs[job_index]
+            recordings = [_Recording() for _ in job.indices] if record else None
+            trained = _run_job(build, build_optimizer, stream, runs, job, torch.device("cpu"),
+                               None, description, recordings, curve=curve)
             payload = []
-            for index, model, result in trained:
+            for position, (index, model, result) in enumerate(trained):
                 buffer = io.BytesIO()
                 torch.save(model.state_dict(), buffer)
-                payload.append((index, buffer.getvalue(), result))
+                steps = [] if recordings is None else recordings[position].records
+                payload.append((index, buffer.getvalue(), result, steps))
             results.put(("ok", job_index, payload))
         except LlmevoError as error:
             results.put(("config", job_index, str(error)))
@@ -290,8 +321,10 @@ def _worker(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, s
 def _run_parallel(build: Callable[[], nn.Module], build_optimizer: OptimizerFactory, stream: Tensor | TrainStream,
                   runs: Sequence[RunSpec], jobs: list[_Job], count: int, progress: Progress | None,
                   description: str, curve: ValidationProbe | None = None,
+                  open_log: Callable[[int], StepLogger] | None = None,
                   ) -> dict[int, tuple[nn.Module, TrainResult, bool]]:
-    """Run ``jobs`` on ``count`` forked single-thread CPU workers; rebuild models here."""
+    """Run ``jobs`` on ``count`` forked single-thread CPU workers; rebuild models here
+    (``open_log``: the workers record each run's steps, written here to ``open_log(index)``)."""
     context = multiprocessing.get_context("fork")
     tasks, results = context.Queue(), context.Queue()
     # larger jobs first, so the last worker to finish is not the one holding the biggest
@@ -301,7 +334,7 @@ def _run_parallel(build: Callable[[], nn.Module], build_optimizer: OptimizerFact
         tasks.put(None)
     processes = [context.Process(target=_worker,
                                  args=(build, build_optimizer, stream, runs, jobs, tasks, results, description,
-                                       curve),
+                                       curve, open_log is not None),
                                  daemon=True) for _ in range(count)]
     running: list[multiprocessing.process.BaseProcess] = []
     trained: dict[int, tuple[nn.Module, TrainResult, bool]] = {}
@@ -331,7 +364,11 @@ def _run_parallel(build: Callable[[], nn.Module], build_optimizer: OptimizerFact
                 raise ConfigError(payload)
             if kind == "crash":
                 raise RuntimeError(f"a training worker failed:\n{payload}")
-            for index, state, result in payload:
+            for index, state, result, steps in payload:
+                if open_log is not None:
+                    logger = open_log(index)
+                    for step in steps:
+                        logger.log_step(step)
                 spec = runs[index]
                 torch.manual_seed(spec.seed)
                 model = build()

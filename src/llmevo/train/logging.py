@@ -1,4 +1,5 @@
-"""Per-step training records and where they go (TensorBoard, or any ``StepLogger``).
+"""Per-step training records and where they go (TensorBoard, or any ``StepLogger``; the
+experiment trackers, W&B and trackio among them, are ``train.tracking``).
 
 The trainer calls ``logger.log_step(StepRecord(...))`` after every optimizer step; a
 caller that trains several arms or replicas opens one named run per arm/replica from a
@@ -98,9 +99,13 @@ class TensorBoardRun:
             self._summary(self._scalar(tag, value), step)
 
     def log_metrics(self, group: str, metrics: Mapping[str, Any], step: int) -> None:
-        for name, value in metrics.items():
+        self.log_metrics_flat({f"{group}/{name}": value for name, value in metrics.items()}, step)
+
+    def log_metrics_flat(self, metrics: Mapping[str, Any], step: int) -> None:
+        """Each finite number of ``metrics`` as a scalar under its own tag."""
+        for tag, value in metrics.items():
             if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-                self._summary(self._scalar(f"{group}/{name}", float(value)), step)
+                self._summary(self._scalar(tag, float(value)), step)
 
     def log_text(self, tag: str, text: str, step: int) -> None:
         self._summary(self._text(tag, text), step)

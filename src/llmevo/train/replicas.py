@@ -80,6 +80,7 @@ from llmevo.components.data.base import TrainStream, windows_for
 from llmevo.components.optim.base import OptimizerComponent, OptimizerFactory, parameter_roles
 from llmevo.components.optim.optimizer import per_replica
 from llmevo.errors import ConfigError
+from llmevo.train.logging import StepLogger, StepRecord
 from llmevo.train.trainer import (
     Progress,
     Replicas,
@@ -146,12 +147,13 @@ def _column(values: Sequence[float], device: torch.device) -> Tensor:
     return torch.tensor(values, dtype=torch.float32, device=device)  # (R,)
 
 
-def _clip_coefficients(grads: list[Tensor], clip: Tensor, enabled: Tensor) -> Tensor:
-    """Per-replica ``clip_grad_norm_`` coefficient (R,): min(1, c / (||g_r|| + 1e-6))."""
+def _clip_coefficients(grads: list[Tensor], clip: Tensor, enabled: Tensor) -> tuple[Tensor, Tensor]:
+    """Per-replica ``clip_grad_norm_`` coefficient (R,): min(1, c / (||g_r|| + 1e-6)), and the
+    total norms ||g_r|| (R,) it read (the sequential trainer's ``train/grad_norm``)."""
     norms = torch.stack([g.flatten(1).norm(dim=1) for g in grads])  # (P, R)
     total = torch.linalg.vector_norm(norms, dim=0)  # (R,)
     coefficient = torch.clamp(clip / (total + 1e-6), max=1.0)
-    return torch.where(enabled, coefficient, torch.ones_like(coefficient))
+    return torch.where(enabled, coefficient, torch.ones_like(coefficient)), total
 
 
 def _check(configs: Sequence[TrainConfig], seeds: Sequence[int],
@@ -193,9 +195,15 @@ def train_replicas(
     *,
     build_optimizer: OptimizerFactory,
     curve: ValidationProbe | None = None,
+    loggers: Sequence[StepLogger] | None = None,
 ) -> list[tuple[nn.Module, TrainResult]]:
     """Train one replica per (seed, config); each equals ``train(build(), ...)`` under its seed
-    (``curve``: each replica's validation curve, as ``train()`` records it).
+    (``curve``: each replica's validation curve, as ``train()`` records it). ``loggers`` (one
+    per replica) get each replica's per-step records once training ends, from tables kept on
+    the device meanwhile (so the step still never waits for the host): its loss, gradient norm
+    before clipping, and its scheduled learning rate ``lr_at(step, config)`` (the sequential
+    trainer logs its first parameter group's, which is the same but where an optimizer or a
+    parametrization scales a group's: Lion's multiplier, mup).
 
     ``build_optimizer`` gives each replica's optimizer component from its ``config.optimizer``
     (``llmevo.catalog.build_optimizer``); the component's batched twin does the updates."""
@@ -229,6 +237,7 @@ def train_replicas(
     digests = [hashlib.sha256(recipe) for _, recipe in drawn]
     snapshots: list[list[Any]] = [[] for _ in seeds]  # hash state after each step's window
     loss_table = torch.zeros(first.steps, count, device=device)  # (S, R)
+    norm_table = torch.zeros(first.steps, count, device=device)  # (S, R): gradient norms, for loggers
     alive = torch.ones(count, dtype=torch.bool, device=device)
     diverged_at = torch.full((count,), first.steps, dtype=torch.long, device=device)
     last_errors = torch.zeros(count, device=device)
@@ -303,7 +312,7 @@ def train_replicas(
                 p.grad = None
             objectives.sum().backward()
             grads = {n: p.grad.masked_fill(~per_replica(alive, p.grad), 0.0) for n, p in params.items()}
-            coefficient = _clip_coefficients(list(grads.values()), clip, clip_enabled)
+            coefficient, norm_table[step] = _clip_coefficients(list(grads.values()), clip, clip_enabled)
             for g in grads.values():
                 g.mul_(per_replica(coefficient, g))
             optimizer.step(params, grads, schedule[step] * alive)
@@ -323,6 +332,8 @@ def train_replicas(
             progress.stop()
     wall = time.perf_counter() - started
     table = loss_table.cpu()
+    if loggers is not None:
+        _replay(loggers, table, norm_table.cpu(), diverged_at.cpu().tolist(), configs)
     stops = diverged_at.cpu().tolist()
     errors = last_errors.cpu().tolist()
     points = torch.stack(curve_points).cpu() if curve_points else torch.zeros(0, count)  # (P, R)
@@ -360,6 +371,15 @@ def train_replicas(
                     [float(points[j, index]) for j, s in enumerate(curve_steps) if s <= done]),
             )))
     return outcomes
+
+
+def _replay(loggers: Sequence[StepLogger], losses: Tensor, norms: Tensor, stops: list[int],
+            configs: Sequence[TrainConfig]) -> None:
+    """Each replica's steps (up to where it diverged, as ``train()`` logs them) to its logger."""
+    for index, (logger, config) in enumerate(zip(loggers, configs, strict=True)):
+        for step in range(stops[index]):
+            logger.log_step(StepRecord(step, float(losses[step, index]), lr_at(step, config),
+                                       float(norms[step, index]), (step + 1) * config.tokens_per_step))
 
 
 def _mean(values: list[float]) -> float:
