@@ -1,9 +1,10 @@
 """Every pinned data file (LM corpora and benchmark suites), its sha256, and the checked reads.
 
 Files are found under a data directory that the caller passes in (the CLI reads
-``--data-dir`` or ``$LLMEVO_DATA``). The sums are those recorded in each folder's
-``SOURCE.md`` under the shared data directory; a missing or altered file is a
-``DataError`` naming the file and what was expected.
+``--data-dir`` or ``$LLMEVO_DATA``, else the default folder of ``store``, where a missing
+pinned file is unpacked or downloaded when first read: ``store.provide``). The sums are
+those recorded in each folder's ``SOURCE.md`` under the shared data directory; a missing or
+altered file is a ``DataError`` naming the file and what was expected.
 """
 
 from __future__ import annotations
@@ -39,9 +40,16 @@ SUITE_FILE_SHA256: dict[str, str] = {
 }
 
 
+def _provided(path: Path) -> bool:
+    """Whether the default data folder placed the missing ``path`` (``store.provide``)."""
+    from llmevo.data import store  # store reads the pins through fetch
+
+    return store.provide(path)
+
+
 def read_checked(path: Path, expected_sha256: str | None) -> bytes:
     """The bytes of ``path``; checked against ``expected_sha256`` unless it is None."""
-    if not path.is_file():
+    if not path.is_file() and not _provided(path):
         raise DataError(f"{path}: file not found; expected the benchmark data file here")
     raw = path.read_bytes()
     if expected_sha256 is not None:
@@ -92,7 +100,7 @@ def verified_path(data_dir: Path, relative: str, pins: dict[str, str] | None = N
     if relative not in pins:
         raise DataError(f"{relative}: no pinned sha256 for this file; add it to the pins first")
     path = data_dir / relative
-    if not path.is_file():
+    if not path.is_file() and not _provided(path):
         raise DataError(
             f"{path}: file not found; expected the public data set file {relative} "
             f"(sha256 {pins[relative][:16]}…) under the data directory {data_dir}"
