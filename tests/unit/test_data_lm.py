@@ -24,7 +24,7 @@ def test_smoke_budgets_and_exact_text_spans(smoke_corpus):
 
 
 def test_chunked_encoding_equals_whole_text_encoding(smoke_corpus, data_dir):
-    text = read_text(data_dir / "wikitext-2-raw/wiki.valid.raw")[:300_000]
+    text = read_text(data_dir / "wikitext-2/wiki.valid.tokens")[:300_000]
     whole = smoke_corpus.tokenizer.tokenizer.encode(text).ids
     chunked, end = encode_prefix(smoke_corpus.tokenizer, text, None)
     assert chunked == whole and end == len(text)
