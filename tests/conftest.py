@@ -36,6 +36,7 @@ SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 EMBEDDED_DATA = TEST_CACHE / "data"  # the data_dir fixture's folder when no data folder is given
 FIXTURE_REFERENCES = REPO_ROOT / "tests" / "fixtures" / "reference-artifacts"
 OFFLINE_MIRROR = "http://127.0.0.1:9"  # the discard port: nothing answers, nothing is fetched
+NOT_EMBEDDED = "which the package does not embed"  # in the reason of a skip for want of data
 
 
 def given_data_dir() -> Path | None:
@@ -79,7 +80,7 @@ def _skip_without_full_data():
         if root is not None and root == EMBEDDED_DATA.resolve() and not Path(path).is_file():
             relative = Path(path).absolute().relative_to(root).as_posix()
             if relative in store.ALL_PINS and relative not in store.EMBEDDED_FILES:
-                pytest.skip(f"needs {relative}, which the package does not embed: "
+                pytest.skip(f"needs {relative}, {NOT_EMBEDDED}: "
                             "set LLMEVO_DATA to a full data folder (llmevo data fetch --to DIR)")
         return provide(path, *args, **kwargs)
 
@@ -167,6 +168,19 @@ def workdir(tmp_path, monkeypatch, cache_dir, data_dir):
     monkeypatch.setenv("LLMEVO_CACHE", str(cache_dir))
     monkeypatch.setenv("LLMEVO_DATA", str(data_dir))
     return work
+
+
+def pytest_runtest_logreport(report) -> None:
+    """With ``$LLMEVO_TEST_DATA_SKIPS=FILE``: append the node id of each test skipped for want
+    of a data set (``.ci/run`` runs those again where the full data is). The outermost process
+    only: pytest-xdist hands it every worker's reports."""
+    record = os.environ.get("LLMEVO_TEST_DATA_SKIPS")
+    if record and report.skipped and NOT_EMBEDDED in str(report.longrepr) and not _IN_WORKER:
+        with open(record, "a", encoding="utf-8") as handle:
+            handle.write(report.nodeid + "\n")
+
+
+_IN_WORKER = "PYTEST_XDIST_WORKER" in os.environ
 
 
 def pytest_addoption(parser):
