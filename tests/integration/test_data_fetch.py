@@ -141,6 +141,7 @@ def test_missing_data_directory_names_the_fetch_command(tmp_path):
 
 
 def test_mirror_pieces_have_the_upstream_sizes(data_dir):
+    _need(data_dir, SPLIT)
     # Byte sizes of wyshi/sdp_transformers' train_split_5 pieces, as recorded in SOURCE.md.
     remote = next(r for r in REMOTE_FILES if r.target == SPLIT)
     sizes = [len(upstream_piece_bytes(data_dir, remote, i)) for i in range(5)]

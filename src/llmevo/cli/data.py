@@ -10,6 +10,7 @@ import typer
 
 from llmevo.artifacts.io import check_output_dir
 from llmevo.cli.common import DATA_ENV, DATA_URL_ENV, app, console
+from llmevo.data import store
 from llmevo.data.fetch import (
     DEFAULT_BASE_URL,
     DEFAULT_TIMEOUT,
@@ -17,7 +18,6 @@ from llmevo.data.fetch import (
     check_data,
     fetch_data,
 )
-from llmevo.data.store import default_data_dir, download_bar, prepare_managed, unpack_embedded
 from llmevo.errors import DataError
 
 data_app = typer.Typer(help="Download and verify the data sets the presets use.", no_args_is_help=True)
@@ -40,15 +40,15 @@ def fetch(
     url = base_url if base_url is not None else os.environ.get(DATA_URL_ENV) or DEFAULT_BASE_URL
     check_base_url(url)
     if dest is None:
-        dest = prepare_managed(default_data_dir(), url)
+        dest = store.prepare_managed(store.default_data_dir(), url)
     check_output_dir(dest, "--to")
-    for target in unpack_embedded(dest):
+    for target in store.unpack_embedded(dest):
         console.print(f"unpacked {target}", highlight=False)
 
     def report(remote, downloaded: bool) -> None:
         console.print(f"{'fetched' if downloaded else 'present'}  {remote.target}", highlight=False)
 
-    with download_bar(console) as bar:
+    with store.download_bar(console) as bar:
         tasks: dict[str, object] = {}
 
         def progress(remote, index: int, count: int, held: int, size: int | None) -> None:
@@ -67,7 +67,7 @@ def check(
     directory: Annotated[Path | None, typer.Argument(help="Data directory to verify (default: $LLMEVO_DATA, else the default data folder).")] = None,
 ) -> None:
     """Verify every data file against its pinned sha256; name any missing or altered file."""
-    directory = directory or _given_dir() or default_data_dir()
+    directory = directory or _given_dir() or store.default_data_dir()
     statuses = check_data(directory)
     bad = [s for s in statuses if s.state != "ok"]
     if bad:

@@ -3,8 +3,8 @@
 Each file llmevo reads is rebuilt from its public source exactly as its ``SOURCE.md``
 describes: a raw file of a GitHub repository at a fixed commit, the byte concatenation of
 consecutive pieces (the WikiText-2 train splits), or the gunzip of a ``.gz`` (HH-RLHF).
-The result must match the sha256 pin llmevo already keeps (``pins.LM_FILE_SHA256``,
-``pins.SUITE_FILE_SHA256``) before it is written (atomically) into place, so a target file is
+The result must match the sha256 pin llmevo already keeps (``sums.LM_FILE_SHA256``,
+``sums.SUITE_FILE_SHA256``) before it is written (atomically) into place, so a target file is
 never half-written and a file altered in transit is refused with nothing left behind.
 
 Pieces are downloaded into ``<dest>/.partial/``; an interrupted download (the connection
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmevo.artifacts.io import StreamFile, make_folder, write_bytes_atomic
-from llmevo.data.pins import LM_FILE_SHA256 as PINNED_SHA256
-from llmevo.data.pins import SUITE_FILE_SHA256
+from llmevo.data.sums import LM_FILE_SHA256 as PINNED_SHA256
+from llmevo.data.sums import SUITE_FILE_SHA256
 from llmevo.digests import sha256_file as file_sha256
 from llmevo.errors import ConfigError, DataError
 
@@ -325,9 +325,10 @@ def upstream_piece_bytes(data_dir: Path, remote: RemoteFile, index: int) -> byte
     route to the public hosts, and in the tests): consecutive line pieces split as the
     upstream script did (``numpy.array_split`` of the lines), or a gzip of the file.
     """
-    from llmevo.data.pins import verified_path
-
-    data = verified_path(data_dir, remote.target, ALL_PINS).read_bytes()
+    path = data_dir / remote.target
+    data = path.read_bytes() if path.is_file() else b""
+    if hashlib.sha256(data).hexdigest() != remote.sha256:
+        raise DataError(f"{path}: missing, or not the file pinned as {remote.target}")
     if remote.gunzip:
         return gzip.compress(data, mtime=0)
     count = len(remote.pieces)
