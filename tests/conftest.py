@@ -64,6 +64,17 @@ def data_dir() -> Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _tests_never_touch_the_user_data_folder():
+    """A command run in-process without a data folder fills the test cache's default data
+    folder, never the user's (``~/.cache/llmevo/data``)."""
+    from llmevo.data import store
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store, "default_data_dir", lambda: TEST_CACHE / "default-data")
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _skip_without_full_data():
     """Without a data folder, a test that asks the embedded-only folder for a set the package
     does not carry (WikiText-2 raw, GSM8K, HH-RLHF) is skipped with the file's name, instead of
