@@ -71,7 +71,7 @@ def test_missing_file_is_an_error_naming_it(data_dir, tmp_path):
     mirror = _mirror(data_dir, tmp_path)
     (mirror / "tinyshakespeare/input.txt").unlink()
     with pytest.raises(DataError, match=r"input\.txt: file not found"):
-        load_lm_corpus(mirror, "raw", LMBudgets(1000, 1000, 1000, 1000), tmp_path / "cache")
+        load_lm_corpus(mirror, "tokens", LMBudgets(1000, 1000, 1000, 1000), tmp_path / "cache")
 
 
 def test_invalid_utf8_names_the_offset(tmp_path):
