@@ -63,6 +63,16 @@ def data_dir() -> Path:
     return folder
 
 
+@pytest.fixture
+def full_data_dir(data_dir: Path) -> Path:
+    """The full data folder, for a test whose *subprocess* reads sets the package does not
+    embed (there ``_skip_without_full_data`` cannot reach); skipped without one."""
+    if given_data_dir() is None:
+        pytest.skip(f"needs the full data sets, some {NOT_EMBEDDED}: "
+                    "set LLMEVO_DATA to a full data folder (llmevo data fetch --to DIR)")
+    return data_dir
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _tests_never_touch_the_user_data_folder():
     """A command run in-process without a data folder fills the test cache's default data
