@@ -32,21 +32,97 @@ def _skip_cuda_tests_without_cuda(items) -> None:
         item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
 
 
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+EMBEDDED_DATA = TEST_CACHE / "data"  # the data_dir fixture's folder when no data folder is given
+FIXTURE_REFERENCES = REPO_ROOT / "tests" / "fixtures" / "reference-artifacts"
+OFFLINE_MIRROR = "http://127.0.0.1:9"  # the discard port: nothing answers, nothing is fetched
+NOT_EMBEDDED = "which the package does not embed"  # in the reason of a skip for want of data
+
+
+def given_data_dir() -> Path | None:
+    """The full data folder when one is given: ``$LLMEVO_DATA``, else ``<repo>/../shared/data``
+    when it exists; None on a fresh clone."""
+    if os.environ.get("LLMEVO_DATA"):
+        return Path(os.environ["LLMEVO_DATA"]).resolve()
+    return SHARED_DATA.resolve() if SHARED_DATA.is_dir() else None
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
-    """The shared data directory: ``$LLMEVO_DATA``, else ``<repo>/../shared/data``."""
-    return Path(os.environ.get("LLMEVO_DATA", REPO_ROOT.parent / "shared" / "data")).resolve()
+    """The data directory: the full one when given (``given_data_dir``); else a default data
+    folder of the test cache holding the sets embedded in the package (unpacked as a user's
+    would be), whose mirror is a port where nothing answers. A test that reads another set
+    there is skipped, naming the file (``_skip_without_full_data``)."""
+    given = given_data_dir()
+    if given is not None:
+        return given
+    from llmevo.data.store import prepare_managed, unpack_embedded
+
+    folder = prepare_managed(EMBEDDED_DATA, OFFLINE_MIRROR)
+    unpack_embedded(folder)  # tests may open these files directly
+    return folder
+
+
+@pytest.fixture
+def full_data_dir(data_dir: Path) -> Path:
+    """The full data folder, for a test whose *subprocess* reads sets the package does not
+    embed (there ``_skip_without_full_data`` cannot reach); skipped without one."""
+    if given_data_dir() is None:
+        pytest.skip(f"needs the full data sets, some {NOT_EMBEDDED}: "
+                    "set LLMEVO_DATA to a full data folder (llmevo data fetch --to DIR)")
+    return data_dir
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tests_never_touch_the_user_data_folder():
+    """A command run in-process without a data folder fills the test cache's default data
+    folder, never the user's (``~/.cache/llmevo/data``)."""
+    from llmevo.data import store
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store, "default_data_dir", lambda: TEST_CACHE / "default-data")
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _skip_without_full_data():
+    """Without a data folder, a test that asks the embedded-only folder for a set the package
+    does not carry (WikiText-2 raw, GSM8K, HH-RLHF) is skipped with the file's name, instead of
+    failing on the download that cannot happen. Reads of any other folder are untouched."""
+    if given_data_dir() is not None:
+        yield
+        return
+    from llmevo.data import store
+
+    provide = store.provide
+
+    def provide_or_skip(path, *args, **kwargs):
+        root = store.managed_root(path)
+        if root is not None and root == EMBEDDED_DATA.resolve() and not Path(path).is_file():
+            relative = Path(path).absolute().relative_to(root).as_posix()
+            if relative in store.ALL_PINS and relative not in store.EMBEDDED_FILES:
+                pytest.skip(f"needs {relative}, {NOT_EMBEDDED}: "
+                            "set LLMEVO_DATA to a full data folder (llmevo data fetch --to DIR)")
+        return provide(path, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store, "provide", provide_or_skip)
+        yield
 
 
 @pytest.fixture(scope="session")
-def reference_dir(data_dir: Path) -> Path:
-    """The reference artifacts: ``$LLMEVO_REFERENCE_ARTIFACTS``, else ``<data_dir>/../reference-artifacts``."""
-    folder = Path(
-        os.environ.get("LLMEVO_REFERENCE_ARTIFACTS", data_dir.parent / "reference-artifacts")
-    )
-    if not folder.is_dir():
-        pytest.fail(f"reference artifacts not found at {folder}; set LLMEVO_REFERENCE_ARTIFACTS")
-    return folder
+def reference_dir() -> Path:
+    """The reference artifacts: ``$LLMEVO_REFERENCE_ARTIFACTS``, else ``reference-artifacts``
+    beside the given data folder, else the byte-identical copies committed under
+    ``tests/fixtures/reference-artifacts`` (``test_reference_fixtures_match_the_shared_ones``)."""
+    if os.environ.get("LLMEVO_REFERENCE_ARTIFACTS"):
+        folder = Path(os.environ["LLMEVO_REFERENCE_ARTIFACTS"])
+        if not folder.is_dir():
+            pytest.fail(f"reference artifacts not found at {folder}; set LLMEVO_REFERENCE_ARTIFACTS")
+        return folder
+    given = given_data_dir()
+    beside = None if given is None else given.parent / "reference-artifacts"
+    return beside if beside is not None and beside.is_dir() else FIXTURE_REFERENCES
 
 
 @pytest.fixture(scope="session")
@@ -113,6 +189,19 @@ def workdir(tmp_path, monkeypatch, cache_dir, data_dir):
     monkeypatch.setenv("LLMEVO_CACHE", str(cache_dir))
     monkeypatch.setenv("LLMEVO_DATA", str(data_dir))
     return work
+
+
+def pytest_runtest_logreport(report) -> None:
+    """With ``$LLMEVO_TEST_DATA_SKIPS=FILE``: append the node id of each test skipped for want
+    of a data set (``.ci/run`` runs those again where the full data is). The outermost process
+    only: pytest-xdist hands it every worker's reports."""
+    record = os.environ.get("LLMEVO_TEST_DATA_SKIPS")
+    if record and report.skipped and NOT_EMBEDDED in str(report.longrepr) and not _IN_WORKER:
+        with open(record, "a", encoding="utf-8") as handle:
+            handle.write(report.nodeid + "\n")
+
+
+_IN_WORKER = "PYTEST_XDIST_WORKER" in os.environ
 
 
 def pytest_addoption(parser):

@@ -1,4 +1,5 @@
-"""A bounded loopback HTTP mirror of the public data sources, built from a checked data dir.
+"""A bounded loopback HTTP mirror of the public data sources, built from a checked data dir
+(a file the data dir lacks is a 404).
 
 It serves ``{base}/{owner}/{repo}/{commit}/{path}`` like GitHub's raw-file host, honours
 ``Range`` requests, and can inject faults: ``alter`` (paths whose bytes are changed in
@@ -28,9 +29,12 @@ class Mirror:
     base_url: str = ""
 
     def body(self, url_path: str) -> bytes | None:
+        """What the source serves at ``url_path``; None (a 404) for a file ``data_dir`` lacks."""
         for remote in REMOTE_FILES:
             for index, piece in enumerate(remote.pieces):
                 if url_path == f"/{piece.repo}/{piece.commit}/{piece.path}":
+                    if not (self.data_dir / remote.target).is_file():
+                        return None
                     return upstream_piece_bytes(self.data_dir, remote, index)
         return None
 

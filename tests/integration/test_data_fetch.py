@@ -19,13 +19,21 @@ from llmevo.data.fetch import (
     upstream_piece_bytes,
 )
 from llmevo.data.pins import LM_FILE_SHA256 as PINNED_SHA256
-from llmevo.data.pins import SUITE_FILE_SHA256
+from llmevo.data.pins import SUITE_FILE_SHA256, verified_path
+from llmevo.data.store import EMBEDDED_FILES, MARKER
 from llmevo.digests import sha256_file as file_sha256
 from llmevo.errors import DataError
 
 SMALL = "tinyshakespeare/input.txt"
-SPLIT = "wikitext-2-raw/wiki.train.raw"  # five consecutive pieces
+SPLIT = "wikitext-2-raw/wiki.train.raw"  # five consecutive pieces (not embedded)
+TOKENS_SPLIT = "wikitext-2/wiki.train.tokens"  # ten consecutive pieces (embedded)
 GZ = "hh-rlhf/harmless-base/test.jsonl"
+
+
+def _need(data_dir, target: str) -> None:
+    """Read ``target`` checked: without a full data folder, a set the package does not embed
+    skips the test (conftest's ``_skip_without_full_data``)."""
+    verified_path(data_dir, target, ALL_PINS)
 
 
 def _url_path(target: str, index: int = 0) -> str:
@@ -39,21 +47,34 @@ def test_every_pinned_file_has_a_source():
     assert all(r.sha256 == ALL_PINS[r.target] for r in REMOTE_FILES)
 
 
-def test_fetch_rebuilds_pieces_and_gzip_byte_exact(tmp_path, data_dir):
+def test_fetch_rebuilds_pieces_byte_exact(tmp_path, data_dir):
+    _need(data_dir, TOKENS_SPLIT)
     with serve_mirror(data_dir) as mirror:
-        statuses = fetch_data(tmp_path / "d", mirror.base_url, targets=[SMALL, SPLIT, GZ])
-    assert [s.state for s in statuses] == ["ok", "ok", "ok"]
-    for target in (SMALL, SPLIT, GZ):
-        assert file_sha256(tmp_path / "d" / target) == file_sha256(data_dir / target)
-    assert len({path for path, _ in mirror.requests}) == 1 + 5 + 1
+        statuses = fetch_data(tmp_path / "d", mirror.base_url, targets=[SMALL, TOKENS_SPLIT])
+    assert [s.state for s in statuses] == ["ok", "ok"]
+    for target in (SMALL, TOKENS_SPLIT):
+        assert file_sha256(tmp_path / "d" / target) == ALL_PINS[target]
+    assert len({path for path, _ in mirror.requests}) == 1 + 10
     assert not (tmp_path / "d" / PARTIAL_DIR).exists()
+
+
+def test_fetch_rebuilds_raw_pieces_and_gzip_byte_exact(tmp_path, data_dir):
+    _need(data_dir, SPLIT)
+    _need(data_dir, GZ)
+    with serve_mirror(data_dir) as mirror:
+        statuses = fetch_data(tmp_path / "d", mirror.base_url, targets=[SPLIT, GZ])
+    assert [s.state for s in statuses] == ["ok", "ok"]
+    for target in (SPLIT, GZ):
+        assert file_sha256(tmp_path / "d" / target) == file_sha256(data_dir / target)
+    assert len({path for path, _ in mirror.requests}) == 5 + 1
 
 
 def test_altered_in_transit_is_refused_and_nothing_is_left(tmp_path, data_dir):
     dest = tmp_path / "d"
-    with serve_mirror(data_dir, alter={_url_path(SPLIT, 3)}) as mirror:
-        with pytest.raises(DataError, match="wiki.train.raw.*pinned"):
-            fetch_data(dest, mirror.base_url, targets=[SPLIT])
+    _need(data_dir, TOKENS_SPLIT)
+    with serve_mirror(data_dir, alter={_url_path(TOKENS_SPLIT, 3)}) as mirror:
+        with pytest.raises(DataError, match="wiki.train.tokens.*pinned"):
+            fetch_data(dest, mirror.base_url, targets=[TOKENS_SPLIT])
     assert [p for p in dest.rglob("*") if p.is_file()] == []
 
 
@@ -91,10 +112,17 @@ def test_check_names_missing_and_altered_files(tmp_path, data_dir):
     result = CliRunner().invoke(app, ["data", "check", str(tmp_path)])
     assert isinstance(result.exception, DataError)  # main() turns it into exit status 2
     assert "altered: tinyshakespeare/input.txt" in str(result.exception)
-    assert all(s.state == "ok" for s in check_data(data_dir))
+    present = {s.target for s in check_data(data_dir) if s.state == "ok"}
+    assert present == {s.target for s in check_data(data_dir) if s.state != "missing"}
+    assert present >= set(EMBEDDED_FILES)
+    if (data_dir / MARKER).is_file():  # the tests' embedded-only folder (no data folder given)
+        return
+    assert present == set(ALL_PINS)  # a given data folder is complete
 
 
 def test_cli_fetch_everything_then_check_passes(tmp_path, data_dir, monkeypatch):
+    for target in ALL_PINS:
+        _need(data_dir, target)
     dest = tmp_path / "data"
     with serve_mirror(data_dir) as mirror:
         monkeypatch.setenv("LLMEVO_DATA_URL", mirror.base_url)
@@ -113,6 +141,7 @@ def test_missing_data_directory_names_the_fetch_command(tmp_path):
 
 
 def test_mirror_pieces_have_the_upstream_sizes(data_dir):
+    _need(data_dir, SPLIT)
     # Byte sizes of wyshi/sdp_transformers' train_split_5 pieces, as recorded in SOURCE.md.
     remote = next(r for r in REMOTE_FILES if r.target == SPLIT)
     sizes = [len(upstream_piece_bytes(data_dir, remote, i)) for i in range(5)]

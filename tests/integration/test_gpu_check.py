@@ -31,7 +31,8 @@ def run_script(*args: str, timeout: float = 400) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_the_dry_run_runs_every_step_and_writes_the_figures(tmp_path, data_dir, cache_dir):
+def test_the_dry_run_runs_every_step_and_writes_the_figures(tmp_path, full_data_dir, cache_dir):
+    data_dir = full_data_dir  # the quick preset (WikiText-2 raw) in a subprocess
     out = tmp_path / "gpu-check.json"
     done = run_script("--dry-run", "--threads", "1", "--out", str(out), "--data-dir", str(data_dir),
                       "--cache-dir", str(cache_dir))

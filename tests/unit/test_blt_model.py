@@ -33,9 +33,9 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def corpus(data_dir: Path) -> tuple[torch.Tensor, torch.Tensor]:
-    root = data_dir / "wikitext-2-raw"
-    train = byte_stream(read_utf8_strict(root / "wiki.train.raw")[:400_000])
-    validation = byte_stream(read_utf8_strict(root / "wiki.valid.raw")[:60_000])
+    root = data_dir / "wikitext-2"  # embedded: runs on a fresh clone
+    train = byte_stream(read_utf8_strict(root / "wiki.train.tokens")[:400_000])
+    validation = byte_stream(read_utf8_strict(root / "wiki.valid.tokens")[:60_000])
     return train, validation
 
 

@@ -24,7 +24,7 @@ def test_smoke_budgets_and_exact_text_spans(smoke_corpus):
 
 
 def test_chunked_encoding_equals_whole_text_encoding(smoke_corpus, data_dir):
-    text = read_text(data_dir / "wikitext-2-raw/wiki.valid.raw")[:300_000]
+    text = read_text(data_dir / "wikitext-2/wiki.valid.tokens")[:300_000]
     whole = smoke_corpus.tokenizer.tokenizer.encode(text).ids
     chunked, end = encode_prefix(smoke_corpus.tokenizer, text, None)
     assert chunked == whole and end == len(text)
@@ -71,7 +71,7 @@ def test_missing_file_is_an_error_naming_it(data_dir, tmp_path):
     mirror = _mirror(data_dir, tmp_path)
     (mirror / "tinyshakespeare/input.txt").unlink()
     with pytest.raises(DataError, match=r"input\.txt: file not found"):
-        load_lm_corpus(mirror, "raw", LMBudgets(1000, 1000, 1000, 1000), tmp_path / "cache")
+        load_lm_corpus(mirror, "tokens", LMBudgets(1000, 1000, 1000, 1000), tmp_path / "cache")
 
 
 def test_invalid_utf8_names_the_offset(tmp_path):

@@ -245,8 +245,8 @@ def test_schema_refuses_nan_and_infinity_in_metrics_and_statistics(where, value)
         validate_artifact(json.loads(json.dumps(artifact)))  # NaN/Infinity survive json
 
 
-def test_reports_on_reference_artifacts(data_dir, tmp_path):
-    reference = data_dir.parent / "reference-artifacts"
+def test_reports_on_reference_artifacts(reference_dir, tmp_path):
+    reference = reference_dir
     paths = sorted(reference.glob("*.json"))
     assert len(paths) == 3
     texts = {}
@@ -267,7 +267,7 @@ def test_reports_on_reference_artifacts(data_dir, tmp_path):
     )
 
 
-def test_leaderboard_collects_and_skips(data_dir, tmp_path):
+def test_leaderboard_collects_and_skips(reference_dir, tmp_path):
     """Artifacts by location: the root's metrics/ folders and the reference folder; other
     JSON under the root is skipped because of where it is, even when it does not parse."""
     root = tmp_path / "docs"
@@ -277,7 +277,7 @@ def test_leaderboard_collects_and_skips(data_dir, tmp_path):
     )
     (root / "other.json").write_text('{"hello": 1}')
     (root / "broken.json").write_text("{not json")
-    entries, skipped = scan_artifacts([root], references=[data_dir.parent / "reference-artifacts"])
+    entries, skipped = scan_artifacts([root], references=[reference_dir])
     assert len(entries) == 4 and len(skipped) == 2
     assert len(scan_artifacts([root])[0]) == 1
     rows = build_leaderboard(entries, tmp_path)
@@ -301,12 +301,12 @@ def test_leaderboard_missing_root(tmp_path):
         scan_artifacts([tmp_path / "nope"])
 
 
-def test_cli_report_and_leaderboard(data_dir, tmp_path, capsys):
+def test_cli_report_and_leaderboard(reference_dir, tmp_path, capsys):
     """Run from the repository root, as a user would: a leaderboard of another --root leaves
     the repository's README (and its evidence table) alone."""
     readme = REPO_ROOT / "README.md"
     before = readme.read_bytes()
-    reference = data_dir.parent / "reference-artifacts"
+    reference = reference_dir
     out = tmp_path / "report"
     main(["report", str(reference / "2412.09871-blt.public-seed42.json"), "--out", str(out)])
     assert (out / "README.md").exists()
@@ -335,7 +335,7 @@ def test_leaderboard_refuses_an_artifact_that_does_not_validate(tmp_path):
         scan_artifacts([tmp_path])
 
 
-def test_diagnostic_report_draws_the_full_experiment(tmp_path, data_dir):
+def test_diagnostic_report_draws_the_full_experiment(tmp_path, reference_dir):
     from llmevo.reports.readme import write_report
 
     table = [
@@ -345,7 +345,7 @@ def test_diagnostic_report_draws_the_full_experiment(tmp_path, data_dir):
         {"arm": "original_positions", "retention_ratio": 1.0, "budget": 63, "lm_loss": 4.3},
         {"arm": "original_positions", "retention_ratio": 0.5, "budget": 32, "lm_loss": 4.1},
     ]
-    reference = data_dir.parent / "reference-artifacts" / "2610.21126-rope-relay.component-cpu-seeds42-44.json"
+    reference = reference_dir / "2610.21126-rope-relay.component-cpu-seeds42-44.json"
     artifact = json.loads(reference.read_text())
     artifact["full_experiment"] = {"status": "ran", "table": table}
     readme = write_report(validate_artifact(artifact), tmp_path / "a.json", tmp_path / "out")

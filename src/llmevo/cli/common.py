@@ -44,6 +44,7 @@ console = Console()
 err_console = Console(stderr=True)
 
 DATA_ENV = "LLMEVO_DATA"
+DATA_URL_ENV = "LLMEVO_DATA_URL"  # the mirror the default data folder fetches from
 CACHE_ENV = "LLMEVO_CACHE"
 DEFAULT_SEED = 42
 DEFAULT_SEEDS = "42,43,44"
@@ -104,17 +105,22 @@ def launch_options(launcher: str | None, jobs: int | None, slurm_partition: str 
 
 
 def resolve_data_dir(option: Path | None) -> Path:
-    """The data directory: ``--data-dir``, else ``$LLMEVO_DATA``, else ``../shared/data``."""
+    """The data directory: ``--data-dir``, else ``$LLMEVO_DATA``, else the user's default data
+    folder, whose files are unpacked from the package or fetched (from ``$LLMEVO_DATA_URL``, else
+    their public sources) on first use (``llmevo.data.store``)."""
     if option is not None:
         candidate = option
     elif os.environ.get(DATA_ENV):
         candidate = Path(os.environ[DATA_ENV])
     else:
-        candidate = Path("../shared/data")
+        from llmevo.data.fetch import DEFAULT_BASE_URL
+        from llmevo.data.store import default_data_dir, prepare_managed
+
+        return prepare_managed(default_data_dir(), os.environ.get(DATA_URL_ENV) or DEFAULT_BASE_URL)
     if not candidate.is_dir():
         raise ConfigError(
             f"data directory {candidate} does not exist; download it with: "
-            f"llmevo data fetch --to {candidate} (or pass --data-dir / set {DATA_ENV})"
+            f"llmevo data fetch --to {candidate} (or unset --data-dir / {DATA_ENV} for the default folder)"
         )
     return candidate.resolve()
 

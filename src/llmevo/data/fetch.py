@@ -3,8 +3,8 @@
 Each file llmevo reads is rebuilt from its public source exactly as its ``SOURCE.md``
 describes: a raw file of a GitHub repository at a fixed commit, the byte concatenation of
 consecutive pieces (the WikiText-2 train splits), or the gunzip of a ``.gz`` (HH-RLHF).
-The result must match the sha256 pin llmevo already keeps (``pins.LM_FILE_SHA256``,
-``pins.SUITE_FILE_SHA256``) before it is written (atomically) into place, so a target file is
+The result must match the sha256 pin llmevo already keeps (``sums.LM_FILE_SHA256``,
+``sums.SUITE_FILE_SHA256``) before it is written (atomically) into place, so a target file is
 never half-written and a file altered in transit is refused with nothing left behind.
 
 Pieces are downloaded into ``<dest>/.partial/``; an interrupted download (the connection
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmevo.artifacts.io import StreamFile, make_folder, write_bytes_atomic
-from llmevo.data.pins import LM_FILE_SHA256 as PINNED_SHA256
-from llmevo.data.pins import SUITE_FILE_SHA256
+from llmevo.data.sums import LM_FILE_SHA256 as PINNED_SHA256
+from llmevo.data.sums import SUITE_FILE_SHA256
 from llmevo.digests import sha256_file as file_sha256
 from llmevo.errors import ConfigError, DataError
 
@@ -176,8 +176,12 @@ def _host(url: str) -> str:
     return urllib.parse.urlsplit(url).netloc
 
 
-def _download_piece(url: str, partial: Path, timeout: float) -> None:
-    """Append the rest of ``url`` to ``partial`` (Range from its size); restart on a 200."""
+Progress = Callable[[int, int | None], None]  # (bytes of the piece so far, its size or None)
+
+
+def _download_piece(url: str, partial: Path, timeout: float, progress: Progress | None = None) -> None:
+    """Append the rest of ``url`` to ``partial`` (Range from its size); restart on a 200.
+    ``progress`` hears the bytes of the piece held so far after each block."""
     have = partial.stat().st_size if partial.exists() else 0
     request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
     try:
@@ -192,9 +196,14 @@ def _download_piece(url: str, partial: Path, timeout: float) -> None:
             raise DataError(f"{_host(url)} did not answer within {timeout:g} s ({url}); try again "
                             "later, or wait longer with --timeout SECONDS") from None
         raise DataError(f"{url}: cannot connect ({reason})") from None
-    with response, StreamFile(partial, append=response.status == 206) as handle:  # 200: all again
+    held = have if response.status == 206 else 0  # 200: all again
+    size = None if response.length is None else held + response.length
+    with response, StreamFile(partial, append=response.status == 206) as handle:
         while block := _next_block(response, url, timeout):
             handle.write(block)
+            held += len(block)
+            if progress is not None:
+                progress(held, size)
         missing = response.length  # bytes the server announced but did not send
     if missing:
         raise DataError(
@@ -238,9 +247,11 @@ def _remove(partials: list[Path], staging: Path) -> None:
 
 
 def fetch_file(
-    remote: RemoteFile, dest: Path, base_url: str = DEFAULT_BASE_URL, timeout: float = DEFAULT_TIMEOUT
+    remote: RemoteFile, dest: Path, base_url: str = DEFAULT_BASE_URL, timeout: float = DEFAULT_TIMEOUT,
+    progress: Callable[[int, int, int, int | None], None] | None = None,
 ) -> bool:
-    """Download, check and place one file; False if it was already there with the pinned sum."""
+    """Download, check and place one file; False if it was already there with the pinned sum.
+    ``progress(piece index, piece count, bytes of the piece so far, its size or None)``."""
     check_base_url(base_url)
     check_timeout(timeout)
     target = dest / remote.target
@@ -250,8 +261,10 @@ def fetch_file(
     stem = remote.target.replace("/", "__")
     partials = [staging / f"{stem}.{index}" for index in range(len(remote.pieces))]
     try:
-        for piece, partial in zip(remote.pieces, partials, strict=True):
-            _download_piece(piece.url(base_url), partial, timeout)
+        for index, (piece, partial) in enumerate(zip(remote.pieces, partials, strict=True)):
+            hear = None if progress is None else (
+                lambda held, size, index=index: progress(index, len(partials), held, size))
+            _download_piece(piece.url(base_url), partial, timeout, hear)
     finally:
         with contextlib.suppress(OSError):  # a folder left empty (nothing arrived to resume)
             staging.rmdir()
@@ -277,6 +290,7 @@ def fetch_data(
     targets: Iterable[str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     on_file: Callable[[RemoteFile, bool], None] | None = None,
+    progress: Callable[[RemoteFile, int, int, int, int | None], None] | None = None,
 ) -> list[FileStatus]:
     """Fetch every data file (or ``targets``) into ``dest``; returns ``check_data`` after.
 
@@ -291,7 +305,9 @@ def fetch_data(
     make_folder(dest)
     try:
         for remote in files:
-            downloaded = fetch_file(remote, dest, base_url, timeout)
+            hear = None if progress is None else (
+                lambda *state, remote=remote: progress(remote, *state))
+            downloaded = fetch_file(remote, dest, base_url, timeout, hear)
             if on_file is not None:
                 on_file(remote, downloaded)
     except BaseException:
@@ -309,9 +325,10 @@ def upstream_piece_bytes(data_dir: Path, remote: RemoteFile, index: int) -> byte
     route to the public hosts, and in the tests): consecutive line pieces split as the
     upstream script did (``numpy.array_split`` of the lines), or a gzip of the file.
     """
-    from llmevo.data.pins import verified_path
-
-    data = verified_path(data_dir, remote.target, ALL_PINS).read_bytes()
+    path = data_dir / remote.target
+    data = path.read_bytes() if path.is_file() else b""
+    if hashlib.sha256(data).hexdigest() != remote.sha256:
+        raise DataError(f"{path}: missing, or not the file pinned as {remote.target}")
     if remote.gunzip:
         return gzip.compress(data, mtime=0)
     count = len(remote.pieces)
