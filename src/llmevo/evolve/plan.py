@@ -55,7 +55,7 @@ class EvolutionPlan:
     population: int
     tournament: int
     sampler_seed: int
-    heartbeat_interval: int  # seconds
+    heartbeat: int  # seconds
     grace_period: int  # seconds; a trial silent this long is failed and retried
     # a trial
     trial_preset: Preset  # as requested: a one-epoch preset gets its steps on the data

@@ -7,7 +7,7 @@ attributes; reopening it with another space, preset or grid is refused. Trial 0 
 study is the baseline genome (``llama_modern`` with the preset's training settings),
 enqueued so that the population starts from it.
 
-Heartbeats (``heartbeat_interval``/``grace_period``) detect a worker killed mid-trial; its
+Heartbeats (``heartbeat``/``grace_period``) detect a worker killed mid-trial; its
 trial is marked failed and retried once (``RetryFailedTrialCallback``); a trial killed
 before its first heartbeat is failed too (``runner.storage.fail_silent_trials``). Finished trials
 are those in a final state (complete, pruned, diverged, failed, invalid, duplicate); a
@@ -69,7 +69,7 @@ def open_storage(plan: EvolutionPlan, heartbeat: bool = True) -> RDBStorage:
     """The plan's RDB storage (``runner.storage.open_storage``), with its heartbeats and
     retry of stale trials unless ``heartbeat`` is False."""
     return shared_storage.open_storage(plan.storage_url,
-                                       heartbeat_interval=plan.heartbeat_interval if heartbeat else None,
+                                       heartbeat_interval=plan.heartbeat if heartbeat else None,
                                        grace_period=plan.grace_period)
 
 

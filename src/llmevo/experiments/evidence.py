@@ -150,6 +150,12 @@ class EvidenceRequest(SectionedRequest):
     ``data_dir``, when it exists, as ``llmevo leaderboard`` reads it); ``storage``: share the
     table with other workers (see the module docstring)."""
 
+    # the section fields the table reads; any other (a comparison's own size, training, seeds
+    # of tuning, ...) applies to one comparison and is refused, from Python as from the CLI
+    takes: ClassVar[frozenset[str] | None] = frozenset({
+        *RunSection.model_fields.keys() - {"replace", "replicas_max", "val_every", "arm_cache"},
+        "steps", *TuningSection.model_fields.keys() - {"tune_seeds"}, *LaunchSection.model_fields})
+    untaken: ClassVar[str] = "--all runs the whole table; {options} applies to one comparison"
     refused: ClassVar[dict[str, str]] = {
         "tune": "--all tunes every comparison",
         "tune_space": ("--all tunes each comparison by its protocol of record (optimizers over their "
@@ -181,17 +187,11 @@ class EvidenceRequest(SectionedRequest):
         """The reproduction of one comparison of the table: this table's run, training and
         tuning sections, the grid's options to an lr-tuned comparison, the trials to a
         space-tuned one."""
-        lr_only, given = entry.tune_space is None, self.tuning
-        tuning = TuningSection(
-            tune=True, tune_seeds=given.tune_seeds, tune_space=entry.tune_space,
-            tune_grid=given.tune_grid if lr_only else None, tune_confirm=given.tune_confirm,
-            tune_noise=given.tune_noise, tune_probe=given.tune_probe if lr_only else None,
-            tune_trials=None if lr_only else given.tune_trials,
-            tune_sampler=None if lr_only else given.tune_sampler, tune_fidelity=given.tune_fidelity)
         command = f"{self.run.command or 'python: llmevo.experiments.run_evidence'} ({entry.label})"
         return ReproductionRequest(
             name=entry.name, against=entry.against, preset=self.preset, seeds=self.seeds,
-            run=self.run.model_copy(update={"command": command}), train=self.train, tuning=tuning)
+            run=self.run.model_copy(update={"command": command}), train=self.train,
+            tuning=self.tuning.for_protocol(entry.tune_space))
 
     def plan(self) -> EvidencePlan:
         """Every comparison planned once, before any work (``ReproductionRequest.plan``)."""

@@ -65,7 +65,7 @@ from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice, SectionedRequest, Seeds
 from llmevo.reports.readme import against_slug, report_variant, write_report
 from llmevo.runner.presets import Preset, get_preset
-from llmevo.runner.resources import CpuClock
+from llmevo.runner.resources import CpuClock, check_memory, concurrent_runs
 from llmevo.runner.settings import ComparisonSettings
 from llmevo.runner.size import Size, size_label
 from llmevo.runner.tuning import DEFAULT_REPORT_SEEDS
@@ -259,6 +259,12 @@ class ReproductionRequest(SectionedRequest):
         execution = run.execution()
         device = resolve_device(run.device)
         self._check_execution(device)
+        most_runs = max(len(seeds), 0 if tuning is None else tuning.runs_at_once())
+        for arm in comparison.arms:  # a model that cannot fit is refused now, before any data is read
+            if arm.model.architecture == "transformer":  # the BLT architectures are sized by their data
+                check_memory(f"{arm.label} arm '{arm.name}'", arm.model,
+                             preset.train.model_copy(update={"optimizer": arm.optimizer}), device,
+                             concurrent_runs(execution, device, most_runs))
         check_margin(self.margin)
         command = run.command
         if command is None:

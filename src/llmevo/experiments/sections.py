@@ -26,9 +26,8 @@ Public API: ``RunSection``, ``TrainingSection``, ``TuningSection``, ``SizeSectio
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import torch
 from pydantic import Field, model_validator
 
 from llmevo.artifacts.provenance import (
@@ -39,15 +38,19 @@ from llmevo.artifacts.provenance import (
     use_imports_memo,
 )
 from llmevo.errors import ConfigError
-from llmevo.model.config import ModelConfig
-from llmevo.model.parametrization import Parametrization
 from llmevo.registry import Section
-from llmevo.runner.presets import Preset
 from llmevo.runner.settings import (
     TuningSection as TuningSection,  # declared in the runner, re-exported
 )
-from llmevo.runner.size import Size, size_dial
-from llmevo.train.execution import Execution, check_path
+
+if TYPE_CHECKING:  # the sections import no torch: the commands' options are made from them at once
+    from llmevo.model.config import ModelConfig
+    from llmevo.runner.presets import Preset
+    from llmevo.runner.size import Size
+    from llmevo.train.execution import Execution
+
+# model.parametrization.PARAMETRIZATIONS, spelled here torch-free (a test checks they agree)
+Parametrization = Literal["standard", "mup", "completep"]
 
 
 class RunSection(Section):
@@ -59,21 +62,33 @@ class RunSection(Section):
     ``replace`` lets an artifact replace one that holds more; ``command`` is what provenance
     records as the command that ran."""
 
-    data_dir: Path
-    cache_dir: Path = Path(".cache/llmevo")
-    device: str = "auto"  # auto, cpu, cuda or mps (checked by resolve_device)
-    threads: int | None = Field(default=None, ge=1)
-    path: str = "auto"  # how an arm's seeds train (checked by check_path)
-    replicas_max: int | None = Field(default=None, ge=1)  # at most this many seeds of an arm at once
-    # a report run's validation loss every this many steps and at the last (eval.lm.curve_windows's
-    # subset; the final metrics stay the full evaluation); None: no curve, runs and keys as before
-    val_every: int | None = Field(default=None, ge=1)
-    arm_cache: bool = True  # load runs trained before identically (runner.cache); False: retrain
-    publish: bool = False
-    allow_dirty: bool = False
-    replace: bool = False  # replace an artifact at the output path that holds more than the new one
-    command: str | None = None
-    repo_root: Path = REPO_ROOT
+    data_dir: Path = Field(description="Data directory (else $LLMEVO_DATA, else ../shared/data).")
+    cache_dir: Path = Field(default=Path(".cache/llmevo"), description=(
+        "Tokenizers, token arrays and trained arms ($LLMEVO_CACHE)."))
+    device: str = Field(default="auto", description="Where to run the model: auto, cpu, cuda or mps.")
+    threads: int | None = Field(default=None, ge=1, description=(
+        "CPU threads for torch (default: torch's choice; pass 1 on a shared machine)."))
+    path: Literal["auto", "sequential", "batched", "parallel", "parallel-batched"] = Field(
+        default="auto", description="How an arm's seeds train.")
+    replicas_max: int | None = Field(default=None, ge=1, description=(
+        "At most this many seeds of an arm train at once (memory)."))
+    val_every: int | None = Field(default=None, ge=1, description=(
+        "Evaluate each report run's validation loss every N steps and at the last, on 32 fixed "
+        "validation windows (a curve; time to target reads it); off by default."))
+    arm_cache: bool = Field(default=True, description=(
+        "Load tuning and report runs trained before with identical settings, code and data from "
+        "$LLMEVO_CACHE/arms (default .cache/llmevo/arms) instead of retraining them (the artifact "
+        "lists them); --no-arm-cache retrains everything. Not used with --tensorboard."))
+    publish: bool = Field(default=False, description=(
+        "Write under docs/ instead of runs/; refuses when llmevo's own git checkout (the code that "
+        "runs, recorded in provenance) has uncommitted changes."))
+    allow_dirty: bool = Field(default=False, description=(
+        "With --publish: publish from a tree with uncommitted changes (recorded in provenance)."))
+    replace: bool = Field(default=False, description=(
+        "Replace an artifact at the output path even when it holds more (blocks, seeds, trials) "
+        "than this run's."))
+    command: str | None = Field(default=None, description="The command provenance records.")
+    repo_root: Path = Field(default=REPO_ROOT, description="The checkout --publish checks.")
 
     @model_validator(mode="after")
     def _dirty_needs_publish(self) -> RunSection:
@@ -82,6 +97,8 @@ class RunSection(Section):
 
     def execution(self) -> Execution:
         """How an arm's seeds train, checked (``train.execution.check_path``)."""
+        from llmevo.train.execution import Execution, check_path
+
         check_path(self.path, self.replicas_max)
         return Execution(self.path, self.replicas_max, self.val_every)
 
@@ -100,6 +117,8 @@ def prologue(data_dir: Path, threads: int | None, publish: bool, allow_dirty: bo
     there, uncommitted). ``publish`` False where a caller checked the checkout already.
     ``cache_dir``: the parsed import lists provenance and the arm cache read are kept there
     (``artifacts.provenance.use_imports_memo``)."""
+    import torch
+
     if not Path(data_dir).is_dir():
         raise ConfigError(f"data directory {data_dir} does not exist")
     if cache_dir is not None:
@@ -113,13 +132,14 @@ def prologue(data_dir: Path, threads: int | None, publish: bool, allow_dirty: bo
 class TrainingSection(Section):
     """The preset's training settings a request overrides (None: the preset's)."""
 
-    steps: int | None = Field(default=None, ge=1)
-    batch_size: int | None = Field(default=None, ge=1)
-    lr: float | None = Field(default=None, gt=0)
-    warmup_steps: int | None = Field(default=None, ge=0)
-    weight_decay: float | None = Field(default=None, ge=0)
-    schedule: str | None = None  # constant or cosine (checked by the preset)
-    suite: str | None = None  # core or public (checked by the preset)
+    steps: int | None = Field(default=None, ge=1, description="Override the preset's training steps.")
+    batch_size: int | None = Field(default=None, ge=1, description="Override the batch size.")
+    lr: float | None = Field(default=None, gt=0, description="Override the learning rate.")
+    warmup_steps: int | None = Field(default=None, ge=0, description="Override the warmup steps.")
+    weight_decay: float | None = Field(default=None, ge=0, description="Override the weight decay.")
+    schedule: Literal["constant", "cosine"] | None = Field(default=None, description=(
+        "Override the learning-rate schedule."))
+    suite: Literal["core", "public"] | None = Field(default=None, description="Override the benchmark suite.")
 
     def overrides(self) -> dict[str, Any]:
         """For ``Preset.override``: every setting, None where the preset's stays."""
@@ -142,19 +162,35 @@ class SizeSection(Section):
     FLOPs, counted per token by ``runner.flops``; the method arm's steps are set to spend the
     baseline's); it too applies with or without a size."""
 
-    rung: int | None = None
-    d_model: int | None = Field(default=None, ge=1)
-    layers: int | None = Field(default=None, ge=1)
-    heads: int | None = Field(default=None, ge=1)
-    tokens_per_parameter: float | None = Field(default=None, gt=0)
-    seq_len: int | None = None
-    param: Parametrization = "standard"
-    match: Literal["tokens", "flops"] = "tokens"
+    rung: int | None = Field(default=None, description=(
+        "Model size: rung 0 is quick's llama_modern (139,584 parameters); each rung about doubles it "
+        "(-3..7), with the components' sizes, training tokens (7.26 per parameter), batch and warmup "
+        "following. Quick preset only."))
+    d_model: int | None = Field(default=None, ge=1, description="Model width (replaces the rung's; components follow).")
+    layers: int | None = Field(default=None, ge=1, description="Model depth (replaces the rung's).")
+    heads: int | None = Field(default=None, ge=1, description="Attention heads, dividing --d-model (replaces the rung's).")
+    tokens_per_parameter: float | None = Field(default=None, gt=0, description=(
+        "With the size dial: training tokens per parameter (default quick's, about 7.26)."))
+    seq_len: int | None = Field(default=None, description=(
+        "With the size dial: the training and evaluation window in tokens (default quick's 64)."))
+    param: Parametrization = Field(default="standard", description=(
+        "Parametrization: standard; mup (Maximal Update Parametrization, Tensor Programs V Table 8: "
+        "hidden weights at init std 0.02/sqrt(m) and lr/m, logits x 1/m, m = d_model/64; the standard "
+        "model at rung 0); completep (mup plus residual branches x 2/layers, CompleteP alpha=1). "
+        "Adam-family optimizers and the transformer's slots only."))
+    match: Literal["tokens", "flops"] = Field(default="tokens", description=(
+        "What the two arms' budgets hold equal: tokens (default: the same steps on the same tokens), "
+        "or flops (each arm's training FLOPs per token counted on one forward and backward pass, "
+        "routed experts at their active share; the method trains the steps that spend the baseline's "
+        "FLOPs, tuning included; files say -flops). Model-slot comparisons only."))
 
     def resolve(self, preset: str | Preset, batch_size: int | None = None,
                 base_model: ModelConfig | None = None) -> Size | None:
         """The size dial resolved (``runner.size.size_dial``), or None when no size is asked
         for; an unknown rung, heads that do not divide the width or zero steps fail here."""
+        from llmevo.model.config import ModelConfig
+        from llmevo.runner.size import size_dial
+
         return size_dial(self.rung, self.d_model, self.layers, self.heads, preset, batch_size,
                          base_model or ModelConfig(), self.tokens_per_parameter, self.seq_len)
 
@@ -175,11 +211,15 @@ class LaunchSection(Section):
     work's queue is the request's ``storage``, its single source of truth. ``launcher_folder``
     holds submitit's job files and logs (default: beside the work's own outputs)."""
 
-    launcher: Literal["local", "slurm"] | None = None
-    jobs: int = Field(default=2, ge=1, le=MAX_JOBS)
-    slurm_partition: str | None = None
-    job_minutes: int = Field(default=24 * 60, ge=1)
-    launcher_folder: Path | None = None
+    launcher: Literal["local", "slurm"] | None = Field(default=None, description=(
+        "Run the shared work (--storage) as submitit jobs: local processes, or a Slurm job array; "
+        "this command waits for them."))
+    jobs: int = Field(default=2, ge=1, le=MAX_JOBS, description="With --launcher: how many worker jobs.")
+    slurm_partition: str | None = Field(default=None, description="With --launcher slurm: the partition.")
+    job_minutes: int = Field(default=24 * 60, ge=1, description=(
+        "With --launcher: each job's time limit in minutes (Slurm requeues a job at its limit)."))
+    launcher_folder: Path | None = Field(default=None, description=(
+        "With --launcher: submitit's job files and logs (default: <the work's folder>/submitit)."))
 
     def check(self, storage: str | None) -> None:
         """Refuse, before any work, a launch without a queue and options that need another."""
@@ -202,13 +242,18 @@ class PostTrainingSection(Section):
     (``preference_file``), GRPO's operands 0..N (``arithmetic_max_operand``). None: the
     preset's."""
 
-    post_steps: int | None = Field(default=None, ge=1)
-    post_batch_size: int | None = Field(default=None, ge=1)
-    post_lr: float | None = Field(default=None, gt=0)
-    post_seed_offset: int | None = None
-    self_consistency: bool | None = None
-    preference_file: Path | None = None
-    arithmetic_max_operand: int | None = None
+    post_steps: int | None = Field(default=None, ge=1, description="Post-training methods: the stage's steps.")
+    post_batch_size: int | None = Field(default=None, ge=1, description="Post-training: examples per step.")
+    post_lr: float | None = Field(default=None, gt=0, description="Post-training: learning rate.")
+    post_seed_offset: int | None = Field(default=None, description=(
+        "Post-training: the stage's seed is the run seed plus this."))
+    self_consistency: bool | None = Field(default=None, description=(
+        "Post-training: also score held-out arithmetic by majority vote over k = 1, 4, 8 sampled "
+        "answers (accuracy and generated tokens)."))
+    preference_file: Path | None = Field(default=None, description=(
+        'DPO: a JSONL file of {"chosen", "rejected"} dialogues instead of HH-RLHF helpful-base.'))
+    arithmetic_max_operand: int | None = Field(default=None, description=(
+        "GRPO: the arithmetic difficulty (operands 0..N)."))
 
     def stage_overrides(self) -> dict[str, Any]:
         """For ``PostTrainSettings.override``."""
