@@ -137,8 +137,10 @@ class TrainingSection(Section):
     lr: float | None = Field(default=None, gt=0, description="Override the learning rate.")
     warmup_steps: int | None = Field(default=None, ge=0, description="Override the warmup steps.")
     weight_decay: float | None = Field(default=None, ge=0, description="Override the weight decay.")
-    schedule: Literal["constant", "cosine"] | None = Field(default=None, description=(
-        "Override the learning-rate schedule."))
+    schedule: Literal["constant", "cosine", "wsd"] | None = Field(default=None, description=(
+        "Override the learning-rate schedule (wsd: warmup, stable, then a linear decay)."))
+    wsd_decay: float | None = Field(default=None, gt=0, le=1, description=(
+        "With --schedule wsd: the fraction of the post-warmup steps that decays (default 0.2)."))
     suite: Literal["core", "public"] | None = Field(default=None, description="Override the benchmark suite.")
 
     def overrides(self) -> dict[str, Any]:
