@@ -160,7 +160,7 @@ def changed_options(context: typer.Context, exclude: frozenset[str] | set[str] =
         if getattr(source, "name", "DEFAULT") == "DEFAULT":
             continue
         value = context.params.get(param.name)
-        if value != param.default:  # a flag by the spelling given (--no-report, not --report)
+        if value != param.default and value != FIELD_DEFAULTS.get(param.name):  # a flag by its spelling (--no-report)
             secondary = getattr(param, "secondary_opts", None)
             found.append(secondary[0] if value is False and secondary else param.opts[0])
     return found
@@ -219,6 +219,7 @@ def parse_floats(text: str, option: str) -> list[float]:
 # reaches every field of the request, sections or not (what an experiment file holds).
 NOT_OPTIONS = frozenset({"command", "repo_root", "cache_dir"})  # provenance records; $LLMEVO_CACHE
 OPTION_CHOICES: dict[str, object] = {"device": DeviceName}  # checked by the library; listed in --help
+FIELD_DEFAULTS: dict[str, object] = {}  # a section field's default: given explicitly, it asks for nothing
 
 
 def _plain(annotation: object) -> object:
@@ -272,6 +273,8 @@ def section_options(*sections: type, exclude: frozenset[str] | set[str] = frozen
     fields = {name: (info, section.__name__.removesuffix("Section").lower() + " section")
               for section in sections for name, info in section.model_fields.items()
               if name not in NOT_OPTIONS and name not in exclude}
+    FIELD_DEFAULTS.update({name: info.get_default() for name, (info, _) in fields.items()
+                           if not info.is_required() and not callable(info.get_default())})
 
     def wrap(func):  # noqa: ANN001, ANN202
         hints = get_type_hints(func, include_extras=True)

@@ -88,6 +88,9 @@ def _given(context: typer.Context, name: str) -> bool:
 @section_options(RunSection, TuningSection, SizeSection, LaunchSection, exclude={"path"})
 def evolve(
     context: typer.Context,
+    file: Annotated[Path | None, typer.Argument(metavar="[FILE.toml]", help=(
+        "An experiment file: the study's fields, its sections as tables; the options and --set "
+        "override it."))] = None,
     preset: Annotated[PresetName, typer.Option(help="Data, training and evaluation settings.")] = "quick",
     trials: Annotated[int, typer.Option(help="Finished trials the study should reach (resumes count).")] = 24,
     workers: Annotated[int, typer.Option(help="Local worker processes (CPU threads are shared out).")] = 1,
@@ -169,6 +172,13 @@ def evolve(
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]), proposer=proposer,
         **({} if proposer_timeout is None else {"proposer_timeout": proposer_timeout}), **given,
     )
+    values["seeds"] = seed_list
+    if file is not None:  # the file's values over the options' defaults, never over an option given
+        from llmevo.experiments.sections import read_experiment
+
+        values.update({key: value for key, value in read_experiment(file, EvolutionSettings).items()
+                       if key not in given and not (key in context.params and _given(context, key))})
+        data_dir = values.pop("data_dir", data_dir)
     # every value is checked by the typed settings (the CLI only parses); names and paths first
     probe = EvolutionSettings(data_dir=Path("."), **values)
     if report and not list_space:
@@ -184,7 +194,7 @@ def evolve(
         console.print(space_table(space))
         console.print(promotion_table(decisions))
         return
-    settings = EvolutionSettings(seeds=seed_list, data_dir=resolve_data_dir(data_dir), **values)
+    settings = EvolutionSettings(data_dir=resolve_data_dir(data_dir), **values)
     if explain:
         explain_champion(settings, gene_names, notify=console.print)
         return

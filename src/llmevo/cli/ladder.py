@@ -50,7 +50,8 @@ def ladder(
     ctx: typer.Context,
     name: Annotated[str | None, typer.Argument(
         help="Component to compare against its ablation at each rung, e.g. rope; with --genome, the "
-             "comparison's name (default <study>-champion).")] = None,
+             "comparison's name (default <study>-champion); or an experiment file, FILE.toml (the "
+             "ladder's fields, its sections as tables), which the options and --set override.")] = None,
     against: Annotated[str | None, typer.Option(metavar="OTHER",
         help="Baseline arm: NAME's slot set to OTHER (e.g. swiglu) instead of the declared ablation.")] = None,
     genome: Annotated[Path | None, typer.Option(metavar="FILE",
@@ -141,20 +142,32 @@ def ladder(
     from llmevo.experiments import LadderRequest, RungEvent, run_ladder
     from llmevo.reports.ladder import ladder_summary, rung_table
 
-    if name is None and genome is None:
-        raise ConfigError("give a component NAME (e.g. `llmevo ladder rope`) or --genome FILE")
-    if name is None:
+    from llmevo.experiments.sections import read_experiment
+
+    file = read_experiment(Path(name), LadderRequest) if name is not None and name.endswith(".toml") else {}
+    if file:
+        name = None
+    if name is None and genome is None and "name" not in file:
+        raise ConfigError("give a component NAME (e.g. `llmevo ladder rope`), an experiment FILE.toml or --genome FILE")
+    if name is None and genome is not None:
         from llmevo.experiments import read_genome
 
         name = read_genome(genome)[1]
     values = request_values(fields, LadderRequest)
     values.update(data_dir=resolve_data_dir(values.get("data_dir")), cache_dir=resolve_cache_dir(),
                   command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]))
-    request = LadderRequest(
-        name=name, against=against, genome=genome, rungs=parse_int_list(rungs, "--rungs"),
-        seeds=parse_seeds(None, seeds), top_seeds=top_seeds, full_grid_rungs=full_grid_rungs, context=context,
-        margin=margin, resamples=resamples, include_degenerate=include_degenerate, out=out, storage=storage,
-        study=study, heartbeat=heartbeat, grace_period=grace_period, wait_timeout=wait_timeout, **values)
+    given = {key: value for key, value in (  # the ladder's own options given (over the file's)
+        ("name", name), ("against", against), ("genome", genome), ("rungs", rungs), ("seeds", seeds),
+        ("top_seeds", top_seeds), ("full_grid_rungs", full_grid_rungs), ("context", context), ("margin", margin),
+        ("resamples", resamples), ("include_degenerate", include_degenerate), ("out", out), ("storage", storage),
+        ("study", study), ("heartbeat", heartbeat), ("grace_period", grace_period), ("wait_timeout", wait_timeout))
+        if value is not None and (key == "name" or
+                                  getattr(ctx.get_parameter_source(key), "name", "DEFAULT") != "DEFAULT")}
+    if "rungs" in given:
+        given["rungs"] = parse_int_list(rungs, "--rungs")
+    if "seeds" in given:
+        given["seeds"] = parse_seeds(None, seeds)
+    request = LadderRequest(**{**file, **given, **values})
     apply_threads(request.run.threads)
     plan = request.plan()  # every rung checked before the first trains
 

@@ -74,6 +74,10 @@ def summary_table(artifact: ReproductionArtifact) -> Table:
 EXTERNAL_FIELDS = frozenset({"tune", "tune_grid", "tune_seeds", "arm_cache", "publish", "allow_dirty", "replace"})
 
 
+def _given(ctx: typer.Context, name: str) -> bool:
+    return getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"
+
+
 def _spelled(name: str, value: object) -> str:
     option = "--" + name.replace("_", "-")
     return f"--no-{option[2:]}" if value is False else option
@@ -82,8 +86,11 @@ def _spelled(name: str, value: object) -> str:
 @app.command()
 @section_options(RunSection, TrainingSection, TuningSection, SizeSection, PostTrainingSection, LaunchSection)
 def reproduce(
+    ctx: typer.Context,
     name: Annotated[str | None, typer.Argument(
-        help="Component to reproduce against its ablation, e.g. rope, muon (default rope; none with --all).")] = None,
+        help="Component to reproduce against its ablation, e.g. rope, muon (default rope; none with --all); "
+             "or an experiment file, FILE.toml (the request's fields, its sections as tables; e.g. "
+             "experiments/rope.toml), which the options and --set override.")] = None,
     all_: Annotated[bool, typer.Option("--all", help=(
         "The whole evidence table: every registered component against its ablation plus the declared "
         "--against comparisons, each tuned; finished comparisons are not rerun (a state file in "
@@ -155,7 +162,7 @@ def reproduce(
                                "--init-from": init_from, "--allow-noop": allow_noop or None,
                                "--set": fields["set_"], **others})
         return
-    if sequential and fields["path"] not in (None, "sequential"):
+    if sequential and fields["path"] is not None:
         raise ConfigError("--sequential is --path sequential; give one of them")
     if sequential:
         fields["path"] = "sequential"
@@ -177,16 +184,24 @@ def reproduce(
     given = [option for option, value in table_only.items() if value is not None]
     if given:
         raise ConfigError(f"{', '.join(given)} applies to --all only")
+    from llmevo.experiments.sections import read_experiment
+
+    file = read_experiment(Path(name), ReproductionRequest) if name is not None and name.endswith(".toml") else {}
+    if file:
+        name = None
     if name is None and genome is not None:
         from llmevo.experiments import read_genome
 
         name = read_genome(genome)[1]
-    own_values = {key: value for key, value in (("margin", margin),) if value is not None}
-    request = ReproductionRequest(
-        name=name or "rope", against=against, preset=preset,
-        seeds=None if seed is None and seeds is None else parse_seeds(seed, seeds),
-        init_from=init_from, genome=genome, report=report, out=out, save_checkpoints=save_checkpoints,
-        tensorboard=tensorboard, method_config=method_config, allow_noop=allow_noop, **own_values, **values)
+    # the request's own fields given on the command line (over the file's; else the request's defaults)
+    own = {key: value for key, value in (
+        ("name", name), ("against", against), ("preset", preset), ("init_from", init_from), ("genome", genome),
+        ("report", report), ("out", out), ("save_checkpoints", save_checkpoints), ("tensorboard", tensorboard),
+        ("method_config", method_config), ("allow_noop", allow_noop), ("margin", margin))
+        if value is not None and (key == "name" or _given(ctx, key))}
+    if seed is not None or seeds is not None:
+        own["seeds"] = parse_seeds(seed, seeds)
+    request = ReproductionRequest(**{**file, **own, **values})
     apply_threads(request.run.threads)  # the request checked every value (the CLI only parses)
     # the library plans the request (every check, output paths included) before it loads any data
     artifact = run_reproduction(request, progress=RichTrainingProgress(console))

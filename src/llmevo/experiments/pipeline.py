@@ -59,6 +59,7 @@ from llmevo.experiments.sections import (
     SizeSection,
     TrainingSection,
     TuningSection,
+    experiment_of,
 )
 from llmevo.hf.load import LlamaCheckpoint, read_llama_checkpoint
 from llmevo.model.config import ModelConfig
@@ -283,6 +284,7 @@ class ReproductionRequest(SectionedRequest):
             threads=run.threads, publish=run.publish, allow_dirty=run.allow_dirty,
             repo_root=run.repo_root, command=command, size=size, replace=run.replace,
             init_from=init_from, allow_noop=self.allow_noop, match=self.size.match,
+            experiment=experiment_of(self),
         )
 
     def _check_post_training_options(self, comparison: Comparison) -> None:
@@ -466,6 +468,8 @@ def reproduce(request: ReproductionRequest | ReproductionPlan,
         allow_dirty=plan.allow_dirty if plan.publish else None,
         publish=plan.publish,  # the code changed since the start: refused here, before any write
     )
+    if plan.experiment is not None:
+        provenance["experiment"] = plan.experiment
     return _write_outputs(outcome, provenance, outputs, plan.preset, plan.seeds[0], plan.replace,
                           cost=(cpu_seconds, wall_seconds))
 

@@ -143,6 +143,12 @@ class TrainingSection(Section):
         "With --schedule wsd: the fraction of the post-warmup steps that decays (default 0.2)."))
     suite: Literal["core", "public"] | None = Field(default=None, description="Override the benchmark suite.")
 
+    @model_validator(mode="after")
+    def _wsd(self) -> TrainingSection:
+        if self.wsd_decay is not None and self.schedule != "wsd":  # no preset's schedule is wsd
+            raise ConfigError("--wsd-decay applies to --schedule wsd (the decay of warmup-stable-decay)")
+        return self
+
     def overrides(self) -> dict[str, Any]:
         """For ``Preset.override``: every setting, None where the preset's stays."""
         return self.model_dump()
@@ -267,3 +273,71 @@ class PostTrainingSection(Section):
         """The options given, ``--post-steps (post_steps)`` style, for refusals."""
         return [f"{self.option(name)} ({name})" for name, value in self.model_dump().items()
                 if value is not None]
+
+
+# --- the experiment file: a request's serialized form --------------------------------------
+# A TOML file holding what is the request's own at the top (``name``, ``against``, ``seeds``,
+# ``preset``, ...) and its sections as tables (``[run]``, ``[train]``, ``[tuning]``, ``[size]``,
+# ``[post_training]``, ``[launch]``): ``llmevo reproduce FILE.toml`` (and ``ladder``,
+# ``evolve``) validate it as the request (``SectionedRequest``), options and ``--set`` over it.
+# Where this machine keeps its data, cache and checkout is never in a file.
+MACHINE_FIELDS = frozenset({"data_dir", "cache_dir", "command", "repo_root"})
+
+
+def read_experiment(path: Path, request: type) -> dict[str, Any]:
+    """The experiment file at ``path`` as ``request``'s keywords, each section's fields flat
+    (options and ``--set`` then override them by name): an unreadable file, bad TOML or a table
+    that is no section of the request is one line."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"experiment file {path}: cannot be read ({error.__class__.__name__})") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"experiment file {path}: not TOML ({error})") from None
+    sections = request.sections()
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            if key not in sections:
+                raise ConfigError(f"experiment file {path}: [{key}] is no section of {request.__name__} "
+                                  f"(its sections: {', '.join(sections)})")
+            values.update(value)
+        else:
+            values[key] = value
+    return values
+
+
+def experiment_of(request: Any) -> dict[str, Any]:
+    """The resolved experiment file of ``request`` (what its artifact records): every field
+    given a value other than its default, sections as tables, JSON values, without where this
+    machine keeps things (``MACHINE_FIELDS``); read back by ``read_experiment``."""
+    dumped = request.model_dump(mode="json", exclude_defaults=True)
+    for name in request.sections():
+        table = {key: value for key, value in dumped.pop(name, {}).items() if key not in MACHINE_FIELDS}
+        if table:
+            dumped[name] = table
+    return dumped
+
+
+def experiment_toml(experiment: dict[str, Any]) -> str:
+    """``experiment_of``'s dict as TOML text (scalars and lists at the top, then one table per
+    section); a value TOML cannot hold (None) is left out."""
+    import json
+
+    def value(item: Any) -> str:
+        if isinstance(item, bool):
+            return "true" if item else "false"
+        if isinstance(item, list):
+            return "[" + ", ".join(value(x) for x in item) + "]"
+        if isinstance(item, dict):
+            return "{" + ", ".join(f"{k} = {value(v)}" for k, v in item.items() if v is not None) + "}"
+        return json.dumps(item)  # str (escaped), int, float
+
+    tables = {key: item for key, item in experiment.items() if isinstance(item, dict)}
+    lines = [f"{key} = {value(item)}" for key, item in experiment.items()
+             if key not in tables and item is not None]
+    for key, table in tables.items():
+        lines += ["", f"[{key}]", *(f"{k} = {value(v)}" for k, v in table.items() if v is not None)]
+    return "\n".join(lines) + "\n"
