@@ -217,7 +217,7 @@ def request_error(error: ValidationError, request: type[RequestModel]) -> Config
                        f"({request.__name__}.{'.'.join(loc)})")
 
 
-class Section(RequestModel):
+class RequestSection(RequestModel):
     """A group of a request's fields declared once and shared by the pipelines that read it
     (``experiments.sections``: where runs go, tuning, size, post-training). Field names are
     unique across sections, so each is also the request's flat keyword and its option
@@ -234,8 +234,8 @@ def _section_default(field: str, value: Any) -> bool | None:
     return None
 
 
-def _all_sections() -> list[type[Section]]:
-    found, todo = [], list(Section.__subclasses__())
+def _all_sections() -> list[type[RequestSection]]:
+    found, todo = [], list(RequestSection.__subclasses__())
     while todo:
         section = todo.pop()
         found.append(section)
@@ -274,13 +274,13 @@ class SectionedRequest(RequestModel):
         return field not in cls.refused and (cls.takes is None or field in cls.takes)
 
     @staticmethod
-    def section_type(request: type[BaseModel], field: str) -> type[Section] | None:
+    def section_type(request: type[BaseModel], field: str) -> type[RequestSection] | None:
         info = request.model_fields.get(field)
         annotation = info.annotation if info is not None else None
-        return annotation if isinstance(annotation, type) and issubclass(annotation, Section) else None
+        return annotation if isinstance(annotation, type) and issubclass(annotation, RequestSection) else None
 
     @classmethod
-    def sections(cls) -> dict[str, type[Section]]:
+    def sections(cls) -> dict[str, type[RequestSection]]:
         """The request's section fields and their types."""
         return {name: section for name in cls.model_fields
                 if (section := cls.section_type(cls, name)) is not None}

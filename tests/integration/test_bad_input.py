@@ -499,12 +499,12 @@ def test_cli_choice_lists_match_the_library():
     from typing import get_args
 
     from llmevo.cli import common
-    from llmevo.evolve.study import SAMPLERS
+    from llmevo.evolve.study import GENOME_SAMPLERS
     from llmevo.runner.presets import PRESETS
     from llmevo.train.device import DEVICES
 
     assert set(get_args(common.PresetName)) == set(PRESETS)
-    assert set(get_args(common.SamplerName)) == set(SAMPLERS)
+    assert set(get_args(common.SamplerName)) == set(GENOME_SAMPLERS)
     assert set(get_args(common.DeviceName)) == set(DEVICES)
     from llmevo.experiments.sections import Parametrization
     from llmevo.model.parametrization import PARAMETRIZATIONS

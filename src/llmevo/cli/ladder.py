@@ -140,9 +140,8 @@ def ladder(
 
     from llmevo.cli.progress import RichTrainingProgress
     from llmevo.experiments import LadderRequest, RungEvent, run_ladder
-    from llmevo.reports.ladder import ladder_summary, rung_table
-
     from llmevo.experiments.sections import read_experiment
+    from llmevo.reports.ladder import ladder_summary, rung_table
 
     file = read_experiment(Path(name), LadderRequest) if name is not None and name.endswith(".toml") else {}
     if file:

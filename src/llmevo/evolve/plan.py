@@ -48,7 +48,7 @@ class EvolutionPlan:
     # the study
     study_name: str
     storage_url: str  # any SQLAlchemy URL (checked by study.check_storage_url)
-    sampler: str  # a name of study.SAMPLERS
+    sampler: str  # a name of study.GENOME_SAMPLERS
     trials: int  # finished trials the study should reach
     workers: int  # local worker processes
     threads_per_worker: int  # torch's CPU threads in each worker (and its parallel path's processes)

@@ -38,7 +38,7 @@ from llmevo.artifacts.provenance import (
     use_imports_memo,
 )
 from llmevo.errors import ConfigError
-from llmevo.registry import Section
+from llmevo.registry import RequestSection
 from llmevo.runner.settings import (
     TuningSection as TuningSection,  # declared in the runner, re-exported
 )
@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # the sections import no torch: the commands' options are mad
 Parametrization = Literal["standard", "mup", "completep"]
 
 
-class RunSection(Section):
+class RunSection(RequestSection):
     """Where and how a pipeline's runs go. ``path`` (auto, sequential, batched, parallel,
     parallel-batched) and ``replicas_max`` choose how an arm's seeds train; ``val_every`` gives
     each report run a validation curve (``train.trainer.ValidationProbe``, read by time to target); ``arm_cache``
@@ -129,7 +129,7 @@ def prologue(data_dir: Path, threads: int | None, publish: bool, allow_dirty: bo
         check_publishable(repo_root, allow_dirty, output)
 
 
-class TrainingSection(Section):
+class TrainingSection(RequestSection):
     """The preset's training settings a request overrides (None: the preset's)."""
 
     steps: int | None = Field(default=None, ge=1, description="Override the preset's training steps.")
@@ -158,7 +158,7 @@ class TrainingSection(Section):
         return [self.option(name) for name, value in self.model_dump().items() if value is not None]
 
 
-class SizeSection(Section):
+class SizeSection(RequestSection):
     """The size dial (``runner.size``): ``rung`` (0: quick's llama_modern), or explicit
     ``d_model``, ``layers`` and ``heads`` replacing the rung's geometry;
     ``tokens_per_parameter`` (default quick's ~7.26) and ``seq_len`` (quick's 64) set the
@@ -212,7 +212,7 @@ class SizeSection(Section):
 MAX_JOBS = 512  # workers of one piece of shared work; more is a typo, not a cluster
 
 
-class LaunchSection(Section):
+class LaunchSection(RequestSection):
     """Where the workers of shared work run (``experiments.launcher``): ``launcher`` submits
     ``jobs`` workers through submitit, as ``local`` processes on this machine or a ``slurm`` job
     array (``slurm_partition``; ``job_minutes`` each, after which Slurm requeues the job); the
@@ -243,7 +243,7 @@ class LaunchSection(Section):
             raise ConfigError("--slurm-partition applies to --launcher slurm")
 
 
-class PostTrainingSection(Section):
+class PostTrainingSection(RequestSection):
     """A post-training method's stage (steps, batch, lr, the stage seed's offset from the run
     seed) and task options: majority vote over k = 1, 4, 8 samples (``self_consistency``),
     DPO's pairs from a JSONL file of ``{"chosen", "rejected"}`` instead of HH-RLHF

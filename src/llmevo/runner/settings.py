@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, model_validator
 
 from llmevo.errors import ConfigError
-from llmevo.registry import Section, TuneSeeds
+from llmevo.registry import RequestSection, TuneSeeds
 
 if TYPE_CHECKING:  # the section imports no torch: the commands' options are made from it at once
     from llmevo.runner.arm import Arm
@@ -43,7 +43,7 @@ GRID_ONLY = ("tune_grid", "tune_probe")  # the lr grid's own fields
 SPACE_ONLY = ("tune_trials", "tune_sampler")  # a space search's own fields
 
 
-class TuningSection(Section):
+class TuningSection(RequestSection):
     """How each arm is tuned before the report seeds train. ``tune`` (None: the pipeline's
     default) tunes each arm's learning rate on ``tune_grid`` (default: 5 from lr/3 to 3*lr)
     under ``tune_seeds``; the best and the settings within the seed noise of it (``tune_noise``,
