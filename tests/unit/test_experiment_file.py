@@ -108,3 +108,13 @@ def test_an_experiment_file_is_the_request_serialized(tmp_path):
     path.write_text("name = 'rope'\n[nope]\nx = 1\n")
     with pytest.raises(ConfigError, match=r"\[nope\] is no section of ReproductionRequest"):
         read_experiment(path, ReproductionRequest)
+
+
+def test_no_request_declares_a_shared_section_field_itself():
+    """A knob is declared once: a request's own fields never restate a section's."""
+    from llmevo.evolve import EvolutionSettings
+
+    shared = {name for section in SECTIONS for name in section.model_fields}
+    for request in (ReproductionRequest, LadderRequest, EvidenceRequest, EvolutionSettings):
+        own = set(request.model_fields) - set(request.sections())
+        assert not own & shared, (request.__name__, own & shared)
