@@ -90,6 +90,7 @@ from llmevo.runner.presets import Preset
 from llmevo.train.trainer import Progress
 
 EXPERIMENTS = REPO_ROOT / "experiments"  # the evidence table: one experiment file per row
+ROW_FIELDS = frozenset({"name", "against", "preset", "tune", "tune_space"})  # a row's own; the table sets the rest
 STATE_FILE = "evidence-state.json"
 Status = Literal["finished", "timed_out", "failed"]
 
@@ -116,8 +117,12 @@ def evidence_entries(only: Sequence[str] | None = None, folder: Path = EXPERIMEN
     order = {spec.name: index for index, spec in enumerate(full_registry().all())}
     entries = []
     for path in sorted(Path(folder).glob("*.toml")):
-        row = ReproductionRequest(**read_experiment(path, ReproductionRequest), data_dir=Path("."))
-        entries.append(Entry(row.name, row.against, row.tuning.tune_space))
+        row = read_experiment(path, ReproductionRequest)  # validated whole when its comparison is planned
+        other = sorted(set(row) - ROW_FIELDS)
+        if other or "name" not in row:
+            raise ConfigError(f"{path}: a row of the evidence table holds {', '.join(sorted(ROW_FIELDS))} "
+                              f"(name at least); {', '.join(other) or 'no name'} is the table's to set")
+        entries.append(Entry(row["name"], row.get("against"), row.get("tune_space")))
     if not entries:
         raise ConfigError(f"no experiment file (*.toml) in {folder}: the evidence table's rows")
     entries.sort(key=lambda entry: (entry.against is not None, order.get(entry.name, len(order)), entry.label))
