@@ -311,9 +311,13 @@ def read_experiment(path: Path, request: type) -> dict[str, Any]:
 
 def experiment_of(request: Any) -> dict[str, Any]:
     """The resolved experiment file of ``request`` (what its artifact records): every field
-    given a value other than its default, sections as tables, JSON values, without where this
+    given a value other than its default, and the request's own fields given at all (its name),
+    sections as tables, JSON values, without where this
     machine keeps things (``MACHINE_FIELDS``); read back by ``read_experiment``."""
     dumped = request.model_dump(mode="json", exclude_defaults=True)
+    given = set(request.model_fields_set) - set(request.sections())  # given, even at a default (name="rope")
+    dumped.update({key: value for key, value in request.model_dump(mode="json", include=given).items()
+                   if value is not None})
     for name in request.sections():
         table = {key: value for key, value in dumped.pop(name, {}).items() if key not in MACHINE_FIELDS}
         if table:
