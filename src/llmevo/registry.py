@@ -217,30 +217,70 @@ def request_error(error: ValidationError, request: type[RequestModel]) -> Config
                        f"({request.__name__}.{'.'.join(loc)})")
 
 
-class Section(RequestModel):
+class RequestSection(RequestModel):
     """A group of a request's fields declared once and shared by the pipelines that read it
     (``experiments.sections``: where runs go, tuning, size, post-training). Field names are
     unique across sections, so each is also the request's flat keyword and its option
     (``threads`` -> ``--threads``)."""
 
 
+def _section_default(field: str, value: Any) -> bool | None:
+    """Whether ``value`` is the default of ``field`` in the section declaring it (None: no
+    section declares it): a default asks for nothing, wherever it is given."""
+    for section in _all_sections():
+        if field in section.model_fields:
+            default = section.model_fields[field]
+            return not default.is_required() and value == default.get_default(call_default_factory=True)
+    return None
+
+
+def _all_sections() -> list[type[RequestSection]]:
+    found, todo = [], list(RequestSection.__subclasses__())
+    while todo:
+        section = todo.pop()
+        found.append(section)
+        todo.extend(section.__subclasses__())
+    return found
+
+
 class SectionedRequest(RequestModel):
     """A request built from sections. Besides ``run=RunSection(...)``, each section field may
     be given flat (``ReproductionRequest(name="rope", data_dir="data", tune_grid=[...])``): a
     keyword that is no field of the request but a field of exactly one of its sections goes
-    into that section. ``refused`` names the section fields this pipeline does not read; giving
-    one is a one-line error, never silently ignored."""
+    into that section. Which section fields the pipeline reads is declared: ``takes`` (None: every
+    field of its sections), and ``refused`` names a field it does not read with the reason;
+    giving a field it does not read (of its sections, or of another request's section) is a
+    one-line error in ``untaken``'s words, the same from Python and the command line, never
+    silently ignored."""
 
     refused: ClassVar[dict[str, str]] = {}  # section field -> why this pipeline does not read it
-
-    @staticmethod
-    def section_type(request: type[BaseModel], field: str) -> type[Section] | None:
-        info = request.model_fields.get(field)
-        annotation = info.annotation if info is not None else None
-        return annotation if isinstance(annotation, type) and issubclass(annotation, Section) else None
+    takes: ClassVar[frozenset[str] | None] = None  # the section fields it reads; None: all of its sections'
+    untaken: ClassVar[str] = "{options} does not apply to {request}"
 
     @classmethod
-    def sections(cls) -> dict[str, type[Section]]:
+    def refuse_untaken(cls, options: list[str]) -> None:
+        """Refuse ``options`` (given, not read by this pipeline) in ``untaken``'s words."""
+        if options:
+            raise ConfigError(cls.untaken.format(options=", ".join(options), request=cls.__name__))
+
+    @staticmethod
+    def spelled(field: str, value: Any) -> str:
+        """A given field as its option, a False flag by its negative (``--no-arm-cache``)."""
+        option = RequestModel.option(field)
+        return f"--no-{option[2:]}" if value is False else option
+
+    @classmethod
+    def _reads(cls, field: str) -> bool:
+        return field not in cls.refused and (cls.takes is None or field in cls.takes)
+
+    @staticmethod
+    def section_type(request: type[BaseModel], field: str) -> type[RequestSection] | None:
+        info = request.model_fields.get(field)
+        annotation = info.annotation if info is not None else None
+        return annotation if isinstance(annotation, type) and issubclass(annotation, RequestSection) else None
+
+    @classmethod
+    def sections(cls) -> dict[str, type[RequestSection]]:
         """The request's section fields and their types."""
         return {name: section for name in cls.model_fields
                 if (section := cls.section_type(cls, name)) is not None}
@@ -252,7 +292,13 @@ class SectionedRequest(RequestModel):
             return values
         sections = cls.sections()
         owner = {field: name for name, section in sections.items() for field in section.model_fields}
-        routed = {k: v for k, v in values.items() if k not in owner or k in cls.model_fields}
+        # a section field this pipeline does not read (another pipeline's section's, or one it does
+        # not take), given flat at other than its default: every one refused in one line
+        cls.refuse_untaken([cls.spelled(key, value) for key, value in values.items()
+                            if key not in cls.model_fields and key not in cls.refused
+                            and (key not in owner or not cls._reads(key)) and _section_default(key, value) is False])
+        routed = {k: v for k, v in values.items() if (k not in owner or k in cls.model_fields)  # a foreign
+                  and (k in owner or k in cls.model_fields or _section_default(k, v) is None)}  # default: dropped
         for key, value in values.items():
             if key in owner and key not in cls.model_fields:
                 name = owner[key]
@@ -267,11 +313,18 @@ class SectionedRequest(RequestModel):
 
     @model_validator(mode="after")
     def _refuse_unread(self) -> SectionedRequest:
+        untaken = []
         for name in self.sections():
             section = getattr(self, name)
-            for field in sorted(section.model_fields_set & set(self.refused)):  # a default is no choice
-                if getattr(section, field) != type(section).model_fields[field].get_default(call_default_factory=True):
+            for field in type(section).model_fields:  # a default is no choice
+                value = getattr(section, field)
+                if field not in section.model_fields_set or self._reads(field) or \
+                        value == type(section).model_fields[field].get_default(call_default_factory=True):
+                    continue
+                if field in self.refused:
                     raise ConfigError(f"{self.option(field)} does not apply here: {self.refused[field]}")
+                untaken.append(self.spelled(field, value))
+        self.refuse_untaken(untaken)
         return self
 
     def updated(self, *args: Any, **changes: Any) -> Any:

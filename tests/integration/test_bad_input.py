@@ -77,11 +77,11 @@ USAGE = [
     (["reproduce", "blt-bytes", "--param", "mup"], "has no parametrization rule"),
     (["reproduce", "--all", "--param", "mup"], "--param applies to one comparison"),
     (["ladder", "soap", "--param", "mup", "--rungs=-2,-1"], "optimizer 'soap' does not take"),
-    (["evolve", "--param", "mup"], "No such option"),
+    (["evolve", "--param", "mup"], "--param does not apply here: a study's genomes train under the standard parametrization"),
     # --match flops: refused where there is nothing to match (tests/integration/test_reproduce_match.py)
     (["ladder", "muon", "--match", "flops", "--rungs=-2,-1"], "build the same model"),
     (["ladder", "rope", "--match", "macs", "--rungs=-2,-1"], "'macs' is not one of"),
-    (["evolve", "--match", "flops"], "No such option"),
+    (["evolve", "--match", "flops"], "--match does not apply here: a study's trials"),
     (["reproduce", "peri_ln", "--param", "completep", "--preset", "quick", "--layers", "4"],
      "block 'peri_ln' does not scale its residual branches"),
 ]
@@ -499,16 +499,17 @@ def test_cli_choice_lists_match_the_library():
     from typing import get_args
 
     from llmevo.cli import common
-    from llmevo.evolve.study import SAMPLERS
+    from llmevo.evolve.study import GENOME_SAMPLERS
     from llmevo.runner.presets import PRESETS
     from llmevo.train.device import DEVICES
 
     assert set(get_args(common.PresetName)) == set(PRESETS)
-    assert set(get_args(common.SamplerName)) == set(SAMPLERS)
+    assert set(get_args(common.SamplerName)) == set(GENOME_SAMPLERS)
     assert set(get_args(common.DeviceName)) == set(DEVICES)
+    from llmevo.experiments.sections import Parametrization
     from llmevo.model.parametrization import PARAMETRIZATIONS
 
-    assert set(get_args(common.ParamName)) == set(PARAMETRIZATIONS)
+    assert set(get_args(Parametrization)) == set(PARAMETRIZATIONS)
 
 
 def test_a_cache_path_that_is_a_file_is_refused_by_name(workdir, capsys, monkeypatch):

@@ -36,7 +36,7 @@ SPAWN = multiprocessing.get_context("spawn")
 def _shared(out, data_dir, cache, url, study):
     # full_grid_rungs 2: rungs -2 and -1 run at once; rung 0's lr rule waits for both
     return tiny_request(out, data_dir, cache, rungs=RUNGS, seeds=[42, 43], full_grid_rungs=2,
-                        storage=url, study=study, heartbeat_interval=1, grace_period=3, wait_timeout=600)
+                        storage=url, study=study, heartbeat=1, grace_period=3, wait_timeout=600)
 
 
 def _rung_trials(url, study):

@@ -56,6 +56,8 @@ def _options(data_dir: Path) -> dict[str, list[list[str]]]:
         "--warmup-steps": ["--warmup-steps", "1"],
         "--weight-decay": ["--weight-decay", "0.05"],
         "--schedule": [["--schedule", "constant"], ["--schedule", "cosine"]],
+        "--wsd-decay": ["--schedule", "wsd", "--wsd-decay", "0.5"],
+        "--set": ["--set", "train.lr=0.002"],
         "--suite": [["--suite", "public"], ["--suite", "core"]],
         "--rung": ["--rung", "-1"],
         "--d-model": ["--d-model", "32"],

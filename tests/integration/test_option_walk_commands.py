@@ -123,6 +123,19 @@ EVOLVE_OPTIONS: dict[str, list[list[str]]] = {
     "--job-minutes": [["--job-minutes", "5"]],
     "--launcher-folder": [["--launcher-folder", "jobs"]],
     "--list-space": [["--list-space"]],
+    # the section fields evolve does not read: refused by its declaration
+    "--val-every": [["--val-every", "5"]],
+    "--arm-cache": [["--no-arm-cache"]],
+    "--tune": [["--no-tune"]],
+    "--tune-space": [["--tune-space", "lr"]],
+    "--tune-trials": [["--tune-trials", "4"]],
+    "--tune-sampler": [["--tune-sampler", "tpe"]],
+    "--tune-fidelity": [["--tune-fidelity", "halving"]],
+    "--tokens-per-parameter": [["--tokens-per-parameter", "5"]],
+    "--seq-len": [["--seq-len", "32"]],
+    "--param": [["--param", "mup"]],
+    "--match": [["--match", "flops"]],
+    "--set": [["--set", "tuning.tune_confirm=1"]],
 }
 EVOLVE_NOT_WALKED = {"--device", "--preset", "--help"}
 
@@ -148,10 +161,10 @@ def _evolve_reads(mode: str, plan, settings) -> str:
 # --- ladder -------------------------------------------------------------------------------
 
 LADDER_MODES: dict[str, list[str]] = {
-    "ladder": ["rope", "--rungs", "-3,-2", "--seeds", "42,43"],
-    "ladder, path batched": ["rope", "--rungs", "-3,-2", "--seeds", "42,43", "--path", "batched"],
-    "shared ladder": ["rope", "--rungs", "-3,-2", "--seeds", "42,43", "--storage", "sqlite:///walk-ladder.db"],
-    "launched ladder": ["rope", "--rungs", "-3,-2", "--seeds", "42,43", "--storage", "sqlite:///walk-ladder.db",
+    "ladder": ["rope", "--rungs", "-2,-1", "--seeds", "42,43"],
+    "ladder, path batched": ["rope", "--rungs", "-2,-1", "--seeds", "42,43", "--path", "batched"],
+    "shared ladder": ["rope", "--rungs", "-2,-1", "--seeds", "42,43", "--storage", "sqlite:///walk-ladder.db"],
+    "launched ladder": ["rope", "--rungs", "-2,-1", "--seeds", "42,43", "--storage", "sqlite:///walk-ladder.db",
                         "--launcher", "local"],
     "decision accuracy": ["--accuracy", "--root", str(ROOT / "docs")],
 }
@@ -197,6 +210,27 @@ LADDER_OPTIONS: dict[str, list[list[str]]] = {
     "--method": [["--method", "norm=rmsnorm"]],
     "--timeout": [["--timeout", "60"]],
     "--tune-grid": [["--tune-grid", "1e-3,3e-3"]],
+    # the training section (each rung's preset at these overrides) and the fields a ladder refuses
+    "--lr": [["--lr", "0.002"]],
+    "--warmup-steps": [["--warmup-steps", "1"]],
+    "--weight-decay": [["--weight-decay", "0.05"]],
+    "--schedule": [["--schedule", "constant"], ["--schedule", "cosine"]],
+    "--wsd-decay": [["--schedule", "wsd", "--wsd-decay", "0.5"]],
+    "--suite": [["--suite", "core"]],
+    "--steps": [["--steps", "3"]],
+    "--batch-size": [["--batch-size", "2"]],
+    "--tune": [["--no-tune"]],
+    "--tune-space": [["--tune-space", "lr"]],
+    "--tune-trials": [["--tune-trials", "4"]],
+    "--tune-sampler": [["--tune-sampler", "tpe"]],
+    "--tune-fidelity": [["--tune-fidelity", "halving"]],
+    "--rung": [["--rung", "0"]],
+    "--d-model": [["--d-model", "32"]],
+    "--layers": [["--layers", "1"]],
+    "--heads": [["--heads", "2"]],
+    "--seq-len": [["--seq-len", "32"]],
+    "--arm-cache": [["--no-arm-cache"]],
+    "--set": [["--set", "tuning.tune_confirm=1"]],
 }
 LADDER_NOT_WALKED = {"--device", "--against", "--genome", "--help"}
 LADDER_RUN_READS = ("name", "rungs", "seeds", "top_seeds", "margin", "context", "include_degenerate", "resamples",

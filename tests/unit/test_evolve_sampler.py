@@ -102,10 +102,10 @@ def test_hurdle_prunes_only_clearly_worse_trials(space):
 
 @pytest.mark.parametrize("name", ["regularized", "nsga2", "tpe", "random"])
 def test_every_offered_sampler_drives_the_conditional_space(space, name, tmp_path):
-    from llmevo.evolve.study import SAMPLERS
+    from llmevo.evolve.study import GENOME_SAMPLERS
 
     study = optuna.create_study(direction="maximize",
-                                sampler=SAMPLERS[name](space, 3, 2, 0))  # population, tournament, seed
+                                sampler=GENOME_SAMPLERS[name](space, 3, 2, 0))  # population, tournament, seed
 
     def objective(trial):
         genome = space.to_genome(space.suggest(trial))

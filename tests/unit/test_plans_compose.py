@@ -17,6 +17,7 @@ from llmevo.experiments import sections as sections_module
 from llmevo.experiments.plans import ReproductionPlan
 from llmevo.experiments.sections import RunSection, SizeSection, TuningSection
 from llmevo.registry import SectionedRequest
+from llmevo.runner import size as size_module
 
 
 class Stop(Exception):
@@ -38,7 +39,7 @@ def counts(monkeypatch):
         monkeypatch.setattr(module, name, wrapper)
 
     counting(pipeline_module, "plan_comparison", "comparison")
-    counting(sections_module, "size_dial", "size")
+    counting(size_module, "size_dial", "size")  # imported by SizeSection.resolve when it runs
     counting(ReproductionRequest, "plan", "plan")
     return counted
 

@@ -297,9 +297,9 @@ def test_bench_bad_replica_input_is_one_line_exit_2_before_training(args, messag
 # one other value for every training setting: a setting added to TrainConfig without an entry
 # here fails the first test below, so every new setting is checked on the batched path
 BASE = TrainConfig(steps=12, batch_size=2, seq_len=16, lr=3e-3, weight_decay=0.1, grad_clip=0.05,
-                   schedule="cosine", warmup_steps=4, min_lr_ratio=0.1)
-PER_REPLICA_OTHER = {"lr": 1e-3, "weight_decay": 0.0, "grad_clip": 0.0, "schedule": "constant",
-                     "warmup_steps": 0, "min_lr_ratio": 0.5,
+                   schedule="wsd", wsd_decay=0.5, warmup_steps=4, min_lr_ratio=0.1)
+PER_REPLICA_OTHER = {"lr": 1e-3, "weight_decay": 0.0, "grad_clip": 0.0, "schedule": "cosine",
+                     "wsd_decay": 0.25, "warmup_steps": 0, "min_lr_ratio": 0.5,
                      "optimizer": ComponentChoice(name="adamw", config={"beta2": 0.95})}
 SHARED_OTHER = {"steps": 13, "batch_size": 3, "seq_len": 8, "loss_window": 5, "precision": "bf16"}
 

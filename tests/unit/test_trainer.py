@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from pydantic import ValidationError
 from torch import nn
 
 from llmevo.catalog import build_optimizer, full_registry
@@ -25,6 +26,21 @@ def test_warmup_then_cosine_matches_the_formula():
     assert lr_at(10, config) == pytest.approx(1.0)
     assert lr_at(60, config) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 0.5)))
     assert lr_at(110, config) == pytest.approx(0.1)
+
+
+def test_warmup_stable_decay_is_the_piecewise_linear_reference():
+    """WSD (arXiv:2405.18392): warmup, the peak held, then a linear decay to the floor over the
+    last ``wsd_decay`` of the post-warmup steps; the reference is numpy's piecewise-linear
+    interpolation through the three corners."""
+    import numpy as np
+
+    config = TrainConfig(steps=110, batch_size=1, seq_len=4, lr=1.0, schedule="wsd", wsd_decay=0.2,
+                         warmup_steps=10, min_lr_ratio=0.1)
+    for step in range(10, 111):
+        assert lr_at(step, config) == pytest.approx(float(np.interp(step, [10, 90, 110], [1.0, 1.0, 0.1])))
+    assert lr_at(0, config) == pytest.approx(0.1)
+    with pytest.raises(ValidationError):
+        TrainConfig(steps=5, batch_size=1, seq_len=4, lr=1.0, schedule="wsd", wsd_decay=0.0)
 
 
 def test_constant_schedule_is_constant_after_warmup():

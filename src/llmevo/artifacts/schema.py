@@ -123,6 +123,9 @@ class Provenance(_Block):
     created_at: str | None = None
     historical_migration: str | None = None
     original_code_commit: str | None = None
+    # the resolved experiment file it ran (experiments.sections.experiment_of; 2026-12-07 on):
+    # `llmevo reproduce FILE.toml` with it written out reruns the artifact; older ones lack it
+    experiment: dict[str, Any] | None = None
 
 
 # --- reproduction artifact ---------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -24,12 +25,17 @@ from rich.console import Console
 from llmevo.errors import ConfigError
 from llmevo.registry import check_seeds
 
+# --help into a pipe or a file (``llmevo reproduce --help | grep tune``): plain text, one line per
+# option, not rich's boxes wrapped at 80 columns
+PIPED = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
 app = typer.Typer(
     name="llmevo",
     help="Reproduce LLM papers at small scale, with statistics and provenance; evolve designs.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None if PIPED else "rich",
+    context_settings={"terminal_width": 100_000, "max_content_width": 100_000} if PIPED else {},
 )
 
 
@@ -62,48 +68,6 @@ PrecisionName = Literal["fp32", "bf16"]
 DeviceOption = Annotated[DeviceName, typer.Option(help="Where to run the model.")]
 ThreadsOption = Annotated[int | None, typer.Option(
     help="CPU threads for torch (default: torch's choice; pass 1 on a shared machine).")]
-# the size dial (llmevo.runner.size), the same on every command that trains a model
-RungOption = Annotated[int | None, typer.Option(
-    help="Model size: rung 0 is quick's llama_modern (139,584 parameters); each rung about "
-         "doubles it (-3..7), with the components' sizes, training tokens (7.26 per parameter), "
-         "batch and warmup following. Quick preset only.")]
-DModelOption = Annotated[int | None, typer.Option(
-    help="Model width (replaces the rung's; components follow).")]
-LayersOption = Annotated[int | None, typer.Option(help="Model depth (replaces the rung's).")]
-HeadsOption = Annotated[int | None, typer.Option(
-    help="Attention heads, dividing --d-model (replaces the rung's).")]
-ParamName = Literal["standard", "mup", "completep"]  # llmevo.model.parametrization.PARAMETRIZATIONS (torch-free here)
-ParamOption = Annotated[ParamName, typer.Option(
-    "--param", help="Parametrization: standard; mup (Maximal Update Parametrization, Tensor Programs V "
-    "Table 8: hidden weights at init std 0.02/sqrt(m) and lr/m, logits x 1/m, m = d_model/64; the "
-    "standard model at rung 0); completep (mup plus residual branches x 2/layers, CompleteP alpha=1). "
-    "Adam-family optimizers and the transformer's slots only.")]
-MatchOption = Annotated[Literal["tokens", "flops"], typer.Option(
-    "--match", help="What the two arms' budgets hold equal: tokens (default: the same steps on the same "
-    "tokens), or flops (each arm's training FLOPs per token counted on one forward and backward pass, "
-    "routed experts at their active share; the method trains the steps that spend the baseline's "
-    "FLOPs, tuning included; files say -flops). Model-slot comparisons only.")]
-
-# the launcher (llmevo.experiments.launcher), the same on every command with shared work
-LauncherOption = Annotated[str | None, typer.Option(
-    metavar="local|slurm", help="Run the shared work (--storage) as submitit jobs: local processes, "
-                                "or a Slurm job array; this command waits for them.")]
-JobsOption = Annotated[int | None, typer.Option(help="With --launcher: how many worker jobs (default 2).")]
-SlurmPartitionOption = Annotated[str | None, typer.Option(help="With --launcher slurm: the partition.")]
-JobMinutesOption = Annotated[int | None, typer.Option(
-    help="With --launcher: each job's time limit in minutes (default 1440; Slurm requeues a job at its limit).")]
-LauncherFolderOption = Annotated[Path | None, typer.Option(
-    help="With --launcher: submitit's job files and logs (default: <the work's folder>/submitit).")]
-
-
-def launch_options(launcher: str | None, jobs: int | None, slurm_partition: str | None,
-                   job_minutes: int | None, launcher_folder: Path | None) -> dict:
-    """The launcher options given, as the request's flat keywords (a default is not given)."""
-    given = {"launcher": launcher, "jobs": jobs, "slurm_partition": slurm_partition,
-             "job_minutes": job_minutes, "launcher_folder": launcher_folder}
-    return {key: value for key, value in given.items() if value is not None}
-
-
 def resolve_data_dir(option: Path | None) -> Path:
     """The data directory: ``--data-dir``, else ``$LLMEVO_DATA``, else the user's default data
     folder, whose files are unpacked from the package or fetched (from ``$LLMEVO_DATA_URL``, else
@@ -202,7 +166,7 @@ def changed_options(context: typer.Context, exclude: frozenset[str] | set[str] =
         if getattr(source, "name", "DEFAULT") == "DEFAULT":
             continue
         value = context.params.get(param.name)
-        if value != param.default:  # a flag by the spelling given (--no-report, not --report)
+        if value != param.default and value != FIELD_DEFAULTS.get(param.name):  # a flag by its spelling (--no-report)
             secondary = getattr(param, "secondary_opts", None)
             found.append(secondary[0] if value is False and secondary else param.opts[0])
     return found
@@ -251,3 +215,165 @@ def parse_floats(text: str, option: str) -> list[float]:
         except ValueError:
             raise ConfigError(f"{option}: '{item.strip()}' is not a number (expected e.g. 1e-3,3e-3,1e-2)") from None
     return values
+
+
+# --- the options of a request's sections, generated from the sections' fields ---------------
+# Each section field (``experiments.sections``, ``runner.settings.TuningSection``) is declared
+# once, with its help as its ``Field(description=...)``; a command takes its sections' fields as
+# options (``tune_grid`` -> ``--tune-grid``), each None unless given, so the request's own
+# default applies and the request's refusals read only what was given. ``--set SECTION.FIELD=V``
+# reaches every field of the request, sections or not (what an experiment file holds).
+NOT_OPTIONS = frozenset({"command", "repo_root", "cache_dir"})  # provenance records; $LLMEVO_CACHE
+OPTION_CHOICES: dict[str, object] = {"device": DeviceName}  # checked by the library; listed in --help
+FIELD_DEFAULTS: dict[str, object] = {}  # a section field's default: given explicitly, it asks for nothing
+
+
+def _plain(annotation: object) -> object:
+    """``X | None`` -> ``X``."""
+    import types
+    from typing import Union, get_args, get_origin
+
+    if get_origin(annotation) in (Union, types.UnionType):
+        rest = [arg for arg in get_args(annotation) if arg is not type(None)]
+        if len(rest) == 1:
+            return rest[0]
+    return annotation
+
+
+def _list_item(annotation: object) -> type | None:
+    """The item type of a list field (``list[float] | None`` -> float), else None."""
+    from typing import get_args, get_origin
+
+    plain = _plain(annotation)
+    return (get_args(plain) or (str,))[0] if get_origin(plain) is list else None
+
+
+def _option(name: str, info: object, panel: str) -> object:
+    from typing import Annotated as Annot
+
+    annotation = info.annotation  # type: ignore[attr-defined]
+    kind = OPTION_CHOICES.get(name) or (str if _list_item(annotation) is not None else _plain(annotation))
+    default = None if info.is_required() else info.get_default()  # a factory is not called (no torch here)  # type: ignore[attr-defined]
+    help_text = info.description or ""  # type: ignore[attr-defined]
+    if not callable(default) and default not in (None, False, True, "") and "default" not in help_text:
+        shown = ",".join(map(str, default)) if isinstance(default, list) else default
+        help_text += f" [default: {shown}]"
+    return Annot[kind | None, typer.Option(help=help_text, rich_help_panel=panel, show_default=False,
+                                           metavar="A,B,..." if kind is str and _list_item(annotation) else None)]
+
+
+SetOption = Annotated[list[str] | None, typer.Option(
+    "--set", metavar="SECTION.FIELD=VALUE", rich_help_panel="Any field",
+    help="Set any field of the request, e.g. --set train.lr=3e-3, --set tuning.tune_grid=[1e-3,3e-3] "
+         "(a TOML value, else a string; repeatable); a section's field once, by its option or here.")]
+
+
+def section_options(*sections: type, exclude: frozenset[str] | set[str] = frozenset()):  # noqa: ANN201
+    """A decorator giving a command an option per field of ``sections`` (less ``exclude`` and
+    ``NOT_OPTIONS``) and ``--set``; the command takes them as ``**fields`` (``request_values``
+    turns them into the request's keywords)."""
+    import functools
+    import inspect
+    from typing import get_type_hints
+
+    fields = {name: (info, section.__name__.removesuffix("Section").lower() + " section")
+              for section in sections for name, info in section.model_fields.items()
+              if name not in NOT_OPTIONS and name not in exclude}
+    FIELD_DEFAULTS.update({name: info.get_default() for name, (info, _) in fields.items()
+                           if not info.is_required() and not callable(info.get_default())})
+
+    def wrap(func):  # noqa: ANN001, ANN202
+        hints = get_type_hints(func, include_extras=True)
+        signature = inspect.signature(func)
+        own = [param.replace(annotation=hints.get(param.name, param.annotation))
+               for param in signature.parameters.values() if param.kind is not param.VAR_KEYWORD]
+        generated = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                       annotation=_option(name, info, panel))
+                     for name, (info, panel) in fields.items()]
+        generated.append(inspect.Parameter("set_", inspect.Parameter.KEYWORD_ONLY, default=None,
+                                           annotation=SetOption))
+
+        @functools.wraps(func)
+        def command(**values):  # noqa: ANN003, ANN202
+            return func(**values)
+
+        params = [*own, *generated]
+        command.__signature__ = signature.replace(parameters=params, return_annotation=None)  # type: ignore[attr-defined]
+        command.__annotations__ = {param.name: param.annotation for param in params}
+        return command
+
+    return wrap
+
+
+def _toml_value(text: str) -> object:
+    import tomllib
+
+    try:
+        return tomllib.loads(f"value = {text}")["value"]
+    except tomllib.TOMLDecodeError:
+        return text  # a bare word: a string (``--set train.schedule=cosine``)
+
+
+def _parse_list(item: type, text: str, option: str) -> list:
+    if item is int:
+        return parse_seeds(None, text, option=option)
+    if item is float:
+        return parse_floats(text, option)
+    return parse_names(text, option, "names")
+
+
+def request_values(fields: dict, request: type) -> dict:
+    """The request's keywords from a command's generated options and ``--set`` items: the
+    options given (a comma list parsed into a list field), then each ``--set SECTION.FIELD=V``
+    or ``--set FIELD=V`` (a field of ``request`` itself), routed flat (section field names are
+    unique). A field given twice, an unknown section or field: one line."""
+    values: dict = {}
+    for name, value in fields.items():
+        if name == "set_" or value is None:
+            continue
+        info = _section_field(request, name)
+        item = _list_item(info.annotation) if info is not None else None
+        values[name] = _parse_list(item, value, "--" + name.replace("_", "-")) if item is not None else value
+    for text in fields.get("set_") or []:
+        name, value = parse_set(text, request)
+        if name in values:
+            raise ConfigError(f"--set {text}: {name} is given twice (by its option and --set, or "
+                              "twice by --set); give it once")
+        values[name] = value
+    return values
+
+
+def _section_field(request: type, name: str) -> object:
+    for section in request.sections().values():
+        if name in section.model_fields:
+            return section.model_fields[name]
+    return request.model_fields.get(name)
+
+
+def parse_set(text: str, request: type) -> tuple[str, object]:
+    """``SECTION.FIELD=VALUE`` (or ``FIELD=VALUE`` for a field of the request itself) -> (field,
+    value): the value is TOML (``3e-3``, ``true``, ``[1, 2]``, ``"x"``), else the text; a comma
+    list where a list is expected."""
+    key, equals, raw = text.partition("=")
+    if not equals or not key.strip():
+        raise ConfigError(f"--set {text}: expected SECTION.FIELD=VALUE, e.g. --set train.lr=3e-3")
+    section, _, name = key.strip().rpartition(".")
+    sections = request.sections()
+    if section:
+        if section not in sections:
+            raise ConfigError(f"--set {text}: {request.__name__} has no section '{section}'; its sections: "
+                              f"{', '.join(sections)}")
+        if name not in sections[section].model_fields:
+            raise ConfigError(f"--set {text}: the {section} section has no field '{name}'; its fields: "
+                              f"{', '.join(sections[section].model_fields)}")
+        info = sections[section].model_fields[name]
+    else:
+        if name not in request.model_fields or name in sections:
+            raise ConfigError(f"--set {text}: {request.__name__} has no field '{name}' (a section's field is "
+                              f"SECTION.FIELD; sections: {', '.join(sections)})")
+        info = request.model_fields[name]
+    value = _toml_value(raw.strip())
+    item = _list_item(info.annotation)
+    if item is not None and isinstance(value, str):
+        value = _parse_list(item, value, f"--set {key.strip()}")
+    return name, value

@@ -9,37 +9,29 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
 from llmevo.artifacts.io import check_output_dir
 from llmevo.cli.common import (
-    DeviceOption,
-    DModelOption,
-    HeadsOption,
-    JobMinutesOption,
-    JobsOption,
-    LauncherFolderOption,
-    LauncherOption,
-    LayersOption,
     PresetName,
-    RungOption,
     SamplerName,
-    SlurmPartitionOption,
     app,
     changed_options,
     check_applies,
     console,
     err_console,
-    launch_options,
     parse_floats,
     parse_names,
     parse_seeds,
+    request_values,
     resolve_cache_dir,
     resolve_data_dir,
+    section_options,
 )
 from llmevo.errors import ConfigError
+from llmevo.experiments.sections import LaunchSection, RunSection, SizeSection, TuningSection
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -93,8 +85,12 @@ def _given(context: typer.Context, name: str) -> bool:
 
 
 @app.command()
+@section_options(RunSection, TuningSection, SizeSection, LaunchSection, exclude={"path"})
 def evolve(
     context: typer.Context,
+    file: Annotated[Path | None, typer.Argument(metavar="[FILE.toml]", help=(
+        "An experiment file: the study's fields, its sections as tables; the options and --set "
+        "override it."))] = None,
     preset: Annotated[PresetName, typer.Option(help="Data, training and evaluation settings.")] = "quick",
     trials: Annotated[int, typer.Option(help="Finished trials the study should reach (resumes count).")] = 24,
     workers: Annotated[int, typer.Option(help="Local worker processes (CPU threads are shared out).")] = 1,
@@ -108,13 +104,7 @@ def evolve(
         help="Extra seeds for a would-be champion (0: scored on its search seed alone).")] = 2,
     score_k: Annotated[float, typer.Option(help="Score = mean - k * standard error.")] = 1.0,
     list_space: Annotated[bool, typer.Option("--list-space", help="Print the search space and exit.")] = False,
-    data_dir: Annotated[Path | None, typer.Option(help="Data directory (else $LLMEVO_DATA).")] = None,
-    device: DeviceOption = "auto",
     trial_steps: Annotated[int | None, typer.Option(help="Training steps per trial (default: the preset's).")] = None,
-    rung: RungOption = None,
-    d_model: DModelOption = None,
-    layers: LayersOption = None,
-    heads: HeadsOption = None,
     eval_windows: Annotated[int | None, typer.Option(help="Validation LM windows per trial (default: whole split).")] = None,
     heartbeat: Annotated[int, typer.Option(help="Heartbeat interval of running trials, seconds.")] = 5,
     grace_period: Annotated[int, typer.Option(help="A trial silent this long is failed and retried.")] = 20,
@@ -122,22 +112,11 @@ def evolve(
         help="Seed of the sampler's random choices (fixed by default: the same one-worker command "
              "gives the same trials; recorded in the study and the summary).")] = 0,
     out: Annotated[Path | None, typer.Option(metavar="DIR", help="Report folder (default runs/evolve/<study>; with --publish docs/evolution/<study>).")] = None,
-    publish: Annotated[bool, typer.Option(
-        help="Write the report (and --explain's knockouts) under docs/evolution/ instead of runs/evolve/; "
-             "refuses when llmevo's own git checkout has uncommitted changes.")] = False,
-    allow_dirty: Annotated[bool, typer.Option(
-        help="With --publish: publish from a tree with uncommitted changes (recorded in provenance).")] = False,
-    replace: Annotated[bool, typer.Option(
-        "--replace", help="Let the report replace a study report in its folder that holds more (more "
-                          "complete trials than a new study reaches, or final seeds this run lacks).")] = False,
     report: Annotated[bool, typer.Option(help="Evaluate the champion on test and write the report.")] = True,
-    threads: Annotated[int | None, typer.Option(help="CPU threads per worker (default: CPU cores / workers).")] = None,
     promotion: Annotated[Literal["evidence", "manifest"], typer.Option(
         help="Which components enter the space: 'evidence' (declared, or a published formal "
              "reproduction that was not significantly worse) or 'manifest' (declared only).")] = "evidence",
     docs: Annotated[Path, typer.Option(help="Where published reproductions are found.")] = Path("docs"),
-    replicas_max: Annotated[int | None, typer.Option(
-        help="At most this many seeds of a genome train at once (rescoring, final comparison).")] = None,
     sequential: Annotated[bool, typer.Option(
         "--sequential", help="Train rescoring and final seeds one after another.")] = False,
     trial_lr_factors: Annotated[str, typer.Option(
@@ -145,20 +124,6 @@ def evolve(
              "'none' trains one lr with hurdles.")] = "0.5,1,2",
     final_tune: Annotated[bool, typer.Option(
         help="Tune champion and baseline on one lr grid before the final comparison.")] = True,
-    tune_grid: Annotated[str | None, typer.Option(
-        help="The final comparison's lr grid (default: 5 from lr/3 to 3*lr of the preset).")] = None,
-    tune_seeds: Annotated[str | None, typer.Option(
-        help="Tuning seeds of the final comparison (default 2000).")] = None,
-    tune_confirm: Annotated[int | None, typer.Option(
-        help="Final comparison: extra tuning seeds (default 2, at most 16) on which the best lr and the "
-             "lrs within the seed noise of it (a best at the stability edge with its lower neighbour) are "
-             "re-scored; 0: off.")] = None,
-    tune_noise: Annotated[float | None, typer.Option(
-        help="Final comparison: seed noise, percent of the best's mean, within which runners-up are re-scored on the --tune-confirm seeds (default: measured over two or more tuning seeds, else 1.42).")] = None,
-    tune_probe: Annotated[bool | None, typer.Option(
-        "--tune-probe/--no-tune-probe",
-        help="Final comparison: train each arm once two grid steps above the grid's top; one that beats the "
-             "best at all extends the grid toward it (default on).")] = None,
     explain: Annotated[bool, typer.Option(
         "--explain", help="Knock out each gene where the study's champion differs from llama_modern, "
                           "train under --seeds and add the table to the study report.")] = False,
@@ -173,23 +138,23 @@ def evolve(
              "budget, training, hurdles, rescoring and the final comparison stay llmevo's.")] = None,
     proposer_timeout: Annotated[float | None, typer.Option(
         help="Seconds a --proposer call may take (default 600); its process group is then killed.")] = None,
-    launcher: LauncherOption = None,
-    jobs: JobsOption = None,
-    slurm_partition: SlurmPartitionOption = None,
-    job_minutes: JobMinutesOption = None,
-    launcher_folder: LauncherFolderOption = None,
+    **fields: Any,
 ) -> None:
     """Evolve genomes (a component per slot, optimizer, training genes) on an Optuna study."""
     seed_list = parse_seeds(None, seeds)
     check_applies("--genes", genes is not None, explain, "--explain")
     check_applies("--proposer", proposer is not None, not explain, "a search (not --explain)")
-    launching = launch_options(launcher, jobs, slurm_partition, job_minutes, launcher_folder)
-    for key in launching:
-        check_applies("--" + key.replace("_", "-"), True, not explain and not list_space, "a search (not --explain)")
+    for key in LaunchSection.model_fields:
+        check_applies("--" + key.replace("_", "-"), fields[key] is not None, not explain and not list_space,
+                      "a search (not --explain)")
     gene_names = parse_names(genes, "--genes", "gene names") if genes is not None else None
     from llmevo.evolve import EvolutionSettings, run, search_space
     from llmevo.evolve import explain as explain_champion
 
+    if sequential:
+        fields["path"] = "sequential"
+    given = request_values(fields, EvolutionSettings)
+    data_dir = given.pop("data_dir", None)
     # the sampler's settings only where given: the library refuses them beside --proposer
     sampling = {name: value for name, value in (
         ("sampler", sampler), ("population", population), ("tournament", tournament),
@@ -198,22 +163,22 @@ def evolve(
     sampling.update({"docs": docs} if _given(context, "docs") else {})
     values = dict(
         preset=preset, trials=trials, workers=workers, storage=storage, study=study, **sampling,
-        rescore_seeds=rescore_seeds, score_k=score_k, device=device, trial_steps=trial_steps,
-        rung=rung, d_model=d_model, layers=layers, heads=heads,
+        rescore_seeds=rescore_seeds, score_k=score_k, trial_steps=trial_steps,
         eval_windows=eval_windows, heartbeat=heartbeat, grace_period=grace_period,
-        out=out, report=report, publish=publish, allow_dirty=allow_dirty,
-        replace=replace or False,
-        threads=threads, promotion=promotion,
-        tensorboard=tensorboard, cache_dir=resolve_cache_dir(),
-        path="sequential" if sequential else "auto", replicas_max=replicas_max,
-        final_tune=final_tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None,
-        **({} if tune_seeds is None else {"tune_seeds": parse_seeds(None, tune_seeds, option="--tune-seeds")}),
-        tune_confirm=tune_confirm, tune_noise=tune_noise, tune_probe=tune_probe,
+        out=out, report=report, promotion=promotion, tensorboard=tensorboard, cache_dir=resolve_cache_dir(),
+        final_tune=final_tune,
         trial_lr_factors=[] if trial_lr_factors.strip().lower() == "none" else parse_floats(
             trial_lr_factors, "--trial-lr-factors"),
         command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]), proposer=proposer,
-        **({} if proposer_timeout is None else {"proposer_timeout": proposer_timeout}), **launching,
+        **({} if proposer_timeout is None else {"proposer_timeout": proposer_timeout}), **given,
     )
+    values["seeds"] = seed_list
+    if file is not None:  # the file's values over the options' defaults, never over an option given
+        from llmevo.experiments.sections import read_experiment
+
+        values.update({key: value for key, value in read_experiment(file, EvolutionSettings).items()
+                       if key not in given and not (key in context.params and _given(context, key))})
+        data_dir = values.pop("data_dir", data_dir)
     # every value is checked by the typed settings (the CLI only parses); names and paths first
     probe = EvolutionSettings(data_dir=Path("."), **values)
     if report and not list_space:
@@ -229,7 +194,7 @@ def evolve(
         console.print(space_table(space))
         console.print(promotion_table(decisions))
         return
-    settings = EvolutionSettings(seeds=seed_list, data_dir=resolve_data_dir(data_dir), **values)
+    settings = EvolutionSettings(data_dir=resolve_data_dir(data_dir), **values)
     if explain:
         explain_champion(settings, gene_names, notify=console.print)
         return

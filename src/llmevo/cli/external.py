@@ -96,12 +96,13 @@ def run_experiment(ctx: typer.Context) -> None:
 
     params = ctx.params
     if params.get("experiment") is None:
-        raise ConfigError("--baseline, --method and --timeout apply with --experiment FILE only")
+        raise ConfigError("--baseline, --method, --timeout, --publish-to and --workers apply with --experiment FILE only")
     seeds = {"seeds": parse_seeds(params.get("seed"), params.get("seeds"))} \
         if params.get("seed") is not None or params.get("seeds") is not None else {}
     given = _given(ctx, ExternalRequest, {
         "seed": lambda value: seeds, "seeds": lambda value: seeds,
         "tune_grid": lambda value: {"tune_grid": parse_floats(value, "--tune-grid")},
+        "publish_to": lambda value: {"published_dir": value},
         "tune_seeds": lambda value: {"tune_seeds": parse_seeds(None, value, option="--tune-seeds")},
     })
     request = ExternalRequest(**{"baseline": "", "method": "", **{k: v for k, v in given.items() if v is not None}},
@@ -159,11 +160,13 @@ def run_experiment_ladder(ctx: typer.Context) -> None:
 
     params = ctx.params
     if params.get("experiment") is None:
-        raise ConfigError("--baseline, --method, --timeout and --tune-grid apply with --experiment FILE only")
+        raise ConfigError("--baseline, --method, --timeout, --tune-grid, --publish-to and --workers apply with "
+                          "--experiment FILE only")
     given = _given(ctx, ExternalLadderRequest, {
         "rungs": lambda value: {"rungs": parse_sizes(value)},
         "seeds": lambda value: {"seeds": parse_seeds(None, value)},
         "tune_grid": lambda value: {"tune_grid": parse_floats(value, "--tune-grid")},
+        "publish_to": lambda value: {"published_dir": value},
         "tune_seeds": lambda value: {"tune_seeds": parse_seeds(None, value, option="--tune-seeds")},
     })
     request = ExternalLadderRequest(**{"baseline": "", "method": "", **{k: v for k, v in given.items() if v is not None}},

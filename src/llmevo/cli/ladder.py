@@ -14,31 +14,30 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
 from llmevo.cli.common import (
-    DeviceOption,
-    JobMinutesOption,
-    JobsOption,
-    LauncherFolderOption,
-    LauncherOption,
-    MatchOption,
-    ParamOption,
-    SlurmPartitionOption,
-    ThreadsOption,
     app,
     apply_threads,
     changed_options,
     console,
-    launch_options,
     parse_int_list,
     parse_seeds,
+    request_values,
     resolve_cache_dir,
     resolve_data_dir,
+    section_options,
 )
 from llmevo.errors import ConfigError
+from llmevo.experiments.sections import (
+    LaunchSection,
+    RunSection,
+    SizeSection,
+    TrainingSection,
+    TuningSection,
+)
 
 
 def _minutes(seconds: float | None) -> str:
@@ -46,11 +45,13 @@ def _minutes(seconds: float | None) -> str:
 
 
 @app.command()
+@section_options(RunSection, TrainingSection, TuningSection, SizeSection, LaunchSection)
 def ladder(
     ctx: typer.Context,
     name: Annotated[str | None, typer.Argument(
         help="Component to compare against its ablation at each rung, e.g. rope; with --genome, the "
-             "comparison's name (default <study>-champion).")] = None,
+             "comparison's name (default <study>-champion); or an experiment file, FILE.toml (the "
+             "ladder's fields, its sections as tables), which the options and --set override.")] = None,
     against: Annotated[str | None, typer.Option(metavar="OTHER",
         help="Baseline arm: NAME's slot set to OTHER (e.g. swiglu) instead of the declared ablation.")] = None,
     genome: Annotated[Path | None, typer.Option(metavar="FILE",
@@ -61,46 +62,17 @@ def ladder(
     seeds: Annotated[str, typer.Option(help="Report seeds at every rung.")] = "42,43,44,45,46",
     top_seeds: Annotated[int | None, typer.Option(
         help="Only the first K report seeds at the top rung (a CPU's budget; the ladder file says so).")] = None,
-    tune_seeds: Annotated[str, typer.Option(help="Tuning seeds, disjoint from the report seeds.")] = "1000",
-    tune_confirm: Annotated[int, typer.Option(
-        help="Extra tuning seeds on which each rung's best lr and the lrs within the seed noise of it "
-             "(a best at the stability edge with its lower neighbour) are re-scored (0: off).")] = 2,
-    tune_noise: Annotated[float | None, typer.Option(
-        help="Seed noise, percent of the best's mean, within which runners-up are re-scored on the --tune-confirm seeds (default: measured over two or more tuning seeds, else 1.42).")] = None,
-    tune_probe: Annotated[bool | None, typer.Option(
-        "--tune-probe/--no-tune-probe",
-        help="Train each arm once two grid steps above each rung's grid top; one that beats the best at "
-             "all extends the grid toward it (default on).")] = None,
     full_grid_rungs: Annotated[int, typer.Option(
         help="Lowest rungs tuned on the full 5-point grid; above them a learning-rate rule fitted on the "
              "rungs done centres a smaller grid (both arms alike); 0: the full grid everywhere.")] = 2,
-    tokens_per_parameter: Annotated[float | None, typer.Option(
-        help="Training tokens per parameter at every rung (default: quick's, about 7.26).")] = None,
     context: Annotated[Literal["fixed", "grow"], typer.Option(
         help="The training/evaluation window: quick's 64 tokens at every rung, or growing with the rung "
              "(64 up to rung 0, x sqrt(2) per rung: 96, 128, 176, ...).")] = "fixed",
     margin: Annotated[float, typer.Option(help="Non-inferiority margin of each rung's class, percent.")] = 1.0,
-    param: ParamOption = "standard",
-    match: MatchOption = "tokens",
-    device: DeviceOption = "auto",
-    data_dir: Annotated[Path | None, typer.Option(help="Data directory (else $LLMEVO_DATA).")] = None,
-    threads: ThreadsOption = None,
-    path: Annotated[Literal["auto", "sequential", "batched", "parallel", "parallel-batched"], typer.Option(
-        help="How an arm's seeds train.")] = "auto",
-    replicas_max: Annotated[int | None, typer.Option(
-        help="At most this many seeds of an arm train at once (memory).")] = None,
-    val_every: Annotated[int | None, typer.Option(
-        metavar="N", help="Evaluate each report run's validation loss every N steps and at the last, on "
-                          "32 fixed validation windows (a curve; time to target reads it); off by default.")] = None,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples for the across-rung intervals.")] = 2000,
     include_degenerate: Annotated[bool, typer.Option(
         help="Keep a one-head rung (rung -3) in the across-rung fits of a position or attention "
              "comparison (left out by default: one head cannot show what the slot does).")] = False,
-    publish: Annotated[bool, typer.Option(
-        help="Write under docs/ladders/ instead of runs/ladders/; refuses from a dirty checkout.")] = False,
-    allow_dirty: Annotated[bool, typer.Option(help="With --publish: allow a dirty tree (recorded).")] = False,
-    replace: Annotated[bool, typer.Option(
-        help="Replace a rung's artifact even when it holds more than this run's.")] = False,
     out: Annotated[Path | None, typer.Option(metavar="DIR", help="Ladder folder (overrides the default).")] = None,
     storage: Annotated[str | None, typer.Option(metavar="URL",
         help="Share the rungs with every worker running this command against this Optuna RDB storage "
@@ -113,11 +85,6 @@ def ladder(
         help="With --storage: a rung silent this long is failed and run again (default 20).")] = None,
     wait_timeout: Annotated[float | None, typer.Option(metavar="SECONDS",
         help="With --storage: the longest a worker waits for other workers' rungs (default 86400).")] = None,
-    launcher: LauncherOption = None,
-    jobs: JobsOption = None,
-    slurm_partition: SlurmPartitionOption = None,
-    job_minutes: JobMinutesOption = None,
-    launcher_folder: LauncherFolderOption = None,
     accuracy: Annotated[bool, typer.Option(
         "--accuracy", help="Train nothing: print the decision accuracy over the published ladders (how often "
                            "rung k's class is rung k+1's and the top rung's, by slot, with and without the "
@@ -132,12 +99,17 @@ def ladder(
     method: Annotated[str | None, typer.Option(help="With --experiment: the method's parameters, k=v,...")] = None,
     timeout: Annotated[float | None, typer.Option(
         metavar="SECONDS", help="With --experiment: a run still going after this long is killed and recorded as failed.")] = None,
-    tune_grid: Annotated[str | None, typer.Option(
-        help="With --experiment: the tuned axis's grid at every rung (default the file's [tune] grid).")] = None,
+    publish_to: Annotated[Path | None, typer.Option(metavar="DIR", help=(
+        "With --experiment --publish: publish under DIR/<name>/ instead of docs/external/ of the "
+        "experiment's own git repository (never into llmevo's checkout)."))] = None,
+    workers: Annotated[int | None, typer.Option(min=1, help=(
+        "With --experiment: run this many of the command's runs at once (each one subprocess)."))] = None,
+    **fields: Any,
 ) -> None:
     """Compare NAME with its baseline, tuned and paired, at each rung; fit and classify across rungs."""
+    tune_grid = fields["tune_grid"]
     if experiment is not None or baseline is not None or method is not None or timeout is not None \
-            or tune_grid is not None:
+            or tune_grid is not None or publish_to is not None or workers is not None:
         from llmevo.cli.external import run_experiment_ladder
 
         run_experiment_ladder(ctx)  # the options it reads, the rest refused by declaration
@@ -158,26 +130,33 @@ def ladder(
 
     from llmevo.cli.progress import RichTrainingProgress
     from llmevo.experiments import LadderRequest, RungEvent, run_ladder
+    from llmevo.experiments.sections import read_experiment
     from llmevo.reports.ladder import ladder_summary, rung_table
 
-    if name is None and genome is None:
-        raise ConfigError("give a component NAME (e.g. `llmevo ladder rope`) or --genome FILE")
-    if name is None:
+    file = read_experiment(Path(name), LadderRequest) if name is not None and name.endswith(".toml") else {}
+    if file:
+        name = None
+    if name is None and genome is None and "name" not in file:
+        raise ConfigError("give a component NAME (e.g. `llmevo ladder rope`), an experiment FILE.toml or --genome FILE")
+    if name is None and genome is not None:
         from llmevo.experiments import read_genome
 
         name = read_genome(genome)[1]
-    request = LadderRequest(
-        name=name, against=against, genome=genome, rungs=parse_int_list(rungs, "--rungs"),
-        seeds=parse_seeds(None, seeds), top_seeds=top_seeds,
-        tune_seeds=parse_seeds(None, tune_seeds, option="--tune-seeds"), tune_confirm=tune_confirm,
-        tune_noise=tune_noise, tune_probe=tune_probe, full_grid_rungs=full_grid_rungs, tokens_per_parameter=tokens_per_parameter, context=context, margin=margin,
-        param=param, match=match, data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device, threads=threads,
-        path=path, replicas_max=replicas_max, val_every=val_every, resamples=resamples, include_degenerate=include_degenerate,
-        publish=publish, allow_dirty=allow_dirty,
-        replace=replace, out=out, command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
-        storage=storage, study=study, heartbeat_interval=heartbeat, grace_period=grace_period,
-        wait_timeout=wait_timeout,
-        **launch_options(launcher, jobs, slurm_partition, job_minutes, launcher_folder))
+    values = request_values(fields, LadderRequest)
+    values.update(data_dir=resolve_data_dir(values.get("data_dir")), cache_dir=resolve_cache_dir(),
+                  command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]))
+    given = {key: value for key, value in (  # the ladder's own options given (over the file's)
+        ("name", name), ("against", against), ("genome", genome), ("rungs", rungs), ("seeds", seeds),
+        ("top_seeds", top_seeds), ("full_grid_rungs", full_grid_rungs), ("context", context), ("margin", margin),
+        ("resamples", resamples), ("include_degenerate", include_degenerate), ("out", out), ("storage", storage),
+        ("study", study), ("heartbeat", heartbeat), ("grace_period", grace_period), ("wait_timeout", wait_timeout))
+        if value is not None and (key == "name" or
+                                  getattr(ctx.get_parameter_source(key), "name", "DEFAULT") != "DEFAULT")}
+    if "rungs" in given:
+        given["rungs"] = parse_int_list(rungs, "--rungs")
+    if "seeds" in given:
+        given["seeds"] = parse_seeds(None, seeds)
+    request = LadderRequest(**{**file, **given, **values})
     apply_threads(request.run.threads)
     plan = request.plan()  # every rung checked before the first trains
 

@@ -9,35 +9,30 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from llmevo.cli.common import (
-    DeviceOption,
-    DModelOption,
-    HeadsOption,
-    JobMinutesOption,
-    JobsOption,
-    LauncherFolderOption,
-    LauncherOption,
-    LayersOption,
-    MatchOption,
-    ParamOption,
     PresetName,
-    RungOption,
-    SlurmPartitionOption,
-    ThreadsOption,
     app,
     apply_threads,
     console,
-    launch_options,
-    parse_floats,
     parse_seeds,
+    request_values,
     resolve_cache_dir,
     resolve_data_dir,
+    section_options,
 )
 from llmevo.errors import ConfigError
+from llmevo.experiments.sections import (
+    LaunchSection,
+    PostTrainingSection,
+    RunSection,
+    SizeSection,
+    TrainingSection,
+    TuningSection,
+)
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -75,11 +70,27 @@ def summary_table(artifact: ReproductionArtifact) -> Table:
     return table
 
 
+# the external branch takes these section fields (``cli.external.run_experiment``)
+EXTERNAL_FIELDS = frozenset({"tune", "tune_grid", "tune_seeds", "arm_cache", "publish", "allow_dirty", "replace"})
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    return getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"
+
+
+def _spelled(name: str, value: object) -> str:
+    option = "--" + name.replace("_", "-")
+    return f"--no-{option[2:]}" if value is False else option
+
+
 @app.command()
+@section_options(RunSection, TrainingSection, TuningSection, SizeSection, PostTrainingSection, LaunchSection)
 def reproduce(
     ctx: typer.Context,
     name: Annotated[str | None, typer.Argument(
-        help="Component to reproduce against its ablation, e.g. rope, muon (default rope; none with --all).")] = None,
+        help="Component to reproduce against its ablation, e.g. rope, muon (default rope; none with --all); "
+             "or an experiment file, FILE.toml (the request's fields, its sections as tables; e.g. "
+             "experiments/rope.toml), which the options and --set override.")] = None,
     all_: Annotated[bool, typer.Option("--all", help=(
         "The whole evidence table: every registered component against its ablation plus the declared "
         "--against comparisons, each tuned; finished comparisons are not rerun (a state file in "
@@ -91,11 +102,6 @@ def reproduce(
     storage: Annotated[str | None, typer.Option(
         help="With --all: share the table with other workers through this Optuna RDB URL.")] = None,
     study: Annotated[str | None, typer.Option(help="With --all --storage: the study's name.")] = None,
-    launcher: LauncherOption = None,
-    jobs: JobsOption = None,
-    slurm_partition: SlurmPartitionOption = None,
-    job_minutes: JobMinutesOption = None,
-    launcher_folder: LauncherFolderOption = None,
     against: Annotated[str | None, typer.Option(metavar="OTHER",
         help="Baseline arm: llama_modern with NAME's slot set to OTHER (a registered component of "
              "that slot, e.g. rope or 'swiglu:hidden=192') instead of NAME's declared ablation; "
@@ -103,19 +109,6 @@ def reproduce(
     preset: Annotated[PresetName, typer.Option(help="Data, training and evaluation settings.")] = "smoke",
     seed: Annotated[int | None, typer.Option(help="One seed (default 42).")] = None,
     seeds: Annotated[str | None, typer.Option(help="Comma-separated seeds, e.g. 42,43,44.")] = None,
-    device: DeviceOption = "auto",
-    data_dir: Annotated[Path | None, typer.Option(help="Data directory (else $LLMEVO_DATA).")] = None,
-    steps: Annotated[int | None, typer.Option(help="Override the preset's training steps.")] = None,
-    rung: RungOption = None,
-    d_model: DModelOption = None,
-    layers: LayersOption = None,
-    heads: HeadsOption = None,
-    param: ParamOption = "standard",
-    match: MatchOption = "tokens",
-    tokens_per_parameter: Annotated[float | None, typer.Option(
-        help="With the size dial: training tokens per parameter (default quick's, about 7.26).")] = None,
-    seq_len: Annotated[int | None, typer.Option(
-        help="With the size dial: the training and evaluation window in tokens (default quick's 64).")] = None,
     init_from: Annotated[Path | None, typer.Option(metavar="DIR",
         help="Start both arms from a transformers Llama directory (config.json, model.safetensors, "
              "tokenizer.json; e.g. SmolLM2-135M) instead of pretraining, with the data tokenized by its "
@@ -123,86 +116,14 @@ def reproduce(
     genome: Annotated[Path | None, typer.Option(metavar="FILE",
         help="Compare llama_modern with this genome instead of a component: an evolution report's "
              "summary.json (its champion) or a genome JSON; NAME (default <study>-champion) names it.")] = None,
-    batch_size: Annotated[int | None, typer.Option(help="Override the batch size.")] = None,
-    lr: Annotated[float | None, typer.Option(help="Override the learning rate.")] = None,
-    warmup_steps: Annotated[int | None, typer.Option(help="Override the warmup steps.")] = None,
-    weight_decay: Annotated[float | None, typer.Option(help="Override the weight decay.")] = None,
-    schedule: Annotated[Literal["constant", "cosine"] | None, typer.Option(
-        help="Override the learning-rate schedule.")] = None,
-    suite: Annotated[Literal["core", "public"] | None, typer.Option(help="Override the benchmark suite.")] = None,
-    publish: Annotated[bool, typer.Option(
-        help="Write under docs/reproductions/ instead of runs/; refuses when llmevo's own git "
-             "checkout (the code that runs, recorded in provenance) has uncommitted changes.")] = False,
-    allow_dirty: Annotated[bool, typer.Option(
-        help="With --publish: publish from a tree with uncommitted changes (recorded in provenance).")] = False,
-    replace: Annotated[bool, typer.Option(
-        help="Replace an artifact at the output path even when it holds more (blocks, seeds) than this run's.")] = False,
     report: Annotated[bool, typer.Option(help="Write the README report and plots.")] = True,
     out: Annotated[Path | None, typer.Option(metavar="FILE", help="Artifact file (overrides the default).")] = None,
-    threads: ThreadsOption = None,
     save_checkpoints: Annotated[Path | None, typer.Option(metavar="DIR",
         help="Save each arm's first-seed model here (DIR/baseline, DIR/method) for `llmevo generate`.")] = None,
-    replicas_max: Annotated[int | None, typer.Option(
-        help="At most this many seeds of an arm train at once (memory).")] = None,
     sequential: Annotated[bool, typer.Option(
         "--sequential", help="Train the seeds one after another (the single-model path).")] = False,
-    val_every: Annotated[int | None, typer.Option(
-        metavar="N", help="Evaluate each report run's validation loss every N steps and at the last, on "
-                          "32 fixed validation windows (a curve; time to target reads it); off by default.")] = None,
-    path: Annotated[Literal["auto", "sequential", "batched", "parallel", "parallel-batched"], typer.Option(
-        help="How an arm's seeds train.")] = "auto",
-    tune: Annotated[bool | None, typer.Option(
-        help="Tune each arm's learning rate on the same grid first (default: on for quick and "
-             "standard, off for smoke; refused for post-training methods); report seeds default "
-             "to 42..46.")] = None,
-    tune_grid: Annotated[str | None, typer.Option(
-        help="Learning rates to tune over, e.g. 1e-3,3e-3,1e-2 (default: 5 from lr/3 to 3*lr).")] = None,
-    tune_seeds: Annotated[str | None, typer.Option(
-        help="Tuning seeds, disjoint from the report seeds (default 1000).")] = None,
-    tune_confirm: Annotated[int | None, typer.Option(
-        help="With tuning (grid or space): extra tuning seeds (default 2, at most 16) on which the "
-             "best and the settings within the seed noise of it (at most 3; a best lr at the stability "
-             "edge with its lower neighbour) are re-scored, the lowest mean over all seeds chosen; "
-             "0 turns this off.")] = None,
-    tune_noise: Annotated[float | None, typer.Option(
-        help="With tuning: the seed noise, percent of the best's mean, within which runners-up are "
-             "re-scored on the --tune-confirm seeds (default: measured over two or more tuning seeds, "
-             "else 1.42, the baseline's seed-to-seed spread at quick; 0: only a best at the stability "
-             "edge).")] = None,
-    tune_space: Annotated[str | None, typer.Option(
-        help="Tune each arm over its components' declared tuning space instead of one lr grid: "
-             "'full' (AdamW: lr, beta2, weight_decay, warmup; Muon: lr, momentum, adamw_lr; "
-             "Lion: lr, beta2, weight_decay) or axes such as lr,beta2; Sobol trials (Optuna "
-             "QMCSampler), the same number per arm; files say -tuned-space.")] = None,
-    tune_trials: Annotated[int | None, typer.Option(
-        help="With --tune-space, or with --all for its optimizer comparisons: trials per arm "
-             "(default 8, at least 2), each under every tuning seed; the last quarter extends an "
-             "axis whose best lies on its edge.")] = None,
-    tune_sampler: Annotated[Literal["sobol", "tpe", "gp"] | None, typer.Option(
-        help="With --tune-space (or --all): who chooses the declared trials. sobol (default): "
-             "Sobol points; tpe or gp: the first half are the same Sobol points, the rest proposed "
-             "two at a time by Optuna's TPESampler or GPSampler from the results so far.")] = None,
-    tune_fidelity: Annotated[Literal["full", "halving"] | None, typer.Option(
-        help="How far each tuning candidate trains. full (default): every grid point or trial to "
-             "full length; halving: successive halving (factor 3), the worse candidates stopped at "
-             "a third (a ninth, ...) of the steps by their validation there, the same schedule for "
-             "every arm.")] = None,
-    tune_probe: Annotated[bool | None, typer.Option(
-        "--tune-probe/--no-tune-probe",
-        help="With the lr grid: after it has chosen (and extended), train each arm once two grid steps "
-             "above the grid's top (x3 on the default grid) on the tuning seeds; one that beats the best at "
-             "all extends the grid toward it (default on; the artifact says when "
-             "it was off).")] = None,
     margin: Annotated[float | None, typer.Option(
         help="Non-inferiority margin of the verdict class, percent (default 1).")] = None,
-    post_steps: Annotated[int | None, typer.Option(help="Post-training methods: the stage's steps.")] = None,
-    post_batch_size: Annotated[int | None, typer.Option(help="Post-training: examples per step.")] = None,
-    post_lr: Annotated[float | None, typer.Option(help="Post-training: learning rate.")] = None,
-    self_consistency: Annotated[bool, typer.Option(
-        "--self-consistency", help="Post-training: also score held-out arithmetic by majority vote over "
-                                   "k = 1, 4, 8 sampled answers (accuracy and generated tokens).")] = False,
-    post_seed_offset: Annotated[int | None, typer.Option(
-        help="Post-training: the stage's seed is the run seed plus this.")] = None,
     method_config: Annotated[str | None, typer.Option(
         help="The method arm's component settings, e.g. 'cap=10' (a model slot or an optimizer), "
              "'beta=0.1', 'group_size=8,kl_beta=0.04' (post-training) or 'lm=0.5,narrative=0.5' "
@@ -211,20 +132,6 @@ def reproduce(
         "--allow-noop", help="Run a comparison whose arms compute the same function (the check before "
                              "training refuses it otherwise); its artifact is classed no-op and never "
                              "promotes.")] = False,
-    preference_file: Annotated[Path | None, typer.Option(
-        help="DPO: a JSONL file of {\"chosen\", \"rejected\"} dialogues instead of HH-RLHF helpful-base.")] = None,
-    arithmetic_max_operand: Annotated[int | None, typer.Option(
-        help="GRPO: the arithmetic difficulty (operands 0..N).")] = None,
-    tracker: Annotated[str, typer.Option(metavar="none|tensorboard|wandb|trackio", help=(
-        "Log every report run (one per arm and seed: per-step loss, lr, grad norm, final metrics, the "
-        "verdict as a summary) to TensorBoard, W&B (offline) or trackio (local), on every training path."))] = "none",
-    tracker_dir: Annotated[Path | None, typer.Option(metavar="DIR", help=(
-        "Where --tracker writes (default: runs/tensorboard, runs/wandb, or trackio's own folder)."))] = None,
-    arm_cache: Annotated[bool | None, typer.Option(
-        "--arm-cache/--no-arm-cache",
-        help="Load tuning and report runs trained before with identical settings, code and data "
-             "from $LLMEVO_CACHE/arms (default .cache/llmevo/arms) instead of retraining them (the artifact lists them); --no-arm-cache "
-             "retrains everything. Not used with --tracker.")] = None,
     experiment: Annotated[Path | None, typer.Option(metavar="FILE", help=(
         "Run an external experiment declared in this TOML file (a command that prints a JSON "
         "line of metrics) instead of a component; its arms by --baseline/--method 'k=v,...'."))] = None,
@@ -232,80 +139,65 @@ def reproduce(
     method: Annotated[str | None, typer.Option(help="With --experiment: the method's parameters, k=v,...")] = None,
     timeout: Annotated[float | None, typer.Option(
         metavar="SECONDS", help="With --experiment: a run still going after this long is killed and recorded as failed.")] = None,
+    publish_to: Annotated[Path | None, typer.Option(metavar="DIR", help=(
+        "With --experiment --publish: publish under DIR/<name>/ instead of docs/external/ of the "
+        "experiment's own git repository (never into llmevo's checkout)."))] = None,
+    workers: Annotated[int | None, typer.Option(min=1, help=(
+        "With --experiment: run this many of the command's runs at once (each one subprocess)."))] = None,
+    **fields: Any,
 ) -> None:
-    """Train a baseline arm and a method arm on the same tokens and compare them."""
+    """Train a baseline arm and a method arm on the same tokens and compare them. Every section
+    field is an option (below, by section) and reachable by --set SECTION.FIELD=VALUE."""
     from llmevo.cli.progress import RichTrainingProgress
-    from llmevo.experiments import ReproductionRequest
+    from llmevo.experiments import EvidenceRequest, ReproductionRequest
     from llmevo.experiments import reproduce as run_reproduction
 
-    if experiment is not None or baseline is not None or method is not None or timeout is not None:
+    if experiment is not None or baseline is not None or method is not None or timeout is not None \
+            or publish_to is not None or workers is not None:
         from llmevo.cli.external import run_experiment
 
         run_experiment(ctx)  # the options it reads, the rest refused by declaration
         return
-    launching = launch_options(launcher, jobs, slurm_partition, job_minutes, launcher_folder)
-    table_only = {"--only": only, "--time-limit": time_limit, "--storage": storage, "--study": study,
-                  **{"--" + key.replace("_", "-"): value for key, value in launching.items()}}
-    if sequential and path != "auto":
+    if sequential and fields["path"] is not None:
         raise ConfigError("--sequential is --path sequential; give one of them")
     if sequential:
-        path = "sequential"
+        fields["path"] = "sequential"
+    request_type = EvidenceRequest if all_ else ReproductionRequest
+    values = request_values(fields, request_type)
+    values.update(data_dir=resolve_data_dir(values.get("data_dir")), cache_dir=resolve_cache_dir(),
+                  command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]))
     if all_:
-        single = {"NAME": name, "--against": against, "--seed": seed, "--save-checkpoints": save_checkpoints,
-                  "--tracker": None if tracker == "none" else tracker, "--tracker-dir": tracker_dir, "--rung": rung, "--d-model": d_model, "--layers": layers,
-                  "--heads": heads, "--param": None if param == "standard" else param,
-                  "--match": None if match == "tokens" else match, "--init-from": init_from, "--genome": genome, "--lr": lr, "--batch-size": batch_size,
-                  "--method-config": method_config, "--allow-noop": allow_noop or None, "--post-steps": post_steps, "--replace": replace or None,
-                  "--no-tune": tune is False or None, "--no-report": (not report) or None,
-                  "--tokens-per-parameter": tokens_per_parameter, "--seq-len": seq_len,
-                  "--warmup-steps": warmup_steps, "--weight-decay": weight_decay, "--schedule": schedule,
-                  "--suite": suite, "--tune-seeds": tune_seeds, "--margin": margin,
-                  "--replicas-max": replicas_max, "--val-every": val_every,
-                  "--post-batch-size": post_batch_size, "--post-lr": post_lr,
-                  "--self-consistency": self_consistency or None, "--post-seed-offset": post_seed_offset,
-                  "--preference-file": preference_file, "--arithmetic-max-operand": arithmetic_max_operand,
-                  "--no-arm-cache": arm_cache is False or None}  # --arm-cache: the table's default
-        given = [option for option, value in single.items() if value is not None]
-        if given:
-            raise ConfigError(f"--all runs the whole table; {', '.join(given)} applies to one comparison")
-        if tune_space is not None:
-            raise ConfigError("--all tunes each comparison by its protocol of record (optimizers over "
-                              "their declared space, the rest over the lr grid); --tune-space applies "
-                              "to one comparison")
-        _reproduce_all(preset, seeds, device, data_dir, threads, steps, path, tune_grid, tune_confirm, publish,
-                       allow_dirty, out, only, time_limit, storage, study, tune_trials, tune_sampler, launching,
-                       tune_fidelity, tune_noise, tune_probe)
+        # what is one comparison's own (the request's fields the table does not have) is refused
+        # in the words the table's request refuses a section field it does not take
+        own = {"NAME": name, "--against": against, "--seed": seed, "--init-from": init_from, "--genome": genome,
+               "--no-report": (not report) or None, "--save-checkpoints": save_checkpoints, "--margin": margin,
+               "--method-config": method_config, "--allow-noop": allow_noop or None}
+        EvidenceRequest.refuse_untaken([option for option, value in own.items() if value is not None])
+        _reproduce_all(preset, seeds, out, only, time_limit, storage, study, values)
         return
+    table_only = {"--only": only, "--time-limit": time_limit, "--storage": storage, "--study": study,
+                  **{_spelled(key, values[key]): values[key] for key in LaunchSection.model_fields if key in values}}
     given = [option for option, value in table_only.items() if value is not None]
     if given:
         raise ConfigError(f"{', '.join(given)} applies to --all only")
+    from llmevo.experiments.sections import read_experiment
+
+    file = read_experiment(Path(name), ReproductionRequest) if name is not None and name.endswith(".toml") else {}
+    if file:
+        name = None
     if name is None and genome is not None:
         from llmevo.experiments import read_genome
 
         name = read_genome(genome)[1]
-    name = name or "rope"
-
-    given_only = {key: value for key, value in (  # the request's own default where not given
-        ("tune_seeds", None if tune_seeds is None else parse_seeds(None, tune_seeds, option="--tune-seeds")),
-        ("margin", margin), ("arm_cache", arm_cache)) if value is not None}
-    request = ReproductionRequest(
-        name=name, against=against, preset=preset, device=device,
-        seeds=None if seed is None and seeds is None else parse_seeds(seed, seeds),
-        data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), threads=threads,
-        rung=rung, d_model=d_model, layers=layers, heads=heads, param=param, match=match, init_from=init_from, genome=genome,
-        tokens_per_parameter=tokens_per_parameter, seq_len=seq_len,
-        steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps, weight_decay=weight_decay,
-        schedule=schedule, suite=suite, publish=publish, allow_dirty=allow_dirty, replace=replace,
-        report=report, out=out, save_checkpoints=save_checkpoints, tracker=tracker, tracker_dir=tracker_dir,
-        path=path, replicas_max=replicas_max, val_every=val_every,
-        tune=tune, tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None,
-        tune_confirm=tune_confirm, tune_noise=tune_noise, tune_probe=tune_probe, tune_space=tune_space,
-        tune_trials=tune_trials, tune_sampler=tune_sampler, tune_fidelity=tune_fidelity, post_steps=post_steps, post_batch_size=post_batch_size, post_lr=post_lr,
-        post_seed_offset=post_seed_offset, self_consistency=self_consistency or None,
-        method_config=method_config, allow_noop=allow_noop,
-        preference_file=preference_file, arithmetic_max_operand=arithmetic_max_operand,
-        command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]), **given_only,
-    )
+    # the request's own fields given on the command line (over the file's; else the request's defaults)
+    own = {key: value for key, value in (
+        ("name", name), ("against", against), ("preset", preset), ("init_from", init_from), ("genome", genome),
+        ("report", report), ("out", out), ("save_checkpoints", save_checkpoints),
+        ("method_config", method_config), ("allow_noop", allow_noop), ("margin", margin))
+        if value is not None and (key == "name" or _given(ctx, key))}
+    if seed is not None or seeds is not None:
+        own["seeds"] = parse_seeds(seed, seeds)
+    request = ReproductionRequest(**{**file, **own, **values})
     apply_threads(request.run.threads)  # the request checked every value (the CLI only parses)
     # the library plans the request (every check, output paths included) before it loads any data
     artifact = run_reproduction(request, progress=RichTrainingProgress(console))
@@ -331,13 +223,8 @@ def reproduce(
         console.print(f"report: {outputs.report / 'README.md'}")
 
 
-def _reproduce_all(preset: str, seeds: str | None, device: str, data_dir: Path | None, threads: int | None,
-                   steps: int | None, path: str, tune_grid: str | None, tune_confirm: int | None, publish: bool,
-                   allow_dirty: bool, out: Path | None, only: str | None, time_limit: float | None,
-                   storage: str | None, study: str | None, tune_trials: int | None = None,
-                   tune_sampler: str | None = None, launching: dict | None = None,
-                   tune_fidelity: str | None = None, tune_noise: float | None = None,
-                   tune_probe: bool | None = None) -> None:
+def _reproduce_all(preset: str, seeds: str | None, out: Path | None, only: str | None,
+                   time_limit: float | None, storage: str | None, study: str | None, values: dict[str, Any]) -> None:
     """``reproduce --all``: the evidence table (``llmevo.experiments.run_evidence``), one line
     per comparison as it starts and ends with the table's ETA, then a summary table."""
     from rich.markup import escape
@@ -354,13 +241,8 @@ def _reproduce_all(preset: str, seeds: str | None, device: str, data_dir: Path |
         raise ConfigError(f"--time-limit {time_limit:g}: give a positive number of minutes")
     request = EvidenceRequest(
         preset=preset, only=parse_names(only, "--only", "component") if only is not None else None,
-        seeds=parse_seeds(None, seeds) if seeds else None,
-        tune_grid=parse_floats(tune_grid, "--tune-grid") if tune_grid is not None else None, tune_confirm=tune_confirm,
-        tune_noise=tune_noise, tune_probe=tune_probe, tune_trials=tune_trials, tune_sampler=tune_sampler,
-        tune_fidelity=tune_fidelity, steps=steps, data_dir=resolve_data_dir(data_dir), cache_dir=resolve_cache_dir(), device=device,
-        threads=threads, path=path, time_limit_minutes=time_limit, publish=publish, allow_dirty=allow_dirty,
-        out=out, storage=storage, study=study, **(launching or {}),
-        command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]))
+        seeds=parse_seeds(None, seeds) if seeds else None, time_limit_minutes=time_limit, out=out,
+        storage=storage, study=study, **values)
     apply_threads(request.run.threads)
     plan = request.plan()  # every comparison checked before the first trains
 

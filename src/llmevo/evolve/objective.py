@@ -279,7 +279,7 @@ def make_objective(context: TrialContext, worker: int | None = None) -> Callable
         trial.set_user_attr("parameters", parameters)
         # a dead worker's trial that never claims: waited on for as long as it takes to be stale
         duplicate = _finished_duplicate(study, trial, genome_hash,
-                                        timeout=plan.grace_period + plan.heartbeat_interval)
+                                        timeout=plan.grace_period + plan.heartbeat)
         if duplicate is not None:
             trial.set_user_attr("duplicate_of", duplicate.number)
             trial.set_user_attr("state", "duplicate")

@@ -151,6 +151,7 @@ class EvolutionSettings(SectionedRequest):
         "tokens_per_parameter": "a study's trials train for the preset's steps (--trial-steps)",
         "seq_len": "a study trains at the preset's window",
         "param": "a study's genomes train under the standard parametrization (--param is for reproduce and ladder)",
+        "match": "a study's trials and its final comparison hold tokens equal (--match is for reproduce and ladder)",
     }
 
     preset: str = "quick"
@@ -318,11 +319,8 @@ class EvolutionSettings(SectionedRequest):
             for option in ("tune_confirm", "tune_grid", "tune_seeds", "tune_noise", "tune_probe"):
                 if option in given.given():
                     raise ConfigError(f"{given.option(option)} needs the final tuning: drop --no-final-tune")
-        final_tuning = tuning.check_plan(
-            given.tune_grid, self.final_tuning_seeds, self.seeds, around=final_preset.train.lr,
-            confirm=tuning.DEFAULT_CONFIRM if given.tune_confirm is None
-            else given.tune_confirm, noise=given.tune_noise,
-            probe=given.tune_probe is not False) if self.final_tune else None
+        final_tuning = given.model_copy(update={"tune_seeds": self.final_tuning_seeds}).plan(
+            final_preset.train.lr, list(self.seeds)) if self.final_tune else None
         # the prologue (threads are the workers'); the study's own report may be there,
         # uncommitted (then --explain)
         prologue(Path(run.data_dir), None, run.publish, run.allow_dirty, run.repo_root, self.report_folder(),
@@ -339,7 +337,7 @@ class EvolutionSettings(SectionedRequest):
             trials=self.trials, workers=self.workers,
             threads_per_worker=run.threads or max(1, (os.cpu_count() or 1) // self.workers),
             population=self.population, tournament=self.tournament,
-            sampler_seed=self.sampler_seed, heartbeat_interval=self.heartbeat,
+            sampler_seed=self.sampler_seed, heartbeat=self.heartbeat,
             grace_period=self.grace_period, trial_preset=trial_preset, promoted=promoted,
             base_model=self.base_model(), rung=self.size.rung, size=self._resolved,
             rescore_seeds=self.rescore_seeds, score_k=self.score_k,

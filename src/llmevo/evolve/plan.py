@@ -48,14 +48,14 @@ class EvolutionPlan:
     # the study
     study_name: str
     storage_url: str  # any SQLAlchemy URL (checked by study.check_storage_url)
-    sampler: str  # a name of study.SAMPLERS
+    sampler: str  # a name of study.GENOME_SAMPLERS
     trials: int  # finished trials the study should reach
     workers: int  # local worker processes
     threads_per_worker: int  # torch's CPU threads in each worker (and its parallel path's processes)
     population: int
     tournament: int
     sampler_seed: int
-    heartbeat_interval: int  # seconds
+    heartbeat: int  # seconds
     grace_period: int  # seconds; a trial silent this long is failed and retried
     # a trial
     trial_preset: Preset  # as requested: a one-epoch preset gets its steps on the data

@@ -7,13 +7,13 @@ attributes; reopening it with another space, preset or grid is refused. Trial 0 
 study is the baseline genome (``llama_modern`` with the preset's training settings),
 enqueued so that the population starts from it.
 
-Heartbeats (``heartbeat_interval``/``grace_period``) detect a worker killed mid-trial; its
+Heartbeats (``heartbeat``/``grace_period``) detect a worker killed mid-trial; its
 trial is marked failed and retried once (``RetryFailedTrialCallback``); a trial killed
 before its first heartbeat is failed too (``runner.storage.fail_silent_trials``). Finished trials
 are those in a final state (complete, pruned, diverged, failed, invalid, duplicate); a
 trial lost to a kill or Ctrl-C does not count, so re-running the command resumes.
 
-Public API: ``SAMPLERS``, ``check_sampler``, ``open_storage``, ``open_study``,
+Public API: ``GENOME_SAMPLERS``, ``check_sampler``, ``open_storage``, ``open_study``,
 ``finished_trials``.
 """
 
@@ -49,7 +49,7 @@ SEARCH_SETTINGS_ATTR = "llmevo:search_settings"
 SEARCH_SETTINGS = ("trials", "workers", "population", "tournament", "rescore_seeds", "score_k")
 
 # name -> sampler of (space, population, tournament, seed)
-SAMPLERS: dict[str, Callable[[SearchSpace, int, int, int | None], BaseSampler]] = {
+GENOME_SAMPLERS: dict[str, Callable[[SearchSpace, int, int, int | None], BaseSampler]] = {
     "regularized": lambda space, population, tournament, seed: RegularizedEvolutionSampler(
         space, population=population, tournament=tournament, seed=seed),
     "nsga2": lambda space, population, tournament, seed: NSGAIISampler(
@@ -61,15 +61,15 @@ SAMPLERS: dict[str, Callable[[SearchSpace, int, int, int | None], BaseSampler]] 
 
 
 def check_sampler(name: str) -> None:
-    if name not in SAMPLERS:
-        raise ConfigError(f"unknown sampler '{name}'; known: {', '.join(SAMPLERS)}")
+    if name not in GENOME_SAMPLERS:
+        raise ConfigError(f"unknown sampler '{name}'; known: {', '.join(GENOME_SAMPLERS)}")
 
 
 def open_storage(plan: EvolutionPlan, heartbeat: bool = True) -> RDBStorage:
     """The plan's RDB storage (``runner.storage.open_storage``), with its heartbeats and
     retry of stale trials unless ``heartbeat`` is False."""
     return shared_storage.open_storage(plan.storage_url,
-                                       heartbeat_interval=plan.heartbeat_interval if heartbeat else None,
+                                       heartbeat_interval=plan.heartbeat if heartbeat else None,
                                        grace_period=plan.grace_period)
 
 
@@ -82,7 +82,7 @@ def preset_description(preset: Preset) -> dict[str, Any]:
 def open_study(plan: EvolutionPlan, space: SearchSpace, storage: RDBStorage) -> optuna.Study:
     """Create the study (baseline enqueued as trial 0) or load and validate it."""
     check_sampler(plan.sampler)
-    sampler = SAMPLERS[plan.sampler](space, plan.population, plan.tournament, plan.sampler_seed)
+    sampler = GENOME_SAMPLERS[plan.sampler](space, plan.population, plan.tournament, plan.sampler_seed)
     pruner = HurdlePruner(population=plan.population)
     study = optuna.create_study(study_name=plan.study_name, storage=storage,
                                 sampler=sampler, pruner=pruner, direction="maximize",

@@ -126,7 +126,7 @@ def worker_loop(plan: EvolutionPlan, study: optuna.Study,
         if done >= plan.trials:
             break
         if done + running >= plan.trials:
-            time.sleep(min(2.0, plan.heartbeat_interval))  # others hold the last trials
+            time.sleep(min(2.0, plan.heartbeat))  # others hold the last trials
             continue
         if propose is not None and not any(t.state == TrialState.WAITING for t in trials):
             if not propose(study, done):

@@ -11,11 +11,11 @@ README's evidence table (``reports.leaderboard.regenerate``).
 (their arms share one pretraining, so they have no tuned verdict), components built for
 diagnostics only (``implementation_status == "component_only"``), and the reverse of a pair
 already in the table (swiglu vs gelu is gelu vs swiglu read backwards: the entry is the one
-that is *not* llama_modern's own choice). Plus ``DECLARED_AGAINST``: llama_modern's own choice
-as the baseline where the declared ablation is another component (alibi vs rope, relu2 and
-geglu vs swiglu).
+that is *not* llama_modern's own choice). Plus llama_modern's own choice as the baseline where
+the declared ablation is another component (alibi vs rope, relu2 and geglu vs swiglu). Each
+row is an experiment file in ``experiments/`` (``EXPERIMENTS``), the table the files there.
 
-**How each is tuned: the protocol of record.** A comparison of optimizers (``SPACE_TUNED_SLOTS``)
+**How each is tuned: the protocol of record.** A comparison of optimizers (its file's ``tune_space``)
 searches each arm's declared tuning space with the same number of Sobol trials (``reproduce NAME
 --tune-space full --tune-trials 8``; an optimizer's verdict moves with more than its lr, Wen et
 al. 2509.02046); every other comparison tunes each arm's lr over the grid (``reproduce NAME``;
@@ -48,9 +48,9 @@ with that arm is complete (``shared_arm_needs``), so two workers never train a s
 at once: with one arm cache (one machine, or a cache folder the machines share) every run
 is trained once. Workers with separate caches each train a shared arm they need.
 
-Public API: ``Entry``, ``evidence_entries``, ``DECLARED_AGAINST``, ``EvidenceRequest``,
+Public API: ``Entry``, ``evidence_entries``, ``EXPERIMENTS``, ``EvidenceRequest``,
 ``EvidencePlan``, ``EntryOutcome``, ``EntryEvent``, ``run_evidence``, ``shared_arm_needs``,
-``request_sha256``, ``SPACE_TUNED_SLOTS``, ``STATE_FILE``.
+``request_sha256``, ``STATE_FILE``.
 """
 
 from __future__ import annotations
@@ -71,22 +71,26 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator
 
 from llmevo.artifacts.io import check_output_dir, write_bytes_atomic, write_json_atomic
-from llmevo.artifacts.provenance import CodeState
+from llmevo.artifacts.provenance import REPO_ROOT, CodeState
 from llmevo.artifacts.schema import read_json
 from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
 from llmevo.experiments.pipeline import ReproductionRequest, code_state, reproduce
 from llmevo.experiments.plans import ReproductionPlan
-from llmevo.experiments.sections import LaunchSection, RunSection, TrainingSection, TuningSection
-from llmevo.model.config import ModelConfig
-from llmevo.registry import Registry, SectionedRequest, Seeds
+from llmevo.experiments.sections import (
+    LaunchSection,
+    RunSection,
+    TrainingSection,
+    TuningSection,
+    read_experiment,
+)
+from llmevo.registry import SectionedRequest, Seeds
 from llmevo.runner.cache import arm_parts, canonical_json
 from llmevo.runner.presets import Preset
 from llmevo.train.trainer import Progress
 
-DECLARED_AGAINST: tuple[tuple[str, str], ...] = (("alibi", "rope"), ("relu2", "swiglu"), ("geglu", "swiglu"))
-SPACE_TUNED_SLOTS = ("optimizer",)  # comparisons of record tuned over each arm's declared space
-UNTUNED_SLOTS = ("post_training",)  # both arms share one pretraining: no tuned verdict
+EXPERIMENTS = REPO_ROOT / "experiments"  # the evidence table: one experiment file per row
+ROW_FIELDS = frozenset({"name", "against", "preset", "tune", "tune_space"})  # a row's own; the table sets the rest
 STATE_FILE = "evidence-state.json"
 Status = Literal["finished", "timed_out", "failed"]
 
@@ -105,28 +109,23 @@ class Entry:
         return self.name if self.against is None else f"{self.name} --against {self.against}"
 
 
-def _is_default_choice(registry: Registry, slot: str, name: str) -> bool:
-    default = getattr(ModelConfig(), slot, None)
-    return getattr(default, "name", None) == name if default is not None else (
-        slot == "architecture" and name == "transformer")
-
-
-def evidence_entries(registry: Registry | None = None, only: Sequence[str] | None = None) -> list[Entry]:
-    """The table's comparisons in registry order, then the declared ``--against`` ones (see
-    the module docstring); ``only``: just these labels' names (an unknown name is an error)."""
-    registry = registry or full_registry()
+def evidence_entries(only: Sequence[str] | None = None, folder: Path = EXPERIMENTS) -> list[Entry]:
+    """The table's rows: one experiment file each in ``folder`` (``experiments/`` at the
+    repository root; each is also ``llmevo reproduce FILE``), read as reproduction requests, in
+    the registry's order with the ``--against`` rows last; ``only``: just these names' rows (an
+    unknown name is an error)."""
+    order = {spec.name: index for index, spec in enumerate(full_registry().all())}
     entries = []
-    for spec in registry.all():
-        ablation = spec.manifest.ablation
-        if ablation is None or spec.slot in UNTUNED_SLOTS or spec.manifest.implementation_status == "component_only":
-            continue
-        reverse = ablation.split(":")[0]
-        other = next((s for s in registry.all() if s.slot == spec.slot and s.name == reverse), None)
-        if (other is not None and (other.manifest.ablation or "").split(":")[0] == spec.name
-                and _is_default_choice(registry, spec.slot, spec.name)):
-            continue  # the reverse pair's other entry is the one in the table
-        entries.append(Entry(spec.name, tune_space="full" if spec.slot in SPACE_TUNED_SLOTS else None))
-    entries += [Entry(name, against) for name, against in DECLARED_AGAINST]
+    for path in sorted(Path(folder).glob("*.toml")):
+        row = read_experiment(path, ReproductionRequest)  # validated whole when its comparison is planned
+        other = sorted(set(row) - ROW_FIELDS)
+        if other or "name" not in row:
+            raise ConfigError(f"{path}: a row of the evidence table holds {', '.join(sorted(ROW_FIELDS))} "
+                              f"(name at least); {', '.join(other) or 'no name'} is the table's to set")
+        entries.append(Entry(row["name"], row.get("against"), row.get("tune_space")))
+    if not entries:
+        raise ConfigError(f"no experiment file (*.toml) in {folder}: the evidence table's rows")
+    entries.sort(key=lambda entry: (entry.against is not None, order.get(entry.name, len(order)), entry.label))
     if only is not None:
         known = {entry.name for entry in entries}
         unknown = [name for name in only if name not in known]
@@ -150,6 +149,12 @@ class EvidenceRequest(SectionedRequest):
     ``data_dir``, when it exists, as ``llmevo leaderboard`` reads it); ``storage``: share the
     table with other workers (see the module docstring)."""
 
+    # the section fields the table reads; any other (a comparison's own size, training, seeds
+    # of tuning, ...) applies to one comparison and is refused, from Python as from the CLI
+    takes: ClassVar[frozenset[str] | None] = frozenset({
+        *RunSection.model_fields.keys() - {"replace", "replicas_max", "val_every", "arm_cache"},
+        "steps", *TuningSection.model_fields.keys() - {"tune_seeds"}, *LaunchSection.model_fields})
+    untaken: ClassVar[str] = "--all runs the whole table; {options} applies to one comparison"
     refused: ClassVar[dict[str, str]] = {
         "tune": "--all tunes every comparison",
         "tune_space": ("--all tunes each comparison by its protocol of record (optimizers over their "
@@ -181,17 +186,11 @@ class EvidenceRequest(SectionedRequest):
         """The reproduction of one comparison of the table: this table's run, training and
         tuning sections, the grid's options to an lr-tuned comparison, the trials to a
         space-tuned one."""
-        lr_only, given = entry.tune_space is None, self.tuning
-        tuning = TuningSection(
-            tune=True, tune_seeds=given.tune_seeds, tune_space=entry.tune_space,
-            tune_grid=given.tune_grid if lr_only else None, tune_confirm=given.tune_confirm,
-            tune_noise=given.tune_noise, tune_probe=given.tune_probe if lr_only else None,
-            tune_trials=None if lr_only else given.tune_trials,
-            tune_sampler=None if lr_only else given.tune_sampler, tune_fidelity=given.tune_fidelity)
         command = f"{self.run.command or 'python: llmevo.experiments.run_evidence'} ({entry.label})"
         return ReproductionRequest(
             name=entry.name, against=entry.against, preset=self.preset, seeds=self.seeds,
-            run=self.run.model_copy(update={"command": command}), train=self.train, tuning=tuning)
+            run=self.run.model_copy(update={"command": command}), train=self.train,
+            tuning=self.tuning.for_protocol(entry.tune_space))
 
     def plan(self) -> EvidencePlan:
         """Every comparison planned once, before any work (``ReproductionRequest.plan``)."""

@@ -82,7 +82,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from llmevo.artifacts.io import check_output_file, write_json_atomic, write_text_atomic
 from llmevo.artifacts.provenance import (
@@ -196,6 +196,12 @@ class ExternalRequest(SectionedRequest):
     report: bool = True
     run: ExternalRunSection = Field(default_factory=ExternalRunSection)
     tuning: TuningSection = Field(default_factory=TuningSection)
+
+    @model_validator(mode="after")
+    def _publish_to_needs_publish(self) -> ExternalRequest:
+        if self.published_dir is not None and not self.run.publish:
+            raise ConfigError("--publish-to is where --publish writes; add --publish (or leave --publish-to out)")
+        return self
 
 
 @dataclass(frozen=True)
@@ -743,9 +749,10 @@ def readme(artifact: Mapping) -> str:
              f"{', '.join(map(str, artifact['protocol']['report_seeds']))}.", ""]
     tuning = artifact["protocol"]["tuning"]
     if tuning is not None:
+        chosen = {arm: "none (no setting trained)" if artifact[arm]["tuning"] is None
+                  else artifact[arm]["tuning"]["chosen"] for arm in ("baseline", "method")}
         lines += [f"Tuned `{tuning['param']}` over {tuning['grid']} on seeds {tuning['seeds']} (both arms); "
-                  f"chosen: baseline {artifact['baseline']['tuning']['chosen']}, method "
-                  f"{artifact['method']['tuning']['chosen']}.", ""]
+                  f"chosen: baseline {chosen['baseline']}, method {chosen['method']}.", ""]
     lines += ["| seed | baseline | method |", "|---|---:|---:|"]
     for row in artifact["per_seed"]:
         lines.append(f"| {row['seed']} | {row['baseline'][metric]:.4f} | {row['method'][metric]:.4f} |")

@@ -114,7 +114,13 @@ from llmevo.eval.scaling import (
 from llmevo.experiments.genome_comparison import read_genome
 from llmevo.experiments.pipeline import ReproductionRequest, code_state, plan_arms, reproduce
 from llmevo.experiments.plans import ReproductionPlan
-from llmevo.experiments.sections import LaunchSection, RunSection, SizeSection, TuningSection
+from llmevo.experiments.sections import (
+    LaunchSection,
+    RunSection,
+    SizeSection,
+    TrainingSection,
+    TuningSection,
+)
 from llmevo.registry import SectionedRequest, Seeds
 from llmevo.reports.ladder import write_ladder_report
 from llmevo.reports.readme import against_slug
@@ -189,7 +195,7 @@ class LadderRequest(SectionedRequest):
     turns the rule off: every rung gets the full grid). ``out``: the ladder folder.
     ``storage`` (a SQLAlchemy URL): the ladder is a queue of rungs in an Optuna study there
     (``study``, else a name derived from the description), shared by every worker that runs
-    the same request against it (``work_queue``); ``heartbeat_interval`` (default 5 s),
+    the same request against it (``work_queue``); ``heartbeat`` (default 5 s),
     ``grace_period`` (20 s) and ``wait_timeout`` (24 h) apply to it.
 
     Sections (``experiments.sections``, each field also flat): ``run``, handed whole to every
@@ -208,6 +214,8 @@ class LadderRequest(SectionedRequest):
         "tune_fidelity": "a ladder trains each rung's grid to full length (its fits read every point)",
         **{field: "--rungs chooses each rung's size" for field in ("rung", "d_model", "layers", "heads")},
         "seq_len": "--context chooses the window (fixed, or growing with the rung)",
+        "steps": "each rung's steps follow its size (--tokens-per-parameter)",
+        "batch_size": "each rung's batch follows its size",
     }
 
     name: str
@@ -225,10 +233,11 @@ class LadderRequest(SectionedRequest):
     out: Path | None = None
     storage: str | None = None
     study: str | None = None
-    heartbeat_interval: int | None = Field(default=None, ge=1)
+    heartbeat: int | None = Field(default=None, ge=1)
     grace_period: int | None = Field(default=None, ge=1)
     wait_timeout: float | None = Field(default=None, gt=0)
     run: RunSection
+    train: TrainingSection = Field(default_factory=TrainingSection)
     tuning: TuningSection = Field(default_factory=TuningSection)
     size: SizeSection = Field(default_factory=SizeSection)
     launch: LaunchSection = Field(default_factory=LaunchSection)
@@ -257,12 +266,10 @@ class LadderRequest(SectionedRequest):
         return ReproductionRequest(
             name=self.name, against=self.against, genome=self.genome, preset=self.preset, seeds=seeds,
             margin=self.margin, report=False, out=folder / f"rung{rung}.json",
-            run=self.run.model_copy(update={"command": command}),
-            tuning=TuningSection(tune=True, tune_seeds=self.tuning.tune_seeds, tune_confirm=self.tune_confirm,
-                                 tune_noise=self.tuning.tune_noise, tune_probe=self.tuning.tune_probe),
-            size=SizeSection(rung=rung, tokens_per_parameter=self.size.tokens_per_parameter, param=self.size.param,
-                             match=self.size.match,
-                             seq_len=context_length(rung) if self.context == "grow" else None))
+            run=self.run.model_copy(update={"command": command}), train=self.train,
+            tuning=self.tuning.model_copy(update={"tune": True}),
+            size=self.size.model_copy(update={
+                "rung": rung, "seq_len": context_length(rung) if self.context == "grow" else None}))
 
     def plan(self) -> LadderPlan:
         """Every rung's size and plan checked before any work (an unknown name or
@@ -287,7 +294,22 @@ class LadderRequest(SectionedRequest):
             assert size is not None
             rungs.append(RungPlan(rung, size, request.plan(comparison),
                                   full_grid=index < self.full_grid_rungs or self.full_grid_rungs == 0))
+        self._check_fitted(rungs)
         return LadderPlan(request=self, folder=folder, rungs=rungs, against=comparison.against, shared=shared)
+
+    def _check_fitted(self, rungs: list[RungPlan]) -> None:
+        """The degenerate rungs (one head, arms differing in a head-dependent slot) are known
+        from the plan: a ladder left with fewer than 2 fitted rungs is refused before any
+        training, in the words the fit would refuse it after (``eval.scaling``)."""
+        baseline, method = rungs[0].plan.comparison.arms
+        dependent = [slot for slot in HEAD_DEPENDENT_SLOTS
+                     if getattr(baseline.model, slot, None) != getattr(method.model, slot, None)]
+        left_out = [] if self.include_degenerate or not dependent else \
+            [rung.rung for rung in rungs if rung.size.geometry.n_heads == 1]
+        if len(rungs) - len(left_out) < 2:
+            raise ConfigError(f"a ladder needs at least 2 fitted rungs, got {len(rungs) - len(left_out)} "
+                              f"(rungs {left_out} left out as degenerate: one attention head, and the arms "
+                              f"differ in {', '.join(dependent)}; add a rung, or --include-degenerate)")
 
     def description(self, against: str | None) -> dict[str, Any]:
         """What makes two requests the same ladder (a shared ladder's study stores it): the
@@ -306,12 +328,13 @@ class LadderRequest(SectionedRequest):
                 **({} if self.tuning.tune_probe is None else {"tune_probe": self.tuning.tune_probe}),
                 **({} if self.run.val_every is None else {"val_every": self.run.val_every}),
                 **({"param": self.size.param} if self.size.param != "standard" else {}),
-                **({"match": self.size.match} if self.size.match != "tokens" else {})}
+                **({"match": self.size.match} if self.size.match != "tokens" else {}),
+                **({"train": given} if (given := self.train.model_dump(exclude_none=True)) else {})}
 
     def _shared(self, against: str | None) -> SharedLadder | None:
         self.launch.check(self.storage)
         if self.storage is None:
-            given = {"--study": self.study, "--heartbeat": self.heartbeat_interval,
+            given = {"--study": self.study, "--heartbeat": self.heartbeat,
                      "--grace-period": self.grace_period, "--wait-timeout": self.wait_timeout}
             for option, value in given.items():
                 if value is not None:
@@ -325,7 +348,7 @@ class LadderRequest(SectionedRequest):
         name = self.study or "ladder-" + self.name + (
             f"-vs-{against_slug(against)}" if against is not None else "") + f"-{digest}"
         return SharedLadder(url=self.storage, study_name=name, description=description,
-                            heartbeat_interval=self.heartbeat_interval or 5,
+                            heartbeat=self.heartbeat or 5,
                             grace_period=self.grace_period or 20, wait_timeout=self.wait_timeout or 86_400.0)
 
 
@@ -355,7 +378,7 @@ class SharedLadder:
     url: str
     study_name: str
     description: dict[str, Any]
-    heartbeat_interval: int  # seconds
+    heartbeat: int  # seconds
     grace_period: int  # seconds; a rung silent this long is failed and retried
     wait_timeout: float  # seconds a worker waits for other workers' rungs
 
@@ -718,7 +741,7 @@ def run_shared_ladder(plan: LadderPlan, code: CodeState, progress: Progress | No
     needs = {rung.rung: [] if rung.full_grid else [r.rung for r in plan.rungs[:index]]
              for index, rung in enumerate(plan.rungs)}
     study = open_work_queue(shared.url, shared.study_name, shared.description,
-                            [r.rung for r in plan.rungs], shared.heartbeat_interval, shared.grace_period)
+                            [r.rung for r in plan.rungs], shared.heartbeat, shared.grace_period)
     started = time.perf_counter()
 
     def event(rung: RungPlan, **fields: Any) -> RungEvent:
@@ -746,7 +769,7 @@ def run_shared_ladder(plan: LadderPlan, code: CodeState, progress: Progress | No
             on_rung(event(plan.rungs[index_of[rung_number]], waiting_for=tuple(missing)))
 
     done = run_work_queue(study, [r.rung for r in plan.rungs], needs, run,
-                          grace_period=shared.grace_period, poll_seconds=min(2.0, shared.heartbeat_interval),
+                          grace_period=shared.grace_period, poll_seconds=min(2.0, shared.heartbeat),
                           wait_timeout=shared.wait_timeout, on_wait=waiting)
     records, files = [], {}
     for rung in plan.rungs:

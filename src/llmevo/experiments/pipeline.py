@@ -61,13 +61,14 @@ from llmevo.experiments.sections import (
     SizeSection,
     TrainingSection,
     TuningSection,
+    experiment_of,
 )
 from llmevo.hf.load import LlamaCheckpoint, read_llama_checkpoint
 from llmevo.model.config import ModelConfig
 from llmevo.registry import ComponentChoice, SectionedRequest, Seeds
 from llmevo.reports.readme import against_slug, report_variant, write_report
 from llmevo.runner.presets import Preset, get_preset
-from llmevo.runner.resources import CpuClock
+from llmevo.runner.resources import CpuClock, check_memory, concurrent_runs
 from llmevo.runner.settings import ComparisonSettings
 from llmevo.runner.size import Size, size_label
 from llmevo.runner.tuning import DEFAULT_REPORT_SEEDS
@@ -266,6 +267,12 @@ class ReproductionRequest(SectionedRequest):
         execution = run.execution()
         device = resolve_device(run.device)
         self._check_execution(device)
+        most_runs = max(len(seeds), 0 if tuning is None else tuning.runs_at_once())
+        for arm in comparison.arms:  # a model that cannot fit is refused now, before any data is read
+            if arm.model.architecture == "transformer":  # the BLT architectures are sized by their data
+                check_memory(f"{arm.label} arm '{arm.name}'", arm.model,
+                             preset.train.model_copy(update={"optimizer": arm.optimizer}), device,
+                             concurrent_runs(execution, device, most_runs))
         check_margin(self.margin)
         command = run.command
         if command is None:
@@ -284,6 +291,7 @@ class ReproductionRequest(SectionedRequest):
             threads=run.threads, publish=run.publish, allow_dirty=run.allow_dirty,
             repo_root=run.repo_root, command=command, size=size, replace=run.replace,
             init_from=init_from, allow_noop=self.allow_noop, match=self.size.match,
+            experiment=experiment_of(self),
         )
 
     def _check_post_training_options(self, comparison: Comparison) -> None:
@@ -485,6 +493,8 @@ def reproduce(request: ReproductionRequest | ReproductionPlan,
         allow_dirty=plan.allow_dirty if plan.publish else None,
         publish=plan.publish,  # the code changed since the start: refused here, before any write
     )
+    if plan.experiment is not None:
+        provenance["experiment"] = plan.experiment
     return _write_outputs(outcome, provenance, outputs, plan.preset, plan.seeds[0], plan.replace,
                           cost=(cpu_seconds, wall_seconds))
 

@@ -389,6 +389,7 @@ class ReproductionPlan:
     init_from: LlamaCheckpoint | None = None  # both arms start from it, on its own tokenizer
     allow_noop: bool = False  # run arms that compute the same function, classed no-op
     match: Literal["tokens", "flops"] = "tokens"  # equal tokens, or equal training FLOPs (runner.flops)
+    experiment: dict[str, Any] | None = None  # the resolved experiment file (provenance records it)
 
     def __post_init__(self) -> None:
         check_seeds(self.seeds)

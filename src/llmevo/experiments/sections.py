@@ -26,9 +26,8 @@ Public API: ``RunSection``, ``TrainingSection``, ``TuningSection``, ``SizeSectio
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import torch
 from pydantic import Field, model_validator
 
 from llmevo.artifacts.provenance import (
@@ -39,18 +38,22 @@ from llmevo.artifacts.provenance import (
     use_imports_memo,
 )
 from llmevo.errors import ConfigError
-from llmevo.model.config import ModelConfig
-from llmevo.model.parametrization import Parametrization
-from llmevo.registry import Section
-from llmevo.runner.presets import Preset
+from llmevo.registry import RequestSection
 from llmevo.runner.settings import (
     TuningSection as TuningSection,  # declared in the runner, re-exported
 )
-from llmevo.runner.size import Size, size_dial
-from llmevo.train.execution import Execution, check_path
+
+if TYPE_CHECKING:  # the sections import no torch: the commands' options are made from them at once
+    from llmevo.model.config import ModelConfig
+    from llmevo.runner.presets import Preset
+    from llmevo.runner.size import Size
+    from llmevo.train.execution import Execution
+
+# model.parametrization.PARAMETRIZATIONS, spelled here torch-free (a test checks they agree)
+Parametrization = Literal["standard", "mup", "completep"]
 
 
-class RunSection(Section):
+class RunSection(RequestSection):
     """Where and how a pipeline's runs go. ``path`` (auto, sequential, batched, parallel,
     parallel-batched) and ``replicas_max`` choose how an arm's seeds train; ``tracker`` and
     ``tracker_dir`` where its runs are logged (``train.tracking``); ``val_every`` gives
@@ -60,16 +63,23 @@ class RunSection(Section):
     ``replace`` lets an artifact replace one that holds more; ``command`` is what provenance
     records as the command that ran."""
 
-    data_dir: Path
-    cache_dir: Path = Path(".cache/llmevo")
-    device: str = "auto"  # auto, cpu, cuda or mps (checked by resolve_device)
-    threads: int | None = Field(default=None, ge=1)
-    path: str = "auto"  # how an arm's seeds train (checked by check_path)
-    replicas_max: int | None = Field(default=None, ge=1)  # at most this many seeds of an arm at once
-    # a report run's validation loss every this many steps and at the last (eval.lm.curve_windows's
-    # subset; the final metrics stay the full evaluation); None: no curve, runs and keys as before
-    val_every: int | None = Field(default=None, ge=1)
-    arm_cache: bool = True  # load runs trained before identically (runner.cache); False: retrain
+    data_dir: Path = Field(description="Data directory (else $LLMEVO_DATA, else the user's cache folder, filled on first use).")
+    cache_dir: Path = Field(default=Path(".cache/llmevo"), description=(
+        "Tokenizers, token arrays and trained arms ($LLMEVO_CACHE)."))
+    device: str = Field(default="auto", description="Where to run the model: auto, cpu, cuda or mps.")
+    threads: int | None = Field(default=None, ge=1, description=(
+        "CPU threads for torch (default: torch's choice; pass 1 on a shared machine)."))
+    path: Literal["auto", "sequential", "batched", "parallel", "parallel-batched"] = Field(
+        default="auto", description="How an arm's seeds train.")
+    replicas_max: int | None = Field(default=None, ge=1, description=(
+        "At most this many seeds of an arm train at once (memory)."))
+    val_every: int | None = Field(default=None, ge=1, description=(
+        "Evaluate each report run's validation loss every N steps and at the last, on 32 fixed "
+        "validation windows (a curve; time to target reads it); off by default."))
+    arm_cache: bool = Field(default=True, description=(
+        "Load tuning and report runs trained before with identical settings, code and data from "
+        "$LLMEVO_CACHE/arms (default .cache/llmevo/arms) instead of retraining them (the artifact "
+        "lists them); --no-arm-cache retrains everything. Off with --tracker."))
     tracker: Literal["none", "tensorboard", "wandb", "trackio"] = Field(default="none", description=(
         "Log every report run (one per arm and seed: per-step loss, lr and grad norm, the final metrics, "
         "the verdict as a summary) to this tracker: tensorboard, wandb (offline) or trackio (local); "
@@ -77,11 +87,16 @@ class RunSection(Section):
     tracker_dir: Path | None = Field(default=None, description=(
         "Where the tracker writes (default: runs/tensorboard for tensorboard, runs/wandb for wandb, "
         "trackio's own folder for trackio)."))
-    publish: bool = False
-    allow_dirty: bool = False
-    replace: bool = False  # replace an artifact at the output path that holds more than the new one
-    command: str | None = None
-    repo_root: Path = REPO_ROOT
+    publish: bool = Field(default=False, description=(
+        "Write under docs/ instead of runs/; refuses when llmevo's own git checkout (the code that "
+        "runs, recorded in provenance) has uncommitted changes."))
+    allow_dirty: bool = Field(default=False, description=(
+        "With --publish: publish from a tree with uncommitted changes (recorded in provenance)."))
+    replace: bool = Field(default=False, description=(
+        "Replace an artifact at the output path even when it holds more (blocks, seeds, trials) "
+        "than this run's."))
+    command: str | None = Field(default=None, description="The command provenance records.")
+    repo_root: Path = Field(default=REPO_ROOT, description="The checkout --publish checks.")
 
     @model_validator(mode="after")
     def _dirty_needs_publish(self) -> RunSection:
@@ -90,6 +105,8 @@ class RunSection(Section):
 
     def execution(self) -> Execution:
         """How an arm's seeds train, checked (``train.execution.check_path``)."""
+        from llmevo.train.execution import Execution, check_path
+
         check_path(self.path, self.replicas_max)
         return Execution(self.path, self.replicas_max, self.val_every)
 
@@ -108,6 +125,8 @@ def prologue(data_dir: Path, threads: int | None, publish: bool, allow_dirty: bo
     there, uncommitted). ``publish`` False where a caller checked the checkout already.
     ``cache_dir``: the parsed import lists provenance and the arm cache read are kept there
     (``artifacts.provenance.use_imports_memo``)."""
+    import torch
+
     if not Path(data_dir).is_dir():
         raise ConfigError(f"data directory {data_dir} does not exist")
     if cache_dir is not None:
@@ -118,16 +137,25 @@ def prologue(data_dir: Path, threads: int | None, publish: bool, allow_dirty: bo
         check_publishable(repo_root, allow_dirty, output)
 
 
-class TrainingSection(Section):
+class TrainingSection(RequestSection):
     """The preset's training settings a request overrides (None: the preset's)."""
 
-    steps: int | None = Field(default=None, ge=1)
-    batch_size: int | None = Field(default=None, ge=1)
-    lr: float | None = Field(default=None, gt=0)
-    warmup_steps: int | None = Field(default=None, ge=0)
-    weight_decay: float | None = Field(default=None, ge=0)
-    schedule: str | None = None  # constant or cosine (checked by the preset)
-    suite: str | None = None  # core or public (checked by the preset)
+    steps: int | None = Field(default=None, ge=1, description="Override the preset's training steps.")
+    batch_size: int | None = Field(default=None, ge=1, description="Override the batch size.")
+    lr: float | None = Field(default=None, gt=0, description="Override the learning rate.")
+    warmup_steps: int | None = Field(default=None, ge=0, description="Override the warmup steps.")
+    weight_decay: float | None = Field(default=None, ge=0, description="Override the weight decay.")
+    schedule: Literal["constant", "cosine", "wsd"] | None = Field(default=None, description=(
+        "Override the learning-rate schedule (wsd: warmup, stable, then a linear decay)."))
+    wsd_decay: float | None = Field(default=None, gt=0, le=1, description=(
+        "With --schedule wsd: the fraction of the post-warmup steps that decays (default 0.2)."))
+    suite: Literal["core", "public"] | None = Field(default=None, description="Override the benchmark suite.")
+
+    @model_validator(mode="after")
+    def _wsd(self) -> TrainingSection:
+        if self.wsd_decay is not None and self.schedule != "wsd":  # no preset's schedule is wsd
+            raise ConfigError("--wsd-decay applies to --schedule wsd (the decay of warmup-stable-decay)")
+        return self
 
     def overrides(self) -> dict[str, Any]:
         """For ``Preset.override``: every setting, None where the preset's stays."""
@@ -138,7 +166,7 @@ class TrainingSection(Section):
         return [self.option(name) for name, value in self.model_dump().items() if value is not None]
 
 
-class SizeSection(Section):
+class SizeSection(RequestSection):
     """The size dial (``runner.size``): ``rung`` (0: quick's llama_modern), or explicit
     ``d_model``, ``layers`` and ``heads`` replacing the rung's geometry;
     ``tokens_per_parameter`` (default quick's ~7.26) and ``seq_len`` (quick's 64) set the
@@ -150,19 +178,35 @@ class SizeSection(Section):
     FLOPs, counted per token by ``runner.flops``; the method arm's steps are set to spend the
     baseline's); it too applies with or without a size."""
 
-    rung: int | None = None
-    d_model: int | None = Field(default=None, ge=1)
-    layers: int | None = Field(default=None, ge=1)
-    heads: int | None = Field(default=None, ge=1)
-    tokens_per_parameter: float | None = Field(default=None, gt=0)
-    seq_len: int | None = None
-    param: Parametrization = "standard"
-    match: Literal["tokens", "flops"] = "tokens"
+    rung: int | None = Field(default=None, description=(
+        "Model size: rung 0 is quick's llama_modern (139,584 parameters); each rung about doubles it "
+        "(-3..7), with the components' sizes, training tokens (7.26 per parameter), batch and warmup "
+        "following. Quick preset only."))
+    d_model: int | None = Field(default=None, ge=1, description="Model width (replaces the rung's; components follow).")
+    layers: int | None = Field(default=None, ge=1, description="Model depth (replaces the rung's).")
+    heads: int | None = Field(default=None, ge=1, description="Attention heads, dividing --d-model (replaces the rung's).")
+    tokens_per_parameter: float | None = Field(default=None, gt=0, description=(
+        "With the size dial: training tokens per parameter (default quick's, about 7.26)."))
+    seq_len: int | None = Field(default=None, description=(
+        "With the size dial: the training and evaluation window in tokens (default quick's 64)."))
+    param: Parametrization = Field(default="standard", description=(
+        "Parametrization: standard; mup (Maximal Update Parametrization, Tensor Programs V Table 8: "
+        "hidden weights at init std 0.02/sqrt(m) and lr/m, logits x 1/m, m = d_model/64; the standard "
+        "model at rung 0); completep (mup plus residual branches x 2/layers, CompleteP alpha=1). "
+        "Adam-family optimizers and the transformer's slots only."))
+    match: Literal["tokens", "flops"] = Field(default="tokens", description=(
+        "What the two arms' budgets hold equal: tokens (default: the same steps on the same tokens), "
+        "or flops (each arm's training FLOPs per token counted on one forward and backward pass, "
+        "routed experts at their active share; the method trains the steps that spend the baseline's "
+        "FLOPs, tuning included; files say -flops). Model-slot comparisons only."))
 
     def resolve(self, preset: str | Preset, batch_size: int | None = None,
                 base_model: ModelConfig | None = None) -> Size | None:
         """The size dial resolved (``runner.size.size_dial``), or None when no size is asked
         for; an unknown rung, heads that do not divide the width or zero steps fail here."""
+        from llmevo.model.config import ModelConfig
+        from llmevo.runner.size import size_dial
+
         return size_dial(self.rung, self.d_model, self.layers, self.heads, preset, batch_size,
                          base_model or ModelConfig(), self.tokens_per_parameter, self.seq_len)
 
@@ -176,18 +220,22 @@ class SizeSection(Section):
 MAX_JOBS = 512  # workers of one piece of shared work; more is a typo, not a cluster
 
 
-class LaunchSection(Section):
+class LaunchSection(RequestSection):
     """Where the workers of shared work run (``experiments.launcher``): ``launcher`` submits
     ``jobs`` workers through submitit, as ``local`` processes on this machine or a ``slurm`` job
     array (``slurm_partition``; ``job_minutes`` each, after which Slurm requeues the job); the
     work's queue is the request's ``storage``, its single source of truth. ``launcher_folder``
     holds submitit's job files and logs (default: beside the work's own outputs)."""
 
-    launcher: Literal["local", "slurm"] | None = None
-    jobs: int = Field(default=2, ge=1, le=MAX_JOBS)
-    slurm_partition: str | None = None
-    job_minutes: int = Field(default=24 * 60, ge=1)
-    launcher_folder: Path | None = None
+    launcher: Literal["local", "slurm"] | None = Field(default=None, description=(
+        "Run the shared work (--storage) as submitit jobs: local processes, or a Slurm job array; "
+        "this command waits for them."))
+    jobs: int = Field(default=2, ge=1, le=MAX_JOBS, description="With --launcher: how many worker jobs.")
+    slurm_partition: str | None = Field(default=None, description="With --launcher slurm: the partition.")
+    job_minutes: int = Field(default=24 * 60, ge=1, description=(
+        "With --launcher: each job's time limit in minutes (Slurm requeues a job at its limit)."))
+    launcher_folder: Path | None = Field(default=None, description=(
+        "With --launcher: submitit's job files and logs (default: <the work's folder>/submitit)."))
 
     def check(self, storage: str | None) -> None:
         """Refuse, before any work, a launch without a queue and options that need another."""
@@ -203,20 +251,25 @@ class LaunchSection(Section):
             raise ConfigError("--slurm-partition applies to --launcher slurm")
 
 
-class PostTrainingSection(Section):
+class PostTrainingSection(RequestSection):
     """A post-training method's stage (steps, batch, lr, the stage seed's offset from the run
     seed) and task options: majority vote over k = 1, 4, 8 samples (``self_consistency``),
     DPO's pairs from a JSONL file of ``{"chosen", "rejected"}`` instead of HH-RLHF
     (``preference_file``), GRPO's operands 0..N (``arithmetic_max_operand``). None: the
     preset's."""
 
-    post_steps: int | None = Field(default=None, ge=1)
-    post_batch_size: int | None = Field(default=None, ge=1)
-    post_lr: float | None = Field(default=None, gt=0)
-    post_seed_offset: int | None = None
-    self_consistency: bool | None = None
-    preference_file: Path | None = None
-    arithmetic_max_operand: int | None = None
+    post_steps: int | None = Field(default=None, ge=1, description="Post-training methods: the stage's steps.")
+    post_batch_size: int | None = Field(default=None, ge=1, description="Post-training: examples per step.")
+    post_lr: float | None = Field(default=None, gt=0, description="Post-training: learning rate.")
+    post_seed_offset: int | None = Field(default=None, description=(
+        "Post-training: the stage's seed is the run seed plus this."))
+    self_consistency: bool | None = Field(default=None, description=(
+        "Post-training: also score held-out arithmetic by majority vote over k = 1, 4, 8 sampled "
+        "answers (accuracy and generated tokens)."))
+    preference_file: Path | None = Field(default=None, description=(
+        'DPO: a JSONL file of {"chosen", "rejected"} dialogues instead of HH-RLHF helpful-base.'))
+    arithmetic_max_operand: int | None = Field(default=None, description=(
+        "GRPO: the arithmetic difficulty (operands 0..N)."))
 
     def stage_overrides(self) -> dict[str, Any]:
         """For ``PostTrainSettings.override``."""
@@ -228,3 +281,75 @@ class PostTrainingSection(Section):
         """The options given, ``--post-steps (post_steps)`` style, for refusals."""
         return [f"{self.option(name)} ({name})" for name, value in self.model_dump().items()
                 if value is not None]
+
+
+# --- the experiment file: a request's serialized form --------------------------------------
+# A TOML file holding what is the request's own at the top (``name``, ``against``, ``seeds``,
+# ``preset``, ...) and its sections as tables (``[run]``, ``[train]``, ``[tuning]``, ``[size]``,
+# ``[post_training]``, ``[launch]``): ``llmevo reproduce FILE.toml`` (and ``ladder``,
+# ``evolve``) validate it as the request (``SectionedRequest``), options and ``--set`` over it.
+# Where this machine keeps its data, cache and checkout is never in a file.
+MACHINE_FIELDS = frozenset({"data_dir", "cache_dir", "command", "repo_root"})
+
+
+def read_experiment(path: Path, request: type) -> dict[str, Any]:
+    """The experiment file at ``path`` as ``request``'s keywords, each section's fields flat
+    (options and ``--set`` then override them by name): an unreadable file, bad TOML or a table
+    that is no section of the request is one line."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"experiment file {path}: cannot be read ({error.__class__.__name__})") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"experiment file {path}: not TOML ({error})") from None
+    sections = request.sections()
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            if key not in sections:
+                raise ConfigError(f"experiment file {path}: [{key}] is no section of {request.__name__} "
+                                  f"(its sections: {', '.join(sections)})")
+            values.update(value)
+        else:
+            values[key] = value
+    return values
+
+
+def experiment_of(request: Any) -> dict[str, Any]:
+    """The resolved experiment file of ``request`` (what its artifact records): every field
+    given a value other than its default, and the request's own fields given at all (its name),
+    sections as tables, JSON values, without where this
+    machine keeps things (``MACHINE_FIELDS``); read back by ``read_experiment``."""
+    dumped = request.model_dump(mode="json", exclude_defaults=True)
+    given = set(request.model_fields_set) - set(request.sections())  # given, even at a default (name="rope")
+    dumped.update({key: value for key, value in request.model_dump(mode="json", include=given).items()
+                   if value is not None})
+    for name in request.sections():
+        table = {key: value for key, value in dumped.pop(name, {}).items() if key not in MACHINE_FIELDS}
+        if table:
+            dumped[name] = table
+    return dumped
+
+
+def experiment_toml(experiment: dict[str, Any]) -> str:
+    """``experiment_of``'s dict as TOML text (scalars and lists at the top, then one table per
+    section); a value TOML cannot hold (None) is left out."""
+    import json
+
+    def value(item: Any) -> str:
+        if isinstance(item, bool):
+            return "true" if item else "false"
+        if isinstance(item, list):
+            return "[" + ", ".join(value(x) for x in item) + "]"
+        if isinstance(item, dict):
+            return "{" + ", ".join(f"{k} = {value(v)}" for k, v in item.items() if v is not None) + "}"
+        return json.dumps(item)  # str (escaped), int, float
+
+    tables = {key: item for key, item in experiment.items() if isinstance(item, dict)}
+    lines = [f"{key} = {value(item)}" for key, item in experiment.items()
+             if key not in tables and item is not None]
+    for key, table in tables.items():
+        lines += ["", f"[{key}]", *(f"{k} = {value(v)}" for k, v in table.items() if v is not None)]
+    return "\n".join(lines) + "\n"

@@ -20,21 +20,30 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
 from llmevo.errors import ConfigError
-from llmevo.registry import Section, TuneSeeds
-from llmevo.runner.arm import Arm
-from llmevo.runner.fidelity import check_fidelity
-from llmevo.runner.presets import Preset
-from llmevo.runner.tuner import Tuner
-from llmevo.runner.tuning import DEFAULT_CONFIRM, DEFAULT_TUNING_SEEDS, check_plan
-from llmevo.runner.tuning_space import DEFAULT_SAMPLER, DEFAULT_TRIALS, MAX_TRIALS, check_space_plan
+from llmevo.registry import RequestSection, TuneSeeds
+
+if TYPE_CHECKING:  # the section imports no torch: the commands' options are made from it at once
+    from llmevo.runner.arm import Arm
+    from llmevo.runner.presets import Preset
+    from llmevo.runner.tuner import Tuner
 
 
-class TuningSection(Section):
+def _tuning() -> Any:
+    from llmevo.runner import tuning
+
+    return tuning
+
+
+GRID_ONLY = ("tune_grid", "tune_probe")  # the lr grid's own fields
+SPACE_ONLY = ("tune_trials", "tune_sampler")  # a space search's own fields
+
+
+class TuningSection(RequestSection):
     """How each arm is tuned before the report seeds train. ``tune`` (None: the pipeline's
     default) tunes each arm's learning rate on ``tune_grid`` (default: 5 from lr/3 to 3*lr)
     under ``tune_seeds``; the best and the settings within the seed noise of it (``tune_noise``,
@@ -52,16 +61,43 @@ class TuningSection(Section):
     (``runner.tuning.adequacy_probe``); False: off, as the artifact then says. The lr grid
     only: a space search extends its own axes."""
 
-    tune: bool | None = None
-    tune_grid: list[float] | None = None
-    tune_seeds: TuneSeeds = Field(default_factory=lambda: list(DEFAULT_TUNING_SEEDS))
-    tune_confirm: int | None = Field(default=None, ge=0)  # extra tuning seeds re-scoring the contenders; 0: off
-    tune_noise: float | None = Field(default=None, ge=0)  # seed noise, % of the best's mean; None: measured/default
-    tune_space: str | None = None
-    tune_trials: int | None = Field(default=None, ge=2, le=MAX_TRIALS)
-    tune_sampler: Literal["sobol", "tpe", "gp"] | None = None  # None: sobol (runner.tuning_space.SAMPLERS)
-    tune_fidelity: Literal["full", "halving"] | None = None  # None: full (runner.fidelity.FIDELITIES)
-    tune_probe: bool | None = None  # the lr grid's adequacy probe; None: on (runner.tuning.adequacy_probe)
+    tune: bool | None = Field(default=None, description=(
+        "Tune each arm's learning rate on the same grid first (default: the pipeline's; for reproduce "
+        "on for quick and standard, off for smoke, refused for post-training methods); report seeds "
+        "default to 42..46."))
+    tune_grid: list[float] | None = Field(default=None, description=(
+        "Learning rates to tune over, e.g. 1e-3,3e-3,1e-2 (default: 5 from lr/3 to 3*lr)."))
+    tune_seeds: TuneSeeds = Field(default_factory=lambda: list(_tuning().DEFAULT_TUNING_SEEDS), description=(
+        "Tuning seeds, disjoint from the report seeds (default 1000; evolve's final comparison 2000)."))
+    tune_confirm: int | None = Field(default=None, ge=0, description=(
+        "With tuning (grid or space): extra tuning seeds (default 2, at most 16) on which the best and "
+        "the settings within the seed noise of it (at most 3; a best lr at the stability edge with its "
+        "lower neighbour) are re-scored, the lowest mean over all seeds chosen; 0 turns this off."))
+    tune_noise: float | None = Field(default=None, ge=0, description=(
+        "With tuning: the seed noise, percent of the best's mean, within which runners-up are re-scored "
+        "on the --tune-confirm seeds (default: measured over two or more tuning seeds, else 1.42, the "
+        "baseline's seed-to-seed spread at quick; 0: only a best at the stability edge)."))
+    tune_space: str | None = Field(default=None, description=(
+        "Tune each arm over its components' declared tuning space instead of one lr grid: 'full' "
+        "(AdamW: lr, beta2, weight_decay, warmup; Muon: lr, momentum, adamw_lr; Lion: lr, beta2, "
+        "weight_decay) or axes such as lr,beta2; Sobol trials (Optuna QMCSampler), the same number per "
+        "arm; files say -tuned-space."))
+    tune_trials: int | None = Field(default=None, ge=2, description=(  # at most MAX_TRIALS: check_space_plan
+        "With --tune-space, or with --all for its optimizer comparisons: trials per arm (default 8, at "
+        "least 2), each under every tuning seed; the last quarter extends an axis whose best lies on "
+        "its edge."))
+    tune_sampler: Literal["sobol", "tpe", "gp"] | None = Field(default=None, description=(
+        "With --tune-space (or --all): who chooses the declared trials. sobol (default): Sobol points; "
+        "tpe or gp: the first half are the same Sobol points, the rest proposed two at a time by "
+        "Optuna's TPESampler or GPSampler from the results so far."))
+    tune_fidelity: Literal["full", "halving"] | None = Field(default=None, description=(
+        "How far each tuning candidate trains. full (default): every grid point or trial to full "
+        "length; halving: successive halving (factor 3), the worse candidates stopped at a third (a "
+        "ninth, ...) of the steps by their validation there, the same schedule for every arm."))
+    tune_probe: bool | None = Field(default=None, description=(
+        "With the lr grid: after it has chosen (and extended), train each arm once two grid steps above "
+        "the grid's top (x3 on the default grid) on the tuning seeds; one that beats the best at all "
+        "extends the grid toward it (default on; the artifact says when it was off)."))
 
     @model_validator(mode="after")
     def _one_protocol(self) -> TuningSection:
@@ -92,6 +128,12 @@ class TuningSection(Section):
                               "--tune-confirm 0 turns re-scoring off (drop one of them)")
         return self
 
+    def for_protocol(self, space: str | None) -> TuningSection:
+        """This section for one comparison tuned by ``space`` (None: the lr grid), e.g. each of
+        ``--all``'s: tuned, the other protocol's fields (``GRID_ONLY`` or ``SPACE_ONLY``) left out."""
+        other = GRID_ONLY if space is not None else SPACE_ONLY
+        return self.model_copy(update={"tune": True, "tune_space": space, **dict.fromkeys(other)})
+
     def check_trials(self) -> None:
         """One comparison: trials and their sampler count only with a space (``--all`` gives
         them to its space-tuned comparisons alone)."""
@@ -120,6 +162,10 @@ class TuningSection(Section):
         lr grid (``grid`` where a caller chooses it, e.g. a ladder's lr rule; else
         ``tune_grid``; else the default grid around ``base_lr``), its seeds disjoint from
         ``report_seeds``."""
+        from llmevo.runner.fidelity import check_fidelity
+        from llmevo.runner.tuning import DEFAULT_CONFIRM, check_plan
+        from llmevo.runner.tuning_space import DEFAULT_SAMPLER, DEFAULT_TRIALS, check_space_plan
+
         fidelity = check_fidelity(self.tune_fidelity or "full")
         confirm = DEFAULT_CONFIRM if self.tune_confirm is None else self.tune_confirm
         if self.tune_space is not None:

@@ -101,7 +101,9 @@ class TrainConfig(StrictModel):
     lr: Annotated[PositiveFloat, Replicas.PER_REPLICA]
     weight_decay: Annotated[NonNegativeFloat, Replicas.PER_REPLICA] = 0.01  # AdamW's default in torch.optim
     grad_clip: Annotated[NonNegativeFloat, Replicas.PER_REPLICA] = 1.0  # 0 disables clipping
-    schedule: Annotated[Literal["constant", "cosine"], Replicas.PER_REPLICA] = "constant"
+    schedule: Annotated[Literal["constant", "cosine", "wsd"], Replicas.PER_REPLICA] = "constant"
+    # wsd (warmup-stable-decay): the last this fraction of the post-warmup steps decays linearly
+    wsd_decay: Annotated[float, Field(gt=0, le=1), Replicas.PER_REPLICA] = 0.2
     warmup_steps: Annotated[NonNegativeInt, Replicas.PER_REPLICA] = 0
     min_lr_ratio: Annotated[NonNegativeFloat, Replicas.PER_REPLICA] = 0.1
     # per replica: each its own settings; the component and what its batched twin shares
@@ -122,7 +124,9 @@ class TrainConfig(StrictModel):
 
 
 def lr_at(step: int, config: TrainConfig) -> float:
-    """Learning rate at ``step`` (0-based): linear warmup, then constant or cosine decay."""
+    """Learning rate at ``step`` (0-based): linear warmup, then constant, cosine decay, or
+    warmup-stable-decay (``wsd``: constant, then a linear decay to the floor over the last
+    ``wsd_decay`` of the post-warmup steps; Hägele et al. 2024, arXiv:2405.18392)."""
     if step < config.warmup_steps:
         return config.lr * (step + 1) / config.warmup_steps
     if config.schedule == "constant":
@@ -130,6 +134,9 @@ def lr_at(step: int, config: TrainConfig) -> float:
     span = max(1, config.steps - config.warmup_steps)
     progress = min(1.0, (step - config.warmup_steps) / span)
     floor = config.lr * config.min_lr_ratio
+    if config.schedule == "wsd":
+        stable = 1.0 - config.wsd_decay
+        return config.lr if progress <= stable else config.lr - (config.lr - floor) * (progress - stable) / config.wsd_decay
     return floor + (config.lr - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
