@@ -23,7 +23,7 @@ from llmevo.experiments.external import (
     plan_external,
 )
 from llmevo.experiments.external_ladder import ExternalLadderRequest
-from llmevo.registry import RequestModel, Section
+from llmevo.registry import RequestModel, RequestSection
 
 # the metric follows the seed and the activation, but "swish" is silently gelu (a typo the
 # script maps onto the default, as a real script's dict.get would)
@@ -190,7 +190,7 @@ def _requests() -> list[type]:
     import llmevo.experiments.ladder
     import llmevo.experiments.pipeline  # noqa: F401  (each defines a request class)
 
-    return sorted((cls for cls in _subclasses(RequestModel) if not issubclass(cls, Section)
+    return sorted((cls for cls in _subclasses(RequestModel) if not issubclass(cls, RequestSection)
                    and cls.__name__ != "SectionedRequest"), key=lambda cls: cls.__name__)
 
 
@@ -200,7 +200,7 @@ def _requests() -> list[type]:
 def test_no_request_declares_a_shared_field_itself(request_class):
     """A field of a shared section (``experiments.sections``, ``runner.settings``) is declared
     once, there: a request that declares one again beside its sections fails here."""
-    shared = {field: section.__name__ for section in _subclasses(Section) for field in section.model_fields}
+    shared = {field: section.__name__ for section in _subclasses(RequestSection) for field in section.model_fields}
     sections = request_class.sections() if hasattr(request_class, "sections") else {}
     again = {field: shared[field] for field in request_class.model_fields if field in shared and field not in sections}
     assert not again, f"{request_class.__name__} declares {again} itself"

@@ -168,6 +168,8 @@ CLI_ALLOWED = (
     "llmevo.evolve",  # the package: run, EvolutionSettings, search_space
     "llmevo.evolve.pipeline",
     "llmevo.evolve.space",  # the SearchSpace type, for printing it
+    "llmevo.experiments.sections",  # the requests' sections: the options are generated from their fields
+    "llmevo.train.tracking",  # track_external: an external comparison's runs to the run section's tracker
 )
 # heavy libraries a command may only import inside its function (``llmevo --help`` stays fast)
 HEAVY = ("torch", "optuna", "numpy", "scipy", "matplotlib", "tokenizers", "sqlalchemy", "arxiv",

@@ -98,8 +98,7 @@ def test_the_committed_tables_are_the_ones_the_committed_artifacts_give():
         assert "(0 comparisons)" not in text and "after Holm (0)" not in text
     assert HEADLINE_START in (root / "README.md").read_text(encoding="utf-8")
     assert EVIDENCE_START in (root / RESULTS_PAGE).read_text(encoding="utf-8")
-    for page in (root / "README.md", root / LADDERS_PAGE):
-        assert DECISIONS_START in page.read_text(encoding="utf-8")
+    assert DECISIONS_START in (root / LADDERS_PAGE).read_text(encoding="utf-8")  # the README links to it
 
 
 def test_the_committed_leaderboard_pair_is_one_write():

@@ -376,7 +376,7 @@ def plan_external(request: ExternalRequest, check_publish: bool = True,
         if "tune_seeds" not in tuning.model_fields_set:  # the file's tuning seeds
             tuning = tuning.model_copy(update={"tune_seeds": list(spec.tune.seeds)})
         tuner = tuning.plan(default, list(request.seeds), grid=None if tuning.tune_grid else spec.tune.grid)
-        assert isinstance(tuner, TuningPlan)  # tune_space is refused
+        # an lr-grid plan: tune_space, the one other tuner, is refused (EXTERNAL_REFUSED)
     else:
         tuning.refuse_untuned("the arms are not tuned (the file declares no [tune], or --no-tune)")
     # settings both arms override alike name the file too (steps-150)
@@ -480,9 +480,10 @@ class SubprocessRunner:
                                    *seeds]))
         first, second = pool[0], (pool[1] if len(pool) > 1 else None)
         at = {}
-        if self.plan.param is not None and isinstance(tuner, TuningPlan):
+        grid = getattr(tuner, "grid", None)  # the lr-grid plan's (the only tuner external arms take)
+        if self.plan.param is not None and grid:
             default = float(self.spec.params[self.plan.param])
-            at = {self.plan.param: min(tuner.grid, key=lambda value: abs(math.log(value / default)))}
+            at = {self.plan.param: min(grid, key=lambda value: abs(math.log(value / default)))}
         base = self._run("baseline", "check", {**baseline.params, **at}, first)
         if second is not None:
             other = self._run("baseline", "check", {**baseline.params, **at}, second)
