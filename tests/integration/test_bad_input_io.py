@@ -288,7 +288,9 @@ def test_reproduce_tensorboard_on_a_full_disk(capsys, workdir, disk_full, smoke_
 
 # --- data fetch: the disk -------------------------------------------------------------------
 
-FIRST_PIECE = ".partial/wikitext-2__wiki.train.tokens.0"  # the first file `data fetch` downloads
+# the first file `data fetch` downloads: the first pinned file the package does not carry (those
+# it carries are unpacked, never downloaded)
+FIRST_PIECE = ".partial/wikitext-2-raw__wiki.train.raw.0"
 
 
 def test_data_fetch_on_a_full_disk_says_so_not_resume(capsys, workdir, data_dir):

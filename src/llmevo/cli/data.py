@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +18,7 @@ from llmevo.data.fetch import (
     DEFAULT_TIMEOUT,
     check_base_url,
     check_data,
+    check_timeout,
     fetch_data,
 )
 from llmevo.errors import DataError
@@ -39,11 +42,32 @@ def fetch(
     dest = to if to is not None else _given_dir()
     url = base_url if base_url is not None else os.environ.get(DATA_URL_ENV) or DEFAULT_BASE_URL
     check_base_url(url)
-    if dest is None:
+    managed = dest is None  # the default data folder: the sets it unpacks stay there whatever follows
+    if managed:
         dest = store.prepare_managed(store.default_data_dir(), url)
     check_output_dir(dest, "--to")
-    for target in store.unpack_embedded(dest):
-        console.print(f"unpacked {target}", highlight=False)
+    check_timeout(timeout)  # before anything is written
+    created, unpacked = not dest.exists(), []
+    try:
+        for target in store.unpack_embedded(dest):
+            unpacked.append(Path(target))
+            console.print(f"unpacked {target}", highlight=False)
+        _fetch_into(dest, url, timeout)
+    except BaseException:  # a failed fetch into a folder given leaves nothing: not even the sets it unpacked
+        if managed:
+            raise
+        if created:
+            shutil.rmtree(dest, ignore_errors=True)
+        for path in unpacked:
+            path = path if path.is_absolute() else dest / path
+            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # its folder, when this left it empty
+                path.parent.rmdir()
+        raise
+
+
+def _fetch_into(dest: Path, url: str, timeout: float) -> None:
+    """``fetch_data`` into ``dest`` with a progress bar per file."""
 
     def report(remote, downloaded: bool) -> None:
         console.print(f"{'fetched' if downloaded else 'present'}  {remote.target}", highlight=False)
