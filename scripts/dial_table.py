@@ -5,10 +5,12 @@ against the realistic-scale references by the shared rule, beside protocol v3's 
     python scripts/dial_table.py                                     # v3 alone
     python scripts/dial_table.py --dial a=docs/studies/dials-2026-12-07/a --markdown
     python scripts/dial_table.py --dial a=DIR --dial c=DIR --json out.json
+    python scripts/dial_table.py --dial v3-r3=DIR --dial a-r3=DIR --base v3-r3 --markdown
 
 A dial's folder holds one artifact per development row, named by the row's tag (``TAGS``:
 ``lion.json``, ``geglu-vs-gelu.json``, ...); a row without one is "not run" and the dial's
-figures count the rows it has, beside v3's on the same rows. Per dial: the rows that agree
+figures count the rows it has, beside the base's on the same rows (``--base``: v3's published
+rows, or another dial, e.g. v3's protocol rerun at the dial's size). Per dial: the rows that agree
 (the strict rate, over every row with an artifact), agree over agree + disagree, the rows
 inconclusive where the reference decides, how many of llmevo's *better* and *worse* verdicts
 held, the ratio of llmevo's change to the reference's (where the source names one number;
@@ -177,16 +179,17 @@ def _fmt_ratio(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
 
 
-def markdown(rows: list[DevRow], dials: dict[str, dict[str, Measured]]) -> str:
-    """The dial table, then each row's class and score under every dial."""
-    base = dials[V3]
-    lines = ["| dial | rows | agree (v3 on the same rows → dial) | agree / decided | inconclusive "
+def markdown(rows: list[DevRow], dials: dict[str, dict[str, Measured]], base_name: str = V3) -> str:
+    """The dial table (each dial beside ``base_name`` on the rows both have), then each row's
+    class and score under every dial."""
+    base = dials[base_name]
+    lines = [f"| dial | rows | agree ({base_name} on the same rows → dial) | agree / decided | inconclusive "
              "| *better* held | *worse* held | effect ratio, decisive refs: median of same sign; opposite sign "
-             "(v3 → dial) | core-hours (v3 → dial) |",
+             f"({base_name} → dial) | core-hours ({base_name} → dial) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for name, measured in dials.items():
-        same = {tag: base[tag] for tag in measured}
-        before, after = summary(rows, same), summary(rows, measured)
+        both = {tag: m for tag, m in measured.items() if tag in base}
+        before, after = summary(rows, {tag: base[tag] for tag in both}), summary(rows, both)
         lines.append(
             f"| {name} | {after['rows']} | {before['agree']} → {after['agree']} "
             f"| {after['agree']}/{after['agree'] + after['disagree']} | {after['inconclusive']} "
@@ -215,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dev-set", type=Path, default=DEV_SET)
     parser.add_argument("--dial", action="append", default=[], metavar="NAME=DIR",
                         help="a dial's folder of <tag>.json artifacts (repeatable)")
+    parser.add_argument("--base", default=V3, metavar="NAME",
+                        help="the dial the others are read against, on the rows both have (default v3, "
+                             "the published rows)")
     parser.add_argument("--markdown", action="store_true", help="print the tables as markdown")
     parser.add_argument("--json", type=Path, help="also write every figure here")
     args = parser.parse_args(argv)
@@ -229,17 +235,22 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         folders[name] = Path(folder)
+    if args.base not in folders:
+        print(f"dial_table: --base {args.base!r}: not a dial given ({', '.join(folders)})", file=sys.stderr)
+        return 2
     rows = read_dev_set(args.dev_set)
     dials = {name: dial_artifacts(name, folder, rows) for name, folder in folders.items()}
+    base = dials[args.base]
     figures = {name: summary(rows, measured) | {
-        "v3_same_rows": summary(rows, {t: dials[V3][t] for t in measured}),
+        "base": args.base,
+        "base_same_rows": summary(rows, {t: base[t] for t in measured if t in base}),
         "artifacts": {t: m.path for t, m in measured.items()},
         "classes": {t: [m.llmevo_class, m.change, list(m.ci)] for t, m in measured.items()}}
         for name, measured in dials.items()}
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")
     if args.markdown:
-        print(markdown(rows, dials), end="")
+        print(markdown(rows, dials, args.base), end="")
     else:
         for name, f in figures.items():
             print(f"{name}: {f['agree']}/{f['rows']} agree, {f['disagree']} disagree, "

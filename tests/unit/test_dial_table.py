@@ -85,4 +85,8 @@ def test_v3_scores_as_the_readme_states_and_a_dial_folder_is_read(tmp_path, caps
     figures = json.loads((tmp_path / "out.json").read_text())
     assert figures["a"]["scores"] == {"muon": "agree", "lion": "agree"}
     assert module.main(["--dev-set", str(dev), "--dial", "v3=" + str(folder)]) == 2
+    assert module.main(["--dev-set", str(dev), "--base", "b"]) == 2
+    assert module.main(["--dev-set", str(dev), "--dial", f"b={folder}", "--dial", f"a={folder}", "--base", "b",
+                        "--markdown"]) == 0
+    assert "| a | 2 | 2 → 2 |" in capsys.readouterr().out
     assert module.main(["--dev-set", str(tmp_path / "none.tsv")]) == 2
