@@ -90,3 +90,18 @@ def test_v3_scores_as_the_readme_states_and_a_dial_folder_is_read(tmp_path, caps
                         "--markdown"]) == 0
     assert "| a | 2 | 2 → 2 |" in capsys.readouterr().out
     assert module.main(["--dev-set", str(tmp_path / "none.tsv")]) == 2
+
+
+def test_the_protocol_page_quotes_the_dial_table_the_study_artifacts_give(tmp_path, capsys):
+    """docs/protocol.md's dial table is the script's output on the committed study artifacts."""
+    page = (ROOT / "docs" / "protocol.md").read_text()
+    start, end = "<!-- dial table: ", "<!-- end dial table -->"
+    head = page.index(start)
+    command = page[head + len(start):page.index(" -->", head)]
+    quoted = page[page.index("\n", head) + 1:page.index(end)]
+    dev = tmp_path / "dev-set.tsv"
+    dev.write_text(DEV_SET)
+    args = command.split()[2:]  # python scripts/dial_table.py ...
+    args = [a.replace("=docs/", f"={ROOT}/docs/") for a in args]
+    assert _script().main(["--dev-set", str(dev), *args]) == 0
+    assert capsys.readouterr().out == quoted
