@@ -426,6 +426,11 @@ WARMUP_AXIS = TuningAxis(target="train", setting="warmup_steps", low=0.0, high=0
 """Linear warmup, 0 .. 20% of the steps (an extension stops at 0 and at half the run)."""
 WEIGHT_DECAY_AXIS = TuningAxis(target="train", setting="weight_decay", low=0.0, high=0.2, limit_low=0.0)
 """Decoupled weight decay, 0 .. 0.2 (the value the optimizer's build receives)."""
+PAPER_WEIGHT_DECAY_AXIS = TuningAxis(target="train", setting="weight_decay", low=0.0, high=1.0,
+                                     limit_low=0.0)
+"""Decoupled weight decay, 0 .. 1 (the value the optimizer's build receives): the range the
+optimizer studies at scale search (Wen et al. 2509.02046 choose 0.1 for AdamW and 0.6-0.7 for
+Lion), for ``--tune-space paper`` (issue 48, dial a)."""
 
 
 class Manifest(StrictModel):
@@ -451,6 +456,12 @@ class Manifest(StrictModel):
         description="What a reproduction's space tuning (--tune-space) tunes for this component: "
         "an optimizer's whole space (it must include lr); another component's axes add to its "
         "arm's optimizer space (none declared: lr only, the optimizer's).",
+    )
+    paper_tuning_space: dict[str, TuningAxis] = Field(
+        default_factory=dict,
+        description="What --tune-space paper tunes for this component: what the method's own paper "
+        "(or the independent study that tuned it, e.g. Wen et al. 2509.02046) tunes, in the same "
+        "form as tuning_space; none declared: its tuning_space (issue 48, dial a).",
     )
     supports_kv_cache: bool = True
     supports_replicas: bool = Field(

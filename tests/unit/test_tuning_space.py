@@ -84,6 +84,37 @@ def test_declared_spaces_resolve_against_the_preset_and_name_real_settings():
             assert "lr" in spec.manifest.tuning_space, spec.name
 
 
+def test_the_paper_space_is_opt_in_and_widens_what_the_papers_tune():
+    """``--tune-space paper`` (issue 48, dial a): each optimizer's paper_tuning_space (weight
+    decay to 1, warmup where v3 had none), a component without one keeps its tuning_space, and
+    ``full`` (protocol v3) reads exactly what it read before."""
+    plan = check_space_plan("paper", 8, [1000], [42])
+    assert plan.paper and plan.axes is None and not check_space_plan("full", 8, [1000], [42]).paper
+
+    def names(optimizer: str, paper: bool) -> list[str]:
+        return [a.name for a in arm_space(ComponentChoice(name=optimizer), [], CONFIG, paper=paper)]
+
+    assert names("lion", True) == ["lr", "beta2", "weight_decay", "warmup"]
+    assert names("muon", True) == ["lr", "momentum", "adamw_lr", "weight_decay", "warmup"]
+    assert names("soap", True)[-2:] == ["weight_decay", "warmup"]
+    for optimizer in ("adamw", "cautious_adamw", "adam_mini", "lion", "muon", "soap"):
+        decay = {a.name: a for a in arm_space(ComponentChoice(name=optimizer), [], CONFIG, paper=True)}
+        assert (decay["weight_decay"].low, decay["weight_decay"].high) == (0.0, 1.0), optimizer
+    lion_lr = arm_space(ComponentChoice(name="lion"), [], CONFIG, paper=True)[0]
+    assert (lion_lr.low, lion_lr.high) == pytest.approx((1e-3 / 3, 6e-3))
+    # undeclared: the tuning space; full: unchanged by the paper spaces
+    assert names("ademamix", True) == names("ademamix", False) == ["lr", "beta3", "alpha", "weight_decay"]
+    assert names("lion", False) == ["lr", "beta2", "weight_decay"]
+    assert arm_space(ComponentChoice(name="adamw"), [], CONFIG)[2].high == 0.2
+    for spec in full_registry().all():  # every paper axis moves a real setting and holds lr
+        for name, axis in spec.manifest.paper_tuning_space.items():
+            fields = (TrainConfig.model_fields if axis.target == "train"
+                      else spec.config_cls.model_fields)
+            assert axis.setting in fields, (spec.name, name)
+        if spec.slot == "optimizer" and spec.manifest.paper_tuning_space:
+            assert "lr" in spec.manifest.paper_tuning_space, spec.name
+
+
 def test_settings_reach_the_train_config_and_the_optimizer_config():
     axes = arm_space(ComponentChoice(name="adamw"), [], CONFIG)
     config = tuning_space.apply_settings(CONFIG, axes, {"lr": 2e-3, "beta2": 0.95,
@@ -101,7 +132,7 @@ def test_settings_reach_the_train_config_and_the_optimizer_config():
     ("lr,,beta2", 4, [1000], [42], "empty axis"),
     ("lr,lr", 4, [1000], [42], "named twice"),
     ("beta2", 4, [1000], [42], "the space must hold lr"),  # a KeyError after training, before
-    (" ", 4, [1000], [42], "full"),
+    (" ", 4, [1000], [42], "'full', 'paper'"),
 ])
 def test_bad_space_plans_are_refused(space, trials, seeds, report, message):
     with pytest.raises(ConfigError, match=message):

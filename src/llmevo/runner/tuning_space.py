@@ -15,6 +15,11 @@ Here:
   optimizer component's config (``TrainConfig.optimizer.config``). Bounds ``relative_to`` the
   preset's lr or steps are resolved against the preset (lr: lr/3 .. 3·lr, the default grid's
   span). ``--tune-space lr,beta2`` keeps only those axes (each must be declared by an arm).
+- **The paper's space** (``--tune-space paper``; issue 48, dial a; opt-in, ``full`` stays the
+  protocol of record): each component's ``Manifest.paper_tuning_space`` where it declares one,
+  else its ``tuning_space``: what the method's own paper, or the independent study that tuned
+  it (Wen et al. 2509.02046), tunes: weight decay up to 1, warmup, the optimizer's betas. The
+  trials, seeds, sampler, extension and grid floor are those of ``full``.
 - **The budget.** Every arm gets exactly ``trials`` trials, each trained under every tuning
   seed (disjoint from the report seeds), so a comparison costs both arms the same.
 - **The sampler.** Optuna's ``QMCSampler`` (Sobol, scrambled with ``sampler_seed``; Bergstra
@@ -72,7 +77,7 @@ Here:
 The test split is never looked at here.
 
 Public API: ``SpacePlan`` (a ``runner.tuner.Tuner``), ``check_space_plan``, ``ResolvedAxis``, ``arm_space``,
-``axis_value``, ``apply_settings``, ``Trial``, ``ArmSpaceTuning``, ``tune_arm_space``,
+``declared_space``, ``axis_value``, ``apply_settings``, ``Trial``, ``ArmSpaceTuning``, ``tune_arm_space``,
 ``space_tuning_block``, ``sampler_record``, ``sobol_study``, ``sequential_study``, ``SAMPLERS``.
 """
 
@@ -87,7 +92,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from llmevo.artifacts.schema import CachedTuningRun
 from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError, DivergedError
-from llmevo.registry import MODEL_SLOTS, ComponentChoice, TuningAxis
+from llmevo.registry import MODEL_SLOTS, ComponentChoice, Manifest, TuningAxis
 from llmevo.runner.arm import Arm
 from llmevo.runner.arm_run import Scorer
 from llmevo.runner.fidelity import Fidelity, halve
@@ -127,6 +132,7 @@ SEQUENTIAL_BATCH = 2  # trials a sequential sampler proposes before it is told t
 EXTENSION_SHARE = 4  # the last trials // 4 trials of an arm are its extension phase
 EXTENSION_WIDTH = 0.5  # an extension reaches half the declared width beyond the edge
 FULL = "full"
+PAPER = "paper"  # every axis of each component's paper_tuning_space (its tuning_space where none)
 SELECTION = ("lowest mean validation {metric} over the tuning seeds among the arm's trials "
              "(a diverged run counts as worst; ties: the earlier trial)")
 METHOD = ("Optuna QMCSampler (Sobol, scrambled, seed {seed}) over the unit cube of each arm's "
@@ -161,6 +167,7 @@ class SpacePlan:
     confirm_seeds: tuple[int, ...] = ()  # the contenders are re-scored on these; (): none
     noise: float | None = None  # seed noise in % (runner.tuning.seed_noise); None: measured or default
     rescore_top: int = DEFAULT_RESCORE_TOP
+    paper: bool = False  # the components' paper_tuning_space (--tune-space paper), else tuning_space
 
     kind: ClassVar[Literal["space"]] = "space"
 
@@ -188,8 +195,9 @@ class SpacePlan:
         spaces, declared = {}, {}
         for arm in arms:
             components = model_components(arm)
-            spaces[arm.label] = arm_space(arm.optimizer, components, preset.train, self.axes)
-            declared[arm.label] = [axis.name for axis in arm_space(arm.optimizer, components, preset.train)]
+            spaces[arm.label] = arm_space(arm.optimizer, components, preset.train, self.axes, self.paper)
+            declared[arm.label] = [axis.name for axis in arm_space(arm.optimizer, components, preset.train,
+                                                                   paper=self.paper)]
         check_axes(self.axes, spaces, declared)
 
     def with_grid(self, grid: Sequence[float], report_seeds: Sequence[int]) -> SpacePlan:
@@ -199,7 +207,7 @@ class SpacePlan:
              score: Scorer) -> ArmChoice:
         """``tune_arm_space`` over the arm's declared axes; the arm keeps its best trial's
         settings (its optimizer's among them)."""
-        axes = arm_space(config.optimizer, components, config, self.axes)
+        axes = arm_space(config.optimizer, components, config, self.axes, self.paper)
         record = tune_arm_space(label, config, axes, self, score)
         cached = [CachedTuningRun(lr=float(trial.values["lr"]), seed=seed, trial=trial.number)
                   for trial in (*record.trials, *record.grid_trials) for seed in trial.cached]
@@ -219,7 +227,7 @@ def check_space_plan(space: str, trials: int, seeds: Sequence[int], report_seeds
                      sampler: str = DEFAULT_SAMPLER, fidelity: Fidelity = Fidelity(),
                      around: float | None = None, confirm: int = 0, noise: float | None = None,
                      top: int = DEFAULT_RESCORE_TOP) -> SpacePlan:
-    """A validated plan (``space``: ``full`` or a comma list of axis names; ``grid``: the lr
+    """A validated plan (``space``: ``full``, ``paper`` or a comma list of axis names; ``grid``: the lr
     grid the search is checked against, see ``GRID_FLOOR``, or with ``around`` (a preset's lr)
     and no grid the default grid around it; ``sampler``: one of ``SAMPLERS``; ``confirm``: how
     many further tuning seeds re-score the contenders, ``noise`` and ``top`` as
@@ -232,8 +240,8 @@ def check_space_plan(space: str, trials: int, seeds: Sequence[int], report_seeds
         raise ConfigError(f"sampler seed {sampler_seed!r}: give a non-negative integer")
     text = space.strip()
     if not text:
-        raise ConfigError("--tune-space: give 'full' or a comma list of axes, e.g. lr,beta2")
-    axes = None if text == FULL else tuple(a.strip() for a in text.split(","))
+        raise ConfigError("--tune-space: give 'full', 'paper' or a comma list of axes, e.g. lr,beta2")
+    axes = None if text in (FULL, PAPER) else tuple(a.strip() for a in text.split(","))
     if axes is not None:
         if any(not a for a in axes):
             raise ConfigError(f"--tune-space {space!r}: an empty axis name; e.g. lr,beta2")
@@ -253,7 +261,7 @@ def check_space_plan(space: str, trials: int, seeds: Sequence[int], report_seeds
     check_rescoring(noise, top)
     return SpacePlan(axes, trials, checked, sampler_seed, floor, sampler, fidelity,  # type: ignore[arg-type]
                      confirmation_seeds(confirm, checked, report_seeds),
-                     None if noise is None else float(noise), top)
+                     None if noise is None else float(noise), top, text == PAPER)
 
 
 @dataclass(frozen=True)
@@ -304,21 +312,29 @@ def _resolve(name: str, axis: TuningAxis, train: TrainConfig) -> ResolvedAxis:
                         scaled(axis.limit_low), scaled(axis.limit_high))
 
 
+def declared_space(manifest: Manifest, paper: bool = False) -> dict[str, TuningAxis]:
+    """A component's declared axes: its ``paper_tuning_space`` under ``paper`` where it declares
+    one, else its ``tuning_space``."""
+    return dict(manifest.paper_tuning_space or manifest.tuning_space if paper else manifest.tuning_space)
+
+
 def arm_space(optimizer: ComponentChoice, components: Sequence[ComponentChoice],
-              train: TrainConfig, wanted: Sequence[str] | None = None) -> list[ResolvedAxis]:
+              train: TrainConfig, wanted: Sequence[str] | None = None,
+              paper: bool = False) -> list[ResolvedAxis]:
     """The arm's axes (its optimizer's declared space, then its model components' axes the
-    optimizer lacks), resolved against the preset's ``train`` and kept to ``wanted`` (None:
-    all). A declared axis whose setting is not a real field is a ``ConfigError``."""
+    optimizer lacks; ``paper``: each component's paper space, ``declared_space``), resolved
+    against the preset's ``train`` and kept to ``wanted`` (None: all). A declared axis whose
+    setting is not a real field is a ``ConfigError``."""
     registry = full_registry()
     spec = registry.get("optimizer", optimizer.name)
-    space = dict(spec.manifest.tuning_space)
+    space = declared_space(spec.manifest, paper)
     if "lr" not in space:
         raise ConfigError(f"optimizer '{optimizer.name}' declares no tuning space with lr "
                           "(Manifest.tuning_space); it cannot be space-tuned")
     for choice in components:
         for slot in MODEL_SLOTS:
             if choice.name in registry.names(slot):
-                for name, axis in registry.get(slot, choice.name).manifest.tuning_space.items():
+                for name, axis in declared_space(registry.get(slot, choice.name).manifest, paper).items():
                     space.setdefault(name, axis)
     for name, axis in space.items():
         fields = (TrainConfig.model_fields if axis.target == "train"
@@ -769,7 +785,7 @@ def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTun
         "trials": plan.trials,
         "declared_trials": plan.declared_trials,
         "extension_trials": plan.extension_trials,
-        "axes_requested": FULL if plan.axes is None else list(plan.axes),
+        "axes_requested": (PAPER if plan.paper else FULL) if plan.axes is None else list(plan.axes),
         "extend_edges": plan.extension_trials > 0,
         "confirm_seeds": list(plan.confirm_seeds),
         "arms": {},

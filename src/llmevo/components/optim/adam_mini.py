@@ -42,7 +42,7 @@ import torch
 from pydantic import Field, PositiveFloat
 from torch import Tensor, nn
 
-from llmevo.components.optim.adamw import ADAMW_TUNING_SPACE, AdamWBatched
+from llmevo.components.optim.adamw import ADAMW_PAPER_SPACE, ADAMW_TUNING_SPACE, AdamWBatched
 from llmevo.components.optim.base import OptimizerComponent, parameter_roles
 from llmevo.components.optim.optimizer import Optimizer, per_replica
 from llmevo.errors import ConfigError
@@ -194,6 +194,7 @@ class AdamMiniConfig(StrictModel):
     ),
     search_space={"beta2": SearchDimension(choices=(0.95, 0.99, 0.999))},
     tuning_space=ADAMW_TUNING_SPACE,  # AdamW's settings (lr, beta2, weight decay, warmup)
+    paper_tuning_space=ADAMW_PAPER_SPACE,  # the paper reuses AdamW's; Wen et al. tune them
 )
 class AdamMini(OptimizerComponent):
     batched = AdamMiniBatched

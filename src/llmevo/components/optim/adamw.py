@@ -36,6 +36,7 @@ from llmevo.components.optim.base import OptimizerComponent
 from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica
 from llmevo.registry import (
     LR_AXIS,
+    PAPER_WEIGHT_DECAY_AXIS,
     WARMUP_AXIS,
     WEIGHT_DECAY_AXIS,
     Paper,
@@ -178,6 +179,9 @@ ADAMW_TUNING_SPACE = {
 }
 """AdamW's tuning space (Porian et al. 2406.19146: beta2 matters at small batch; Wen et al.
 2509.02046 tune lr, weight decay, beta2 and warmup per optimizer)."""
+ADAMW_PAPER_SPACE = {**ADAMW_TUNING_SPACE, "weight_decay": PAPER_WEIGHT_DECAY_AXIS}
+"""AdamW's space under ``--tune-space paper`` (issue 48, dial a): the same axes with weight decay
+up to 1, the range Wen et al. 2509.02046 search for every AdamW-like optimizer."""
 
 
 class AdamWConfig(StrictModel):
@@ -202,6 +206,7 @@ class AdamWConfig(StrictModel):
     scope="AdamW (bit-identical to torch.optim.AdamW on CPU) over all parameters in one group.",
     search_space={"beta2": SearchDimension(choices=(0.95, 0.99, 0.999))},
     tuning_space=ADAMW_TUNING_SPACE,
+    paper_tuning_space=ADAMW_PAPER_SPACE,
 )
 class AdamW(OptimizerComponent):
     batched = AdamWBatched

@@ -31,6 +31,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from llmevo.components.optim.adamw import (
+    ADAMW_PAPER_SPACE,
     ADAMW_TUNING_SPACE,
     AdamWBatched,
     AdamWConfig,
@@ -119,6 +120,7 @@ class CautiousAdamWConfig(AdamWConfig):
     ),
     search_space={"beta2": SearchDimension(choices=(0.95, 0.99, 0.999))},
     tuning_space=ADAMW_TUNING_SPACE,  # AdamW's settings, so both arms search the same space
+    paper_tuning_space=ADAMW_PAPER_SPACE,  # the paper keeps AdamW's settings; Wen et al. tune them
 )
 class CautiousAdamW(OptimizerComponent):
     batched = CautiousAdamWBatched

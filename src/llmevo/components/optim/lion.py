@@ -31,6 +31,8 @@ from llmevo.components.optim.base import OptimizerComponent
 from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica
 from llmevo.registry import (
     LR_AXIS,
+    PAPER_WEIGHT_DECAY_AXIS,
+    WARMUP_AXIS,
     WEIGHT_DECAY_AXIS,
     Paper,
     SearchDimension,
@@ -126,6 +128,17 @@ class LionConfig(StrictModel):
         "beta2": TuningAxis(target="optimizer", setting="beta2", low=0.95, high=0.999,
                             scale="log1m", limit_high=0.9999),
         "weight_decay": WEIGHT_DECAY_AXIS,  # times weight_decay_multiplier in Lion's build
+    },
+    # --tune-space paper (issue 48, dial a): the paper tunes lr, weight decay and the betas (lr
+    # 3-10x smaller, weight decay 3-10x larger than AdamW's); Wen et al. 2509.02046
+    # find Lion's tuned weight decay 0.6-0.7 at 130M-520M. The lr reaches 6x the preset's (v3's
+    # space row chose 1.13e-2 on the old axis's edge), weight decay 0 .. 1 before the build's x3.
+    paper_tuning_space={
+        "lr": TuningAxis(target="train", setting="lr", low=1 / 3, high=6.0, scale="log", relative_to="lr"),
+        "beta2": TuningAxis(target="optimizer", setting="beta2", low=0.95, high=0.999,
+                            scale="log1m", limit_high=0.9999),
+        "weight_decay": PAPER_WEIGHT_DECAY_AXIS,
+        "warmup": WARMUP_AXIS,
     },
 )
 class Lion(OptimizerComponent):

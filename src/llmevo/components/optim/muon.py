@@ -51,7 +51,16 @@ from torch import Tensor, nn
 from llmevo.components.optim.adamw import AdamWBatched, adamw_group_update
 from llmevo.components.optim.base import OptimizerComponent, count, parameters_by_role
 from llmevo.components.optim.optimizer import Optimizer, per_replica
-from llmevo.registry import HIGH_LR_AXIS, Paper, SearchDimension, StrictModel, TuningAxis, register
+from llmevo.registry import (
+    HIGH_LR_AXIS,
+    PAPER_WEIGHT_DECAY_AXIS,
+    WARMUP_AXIS,
+    Paper,
+    SearchDimension,
+    StrictModel,
+    TuningAxis,
+    register,
+)
 
 NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
 
@@ -215,6 +224,21 @@ class MuonConfig(StrictModel):
     adamw_lr_ratio: PositiveFloat = 1.0  # the AdamW groups' lr over the Muon group's
 
 
+MUON_PAPER_SPACE = {
+    "lr": HIGH_LR_AXIS,
+    "momentum": TuningAxis(target="optimizer", setting="momentum", low=0.8, high=0.98,
+                           scale="log1m", limit_high=0.99),
+    "adamw_lr": TuningAxis(target="optimizer", setting="adamw_lr_ratio", low=1 / 3, high=3.0,
+                           scale="log"),
+    "weight_decay": PAPER_WEIGHT_DECAY_AXIS,
+    "warmup": WARMUP_AXIS,
+}
+"""Muon's space under ``--tune-space paper`` (issue 48, dial a): its own axes plus weight decay,
+which the paper (Liu et al. 2502.16982) adds as one of the two changes that make Muon hold at
+scale, and
+warmup, which Wen et al. 2509.02046 tune for every optimizer."""
+
+
 @register(
     slot="optimizer",
     name="muon",
@@ -245,6 +269,7 @@ class MuonConfig(StrictModel):
         "adamw_lr": TuningAxis(target="optimizer", setting="adamw_lr_ratio", low=1 / 3, high=3.0,
                                scale="log"),
     },
+    paper_tuning_space=MUON_PAPER_SPACE,
 )
 class Muon(OptimizerComponent):
     batched = MuonBatched

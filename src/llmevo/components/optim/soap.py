@@ -60,6 +60,8 @@ from llmevo.components.optim.base import OptimizerComponent
 from llmevo.components.optim.optimizer import Optimizer
 from llmevo.registry import (
     HIGH_LR_AXIS,
+    PAPER_WEIGHT_DECAY_AXIS,
+    WARMUP_AXIS,
     WEIGHT_DECAY_AXIS,
     Paper,
     SearchDimension,
@@ -238,6 +240,18 @@ class SOAPConfig(StrictModel):
                                              low=2.0, high=30.0, scale="log", integer=True,
                                              limit_low=1.0),
         "weight_decay": WEIGHT_DECAY_AXIS,
+    },
+    # --tune-space paper (issue 48, dial a): the declared axes, weight decay up to 1 and warmup,
+    # which Wen et al. 2509.02046 tune for every optimizer, SOAP among them
+    paper_tuning_space={
+        "lr": HIGH_LR_AXIS,
+        "beta2": TuningAxis(target="optimizer", setting="beta2", low=0.9, high=0.99, scale="log1m",
+                            limit_high=0.999),
+        "precondition_frequency": TuningAxis(target="optimizer", setting="precondition_frequency",
+                                             low=2.0, high=30.0, scale="log", integer=True,
+                                             limit_low=1.0),
+        "weight_decay": PAPER_WEIGHT_DECAY_AXIS,
+        "warmup": WARMUP_AXIS,
     },
 )
 class SOAP(OptimizerComponent):
