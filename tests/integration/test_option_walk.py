@@ -237,7 +237,9 @@ def test_the_walk_covers_every_option_of_reproduce(data_dir):
     command = typer.main.get_command(app).commands["reproduce"]  # type: ignore[attr-defined]
     declared = {name for param in command.params for name in param.opts if name.startswith("--")}
     walked = set(_options(data_dir))
-    not_walked = {"--device", "--preset", "--against", "--genome", "--init-from", "--help", "--all"}  # --all: a mode
+    not_walked = {"--device", "--preset", "--against", "--genome", "--init-from", "--help", "--all",  # --all: a mode
+                  "--publish-to", "--workers",  # --experiment only (tests/unit/test_external_checks.py)
+                  "--tracker", "--tracker-dir"}  # tests/integration/test_trackers.py walks every path
     # the external-experiment options are walked with reproduce --experiment's own tests
     external = {"--experiment", "--baseline", "--method", "--timeout", "--report"}
     assert declared - walked - not_walked - external == set()

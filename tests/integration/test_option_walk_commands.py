@@ -137,7 +137,8 @@ EVOLVE_OPTIONS: dict[str, list[list[str]]] = {
     "--match": [["--match", "flops"]],
     "--set": [["--set", "tuning.tune_confirm=1"]],
 }
-EVOLVE_NOT_WALKED = {"--device", "--preset", "--help"}
+EVOLVE_NOT_WALKED = {"--device", "--preset", "--help",
+                     "--tracker", "--tracker-dir"}  # generated from the run section; evolve refuses both (test_trackers)
 
 # what each mode's run reads of the plan (the rest of the plan is there, unread)
 REPORT_PART = {"seeds", "tuning", "threads", "report_folder", "final_preset", "report"}
@@ -232,7 +233,9 @@ LADDER_OPTIONS: dict[str, list[list[str]]] = {
     "--arm-cache": [["--no-arm-cache"]],
     "--set": [["--set", "tuning.tune_confirm=1"]],
 }
-LADDER_NOT_WALKED = {"--device", "--against", "--genome", "--help"}
+LADDER_NOT_WALKED = {"--device", "--against", "--genome", "--help",
+                     "--publish-to", "--workers",  # --experiment only (tests/unit/test_external_checks.py)
+                     "--tracker", "--tracker-dir"}  # the run section's, carried whole to every rung
 LADDER_RUN_READS = ("name", "rungs", "seeds", "top_seeds", "margin", "context", "include_degenerate", "resamples",
                     "launch")
 

@@ -28,7 +28,8 @@ def _show_run(record: Mapping, labels: Mapping[str, str], tuned: str | None) -> 
         console.print(f"[red]failed[/] {escape(where)}: {escape(record['error'])}", highlight=False, soft_wrap=True)
         return
     values = " ".join(f"{k}={v:.5g}" for k, v in sorted(record["metrics"].items()))
-    how = f"cached; took {record['wall_s']:.1f} s when it ran" if record["cached"] else f"{record['wall_s']:.1f} s"
+    how = ("run earlier in this comparison" if record.get("reused")
+           else f"cached; took {record['wall_s']:.1f} s when it ran" if record["cached"] else f"{record['wall_s']:.1f} s")
     console.print(f"{escape(where)}: {escape(values)} ({how})", highlight=False, soft_wrap=True)
 
 
@@ -95,6 +96,8 @@ def run_experiment(ctx: typer.Context) -> None:
     from llmevo.train.tracking import track_external
 
     params = ctx.params
+    if params.get("publish_to") is not None and not params.get("publish"):
+        raise ConfigError("--publish-to is where --publish writes; add --publish (or leave --publish-to out)")
     if params.get("experiment") is None:
         raise ConfigError("--baseline, --method, --timeout, --publish-to and --workers apply with --experiment FILE only")
     seeds = {"seeds": parse_seeds(params.get("seed"), params.get("seeds"))} \
@@ -159,6 +162,8 @@ def run_experiment_ladder(ctx: typer.Context) -> None:
     from llmevo.experiments import ExternalLadderRequest, plan_external_ladder, run_external_ladder
 
     params = ctx.params
+    if params.get("publish_to") is not None and not params.get("publish"):
+        raise ConfigError("--publish-to is where --publish writes; add --publish (or leave --publish-to out)")
     if params.get("experiment") is None:
         raise ConfigError("--baseline, --method, --timeout, --tune-grid, --publish-to and --workers apply with "
                           "--experiment FILE only")

@@ -82,7 +82,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from llmevo.artifacts.io import check_output_file, write_json_atomic, write_text_atomic
 from llmevo.artifacts.provenance import (
@@ -196,12 +196,6 @@ class ExternalRequest(SectionedRequest):
     report: bool = True
     run: ExternalRunSection = Field(default_factory=ExternalRunSection)
     tuning: TuningSection = Field(default_factory=TuningSection)
-
-    @model_validator(mode="after")
-    def _publish_to_needs_publish(self) -> ExternalRequest:
-        if self.published_dir is not None and not self.run.publish:
-            raise ConfigError("--publish-to is where --publish writes; add --publish (or leave --publish-to out)")
-        return self
 
 
 @dataclass(frozen=True)

@@ -153,6 +153,13 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _external(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        return _external_facts(path, data)
+    except (KeyError, TypeError, AttributeError, ValueError) as error:  # a torn or hand-edited file
+        raise ArtifactError(f"{path}: not a complete external artifact (at {error!s:.60})") from None
+
+
+def _external_facts(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
     spec = data["experiment"]
     verdict = data.get("verdict")
     change = ((data.get("statistics") or {}).get(spec["metric"]) or {}).get("paired_relative_change_percent") or {}
