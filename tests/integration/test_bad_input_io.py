@@ -293,7 +293,7 @@ def test_reproduce_tensorboard_on_a_full_disk(capsys, workdir, disk_full, smoke_
 FIRST_PIECE = ".partial/wikitext-2-raw__wiki.train.raw.0"
 
 
-def test_data_fetch_on_a_full_disk_says_so_not_resume(capsys, workdir, data_dir):
+def test_data_fetch_on_a_full_disk_says_so_not_resume(capsys, full_data_dir, workdir):  # full_data_dir first: workdir sets LLMEVO_DATA
     """The disk fills while a piece is written (the real /dev/full): the message names the
     file and the cause; no "interrupted … run again to resume", nothing kept."""
     if not Path("/dev/full").exists() or not stat.S_ISCHR(Path("/dev/full").stat().st_mode):
@@ -301,7 +301,7 @@ def test_data_fetch_on_a_full_disk_says_so_not_resume(capsys, workdir, data_dir)
     dest = workdir / "data"
     (dest / ".partial").mkdir(parents=True)
     (dest / FIRST_PIECE).symlink_to("/dev/full")  # where the first piece is written
-    with serve_mirror(data_dir) as mirror:
+    with serve_mirror(full_data_dir) as mirror:
         status = run_cli(["data", "fetch", "--to", str(dest), "--base-url", mirror.base_url])
     err = one_line(capsys.readouterr().err)
     assert status == 2 and "Traceback" not in err, err
