@@ -224,15 +224,16 @@ class MuonConfig(StrictModel):
     adamw_lr_ratio: PositiveFloat = 1.0  # the AdamW groups' lr over the Muon group's
 
 
-MUON_PAPER_SPACE = {
+MUON_SPACE = {
     "lr": HIGH_LR_AXIS,
     "momentum": TuningAxis(target="optimizer", setting="momentum", low=0.8, high=0.98,
                            scale="log1m", limit_high=0.99),
     "adamw_lr": TuningAxis(target="optimizer", setting="adamw_lr_ratio", low=1 / 3, high=3.0,
                            scale="log"),
-    "weight_decay": PAPER_WEIGHT_DECAY_AXIS,
-    "warmup": WARMUP_AXIS,
 }
+"""Muon's declared tuning space (``--tune-space full``)."""
+
+MUON_PAPER_SPACE = {**MUON_SPACE, "weight_decay": PAPER_WEIGHT_DECAY_AXIS, "warmup": WARMUP_AXIS}
 """Muon's space under ``--tune-space paper`` (issue 48, dial a): its own axes plus weight decay,
 which the paper (Liu et al. 2502.16982) adds as one of the two changes that make Muon hold at
 scale, and
@@ -262,13 +263,7 @@ warmup, which Wen et al. 2509.02046 tune for every optimizer."""
         "momentum": SearchDimension(choices=(0.9, 0.95)),
         "ns_steps": SearchDimension(choices=(3, 5)),
     },
-    tuning_space={
-        "lr": HIGH_LR_AXIS,
-        "momentum": TuningAxis(target="optimizer", setting="momentum", low=0.8, high=0.98,
-                               scale="log1m", limit_high=0.99),
-        "adamw_lr": TuningAxis(target="optimizer", setting="adamw_lr_ratio", low=1 / 3, high=3.0,
-                               scale="log"),
-    },
+    tuning_space=MUON_SPACE,
     paper_tuning_space=MUON_PAPER_SPACE,
 )
 class Muon(OptimizerComponent):

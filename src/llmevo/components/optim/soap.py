@@ -208,6 +208,19 @@ class SOAPConfig(StrictModel):
     max_precond_dim: NonNegativeInt = 10_000  # a longer side keeps the identity basis
 
 
+SOAP_SPACE = {
+    "lr": HIGH_LR_AXIS,
+    "beta2": TuningAxis(target="optimizer", setting="beta2", low=0.9, high=0.99, scale="log1m",
+                        limit_high=0.999),
+    "precondition_frequency": TuningAxis(target="optimizer", setting="precondition_frequency",
+                                         low=2.0, high=30.0, scale="log", integer=True,
+                                         limit_low=1.0),
+    "weight_decay": WEIGHT_DECAY_AXIS,
+}
+"""SOAP's declared tuning space (``--tune-space full``); under ``paper`` the same axes with weight
+decay up to 1 and warmup."""
+
+
 @register(
     slot="optimizer",
     name="soap",
@@ -232,27 +245,10 @@ class SOAPConfig(StrictModel):
         "beta2": SearchDimension(choices=(0.95, 0.99)),
         "precondition_frequency": SearchDimension(choices=(1, 10, 30)),
     },
-    tuning_space={
-        "lr": HIGH_LR_AXIS,
-        "beta2": TuningAxis(target="optimizer", setting="beta2", low=0.9, high=0.99, scale="log1m",
-                            limit_high=0.999),
-        "precondition_frequency": TuningAxis(target="optimizer", setting="precondition_frequency",
-                                             low=2.0, high=30.0, scale="log", integer=True,
-                                             limit_low=1.0),
-        "weight_decay": WEIGHT_DECAY_AXIS,
-    },
+    tuning_space=SOAP_SPACE,
     # --tune-space paper (issue 48, dial a): the declared axes, weight decay up to 1 and warmup,
     # which Wen et al. 2509.02046 tune for every optimizer, SOAP among them
-    paper_tuning_space={
-        "lr": HIGH_LR_AXIS,
-        "beta2": TuningAxis(target="optimizer", setting="beta2", low=0.9, high=0.99, scale="log1m",
-                            limit_high=0.999),
-        "precondition_frequency": TuningAxis(target="optimizer", setting="precondition_frequency",
-                                             low=2.0, high=30.0, scale="log", integer=True,
-                                             limit_low=1.0),
-        "weight_decay": PAPER_WEIGHT_DECAY_AXIS,
-        "warmup": WARMUP_AXIS,
-    },
+    paper_tuning_space={**SOAP_SPACE, "weight_decay": PAPER_WEIGHT_DECAY_AXIS, "warmup": WARMUP_AXIS},
 )
 class SOAP(OptimizerComponent):
     batched = None  # no twin: see the module docstring
