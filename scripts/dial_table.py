@@ -19,9 +19,10 @@ something: the median of those with the reference's sign, and how many have the 
 from the arm cache costs nothing in the row that loaded it). Then every row whose class or
 score moved.
 
-The scorer is the README's rule, kept here self-contained (``score``); the leaderboard's
-concordance module (``llmevo.eval.concordance``) scores the same rule and should replace it
-when both are on main. Reads JSON only: a dial still training can be read.
+The scorer is the README's rule as the leaderboard's concordance module scores it
+(``llmevo.eval.concordance.score``); a verdict with no class of its own (a no-op) is read here as
+*inconclusive*, since a dial's rates count every row it ran. Reads JSON only: a dial still
+training can be read.
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmevo.eval.concordance import CLASSES, SCORES
+from llmevo.eval.concordance import score as concordance_score
+
 REPO = Path(__file__).resolve().parents[1]
 DEV_SET = REPO.parent / "shared" / "reference-at-scale" / "dev-set.tsv"
-MARGIN = 1.0  # percent: an inconclusive row agrees with "same" only within it
 
 # (method, vs) -> the row's tag (a dial's artifact file name) and protocol v3's published
 # artifact (the headline table's row at abc7dea: optimizers space-tuned, the rest on the lr grid)
@@ -58,23 +61,15 @@ TAGS: dict[tuple[str, str], tuple[str, str]] = {
     ("moe", "swiglu"): ("moe", "2101.03961-moe/metrics/public-quick-tuned-seeds42-46.json"),
 }
 V3 = "v3"
-AGREE, DISAGREE, INCONCLUSIVE = "agree", "disagree", "inconclusive"
+AGREE, DISAGREE, INCONCLUSIVE = SCORES
 # a signed percentage that is not the end of a range ("-1.6..-4.4%" names no one number)
 _PERCENT = re.compile(r"(?<![\d.])([+\-\u2212]\d+(?:\.\d+)?)%")
 
 
 def score(llmevo_class: str, reference: str, change: float) -> str:
-    """The shared rule (``reference-at-scale/README.md``): *better* agrees with *better*, *worse*
-    with *worse*; *non-inferior* agrees with *same* or *better*, disagrees with *worse*;
-    *inconclusive* agrees with *same* only when |change| <= the 1% margin, otherwise it is a
-    miss (inconclusive). Any other verdict (no-op) is read as inconclusive."""
-    if reference not in ("better", "same", "worse"):
-        raise ValueError(f"reference {reference!r}: need better, same or worse")
-    if llmevo_class in ("better", "worse"):
-        return AGREE if llmevo_class == reference else DISAGREE
-    if llmevo_class == "non-inferior":
-        return DISAGREE if reference == "worse" else AGREE
-    return AGREE if reference == "same" and abs(change) <= MARGIN else INCONCLUSIVE
+    """The shared rule (``llmevo.eval.concordance.score``), any verdict outside its classes
+    (a no-op) read as inconclusive."""
+    return concordance_score(llmevo_class if llmevo_class in CLASSES else "inconclusive", reference, change)
 
 
 def reference_change(source: str) -> float | None:
