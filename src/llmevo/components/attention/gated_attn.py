@@ -32,7 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from llmevo.components.attention.mha import CausalSelfAttention, KVHeadsConfig
-from llmevo.components.base import AttentionContext, ModelDims
+from llmevo.components.base import ModelDims
 from llmevo.registry import Paper, SearchDimension, register
 
 
@@ -68,14 +68,7 @@ class GatedAttention(CausalSelfAttention):
         self.gate_width = self.head_dim if config.granularity == "elementwise" else 1
         self.gate = nn.Linear(dims.d_model, self.n_heads * self.gate_width, bias=False)
 
-    def forward(self, x: Tensor, context: AttentionContext) -> Tensor:
+    def gate_heads(self, x: Tensor, attended: Tensor) -> Tensor:
         batch, length, _ = x.shape
-        q, k, v = self.project(x, context)
-        k_positions = context.positions
-        if context.cache is not None:
-            k, v, k_positions = context.cache.update(k, v, context.positions)
-        attended = self.attend(q, k, v, context, k_positions)  # (B, H, T, Dh)
         scores = self.gate(x).view(batch, length, self.n_heads, self.gate_width).transpose(1, 2)
-        gated = attended * torch.sigmoid(scores)  # (B, H, T, Dh) times (B, H, T, Dh or 1)
-        merged = gated.transpose(1, 2).reshape(batch, length, self.n_heads * self.head_dim)
-        return self.output(merged)  # (B, T, D)
+        return attended * torch.sigmoid(scores)  # (B, H, T, Dh) times (B, H, T, Dh or 1)

@@ -7,7 +7,7 @@ attention, Shazeer 2019, arXiv 1911.02150). Reference test: an explicit
 softmax(QK^T / sqrt(d) + mask) V computed head by head, with each key/value head shared by
 its group of query heads.
 
-Subclasses override one step (``project``, ``attend``) rather than copying ``forward``;
+Subclasses override one step (``project``, ``attend``, ``gate_heads``) rather than copying ``forward``;
 ``logits`` and ``expand_kv`` are the explicit score path of those that change the scores.
 """
 
@@ -59,8 +59,47 @@ def expand_kv(kv: Tensor, n_heads: int) -> Tensor:
     return kv.repeat_interleave(n_heads // kv.shape[1], dim=1)
 
 
-class CausalSelfAttention(Attention):
-    """Shared machinery: projections, position hooks, cache, masked softmax attention.
+class SoftmaxAttention(Attention):
+    """The steps after the projections, shared by every softmax attention: the cache, causal
+    softmax attention (``attend``), ``gate_heads`` on the heads' outputs, the output projection.
+    Subclasses set ``n_heads``, ``kv_heads``, ``head_dim``, ``scale`` and ``output`` and define
+    ``project``."""
+
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, context: AttentionContext, k_positions: Tensor
+    ) -> Tensor:
+        """softmax(q k^T * scale + bias, causal) v  ->  (B, H, Tq, Dh); scale None: 1 / sqrt(Dh)."""
+        n_queries, n_keys = q.shape[2], k.shape[2]
+        grouped = self.kv_heads != self.n_heads
+        bias = context.position.attention_bias(context.positions, k_positions)
+        if bias is None and n_queries == n_keys:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=grouped,
+                                                  scale=self.scale)
+        allowed = causal_mask(n_queries, n_keys, q.device)  # (Tq, Tk)
+        mask = torch.zeros(allowed.shape, dtype=q.dtype, device=q.device)
+        mask = mask.masked_fill(~allowed, -math.inf)
+        if bias is not None:
+            mask = mask + bias.to(q.dtype)  # (H, Tq, Tk)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=grouped,
+                                              scale=self.scale)
+
+    def gate_heads(self, x: Tensor, attended: Tensor) -> Tensor:
+        """The heads' outputs (B, H, T, Dh) as the output projection reads them (here unchanged)."""
+        return attended
+
+    def forward(self, x: Tensor, context: AttentionContext) -> Tensor:
+        batch, length, _ = x.shape
+        q, k, v = self.project(x, context)
+        k_positions = context.positions
+        if context.cache is not None:
+            k, v, k_positions = context.cache.update(k, v, context.positions)
+        attended = self.gate_heads(x, self.attend(q, k, v, context, k_positions))  # (B, H, T, Dh)
+        merged = attended.transpose(1, 2).reshape(batch, length, self.n_heads * self.head_dim)
+        return self.output(merged)  # (B, T, D)
+
+
+class CausalSelfAttention(SoftmaxAttention):
+    """Query/key/value projections (``kv_heads`` key/value heads) with the position hooks.
 
     ``scale`` is ``dims.attention_scale`` (None: the kernel's own ``1/sqrt(Dh)``)."""
 
@@ -104,34 +143,6 @@ class CausalSelfAttention(Attention):
         scores = scores / math.sqrt(self.head_dim) if self.scale is None else scores * self.scale
         bias = context.position.attention_bias(context.positions, k_positions)
         return scores if bias is None else scores + bias.to(q.dtype)  # (B, H, Tq, Tk)
-
-    def attend(
-        self, q: Tensor, k: Tensor, v: Tensor, context: AttentionContext, k_positions: Tensor
-    ) -> Tensor:
-        """softmax(q k^T / sqrt(Dh) + bias, causal) v  ->  (B, H, Tq, Dh)."""
-        n_queries, n_keys = q.shape[2], k.shape[2]
-        grouped = self.kv_heads != self.n_heads
-        bias = context.position.attention_bias(context.positions, k_positions)
-        if bias is None and n_queries == n_keys:
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=grouped,
-                                                  scale=self.scale)
-        allowed = causal_mask(n_queries, n_keys, q.device)  # (Tq, Tk)
-        mask = torch.zeros(allowed.shape, dtype=q.dtype, device=q.device)
-        mask = mask.masked_fill(~allowed, -math.inf)
-        if bias is not None:
-            mask = mask + bias.to(q.dtype)  # (H, Tq, Tk)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=grouped,
-                                              scale=self.scale)
-
-    def forward(self, x: Tensor, context: AttentionContext) -> Tensor:
-        batch, length, _ = x.shape
-        q, k, v = self.project(x, context)
-        k_positions = context.positions
-        if context.cache is not None:
-            k, v, k_positions = context.cache.update(k, v, context.positions)
-        attended = self.attend(q, k, v, context, k_positions)  # (B, H, T, Dh)
-        merged = attended.transpose(1, 2).reshape(batch, length, self.n_heads * self.head_dim)
-        return self.output(merged)  # (B, T, D)
 
 
 @register(

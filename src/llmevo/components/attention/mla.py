@@ -50,12 +50,11 @@ import math
 from typing import Annotated
 
 import torch
-import torch.nn.functional as F
 from pydantic import PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
-from llmevo.components.attention.mha import causal_mask
-from llmevo.components.base import Attention, AttentionContext, ModelDims
+from llmevo.components.attention.mha import SoftmaxAttention
+from llmevo.components.base import AttentionContext, ModelDims
 from llmevo.components.norm.rmsnorm import rms_norm
 from llmevo.errors import ConfigError
 from llmevo.registry import Paper, Scaling, SearchDimension, StrictModel, register
@@ -89,12 +88,12 @@ class LatentAttentionConfig(StrictModel):
     ),
     search_space={"kv_rank": SearchDimension(choices=(8, 16, 32))},
 )
-class LatentAttention(Attention):
+class LatentAttention(SoftmaxAttention):
     def __init__(self, config: LatentAttentionConfig, dims: ModelDims, layer_index: int):
         super().__init__()
         if dims.d_model % dims.n_heads:
             raise ConfigError(f"d_model {dims.d_model} is not divisible by heads {dims.n_heads}")
-        self.n_heads = dims.n_heads
+        self.n_heads = self.kv_heads = dims.n_heads
         self.head_dim = dims.head_dim
         self.rope_dim = dims.head_dim  # Dr: the decoupled rotary part, head-sized (see Positions)
         self.eps = config.eps
@@ -136,28 +135,3 @@ class LatentAttention(Attention):
         q = torch.cat([query_rope, query_content], dim=-1)
         k = torch.cat([key_rope.expand(-1, self.n_heads, -1, -1), key_content], dim=-1)
         return q, k, values
-
-    def attend(
-        self, q: Tensor, k: Tensor, v: Tensor, context: AttentionContext, k_positions: Tensor
-    ) -> Tensor:
-        """softmax(q k^T / sqrt(Dh + Dr) + bias, causal) v  ->  (B, H, Tq, Dh)."""
-        n_queries, n_keys = q.shape[2], k.shape[2]
-        bias = context.position.attention_bias(context.positions, k_positions)
-        if bias is None and n_queries == n_keys:
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)
-        allowed = causal_mask(n_queries, n_keys, q.device)  # (Tq, Tk)
-        mask = torch.zeros(allowed.shape, dtype=q.dtype, device=q.device)
-        mask = mask.masked_fill(~allowed, -math.inf)
-        if bias is not None:
-            mask = mask + bias.to(q.dtype)  # (H, Tq, Tk)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)
-
-    def forward(self, x: Tensor, context: AttentionContext) -> Tensor:
-        batch, length, _ = x.shape
-        q, k, v = self.project(x, context)
-        k_positions = context.positions
-        if context.cache is not None:
-            k, v, k_positions = context.cache.update(k, v, context.positions)
-        attended = self.attend(q, k, v, context, k_positions)  # (B, H, T, Dh)
-        merged = attended.transpose(1, 2).reshape(batch, length, self.n_heads * self.head_dim)
-        return self.output(merged)  # (B, T, D)
