@@ -32,12 +32,13 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from pydantic import Field, PositiveInt
 from torch import Tensor, nn
 
 from llmevo.components.base import AttentionContext, BlockParts, ModelDims, PositionEncoding
 from llmevo.model.config import ModelConfig
 from llmevo.model.transformer import _init_weights, resolve
-from llmevo.registry import MODEL_SLOTS, ComponentChoice
+from llmevo.registry import MODEL_SLOTS, ComponentChoice, StrictModel
 
 HASH_PRIME = 1_000_000_007
 HASH_BASE = 263
@@ -111,17 +112,31 @@ class CrossAttention(nn.Module):
         return self.output(attended.transpose(1, 2).reshape(batch, n_queries, -1))
 
 
+class LocalSettings(StrictModel):
+    """The local encoder and decoder: the settings BLT and its stand-in share (the first fields
+    of their ``ModelConfig.extra``)."""
+
+    d_local: PositiveInt = 32
+    local_heads: PositiveInt = 2
+    local_attention: ComponentChoice = Field(
+        default_factory=lambda: ComponentChoice(name="mha", config={"kv_heads": 2})
+    )
+    local_feedforward: ComponentChoice = Field(
+        default_factory=lambda: ComponentChoice(name="swiglu", config={"hidden": 96})
+    )
+    encoder_layers: PositiveInt = 1
+    decoder_layers: PositiveInt = 1
+
+
 class LatentPatchCore(nn.Module):
-    """Local encoder -> latent transformer over patches -> local decoder (see module doc)."""
+    """Local encoder -> latent transformer over patches -> local decoder (see module doc).
+
+    The local blocks take the latent's slot choices with ``local``'s attention and feed-forward."""
 
     def __init__(
         self,
         config: ModelConfig,
-        local_choices: dict[str, ComponentChoice],
-        d_local: int,
-        local_heads: int,
-        encoder_layers: int,
-        decoder_layers: int,
+        local: LocalSettings,
         hash_ngrams: tuple[int, ...],
         hash_buckets: int,
         pad_id: int,
@@ -130,6 +145,8 @@ class LatentPatchCore(nn.Module):
         self.pad_id = pad_id
         self.hash_ngrams = hash_ngrams
         self.hash_buckets = hash_buckets
+        d_local, local_heads = local.d_local, local.local_heads
+        encoder_layers, decoder_layers = local.encoder_layers, local.decoder_layers
         local_dims = ModelDims(
             vocab_size=config.vocab_size,
             d_model=d_local,
@@ -145,7 +162,8 @@ class LatentPatchCore(nn.Module):
             max_seq_len=config.max_seq_len,
         )
         self.latent_factory = SlotFactory({slot: getattr(config, slot) for slot in MODEL_SLOTS})
-        self.local_factory = SlotFactory(local_choices)
+        self.local_factory = SlotFactory({slot: getattr(config, slot) for slot in MODEL_SLOTS} | {
+            "attention": local.local_attention, "feedforward": local.local_feedforward})
         local, latent = self.local_factory, self.latent_factory
         # local encoder
         self.embedding = nn.Embedding(config.vocab_size, d_local)
@@ -217,7 +235,30 @@ class LatentPatchCore(nn.Module):
             x = block(x, AttentionContext(positions=positions, position=self.decoder_position))
         return self.head(self.final_norm(x))  # (B, T, V)
 
-    def parameter_split(self) -> dict[str, int]:
+
+class LatentPatchModel(nn.Module):
+    """What BLT and its stand-in share around the core: counting patches as they are made,
+    the trainable parameters and their split, the component classes."""
+
+    supports_kv_cache = False
+    core: LatentPatchCore
+    units_seen = 0
+    patches_seen = 0
+
+    def run_core(self, units: Tensor, patch_index: Tensor) -> Tensor:
+        """units (B, T), patch_index (B, T + 1) -> logits (B, T, V), counting units and patches."""
+        self.units_seen += units.numel()
+        self.patches_seen += int(patch_index[:, units.shape[1] - 1].sum()) + units.shape[0]
+        return self.core(units, patch_index)
+
+    def num_parameters(self) -> int:
+        """Trainable parameters (a frozen entropy model is not a submodule, so not counted)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def component_files(self) -> list[Any]:
+        return self.core.latent_factory.component_classes() + self.core.local_factory.component_classes()
+
+    def parameter_stats(self) -> dict[str, int]:
         """Trainable parameters of the local encoder, latent transformer and local decoder."""
         groups = {
             "local_encoder": ("embedding", "hash_embeddings", "encoder_", "pool", "to_latent"),
@@ -225,7 +266,8 @@ class LatentPatchCore(nn.Module):
             "local_decoder": ("no_patch_yet", "decoder_", "final_norm"),
         }
         split = dict.fromkeys(groups, 0)
-        for name, parameter in self.named_parameters():  # the tied head appears once
+        for name, parameter in self.core.named_parameters():  # the tied head appears once
             group = next(g for g, prefixes in groups.items() if name.startswith(prefixes))
             split[group] += parameter.numel()
-        return split
+        return {f"parameters_{group}": count for group, count in split.items()} | {
+            "parameters_trainable": self.num_parameters()}

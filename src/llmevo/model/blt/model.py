@@ -25,11 +25,11 @@ from torch import Tensor, nn
 
 from llmevo.data.bytes import BYTE_VOCAB_SIZE, PAD_ID
 from llmevo.errors import ConfigError
-from llmevo.model.blt.core import LatentPatchCore
+from llmevo.model.blt.core import LatentPatchCore, LatentPatchModel, LocalSettings
 from llmevo.model.blt.entropy import EntropyModelSettings, byte_entropies, load_entropy_model
 from llmevo.model.blt.patcher import entropy_patch_starts, patch_ids, patch_rule
 from llmevo.model.config import ModelConfig
-from llmevo.registry import ComponentChoice, Paper, StrictModel, register
+from llmevo.registry import Paper, register
 
 BLT_PAPER = Paper(
     arxiv_id="2412.09871",
@@ -39,19 +39,9 @@ BLT_PAPER = Paper(
 )
 
 
-def _choice(name: str, **config: Any) -> ComponentChoice:
-    return ComponentChoice(name=name, config=config)
-
-
-class BLTSettings(StrictModel):
+class BLTSettings(LocalSettings):
     """``ModelConfig.extra`` of ``architecture="blt-bytes"``; written by ``prepare_blt``."""
 
-    d_local: PositiveInt = 32
-    local_heads: PositiveInt = 2
-    local_attention: ComponentChoice = Field(default_factory=lambda: _choice("mha", kv_heads=2))
-    local_feedforward: ComponentChoice = Field(default_factory=lambda: _choice("swiglu", hidden=96))
-    encoder_layers: PositiveInt = 1
-    decoder_layers: PositiveInt = 1
     hash_ngrams: tuple[PositiveInt, ...] = (3, 4, 5)
     hash_buckets: PositiveInt = 128
     patch_rule: str = "global"
@@ -95,16 +85,6 @@ class BLTSettings(StrictModel):
             )
         return settings
 
-    def local_choices(self, config: ModelConfig) -> dict[str, ComponentChoice]:
-        """Slot choices of the local blocks: the latent's, with local attention/feed-forward."""
-        return {
-            "position": config.position,
-            "attention": self.local_attention,
-            "feedforward": self.local_feedforward,
-            "norm": config.norm,
-            "block": config.block,
-        }
-
 
 @register(
     slot="architecture",
@@ -124,10 +104,8 @@ class BLTSettings(StrictModel):
         "reproduced: the 8B scale, FLOP-matched scaling laws, 500k hash buckets, per-layer pooling."
     ),
 )
-class ByteLatentTransformer(nn.Module):
+class ByteLatentTransformer(LatentPatchModel):
     """``architecture="blt-bytes"``: bytes (B, T) -> next-byte logits (B, T, 259)."""
-
-    supports_kv_cache = False
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -142,19 +120,8 @@ class ByteLatentTransformer(nn.Module):
         )
         self._frozen = (entropy_model,)  # a tuple: not a submodule, so not trained or counted
         s = self.settings
-        self.core = LatentPatchCore(
-            config,
-            s.local_choices(config),
-            d_local=s.d_local,
-            local_heads=s.local_heads,
-            encoder_layers=s.encoder_layers,
-            decoder_layers=s.decoder_layers,
-            hash_ngrams=s.hash_ngrams,
-            hash_buckets=s.hash_buckets,
-            pad_id=PAD_ID,
-        )
-        self.units_seen = 0
-        self.patches_seen = 0
+        self.core = LatentPatchCore(config, s, hash_ngrams=s.hash_ngrams, hash_buckets=s.hash_buckets,
+                                    pad_id=PAD_ID)
 
     @property
     def entropy_model(self) -> nn.Module:
@@ -178,20 +145,7 @@ class ByteLatentTransformer(nn.Module):
 
     def forward(self, byte_ids: Tensor) -> Tensor:
         """byte_ids (B, T) -> logits (B, T, V); logits[:, t] predict byte t + 1."""
-        index = self.patch_index(byte_ids)  # (B, T + 1)
-        self.units_seen += byte_ids.numel()
-        self.patches_seen += int(index[:, byte_ids.shape[1] - 1].sum()) + byte_ids.shape[0]
-        return self.core(byte_ids, index)
-
-    def num_parameters(self) -> int:
-        """Trainable parameters (the frozen entropy model excluded)."""
-        return sum(p.numel() for p in self.parameters())
-
-    def component_files(self) -> list[Any]:
-        return (
-            self.core.latent_factory.component_classes()
-            + self.core.local_factory.component_classes()
-        )
+        return self.run_core(byte_ids, self.patch_index(byte_ids))
 
     def architecture_stats(self) -> dict[str, float | int | str]:
         """Patching and parameter figures for the artifact (scalars only)."""
@@ -201,7 +155,6 @@ class ByteLatentTransformer(nn.Module):
             if self.patches_seen
             else s.validation_mean_patch_size
         )
-        split = self.core.parameter_split()
         return {
             "patching": "entropy",
             "patch_rule": s.patch_rule,
@@ -216,8 +169,5 @@ class ByteLatentTransformer(nn.Module):
             "entropy_model_parameters_frozen_not_counted": sum(
                 p.numel() for p in self.entropy_model.parameters()
             ),
-            "parameters_local_encoder": split["local_encoder"],
-            "parameters_latent": split["latent"],
-            "parameters_local_decoder": split["local_decoder"],
-            "parameters_trainable": self.num_parameters(),
+            **self.parameter_stats(),
         }

@@ -22,30 +22,20 @@ from typing import Any
 
 import torch
 from pydantic import Field, PositiveInt, ValidationError
-from torch import Tensor, nn
+from torch import Tensor
 
 from llmevo.errors import ConfigError
-from llmevo.model.blt.core import LatentPatchCore
+from llmevo.model.blt.core import LatentPatchCore, LatentPatchModel, LocalSettings
 from llmevo.model.blt.entropy import entropy_from_logits
 from llmevo.model.blt.model import BLT_PAPER
 from llmevo.model.blt.patcher import calibrate_threshold, entropy_patch_starts, patch_ids
 from llmevo.model.config import ModelConfig
-from llmevo.registry import ComponentChoice, StrictModel, one_line_error, register
+from llmevo.registry import one_line_error, register
 
 
-class StandinSettings(StrictModel):
+class StandinSettings(LocalSettings):
     """``ModelConfig.extra`` of ``architecture="blt"``."""
 
-    d_local: PositiveInt = 32
-    local_heads: PositiveInt = 2
-    local_attention: ComponentChoice = Field(
-        default_factory=lambda: ComponentChoice(name="mha", config={"kv_heads": 2})
-    )
-    local_feedforward: ComponentChoice = Field(
-        default_factory=lambda: ComponentChoice(name="swiglu", config={"hidden": 96})
-    )
-    encoder_layers: PositiveInt = 1
-    decoder_layers: PositiveInt = 1
     target_tokens_per_patch: float = Field(default=2.0, ge=1.0)
     max_patch_len: PositiveInt = 8
     smoothing: float = Field(default=0.5, gt=0)
@@ -79,10 +69,8 @@ def previous_token_entropies(tokens: Tensor, row_entropies: Tensor) -> Tensor:
         "claim about BLT; see blt-bytes for the real mechanism."
     ),
 )
-class BLTStandin(nn.Module):
+class BLTStandin(LatentPatchModel):
     """``architecture="blt"``: tokens (B, T) -> logits (B, T, V). A proxy, see above."""
-
-    supports_kv_cache = False
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -97,30 +85,11 @@ class BLTStandin(nn.Module):
                 f" expected a value in [1, {s.max_patch_len}]"
             )
         self.config = config
-        local = {
-            "position": config.position,
-            "attention": s.local_attention,
-            "feedforward": s.local_feedforward,
-            "norm": config.norm,
-            "block": config.block,
-        }
-        self.core = LatentPatchCore(
-            config,
-            local,
-            s.d_local,
-            s.local_heads,
-            s.encoder_layers,
-            s.decoder_layers,
-            hash_ngrams=(),
-            hash_buckets=1,
-            pad_id=0,
-        )
+        self.core = LatentPatchCore(config, s, hash_ngrams=(), hash_buckets=1, pad_id=0)
         vocab = config.vocab_size
         self.register_buffer("bigram_counts", torch.zeros(vocab, vocab))
         self.register_buffer("row_entropies", bigram_row_entropies(self.bigram_counts, s.smoothing))
         self.register_buffer("threshold", torch.tensor(0.0))
-        self.units_seen = 0
-        self.patches_seen = 0
 
     def patch_index(self, tokens: Tensor) -> Tensor:
         """(B, T) -> (B, T + 1) patch of each token and of the pseudo-position T."""
@@ -153,26 +122,13 @@ class BLTStandin(nn.Module):
 
     def forward(self, tokens: Tensor) -> Tensor:
         """tokens (B, T) -> logits (B, T, V); boundaries are learned after the output is made."""
-        index = self.patch_index(tokens)  # (B, T + 1)
-        self.units_seen += tokens.numel()
-        self.patches_seen += int(index[:, tokens.shape[1] - 1].sum()) + tokens.shape[0]
-        logits = self.core(tokens, index)
+        logits = self.run_core(tokens, self.patch_index(tokens))
         if self.training:
             self.learn_boundaries(tokens)
         return logits
 
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
-    def component_files(self) -> list[Any]:
-        return (
-            self.core.latent_factory.component_classes()
-            + self.core.local_factory.component_classes()
-        )
-
     def architecture_stats(self) -> dict[str, float | int | str]:
         observed = self.units_seen / self.patches_seen if self.patches_seen else 0.0
-        split = self.core.parameter_split()
         return {
             "proxy": "token-level stand-in over BPE tokens, not byte-level BLT",
             "patching": "learned bigram surprisal (online counts), global threshold",
@@ -181,10 +137,7 @@ class BLTStandin(nn.Module):
             "observed_tokens_per_patch": observed,
             "observed_patch_boundary_rate": 1.0 / observed if observed else 0.0,
             "expanded_back_to_token_targets": 1,
-            "parameters_local_encoder": split["local_encoder"],
-            "parameters_latent": split["latent"],
-            "parameters_local_decoder": split["local_decoder"],
-            "parameters_trainable": self.num_parameters(),
+            **self.parameter_stats(),
         }
 
 
