@@ -68,6 +68,18 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _timed(step: Callable[[], None], device: torch.device, warmup: int, steps: int) -> float:
+    """Seconds for ``steps`` calls of ``step`` after ``warmup`` untimed ones."""
+    for _ in range(warmup):
+        step()
+    _sync(device)
+    started = time.perf_counter()
+    for _ in range(steps):
+        step()
+    _sync(device)
+    return time.perf_counter() - started
+
+
 def _training_step(config: ModelConfig, device: torch.device, batch_size: int, seq_len: int,
                    precision: str) -> tuple[torch.nn.Module, torch.Tensor, Callable[[], None]]:
     """A seeded model, its (B, T) inputs and one AdamW training step on random tokens."""
@@ -101,27 +113,15 @@ def benchmark(
     precision: str = "fp32",
 ) -> BenchResult:
     model, inputs, train_step = _training_step(config, device, batch_size, seq_len, precision)
-    for _ in range(warmup):
-        train_step()
-    _sync(device)
-    started = time.perf_counter()
-    for _ in range(steps):
-        train_step()
-    _sync(device)
-    train_seconds = time.perf_counter() - started
+    train_seconds = _timed(train_step, device, warmup, steps)
+
+    def evaluate() -> None:
+        with autocast(device, precision):
+            model(inputs)
 
     model.eval()
     with torch.no_grad():
-        for _ in range(warmup):
-            with autocast(device, precision):
-                model(inputs)
-        _sync(device)
-        started = time.perf_counter()
-        for _ in range(steps):
-            with autocast(device, precision):
-                model(inputs)
-        _sync(device)
-        eval_seconds = time.perf_counter() - started
+        eval_seconds = _timed(evaluate, device, warmup, steps)
 
     n_tokens = batch_size * seq_len * steps
     return BenchResult(
@@ -176,14 +176,7 @@ def profile_step(
     from torch.profiler import ProfilerActivity, profile
 
     _, _, train_step = _training_step(config, device, batch_size, seq_len, precision)
-    for _ in range(warmup):
-        train_step()
-    _sync(device)
-    started = time.perf_counter()
-    for _ in range(steps):
-        train_step()
-    _sync(device)
-    step_ms = 1000 * (time.perf_counter() - started) / steps
+    step_ms = 1000 * _timed(train_step, device, warmup, steps) / steps
     with profile(activities=[ProfilerActivity.CPU]) as profiler:
         for _ in range(steps):
             train_step()
