@@ -161,6 +161,13 @@ class Agreement:
     def to_json(self) -> dict[str, Any]:
         return {"agreed": self.agreed, "pairs": self.total, "rate": self.rate, "low": self.low, "high": self.high}
 
+    def cell(self, nothing: str) -> str:
+        """``3/5: 60% [23, 88]`` (the rate and its interval in percent), or ``— (nothing)``."""
+        if not self.total:
+            return f"— ({nothing})"
+        return (f"{self.agreed}/{self.total}: {100 * (self.rate or 0):.0f}% "
+                f"[{100 * (self.low or 0):.0f}, {100 * (self.high or 0):.0f}]")
+
 
 @dataclass(frozen=True)
 class AccuracyRow:

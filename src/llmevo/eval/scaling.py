@@ -63,11 +63,11 @@ per rung it is rough, and the record says how many seeds each rung had).
   (a direction at the bottom, none at the top), *emerges* (none at the bottom, one at the
   top), *absent* (none at either end).
 - ``transfers``: for each rung k with a significant direction, whether rung k+1 has the
-  same one (the project's calibration pools these over every ladder: ``transfer_rate``).
+  same one.
 
 Public API: ``RungResult``, ``LossFit``, ``fit_loss``, ``Interval``, ``LadderStatistics``,
-``ladder_statistics``, ``ladder_class``, ``trend_class``, ``transfer_rate``,
-``compute_to_reach``, ``TrendFit``, ``rung_level_trend``, ``leave_one_rung_out``,
+``ladder_statistics``, ``ladder_class``, ``trend_class``, ``compute_to_reach``,
+``transfers``, ``TrendFit``, ``rung_level_trend``, ``leave_one_rung_out``,
 ``trend_of_record``, ``HEAD_DEPENDENT_SLOTS``, ``SATURATING_MIN_RUNGS``.
 """
 
@@ -371,11 +371,6 @@ def transfers(rungs: Sequence[RungResult]) -> list[dict]:
                           "next_class": upper.classification,
                           "held": upper.classification == lower.classification})
     return found
-
-
-def transfer_rate(pairs: Sequence[dict]) -> tuple[int, int]:
-    """(held, total) over the transfer pairs of any number of ladders."""
-    return sum(1 for pair in pairs if pair["held"]), len(pairs)
 
 
 def _derived(computes: np.ndarray, baseline: np.ndarray, method: np.ndarray, top_method: float,

@@ -27,7 +27,6 @@ from llmevo.eval.decisions import (
     SEVERAL_SLOTS,
     UNKNOWN_SLOT,
     AccuracyRow,
-    Agreement,
     DecisionAccuracy,
     LadderDecisions,
     decision_accuracy,
@@ -95,13 +94,6 @@ def published_decision_accuracy(roots: Sequence[Path], repository: Path) -> Deci
     return accuracy_of(scan_ladders(roots), repository)
 
 
-def _cell(agreement: Agreement) -> str:
-    if not agreement.total:
-        return "— (no pair)"
-    return (f"{agreement.agreed}/{agreement.total}: {100 * agreement.rate:.0f}% "
-            f"[{100 * agreement.low:.0f}, {100 * agreement.high:.0f}]")
-
-
 def _counted(row: AccuracyRow, every: AccuracyRow) -> str | None:
     """The *counted* cell of a row, or None for a no-shared-arm row that repeats its slot's
     every-ladder row or is empty (the every-ladder row says so instead)."""
@@ -128,8 +120,8 @@ def table_cells(accuracy: DecisionAccuracy, slots: bool = True) -> list[list[str
             alone = accuracy.row(row.slot, independent=True)
             counted += (" (none shares an arm)" if alone.ladders == row.ladders
                         else " (each shares an arm)" if not alone.ladders else "")
-        found.append([row.slot, counted, str(len(row.ladders)), _cell(row.next_same),
-                      _cell(row.next_better_worse), _cell(row.top_same), _cell(row.top_better_worse)])
+        found.append([row.slot, counted, str(len(row.ladders)), *(agreement.cell("no pair") for agreement in (
+            row.next_same, row.next_better_worse, row.top_same, row.top_better_worse))])
     return found
 
 

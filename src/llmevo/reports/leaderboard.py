@@ -45,7 +45,7 @@ from llmevo.reports.concordance import concordance_lines, table_concordance
 from llmevo.reports.decisions import accuracy_lines
 from llmevo.reports.evidence import fragile_note
 from llmevo.reports.ladder import ladder_row, ladder_section, same_runs
-from llmevo.reports.sections import format_decimals, narrow_advantage
+from llmevo.reports.sections import format_decimals, narrow_advantage, table_cell
 
 ARTIFACT_FOLDER = "metrics"  # under a root, artifacts are the *.json files in folders of this name
 
@@ -352,7 +352,7 @@ DIRTY_MARK = " *(dirty tree)*"  # after the link of an artifact whose provenance
 
 def _class_cell(row: Mapping) -> str:
     """The class, marked *(fragile: seed 44)* where leaving out one report seed changes it."""
-    return _escape(row.get("classification")) + fragile_note(row, stalled=False)
+    return table_cell(row.get("classification")) + fragile_note(row, stalled=False)
 
 
 def _holm_cell(row: Mapping) -> str:
@@ -361,7 +361,7 @@ def _holm_cell(row: Mapping) -> str:
     holm = row.get("holm")
     if not holm:
         return "—"
-    return f"{_escape(holm['classification'])} [{holm['ci_low']:+.2f}%, {holm['ci_high']:+.2f}%]"
+    return f"{table_cell(holm['classification'])} [{holm['ci_low']:+.2f}%, {holm['ci_high']:+.2f}%]"
 
 
 def _p(value: float) -> str:
@@ -405,10 +405,10 @@ def _family_section(rows: Sequence[Mapping], link) -> list[str]:
         holm = row["holm"]
         sensitivity = row.get("lr_sensitivity") or {}
         lines.append(
-            f"| {_escape(row['name'])} | {_baseline_arm(row)} | {_change(row)} | "
+            f"| {table_cell(row['name'])} | {_baseline_arm(row)} | {_change(row)} | "
             f"{_class_cell(row)} | {_p(holm['p_value'])} | {_p(holm['p_holm'])} | "
             f"[{holm['ci_low']:+.2f}%, {holm['ci_high']:+.2f}%] ({100 * (1 - holm['level']):.2f}%) | "
-            f"{_escape(holm['classification'])} | {_sensitivity_cell(sensitivity.get('baseline'))} | "
+            f"{table_cell(holm['classification'])} | {_sensitivity_cell(sensitivity.get('baseline'))} | "
             f"{_sensitivity_cell(sensitivity.get('method'))} | "
             f"{ {True: 'yes', False: 'no', None: '—'}[row.get('narrow_advantage')]} | {link(row)} |")
     return lines
@@ -416,17 +416,13 @@ def _family_section(rows: Sequence[Mapping], link) -> list[str]:
 
 def _baseline_arm(row: Mapping) -> str:
     """The baseline arm's name, marked when ``--against`` chose it instead of the ablation."""
-    name = _escape(row.get("baseline"))
-    name = f"{name} *(--against {_escape(row['against'])})*" if row.get("against") else name
+    name = table_cell(row.get("baseline"))
+    name = f"{name} *(--against {table_cell(row['against'])})*" if row.get("against") else name
     if row.get("match") == "flops":  # the method trained the steps that spend the baseline's FLOPs
         ratio = row.get("flops_ratio_per_token")
         name += (" *(FLOP-matched" + (f": method at {ratio:.3f}x the FLOPs per token" if ratio else "")
                  + ", never promotes)*")
     return name
-
-
-def _escape(text: object) -> str:
-    return str(text if text is not None else "—").replace("|", "\\|").replace("\n", " ")
 
 
 def render_markdown(rows: Sequence[Mapping], md_path: Path, repository: Path,
@@ -437,14 +433,14 @@ def render_markdown(rows: Sequence[Mapping], md_path: Path, repository: Path,
     page_folder = _inside(Path(md_path).parent, repository)
 
     def link(row: Mapping) -> str:
-        source = _escape(row["source"])
+        source = table_cell(row["source"])
         dirty = DIRTY_MARK if row.get("code_dirty") else ""
         if not row["in_repository"]:
             return f"`{source}` (outside the repository){dirty}"
         if page_folder is None:
             return f"`{source}`{dirty}"
         target = posixpath.relpath(row["source"], page_folder.as_posix())
-        return f"[{_escape(Path(row['source']).name)}]({_escape(target)}){dirty}"
+        return f"[{table_cell(Path(row['source']).name)}]({table_cell(target)}){dirty}"
 
     reproductions = [row for row in rows if row["kind"] == "reproduction"]
     diagnostics = [row for row in rows if row["kind"] == "diagnostic"]
@@ -474,12 +470,12 @@ def render_markdown(rows: Sequence[Mapping], md_path: Path, repository: Path,
     ]
     for row in reproductions:
         lines.append(
-            f"| {_escape(row['name'])} | {_escape(row['arxiv'])} | {_escape(row['suite'])} | "
+            f"| {table_cell(row['name'])} | {table_cell(row['arxiv'])} | {table_cell(row['suite'])} | "
             f"{row['seeds']} | {'yes' if row['formal'] else 'no'} | "
-            f"{'yes' if row.get('tuned') else '*untuned*'} | {_escape(row['metric'])} | "
+            f"{'yes' if row.get('tuned') else '*untuned*'} | {table_cell(row['metric'])} | "
             f"{_baseline_arm(row)} | {format_decimals(row['baseline_value'])} | {format_decimals(row['method_value'])} | "
             f"{_change(row)} | {_class_cell(row)} | {_holm_cell(row)} | "
-            f"{_escape(' '.join(filter(None, (row['claim'], row.get('calibration')))))} | {link(row)} |"
+            f"{table_cell(' '.join(filter(None, (row['claim'], row.get('calibration')))))} | {link(row)} |"
         )
     if not reproductions:
         lines.append("| — | | | | | | | | | | | | | no reproduction artifacts found | |")
@@ -503,8 +499,8 @@ def render_markdown(rows: Sequence[Mapping], md_path: Path, repository: Path,
     ]
     for row in diagnostics:
         lines.append(
-            f"| {_escape(row['name'])} | {_escape(row['arxiv'])} | {_escape(row['tier'])} | "
-            f"{row['seeds']} | {_escape(row['status'])} | {_escape(row['claim'])} | {link(row)} |"
+            f"| {table_cell(row['name'])} | {table_cell(row['arxiv'])} | {table_cell(row['tier'])} | "
+            f"{row['seeds']} | {table_cell(row['status'])} | {table_cell(row['claim'])} | {link(row)} |"
         )
     if not diagnostics:
         lines.append("| — | | | | | no diagnostic artifacts found | |")

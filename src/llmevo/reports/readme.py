@@ -18,7 +18,7 @@ from llmevo.artifacts.io import write_text_atomic
 from llmevo.artifacts.schema import Artifact, DiagnosticArtifact, ReproductionArtifact
 from llmevo.errors import ArtifactError
 from llmevo.eval.metrics import LOWER_IS_BETTER
-from llmevo.reports.sections import Section, artifact_sections
+from llmevo.reports.sections import Section, artifact_sections, table_cell
 
 __all__ = ["against_slug", "default_report_dir", "report_variant", "markdown_section", "write_report"]
 
@@ -63,10 +63,6 @@ def default_report_dir(artifact: Artifact) -> Path:
     return folder / report_variant(artifact.against, space, f"rung{setup.rung}" if setup.rung else None)
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def markdown_section(section: Section, level: int = 2) -> list[str]:
     """One section as Markdown lines: a heading, its sentences, warnings, then its table."""
     lines = ["#" * level + f" {section.title}", ""]
@@ -76,9 +72,9 @@ def markdown_section(section: Section, level: int = 2) -> list[str]:
         lines += [f"**Warning:** {warning}", ""]
     if section.rows:
         columns = section.columns or ("", "")
-        lines.append("| " + " | ".join(_cell(column) for column in columns) + " |")
+        lines.append("| " + " | ".join(table_cell(column) for column in columns) + " |")
         lines.append("|" + "|".join("---" for _ in columns) + "|")
-        lines += ["| " + " | ".join(_cell(cell) for cell in row) + " |" for row in section.rows]
+        lines += ["| " + " | ".join(table_cell(cell) for cell in row) + " |" for row in section.rows]
         lines.append("")
     return lines
 

@@ -75,6 +75,11 @@ def format_number(value: Any) -> str:
     return str(value)
 
 
+def table_cell(text: object) -> str:
+    """``text`` as one markdown table cell: pipes escaped, lines joined, None as —."""
+    return str(text if text is not None else "—").replace("|", "\\|").replace("\n", " ")
+
+
 def format_decimals(value: float | int | None) -> str:
     """A float to 4 fixed decimals (so a column of metric values lines up), None as a dash,
     anything else as it prints; for the leaderboard and the evolution README, whose columns
