@@ -11,10 +11,9 @@ from llmevo.data.bytes import (
     EOS_ID,
     PAD_ID,
     byte_stream,
-    decode_utf8_bytes,
     encode_utf8_bytes,
-    read_utf8_strict,
 )
+from llmevo.data.pins import read_text
 from llmevo.errors import DataError
 
 
@@ -24,29 +23,23 @@ def test_encode_is_the_utf8_bytes_and_round_trips() -> None:
     assert ids.dtype == torch.long
     assert ids.tolist() == list(text.encode("utf-8"))
     assert len(ids) == len(text.encode("utf-8")) > len(text)
-    assert decode_utf8_bytes(ids) == text
+    assert bytes(ids.tolist()).decode("utf-8") == text
     assert torch.equal(byte_stream(text), ids)
 
 
 def test_special_ids_follow_the_byte_codec() -> None:
     assert (PAD_ID, BOS_ID, EOS_ID, BYTE_VOCAB_SIZE) == (256, 257, 258, 259)
-    with pytest.raises(DataError):
-        decode_utf8_bytes(torch.tensor([65, BOS_ID]))
 
 
 def test_read_strict_reports_the_offset_of_invalid_utf8(tmp_path) -> None:
     path = tmp_path / "bad.txt"
     path.write_bytes("abc é".encode() + b"\xff\xfe tail")
     with pytest.raises(DataError, match=r"bad\.txt: invalid UTF-8 at byte offset 6"):
-        read_utf8_strict(path)
+        read_text(path)
 
 
 def test_read_strict_returns_valid_text(tmp_path) -> None:
     path = tmp_path / "good.txt"
     path.write_text("line one\nzwei — drei\n", encoding="utf-8")
-    assert read_utf8_strict(path) == "line one\nzwei — drei\n"
+    assert read_text(path) == "line one\nzwei — drei\n"
 
-
-def test_missing_file_is_a_data_error(tmp_path) -> None:
-    with pytest.raises(DataError, match="cannot read"):
-        read_utf8_strict(tmp_path / "absent.txt")

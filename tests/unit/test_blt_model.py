@@ -12,7 +12,8 @@ import torch
 
 import llmevo.model.blt.entropy as entropy_module
 from llmevo.catalog import build_model
-from llmevo.data.bytes import byte_stream, read_utf8_strict
+from llmevo.data.bytes import byte_stream
+from llmevo.data.pins import read_text
 from llmevo.errors import ConfigError
 from llmevo.model.blt import blt_model_config, prepare_blt
 from llmevo.model.blt.entropy import EntropyModelSettings, train_or_load_entropy_model
@@ -34,8 +35,8 @@ def one_thread():
 @pytest.fixture(scope="module")
 def corpus(data_dir: Path) -> tuple[torch.Tensor, torch.Tensor]:
     root = data_dir / "wikitext-2"  # embedded: runs on a fresh clone
-    train = byte_stream(read_utf8_strict(root / "wiki.train.tokens")[:400_000])
-    validation = byte_stream(read_utf8_strict(root / "wiki.valid.tokens")[:60_000])
+    train = byte_stream(read_text(root / "wiki.train.tokens")[:400_000])
+    validation = byte_stream(read_text(root / "wiki.valid.tokens")[:60_000])
     return train, validation
 
 
@@ -115,7 +116,7 @@ def test_trainable_parameters_exclude_the_frozen_entropy_model(prepared) -> None
 def test_latent_blocks_come_from_the_config_slots(prepared) -> None:
     swapped = prepared.with_slot("position", "learned")
     model = build_model(swapped)
-    names = {cls.component_name for cls in model.component_files()}
+    names = {getattr(type(module), "component_name", None) for module in model.modules()}
     assert {"learned", "mha", "swiglu", "rmsnorm", "pre_norm"} <= names
 
 

@@ -1,9 +1,7 @@
 """The generated evidence tables: the README's headline table and the results page's full
 table (reports/evidence.py), and their regeneration (reports/leaderboard.py regenerate)."""
 
-import pytest
 
-from llmevo.errors import ConfigError
 from llmevo.reports.evidence import (
     EVIDENCE_END,
     EVIDENCE_START,
@@ -11,7 +9,6 @@ from llmevo.reports.evidence import (
     HEADLINE_START,
     evidence_table,
     headline_table,
-    replace_evidence,
     replace_generated,
 )
 
@@ -42,9 +39,10 @@ def test_only_family_members_are_rows_with_their_holm_class_and_ladder():
 
 def test_the_table_replaces_only_what_lies_between_the_markers():
     readme = f"intro\n{EVIDENCE_START}\nold table\n{EVIDENCE_END}\noutro\n"
-    assert replace_evidence(readme, "NEW") == f"intro\n{EVIDENCE_START}\nNEW\n{EVIDENCE_END}\noutro\n"
-    with pytest.raises(ConfigError, match="no evidence-table markers"):
-        replace_evidence("no markers here", "NEW")
+    rows = [_row("rope")]
+    assert replace_generated(readme, rows) == (f"intro\n{EVIDENCE_START}\n{evidence_table(rows)}\n{EVIDENCE_END}"
+                                               "\noutro\n")
+    assert replace_generated("no markers here", rows) is None
 
 
 def test_the_headline_table_orders_by_the_adjusted_class_then_the_change():

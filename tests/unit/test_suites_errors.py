@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from llmevo.data.codec import ByteCodec
-from llmevo.data.instruction import read_instruction_records
+from llmevo.data.instruction import parse_instruction_records
 from llmevo.data.pins import (
     ALPACA_FILE,
     GSM8K_TEST_FILE,
@@ -96,13 +96,13 @@ def test_alpaca_record_without_output_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "alpaca.json"
     path.write_text(json.dumps(records))
     with pytest.raises(DataError, match=r"alpaca.json: record 1 lacks a string 'output'"):
-        read_instruction_records(path, None)
+        parse_instruction_records(path.read_bytes(), path)
     path.write_text(json.dumps([{"input": "", "output": "b"}]))
     with pytest.raises(DataError, match=r"record 0 lacks a string 'instruction'"):
-        read_instruction_records(path, None)
+        parse_instruction_records(path.read_bytes(), path)
     path.write_text(json.dumps({"instruction": "a"}))
     with pytest.raises(DataError, match="expected a JSON list"):
-        read_instruction_records(path, None)
+        parse_instruction_records(path.read_bytes(), path)
 
 
 def test_too_few_alpaca_records_is_an_error(tmp_path: Path) -> None:

@@ -1,15 +1,14 @@
 """The UTF-8 byte data path for byte-level models (BLT, arXiv 2412.09871).
 
 Bytes are ids 0..255; the special ids are those of ``ByteCodec`` (``<pad>`` 256, ``<bos>``
-257, ``<eos>`` 258, vocabulary 259). Text files are read strictly: an invalid UTF-8
-sequence is a ``DataError`` naming the byte offset, never silently replaced, so that the
+257, ``<eos>`` 258, vocabulary 259). Text files are read strictly (``data.pins.read_text``):
+an invalid UTF-8 sequence is a ``DataError`` naming the byte offset, never silently replaced, so that the
 byte stream of a byte-level arm is exactly the text the token-level arm was trained on.
 """
 
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -37,31 +36,6 @@ def byte_stream(text: str) -> Tensor:
     window's first prediction is made from ``<bos>`` by the model itself.
     """
     return encode_utf8_bytes(text)
-
-
-def decode_utf8_bytes(ids: Tensor) -> str:
-    """Inverse of ``encode_utf8_bytes`` (special ids are an error)."""
-    values = ids.tolist()
-    if any(not 0 <= value < 256 for value in values):
-        raise DataError("byte ids: expected values 0..255 only, found a special or invalid id")
-    return bytes(values).decode("utf-8")
-
-
-def read_utf8_strict(path: Path | str) -> str:
-    """Read a UTF-8 text file; an invalid sequence raises ``DataError`` with its byte offset."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise DataError(f"{path}: cannot read ({error.strerror})") from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        bad = raw[error.start : error.end].hex()
-        raise DataError(
-            f"{path}: invalid UTF-8 at byte offset {error.start} (bytes 0x{bad}: {error.reason});"
-            " expected a UTF-8 text file"
-        ) from None
 
 
 def bytes_fingerprint(ids: Tensor) -> str:

@@ -16,7 +16,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmevo.data.pins import read_checked
 from llmevo.errors import DataError
 
 INSTRUCTION_SPLITS: dict[str, range] = {
@@ -68,11 +67,6 @@ def parse_instruction_records(raw: bytes, source: Path) -> list[InstructionRecor
             raise DataError(f"{source}: record {index} has a non-string 'input' field")
         records.append(InstructionRecord(index, item["instruction"], input_text, item["output"]))
     return records
-
-
-def read_instruction_records(path: Path, expected_sha256: str | None) -> list[InstructionRecord]:
-    """Read and parse an Alpaca file, checking its sha256 unless ``expected_sha256`` is None."""
-    return parse_instruction_records(read_checked(path, expected_sha256), path)
 
 
 def split_records(

@@ -97,10 +97,6 @@ class Transformer(nn.Module):
     def supports_kv_cache(self) -> bool:
         return all(getattr(spec.manifest, "supports_kv_cache", True) for spec in self.specs.values())
 
-    def component_files(self) -> list[Any]:
-        """The component classes this model was built from (for provenance)."""
-        return [spec.cls for spec in self.specs.values()]
-
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 

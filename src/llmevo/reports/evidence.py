@@ -22,7 +22,7 @@ table's classes with the references at scale. ``replace_generated`` fills whiche
 marker pairs a file has.
 
 Public API: ``evidence_table``, ``headline_table``, ``budget_cells``, ``fragile_note``,
-``decision_section``, ``replace_evidence``, ``replace_generated``, ``EVIDENCE_START``,
+``decision_section``, ``replace_generated``, ``EVIDENCE_START``,
 ``EVIDENCE_END``, ``HEADLINE_START``, ``HEADLINE_END``.
 """
 
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from llmevo.errors import ConfigError
 from llmevo.eval.concordance import arm_choice
 from llmevo.eval.decisions import DecisionAccuracy
 from llmevo.reports.concordance import (
@@ -232,11 +231,3 @@ def replace_generated(text: str, rows: Sequence[Mapping], ladders: Sequence[Mapp
             text, found = _replace_between(text, start_marker, end_marker, build()), True
     return text if found else None
 
-
-def replace_evidence(readme: str, table: str) -> str:
-    """``readme`` with the text between the markers replaced by ``table``."""
-    start, end = readme.find(EVIDENCE_START), readme.find(EVIDENCE_END)
-    if start < 0 or end < start:
-        raise ConfigError(f"README has no evidence-table markers ({EVIDENCE_START!r} … {EVIDENCE_END!r}); "
-                          "add them where the table goes, or pass --no-readme")
-    return readme[: start + len(EVIDENCE_START)] + "\n" + table + "\n" + readme[end:]

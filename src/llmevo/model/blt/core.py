@@ -75,9 +75,6 @@ class SlotFactory:
         )
         return nn.ModuleList(self.make("block", dims, parts, index) for index in range(count))
 
-    def component_classes(self) -> list[type]:
-        return [spec.cls for spec, _ in self.built.values()]
-
 
 def run_blocks(blocks: nn.ModuleList, x: Tensor, position: PositionEncoding) -> Tensor:
     """Causal blocks over (B, T, D) at positions 0..T-1."""
@@ -238,7 +235,7 @@ class LatentPatchCore(nn.Module):
 
 class LatentPatchModel(nn.Module):
     """What BLT and its stand-in share around the core: counting patches as they are made,
-    the trainable parameters and their split, the component classes."""
+    the trainable parameters and their split."""
 
     supports_kv_cache = False
     core: LatentPatchCore
@@ -254,9 +251,6 @@ class LatentPatchModel(nn.Module):
     def num_parameters(self) -> int:
         """Trainable parameters (a frozen entropy model is not a submodule, so not counted)."""
         return sum(p.numel() for p in self.parameters())
-
-    def component_files(self) -> list[Any]:
-        return self.core.latent_factory.component_classes() + self.core.local_factory.component_classes()
 
     def parameter_stats(self) -> dict[str, int]:
         """Trainable parameters of the local encoder, latent transformer and local decoder."""
