@@ -101,7 +101,7 @@ def stream_nll(model: Transformer, tokens: Tensor, policy: RopeRelayConfig | Non
                     if previous is not None:
                         mass[:, : previous.shape[1]] += previous
                     masses[index] = mass
-            if relay is not None and len(caches[0]) >= relay.config.capacity:
+            if relay is not None and relay.needs_compaction(len(caches[0])):
                 inv_freq = model.position.inv_freq  # type: ignore[union-attr]
                 for index, cache in enumerate(caches):
                     masses[index] = relay.compact(cache, inv_freq, masses[index])

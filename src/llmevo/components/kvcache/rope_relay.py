@@ -220,7 +220,7 @@ def relay_compact(
 
 
 class RopeRelayConfig(StrictModel):
-    """A bounded cache: when it grows past ``capacity`` entries, compact to ``budget``."""
+    """A bounded cache: when it reaches ``capacity`` entries, compact to ``budget``."""
 
     capacity: PositiveInt = 64
     budget: PositiveInt = 32
@@ -279,7 +279,8 @@ class RopeRelayPolicy:
         self.generator = torch.Generator().manual_seed(config.seed)
 
     def needs_compaction(self, cache_length: int) -> bool:
-        return cache_length > self.config.capacity
+        """Whether a cache of ``cache_length`` entries has reached ``capacity``."""
+        return cache_length >= self.config.capacity
 
     def compact(
         self, cache: KVCacheLayer, inv_freq: Tensor, attention_mass: Tensor | None = None
