@@ -51,8 +51,8 @@ def run_all(args: argparse.Namespace) -> None:
     from llmevo.runner.cache import ArmCache
     from llmevo.runner.fidelity import check_fidelity
     from llmevo.runner.tuner import tune_arms
-    from llmevo.runner.tuning import TuningPlan, check_plan, default_grid, tune_arm
-    from llmevo.runner.tuning_space import check_space_plan
+    from llmevo.runner.tuning import GridTuner, default_grid, grid_tuner, tune_arm
+    from llmevo.runner.tuning_space import space_tuner
     from llmevo.runner.views import load_views
 
     if args.threads:
@@ -79,8 +79,8 @@ def run_all(args: argparse.Namespace) -> None:
             for kind in ("full", "halving"):
                 fidelity = check_fidelity(kind)
                 grid = default_grid(preset.train.lr)
-                tuner = (check_space_plan("full", args.trials, [seed], plan.seeds, grid=grid, fidelity=fidelity)
-                         if args.space else check_plan(grid, [seed], plan.seeds, confirm=2, fidelity=fidelity))
+                tuner = (space_tuner("full", args.trials, [seed], plan.seeds, grid=grid, fidelity=fidelity)
+                         if args.space else grid_tuner(grid, [seed], plan.seeds, confirm=2, fidelity=fidelity))
                 started = time.perf_counter()
                 runner = InProcessRunner(views, preset, plan.device, comparison.metric, comparison.objective,
                                          plan.execution, cache,
@@ -124,8 +124,8 @@ def run_all(args: argparse.Namespace) -> None:
                     entries = cache.tuning(arm, data, preset, comparison.metric, comparison.objective)
                     record = tune_arm(arm.label, lambda arm=arm: build_arm_model(arm),
                                       arm_stream(build_recipe(arm.recipe), data), config,
-                                      TuningPlan(tuple(sorted({full_lr, half_lr})), tuple(ints(args.heldout)),
-                                                 extend_edges=False),
+                                      GridTuner(tuple(sorted({full_lr, half_lr})), tuple(ints(args.heldout)),
+                                                extend_edges=False),
                                       evaluate, plan.device, execution=plan.execution, cache=entries)
                     means = {s.lr: s.mean for s in record.settings}
                     heldout = {"full": means[full_lr], "halving": means[half_lr],

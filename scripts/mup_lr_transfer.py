@@ -31,7 +31,7 @@ def tune(param: str, rung: int, ks: list[int], seeds: list[int], data_dir: Path,
     from llmevo.experiments.reproduction import cache_code_modules
     from llmevo.runner.cache import ArmCache
     from llmevo.runner.run import build_arm_model
-    from llmevo.runner.tuning import TuningPlan, tune_arm
+    from llmevo.runner.tuning import GridTuner, tune_arm
     from llmevo.runner.views import load_views
 
     grid = tuple(BASE_LR * 3 ** (k / 2) for k in ks)
@@ -52,7 +52,7 @@ def tune(param: str, rung: int, ks: list[int], seeds: list[int], data_dir: Path,
                            batch_size=preset.eval_batch_size, max_windows=preset.eval_max_windows)[metric]
 
     result = tune_arm(f"{param} rung {rung}", lambda: build_arm_model(arm), data.stream, config,
-                      TuningPlan(grid, tuple(seeds)), evaluate, plan.device, execution=plan.execution,
+                      GridTuner(grid, tuple(seeds)), evaluate, plan.device, execution=plan.execution,
                       cache=entries)
     values = {s.lr: math.inf if None in s.values.values() else sum(s.values.values()) / len(s.values)
               for s in result.settings}  # a diverged seed (None) makes its lr the worst

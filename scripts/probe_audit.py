@@ -36,7 +36,7 @@ from llmevo.experiments.reproduction import cache_code_modules
 from llmevo.experiments.selection_noise import request_for
 from llmevo.runner.cache import ArmCache
 from llmevo.runner.run import arm_train_config, score_arm
-from llmevo.runner.tuning import TuningPlan, gap_percent, probe_lr, seed_noise, tune_arm
+from llmevo.runner.tuning import GridTuner, gap_percent, probe_lr, seed_noise, tune_arm
 from llmevo.runner.views import load_views
 
 
@@ -127,7 +127,7 @@ def audit(path: Path, data_dir: Path, cache_dir: Path, check: bool, done: set, r
         entries = None if cache is None else cache.tuning(arm, data, preset, metric, comparison.objective)
         started = time.perf_counter()
         result = tune_arm(arm.label, arm_train_config(arm, data, preset),
-                          TuningPlan(lrs, tuple(block.seeds), extend_edges=False),
+                          GridTuner(lrs, tuple(block.seeds), extend_edges=False),
                           partial(score_arm, arm, data, preset, device=plan.device, metric=metric,
                                   execution=plan.execution, cache=entries))
         seconds = time.perf_counter() - started

@@ -48,7 +48,7 @@ def run_all(args: argparse.Namespace) -> None:
     from llmevo.runner.cache import ArmCache
     from llmevo.runner.run import arm_train_config, build_arm_model
     from llmevo.runner.tuner import tune_arms
-    from llmevo.runner.tuning import TuningPlan, check_plan, default_grid, tune_arm
+    from llmevo.runner.tuning import GridTuner, default_grid, grid_tuner, tune_arm
     from llmevo.runner.views import arm_stream, load_views
 
     if args.threads:
@@ -71,7 +71,7 @@ def run_all(args: argparse.Namespace) -> None:
                 continue
             blocks = {}
             for kind, noise in (("edge", 0.0), ("noise", None)):
-                tuner = check_plan(default_grid(preset.train.lr), [seed], plan.seeds, confirm=2, noise=noise)
+                tuner = grid_tuner(default_grid(preset.train.lr), [seed], plan.seeds, confirm=2, noise=noise)
                 runner = InProcessRunner(views, preset, plan.device, comparison.metric, comparison.objective,
                                          plan.execution, cache,
                                          presets={arm.label: preset for arm in comparison.arms})
@@ -93,8 +93,8 @@ def run_all(args: argparse.Namespace) -> None:
                     entries = cache.tuning(arm, data, preset, comparison.metric, comparison.objective)
                     record = tune_arm(arm.label, lambda arm=arm: build_arm_model(arm),
                                       arm_stream(build_recipe(arm.recipe), data), config,
-                                      TuningPlan(tuple(sorted({old_lr, new_lr})), tuple(ints(args.heldout)),
-                                                 extend_edges=False),
+                                      GridTuner(tuple(sorted({old_lr, new_lr})), tuple(ints(args.heldout)),
+                                                extend_edges=False),
                                       evaluate, plan.device, execution=plan.execution, cache=entries)
                     means = {s.lr: s.mean for s in record.settings}
                     heldout = {"edge": means[old_lr], "noise": means[new_lr],

@@ -4,7 +4,7 @@ For each arm of a comparison (default: ``muon`` at smoke with 300 steps: its Ada
 its Muon arm), each trial budget (``--trials``), each sampler (``--samplers``) and each sampler
 seed (``--sampler-seeds``), the arm is space-tuned (``--tune-space full``, its whole declared
 space, tuning seed 1000) exactly as a reproduction tunes it (``runner.tuner.tune_arms`` with a
-``SpacePlan``), without the lr-grid floor: the floor is the same runs for every sampler, and
+``SpaceTuner``), without the lr-grid floor: the floor is the same runs for every sampler, and
 what is compared is what each sampler's search finds. The number per run is the search's best:
 the lowest mean validation loss over the tuning seeds among the arm's trials (the extension
 phase included, the floor not). The arm cache (on by default) makes the shared Sobol start of
@@ -44,7 +44,7 @@ def run_all(args: argparse.Namespace) -> None:
     from llmevo.runner.arm_runner import InProcessRunner
     from llmevo.runner.cache import ArmCache
     from llmevo.runner.tuner import tune_arms
-    from llmevo.runner.tuning_space import check_space_plan
+    from llmevo.runner.tuning_space import space_tuner
     from llmevo.runner.views import load_views
 
     if args.threads:
@@ -67,7 +67,7 @@ def run_all(args: argparse.Namespace) -> None:
                         if (arm.optimizer.name, trials, sampler, seed) not in done]
                 if not arms:
                     continue
-                tuner = check_space_plan("full", trials, [1000], plan.seeds, sampler_seed=seed, sampler=sampler)
+                tuner = space_tuner("full", trials, [1000], plan.seeds, sampler_seed=seed, sampler=sampler)
                 started = time.perf_counter()
                 runner = InProcessRunner(views, preset, plan.device, comparison.metric, comparison.objective,
                                          plan.execution, cache, presets={arm.label: preset for arm in arms})
@@ -153,7 +153,7 @@ def origins(rows: list[dict], samplers: list[str]) -> str:
     """Where each sampler's best trial came from, per arm and budget: the Sobol start (the
     trials every sampler shares), the proposed trials (Sobol's own later declared points, or the
     sequential sampler's), or the extension phase."""
-    from llmevo.runner.tuning_space import check_space_plan
+    from llmevo.runner.tuning_space import space_tuner
 
     lines = ["| arm | trials | sampler | best in the start | best proposed | best in the extension |",
              "|---|---|---|---|---|---|"]
@@ -163,7 +163,7 @@ def origins(rows: list[dict], samplers: list[str]) -> str:
                     and r["best_trial"] is not None]
             if not mine:
                 continue
-            start = check_space_plan("full", trials, [1000], [42], sampler="tpe").startup_trials
+            start = space_tuner("full", trials, [1000], [42], sampler="tpe").startup_trials
             counts = [sum(1 for r in mine if r["best_phase"] == "declared" and r["best_trial"] < start),
                       sum(1 for r in mine if r["best_phase"] == "declared" and r["best_trial"] >= start),
                       sum(1 for r in mine if r["best_phase"] == "extension")]

@@ -13,12 +13,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import importlib
-import inspect
 import json
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -490,10 +488,6 @@ class ComponentSpec:
     @property
     def slot(self) -> str:
         return self.manifest.slot
-
-    @property
-    def source_file(self) -> Path:
-        return Path(inspect.getsourcefile(self.cls) or "")
 
     def make_config(self, values: dict[str, Any] | StrictModel | None) -> StrictModel:
         """Validate ``values`` against this component's config; errors name the component."""

@@ -28,7 +28,7 @@ from llmevo.experiments.evidence import (
 from llmevo.experiments.pipeline import ReproductionRequest
 from llmevo.promotion import family_entries
 from llmevo.runner import run as run_module
-from llmevo.runner.tuning_space import SpacePlan
+from llmevo.runner.tuning_space import SpaceTuner
 
 
 def test_the_table_is_every_comparison_of_record():
@@ -64,7 +64,7 @@ def test_one_command_plans_exactly_the_published_table():
     assert set(planned) == set(published)
     for path, (entry, reproduction) in planned.items():
         space_tuned = entry.name in {s.name for s in full_registry().all() if s.slot == "optimizer"}
-        assert isinstance(reproduction.tuning, SpacePlan) is space_tuned, entry.label
+        assert isinstance(reproduction.tuning, SpaceTuner) is space_tuned, entry.label
         assert (published[path].tuning.protocol == "space") is space_tuned, entry.label
 
 

@@ -14,8 +14,8 @@ import pytest
 from llmevo.experiments import ReproductionRequest
 from llmevo.experiments.reproduction import run_reproduction
 from llmevo.runner.tuner import ArmChoice, Tuner
-from llmevo.runner.tuning import ArmTuning, SettingResult, TuningPlan, check_plan, tuning_block
-from llmevo.runner.tuning_space import check_space_plan
+from llmevo.runner.tuning import ArmTuning, GridTuner, SettingResult, grid_tuner, tuning_block
+from llmevo.runner.tuning_space import space_tuner
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "llmevo"
 
@@ -47,13 +47,13 @@ class FixedTuner:
         return ArmChoice(config.model_copy(update={"lr": lr}), record, [], 0)
 
     def block(self, metric, records):
-        plan = TuningPlan(tuple(sorted(set(self.choices.values()))), self.seeds, extend_edges=False)
+        plan = GridTuner(tuple(sorted(set(self.choices.values()))), self.seeds, extend_edges=False)
         return tuning_block(plan, metric, records)
 
 
 def test_the_two_tuners_implement_one_interface():
-    grid = check_plan([1e-3, 3e-3], [1000], [42])
-    space = check_space_plan("lr", 4, [1000], [42])
+    grid = grid_tuner([1e-3, 3e-3], [1000], [42])
+    space = space_tuner("lr", 4, [1000], [42])
     protocol = {name for name, _ in inspect.getmembers(Tuner) if not name.startswith("_")}
     for tuner in (grid, space):
         assert protocol <= set(dir(tuner)), protocol - set(dir(tuner))
@@ -78,7 +78,7 @@ def test_no_pipeline_tells_the_tuners_apart_by_type():
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
                 names = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
-                if names & {"TuningPlan", "SpacePlan"}:
+                if names & {"GridTuner", "SpaceTuner"}:
                     offenders.append(f"{path.relative_to(SRC)}:{node.lineno}")
     assert offenders == []
 

@@ -330,7 +330,7 @@ def _tune(tmp_path, monkeypatch, context: CacheContext, calls: list) -> tuning.A
     """The arm tuned through ``score_arm`` over a fake trainer (``tuning_support``): a run
     scores (lr - 3e-3)^2 + seed / 1e6; each call records its (lr, seed) pairs."""
     entries = TuningEntries(ArmCache(tmp_path, context), "tuning", ARM, "d" * 64, EVALUATION)
-    plan = tuning.check_plan([1e-3, 3e-3, 1e-2], [1000, 1001], [42])
+    plan = tuning.grid_tuner([1e-3, 3e-3, 1e-2], [1000, 1001], [42])
     score = scorer(monkeypatch, lambda model: (model.lr - 3e-3) ** 2 + model.seed / 1e6, calls=calls,
                    note=lambda spec: (spec.config.lr, spec.seed), cache=entries)
     return tuning.tune_arm("baseline", CONFIG, plan, score)

@@ -40,11 +40,11 @@ def test_default_grid_is_log_spaced_from_lr_over_3_to_3_lr():
 ])
 def test_bad_plans_are_refused(grid, seeds, report, message):
     with pytest.raises(ConfigError, match=message):
-        tuning.check_plan(grid, seeds, report)
+        tuning.grid_tuner(grid, seeds, report)
 
 
 def test_plan_sorts_the_grid():
-    plan = tuning.check_plan([1e-2, 1e-3, 3e-3], [1000, 1001], [42])
+    plan = tuning.grid_tuner([1e-2, 1e-3, 3e-3], [1000, 1001], [42])
     assert plan.grid == (1e-3, 3e-3, 1e-2) and plan.seeds == (1000, 1001)
 
 
@@ -61,7 +61,7 @@ def _bowl(target: float):
 
 def test_best_inside_the_grid_is_chosen_without_extension(monkeypatch):
     calls: list = []
-    plan = tuning.check_plan([1e-3, 3e-3, 1e-2], [1000, 1001], [42])
+    plan = tuning.grid_tuner([1e-3, 3e-3, 1e-2], [1000, 1001], [42])
     result = tuning.tune_arm("method", CONFIG, plan, scorer(monkeypatch, _bowl(2.5e-3), calls=calls, note=_lr))
     assert calls == [[1e-3, 1e-3, 3e-3, 3e-3, 1e-2, 1e-2]]  # one call, every lr x seed
     assert result.best().lr == 3e-3 and result.extended is None and result.edge() is None
@@ -73,7 +73,7 @@ def test_best_inside_the_grid_is_chosen_without_extension(monkeypatch):
 
 def test_best_on_the_edge_extends_the_grid_once_in_that_direction(monkeypatch):
     calls: list = []
-    plan = tuning.check_plan([1e-3, 2e-3, 4e-3], [1000], [42])
+    plan = tuning.grid_tuner([1e-3, 2e-3, 4e-3], [1000], [42])
     up = tuning.tune_arm("m", CONFIG, plan, scorer(monkeypatch, _bowl(1.0), calls=calls, note=_lr))
     assert calls[1] == [pytest.approx(8e-3)]  # one more step at the edge's ratio (x2)
     assert up.extended == "up" and up.best().lr == pytest.approx(8e-3)
@@ -92,7 +92,7 @@ def test_best_on_the_edge_extends_the_grid_once_in_that_direction(monkeypatch):
 
 
 def test_diverged_settings_are_never_chosen(monkeypatch):
-    plan = tuning.check_plan([1e-3, 3e-3, 1e-2, 3e-2], [1000], [42])
+    plan = tuning.grid_tuner([1e-3, 3e-3, 1e-2, 3e-2], [1000], [42])
     result = tuning.tune_arm("m", CONFIG, plan, scorer(monkeypatch, _bowl(1e-2), diverge_above=3e-3, note=_lr))
     assert result.best().lr == 3e-3  # 1e-2 would be best but diverged
     block = tuning.tuning_block(plan, "lm_loss", {"method": result})
@@ -106,10 +106,10 @@ def test_confirmation_seeds_follow_the_tuning_seeds_and_skip_report_seeds():
     assert tuning.confirmation_seeds(2, [1000], [42]) == (1001, 1002)
     assert tuning.confirmation_seeds(3, [41], [42, 43]) == (44, 45, 46)
     assert tuning.confirmation_seeds(0, [1000], [42]) == ()
-    assert tuning.check_plan([1e-3, 3e-3], [1000], [42], confirm=2).confirm_seeds == (1001, 1002)
+    assert tuning.grid_tuner([1e-3, 3e-3], [1000], [42], confirm=2).confirm_seeds == (1001, 1002)
     for bad in (-1, 1.5, True, 17, 10**20):
         with pytest.raises(ConfigError, match=r"count 0 \.\. 16"):
-            tuning.check_plan([1e-3, 3e-3], [1000], [42], confirm=bad)
+            tuning.grid_tuner([1e-3, 3e-3], [1000], [42], confirm=bad)
 
 
 def _seed_dependent(good_seeds: set[int], edge_lr: float):
@@ -126,7 +126,7 @@ def _seed_dependent(good_seeds: set[int], edge_lr: float):
 
 def test_a_lucky_best_at_the_stability_edge_is_confirmed_and_replaced(monkeypatch):
     calls: list = []
-    plan = tuning.check_plan([1e-3, 3e-3, 1e-2], [1000], [42], extend_edges=False, confirm=2)
+    plan = tuning.grid_tuner([1e-3, 3e-3, 1e-2], [1000], [42], extend_edges=False, confirm=2)
     result = tuning.tune_arm("m", CONFIG, plan, scorer(monkeypatch, _seed_dependent({1000}, 1e-2), calls=calls, note=_lr))
     # tuning seed 1000 is lucky at 1e-2 (0.5 < 0.98); 1e-2 is the highest lr tried, so it and
     # its lower neighbour 3e-3 are retrained on seeds 1001, 1002, where 1e-2 stalls
@@ -146,14 +146,14 @@ def test_a_lucky_best_at_the_stability_edge_is_confirmed_and_replaced(monkeypatc
 
 
 def test_a_best_that_holds_on_the_confirmation_seeds_is_kept(monkeypatch):
-    plan = tuning.check_plan([1e-3, 3e-3, 1e-2], [1000], [42], extend_edges=False, confirm=2)
+    plan = tuning.grid_tuner([1e-3, 3e-3, 1e-2], [1000], [42], extend_edges=False, confirm=2)
     result = tuning.tune_arm("m", CONFIG, plan, scorer(monkeypatch, _seed_dependent({1000, 1001, 1002}, 1e-2), note=_lr))
     assert result.confirmed == (3e-3, 1e-2) and result.best().lr == 1e-2
 
 
 def test_a_best_just_below_a_divergence_is_at_the_stability_edge(monkeypatch):
     calls: list = []
-    plan = tuning.check_plan([1e-3, 3e-3, 1e-2], [1000], [42], confirm=1)
+    plan = tuning.grid_tuner([1e-3, 3e-3, 1e-2], [1000], [42], confirm=1)
     result = tuning.tune_arm("m", CONFIG, plan, scorer(monkeypatch, _bowl(1e-2), diverge_above=3e-3, calls=calls, note=_lr))
     assert result.at_stability_edge() and calls[-1] == [1e-3, 3e-3]  # seed 1001
     assert result.confirmed == (1e-3, 3e-3) and result.best().lr == 3e-3
@@ -161,7 +161,7 @@ def test_a_best_just_below_a_divergence_is_at_the_stability_edge(monkeypatch):
 
 def test_an_interior_best_is_not_confirmed(monkeypatch):
     calls: list = []
-    plan = tuning.check_plan([1e-3, 3e-3, 1e-2], [1000], [42], confirm=2)
+    plan = tuning.grid_tuner([1e-3, 3e-3, 1e-2], [1000], [42], confirm=2)
     result = tuning.tune_arm("m", CONFIG, plan, scorer(monkeypatch, _bowl(3e-3), calls=calls, note=_lr))
     assert len(calls) == 1 and result.confirmed == () and not result.at_stability_edge()
     assert tuning.tuning_block(plan, "lm_loss", {"m": result})["arms"]["m"]["confirmed"] == []
@@ -185,7 +185,7 @@ def test_tune_arm_trains_real_models_through_train_many():
         outcomes = train_many(build, stream, runs, torch.device("cpu"), build_optimizer=build_optimizer)
         return Scores({i: evaluate(o.model) for i, o in enumerate(outcomes)}, set(), {})
 
-    plan = tuning.check_plan([1e-4, 1e-1], [1000], [42])
+    plan = tuning.grid_tuner([1e-4, 1e-1], [1000], [42])
     config = TrainConfig(steps=20, batch_size=4, seq_len=8, lr=1e-3)
     result = tuning.tune_arm("m", config, plan, score)
     by_lr = {s.lr: s.mean for s in result.settings}

@@ -24,7 +24,7 @@ from llmevo.runner import tuning, tuning_space
 from llmevo.runner.arm_run import Scores
 from llmevo.runner.cache import CacheContext, run_key
 from llmevo.runner.fidelity import Fidelity, check_fidelity, halve, rung_schedule
-from llmevo.runner.tuning_space import arm_space, check_space_plan
+from llmevo.runner.tuning_space import arm_space, space_tuner
 from llmevo.train.execution import Execution, RunSpec, train_many
 from llmevo.train.trainer import TrainConfig, train
 
@@ -110,7 +110,7 @@ def _early_bias(target: float):
 def test_the_lr_grid_under_halving_stops_the_worse_and_chooses_among_full_runs(monkeypatch):
     calls: list = []
     grid = [1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2]
-    plan = tuning.check_plan(grid, [1000], [42], confirm=0, fidelity=HALVING)
+    plan = tuning.grid_tuner(grid, [1000], [42], confirm=0, fidelity=HALVING)
     result = tuning.tune_arm("m", CONFIG, plan, scorer(monkeypatch, _early_bias(4e-3), calls=calls, note=_lr_stop))
     # rung at 27 // 3 = 9 steps: reading = bowl - 0.5 log lr; the two lowest are 4e-3 and 8e-3
     early = {lr: (math.log(lr) - math.log(4e-3)) ** 2 - 0.5 * math.log(lr) for lr in grid}
@@ -137,14 +137,14 @@ def test_a_stopped_best_is_not_chosen_and_the_edge_extension_trains_full(monkeyp
     best, so the grid extends up by one full-length run (one candidate: no halving)."""
     calls: list = []
     grid = [1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2]
-    plan = tuning.check_plan(grid, [1000], [42], confirm=0, fidelity=HALVING)
+    plan = tuning.grid_tuner(grid, [1000], [42], confirm=0, fidelity=HALVING)
     result = tuning.tune_arm("m", CONFIG, plan, scorer(monkeypatch, _early_bias(1.0), calls=calls, note=_lr_stop))
     assert calls[1] == [(8e-3, None), (1.6e-2, None)] and calls[2] == [(pytest.approx(3.2e-2), None)]
     assert result.extended == "up" and result.best().lr == pytest.approx(3.2e-2)
 
 
 def test_both_arms_get_the_same_schedule_and_the_same_steps(monkeypatch):
-    plan = tuning.check_plan([1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2], [1000, 1001], [42], confirm=0,
+    plan = tuning.grid_tuner([1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2], [1000, 1001], [42], confirm=0,
                              fidelity=HALVING)
     arms = [tuning.tune_arm(label, CONFIG, plan, scorer(monkeypatch, _early_bias(target), calls=[], note=_lr_stop)) for label, target in (("baseline", 2e-3), ("method", 8e-3))]
     assert arms[0].steps_trained == arms[1].steps_trained == 2 * (5 * 9 + 2 * 27)
@@ -161,7 +161,7 @@ def test_space_trials_under_halving_equal_per_arm_and_the_block_validates(monkey
 
     records = {}
     for label in ("baseline", "method"):
-        plan = check_space_plan("lr", 8, [1000], [42], fidelity=HALVING)
+        plan = space_tuner("lr", 8, [1000], [42], fidelity=HALVING)
         axes = arm_space(config.optimizer, [], config, plan.axes)
         records[label] = tuning_space.tune_arm_space(label, config, axes, plan, scorer(monkeypatch, evaluate, calls=calls, note=_lr_stop))
     # declared phase: 6 trials at 10 steps, the best 2 to 30; the extension's 2: full length
@@ -211,8 +211,8 @@ def test_bad_fidelities_are_refused():
         check_fidelity("halving", 1)
     with pytest.raises(ConfigError, match="needs tuning"):
         TuningSection(tune=False, tune_fidelity="halving")
-    assert isinstance(TuningSection(tune_fidelity="halving").plan(3e-3, [42]).fidelity, Fidelity)
-    assert TuningSection().plan(3e-3, [42]).fidelity == Fidelity()  # the default: full
+    assert isinstance(TuningSection(tune_fidelity="halving").tuner(3e-3, [42]).fidelity, Fidelity)
+    assert TuningSection().tuner(3e-3, [42]).fidelity == Fidelity()  # the default: full
 
 
 @pytest.mark.parametrize("args, message", [
@@ -238,7 +238,7 @@ def test_the_option_is_refused_where_it_cannot_apply_and_passed_on_by_the_table(
     with pytest.raises(ConfigError, match="does not apply here"):
         EvolutionSettings(tune_fidelity="halving", data_dir=tmp_path)
     request = ReproductionRequest(name="muon", tune_space="full", tune_fidelity="halving", data_dir=tmp_path)
-    assert request.tuning.plan(3e-3, [42]).fidelity == HALVING
+    assert request.tuning.tuner(3e-3, [42]).fidelity == HALVING
     table = EvidenceRequest(only=["rope"], preset="smoke", tune_fidelity="halving", data_dir=tmp_path,
                             out=tmp_path / "table")
     (entry, _), = [(e, None) for e, _ in table.plan().entries][:1]
@@ -250,8 +250,8 @@ def test_under_full_the_calls_and_the_block_are_todays(monkeypatch):
     key that halving adds, byte for byte the block of a plan made without a fidelity."""
     calls: list = []
     grid = [1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2]
-    default = tuning.check_plan(grid, [1000], [42], confirm=0)
-    assert default.fidelity == Fidelity() and default == tuning.check_plan(grid, [1000], [42], confirm=0,
+    default = tuning.grid_tuner(grid, [1000], [42], confirm=0)
+    assert default.fidelity == Fidelity() and default == tuning.grid_tuner(grid, [1000], [42], confirm=0,
                                                                            fidelity=Fidelity())
     result = tuning.tune_arm("m", CONFIG, default, scorer(monkeypatch, _early_bias(4e-3), calls=calls, note=_lr_stop))
     assert calls == [[(lr, None) for lr in grid]]

@@ -50,7 +50,7 @@ def _score(monkeypatch, table, calls, diverge_above=math.inf, cache=None):
 
 
 def _tune(monkeypatch, table, calls, probe=True, confirm=0, diverge_above=math.inf, cache=None):
-    plan = tuning.check_plan(None, [1000], [42], confirm=confirm, around=3e-3, probe=probe)
+    plan = tuning.grid_tuner(None, [1000], [42], confirm=confirm, around=3e-3, probe=probe)
     return plan, tuning.tune_arm("m", CONFIG, plan, _score(monkeypatch, table, calls, diverge_above, cache))
 
 
@@ -144,7 +144,7 @@ def test_a_diverging_probe_is_recorded_as_diverged_and_not_chosen(monkeypatch):
 def test_both_arms_get_the_same_probe(monkeypatch):
     """Equal budgets: whatever each arm's scores, each trains the probe at the same lr on the
     same seeds, and each arm's run count includes it."""
-    plan = tuning.check_plan(None, [1000, 2000], [42], confirm=0, around=3e-3, probe=True)
+    plan = tuning.grid_tuner(None, [1000, 2000], [42], confirm=0, around=3e-3, probe=True)
     runs = {}
     for label, table in (("baseline", ONE_BASIN), ("method", TWO_BASINS)):
         calls: list = []
@@ -187,11 +187,11 @@ def test_probe_runs_are_ordinary_cache_keys(monkeypatch, tmp_path):
 
 
 def test_the_pipelines_probe_by_default_and_say_when_not():
-    assert TuningSection().plan(3e-3, [42]).probe is True
-    assert TuningSection(tune_probe=False).plan(3e-3, [42]).probe is False
-    ladder_rung = TuningSection(tune_probe=False).plan(3e-3, [42]).with_grid([1e-3, 2e-3], [42])
-    assert ladder_rung.probe is False and TuningSection().plan(3e-3, [42]).with_grid([1e-3, 2e-3], [42]).probe
-    assert tuning.check_plan([1e-3, 2e-3], [1000], [42]).probe is False  # a bare library plan: none
+    assert TuningSection().tuner(3e-3, [42]).probe is True
+    assert TuningSection(tune_probe=False).tuner(3e-3, [42]).probe is False
+    ladder_rung = TuningSection(tune_probe=False).tuner(3e-3, [42]).with_grid([1e-3, 2e-3], [42])
+    assert ladder_rung.probe is False and TuningSection().tuner(3e-3, [42]).with_grid([1e-3, 2e-3], [42]).probe
+    assert tuning.grid_tuner([1e-3, 2e-3], [1000], [42]).probe is False  # a bare library plan: none
 
 
 @pytest.mark.parametrize("given, message", [

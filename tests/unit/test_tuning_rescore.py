@@ -14,7 +14,7 @@ from tuning_support import scorer
 from llmevo.artifacts.schema import Tuning
 from llmevo.errors import ConfigError, DivergedError
 from llmevo.runner import tuning, tuning_space
-from llmevo.runner.tuning_space import arm_space, check_space_plan
+from llmevo.runner.tuning_space import arm_space, space_tuner
 from llmevo.train.trainer import TrainConfig
 
 CONFIG = TrainConfig(steps=2, batch_size=2, seq_len=8, lr=1e-3)
@@ -46,7 +46,7 @@ CLOSE = {(1e-3, 1000): 3.03, (2e-3, 1000): 3.00, (4e-3, 1000): 3.02, (8e-3, 1000
 
 def _grid_arm(monkeypatch, values, calls, seeds=(1000,), confirm=2, noise=None, diverges=lambda lr, seed: False,
               top=tuning.DEFAULT_RESCORE_TOP):
-    plan = tuning.check_plan(GRID, list(seeds), [42], extend_edges=False, confirm=confirm, noise=noise, top=top)
+    plan = tuning.grid_tuner(GRID, list(seeds), [42], extend_edges=False, confirm=confirm, noise=noise, top=top)
     return plan, tuning.tune_arm("m", CONFIG, plan, _score(monkeypatch, values, calls, diverges))
 
 
@@ -147,7 +147,7 @@ def test_every_rescored_setting_diverging_falls_back_to_the_others(monkeypatch):
 
 def test_both_arms_get_the_same_seeds_and_the_extra_runs_are_counted(monkeypatch):
     calls: list = []
-    plan = tuning.check_plan(GRID, [1000], [42], extend_edges=False, confirm=2)
+    plan = tuning.grid_tuner(GRID, [1000], [42], extend_edges=False, confirm=2)
     clear = {(1e-3, 1000): 3.10, (2e-3, 1000): 3.00, (4e-3, 1000): 3.05, (8e-3, 1000): 3.30}
     choices = {label: plan.tune(label, CONFIG, [], _score(monkeypatch, values, calls))
                for label, values in (("baseline", CLOSE), ("method", clear))}
@@ -171,7 +171,7 @@ def test_old_cache_keys_still_hit_and_the_extra_seeds_are_new_keys(monkeypatch, 
     entries = TuningEntries(cache, "tuning", {"arm": "test"}, "data", {"metric": "lm_loss"})
 
     def tune(confirm: int):
-        plan = tuning.check_plan(GRID, [1000], [42], extend_edges=False, confirm=confirm)
+        plan = tuning.grid_tuner(GRID, [1000], [42], extend_edges=False, confirm=confirm)
         return tuning.tune_arm("m", CONFIG, plan, _score(monkeypatch, CLOSE, calls, cache=entries))
 
     tune(0)  # the protocol without re-scoring: four keys
@@ -190,9 +190,9 @@ def test_old_cache_keys_still_hit_and_the_extra_seeds_are_new_keys(monkeypatch, 
 ])
 def test_bad_rescoring_settings_are_refused(noise, top, message):
     with pytest.raises(ConfigError, match=message):
-        tuning.check_plan(GRID, [1000], [42], confirm=2, noise=noise, top=top)
+        tuning.grid_tuner(GRID, [1000], [42], confirm=2, noise=noise, top=top)
     with pytest.raises(ConfigError, match=message):
-        check_space_plan("full", 4, [1000], [42], confirm=2, noise=noise, top=top)
+        space_tuner("full", 4, [1000], [42], confirm=2, noise=noise, top=top)
 
 
 def test_contenders_by_hand():
@@ -220,7 +220,7 @@ def _space_objective(model: SimpleNamespace) -> float:
 
 def _space_arm(monkeypatch, calls, evaluate, grid=(), confirm=2):
     axes = arm_space(CONFIG.optimizer, [], CONFIG)
-    plan = check_space_plan("full", 8, [1000], [42], grid=list(grid), confirm=confirm)
+    plan = space_tuner("full", 8, [1000], [42], grid=list(grid), confirm=confirm)
     return plan, tuning_space.tune_arm_space("baseline", CONFIG, axes, plan, _score(monkeypatch, evaluate, calls))
 
 

@@ -18,7 +18,7 @@ from llmevo.artifacts.schema import Tuning
 from llmevo.errors import ConfigError
 from llmevo.experiments import EvidenceRequest, LadderRequest, ReproductionRequest
 from llmevo.runner import tuning_space
-from llmevo.runner.tuning_space import arm_space, check_space_plan
+from llmevo.runner.tuning_space import arm_space, space_tuner
 
 AXES = ("lr", "beta2", "weight_decay", "warmup")
 
@@ -26,7 +26,7 @@ AXES = ("lr", "beta2", "weight_decay", "warmup")
 def _tune(monkeypatch, sampler: str, trials: int = 16, seed: int = 0, evaluate=None,
           calls: list | None = None) -> tuning_space.ArmSpaceTuning:
     axes = arm_space(CONFIG.optimizer, [], CONFIG)
-    plan = check_space_plan("full", trials, [1000], [42], sampler_seed=seed, sampler=sampler)
+    plan = space_tuner("full", trials, [1000], [42], sampler_seed=seed, sampler=sampler)
     return tuning_space.tune_arm_space("baseline", CONFIG, axes, plan, scorer(monkeypatch, evaluate or _objective(3 * CONFIG.lr), calls=[] if calls is None else calls))
 
 
@@ -37,8 +37,8 @@ def _settings(result: tuning_space.ArmSpaceTuning) -> list[dict]:
 def test_sobol_is_the_default_and_is_todays_search(monkeypatch):
     """No sampler given is ``sobol``: every trial a Sobol point, two train_many calls, and a
     block without a sequential sampler's keys (today's artifact)."""
-    default = check_space_plan("full", 16, [1000], [42])
-    assert default.sampler == "sobol" and default == check_space_plan("full", 16, [1000], [42], sampler="sobol")
+    default = space_tuner("full", 16, [1000], [42])
+    assert default.sampler == "sobol" and default == space_tuner("full", 16, [1000], [42], sampler="sobol")
     assert default.startup_trials == default.declared_trials
     calls: list = []
     result = _tune(monkeypatch, "sobol", calls=calls)
@@ -61,7 +61,7 @@ def test_a_sequential_sampler_starts_with_the_same_sobol_points(monkeypatch, sam
     sobol = _tune(monkeypatch, "sobol", trials=8)
     calls: list = []
     sequential = _tune(monkeypatch, sampler, trials=8, calls=calls)
-    plan = check_space_plan("full", 8, [1000], [42], sampler=sampler)
+    plan = space_tuner("full", 8, [1000], [42], sampler=sampler)
     assert (plan.declared_trials, plan.startup_trials) == (6, 3)
     assert [len(c) for c in calls] == [3, 2, 1, 2]  # the start, two batches, the extension
     start = plan.startup_trials
@@ -100,7 +100,7 @@ def test_a_diverged_start_is_told_as_failed_and_the_search_goes_on(monkeypatch):
 
 
 def test_the_block_records_the_sampler_and_validates(monkeypatch):
-    plan = check_space_plan("full", 8, [1000], [42], sampler="tpe", sampler_seed=3)
+    plan = space_tuner("full", 8, [1000], [42], sampler="tpe", sampler_seed=3)
     result = _tune(monkeypatch, "tpe", trials=8, seed=3)
     block = tuning_space.space_tuning_block(plan, "lm_loss", {"baseline": result, "method": result})
     sampler = block["sampler"]
@@ -122,7 +122,7 @@ def test_the_block_records_the_sampler_and_validates(monkeypatch):
 ])
 def test_bad_samplers_are_refused(sampler, seed, message):
     with pytest.raises(ConfigError, match=message):
-        check_space_plan("full", 8, [1000], [42], sampler_seed=seed, sampler=sampler)
+        space_tuner("full", 8, [1000], [42], sampler_seed=seed, sampler=sampler)
 
 
 def test_the_option_is_refused_where_it_cannot_apply(tmp_path):
@@ -135,5 +135,5 @@ def test_the_option_is_refused_where_it_cannot_apply(tmp_path):
         EvidenceRequest(only=["rope"], preset="smoke", tune_sampler="tpe", data_dir=tmp_path,
                         out=tmp_path / "table").plan()
     request = ReproductionRequest(name="muon", tune_space="full", tune_sampler="tpe", data_dir=tmp_path)
-    plan = request.tuning.plan(CONFIG.lr, [42])
+    plan = request.tuning.tuner(CONFIG.lr, [42])
     assert plan.sampler == "tpe" and plan.trials == tuning_space.DEFAULT_TRIALS

@@ -18,7 +18,7 @@ from llmevo.catalog import full_registry
 from llmevo.errors import ConfigError
 from llmevo.registry import ComponentChoice, TuningAxis
 from llmevo.runner import tuning_space
-from llmevo.runner.tuning_space import ResolvedAxis, arm_space, axis_value, check_space_plan
+from llmevo.runner.tuning_space import ResolvedAxis, arm_space, axis_value, space_tuner
 from llmevo.train.trainer import TrainConfig
 
 CONFIG = TrainConfig(steps=100, batch_size=2, seq_len=8, lr=1e-3, weight_decay=0.1,
@@ -88,8 +88,8 @@ def test_the_paper_space_is_opt_in_and_widens_what_the_papers_tune():
     """``--tune-space paper`` (issue 48, dial a): each optimizer's paper_tuning_space (weight
     decay to 1, warmup where v3 had none), a component without one keeps its tuning_space, and
     ``full`` (protocol v3) reads exactly what it read before."""
-    plan = check_space_plan("paper", 8, [1000], [42])
-    assert plan.paper and plan.axes is None and not check_space_plan("full", 8, [1000], [42]).paper
+    plan = space_tuner("paper", 8, [1000], [42])
+    assert plan.paper and plan.axes is None and not space_tuner("full", 8, [1000], [42]).paper
 
     def names(optimizer: str, paper: bool) -> list[str]:
         return [a.name for a in arm_space(ComponentChoice(name=optimizer), [], CONFIG, paper=paper)]
@@ -136,11 +136,11 @@ def test_settings_reach_the_train_config_and_the_optimizer_config():
 ])
 def test_bad_space_plans_are_refused(space, trials, seeds, report, message):
     with pytest.raises(ConfigError, match=message):
-        check_space_plan(space, trials, seeds, report)
+        space_tuner(space, trials, seeds, report)
 
 
 def test_extension_share_splits_every_budget_the_same_way():
-    plans = {n: check_space_plan("full", n, [1000], [42]) for n in (2, 3, 4, 8, 16)}
+    plans = {n: space_tuner("full", n, [1000], [42]) for n in (2, 3, 4, 8, 16)}
     assert {n: (p.declared_trials, p.extension_trials) for n, p in plans.items()} == {
         2: (2, 0), 3: (3, 0), 4: (3, 1), 8: (6, 2), 16: (12, 4)}
 
@@ -158,7 +158,7 @@ def _objective(target_lr: float):
 def _tune(monkeypatch, optimizer: str, target_lr: float, trials: int, calls: list):
     config = CONFIG.model_copy(update={"optimizer": ComponentChoice(name=optimizer)})
     axes = arm_space(config.optimizer, [], config)
-    plan = check_space_plan("full", trials, [1000, 1001], [42])
+    plan = space_tuner("full", trials, [1000, 1001], [42])
     return plan, tuning_space.tune_arm_space(optimizer, config, axes, plan, scorer(monkeypatch, _objective(target_lr), calls=calls))
 
 
@@ -236,7 +236,7 @@ def test_a_cached_trial_is_not_trained_again(monkeypatch, tmp_path):
     assert cache is not None
     entries = TuningEntries(cache, "tuning", {"arm": "test"}, "data", {"metric": "lm_loss"})
     axes = arm_space(CONFIG.optimizer, [], CONFIG)
-    plan = check_space_plan("full", 4, [1000], [42])
+    plan = space_tuner("full", 4, [1000], [42])
     run = [tuning_space.tune_arm_space("baseline", CONFIG, axes, plan, scorer(monkeypatch, _objective(CONFIG.lr), calls=calls, cache=entries))
            for _ in range(2)]
     assert len(calls) == 2  # the first tuning's two phases; the second trained nothing
@@ -262,7 +262,7 @@ def test_the_search_never_ends_worse_than_the_lr_grid(monkeypatch, evaluate, cho
     calls: list = []
     axes = arm_space(CONFIG.optimizer, [], CONFIG)
     grid = default_grid(CONFIG.lr)
-    plan = check_space_plan("full", 8, [1000], [42], grid=grid)
+    plan = space_tuner("full", 8, [1000], [42], grid=grid)
     result = tuning_space.tune_arm_space("baseline", CONFIG, axes, plan, scorer(monkeypatch, evaluate, calls=calls))
     floor = [spec.config for call in calls[2:] for spec in call]  # after the two Sobol phases
     assert floor[:5] == [CONFIG.model_copy(update={"lr": lr}) for lr in grid]  # the grid protocol's runs

@@ -319,7 +319,7 @@ class EvolutionSettings(SectionedRequest):
             for option in ("tune_confirm", "tune_grid", "tune_seeds", "tune_noise", "tune_probe"):
                 if option in given.given():
                     raise ConfigError(f"{given.option(option)} needs the final tuning: drop --no-final-tune")
-        final_tuning = given.model_copy(update={"tune_seeds": self.final_tuning_seeds}).plan(
+        final_tuning = given.model_copy(update={"tune_seeds": self.final_tuning_seeds}).tuner(
             final_preset.train.lr, list(self.seeds)) if self.final_tune else None
         # the prologue (threads are the workers'); the study's own report may be there,
         # uncommitted (then --explain)

@@ -21,7 +21,7 @@ from llmevo.experiments.sections import RunSection
 from llmevo.model.config import ModelConfig
 from llmevo.runner.presets import Preset
 from llmevo.runner.size import Size
-from llmevo.runner.tuning import TuningPlan
+from llmevo.runner.tuning import GridTuner
 from llmevo.train.execution import Execution
 
 
@@ -70,7 +70,7 @@ class EvolutionPlan:
     # the final comparison and its report (the command's own process)
     final_preset: Preset  # the trial steps, the whole validation split
     seeds: tuple[int, ...]  # report seeds of the final comparison and the knockouts
-    tuning: TuningPlan | None  # both arms tuned on one lr grid first; None: untuned
+    tuning: GridTuner | None  # both arms tuned on one lr grid first; None: untuned
     threads: int  # torch's CPU threads for the final comparison and the knockouts
     report: bool  # evaluate the champion on test and write the report
     report_folder: Path

@@ -117,16 +117,18 @@ class SearchSpace:
         return Genome(model=model, optimizer=choices["optimizer"], train=train,
                       post_training=choices["post_training"], data=choices["data"])
 
-    def to_params(self, genome: Genome) -> dict[str, Any]:
+    def to_params(self, genome: Genome, whole: bool = True) -> dict[str, Any]:
+        """The genome's genes: each slot's component, its genes, then the training genes
+        (``whole`` False: a gene the component's config does not set is left out)."""
         params: dict[str, Any] = {}
         for slot in GENOME_SLOTS:
             choice = genome_choice(genome, slot)
             params[slot] = choice.name
             for gene in self.component_genes.get((slot, choice.name), ()):
-                params[gene] = choice.config[gene.rsplit(".", 1)[1]]
-        params["train.lr"] = genome.train.lr
-        params["train.warmup_steps"] = genome.train.warmup_steps
-        params["train.weight_decay"] = genome.train.weight_decay
+                key = gene.rsplit(".", 1)[1]
+                if whole or key in choice.config:
+                    params[gene] = choice.config[key]
+        params.update({f"train.{key}": value for key, value in genome.train.model_dump().items()})
         return params
 
     def outside(self, params: dict[str, Any]) -> str | None:
@@ -157,17 +159,7 @@ class SearchSpace:
         """The genes of a genome given whole (``reproduce --genome``'s format): ConfigError
         when it is not a point of the space, a gene missing from a component's config or a
         setting that no gene holds (the model's width, a component key that is not a gene)."""
-        params: dict[str, Any] = {}
-        for slot in GENOME_SLOTS:
-            choice = genome_choice(genome, slot)
-            params[slot] = choice.name
-            for gene in self.component_genes.get((slot, choice.name), ()):
-                key = gene.rsplit(".", 1)[1]
-                if key in choice.config:
-                    params[gene] = choice.config[key]
-        params["train.lr"] = genome.train.lr
-        params["train.warmup_steps"] = genome.train.warmup_steps
-        params["train.weight_decay"] = genome.train.weight_decay
+        params = self.to_params(genome, whole=False)
         reason = self.outside(params)
         if reason is not None:
             raise ConfigError(reason)

@@ -74,6 +74,7 @@ from llmevo.artifacts.io import check_output_dir, write_bytes_atomic, write_json
 from llmevo.artifacts.provenance import REPO_ROOT, CodeState
 from llmevo.artifacts.schema import read_json
 from llmevo.catalog import full_registry
+from llmevo.digests import sha256_file
 from llmevo.errors import ConfigError
 from llmevo.experiments.pipeline import ReproductionRequest, code_state, reproduce
 from llmevo.experiments.plans import ReproductionPlan
@@ -279,10 +280,6 @@ def _code_sha256() -> str:
     return source_sha256(modules=cache_code_modules())
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def check_state_file(path: Path) -> None:
     """The state file's path before any work: absent, or a regular file that reads as a state
     file (a folder, a FIFO, a device or an unreadable file there is refused, never replaced);
@@ -330,7 +327,7 @@ def _still_finished(record: dict[str, Any] | None, code: str, request: str) -> b
             or record.get("request_sha256") != request):
         return False
     artifact = Path(record.get("artifact") or "")
-    return artifact.is_file() and _sha256(artifact) == record.get("artifact_sha256")
+    return artifact.is_file() and sha256_file(artifact) == record.get("artifact_sha256")
 
 
 def _outcome(entry: Entry, artifact_path: Path, wall: float, code: str) -> EntryOutcome:
@@ -339,7 +336,7 @@ def _outcome(entry: Entry, artifact_path: Path, wall: float, code: str) -> Entry
     artifact = load_artifact(artifact_path)
     verdict = getattr(artifact, "verdict", None)
     change = getattr(artifact, "headline_change", (None, None, None, None))[1]
-    return EntryOutcome(entry.label, "finished", str(artifact_path), _sha256(artifact_path),
+    return EntryOutcome(entry.label, "finished", str(artifact_path), sha256_file(artifact_path),
                         verdict.classification if verdict else None, change, wall, code_sha256=code,
                         cpu_seconds=artifact.setup.cpu_seconds)
 

@@ -127,7 +127,7 @@ from llmevo.runner.arm_run import Scores
 from llmevo.runner.compare import compare_arms
 from llmevo.runner.equivalence import Equivalence
 from llmevo.runner.tuner import ArmChoice, Tuner, TuningStart
-from llmevo.runner.tuning import TuningPlan
+from llmevo.runner.tuning import GridTuner
 from llmevo.train.execution import RunSpec
 from llmevo.train.trainer import TrainConfig
 
@@ -210,7 +210,7 @@ class ExternalPlan:
     method: dict[str, Value]
     labels: dict[str, str]  # each arm by where it differs from the other
     param: str | None  # the tuned parameter (None: untuned)
-    tuner: TuningPlan | None
+    tuner: GridTuner | None
     timeout: float
     artifact: Path
     source: dict[str, Any]
@@ -369,7 +369,7 @@ def plan_external(request: ExternalRequest, check_publish: bool = True,
                 raise ConfigError(f"{label} sets {param}, the tuned axis; pass --no-tune to fix it")
         if "tune_seeds" not in tuning.model_fields_set:  # the file's tuning seeds
             tuning = tuning.model_copy(update={"tune_seeds": list(spec.tune.seeds)})
-        tuner = tuning.plan(default, list(request.seeds), grid=None if tuning.tune_grid else spec.tune.grid)
+        tuner = tuning.tuner(default, list(request.seeds), grid=None if tuning.tune_grid else spec.tune.grid)
         # an lr-grid plan: tune_space, the one other tuner, is refused (EXTERNAL_REFUSED)
     else:
         tuning.refuse_untuned("the arms are not tuned (the file declares no [tune], or --no-tune)")

@@ -46,22 +46,21 @@ Public API: ``LADDER_SCHEMA``, ``ExternalLadderRequest``, ``ExternalLadderPlan``
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import Field
 
 from llmevo.artifacts.io import check_output_dir, write_json_atomic, write_text_atomic
 from llmevo.artifacts.provenance import library_versions
+from llmevo.digests import sha256_file
 from llmevo.errors import ConfigError, LlmevoError
 from llmevo.eval.scaling import RungResult, ladder_statistics
-from llmevo.eval.stats import DEFAULT_MARGIN_PERCENT
 from llmevo.experiments.experiment_file import (
     LoadedExperiment,
     Value,
@@ -72,10 +71,8 @@ from llmevo.experiments.experiment_file import (
     wall_summary,
 )
 from llmevo.experiments.external import (
-    EXTERNAL_REFUSED,
     ExternalPlan,
     ExternalRequest,
-    ExternalRunSection,
     RunEvent,
     arm_settings,
     check_publishable_source,
@@ -87,36 +84,18 @@ from llmevo.experiments.external import (
     source_state,
 )
 from llmevo.experiments.ladder import across_rung_records
-from llmevo.experiments.sections import TuningSection
-from llmevo.registry import SectionedRequest
 
 LADDER_SCHEMA = "llmevo.external-ladder/1"
 
 
-class ExternalLadderRequest(SectionedRequest):
+class ExternalLadderRequest(ExternalRequest):
     """A ladder of one external comparison: ``rungs`` (sizes of the declared size parameter;
     None: the file's ``[ladder] values``), the rest as ``external.ExternalRequest`` (the same
-    sections, the same refusals); ``out`` is the ladder's folder; ``resamples`` the
+    fields and sections, the same refusals); ``out`` is the ladder's folder; ``resamples`` the
     across-rung bootstrap's."""
 
-    refused: ClassVar[dict[str, str]] = EXTERNAL_REFUSED
-
-    experiment: Path
-    baseline: str = ""
-    method: str = ""
     rungs: list[Value] | None = None
-    seeds: list[int] = Field(default_factory=lambda: [42, 43, 44])
-    timeout: float | None = Field(default=None, gt=0)
-    margin: float = DEFAULT_MARGIN_PERCENT
-    allow_noop: bool = False
     resamples: int = Field(default=2000, ge=1)
-    out: Path | None = None
-    runs_dir: Path = Path("runs/external")
-    published_dir: Path | None = None  # as ExternalRequest's: None is the experiment's repository
-    workers: int = Field(default=1, ge=1)  # as ExternalRequest's
-    report: bool = True
-    run: ExternalRunSection = Field(default_factory=ExternalRunSection)
-    tuning: TuningSection = Field(default_factory=TuningSection)
 
 
 @dataclass(frozen=True)
@@ -157,12 +136,10 @@ def plan_external_ladder(request: ExternalLadderRequest) -> ExternalLadderPlan:
 
     def rung_request(size: Value, out: Path | None) -> ExternalRequest:
         command = f"{request.run.command or 'python: run_external_ladder'} ({param}={size})"
-        return ExternalRequest(
-            experiment=request.experiment, baseline=_with_size(request.baseline, param, size),
-            method=_with_size(request.method, param, size), seeds=request.seeds, timeout=request.timeout,
-            margin=request.margin, allow_noop=request.allow_noop, out=out, runs_dir=request.runs_dir,
-            published_dir=request.published_dir, workers=request.workers, report=request.report,
-            run=request.run.model_copy(update={"command": command}), tuning=request.tuning)
+        return ExternalRequest(**{
+            **{name: getattr(request, name) for name in ExternalRequest.model_fields},
+            "baseline": _with_size(request.baseline, param, size), "method": _with_size(request.method, param, size),
+            "out": out, "run": request.run.model_copy(update={"command": command})})
 
     baseline, method, labels = arm_settings(spec, _with_size(request.baseline, param, sizes[0]),
                                             _with_size(request.method, param, sizes[0]))
@@ -231,7 +208,7 @@ def run_external_ladder(plan: ExternalLadderPlan, base_env: Mapping[str, str],
             "classification": verdict.get("classification"), "noise_floor_percent": verdict.get("noise_floor_percent"),
             "tuned": {arm: (artifact[arm]["tuning"] or {}).get("chosen") for arm in ("baseline", "method")},
             "artifact": rung.artifact.name,
-            "artifact_sha256": hashlib.sha256(rung.artifact.read_bytes()).hexdigest(),
+            "artifact_sha256": sha256_file(rung.artifact),
         })
     statistics = ladder_statistics(results, resamples=request.resamples)
     records = _jsonable(across_rung_records(statistics))

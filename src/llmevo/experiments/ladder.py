@@ -101,6 +101,7 @@ from llmevo.artifacts.ladder import (
 )
 from llmevo.artifacts.provenance import REPO_ROOT, CodeState, collect_provenance
 from llmevo.artifacts.schema import SCHEMA_VERSION, ReproductionArtifact, load_artifact
+from llmevo.digests import sha256_file
 from llmevo.errors import ConfigError
 from llmevo.eval.scaling import (
     HEAD_DEPENDENT_SLOTS,
@@ -514,7 +515,7 @@ def refit_ladder(ladder: LadderFile, folder: Path, include_degenerate: bool = Fa
             if not path.is_file():
                 raise ConfigError(f"{path}: rung {record.rung}'s artifact is missing; the ladder file "
                                   "records no heads or slots to refit without it")
-            if hashlib.sha256(path.read_bytes()).hexdigest() != record.artifact_sha256:
+            if sha256_file(path) != record.artifact_sha256:
                 raise ConfigError(f"{path}: does not match the sha256 the ladder file records for rung "
                                   f"{record.rung}")
             artifact = load_artifact(path)

@@ -32,7 +32,7 @@ from llmevo.experiments.plans import PREPARATIONS
 from llmevo.experiments.reproduction import cache_code_modules
 from llmevo.runner.cache import ArmCache
 from llmevo.runner.run import arm_train_config, score_arm
-from llmevo.runner.tuning import TuningPlan, tune_arm
+from llmevo.runner.tuning import GridTuner, tune_arm
 from llmevo.runner.views import load_views
 
 
@@ -124,7 +124,7 @@ def retrain_grid(artifact: ReproductionArtifact, seeds: Sequence[int], data_dir:
                                                                plan.cache_dir, plan.seeds[0]))
         data = views[arm.data]
         recorded = recorded_values(tuning.arms[arm.label])
-        grid = TuningPlan(tuple(sorted(recorded)), tuple(seeds), extend_edges=False)
+        grid = GridTuner(tuple(sorted(recorded)), tuple(seeds), extend_edges=False)
         entries = None if cache is None else cache.tuning(arm, data, preset, metric, comparison.objective)
         result = tune_arm(arm.label, arm_train_config(arm, data, preset), grid,
                           partial(score_arm, arm, data, preset, device=plan.device, metric=metric,

@@ -41,7 +41,6 @@ Public API: ``VERDICT_SCHEMA``, ``VerdictRecord``, ``Budget``, ``FamilyReading``
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -49,6 +48,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from llmevo.digests import sha256_file
 from llmevo.errors import ArtifactError, ConfigError
 from llmevo.eval.concordance import Regime, Transfer, calibration_sentence
 from llmevo.registry import StrictModel
@@ -363,7 +363,7 @@ class VerdictService:
         records = []
         for artifact, sha256, size in _ladder_rungs(path, data):
             try:
-                digest = hashlib.sha256(artifact.read_bytes()).hexdigest()
+                digest = sha256_file(artifact)
             except OSError as error:
                 raise ArtifactError(f"{path}: the rung artifact {artifact} cannot be read "
                                     f"({error.strerror or error})") from None

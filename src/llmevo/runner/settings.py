@@ -2,7 +2,7 @@
 
 - ``TuningSection``: whether and how each arm is tuned (an lr grid or a declared space), the
   request section every pipeline shares (re-exported by ``experiments.sections``, where the
-  other sections are declared); ``plan`` makes its tuner (``runner.tuner.Tuner``).
+  other sections are declared); ``tuner`` makes its tuner (``runner.tuner.Tuner``).
 - ``ComparisonSettings``: made from a base preset, the request's overrides, the two arms, the
   report seeds and (for a tuned comparison) the tuning section, it resolves the preset at its
   overrides and the tuner around the preset's learning rate, and checks the tuner against the
@@ -82,7 +82,7 @@ class TuningSection(RequestSection):
         "(AdamW: lr, beta2, weight_decay, warmup; Muon: lr, momentum, adamw_lr; Lion: lr, beta2, "
         "weight_decay) or axes such as lr,beta2; Sobol trials (Optuna QMCSampler), the same number per "
         "arm; files say -tuned-space."))
-    tune_trials: int | None = Field(default=None, ge=2, description=(  # at most MAX_TRIALS: check_space_plan
+    tune_trials: int | None = Field(default=None, ge=2, description=(  # at most MAX_TRIALS: space_tuner
         "With --tune-space, or with --all for its optimizer comparisons: trials per arm (default 8, at "
         "least 2), each under every tuning seed; the last quarter extends an axis whose best lies on "
         "its edge."))
@@ -156,24 +156,24 @@ class TuningSection(RequestSection):
             return self.tune
         return self.tune_space is not None or self.tune_grid is not None or tuned_by_default
 
-    def plan(self, base_lr: float, report_seeds: list[int],
+    def tuner(self, base_lr: float, report_seeds: list[int],
              grid: list[float] | None = None) -> Tuner:
-        """The tuning plan for a preset learning rate ``base_lr``: the space's trials, or the
+        """The tuner for a preset learning rate ``base_lr``: the space's trials, or the
         lr grid (``grid`` where a caller chooses it, e.g. a ladder's lr rule; else
         ``tune_grid``; else the default grid around ``base_lr``), its seeds disjoint from
         ``report_seeds``."""
         from llmevo.runner.fidelity import check_fidelity
-        from llmevo.runner.tuning import DEFAULT_CONFIRM, check_plan
-        from llmevo.runner.tuning_space import DEFAULT_SAMPLER, DEFAULT_TRIALS, check_space_plan
+        from llmevo.runner.tuning import DEFAULT_CONFIRM, grid_tuner
+        from llmevo.runner.tuning_space import DEFAULT_SAMPLER, DEFAULT_TRIALS, space_tuner
 
         fidelity = check_fidelity(self.tune_fidelity or "full")
         confirm = DEFAULT_CONFIRM if self.tune_confirm is None else self.tune_confirm
         if self.tune_space is not None:
-            return check_space_plan(self.tune_space, self.tune_trials or DEFAULT_TRIALS,
-                                    self.tune_seeds, report_seeds, grid=grid or (), around=base_lr,
-                                    sampler=self.tune_sampler or DEFAULT_SAMPLER, fidelity=fidelity,
-                                    confirm=confirm, noise=self.tune_noise)
-        return check_plan(grid or self.tune_grid, self.tune_seeds, report_seeds, confirm=confirm,
+            return space_tuner(self.tune_space, self.tune_trials or DEFAULT_TRIALS,
+                               self.tune_seeds, report_seeds, grid=grid or (), around=base_lr,
+                               sampler=self.tune_sampler or DEFAULT_SAMPLER, fidelity=fidelity,
+                               confirm=confirm, noise=self.tune_noise)
+        return grid_tuner(grid or self.tune_grid, self.tune_seeds, report_seeds, confirm=confirm,
                           fidelity=fidelity, around=base_lr, noise=self.tune_noise,
                           probe=self.tune_probe is not False)
 
@@ -205,7 +205,7 @@ class ComparisonSettings:
         preset = base.override(dict(overrides))
         tuner = None
         if tuning is not None:
-            tuner = tuning.plan(preset.train.lr, list(report_seeds))
+            tuner = tuning.tuner(preset.train.lr, list(report_seeds))
             tuner.check_arms(arms, preset)  # e.g. an axis no arm declares fails here
         object.__setattr__(self, "preset", preset)
         object.__setattr__(self, "tuner", tuner)

@@ -1,17 +1,17 @@
 """One tuner interface: how each arm's training settings are chosen before its report seeds train.
 
-A *tuner* is a plan made before any training: which runs each arm trains on tuning seeds
+A *tuner* decides before any training which runs each arm trains on tuning seeds
 (disjoint from the report seeds), how they are scored on the validation split, and which
 settings the arm keeps. Every arm of a comparison gets the same tuner, so the same budget.
 Two implement the interface:
 
-- ``runner.tuning.TuningPlan``: one learning-rate grid shared by both arms (the protocol's
+- ``runner.tuning.GridTuner``: one learning-rate grid shared by both arms (the protocol's
   default), extended once past an edge, a best at the stability edge confirmed on further
   seeds. A ladder's lr rule is this tuner with its grid bound late, once the rungs below are
   done (``with_grid``).
-- ``runner.tuning_space.SpacePlan``: trials over each arm's declared space
+- ``runner.tuning_space.SpaceTuner``: trials over each arm's declared space
   (``--tune-space``), the same number per arm: Sobol points, or a Sobol start and then a
-  sequential sampler (``--tune-sampler tpe|gp``, a field of the plan).
+  sequential sampler (``--tune-sampler tpe|gp``, a field of the tuner).
 
 ``tune_arms`` is the one function that tunes the arms of a comparison, whichever the tuner
 and whoever runs the arms: the arm runner (``runner.arm_runner.ArmRunner``, through the part
@@ -21,7 +21,7 @@ preset, metric and arm-cache entries; an external arm's runs its command), so a 
 ``RunSpec``s and gets ``Scores`` back, and never sees a model, a stream, a device, a command or
 the cache; the tuner chooses, and the runner gives the arm back at the choice. A new tuner
 implements ``Tuner`` and nothing above the runner changes; a new way of choosing a space's
-trials is a ``SpacePlan.sampler`` (TPE and GP were added so, with no change to ``Tuner``).
+trials is a ``SpaceTuner.sampler`` (TPE and GP were added so, with no change to ``Tuner``).
 
 Not a tuner: evolve's trial grid (each trial at its genome's lr times a few factors, scored by
 its best fitness), which is the search's objective rather than a comparison's tuning.

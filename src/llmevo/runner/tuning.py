@@ -47,7 +47,7 @@ docs/LOG.md, eighteenth session), while every non-monotone shape seen lies above
 the grid; ``probe: false`` at the block's top says it was off (``--no-tune-probe``).
 The test split is never looked at here.
 
-Public API: ``TuningPlan`` (a ``runner.tuner.Tuner``), ``default_grid``, ``check_plan``,
+Public API: ``GridTuner`` (a ``runner.tuner.Tuner``), ``default_grid``, ``grid_tuner``,
 ``check_tuning_seeds``, ``tune_arm``, ``ArmTuning``, ``SettingResult``, ``tuning_block``,
 ``SeedNoise``, ``seed_noise``, ``contenders``, ``rescoring_record``, ``probe_lr``, ``adequacy_probe``,
 ``DEFAULT_NOISE``, ``DEFAULT_RESCORE_TOP``, ``PROBE_STEPS``.
@@ -110,7 +110,7 @@ def default_grid(lr: float, points: int = DEFAULT_POINTS, span: float = DEFAULT_
 
 
 @dataclass(frozen=True)
-class TuningPlan:
+class GridTuner:
     """The grid (ascending learning rates) and the tuning seeds, the same for every arm: the
     learning-rate grid tuner (``runner.tuner.Tuner``)."""
 
@@ -130,10 +130,10 @@ class TuningPlan:
     def check_arms(self, arms: Sequence[Arm], preset: Preset) -> None:
         """Every arm has a learning rate: nothing to refuse."""
 
-    def with_grid(self, grid: Sequence[float], report_seeds: Sequence[int]) -> TuningPlan:
-        """This plan's seeds, edge rule, confirmation count, noise and probe on ``grid``, checked as
+    def with_grid(self, grid: Sequence[float], report_seeds: Sequence[int]) -> GridTuner:
+        """This tuner's seeds, edge rule, confirmation count, noise and probe on ``grid``, checked as
         any grid is."""
-        return check_plan(grid, self.seeds, report_seeds, self.extend_edges, confirm=len(self.confirm_seeds),
+        return grid_tuner(grid, self.seeds, report_seeds, self.extend_edges, confirm=len(self.confirm_seeds),
                           fidelity=self.fidelity, noise=self.noise, top=self.rescore_top, probe=self.probe)
 
     def tune(self, label: str, config: TrainConfig, components: Sequence[ComponentChoice],
@@ -186,12 +186,12 @@ def check_rescoring(noise: float | None, top: int) -> None:
         raise ConfigError(f"re-scored settings per arm: need 1 .. {MAX_CONFIRM}, got {top!r}")
 
 
-def check_plan(
+def grid_tuner(
     grid: Sequence[float] | None, seeds: Sequence[int], report_seeds: Sequence[int], extend_edges: bool = True,
     confirm: int = 0, fidelity: Fidelity = Fidelity(), around: float | None = None,
     noise: float | None = None, top: int = DEFAULT_RESCORE_TOP, probe: bool = False,
-) -> TuningPlan:
-    """A validated plan on ``grid`` (none given and ``around`` a preset's lr: the default grid
+) -> GridTuner:
+    """A validated tuner on ``grid`` (none given and ``around`` a preset's lr: the default grid
     around it, so a pipeline hands its lr down instead of fetching the grid and handing it
     back); ``probe``: the adequacy probe above the grid's top (the pipelines pass it on by
     default); every problem is one ``ConfigError`` line, before any training."""
@@ -211,7 +211,7 @@ def check_plan(
     check_rescoring(noise, top)
     if not isinstance(probe, bool):
         raise ConfigError(f"--tune-probe: give on or off (True or False), got {probe!r}")
-    return TuningPlan(tuple(distinct), tuple(seeds), extend_edges,
+    return GridTuner(tuple(distinct), tuple(seeds), extend_edges,
                       confirmation_seeds(confirm, seeds, report_seeds), fidelity,
                       None if noise is None else float(noise), top, probe)
 
@@ -384,11 +384,11 @@ ALL_DIVERGED = ("every re-scored setting diverged on a confirmation seed: chosen
 CLEAR = "a clear winner: no runner-up within the seed noise, not at the stability edge; nothing re-scored"
 
 
-def tune_arm(label: str, config: TrainConfig, plan: TuningPlan, score: Scorer) -> ArmTuning:
+def tune_arm(label: str, config: TrainConfig, tuner: GridTuner, score: Scorer) -> ArmTuning:
     """Score the arm at every grid learning rate under every tuning seed (one ``score`` call:
     ``runner.run.score_arm`` bound to the arm, validation, lower is better), extend the grid
-    once if the best lies on its edge, probe above its top (``plan.probe``: ``adequacy_probe``), and
-    re-score the contenders on ``plan.confirm_seeds`` (``rescore``). A run ``score`` loaded from the arm cache is listed
+    once if the best lies on its edge, probe above its top (``tuner.probe``: ``adequacy_probe``), and
+    re-score the contenders on ``tuner.confirm_seeds`` (``rescore``). A run ``score`` loaded from the arm cache is listed
     in ``cached`` by its (lr, seed)."""
     tuning = ArmTuning(label)
 
@@ -398,7 +398,7 @@ def tune_arm(label: str, config: TrainConfig, plan: TuningPlan, score: Scorer) -
                  for lr in lrs for seed in seeds]
         known = {s.lr: s for s in tuning.settings}
         results = {lr: known.get(lr) or SettingResult(lr, {}, extension, probe=probe) for lr in lrs}
-        halving = halve(specs, len(seeds), plan.fidelity if fidelity is None else fidelity, score)
+        halving = halve(specs, len(seeds), tuner.fidelity if fidelity is None else fidelity, score)
         values, hits, paths = halving.values, halving.hits, halving.paths
         tuning.steps_trained += halving.steps_trained
         tuning.steps_asked += halving.steps_asked
@@ -419,15 +419,15 @@ def tune_arm(label: str, config: TrainConfig, plan: TuningPlan, score: Scorer) -
             tuning.settings.extend(r for lr, r in results.items() if lr not in known)
         return list(results.values())
 
-    run(plan.grid, plan.seeds)
+    run(tuner.grid, tuner.seeds)
     edge = tuning.edge()
-    if plan.extend_edges and edge is not None:
-        run([extension_value(tuning.grid, edge)], plan.seeds, extension=True)
+    if tuner.extend_edges and edge is not None:
+        run([extension_value(tuning.grid, edge)], tuner.seeds, extension=True)
         tuning.extended = edge
-    if plan.probe:
-        adequacy_probe(tuning, plan, run)
-    if plan.confirm_seeds:
-        rescore(tuning, plan, lambda lrs: run(lrs, plan.confirm_seeds, fidelity=Fidelity()))
+    if tuner.probe:
+        adequacy_probe(tuning, tuner, run)
+    if tuner.confirm_seeds:
+        rescore(tuning, tuner, lambda lrs: run(lrs, tuner.confirm_seeds, fidelity=Fidelity()))
     return tuning
 
 
@@ -445,18 +445,18 @@ PROBE_KEPT = "did not beat the best: recorded, not a candidate"
 PROBE_DIVERGED = "diverged on a tuning seed: recorded, not a candidate"
 
 
-def adequacy_probe(tuning: ArmTuning, plan: TuningPlan, run: Callable[..., list[SettingResult]]) -> None:
+def adequacy_probe(tuning: ArmTuning, tuner: GridTuner, run: Callable[..., list[SettingResult]]) -> None:
     """The adequacy probe (module docstring): ``run(lrs, seeds, extension=..., fidelity=...,
     probe=...)`` trains learning rates on the tuning seeds into ``tuning`` (``tune_arm``'s
     ``run``). The probe trains at full length; when it beats the best's mean at all, the
     lattice points between the grid's top and the probe are trained
     (each one edge-extension step above the last), the probe joins the grid, and a best then on
-    the top edge is extended once more (``plan.extend_edges``). Records ``tuning.probe``."""
+    the top edge is extended once more (``tuner.extend_edges``). Records ``tuning.probe``."""
     before = tuning.best()
     full = [s for s in tuning.settings if s.mean is not None and s.stopped_at is None]
-    noise = seed_noise(plan.noise, [list(s.values.values()) for s in full], len(plan.seeds))
+    noise = seed_noise(tuner.noise, [list(s.values.values()) for s in full], len(tuner.seeds))
     top, lr = tuning.grid[-1], probe_lr(tuning.grid)
-    (result,) = run([lr], plan.seeds, fidelity=Fidelity(), probe=True)
+    (result,) = run([lr], tuner.seeds, fidelity=Fidelity(), probe=True)
     gap = None if result.mean is None else gap_percent(result.mean, before.mean)  # type: ignore[arg-type]
     moved = gap is not None and math.isfinite(gap) and gap < 0  # then selection and re-scoring decide
     added: list[float] = []
@@ -466,11 +466,11 @@ def adequacy_probe(tuning: ArmTuning, plan: TuningPlan, run: Callable[..., list[
             lattice.append(extension_value(lattice, "up"))
             added.append(lattice[-1])
         if added:
-            run(added, plan.seeds, extension=True)
+            run(added, tuner.seeds, extension=True)
         tuning.settings.append(result)
-        if plan.extend_edges and tuning.edge() == "up":  # the edge rule, once more, at the new top
+        if tuner.extend_edges and tuning.edge() == "up":  # the edge rule, once more, at the new top
             beyond = extension_value(tuning.grid, "up")
-            run([beyond], plan.seeds, extension=True)
+            run([beyond], tuner.seeds, extension=True)
             added.append(beyond)
     outcome = PROBE_MOVED if moved else PROBE_DIVERGED if result.mean is None else PROBE_KEPT
     tuning.probe = {
@@ -483,49 +483,49 @@ def adequacy_probe(tuning: ArmTuning, plan: TuningPlan, run: Callable[..., list[
     }
 
 
-def rescore(tuning: ArmTuning, plan: TuningPlan, retrain: Callable[[list[float]], None]) -> None:
+def rescore(tuning: ArmTuning, tuner: GridTuner, retrain: Callable[[list[float]], None]) -> None:
     """Re-score the arm's contenders (see the module docstring): ``retrain`` trains the given
-    learning rates on ``plan.confirm_seeds`` at full length (a confirmation is never halved)
+    learning rates on ``tuner.confirm_seeds`` at full length (a confirmation is never halved)
     into ``tuning``; records ``confirmed`` and ``rescoring``."""
     best = tuning.best()
     full = [s for s in tuning.settings if s.mean is not None and s.stopped_at is None]
     means: dict[Hashable, float] = {s.lr: s.mean for s in full}  # type: ignore[misc]
-    noise = seed_noise(plan.noise, [list(s.values.values()) for s in full], len(plan.seeds))
+    noise = seed_noise(tuner.noise, [list(s.values.values()) for s in full], len(tuner.seeds))
     edge = tuning.at_stability_edge()
     # under halving the neighbour is the highest full-length setting below the best
     below = [s.lr for s in full if s.lr < best.lr]
-    picked = contenders(means, best.lr, noise.threshold, plan.rescore_top,
+    picked = contenders(means, best.lr, noise.threshold, tuner.rescore_top,
                         max(below) if edge and below else None)
     if len(picked) < 2 and not edge:
-        tuning.rescoring = rescoring_record(noise, plan.rescore_top, [], picked, means, best.lr, "lr", CLEAR)
+        tuning.rescoring = rescoring_record(noise, tuner.rescore_top, [], picked, means, best.lr, "lr", CLEAR)
         return
     lrs = sorted(picked)  # type: ignore[type-var]
     retrain(lrs)  # type: ignore[arg-type]
     tuning.confirmed = tuple(lrs)  # type: ignore[arg-type]
     outcome = RESCORED if any(s.mean is not None for s in tuning.settings if s.lr in lrs) else ALL_DIVERGED
-    tuning.rescoring = rescoring_record(noise, plan.rescore_top, plan.confirm_seeds, picked, means,
+    tuning.rescoring = rescoring_record(noise, tuner.rescore_top, tuner.confirm_seeds, picked, means,
                                         best.lr, "lr", outcome)
 
 
-def tuning_block(plan: TuningPlan, metric: str, arms: dict[str, ArmTuning]) -> dict[str, Any]:
+def tuning_block(tuner: GridTuner, metric: str, arms: dict[str, ArmTuning]) -> dict[str, Any]:
     """The artifact's top-level ``tuning`` block (docs/ARTIFACTS.md)."""
     block: dict[str, Any] = {
         "parameter": "lr",
-        "grid": list(plan.grid),
-        "seeds": list(plan.seeds),
+        "grid": list(tuner.grid),
+        "seeds": list(tuner.seeds),
         "metric": metric,
         "split": "validation",
         "selection": SELECTION.format(metric=metric)
-                     + (PROBE_RULE.format(steps=PROBE_STEPS) if plan.probe else "")
-                     + (CONFIRMATION.format(top=plan.rescore_top) if plan.confirm_seeds else ""),
-        "extend_edges": plan.extend_edges,
-        "confirm_seeds": list(plan.confirm_seeds),
-        "probe": plan.probe,  # false: no adequacy probe (--no-tune-probe, or a plan without one)
+                     + (PROBE_RULE.format(steps=PROBE_STEPS) if tuner.probe else "")
+                     + (CONFIRMATION.format(top=tuner.rescore_top) if tuner.confirm_seeds else ""),
+        "extend_edges": tuner.extend_edges,
+        "confirm_seeds": list(tuner.confirm_seeds),
+        "probe": tuner.probe,  # false: no adequacy probe (--no-tune-probe, or a tuner without one)
         "arms": {},
     }
-    halving = plan.fidelity.halving  # under full the block is what it always was
+    halving = tuner.fidelity.halving  # under full the block is what it always was
     if halving:
-        block["fidelity"] = plan.fidelity.record()
+        block["fidelity"] = tuner.fidelity.record()
     for label, tuning in arms.items():
         best = tuning.best()
         block["arms"][label] = {

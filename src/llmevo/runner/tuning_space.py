@@ -76,7 +76,7 @@ Here:
 
 The test split is never looked at here.
 
-Public API: ``SpacePlan`` (a ``runner.tuner.Tuner``), ``check_space_plan``, ``ResolvedAxis``, ``arm_space``,
+Public API: ``SpaceTuner`` (a ``runner.tuner.Tuner``), ``space_tuner``, ``ResolvedAxis``, ``arm_space``,
 ``declared_space``, ``axis_value``, ``apply_settings``, ``Trial``, ``ArmSpaceTuning``, ``tune_arm_space``,
 ``space_tuning_block``, ``sampler_record``, ``sobol_study``, ``sequential_study``, ``SAMPLERS``.
 """
@@ -106,12 +106,12 @@ from llmevo.runner.tuning import (
     MAX_CONFIRM,
     RESCORED,
     ArmTuning,
-    TuningPlan,
-    check_plan,
+    GridTuner,
     check_rescoring,
     check_tuning_seeds,
     confirmation_seeds,
     contenders,
+    grid_tuner,
     rescoring_record,
     seed_noise,
     setting_status,
@@ -149,7 +149,7 @@ GRID_FLOOR = ("; then the lr grid {grid} (the grid protocol's runs, extended onc
 
 
 @dataclass(frozen=True)
-class SpacePlan:
+class SpaceTuner:
     """Which axes (None: every declared one), how many trials per arm, the tuning seeds, the
     sampler's seed, the lr grid floor and the sampler (``sobol``, or ``tpe``/``gp`` after a
     Sobol start): the same for every arm, and each part of what makes two tunings comparable."""
@@ -200,7 +200,7 @@ class SpacePlan:
                                                                    paper=self.paper)]
         check_axes(self.axes, spaces, declared)
 
-    def with_grid(self, grid: Sequence[float], report_seeds: Sequence[int]) -> SpacePlan:
+    def with_grid(self, grid: Sequence[float], report_seeds: Sequence[int]) -> SpaceTuner:
         raise ConfigError("a grid binds to a plan tuned on a learning-rate grid, not a space")
 
     def tune(self, label: str, config: TrainConfig, components: Sequence[ComponentChoice],
@@ -222,16 +222,16 @@ class SpacePlan:
         return space_tuning_block(self, metric, records)
 
 
-def check_space_plan(space: str, trials: int, seeds: Sequence[int], report_seeds: Sequence[int],
-                     sampler_seed: int = DEFAULT_SAMPLER_SEED, grid: Sequence[float] = (),
-                     sampler: str = DEFAULT_SAMPLER, fidelity: Fidelity = Fidelity(),
-                     around: float | None = None, confirm: int = 0, noise: float | None = None,
-                     top: int = DEFAULT_RESCORE_TOP) -> SpacePlan:
-    """A validated plan (``space``: ``full``, ``paper`` or a comma list of axis names; ``grid``: the lr
+def space_tuner(space: str, trials: int, seeds: Sequence[int], report_seeds: Sequence[int],
+                sampler_seed: int = DEFAULT_SAMPLER_SEED, grid: Sequence[float] = (),
+                sampler: str = DEFAULT_SAMPLER, fidelity: Fidelity = Fidelity(),
+                around: float | None = None, confirm: int = 0, noise: float | None = None,
+                top: int = DEFAULT_RESCORE_TOP) -> SpaceTuner:
+    """A validated tuner (``space``: ``full``, ``paper`` or a comma list of axis names; ``grid``: the lr
     grid the search is checked against, see ``GRID_FLOOR``, or with ``around`` (a preset's lr)
     and no grid the default grid around it; ``sampler``: one of ``SAMPLERS``; ``confirm``: how
     many further tuning seeds re-score the contenders, ``noise`` and ``top`` as
-    ``runner.tuning.check_plan`` takes them); every problem is one ``ConfigError`` line, before
+    ``runner.tuning.grid_tuner`` takes them); every problem is one ``ConfigError`` line, before
     any training. Axis names are checked against the arms later (``arm_space``), once the
     comparison is known."""
     if sampler not in SAMPLERS:
@@ -254,14 +254,14 @@ def check_space_plan(space: str, trials: int, seeds: Sequence[int], report_seeds
         raise ConfigError(f"--tune-trials {trials!r}: need 2 .. {MAX_TRIALS} trials per arm "
                           "(a choice needs at least two)")
     checked = check_tuning_seeds(seeds, report_seeds)
-    floor = check_plan(grid, checked, report_seeds, around=around).grid if grid or around is not None else ()
+    floor = grid_tuner(grid, checked, report_seeds, around=around).grid if grid or around is not None else ()
     if isinstance(confirm, bool) or not isinstance(confirm, int) or not 0 <= confirm <= MAX_CONFIRM:
         raise ConfigError(f"confirmation seeds: need a count 0 .. {MAX_CONFIRM} (0 turns re-scoring "
                           f"off), got {confirm!r}")
     check_rescoring(noise, top)
-    return SpacePlan(axes, trials, checked, sampler_seed, floor, sampler, fidelity,  # type: ignore[arg-type]
-                     confirmation_seeds(confirm, checked, report_seeds),
-                     None if noise is None else float(noise), top, text == PAPER)
+    return SpaceTuner(axes, trials, checked, sampler_seed, floor, sampler, fidelity,  # type: ignore[arg-type]
+                      confirmation_seeds(confirm, checked, report_seeds),
+                      None if noise is None else float(noise), top, text == PAPER)
 
 
 @dataclass(frozen=True)
@@ -538,10 +538,10 @@ def tune_arm_space(
     label: str,
     config: TrainConfig,
     axes: Sequence[ResolvedAxis],
-    plan: SpacePlan,
+    tuner: SpaceTuner,
     score: Scorer,
 ) -> ArmSpaceTuning:
-    """Score ``plan.trials`` trials of the arm over ``axes`` under every tuning seed (one
+    """Score ``tuner.trials`` trials of the arm over ``axes`` under every tuning seed (one
     ``score`` call per phase, or per batch of a sequential sampler: ``runner.run.score_arm``
     bound to the arm, validation, lower is better), extend each axis whose best declared-phase
     trial lies on an edge (see the module docstring). A run ``score`` loaded from the arm
@@ -550,9 +550,9 @@ def tune_arm_space(
     from optuna.trial import TrialState, create_trial
 
     tuning = ArmSpaceTuning(label, list(axes))
-    study = sobol_study([axis.name for axis in axes], plan.sampler_seed)  # the design: point k, trial k
+    study = sobol_study([axis.name for axis in axes], tuner.sampler_seed)  # the design: point k, trial k
     distributions = {f"u:{axis.name}": FloatDistribution(0.0, 1.0) for axis in axes}
-    proposer = None if plan.sampler == "sobol" else sequential_study(plan.sampler, plan.sampler_seed)
+    proposer = None if tuner.sampler == "sobol" else sequential_study(tuner.sampler, tuner.sampler_seed)
 
     def run(count: int, phase: Literal["declared", "extension"],
             place: Callable[[dict[str, float]], dict[str, float]], propose: bool = False) -> None:
@@ -565,11 +565,11 @@ def tune_arm_space(
                            if proposed else place(sobol))
             values = {axis.name: axis_value(axis, coordinates[axis.name]) for axis in axes}
             trials.append(Trial(len(tuning.trials) + len(trials), phase, sobol, coordinates, values,
-                                sampled_by=plan.sampler if proposed else "sobol"))
+                                sampled_by=tuner.sampler if proposed else "sobol"))
         specs = [RunSpec(seed, apply_settings(config, axes, trial.values),
                          label=f"trial {trial.number} seed {seed}")
-                 for trial in trials for seed in plan.seeds]
-        halving = halve(specs, len(plan.seeds), plan.fidelity, score)
+                 for trial in trials for seed in tuner.seeds]
+        halving = halve(specs, len(tuner.seeds), tuner.fidelity, score)
         values, hits, paths = halving.values, halving.hits, halving.paths
         tuning.steps_trained += halving.steps_trained
         tuning.steps_asked += halving.steps_asked
@@ -579,7 +579,7 @@ def tune_arm_space(
             tuning.rungs.extend({"steps": rung["steps"], "trials": [trials[c].number for c in rung["candidates"]],
                                  "kept": [trials[c].number for c in rung["kept"]]} for rung in halving.rungs)
         for index, spec in enumerate(specs):
-            trial = trials[index // len(plan.seeds)]
+            trial = trials[index // len(tuner.seeds)]
             trial.validation[spec.seed] = values[index]
             if index in paths:
                 trial.paths[spec.seed] = paths[index]
@@ -612,10 +612,10 @@ def tune_arm_space(
     def declared(sobol: dict[str, float]) -> dict[str, float]:
         return dict(sobol)
 
-    run(plan.startup_trials, "declared", declared)
-    while len(tuning.trials) < plan.declared_trials:  # a sequential sampler, a batch at a time
-        run(min(SEQUENTIAL_BATCH, plan.declared_trials - len(tuning.trials)), "declared", declared, True)
-    if plan.extension_trials:
+    run(tuner.startup_trials, "declared", declared)
+    while len(tuning.trials) < tuner.declared_trials:  # a sequential sampler, a batch at a time
+        run(min(SEQUENTIAL_BATCH, tuner.declared_trials - len(tuning.trials)), "declared", declared, True)
+    if tuner.extension_trials:
         best = tuning.best()
         tuning.on_edge = _edges(axes, best, tuning.trials)
         tuning.at_limit = tuple(name for name, direction in tuning.on_edge.items()
@@ -633,13 +633,13 @@ def tune_arm_space(
                 coordinates[name] = 1.0 + u if direction == "up" else -u
             return coordinates
 
-        run(plan.extension_trials, "extension", beyond)
-    if plan.grid and any(axis.name == "lr" for axis in axes):
-        grid_floor(tuning, config, plan, score)
-    if plan.confirm_seeds:
-        rescore_space(tuning, plan, lambda trials: _retrain(
-            tuning, trials, plan.confirm_seeds,
-            lambda specs: halve(specs, len(plan.confirm_seeds), Fidelity(), score),  # never halved
+        run(tuner.extension_trials, "extension", beyond)
+    if tuner.grid and any(axis.name == "lr" for axis in axes):
+        grid_floor(tuning, config, tuner, score)
+    if tuner.confirm_seeds:
+        rescore_space(tuning, tuner, lambda trials: _retrain(
+            tuning, trials, tuner.confirm_seeds,
+            lambda specs: halve(specs, len(tuner.confirm_seeds), Fidelity(), score),  # never halved
             config))
     return tuning
 
@@ -664,24 +664,24 @@ def _retrain(tuning: ArmSpaceTuning, trials: Sequence[Trial], seeds: Sequence[in
             trial.cached = (*trial.cached, spec.seed)
 
 
-def rescore_space(tuning: ArmSpaceTuning, plan: SpacePlan, retrain: Callable[[list[Trial]], None]) -> None:
+def rescore_space(tuning: ArmSpaceTuning, tuner: SpaceTuner, retrain: Callable[[list[Trial]], None]) -> None:
     """Re-score the arm's contenders (the module docstring's *choice*): ``retrain`` trains the
-    given trials on ``plan.confirm_seeds``; records ``rescored`` and ``rescoring``."""
+    given trials on ``tuner.confirm_seeds``; records ``rescored`` and ``rescoring``."""
     best = tuning.first_choice()
     pool = tuning.full_length((*tuning.trials, *tuning.grid_trials))
     means: dict[Any, float] = {t.number: tuning.first_mean(t) for t in pool}  # type: ignore[misc]
-    noise = seed_noise(plan.noise, [list(t.validation.values()) for t in pool], len(plan.seeds))
-    picked = contenders(means, best.number, noise.threshold, plan.rescore_top)
+    noise = seed_noise(tuner.noise, [list(t.validation.values()) for t in pool], len(tuner.seeds))
+    picked = contenders(means, best.number, noise.threshold, tuner.rescore_top)
     if len(picked) < 2:
-        tuning.rescoring = rescoring_record(noise, plan.rescore_top, [], picked, means, best.number, "trial", CLEAR)
+        tuning.rescoring = rescoring_record(noise, tuner.rescore_top, [], picked, means, best.number, "trial", CLEAR)
         return
     by_number = {t.number: t for t in pool}
-    tuning.rescore_seeds = plan.confirm_seeds
+    tuning.rescore_seeds = tuner.confirm_seeds
     chosen = [by_number[number] for number in sorted(picked)]  # type: ignore[type-var]
     retrain(chosen)
     tuning.rescored = tuple(t.number for t in chosen)
     outcome = RESCORED if any(t.mean is not None for t in chosen) else ALL_DIVERGED
-    tuning.rescoring = rescoring_record(noise, plan.rescore_top, plan.confirm_seeds, picked, means,
+    tuning.rescoring = rescoring_record(noise, tuner.rescore_top, tuner.confirm_seeds, picked, means,
                                         best.number, "trial", outcome)
 
 
@@ -696,12 +696,12 @@ def axis_setting(config: TrainConfig, axis: ResolvedAxis) -> float | int:
     return getattr(spec.make_config(config.optimizer.config), axis.axis.setting)
 
 
-def grid_floor(tuning: ArmSpaceTuning, config: TrainConfig, plan: SpacePlan, score: Scorer) -> None:
+def grid_floor(tuning: ArmSpaceTuning, config: TrainConfig, tuner: SpaceTuner, score: Scorer) -> None:
     """``GRID_FLOOR``: the lr grid protocol's runs of this arm (``runner.tuning.tune_arm`` on
-    ``plan.grid``, extended once past an edge, no confirmation: the same runs, so the same
+    ``tuner.grid``, extended once past an edge, no confirmation: the same runs, so the same
     cache entries, as ``--tune-grid``), recorded as the arm's grid trials after its Sobol
     trials, every other axis at the arm's own setting."""
-    record = tune_arm(tuning.label, config, TuningPlan(plan.grid, plan.seeds, fidelity=plan.fidelity), score)
+    record = tune_arm(tuning.label, config, GridTuner(tuner.grid, tuner.seeds, fidelity=tuner.fidelity), score)
     tuning.grid = record
     others = {axis.name: axis_setting(config, axis) for axis in tuning.axes if axis.name != "lr"}
     cached = {(lr, seed) for lr, seed in record.cached}
@@ -710,8 +710,8 @@ def grid_floor(tuning: ArmSpaceTuning, config: TrainConfig, plan: SpacePlan, sco
                                           for name in (axis.name for axis in tuning.axes)}
         tuning.grid_trials.append(Trial(
             len(tuning.trials) + len(tuning.grid_trials), "grid", {}, {}, values,
-            dict(setting.values), tuple(seed for seed in plan.seeds if (setting.lr, seed) in cached),
-            paths={seed: record.paths[(setting.lr, seed)] for seed in plan.seeds
+            dict(setting.values), tuple(seed for seed in tuner.seeds if (setting.lr, seed) in cached),
+            paths={seed: record.paths[(setting.lr, seed)] for seed in tuner.seeds
                    if (setting.lr, seed) in record.paths}, stopped_at=setting.stopped_at))
 
 
@@ -742,30 +742,30 @@ SEQUENTIAL_SAMPLERS: dict[str, tuple[str, dict[str, Any]]] = {  # Optuna's name 
 }
 
 
-def sampler_record(plan: SpacePlan) -> dict[str, Any]:
+def sampler_record(tuner: SpaceTuner) -> dict[str, Any]:
     """The artifact's ``tuning.sampler``: the Sobol design (today's record, unchanged under
     ``sobol``), and under a sequential sampler its name, settings, start and batch."""
     sobol = {"library": "optuna", "name": "QMCSampler", "qmc_type": "sobol", "scramble": True,
-             "seed": plan.sampler_seed, "storage": "in-memory"}
-    if plan.sampler == "sobol":
+             "seed": tuner.sampler_seed, "storage": "in-memory"}
+    if tuner.sampler == "sobol":
         return sobol
-    name, options = SEQUENTIAL_SAMPLERS[plan.sampler]
-    return {"library": "optuna", "name": name, "sampler": plan.sampler, **options,
-            "seed": plan.sampler_seed, "storage": "in-memory", "startup_trials": plan.startup_trials,
+    name, options = SEQUENTIAL_SAMPLERS[tuner.sampler]
+    return {"library": "optuna", "name": name, "sampler": tuner.sampler, **options,
+            "seed": tuner.sampler_seed, "storage": "in-memory", "startup_trials": tuner.startup_trials,
             "batch": SEQUENTIAL_BATCH, "startup": sobol}
 
 
-def _sequential_method(plan: SpacePlan) -> str:
-    if plan.sampler == "sobol":
+def _sequential_method(tuner: SpaceTuner) -> str:
+    if tuner.sampler == "sobol":
         return ""
-    name, options = SEQUENTIAL_SAMPLERS[plan.sampler]
+    name, options = SEQUENTIAL_SAMPLERS[tuner.sampler]
     said = "".join(f", {key.replace('_', ' ')}" for key, value in options.items() if value is True)
-    return SEQUENTIAL.format(sampler=plan.sampler, startup=plan.startup_trials,
-                             proposed=plan.declared_trials - plan.startup_trials, name=name,
-                             seed=plan.sampler_seed, options=said, batch=SEQUENTIAL_BATCH)
+    return SEQUENTIAL.format(sampler=tuner.sampler, startup=tuner.startup_trials,
+                             proposed=tuner.declared_trials - tuner.startup_trials, name=name,
+                             seed=tuner.sampler_seed, options=said, batch=SEQUENTIAL_BATCH)
 
 
-def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTuning]) -> dict[str, Any]:
+def space_tuning_block(tuner: SpaceTuner, metric: str, arms: dict[str, ArmSpaceTuning]) -> dict[str, Any]:
     """The artifact's top-level ``tuning`` block for space tuning (``protocol: space``;
     docs/ARTIFACTS.md): per arm its axes, every trial and the choice. Every trial is also a
     ``settings`` row (its lr, per-seed validation, mean, status), so readers of the grid
@@ -774,25 +774,25 @@ def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTun
         "parameter": "space",
         "protocol": "space",
         "grid": [],
-        "seeds": list(plan.seeds),
+        "seeds": list(tuner.seeds),
         "metric": metric,
         "split": "validation",
         "selection": SELECTION.format(metric=metric)
-                     + (CONFIRMATION.format(top=plan.rescore_top) if plan.confirm_seeds else ""),
-        "method": METHOD.format(seed=plan.sampler_seed, trials=plan.trials) + _sequential_method(plan)
-                  + (GRID_FLOOR.format(grid=", ".join(f"{lr:.3g}" for lr in plan.grid)) if plan.grid else ""),
-        "sampler": sampler_record(plan),
-        "trials": plan.trials,
-        "declared_trials": plan.declared_trials,
-        "extension_trials": plan.extension_trials,
-        "axes_requested": (PAPER if plan.paper else FULL) if plan.axes is None else list(plan.axes),
-        "extend_edges": plan.extension_trials > 0,
-        "confirm_seeds": list(plan.confirm_seeds),
+                     + (CONFIRMATION.format(top=tuner.rescore_top) if tuner.confirm_seeds else ""),
+        "method": METHOD.format(seed=tuner.sampler_seed, trials=tuner.trials) + _sequential_method(tuner)
+                  + (GRID_FLOOR.format(grid=", ".join(f"{lr:.3g}" for lr in tuner.grid)) if tuner.grid else ""),
+        "sampler": sampler_record(tuner),
+        "trials": tuner.trials,
+        "declared_trials": tuner.declared_trials,
+        "extension_trials": tuner.extension_trials,
+        "axes_requested": (PAPER if tuner.paper else FULL) if tuner.axes is None else list(tuner.axes),
+        "extend_edges": tuner.extension_trials > 0,
+        "confirm_seeds": list(tuner.confirm_seeds),
         "arms": {},
     }
-    halving = plan.fidelity.halving  # under full the block is what it always was
+    halving = tuner.fidelity.halving  # under full the block is what it always was
     if halving:
-        block["fidelity"] = plan.fidelity.record()
+        block["fidelity"] = tuner.fidelity.record()
     for label, tuning in arms.items():
         best, choice = tuning.best(), tuning.choice()
         space = {}
@@ -818,7 +818,7 @@ def space_tuning_block(plan: SpacePlan, metric: str, arms: dict[str, ArmSpaceTun
                  "values": dict(t.values), "coordinates": dict(t.coordinates),
                  "sobol": dict(t.sobol), "cached_seeds": list(t.cached),
                  "paths": {str(seed): path for seed, path in t.paths.items()},
-                 **({} if plan.sampler == "sobol" or t.phase == "grid" else {"sampled_by": t.sampled_by}),
+                 **({} if tuner.sampler == "sobol" or t.phase == "grid" else {"sampled_by": t.sampled_by}),
                  **({"stopped_at": t.stopped_at} if halving else {})}
                 for t in (*tuning.trials, *tuning.grid_trials)
             ],
