@@ -75,14 +75,18 @@ def resolve_data_dir(option: Path | None) -> Path:
     folder, whose files are unpacked from the package or fetched (from ``$LLMEVO_DATA_URL``, else
     their public sources) on first use (``llmevo.data.store``)."""
     if option is not None:
-        candidate = option
+        candidate, source = option, "--data-dir"
     elif os.environ.get(DATA_ENV):
-        candidate = Path(os.environ[DATA_ENV])
+        candidate, source = Path(os.environ[DATA_ENV]), f"${DATA_ENV}"
     else:
         from llmevo.data.fetch import DEFAULT_BASE_URL
         from llmevo.data.store import default_data_dir, prepare_managed
 
         return prepare_managed(default_data_dir(), os.environ.get(DATA_URL_ENV) or DEFAULT_BASE_URL)
+    if candidate.exists() and not candidate.is_dir():
+        raise ConfigError(f"{source} {candidate} is a file, not a folder; " + (
+            "give the data folder, or leave --data-dir out for the default folder" if option is not None else
+            f"point {DATA_ENV} at the data folder, or unset it for the default folder"))
     if not candidate.is_dir():
         raise ConfigError(
             f"data directory {candidate} does not exist; download it with: "
