@@ -68,19 +68,19 @@ def scaling_of(info: Any) -> Scaling | None:
     return next((item for item in info.metadata if isinstance(item, Scaling)), None)
 
 
-def _kinds(annotation: Any) -> set[Any]:
+def kinds_of(annotation: Any) -> set[Any]:
     """Every type an annotation names, nested ones too (``int | None`` is
     ``Union[Annotated[int, Gt], None]``; ``list[int]`` names ``int``)."""
     found = {annotation}
     for arg in typing.get_args(annotation):
-        found |= _kinds(typing.get_args(arg)[0] if typing.get_origin(arg) is Annotated else arg)
+        found |= kinds_of(typing.get_args(arg)[0] if typing.get_origin(arg) is Annotated else arg)
     return found
 
 
 def integer_fields(config_cls: type[BaseModel] | None) -> dict[str, Scaling | None]:
     """A component config's integer fields (``int`` or ``int | None``, not ``bool``) and the
     ``Scaling`` each declares (None: none)."""
-    kinds = _kinds
+    kinds = kinds_of
     fields = config_cls.model_fields.items() if config_cls is not None else ()
     return {name: scaling_of(info) for name, info in fields
             if int in (found := kinds(info.annotation)) and bool not in found}
@@ -177,7 +177,7 @@ class RequestModel(StrictModel):
         items = value if isinstance(value, list | tuple) else [value]
         if not any(isinstance(item, bool) for item in items) or info.field_name is None:
             return value
-        kinds = _kinds(cls.model_fields[info.field_name].annotation)
+        kinds = kinds_of(cls.model_fields[info.field_name].annotation)
         if bool not in kinds and kinds & {int, float}:
             given = next(item for item in items if isinstance(item, bool))
             raise PydanticCustomError("bool_not_number", f"a boolean ({given}) where a number is expected")

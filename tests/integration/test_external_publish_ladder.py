@@ -252,7 +252,7 @@ def test_the_tiny_gpt_ladder_end_to_end(workdir, data_dir, monkeypatch, capsys):
     ('[ladder]\nparam = "size"\nvalues = [16, "big"]\n', "ladder.values"),
     ('[ladder]\nparam = "size"\nvalues = [16, 16]\n', "at least 2 distinct sizes"),
     ('[ladder]\nparam = "size"\nvalues = [16]\n', "List should have at least 2 items"),
-    ('[ladder]\nparam = "size"\nvalues = [16, 32.5]\n', "expected a int like its default 16"),
+    ('[ladder]\nparam = "size"\nvalues = [16, 32.5]\n', "expected an integer like its default 16"),
     ('[ladder]\nparam = "size"\nvalues = [16, 32]\nsteps = 3\n', "steps: Extra inputs are not permitted"),
     ('[ladder]\nparam = "lr"\nvalues = [1, 2]\n[tune]\nparam = "lr"\ngrid = [1.0]\n', "also the tuned axis"),
     ('direction = "higher"\n[ladder]\nparam = "size"\nvalues = [16, 32]\n', "higher-is-better"),

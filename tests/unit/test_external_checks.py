@@ -194,9 +194,7 @@ def _requests() -> list[type]:
                    and cls.__name__ != "SectionedRequest"), key=lambda cls: cls.__name__)
 
 
-@pytest.mark.parametrize("request_class", [
-    pytest.param(cls, marks=pytest.mark.xfail(strict=True, reason="DiagnoseRequest is still flat (issue 47 item 2)"))
-    if cls.__name__ == "DiagnoseRequest" else cls for cls in _requests()], ids=lambda cls: cls.__name__)
+@pytest.mark.parametrize("request_class", _requests(), ids=lambda cls: cls.__name__)
 def test_no_request_declares_a_shared_field_itself(request_class):
     """A field of a shared section (``experiments.sections``, ``runner.settings``) is declared
     once, there: a request that declares one again beside its sections fails here."""
@@ -204,4 +202,4 @@ def test_no_request_declares_a_shared_field_itself(request_class):
     sections = request_class.sections() if hasattr(request_class, "sections") else {}
     again = {field: shared[field] for field in request_class.model_fields if field in shared and field not in sections}
     assert not again, f"{request_class.__name__} declares {again} itself"
-    assert {"ExternalRequest", "ExternalLadderRequest"} <= {cls.__name__ for cls in _requests()}
+    assert {"ExternalRequest", "ExternalLadderRequest", "DiagnoseRequest"} <= {cls.__name__ for cls in _requests()}

@@ -104,7 +104,7 @@ def test_settings_are_checked_against_the_declared_parameters(tmp_path):
     spec = load_experiment(make_experiment(tmp_path, QUADRATIC, QUADRATIC_TOML)).spec
     with pytest.raises(ConfigError, match="'depth' is not a parameter of quadratic"):
         parse_settings("depth=3", spec, "--method")
-    with pytest.raises(ConfigError, match="expected a float"):
+    with pytest.raises(ConfigError, match="expected a number"):
         parse_settings("lr=fast", spec, "--method")
     with pytest.raises(ConfigError, match="not k=v"):
         parse_settings("lr", spec, "--method")

@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("llmevo.promotion", "llmevo.reports", "llmevo.diagnostics", "llmevo.hf", "llmevo.papers",
      "llmevo.contract"),
     ("llmevo.runner",),  # the shared arm runner: presets, data views, tuning, cache
-    ("llmevo.experiments",),
+    ("llmevo.experiments", "llmevo.diagnostics.pipeline"),  # the diagnose pipeline reads the shared run section
     ("llmevo.evolve", "llmevo.bench"),
     ("llmevo.cli",),
     ("llmevo.__main__",),

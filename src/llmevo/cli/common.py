@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -23,6 +24,7 @@ import typer
 from rich.console import Console
 
 from llmevo.errors import ConfigError
+from llmevo.experiments.sections import MACHINE_FIELDS, check_value
 from llmevo.registry import check_seeds
 
 # --help into a pipe or a file (``llmevo reproduce --help | grep tune``): plain text, one line per
@@ -73,14 +75,18 @@ def resolve_data_dir(option: Path | None) -> Path:
     folder, whose files are unpacked from the package or fetched (from ``$LLMEVO_DATA_URL``, else
     their public sources) on first use (``llmevo.data.store``)."""
     if option is not None:
-        candidate = option
+        candidate, source = option, "--data-dir"
     elif os.environ.get(DATA_ENV):
-        candidate = Path(os.environ[DATA_ENV])
+        candidate, source = Path(os.environ[DATA_ENV]), f"${DATA_ENV}"
     else:
         from llmevo.data.fetch import DEFAULT_BASE_URL
         from llmevo.data.store import default_data_dir, prepare_managed
 
         return prepare_managed(default_data_dir(), os.environ.get(DATA_URL_ENV) or DEFAULT_BASE_URL)
+    if candidate.exists() and not candidate.is_dir():
+        raise ConfigError(f"{source} {candidate} is a file, not a folder; " + (
+            "give the data folder, or leave --data-dir out for the default folder" if option is not None else
+            f"point {DATA_ENV} at the data folder, or unset it for the default folder"))
     if not candidate.is_dir():
         raise ConfigError(
             f"data directory {candidate} does not exist; download it with: "
@@ -223,7 +229,7 @@ def parse_floats(text: str, option: str) -> list[float]:
 # options (``tune_grid`` -> ``--tune-grid``), each None unless given, so the request's own
 # default applies and the request's refusals read only what was given. ``--set SECTION.FIELD=V``
 # reaches every field of the request, sections or not (what an experiment file holds).
-NOT_OPTIONS = frozenset({"command", "repo_root", "cache_dir"})  # provenance records; $LLMEVO_CACHE
+NOT_OPTIONS = frozenset(MACHINE_FIELDS) - {"data_dir"}  # provenance records; $LLMEVO_CACHE; set by llmevo
 OPTION_CHOICES: dict[str, object] = {"device": DeviceName}  # checked by the library; listed in --help
 FIELD_DEFAULTS: dict[str, object] = {}  # a section field's default: given explicitly, it asks for nothing
 
@@ -248,7 +254,7 @@ def _list_item(annotation: object) -> type | None:
     return (get_args(plain) or (str,))[0] if get_origin(plain) is list else None
 
 
-def _option(name: str, info: object, panel: str) -> object:
+def _option(name: str, info: object, panel: str, hidden: bool = False) -> object:
     from typing import Annotated as Annot
 
     annotation = info.annotation  # type: ignore[attr-defined]
@@ -258,7 +264,7 @@ def _option(name: str, info: object, panel: str) -> object:
     if not callable(default) and default not in (None, False, True, "") and "default" not in help_text:
         shown = ",".join(map(str, default)) if isinstance(default, list) else default
         help_text += f" [default: {shown}]"
-    return Annot[kind | None, typer.Option(help=help_text, rich_help_panel=panel, show_default=False,
+    return Annot[kind | None, typer.Option(help=help_text, rich_help_panel=panel, show_default=False, hidden=hidden,
                                            metavar="A,B,..." if kind is str and _list_item(annotation) else None)]
 
 
@@ -268,10 +274,13 @@ SetOption = Annotated[list[str] | None, typer.Option(
          "(a TOML value, else a string; repeatable); a section's field once, by its option or here.")]
 
 
-def section_options(*sections: type, exclude: frozenset[str] | set[str] = frozenset()):  # noqa: ANN201
+def section_options(*sections: type, exclude: frozenset[str] | set[str] = frozenset(),  # noqa: ANN201
+                    takes: frozenset[str] | None = None, refused: Mapping[str, str] | None = None):
     """A decorator giving a command an option per field of ``sections`` (less ``exclude`` and
     ``NOT_OPTIONS``) and ``--set``; the command takes them as ``**fields`` (``request_values``
-    turns them into the request's keywords)."""
+    turns them into the request's keywords). What the pipeline does not take (its request's
+    declaration: ``takes``, ``refused``) is not listed in ``--help``; given, the request refuses
+    it with its reason."""
     import functools
     import inspect
     from typing import get_type_hints
@@ -287,8 +296,9 @@ def section_options(*sections: type, exclude: frozenset[str] | set[str] = frozen
         signature = inspect.signature(func)
         own = [param.replace(annotation=hints.get(param.name, param.annotation))
                for param in signature.parameters.values() if param.kind is not param.VAR_KEYWORD]
+        unread = {name for name in fields if name in (refused or {}) or (takes is not None and name not in takes)}
         generated = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                       annotation=_option(name, info, panel))
+                                       annotation=_option(name, info, panel, hidden=name in unread))
                      for name, (info, panel) in fields.items()]
         generated.append(inspect.Parameter("set_", inspect.Parameter.KEYWORD_ONLY, default=None,
                                            annotation=SetOption))
@@ -322,11 +332,13 @@ def _parse_list(item: type, text: str, option: str) -> list:
     return parse_names(text, option, "names")
 
 
-def request_values(fields: dict, request: type) -> dict:
+def request_values(fields: dict, request: type, given: Mapping[str, str] | None = None) -> dict:
     """The request's keywords from a command's generated options and ``--set`` items: the
     options given (a comma list parsed into a list field), then each ``--set SECTION.FIELD=V``
     or ``--set FIELD=V`` (a field of ``request`` itself), routed flat (section field names are
-    unique). A field given twice, an unknown section or field: one line."""
+    unique). ``given``: the request's own fields the command line gave by their own options
+    (field -> how: ``{"name": "NAME", "seeds": "--seeds"}``). A field given twice (by its option
+    and ``--set``, or twice by ``--set``), an unknown section or field: one line."""
     values: dict = {}
     for name, value in fields.items():
         if name == "set_" or value is None:
@@ -336,9 +348,10 @@ def request_values(fields: dict, request: type) -> dict:
         values[name] = _parse_list(item, value, "--" + name.replace("_", "-")) if item is not None else value
     for text in fields.get("set_") or []:
         name, value = parse_set(text, request)
-        if name in values:
-            raise ConfigError(f"--set {text}: {name} is given twice (by its option and --set, or "
-                              "twice by --set); give it once")
+        if name in values or name in (given or {}):
+            how = (given or {}).get(name, "its option and --set, or twice by --set")
+            raise ConfigError(f"--set {text}: {name} is given twice (by {how}{' and --set' if name in (given or {}) else ''}); "
+                              "give it once")
         values[name] = value
     return values
 
@@ -372,8 +385,11 @@ def parse_set(text: str, request: type) -> tuple[str, object]:
             raise ConfigError(f"--set {text}: {request.__name__} has no field '{name}' (a section's field is "
                               f"SECTION.FIELD; sections: {', '.join(sections)})")
         info = request.model_fields[name]
+    if name in NOT_OPTIONS:
+        raise ConfigError(f"--set {text}: {name} is not set by hand: {MACHINE_FIELDS[name]}")
     value = _toml_value(raw.strip())
     item = _list_item(info.annotation)
     if item is not None and isinstance(value, str):
         value = _parse_list(item, value, f"--set {key.strip()}")
+    check_value(f"--set {key.strip()}", info, value)  # strictly, as a file's (tune=yes is no boolean)
     return name, value

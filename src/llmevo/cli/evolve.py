@@ -31,7 +31,13 @@ from llmevo.cli.common import (
     section_options,
 )
 from llmevo.errors import ConfigError
-from llmevo.experiments.sections import LaunchSection, RunSection, SizeSection, TuningSection
+from llmevo.experiments.sections import (
+    EVOLUTION_REFUSED,
+    LaunchSection,
+    RunSection,
+    SizeSection,
+    TuningSection,
+)
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -85,7 +91,7 @@ def _given(context: typer.Context, name: str) -> bool:
 
 
 @app.command()
-@section_options(RunSection, TuningSection, SizeSection, LaunchSection, exclude={"path"})
+@section_options(RunSection, TuningSection, SizeSection, LaunchSection, exclude={"path"}, refused=EVOLUTION_REFUSED)
 def evolve(
     context: typer.Context,
     file: Annotated[Path | None, typer.Argument(metavar="[FILE.toml]", help=(
@@ -153,7 +159,10 @@ def evolve(
 
     if sequential:
         fields["path"] = "sequential"
-    given = request_values(fields, EvolutionSettings)
+    # the study's own options given on the command line: --set may not give them again
+    own = {key: "--" + key.replace("_", "-") for key in context.params
+           if key in EvolutionSettings.model_fields and _given(context, key)}
+    given = request_values(fields, EvolutionSettings, own)
     data_dir = given.pop("data_dir", None)
     # the sampler's settings only where given: the library refuses them beside --proposer
     sampling = {name: value for name, value in (
@@ -161,18 +170,17 @@ def evolve(
         ("sampler_seed", sampler_seed)) if _given(context, name)}
     # --docs only where given: the library refuses a given folder that is not there
     sampling.update({"docs": docs} if _given(context, "docs") else {})
-    values = dict(
-        preset=preset, trials=trials, workers=workers, storage=storage, study=study, **sampling,
-        rescore_seeds=rescore_seeds, score_k=score_k, trial_steps=trial_steps,
-        eval_windows=eval_windows, heartbeat=heartbeat, grace_period=grace_period,
-        out=out, report=report, promotion=promotion, tensorboard=tensorboard, cache_dir=resolve_cache_dir(),
-        final_tune=final_tune,
-        trial_lr_factors=[] if trial_lr_factors.strip().lower() == "none" else parse_floats(
-            trial_lr_factors, "--trial-lr-factors"),
-        command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]), proposer=proposer,
-        **({} if proposer_timeout is None else {"proposer_timeout": proposer_timeout}), **given,
-    )
-    values["seeds"] = seed_list
+    values = {
+        **dict(preset=preset, trials=trials, workers=workers, storage=storage, study=study, **sampling,
+               rescore_seeds=rescore_seeds, score_k=score_k, trial_steps=trial_steps,
+               eval_windows=eval_windows, heartbeat=heartbeat, grace_period=grace_period,
+               out=out, report=report, promotion=promotion, tensorboard=tensorboard, final_tune=final_tune,
+               trial_lr_factors=[] if trial_lr_factors.strip().lower() == "none" else parse_floats(
+                   trial_lr_factors, "--trial-lr-factors"), proposer=proposer, seeds=seed_list,
+               **({} if proposer_timeout is None else {"proposer_timeout": proposer_timeout})),
+        **given,  # --set over an option's default (never over an option given: refused above)
+        "cache_dir": resolve_cache_dir(), "command": " ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]),
+    }
     if file is not None:  # the file's values over the options' defaults, never over an option given
         from llmevo.experiments.sections import read_experiment
 

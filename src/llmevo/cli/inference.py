@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -17,14 +17,16 @@ from llmevo.cli.common import (
     ThreadsOption,
     app,
     apply_threads,
-    check_applies,
     check_count,
     check_real,
     console,
     parse_seeds,
+    request_values,
     resolve_data_dir,
+    section_options,
 )
 from llmevo.errors import ConfigError
+from llmevo.experiments.sections import DIAGNOSE_TAKES, RunSection
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -110,6 +112,7 @@ def _experiment_table(result: dict[str, object]) -> Table:
 
 
 @app.command()
+@section_options(RunSection, takes=DIAGNOSE_TAKES)
 def diagnose(
     name: str = typer.Argument(..., help="A registered diagnostic (rope-relay, rope, muon)."),
     seed: int | None = typer.Option(None, help="One seed (default: the three seeds 42,43,44)."),
@@ -123,38 +126,22 @@ def diagnose(
         False, help="Also run the L2 experiment (rope-relay: streaming WikiText-2 evaluation)."
     ),
     checkpoint: Path | None = typer.Option(None, help="Trained checkpoint for --full-experiment."),
-    data_dir: Path | None = typer.Option(None, help="Shared data folder (else $LLMEVO_DATA)."),
     eval_tokens: int = typer.Option(1024, help="--full-experiment: validation tokens streamed."),
-    publish: bool = typer.Option(
-        False, help="Write under docs/foundation-models/ instead of runs/ (refused from a tree "
-                    "with uncommitted changes unless --allow-dirty)."),
-    allow_dirty: bool = typer.Option(
-        False, help="With --publish: publish from a tree with uncommitted changes (recorded in "
-                    "provenance)."),
-    replace: bool = typer.Option(
-        False, help="Replace the artifact at the output path even if it holds more (a block, "
-                    "the L2 experiment, seeds) or is not an artifact."),
-    device: DeviceOption = "auto",
-    threads: ThreadsOption = None,
+    **fields: Any,
 ) -> None:
     """Run an L1 mechanism diagnostic over seeds and write its component-diagnostic artifact
-    (under runs/ unless --publish)."""
-    seed_list = parse_seeds(seed, seeds, default=DEFAULT_SEEDS)
-    check_count("--eval-tokens", eval_tokens)
-    # each read by the L2 experiment only (silently ignored without it before: the option walk)
-    for option, given in (("--checkpoint", checkpoint is not None), ("--data-dir", data_dir is not None),
-                          ("--eval-tokens", eval_tokens != 1024)):
-        check_applies(option, given, full_experiment, "--full-experiment")
-    apply_threads(threads)
+    (under runs/ unless --publish). The run section's options (below) are the ones diagnose takes."""
     from llmevo.diagnostics.pipeline import DiagnoseRequest
     from llmevo.diagnostics.pipeline import diagnose as run_diagnose
 
-    outcome = run_diagnose(DiagnoseRequest(
-        name=name, seeds=seed_list, device=device, out=out, full_experiment=full_experiment,
-        checkpoint=checkpoint, data_dir=resolve_data_dir(data_dir) if full_experiment else None,
-        eval_tokens=eval_tokens, publish=publish, allow_dirty=allow_dirty, replace=replace,
-        command=shlex.join(["llmevo", *sys.argv[1:]]),
-    ))
+    seed_list = parse_seeds(seed, seeds, default=DEFAULT_SEEDS)
+    given = {"name": "NAME", **({"seeds": "--seed/--seeds"} if seed is not None or seeds is not None else {})}
+    values = request_values(fields, DiagnoseRequest, given)
+    if full_experiment:  # the data folder only the L2 experiment reads (refused without it, by the request)
+        values["data_dir"] = resolve_data_dir(values.get("data_dir"))
+    own = {"name": name, "seeds": seed_list, "out": out, "full_experiment": full_experiment,
+           "checkpoint": checkpoint, "eval_tokens": eval_tokens}
+    outcome = run_diagnose(DiagnoseRequest(**{**own, **values}, command=shlex.join(["llmevo", *sys.argv[1:]])))
     console.print(_metrics_table(name, outcome.run.metrics))
     if full_experiment:
         console.print(_experiment_table(outcome.run.full_experiment))

@@ -39,6 +39,10 @@ from llmevo.experiments.sections import (
     TuningSection,
 )
 
+# the request's own fields that are options of ladder (NAME apart)
+OWN = ("against", "genome", "rungs", "seeds", "top_seeds", "full_grid_rungs", "context", "margin", "resamples",
+       "include_degenerate", "out", "storage", "study", "heartbeat", "grace_period", "wait_timeout")
+
 
 def _minutes(seconds: float | None) -> str:
     return "…" if seconds is None else f"{seconds / 60:.1f} min"
@@ -133,25 +137,23 @@ def ladder(
     from llmevo.experiments.sections import read_experiment
     from llmevo.reports.ladder import ladder_summary, rung_table
 
-    file = read_experiment(Path(name), LadderRequest) if name is not None and name.endswith(".toml") else {}
-    if file:
-        name = None
-    if name is None and genome is None and "name" not in file:
+    is_file = name is not None and name.endswith(".toml")
+    file = read_experiment(Path(name), LadderRequest) if is_file else {}
+    # the ladder's own options given (over the file's; --set may not give them again)
+    given = {key: ctx.params[key] for key in OWN if ctx.params[key] is not None
+             and getattr(ctx.get_parameter_source(key), "name", "DEFAULT") != "DEFAULT"}
+    spelled = {key: "--" + key.replace("_", "-") for key in given}
+    if name is not None and not is_file:
+        given["name"], spelled["name"] = name, "NAME"
+    values = request_values(fields, LadderRequest, spelled)
+    if "name" not in given and "name" not in file and "name" not in values and genome is None:
         raise ConfigError("give a component NAME (e.g. `llmevo ladder rope`), an experiment FILE.toml or --genome FILE")
-    if name is None and genome is not None:
+    if "name" not in given and "name" not in file and genome is not None:
         from llmevo.experiments import read_genome
 
-        name = read_genome(genome)[1]
-    values = request_values(fields, LadderRequest)
+        given["name"] = read_genome(genome)[1]
     values.update(data_dir=resolve_data_dir(values.get("data_dir")), cache_dir=resolve_cache_dir(),
                   command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]))
-    given = {key: value for key, value in (  # the ladder's own options given (over the file's)
-        ("name", name), ("against", against), ("genome", genome), ("rungs", rungs), ("seeds", seeds),
-        ("top_seeds", top_seeds), ("full_grid_rungs", full_grid_rungs), ("context", context), ("margin", margin),
-        ("resamples", resamples), ("include_degenerate", include_degenerate), ("out", out), ("storage", storage),
-        ("study", study), ("heartbeat", heartbeat), ("grace_period", grace_period), ("wait_timeout", wait_timeout))
-        if value is not None and (key == "name" or
-                                  getattr(ctx.get_parameter_source(key), "name", "DEFAULT") != "DEFAULT")}
     if "rungs" in given:
         given["rungs"] = parse_int_list(rungs, "--rungs")
     if "seeds" in given:

@@ -74,6 +74,11 @@ def summary_table(artifact: ReproductionArtifact) -> Table:
 EXTERNAL_FIELDS = frozenset({"tune", "tune_grid", "tune_seeds", "arm_cache", "publish", "allow_dirty", "replace"})
 
 
+# the request's own fields that are options of reproduce (NAME and --seed/--seeds apart)
+OWN = ("against", "preset", "init_from", "genome", "report", "out", "save_checkpoints", "method_config",
+       "allow_noop", "margin")
+
+
 def _given(ctx: typer.Context, name: str) -> bool:
     return getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"
 
@@ -163,7 +168,13 @@ def reproduce(
     if sequential:
         fields["path"] = "sequential"
     request_type = EvidenceRequest if all_ else ReproductionRequest
-    values = request_values(fields, request_type)
+    is_file = name is not None and name.endswith(".toml")
+    # the request's own fields given by their own options: --set may not give them again
+    spelled = {key: _spelled(key, ctx.params[key]) for key in OWN if _given(ctx, key)}
+    spelled.update({"name": "NAME"} if name is not None and not is_file else {})
+    spelled.update({"seeds": "--seed" if seed is not None else "--seeds"} if seed is not None or seeds is not None
+                   else {})
+    values = request_values(fields, request_type, spelled)
     values.update(data_dir=resolve_data_dir(values.get("data_dir")), cache_dir=resolve_cache_dir(),
                   command=" ".join(shlex.quote(a) for a in ["llmevo", *sys.argv[1:]]))
     if all_:
@@ -182,19 +193,16 @@ def reproduce(
         raise ConfigError(f"{', '.join(given)} applies to --all only")
     from llmevo.experiments.sections import read_experiment
 
-    file = read_experiment(Path(name), ReproductionRequest) if name is not None and name.endswith(".toml") else {}
-    if file:
+    file = read_experiment(Path(name), ReproductionRequest) if is_file else {}
+    if is_file:
         name = None
     if name is None and genome is not None:
         from llmevo.experiments import read_genome
 
         name = read_genome(genome)[1]
     # the request's own fields given on the command line (over the file's; else the request's defaults)
-    own = {key: value for key, value in (
-        ("name", name), ("against", against), ("preset", preset), ("init_from", init_from), ("genome", genome),
-        ("report", report), ("out", out), ("save_checkpoints", save_checkpoints),
-        ("method_config", method_config), ("allow_noop", allow_noop), ("margin", margin))
-        if value is not None and (key == "name" or _given(ctx, key))}
+    own = {key: ctx.params[key] for key in OWN if ctx.params[key] is not None and _given(ctx, key)}
+    own.update({"name": name} if name is not None else {})
     if seed is not None or seeds is not None:
         own["seeds"] = parse_seeds(seed, seeds)
     request = ReproductionRequest(**{**file, **own, **values})

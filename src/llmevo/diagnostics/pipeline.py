@@ -18,17 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import Field, model_validator
 
 from llmevo.artifacts.io import check_output_file
-from llmevo.artifacts.provenance import (
-    REPO_ROOT,
-    capture_code_state,
-    check_dirty_needs_publish,
-    check_publishable,
-)
+from llmevo.artifacts.provenance import capture_code_state, check_publishable
 from llmevo.artifacts.replacement import Contents, check_replacement
 from llmevo.diagnostics.harness import (
     DiagnosticRun,
@@ -39,7 +34,8 @@ from llmevo.diagnostics.harness import (
     write_artifact,
 )
 from llmevo.errors import ConfigError
-from llmevo.registry import RequestModel
+from llmevo.experiments.sections import DIAGNOSE_TAKES, RunSection
+from llmevo.registry import SectionedRequest
 from llmevo.train.device import accelerator_name, resolve_device
 
 if TYPE_CHECKING:
@@ -48,31 +44,43 @@ if TYPE_CHECKING:
 FULL_EXPERIMENTS = ("rope-relay",)  # diagnostics that have an L2 experiment
 
 
-class DiagnoseRequest(RequestModel):
-    """One diagnose run. ``out`` defaults to
+class DiagnoseRunSection(RunSection):
+    """``RunSection`` for a diagnostic: ``data_dir`` is read by the L2 experiment only (None:
+    not given)."""
+
+    data_dir: Path | None = None  # type: ignore[assignment]
+
+
+class DiagnoseRequest(SectionedRequest):
+    """One diagnose run: what is its own (``name``, ``seeds``, ``out``, the L2 experiment:
+    ``full_experiment``, ``checkpoint``, ``eval_tokens``) and the shared ``run`` section, of
+    which it takes ``DIAGNOSE_TAKES`` (device, threads, publishing; ``data_dir`` with the L2
+    experiment). ``out`` defaults to
     ``runs/foundation-models/<arxiv>-<name>/metrics/component-<device type>-seeds<a>-<b>.json``
     (``publish``: the same under ``docs/``, refused from a dirty checkout of ``repo_root``
     unless ``allow_dirty``, which provenance records); ``replace`` lets the artifact replace
     one that holds more; ``full_experiment`` (rope-relay only) needs ``checkpoint`` and
     ``data_dir``."""
 
+    takes: ClassVar[frozenset[str] | None] = DIAGNOSE_TAKES
+    untaken: ClassVar[str] = "{options} does not apply to diagnose, which trains no arm"
+
     name: str
     seeds: list[int] = Field(default_factory=lambda: [42, 43, 44], min_length=1)
-    device: Literal["auto", "cpu", "cuda", "mps"] = "auto"  # checked by resolve_device
     out: Path | None = None
     full_experiment: bool = False
     checkpoint: Path | None = None
-    data_dir: Path | None = None
     eval_tokens: int = Field(default=1024, ge=1)
-    publish: bool = False
-    allow_dirty: bool = False
-    replace: bool = False
-    command: str | None = None
-    repo_root: Path = REPO_ROOT
+    run: DiagnoseRunSection = Field(default_factory=DiagnoseRunSection)
 
     @model_validator(mode="after")
-    def _dirty_needs_publish(self) -> DiagnoseRequest:
-        check_dirty_needs_publish(self.publish, self.allow_dirty)
+    def _experiment_options(self) -> DiagnoseRequest:
+        # each read by the L2 experiment only (silently ignored without it before: the option walk)
+        for option, given in (("--checkpoint", self.checkpoint is not None),
+                              ("--data-dir", self.run.data_dir is not None),
+                              ("--eval-tokens", self.eval_tokens != 1024)):
+            if given and not self.full_experiment:
+                raise ConfigError(f"{option} applies to --full-experiment; drop it (here it would be ignored)")
         return self
 
 
@@ -92,7 +100,12 @@ def diagnose(request: DiagnoseRequest) -> DiagnosticOutcome:
     the artifact path and what the artifact there holds) happens before any work; the
     artifact is validated, checked again against the one it replaces, and written
     atomically."""
-    device = resolve_device(request.device)  # an unknown or unavailable device: before any work
+    settings = request.run
+    device = resolve_device(settings.device)  # an unknown or unavailable device: before any work
+    if settings.threads:
+        import torch
+
+        torch.set_num_threads(settings.threads)
     get_diagnostic(request.name)
     if request.full_experiment:
         if request.name not in FULL_EXPERIMENTS:
@@ -100,42 +113,42 @@ def diagnose(request: DiagnoseRequest) -> DiagnosticOutcome:
                               f"not '{request.name}'")
         if request.checkpoint is None:
             raise ConfigError("--full-experiment needs --checkpoint DIR (a trained llama_modern)")
-        if request.data_dir is None or not Path(request.data_dir).is_dir():
-            raise ConfigError(f"--full-experiment needs the data directory; {request.data_dir} "
+        if settings.data_dir is None or not Path(settings.data_dir).is_dir():
+            raise ConfigError(f"--full-experiment needs the data directory; {settings.data_dir} "
                               "does not exist")
-    if request.publish:
-        check_publishable(request.repo_root, request.allow_dirty)
+    if settings.publish:
+        check_publishable(settings.repo_root, settings.allow_dirty)
     path = request.out or default_artifact_path(request.name, request.seeds, device.type,
-                                                publish=request.publish)
+                                                publish=settings.publish)
     check_output_file(path)
     planned = Contents(blocks=None, seeds=frozenset(request.seeds), experiments=frozenset(
         {"full_experiment"} if request.full_experiment else ()))
-    check_replacement(path, planned, replace=request.replace)
-    start = capture_code_state([], Path(__file__), request.repo_root)  # compared at write time
+    check_replacement(path, planned, replace=settings.replace)
+    start = capture_code_state([], Path(__file__), settings.repo_root)  # compared at write time
     run = run_diagnostic(request.name, request.seeds, device=device)
     extra_modules: list[object] = []
     if request.full_experiment:
         from llmevo.diagnostics import relay_experiment
 
-        assert request.checkpoint is not None and request.data_dir is not None
+        assert request.checkpoint is not None and settings.data_dir is not None
         run.full_experiment = relay_experiment.run_relay_experiment(
-            request.checkpoint, Path(request.data_dir), list(request.seeds),
+            request.checkpoint, Path(settings.data_dir), list(request.seeds),
             relay_experiment.RelayExperimentConfig(eval_tokens=request.eval_tokens), device)
         extra_modules.append(relay_experiment)
     artifact = build_artifact(
         run,
-        command=request.command or f"python: llmevo.diagnostics.pipeline.diagnose("
+        command=settings.command or f"python: llmevo.diagnostics.pipeline.diagnose("
                                    f"{request.name!r}, seeds={list(request.seeds)})",
         artifact_path=path,
-        repo_root=request.repo_root,
+        repo_root=settings.repo_root,
         runner_file=Path(__file__),
         accelerator=accelerator_name(device),
         checkpoint=str(request.checkpoint) if request.full_experiment else None,
         extra_modules=extra_modules,
-        allow_dirty=request.allow_dirty if request.publish else None,
-        publish=request.publish,
+        allow_dirty=settings.allow_dirty if settings.publish else None,
+        publish=settings.publish,
         since=start,
     )
-    check_replacement(path, Contents.of(artifact), replace=request.replace)
+    check_replacement(path, Contents.of(artifact), replace=settings.replace)
     write_artifact(artifact, path)
     return DiagnosticOutcome(run, artifact, path)

@@ -78,6 +78,7 @@ from llmevo.evolve.study import (
 )
 from llmevo.experiments import reproduction
 from llmevo.experiments.sections import (
+    EVOLUTION_REFUSED,
     LaunchSection,
     RunSection,
     SizeSection,
@@ -138,21 +139,7 @@ class EvolutionSettings(SectionedRequest):
     (``launcher``: the workers are ``jobs`` submitit jobs on the study's storage instead of
     ``workers`` local processes; this process waits for them, then writes the report)."""
 
-    refused: ClassVar[dict[str, str]] = {
-        "arm_cache": "evolution trains every trial itself (its runs are the study's)",
-        "tracker": "a study logs its trials, seeds and final runs to --tensorboard",
-        "tracker_dir": "a study logs its trials, seeds and final runs to --tensorboard",
-        "val_every": "a study records no validation curve (--val-every is for reproduce and ladder)",
-        "tune": "the final comparison is tuned unless --no-final-tune",
-        "tune_space": "the final comparison tunes the learning rate on --tune-grid",
-        "tune_trials": "the final comparison tunes the learning rate on --tune-grid",
-        "tune_sampler": "the final comparison tunes the learning rate on --tune-grid",
-        "tune_fidelity": "the final comparison trains every grid point to full length",
-        "tokens_per_parameter": "a study's trials train for the preset's steps (--trial-steps)",
-        "seq_len": "a study trains at the preset's window",
-        "param": "a study's genomes train under the standard parametrization (--param is for reproduce and ladder)",
-        "match": "a study's trials and its final comparison hold tokens equal (--match is for reproduce and ladder)",
-    }
+    refused: ClassVar[dict[str, str]] = EVOLUTION_REFUSED  # declared torch-free: evolve lists no refused option
 
     preset: str = "quick"
     trials: int = Field(default=24, ge=1)

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import simpleeval
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from llmevo.artifacts.io import write_json_atomic
@@ -206,6 +206,16 @@ class Experiment(StrictModel):
     derived: dict[str, str] = Field(default_factory=dict)
     tune: Tuning | None = None
     ladder: Ladder | None = None
+
+    @field_validator("params", mode="before")
+    @classmethod
+    def _values(cls, params: Any) -> Any:
+        # each a number, true/false or text (else pydantic reports the union's last member: "a valid boolean")
+        for name, value in (params.items() if isinstance(params, dict) else ()):
+            if not isinstance(value, bool | int | float | str):
+                raise PydanticCustomError("experiment_file", f"{name} = {value!r}: a parameter's default is a number, "
+                                          "true/false or text")
+        return params
 
     @model_validator(mode="before")
     @classmethod
@@ -384,8 +394,8 @@ def _coerce(name: str, value: Value, default: Value) -> Value:
     elif isinstance(value, int | float) and not isinstance(value, bool):
         if math.isfinite(float(value)):
             return float(value)
-    raise ConfigError(f"parameter {name}={value!r}: expected a {type(default).__name__} like its "
-                      f"default {default!r}")
+    kind = {"bool": "true or false", "str": "text", "int": "an integer", "float": "a number"}[type(default).__name__]
+    raise ConfigError(f"parameter {name}={value!r}: expected {kind} like its default {default!r}")
 
 
 def parse_settings(text: str, experiment: Experiment, option: str) -> dict[str, Value]:

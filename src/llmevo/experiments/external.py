@@ -328,6 +328,10 @@ def check_publishable_source(experiment: LoadedExperiment, repo_root: Path, allo
     installed package) has nothing to check: its version is in ``provenance.libraries``."""
     if git_state(repo_root)[1] is not None:
         check_publishable(repo_root, allow_dirty)
+    if not allow_dirty and git_state(experiment.folder)[1] is None:  # --publish-to does not change it
+        raise ConfigError(f"cannot publish: the experiment's folder {experiment.folder} is in no git repository, so "
+                          "no commit records its code; commit it to one (git init && git add -A && git commit), "
+                          "or pass --allow-dirty to publish with its files' sha256 alone (recorded in provenance)")
     check_publishable(experiment.folder, allow_dirty)
 
 

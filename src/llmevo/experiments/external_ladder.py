@@ -182,9 +182,19 @@ def run_external_ladder(plan: ExternalLadderPlan, base_env: Mapping[str, str],
     request, spec = plan.request, plan.experiment.spec
     started = time.perf_counter()
     rows, results, all_runs = [], [], []
+
+    def checked(record: dict) -> None:
+        # the declared compute is known missing at the first run that reports: refused there, before
+        # any rung goes on (its run cached, no rung file written)
+        if plan.compute is not None and record.get("metrics") is not None and plan.compute not in record["metrics"]:
+            raise ConfigError(f"the runs report no {plan.compute!r}, the compute the [ladder] table declares "
+                              f"(a run reported {', '.join(sorted(record['metrics']))}); report it, or change "
+                              "[ladder] compute")
+        on_run(record)
+
     for index, (size, rung) in enumerate(zip(plan.sizes, plan.rungs, strict=True)):
         on_rung(size, None)
-        artifact = compare_external(rung, base_env, on_run, created, family=_no_family)
+        artifact = compare_external(rung, base_env, checked, created, family=_no_family)
         all_runs += artifact["runs"]
         on_rung(size, artifact)
         verdict = artifact["verdict"]

@@ -26,7 +26,7 @@ Public API: ``RunSection``, ``TrainingSection``, ``TuningSection``, ``SizeSectio
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -283,19 +283,76 @@ class PostTrainingSection(RequestSection):
                 if value is not None]
 
 
+# --- what a pipeline takes of the sections, declared here where a request lives in a module that
+# imports torch: its command generates options from the sections at import time, and lists only
+# what the pipeline takes (``cli.common.section_options``); the request declares the same by these.
+DIAGNOSE_TAKES = frozenset({"data_dir", "device", "threads", "publish", "allow_dirty", "replace", "command",
+                            "repo_root"})  # diagnostics.pipeline.DiagnoseRequest.takes
+EVOLUTION_REFUSED: dict[str, str] = {  # evolve.pipeline.EvolutionSettings.refused
+    "arm_cache": "evolution trains every trial itself (its runs are the study's)",
+    "tracker": "a study logs its trials, seeds and final runs to --tensorboard",
+    "tracker_dir": "a study logs its trials, seeds and final runs to --tensorboard",
+    "val_every": "a study records no validation curve (--val-every is for reproduce and ladder)",
+    "tune": "the final comparison is tuned unless --no-final-tune",
+    "tune_space": "the final comparison tunes the learning rate on --tune-grid",
+    "tune_trials": "the final comparison tunes the learning rate on --tune-grid",
+    "tune_sampler": "the final comparison tunes the learning rate on --tune-grid",
+    "tune_fidelity": "the final comparison trains every grid point to full length",
+    "tokens_per_parameter": "a study's trials train for the preset's steps (--trial-steps)",
+    "seq_len": "a study trains at the preset's window",
+    "param": "a study's genomes train under the standard parametrization (--param is for reproduce and ladder)",
+    "match": "a study's trials and its final comparison hold tokens equal (--match is for reproduce and ladder)",
+}
+
+
 # --- the experiment file: a request's serialized form --------------------------------------
 # A TOML file holding what is the request's own at the top (``name``, ``against``, ``seeds``,
 # ``preset``, ...) and its sections as tables (``[run]``, ``[train]``, ``[tuning]``, ``[size]``,
 # ``[post_training]``, ``[launch]``): ``llmevo reproduce FILE.toml`` (and ``ladder``,
 # ``evolve``) validate it as the request (``SectionedRequest``), options and ``--set`` over it.
 # Where this machine keeps its data, cache and checkout is never in a file.
-MACHINE_FIELDS = frozenset({"data_dir", "cache_dir", "command", "repo_root"})
+MACHINE_FIELDS: dict[str, str] = {  # field -> why it is never in a file (nor set by --set, but data_dir)
+    "data_dir": "where this machine keeps its data is no part of an experiment; give --data-dir or $LLMEVO_DATA",
+    "cache_dir": "where this machine caches is no part of an experiment; set $LLMEVO_CACHE",
+    "command": "llmevo records the command that ran",
+    "repo_root": "llmevo checks the checkout it runs from",
+}
+
+
+def check_value(where: str, info: Any, value: Any) -> None:
+    """``value`` (a file's or ``--set``'s, TOML-typed) for the field ``info``, strictly: a
+    boolean field takes true or false only (never "yes" or 1), a number field a number (never
+    text or a boolean), an integer field an integer; then the field's own rules. A problem is
+    one line starting with ``where`` (``FILE: [tuning] tune``)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from llmevo.registry import kinds_of
+
+    kinds = kinds_of(info.annotation)
+    for item in value if isinstance(value, list) else [value]:
+        if bool in kinds and str not in kinds and not isinstance(item, bool):
+            raise ConfigError(f"{where}: {item!r} is not true or false")
+        if kinds & {int, float} and bool not in kinds and str not in kinds:
+            if isinstance(item, bool) or not isinstance(item, int | float):
+                raise ConfigError(f"{where}: {item!r} is not a number")
+            if float not in kinds and not isinstance(item, int):
+                raise ConfigError(f"{where}: {item!r} is not an integer")
+    try:
+        TypeAdapter(Annotated[(info.annotation, *info.metadata)] if info.metadata else
+                    info.annotation).validate_python(value)
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise ConfigError(f"{where}: {value!r}: {first['msg']}") from None
 
 
 def read_experiment(path: Path, request: type) -> dict[str, Any]:
     """The experiment file at ``path`` as ``request``'s keywords, each section's fields flat
-    (options and ``--set`` then override them by name): an unreadable file, bad TOML or a table
-    that is no section of the request is one line."""
+    (options and ``--set`` then override them by name). Every problem is one line naming the
+    file and the key (``FILE: [tuning] tune: 'yes' is not true or false``), before any data is
+    read: an unreadable or empty file, bad TOML, a table that is no section of the request, a
+    key that is no field of its table (a section's field outside its table), a value of the
+    wrong type (checked strictly: ``check_value``), what is the machine's and never a file's
+    (``MACHINE_FIELDS``), and a file of a request with a ``name`` that does not name it."""
     import tomllib
 
     try:
@@ -305,15 +362,39 @@ def read_experiment(path: Path, request: type) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"experiment file {path}: not TOML ({error})") from None
     sections = request.sections()
+    if not data:
+        raise ConfigError(f"experiment file {path}: empty; it holds {request.__name__}'s fields"
+                          + (' (name = "rope", ...)' if "name" in request.model_fields else "")
+                          + f", its sections as tables ({', '.join(f'[{name}]' for name in sections)})")
+    owner = {field: name for name, section in sections.items() for field in section.model_fields}
     values: dict[str, Any] = {}
     for key, value in data.items():
         if isinstance(value, dict):
             if key not in sections:
                 raise ConfigError(f"experiment file {path}: [{key}] is no section of {request.__name__} "
                                   f"(its sections: {', '.join(sections)})")
-            values.update(value)
-        else:
-            values[key] = value
+            fields = sections[key].model_fields
+            for field, item in value.items():
+                where = f"{path}: [{key}] {field}"
+                if field not in fields:
+                    raise ConfigError(f"{where}: no field of the {key} section (its fields: {', '.join(fields)})")
+                if field in MACHINE_FIELDS:
+                    raise ConfigError(f"{where}: not in an experiment file: {MACHINE_FIELDS[field]}")
+                check_value(where, fields[field], item)
+                values[field] = item
+            continue
+        where = f"{path}: {key}"
+        if key in owner:
+            raise ConfigError(f"{where}: a field of the {owner[key]} section; put it under [{owner[key]}]")
+        if key not in request.model_fields or key in sections:
+            raise ConfigError(f"{where}: no field of {request.__name__} (its own: "
+                              f"{', '.join(name for name in request.model_fields if name not in sections)}; "
+                              f"its sections as tables: {', '.join(f'[{name}]' for name in sections)})")
+        check_value(where, request.model_fields[key], value)
+        values[key] = value
+    if "name" in request.model_fields and "name" not in values:
+        raise ConfigError(f"experiment file {path}: no name; a {request.__name__} file names its component "
+                          '(name = "rope")')
     return values
 
 

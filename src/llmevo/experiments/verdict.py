@@ -239,16 +239,22 @@ class VerdictService:
     no family reading)."""
 
     def __init__(self, docs: Path | None = Path("docs")):
+        self.docs = docs
+        self._read_family = False  # the family is read (and ``docs`` checked) after the first artifact
+
+    def _family_read(self) -> None:
+        if self._read_family:
+            return
         from llmevo.eval.multiplicity import from_interval
         from llmevo.promotion import comparison_key, family_entries
 
+        docs = self.docs
         if docs is not None and not Path(docs).is_dir():
             raise ConfigError(f"--docs {docs}: no such folder (the published family Holm reads); "
                               "give the repository's docs/ or --no-family")
         from llmevo.artifacts.provenance import REPO_ROOT
         from llmevo.eval.concordance import published_concordance
 
-        self.docs = docs
         # the transfer rates: the published table's concordance (this docs/, else the checkout's)
         self.concordance = published_concordance(Path(docs) if docs is not None else REPO_ROOT / "docs")
         self._external: dict[str, list] = {}  # an experiment's published family, read on first use
@@ -262,6 +268,7 @@ class VerdictService:
             n = member.statistics[head.metric].paired_relative_change_percent.n  # type: ignore[index]
             self._family.append((comparison_key(member), member_path,
                                  from_interval(head.percent, head.ci_low, head.ci_high, n)))
+        self._read_family = True
 
     def _external_reading(self, facts: Mapping[str, Any], path: Path) -> FamilyReading | None:
         """Holm over the published comparisons of the artifact's own experiment (read once
@@ -319,6 +326,7 @@ class VerdictService:
             raise ConfigError(f"{path}: a ladder file, one comparison per rung; read it with "
                               "VerdictService.records (llmevo verdict does)")
         facts = _external(path, data) if data.get("schema") == EXTERNAL_SCHEMA else _reproduction(path, data)
+        self._family_read()  # after the artifact is checked: a bad artifact is named before a missing --docs
         change = facts["change"]
         interval = None not in (change.get("mean"), change.get("ci_low"), change.get("ci_high")) \
             and (change.get("n") or 0) >= 2

@@ -1,0 +1,262 @@
+"""Bad input to the requests and their files, found by a new user's walk (twenty-first session's
+closing notes): each refused in one line, exit status 2, nothing written, before any work; the
+same text from Python as from the command line where both doors exist."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import typer.main
+from cli_runner import assert_refused, files_under, run_cli
+
+from llmevo.errors import ConfigError
+from llmevo.experiments import ExternalLadderRequest, ExternalRequest, ReproductionRequest
+from llmevo.experiments.experiment_file import load_experiment
+from llmevo.experiments.sections import EVOLUTION_REFUSED, read_experiment
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def _refused_alike(args: list[str], call, message: str, capsys, workdir: Path) -> None:
+    """The command line refuses ``args`` and Python ``call()`` with the same line."""
+    assert_refused(args, message, capsys, workdir)
+    with pytest.raises(ConfigError) as raised:
+        call()
+    assert message in str(raised.value)
+
+
+# --- experiment files -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["reproduce", "ladder", "evolve"])
+def test_an_empty_file_is_refused_not_a_default_study_or_a_component_name(command, tmp_path, capsys, workdir):
+    """Before: ``evolve empty.toml`` started a default study; ``reproduce empty.toml`` read
+    the file's name as a component's."""
+    from llmevo.evolve import EvolutionSettings
+    from llmevo.experiments import LadderRequest
+
+    request = {"reproduce": ReproductionRequest, "ladder": LadderRequest, "evolve": EvolutionSettings}[command]
+    path = _write(tmp_path, "empty.toml", "# nothing yet\n")
+    _refused_alike([command, str(path)], lambda: read_experiment(path, request),
+                   f"experiment file {path}: empty; it holds {request.__name__}'s fields", capsys, workdir)
+
+
+@pytest.mark.parametrize("command", ["reproduce", "ladder"])
+def test_a_file_without_name_is_refused_not_run_as_rope(command, tmp_path, capsys, workdir):
+    from llmevo.experiments import LadderRequest
+
+    request = ReproductionRequest if command == "reproduce" else LadderRequest
+    path = _write(tmp_path, "nameless.toml", 'preset = "smoke"\nseeds = [42]\n')
+    _refused_alike([command, str(path)], lambda: read_experiment(path, request),
+                   f"experiment file {path}: no name; a {request.__name__} file names its component", capsys, workdir)
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ('name = "rope"\nbogus = 1\n', "bogus: no field of ReproductionRequest (its own: name,"),
+    ('name = "rope"\n[tuning]\nbogus = 1\n', "[tuning] bogus: no field of the tuning section (its fields: tune,"),
+    ('name = "rope"\nlr = 0.1\n', "lr: a field of the train section; put it under [train]"),
+    ('name = "rope"\n[train]\nsteps = 0\n', "[train] steps: 0: Input should be greater than or equal to 1"),
+    ('name = "rope"\n[train]\nsteps = 2.5\n', "[train] steps: 2.5 is not an integer"),
+    ('name = "rope"\n[train]\nlr = "3e-3"\n', "[train] lr: '3e-3' is not a number"),
+    ('name = "rope"\n[run]\nthreads = true\n', "[run] threads: True is not a number"),
+    # strict booleans: "yes" and 1 are no booleans in a file (pydantic's lax mode took both)
+    ('name = "rope"\n[tuning]\ntune = "yes"\n', "[tuning] tune: 'yes' is not true or false"),
+    ('name = "rope"\nreport = 1\n', "report: 1 is not true or false"),
+    ('name = "rope"\nseeds = [42, "43"]\n', "seeds: '43' is not a number"),
+    # where this machine keeps things is never a file's (before: accepted and unused)
+    ('name = "rope"\n[run]\ndata_dir = "/data"\n', "[run] data_dir: not in an experiment file: where this machine"),
+    ('name = "rope"\n[run]\nrepo_root = "/src"\n', "[run] repo_root: not in an experiment file: llmevo checks"),
+    ('name = "rope"\n[run]\ncommand = "x"\n', "[run] command: not in an experiment file: llmevo records"),
+])
+def test_a_bad_key_or_value_is_named_by_the_file_and_the_key(text, said, tmp_path, capsys, workdir):
+    """Before: "ReproductionRequest: bogus: Extra inputs are not permitted", and a bad value
+    reported as its option (``--steps 0``), not where it was written."""
+    path = _write(tmp_path, "bad.toml", text)
+    _refused_alike(["reproduce", str(path)], lambda: read_experiment(path, ReproductionRequest),
+                   f"{path}: {said}", capsys, workdir)
+
+
+def test_a_good_file_still_reads(tmp_path):
+    path = _write(tmp_path, "ok.toml", """
+        name = "muon"
+        seeds = [42, 43]
+        margin = 2
+        [train]
+        lr = 3e-3
+        steps = 5
+        [tuning]
+        tune = true
+        tune_grid = [1e-3, 3e-3]
+    """)
+    values = read_experiment(path, ReproductionRequest)
+    assert values == {"name": "muon", "seeds": [42, 43], "margin": 2, "lr": 3e-3, "steps": 5, "tune": True,
+                      "tune_grid": [1e-3, 3e-3]}
+    request = ReproductionRequest(**values, data_dir=tmp_path)
+    assert request.train.steps == 5 and request.tuning.tune is True and request.margin == 2.0
+
+
+# --- --set: one field, once; nothing llmevo sets itself ---------------------------------------
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["reproduce", "rope", "--set", "name=muon"], "--set name=muon: name is given twice (by NAME and --set)"),
+    (["reproduce", "rope", "--seeds", "42", "--set", "seeds=[43]"],
+     "--set seeds=[43]: seeds is given twice (by --seeds and --set)"),
+    (["reproduce", "rope", "--preset", "smoke", "--set", "preset=quick"],
+     "--set preset=quick: preset is given twice (by --preset and --set)"),
+    (["ladder", "rope", "--set", "name=muon"], "--set name=muon: name is given twice (by NAME and --set)"),
+    (["ladder", "rope", "--rungs=-2,-1", "--set", "rungs=[-1,0]"], "rungs is given twice (by --rungs and --set)"),
+    (["evolve", "--preset", "smoke", "--set", "preset=quick"], "preset is given twice (by --preset and --set)"),
+    (["diagnose", "rope", "--set", "name=muon"], "--set name=muon: name is given twice (by NAME and --set)"),
+    (["reproduce", "rope", "--set", "run.command=x"], "--set run.command=x: command is not set by hand: llmevo records"),
+    (["reproduce", "rope", "--set", "run.repo_root=/tmp"], "repo_root is not set by hand: llmevo checks the checkout"),
+    (["ladder", "rope", "--set", "run.cache_dir=/tmp"], "cache_dir is not set by hand: where this machine caches"),
+    (["reproduce", "rope", "--set", "tuning.tune=yes"], "--set tuning.tune: 'yes' is not true or false"),
+    (["reproduce", "rope", "--set", "train.steps=1.5"], "--set train.steps: 1.5 is not an integer"),
+])
+def test_set_gives_a_field_once_and_never_what_llmevo_sets(args, said, capsys, workdir):
+    """Before: ``--set name=muon`` silently replaced NAME, ``--seeds`` and ``--set seeds`` were
+    both taken (the last won), ``--set run.command=...`` was accepted and unused."""
+    assert_refused(args, said, capsys, workdir)
+
+
+def test_set_over_an_options_default_is_taken(tmp_path):
+    """An option left at its default is no conflict: ``--set`` gives the field."""
+    from llmevo.cli.common import request_values
+
+    values = request_values({"set_": ["seeds=[43]", "preset=quick"]}, ReproductionRequest, {"name": "NAME"})
+    assert values == {"seeds": [43], "preset": "quick"}
+
+
+# --- options a pipeline refuses are not listed -------------------------------------------------
+
+def test_evolve_lists_no_option_its_study_refuses_and_still_refuses_each_with_its_reason(capsys, workdir):
+    from llmevo.cli import commands
+
+    params = typer.main.get_command(commands()).commands["evolve"].params
+    hidden = {param.name for param in params if getattr(param, "hidden", False)}
+    assert hidden == set(EVOLUTION_REFUSED), hidden ^ set(EVOLUTION_REFUSED)
+    assert run_cli(["evolve", "--help"]) == 0
+    shown = capsys.readouterr().out
+    assert "--tracker" not in shown and "--val-every" not in shown and "--trials" in shown
+    assert_refused(["evolve", "--tracker", "wandb"],
+                   "--tracker does not apply here: a study logs its trials, seeds and final runs to --tensorboard",
+                   capsys, workdir)
+
+
+def test_diagnose_lists_only_the_run_fields_it_takes(capsys, workdir):
+    from llmevo.cli import commands
+    from llmevo.diagnostics.pipeline import DiagnoseRequest
+
+    params = {param.name: param for param in typer.main.get_command(commands()).commands["diagnose"].params}
+    shown = {name for name, param in params.items() if not getattr(param, "hidden", False)}
+    assert {"data_dir", "device", "threads", "publish", "allow_dirty", "replace"} <= shown
+    assert not shown & {"path", "tracker", "arm_cache", "val_every", "replicas_max", "tracker_dir"}
+    _refused_alike(["diagnose", "rope", "--no-arm-cache"], lambda: DiagnoseRequest(name="rope", arm_cache=False),
+                   "--no-arm-cache does not apply to diagnose, which trains no arm", capsys, workdir)
+    _refused_alike(["diagnose", "rope", "--checkpoint", "ckpt"], lambda: DiagnoseRequest(name="rope", checkpoint="c"),
+                   "--checkpoint applies to --full-experiment; drop it", capsys, workdir)
+
+
+# --- the data folder ------------------------------------------------------------------------
+
+def test_a_data_folder_that_is_a_file_says_so(tmp_path, capsys, workdir, monkeypatch):
+    """Before: "does not exist; download it with: llmevo data fetch --to FILE"."""
+    file = _write(tmp_path, "data.txt", "not a folder\n")
+    monkeypatch.setenv("LLMEVO_DATA", str(file))
+    assert_refused(["reproduce", "rope"], f"$LLMEVO_DATA {file} is a file, not a folder; point LLMEVO_DATA at "
+                   "the data folder", capsys, workdir)
+    assert_refused(["reproduce", "rope", "--data-dir", str(file)], f"--data-dir {file} is a file, not a folder; "
+                   "give the data folder", capsys, workdir)
+
+
+# --- verdict: the artifact before --docs ------------------------------------------------------
+
+def test_verdict_names_a_bad_artifact_before_a_missing_docs_folder(tmp_path, capsys, workdir):
+    from llmevo.experiments.verdict import VerdictService
+
+    missing = tmp_path / "nosuch.json"
+    _refused_alike(["verdict", str(missing), "--docs", "nodocs"],
+                   lambda: VerdictService(Path("nodocs")).verdict(missing), f"{missing}: no such artifact",
+                   capsys, workdir)
+
+
+# --- external experiments --------------------------------------------------------------------
+
+SCRIPT = """
+    import json, os
+    seed = int(os.environ["LLMEVO_PARAM_SEED"])
+    v = float(os.environ["LLMEVO_PARAM_V"])
+    size = float(os.environ["LLMEVO_PARAM_SIZE"])
+    print(json.dumps({"loss": 1 + 0.01 * (seed % 7) + 0.1 * v + 0.001 * size}))
+"""
+TOML = """
+    name = "stub"
+    command = ["{python}", "script.py"]
+    metric = "loss"
+    [params]
+    v = 1
+    size = 8
+    [ladder]
+    param = "size"
+    values = [8, 16]
+    compute = "compute"
+"""
+
+
+@pytest.fixture()
+def external(tmp_path, monkeypatch):
+    """A command's folder (what a refusal must leave as it was), the run cache beside it, and a
+    stub experiment outside it whose runs report no 'compute'."""
+    monkeypatch.setenv("LLMEVO_CACHE", str(tmp_path / "cache"))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    _write(tmp_path / "exp", "script.py", SCRIPT)
+    return work, _write(tmp_path / "exp", "experiment.toml", TOML)
+
+
+def test_a_ladder_whose_runs_report_no_compute_is_refused_at_the_first_run(external, capsys):
+    """Before: rung 1 trained whole (its artifact and README written), then the ladder stopped."""
+    from llmevo.experiments import plan_external_ladder, run_external_ladder
+
+    work, path = external
+    said = "the runs report no 'compute', the compute the [ladder] table declares (a run reported loss)"
+    assert_refused(["ladder", "--experiment", str(path), "--method", "v=2", "--seeds", "42,43", "--no-tune"],
+                   said, capsys, work)
+    runs = []
+    plan = plan_external_ladder(ExternalLadderRequest(experiment=path, method="v=2", seeds=[42, 43], tune=False,
+                                                      arm_cache=False, cache_dir=work.parent / "cache"))
+    with pytest.raises(ConfigError, match=said.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        run_external_ladder(plan, base_env={}, on_run=runs.append)
+    assert runs == [] and files_under(work) == set()  # refused at the first run that reported
+
+
+def test_publishing_an_experiment_in_no_git_repository_says_what_to_do(external, tmp_path):
+    """Before: "cannot publish: FOLDER is unknown (not a git checkout)", also with --publish-to."""
+    from llmevo.experiments import plan_external
+
+    work, path = external
+    request = ExternalRequest(experiment=path, method="v=2", publish=True, published_dir=tmp_path / "pub",
+                              repo_root=tmp_path / "no-checkout")
+    with pytest.raises(ConfigError, match=r"is in no git repository, so no commit records its code; commit it to "
+                                          r"one \(git init && git add -A && git commit\), or pass --allow-dirty"):
+        plan_external(request)
+    assert not (tmp_path / "pub").exists() and files_under(work) == set()
+
+
+def test_a_parameter_default_that_is_no_scalar_says_so(tmp_path, capsys):
+    """Before: "params.v.bool: Input should be a valid boolean" (the union's last member)."""
+    path = _write(tmp_path / "exp", "experiment.toml", TOML.replace("v = 1", "v = [1, 2]"))
+    with pytest.raises(ConfigError, match=r"params: v = \[1, 2\]: a parameter's default is a number, true/false "
+                                          "or text"):
+        load_experiment(path)
+    with pytest.raises(ConfigError, match=r"parameter v='\[1': expected an integer like its default 1"):
+        from llmevo.experiments.experiment_file import parse_settings
+
+        parse_settings("v=[1,2]", load_experiment(_write(tmp_path / "ok", "e.toml", TOML)).spec, "--method")
