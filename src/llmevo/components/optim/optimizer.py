@@ -177,6 +177,11 @@ class LambdaSchedule:
         self.last_step += 1
         self._apply()
 
+    def refactor(self, factor: Callable[[int], float]) -> None:
+        """Follow ``factor`` from this step on (a decay branch's own schedule)."""
+        self.factor = factor
+        self._apply()
+
     def _apply(self) -> None:
         factor = self.factor(self.last_step)
         for group, base in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
