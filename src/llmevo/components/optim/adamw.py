@@ -32,11 +32,10 @@ import torch
 from pydantic import PositiveFloat
 from torch import Tensor, nn
 
-from llmevo.components.optim.base import OptimizerComponent
+from llmevo.components.optim.base import OptimizerComponent, paper_space
 from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica
 from llmevo.registry import (
     LR_AXIS,
-    PAPER_WEIGHT_DECAY_AXIS,
     WARMUP_AXIS,
     WEIGHT_DECAY_AXIS,
     Paper,
@@ -179,7 +178,7 @@ ADAMW_TUNING_SPACE = {
 }
 """AdamW's tuning space (Porian et al. 2406.19146: beta2 matters at small batch; Wen et al.
 2509.02046 tune lr, weight decay, beta2 and warmup per optimizer)."""
-ADAMW_PAPER_SPACE = {**ADAMW_TUNING_SPACE, "weight_decay": PAPER_WEIGHT_DECAY_AXIS}
+ADAMW_PAPER_SPACE = paper_space(ADAMW_TUNING_SPACE)
 """AdamW's space under ``--tune-space paper`` (issue 48, dial a): the same axes with weight decay
 up to 1, the range Wen et al. 2509.02046 search for every AdamW-like optimizer."""
 

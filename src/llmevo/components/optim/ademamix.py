@@ -44,7 +44,7 @@ from pydantic import Field, PositiveFloat
 from torch import Tensor, nn
 
 from llmevo.components.optim.adamw import AdamWBatched, adam_moments
-from llmevo.components.optim.base import OptimizerComponent
+from llmevo.components.optim.base import OptimizerComponent, paper_space
 from llmevo.components.optim.optimizer import Optimizer, per_replica
 from llmevo.registry import (
     LR_AXIS,
@@ -157,6 +157,14 @@ class AdEMAMixBatched(AdamWBatched):
         return None
 
 
+ADEMAMIX_SPACE = {
+    "lr": LR_AXIS,
+    "beta3": TuningAxis(target="optimizer", setting="beta3", low=0.99, high=0.9999, scale="log1m", limit_high=0.99999),
+    "alpha": TuningAxis(target="optimizer", setting="alpha", low=1.0, high=10.0, scale="log", limit_high=20.0),
+    "weight_decay": WEIGHT_DECAY_AXIS,
+}
+
+
 class AdEMAMixConfig(StrictModel):
     beta1: float = Field(default=0.9, gt=0.0, lt=1.0)
     beta2: float = Field(default=0.999, ge=0.0, lt=1.0)
@@ -190,14 +198,11 @@ class AdEMAMixConfig(StrictModel):
         "beta3": SearchDimension(choices=(0.999, 0.9999)),
         "alpha": SearchDimension(low=1.0, high=10.0, log=True),
     },
-    tuning_space={
-        "lr": LR_AXIS,
-        "beta3": TuningAxis(target="optimizer", setting="beta3", low=0.99, high=0.9999,
-                            scale="log1m", limit_high=0.99999),
-        "alpha": TuningAxis(target="optimizer", setting="alpha", low=1.0, high=10.0, scale="log",
-                            limit_high=20.0),
-        "weight_decay": WEIGHT_DECAY_AXIS,
-    },
+    tuning_space=ADEMAMIX_SPACE,
+    # --tune-space paper: the paper sweeps its own alpha and beta3 (Pagliardini et al. 2409.03137,
+    # section 4's hyperparameter studies) at AdamW's lr; weight decay to 1 and warmup, which
+    # Wen et al. 2509.02046 tune for every AdamW-like optimizer
+    paper_tuning_space=paper_space(ADEMAMIX_SPACE),
 )
 class AdEMAMix(OptimizerComponent):
     batched = AdEMAMixBatched

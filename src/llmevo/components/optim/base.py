@@ -27,7 +27,13 @@ from torch import nn
 
 from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer
 from llmevo.errors import ConfigError
-from llmevo.registry import ComponentChoice, StrictModel
+from llmevo.registry import (
+    PAPER_WEIGHT_DECAY_AXIS,
+    WARMUP_AXIS,
+    ComponentChoice,
+    StrictModel,
+    TuningAxis,
+)
 
 Role = Literal["embedding", "hidden_matrix", "gain_or_bias"]
 
@@ -108,6 +114,13 @@ def scale_learning_rates(optimizer: Optimizer, model: nn.Module, component: Opti
             groups.append({**group, "params": params, "lr": group["lr"] * multiplier,
                            "weight_decay": group["weight_decay"] / multiplier})
     optimizer.param_groups = groups
+
+
+def paper_space(space: dict[str, TuningAxis], **axes: TuningAxis) -> dict[str, TuningAxis]:
+    """An optimizer's ``paper_tuning_space`` (``--tune-space paper``, issue 48, dial a): its
+    ``space`` with weight decay up to 1 and warmup, which Wen et al. 2509.02046 tune for every
+    optimizer they compare, then ``axes``, the paper's own; an axis keeps its place, new ones follow."""
+    return {**space, "weight_decay": PAPER_WEIGHT_DECAY_AXIS, "warmup": WARMUP_AXIS, **axes}
 
 
 OptimizerFactory = Callable[[ComponentChoice], OptimizerComponent]

@@ -49,12 +49,10 @@ from pydantic import Field, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
 from llmevo.components.optim.adamw import AdamWBatched, adamw_group_update
-from llmevo.components.optim.base import OptimizerComponent, count, parameters_by_role
+from llmevo.components.optim.base import OptimizerComponent, count, paper_space, parameters_by_role
 from llmevo.components.optim.optimizer import Optimizer, per_replica
 from llmevo.registry import (
     HIGH_LR_AXIS,
-    PAPER_WEIGHT_DECAY_AXIS,
-    WARMUP_AXIS,
     Paper,
     SearchDimension,
     StrictModel,
@@ -233,7 +231,7 @@ MUON_SPACE = {
 }
 """Muon's declared tuning space (``--tune-space full``)."""
 
-MUON_PAPER_SPACE = {**MUON_SPACE, "weight_decay": PAPER_WEIGHT_DECAY_AXIS, "warmup": WARMUP_AXIS}
+MUON_PAPER_SPACE = paper_space(MUON_SPACE)
 """Muon's space under ``--tune-space paper`` (issue 48, dial a): its own axes plus weight decay,
 which the paper (Liu et al. 2502.16982) adds as one of the two changes that make Muon hold at
 scale, and

@@ -50,7 +50,7 @@ import torch
 from pydantic import Field, PositiveFloat
 from torch import Tensor, nn
 
-from llmevo.components.optim.base import OptimizerComponent
+from llmevo.components.optim.base import OptimizerComponent, paper_space
 from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica
 from llmevo.errors import ConfigError
 from llmevo.registry import (
@@ -200,6 +200,14 @@ class ScheduleFreeAdamWBatched(BatchedOptimizer):
                 param.lerp_(self.state[name]["z"], per_replica(self.to_x, param))
 
 
+SCHEDULE_FREE_SPACE = {
+    "lr": LR_AXIS,
+    "beta1": TuningAxis(target="optimizer", setting="beta1", low=0.8, high=0.98, scale="log1m", limit_high=0.995),
+    "weight_decay": WEIGHT_DECAY_AXIS,
+    "warmup": WARMUP_AXIS,
+}
+
+
 class ScheduleFreeAdamWConfig(StrictModel):
     beta1: float = Field(default=0.9, gt=0.0, lt=1.0)  # y's interpolation between z and x
     beta2: float = Field(default=0.999, ge=0.0, lt=1.0)
@@ -229,13 +237,13 @@ class ScheduleFreeAdamWConfig(StrictModel):
         "the paper's AlgoPerf and large-scale runs are not reproduced."
     ),
     search_space={"beta1": SearchDimension(choices=(0.9, 0.95))},
-    tuning_space={
-        "lr": LR_AXIS,
-        "beta1": TuningAxis(target="optimizer", setting="beta1", low=0.8, high=0.98, scale="log1m",
-                            limit_high=0.995),
-        "weight_decay": WEIGHT_DECAY_AXIS,
-        "warmup": WARMUP_AXIS,
-    },
+    tuning_space=SCHEDULE_FREE_SPACE,
+    # --tune-space paper: what the authors' package (facebookresearch/schedule_free, README)
+    # says to tune: lr ("1x-10x larger than with schedule-based approaches", so up to 10x the
+    # preset's), beta (0.9, "0.95 or 0.98" for long runs), regularization (weight decay, to 1 as
+    # Wen et al. 2509.02046 search it) and warmup ("recommended")
+    paper_tuning_space=paper_space(SCHEDULE_FREE_SPACE, lr=TuningAxis(
+        target="train", setting="lr", low=1 / 3, high=10.0, scale="log", relative_to="lr")),
 )
 class ScheduleFreeAdamW(OptimizerComponent):
     batched = ScheduleFreeAdamWBatched

@@ -56,12 +56,10 @@ import torch
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
-from llmevo.components.optim.base import OptimizerComponent
+from llmevo.components.optim.base import OptimizerComponent, paper_space
 from llmevo.components.optim.optimizer import Optimizer
 from llmevo.registry import (
     HIGH_LR_AXIS,
-    PAPER_WEIGHT_DECAY_AXIS,
-    WARMUP_AXIS,
     WEIGHT_DECAY_AXIS,
     Paper,
     SearchDimension,
@@ -248,7 +246,7 @@ decay up to 1 and warmup."""
     tuning_space=SOAP_SPACE,
     # --tune-space paper (issue 48, dial a): the declared axes, weight decay up to 1 and warmup,
     # which Wen et al. 2509.02046 tune for every optimizer, SOAP among them
-    paper_tuning_space={**SOAP_SPACE, "weight_decay": PAPER_WEIGHT_DECAY_AXIS, "warmup": WARMUP_AXIS},
+    paper_tuning_space=paper_space(SOAP_SPACE),
 )
 class SOAP(OptimizerComponent):
     batched = None  # no twin: see the module docstring
