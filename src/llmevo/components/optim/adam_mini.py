@@ -43,10 +43,15 @@ from pydantic import Field, PositiveFloat
 from torch import Tensor, nn
 
 from llmevo.components.optim.adamw import ADAMW_PAPER_SPACE, ADAMW_TUNING_SPACE, AdamWBatched
-from llmevo.components.optim.base import OptimizerComponent, parameter_roles
+from llmevo.components.optim.base import (
+    OptimizerComponent,
+    arxiv,
+    parameter_roles,
+    register_optimizer,
+)
 from llmevo.components.optim.optimizer import Optimizer, per_replica
 from llmevo.errors import ConfigError
-from llmevo.registry import Paper, SearchDimension, StrictModel, register
+from llmevo.registry import SearchDimension, StrictModel
 
 
 def adam_mini_blocks(model: nn.Module) -> dict[str, int]:
@@ -172,20 +177,12 @@ class AdamMiniConfig(StrictModel):
     eps: PositiveFloat = 1e-8
 
 
-@register(
-    slot="optimizer",
+@register_optimizer(
     name="adam_mini",
     config=AdamMiniConfig,
-    paper=Paper(
-        arxiv_id="2406.16793",
-        title="Adam-mini: Use Fewer Learning Rates To Gain More",
-        url="https://arxiv.org/abs/2406.16793",
-        organization="The Chinese University of Hong Kong, Shenzhen",
-    ),
+    paper=arxiv("2406.16793", "Adam-mini: Use Fewer Learning Rates To Gain More",
+                "The Chinese University of Hong Kong, Shenzhen"),
     ablation="adamw",
-    implementation_status="integrated",
-    baseline=False,
-    evolve_integrated=True,
     scope=(
         "Adam-mini (one second moment per query/key head, per output row of the other hidden "
         "matrices, per tensor of gains; Adam's per-entry one for embeddings and output) against "

@@ -26,23 +26,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from pydantic import PositiveFloat
 from torch import Tensor, nn
 
-from llmevo.components.optim.base import OptimizerComponent, paper_space
-from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica
+from llmevo.components.optim.base import OptimizerComponent, arxiv, paper_space, register_optimizer
+from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica, with_grads
 from llmevo.registry import (
     LR_AXIS,
     WARMUP_AXIS,
     WEIGHT_DECAY_AXIS,
-    Paper,
     SearchDimension,
     StrictModel,
     TuningAxis,
-    register,
 )
 
 
@@ -79,21 +77,11 @@ def adam_moments(
     return exp_avg, denom, step_size
 
 
-def adamw_update(
-    param: Tensor,
-    grad: Tensor,
-    state: dict[str, Any],
-    *,
-    lr: float,
-    beta1: float,
-    beta2: float,
-    eps: float,
-    weight_decay: float,
-) -> None:
-    """One AdamW step of ``param`` in place; ``state`` (``step``, ``exp_avg``, ``exp_avg_sq``)
-    is created on the first call. Call under ``torch.no_grad()``."""
-    exp_avg, denom, step_size = adam_moments(param, grad, state, lr=lr, beta1=beta1, beta2=beta2,
-                                             eps=eps, weight_decay=weight_decay)
+def adamw_update(param: Tensor, grad: Tensor, state: dict[str, Any], **settings: float) -> None:
+    """One AdamW step of ``param`` in place (``settings``: ``adam_moments``' lr, betas, eps and
+    weight decay); ``state`` (``step``, ``exp_avg``, ``exp_avg_sq``) is created on the first
+    call. Call under ``torch.no_grad()``."""
+    exp_avg, denom, step_size = adam_moments(param, grad, state, **settings)
     param.addcdiv_(exp_avg, denom, value=-step_size)
 
 
@@ -103,11 +91,9 @@ def adamw_group_update(group: dict[str, Any], state: dict[Tensor, dict[str, Any]
     step) for every parameter of ``group`` that has a gradient (its lr, betas, eps and weight
     decay); ``state`` maps each parameter to its AdamW state."""
     beta1, beta2 = group["betas"]
-    for p in group["params"]:
-        if p.grad is None:
-            continue
-        update(p, p.grad, state.setdefault(p, {}), lr=group["lr"], beta1=beta1,
-               beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"])
+    for p, entry in with_grads(group, state):
+        update(p, p.grad, entry, lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
+               weight_decay=group["weight_decay"])
 
 
 class AdamWOptimizer(Optimizer):
@@ -189,31 +175,25 @@ class AdamWConfig(StrictModel):
     eps: PositiveFloat = 1e-8
 
 
-@register(
-    slot="optimizer",
+@register_optimizer(
     name="adamw",
     config=AdamWConfig,
-    paper=Paper(
-        arxiv_id="1711.05101",
-        title="Decoupled Weight Decay Regularization",
-        url="https://arxiv.org/abs/1711.05101",
-        organization="University of Freiburg",
-    ),
+    paper=arxiv("1711.05101", "Decoupled Weight Decay Regularization", "University of Freiburg"),
     implementation_status="full",
     baseline=True,
-    evolve_integrated=True,
     scope="AdamW (bit-identical to torch.optim.AdamW on CPU) over all parameters in one group.",
     search_space={"beta2": SearchDimension(choices=(0.95, 0.99, 0.999))},
     tuning_space=ADAMW_TUNING_SPACE,
     paper_tuning_space=ADAMW_PAPER_SPACE,
 )
 class AdamW(OptimizerComponent):
-    batched = AdamWBatched
+    batched: ClassVar[type[BatchedOptimizer] | None] = AdamWBatched
     per_group_lr = True  # per-parameter lrs (a parametrization's) split its groups
+    optimizer_class: ClassVar[type[AdamWOptimizer]] = AdamWOptimizer  # a variant (cautious) steps its own way
 
     def build(self, model: nn.Module, lr: float, weight_decay: float) -> AdamWOptimizer:
         config = self.config
-        return AdamWOptimizer(
+        return self.optimizer_class(
             model.parameters(),
             lr=lr,
             betas=(config.beta1, config.beta2),

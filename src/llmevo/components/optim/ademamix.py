@@ -44,16 +44,14 @@ from pydantic import Field, PositiveFloat
 from torch import Tensor, nn
 
 from llmevo.components.optim.adamw import AdamWBatched, adam_moments
-from llmevo.components.optim.base import OptimizerComponent, paper_space
-from llmevo.components.optim.optimizer import Optimizer, per_replica
+from llmevo.components.optim.base import OptimizerComponent, arxiv, paper_space, register_optimizer
+from llmevo.components.optim.optimizer import Optimizer, per_replica, with_grads
 from llmevo.registry import (
     LR_AXIS,
     WEIGHT_DECAY_AXIS,
-    Paper,
     SearchDimension,
     StrictModel,
     TuningAxis,
-    register,
 )
 
 
@@ -119,10 +117,8 @@ class AdEMAMixOptimizer(Optimizer):
 
     def update_group(self, group: dict[str, Any]) -> None:
         beta1, beta2, beta3 = group["betas"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            ademamix_update(p, p.grad, self.state.setdefault(p, {}), lr=group["lr"], beta1=beta1,
+        for p, state in with_grads(group, self.state):
+            ademamix_update(p, p.grad, state, lr=group["lr"], beta1=beta1,
                             beta2=beta2, beta3=beta3, alpha=group["alpha"], span=group["span"],
                             eps=group["eps"], weight_decay=group["weight_decay"])
 
@@ -174,20 +170,11 @@ class AdEMAMixConfig(StrictModel):
     eps: PositiveFloat = 1e-8
 
 
-@register(
-    slot="optimizer",
+@register_optimizer(
     name="ademamix",
     config=AdEMAMixConfig,
-    paper=Paper(
-        arxiv_id="2409.03137",
-        title="The AdEMAMix Optimizer: Better, Faster, Older",
-        url="https://arxiv.org/abs/2409.03137",
-        organization="EPFL; Apple",
-    ),
+    paper=arxiv("2409.03137", "The AdEMAMix Optimizer: Better, Faster, Older", "EPFL; Apple"),
     ablation="adamw",
-    implementation_status="integrated",
-    baseline=False,
-    evolve_integrated=True,
     scope=(
         "AdEMAMix (Algorithm 1 with its alpha and beta3 schedulers over the whole run) on every "
         "parameter against AdamW at the same lr and weight decay; the paper's runs of tens of "

@@ -21,6 +21,7 @@ and nothing shared across groups: AdamW, cautious AdamW, Lion, AdEMAMix) accepts
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any, ClassVar, Literal
 
 from torch import nn
@@ -31,8 +32,10 @@ from llmevo.registry import (
     PAPER_WEIGHT_DECAY_AXIS,
     WARMUP_AXIS,
     ComponentChoice,
+    Paper,
     StrictModel,
     TuningAxis,
+    register,
 )
 
 Role = Literal["embedding", "hidden_matrix", "gain_or_bias"]
@@ -114,6 +117,15 @@ def scale_learning_rates(optimizer: Optimizer, model: nn.Module, component: Opti
             groups.append({**group, "params": params, "lr": group["lr"] * multiplier,
                            "weight_decay": group["weight_decay"] / multiplier})
     optimizer.param_groups = groups
+
+
+register_optimizer = partial(register, slot="optimizer", evolve_integrated=True)
+"""``register`` for an optimizer component: its slot, and a gene of evolution's search space."""
+
+
+def arxiv(arxiv_id: str, title: str, organization: str) -> Paper:
+    """An optimizer's paper: an arXiv preprint, its abstract page the url."""
+    return Paper(arxiv_id=arxiv_id, title=title, url=f"https://arxiv.org/abs/{arxiv_id}", organization=organization)
 
 
 def paper_space(space: dict[str, TuningAxis], **axes: TuningAxis) -> dict[str, TuningAxis]:

@@ -27,16 +27,14 @@ import torch
 from pydantic import Field, PositiveFloat
 from torch import Tensor, nn
 
-from llmevo.components.optim.base import OptimizerComponent, paper_space
-from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica
+from llmevo.components.optim.base import OptimizerComponent, arxiv, paper_space, register_optimizer
+from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica, with_grads
 from llmevo.registry import (
     LR_AXIS,
     WEIGHT_DECAY_AXIS,
-    Paper,
     SearchDimension,
     StrictModel,
     TuningAxis,
-    register,
 )
 
 
@@ -53,10 +51,7 @@ class LionOptimizer(Optimizer):
 
     def update_group(self, group: dict[str, Any]) -> None:
         beta1, beta2 = group["betas"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            state = self.state.setdefault(p, {})
+        for p, state in with_grads(group, self.state):
             if "exp_avg" not in state:
                 state["exp_avg"] = torch.zeros_like(p)
             momentum = state["exp_avg"]
@@ -107,20 +102,11 @@ class LionConfig(StrictModel):
     weight_decay_multiplier: float = Field(default=3.0, ge=0.0)
 
 
-@register(
-    slot="optimizer",
+@register_optimizer(
     name="lion",
     config=LionConfig,
-    paper=Paper(
-        arxiv_id="2302.06675",
-        title="Symbolic Discovery of Optimization Algorithms",
-        url="https://arxiv.org/abs/2302.06675",
-        organization="Google; UCLA",
-    ),
+    paper=arxiv("2302.06675", "Symbolic Discovery of Optimization Algorithms", "Google; UCLA"),
     ablation="adamw",
-    implementation_status="integrated",
-    baseline=False,
-    evolve_integrated=True,
     scope=(
         "Lion on every parameter (lr x0.3, weight decay x3 of the AdamW settings) against AdamW "
         "at the same budget; the paper's program search and large-scale benchmarks are not run."

@@ -49,15 +49,20 @@ from pydantic import Field, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
 from llmevo.components.optim.adamw import AdamWBatched, adamw_group_update
-from llmevo.components.optim.base import OptimizerComponent, count, paper_space, parameters_by_role
-from llmevo.components.optim.optimizer import Optimizer, per_replica
+from llmevo.components.optim.base import (
+    OptimizerComponent,
+    arxiv,
+    count,
+    paper_space,
+    parameters_by_role,
+    register_optimizer,
+)
+from llmevo.components.optim.optimizer import Optimizer, per_replica, with_grads
 from llmevo.registry import (
     HIGH_LR_AXIS,
-    Paper,
     SearchDimension,
     StrictModel,
     TuningAxis,
-    register,
 )
 
 NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
@@ -145,11 +150,8 @@ class MuonAdamW(Optimizer):
 
     def _muon_step(self, group: dict[str, Any]) -> list[Tensor]:
         errors = []
-        for p in group["params"]:
-            if p.grad is None:
-                continue
+        for p, state in with_grads(group, self.state):
             grad = p.grad
-            state = self.state.setdefault(p, {})
             if "momentum_buffer" not in state:
                 state["momentum_buffer"] = torch.zeros_like(p)
             buffer = state["momentum_buffer"]
@@ -238,20 +240,11 @@ scale, and
 warmup, which Wen et al. 2509.02046 tune for every optimizer."""
 
 
-@register(
-    slot="optimizer",
+@register_optimizer(
     name="muon",
     config=MuonConfig,
-    paper=Paper(
-        arxiv_id="2502.16982",
-        title="Muon is Scalable for LLM Training",
-        url="https://arxiv.org/abs/2502.16982",
-        organization="Moonshot AI",
-    ),
+    paper=arxiv("2502.16982", "Muon is Scalable for LLM Training", "Moonshot AI"),
     ablation="adamw",
-    implementation_status="integrated",
-    baseline=False,
-    evolve_integrated=True,
     scope=(
         "Muon (5 Newton-Schulz steps, Nesterov momentum, AdamW-matched RMS) on hidden Linear "
         "weights, AdamW on embeddings and gains, against AdamW on everything at the same lr; "

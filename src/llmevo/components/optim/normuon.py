@@ -41,7 +41,7 @@ import torch
 from pydantic import Field, PositiveFloat
 from torch import Tensor, nn
 
-from llmevo.components.optim.base import paper_space
+from llmevo.components.optim.base import arxiv, paper_space, register_optimizer
 from llmevo.components.optim.muon import (
     MUON_SPACE,
     Muon,
@@ -52,7 +52,7 @@ from llmevo.components.optim.muon import (
     orthogonality_error,
 )
 from llmevo.components.optim.optimizer import per_replica
-from llmevo.registry import Paper, SearchDimension, TuningAxis, register
+from llmevo.registry import SearchDimension, TuningAxis
 
 MIN_NORM = 1e-30  # floor of ||O'||_F: only an all-zero momentum reaches it
 
@@ -125,20 +125,11 @@ class NorMuonConfig(MuonConfig):
     neuron_eps: PositiveFloat = 1e-8
 
 
-@register(
-    slot="optimizer",
+@register_optimizer(
     name="normuon",
     config=NorMuonConfig,
-    paper=Paper(
-        arxiv_id="2510.05491",
-        title="NorMuon: Making Muon more efficient and scalable",
-        url="https://arxiv.org/abs/2510.05491",
-        organization="Georgia Tech; Microsoft",
-    ),
+    paper=arxiv("2510.05491", "NorMuon: Making Muon more efficient and scalable", "Georgia Tech; Microsoft"),
     ablation="muon",
-    implementation_status="integrated",
-    baseline=False,
-    evolve_integrated=True,
     scope=(
         "NorMuon (Muon's Newton-Schulz update, then a per-row second-moment normalisation and an "
         "AdamW-matched RMS) on hidden Linear weights, AdamW on embeddings and gains, against Muon "

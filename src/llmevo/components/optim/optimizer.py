@@ -188,6 +188,12 @@ class LambdaSchedule:
             group["lr"] = base * factor
 
 
+def with_grads(group: dict[str, Any], state: dict[Tensor, dict[str, Any]]) -> Iterator[tuple[Tensor, dict[str, Any]]]:
+    """Each parameter of ``group`` that has a gradient, in order, with its entry of ``state``
+    (created empty on first use)."""
+    return ((p, state.setdefault(p, {})) for p in group["params"] if p.grad is not None)
+
+
 def per_replica(values: Tensor, like: Tensor) -> Tensor:
     """(R,) -> (R, 1, ..., 1), broadcasting one value per replica against a stacked (R, ...) tensor."""
     return values.view(-1, *([1] * (like.dim() - 1)))

@@ -50,18 +50,16 @@ import torch
 from pydantic import Field, PositiveFloat
 from torch import Tensor, nn
 
-from llmevo.components.optim.base import OptimizerComponent, paper_space
-from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica
+from llmevo.components.optim.base import OptimizerComponent, arxiv, paper_space, register_optimizer
+from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica, with_grads
 from llmevo.errors import ConfigError
 from llmevo.registry import (
     LR_AXIS,
     WARMUP_AXIS,
     WEIGHT_DECAY_AXIS,
-    Paper,
     SearchDimension,
     StrictModel,
     TuningAxis,
-    register,
 )
 
 
@@ -86,10 +84,7 @@ class ScheduleFreeAdamWOptimizer(Optimizer):
         weight_sum = group["weight_sum"] = group["weight_sum"] + weight
         average = weight / weight_sum if weight_sum else 0.0  # c
         bias_correction2 = 1 - beta2 ** (k + 1)
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            state = self.state.setdefault(p, {})
+        for p, state in with_grads(group, self.state):
             if not state:
                 state["z"] = p.detach().clone()
                 state["exp_avg_sq"] = torch.zeros_like(p)
@@ -216,20 +211,11 @@ class ScheduleFreeAdamWConfig(StrictModel):
     weight_lr_power: float = Field(default=2.0, ge=0.0)  # its weighting by the (warmed-up) lr
 
 
-@register(
-    slot="optimizer",
+@register_optimizer(
     name="schedule_free_adamw",
     config=ScheduleFreeAdamWConfig,
-    paper=Paper(
-        arxiv_id="2405.15682",
-        title="The Road Less Scheduled",
-        url="https://arxiv.org/abs/2405.15682",
-        organization="Meta FAIR",
-    ),
+    paper=arxiv("2405.15682", "The Road Less Scheduled", "Meta FAIR"),
     ablation="adamw",
-    implementation_status="integrated",
-    baseline=False,
-    evolve_integrated=True,
     scope=(
         "Schedule-free AdamW (gradients at y, the model evaluated and saved at the average x) on "
         "every parameter against AdamW at the same lr, weight decay and schedule; the run keeps "

@@ -56,16 +56,14 @@ import torch
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
-from llmevo.components.optim.base import OptimizerComponent, paper_space
-from llmevo.components.optim.optimizer import Optimizer
+from llmevo.components.optim.base import OptimizerComponent, arxiv, paper_space, register_optimizer
+from llmevo.components.optim.optimizer import Optimizer, with_grads
 from llmevo.registry import (
     HIGH_LR_AXIS,
     WEIGHT_DECAY_AXIS,
-    Paper,
     SearchDimension,
     StrictModel,
     TuningAxis,
-    register,
 )
 
 SIDES = (("left", -2), ("right", -1))  # L acts on the rows (dim -2), R on the columns (dim -1)
@@ -187,10 +185,8 @@ class SOAPOptimizer(Optimizer):
 
     def update_group(self, group: dict[str, Any]) -> None:
         beta1, beta2 = group["betas"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            soap_update(p, p.grad, self.state.setdefault(p, {}), lr=group["lr"], beta1=beta1,
+        for p, state in with_grads(group, self.state):
+            soap_update(p, p.grad, state, lr=group["lr"], beta1=beta1,
                         beta2=beta2, shampoo_beta=group["shampoo_beta"], eps=group["eps"],
                         weight_decay=group["weight_decay"],
                         precondition_frequency=group["precondition_frequency"],
@@ -219,20 +215,11 @@ SOAP_SPACE = {
 decay up to 1 and warmup."""
 
 
-@register(
-    slot="optimizer",
+@register_optimizer(
     name="soap",
     config=SOAPConfig,
-    paper=Paper(
-        arxiv_id="2409.11321",
-        title="SOAP: Improving and Stabilizing Shampoo using Adam",
-        url="https://arxiv.org/abs/2409.11321",
-        organization="Harvard University",
-    ),
+    paper=arxiv("2409.11321", "SOAP: Improving and Stabilizing Shampoo using Adam", "Harvard University"),
     ablation="adamw",
-    implementation_status="integrated",
-    baseline=False,
-    evolve_integrated=True,
     scope=(
         "SOAP (Adam in Shampoo's eigenbasis on every matrix, the embedding included, refreshed "
         "by power iteration and QR every precondition_frequency steps; Adam on gains) against "
