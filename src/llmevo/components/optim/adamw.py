@@ -32,7 +32,13 @@ import torch
 from pydantic import PositiveFloat
 from torch import Tensor, nn
 
-from llmevo.components.optim.base import OptimizerComponent, arxiv, paper_space, register_optimizer
+from llmevo.components.optim.base import (
+    OptimizerComponent,
+    arxiv,
+    paper_space,
+    register_optimizer,
+    settings,
+)
 from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica, with_grads
 from llmevo.registry import (
     LR_AXIS,
@@ -192,11 +198,4 @@ class AdamW(OptimizerComponent):
     optimizer_class: ClassVar[type[AdamWOptimizer]] = AdamWOptimizer  # a variant (cautious) steps its own way
 
     def build(self, model: nn.Module, lr: float, weight_decay: float) -> AdamWOptimizer:
-        config = self.config
-        return self.optimizer_class(
-            model.parameters(),
-            lr=lr,
-            betas=(config.beta1, config.beta2),
-            eps=config.eps,
-            weight_decay=weight_decay,
-        )
+        return self.optimizer_class(model.parameters(), lr=lr, weight_decay=weight_decay, **settings(self.config))

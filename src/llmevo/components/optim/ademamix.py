@@ -44,7 +44,13 @@ from pydantic import Field, PositiveFloat
 from torch import Tensor, nn
 
 from llmevo.components.optim.adamw import AdamWBatched, adam_moments
-from llmevo.components.optim.base import OptimizerComponent, arxiv, paper_space, register_optimizer
+from llmevo.components.optim.base import (
+    OptimizerComponent,
+    arxiv,
+    paper_space,
+    register_optimizer,
+    settings,
+)
 from llmevo.components.optim.optimizer import Optimizer, per_replica, with_grads
 from llmevo.registry import (
     LR_AXIS,
@@ -196,9 +202,4 @@ class AdEMAMix(OptimizerComponent):
     per_group_lr = True  # per-parameter lrs (a parametrization's) split its groups
 
     def build(self, model: nn.Module, lr: float, weight_decay: float) -> AdEMAMixOptimizer:
-        config = self.config
-        return AdEMAMixOptimizer(
-            model.parameters(), lr=lr, betas=(config.beta1, config.beta2, config.beta3),
-            alpha=config.alpha, warmup_fraction=config.warmup_fraction, eps=config.eps,
-            weight_decay=weight_decay,
-        )
+        return AdEMAMixOptimizer(model.parameters(), lr=lr, weight_decay=weight_decay, **settings(self.config, 3))

@@ -128,6 +128,14 @@ def arxiv(arxiv_id: str, title: str, organization: str) -> Paper:
     return Paper(arxiv_id=arxiv_id, title=title, url=f"https://arxiv.org/abs/{arxiv_id}", organization=organization)
 
 
+def settings(config: StrictModel, betas: int = 2) -> dict[str, Any]:
+    """A component's config as its optimizer's keyword arguments: every field, with ``beta1`` ..
+    ``beta<betas>`` as one ``betas`` tuple (``torch.optim``'s form)."""
+    values = config.model_dump()
+    grouped = tuple(values.pop(f"beta{index}") for index in range(1, betas + 1))
+    return {**values, "betas": grouped}
+
+
 def paper_space(space: dict[str, TuningAxis], **axes: TuningAxis) -> dict[str, TuningAxis]:
     """An optimizer's ``paper_tuning_space`` (``--tune-space paper``, issue 48, dial a): its
     ``space`` with weight decay up to 1 and warmup, which Wen et al. 2509.02046 tune for every

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from pydantic import Field, PositiveFloat, PositiveInt
@@ -56,6 +56,7 @@ from llmevo.components.optim.base import (
     paper_space,
     parameters_by_role,
     register_optimizer,
+    settings,
 )
 from llmevo.components.optim.optimizer import Optimizer, per_replica, with_grads
 from llmevo.registry import (
@@ -258,7 +259,8 @@ warmup, which Wen et al. 2509.02046 tune for every optimizer."""
     paper_tuning_space=MUON_PAPER_SPACE,
 )
 class Muon(OptimizerComponent):
-    batched = MuonBatched
+    batched: ClassVar[type[MuonBatched]] = MuonBatched
+    optimizer_class: ClassVar[type[MuonAdamW]] = MuonAdamW  # over the two groups (NorMuon: its own)
 
     def __init__(self, config: MuonConfig):
         super().__init__(config)
@@ -275,26 +277,9 @@ class Muon(OptimizerComponent):
             "muon_tensors": len(muon_params),
             "adamw_tensors": len(adamw_params),
         }
-        self._optimizer = self.make_optimizer(muon_params, adamw_params, lr, weight_decay)
+        self._optimizer = self.optimizer_class(muon_params, adamw_params, lr=lr, weight_decay=weight_decay,
+                                               **settings(self.config))
         return self._optimizer
-
-    def make_optimizer(self, muon_params: list[nn.Parameter], adamw_params: list[nn.Parameter],
-                       lr: float, weight_decay: float) -> MuonAdamW:
-        """The optimizer over the two groups (a variant such as NorMuon returns its own)."""
-        config = self.config
-        return MuonAdamW(
-            muon_params,
-            adamw_params,
-            lr=lr,
-            weight_decay=weight_decay,
-            momentum=config.momentum,
-            nesterov=config.nesterov,
-            ns_steps=config.ns_steps,
-            rms_scale=config.rms_scale,
-            betas=(config.beta1, config.beta2),
-            eps=config.eps,
-            adamw_lr_ratio=config.adamw_lr_ratio,
-        )
 
     def statistics(self) -> dict[str, Any]:
         return dict(self._statistics)

@@ -152,14 +152,4 @@ class NorMuon(Muon):
     NorMuon's optimizer."""
 
     batched = NorMuonBatched
-
-    def make_optimizer(self, muon_params: list[nn.Parameter], adamw_params: list[nn.Parameter],
-                       lr: float, weight_decay: float) -> NorMuonAdamW:
-        config = self.config
-        return NorMuonAdamW(
-            muon_params, adamw_params, lr=lr, weight_decay=weight_decay,
-            momentum=config.momentum, nesterov=config.nesterov, ns_steps=config.ns_steps,
-            rms_scale=config.rms_scale, betas=(config.beta1, config.beta2), eps=config.eps,
-            adamw_lr_ratio=config.adamw_lr_ratio, neuron_beta2=config.neuron_beta2,
-            neuron_eps=config.neuron_eps,
-        )
+    optimizer_class = NorMuonAdamW

@@ -50,7 +50,13 @@ import torch
 from pydantic import Field, PositiveFloat
 from torch import Tensor, nn
 
-from llmevo.components.optim.base import OptimizerComponent, arxiv, paper_space, register_optimizer
+from llmevo.components.optim.base import (
+    OptimizerComponent,
+    arxiv,
+    paper_space,
+    register_optimizer,
+    settings,
+)
 from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica, with_grads
 from llmevo.errors import ConfigError
 from llmevo.registry import (
@@ -235,8 +241,5 @@ class ScheduleFreeAdamW(OptimizerComponent):
     batched = ScheduleFreeAdamWBatched
 
     def build(self, model: nn.Module, lr: float, weight_decay: float) -> ScheduleFreeAdamWOptimizer:
-        config = self.config
-        return ScheduleFreeAdamWOptimizer(
-            model.parameters(), lr=lr, betas=(config.beta1, config.beta2), eps=config.eps,
-            weight_decay=weight_decay, r=config.r, weight_lr_power=config.weight_lr_power,
-        )
+        return ScheduleFreeAdamWOptimizer(model.parameters(), lr=lr, weight_decay=weight_decay,
+                                          **settings(self.config))

@@ -56,7 +56,13 @@ import torch
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
-from llmevo.components.optim.base import OptimizerComponent, arxiv, paper_space, register_optimizer
+from llmevo.components.optim.base import (
+    OptimizerComponent,
+    arxiv,
+    paper_space,
+    register_optimizer,
+    settings,
+)
 from llmevo.components.optim.optimizer import Optimizer, with_grads
 from llmevo.registry import (
     HIGH_LR_AXIS,
@@ -239,10 +245,4 @@ class SOAP(OptimizerComponent):
     batched = None  # no twin: see the module docstring
 
     def build(self, model: nn.Module, lr: float, weight_decay: float) -> SOAPOptimizer:
-        config = self.config
-        return SOAPOptimizer(
-            model.parameters(), lr=lr, betas=(config.beta1, config.beta2),
-            shampoo_beta=config.shampoo_beta, eps=config.eps, weight_decay=weight_decay,
-            precondition_frequency=config.precondition_frequency,
-            max_precond_dim=config.max_precond_dim,
-        )
+        return SOAPOptimizer(model.parameters(), lr=lr, weight_decay=weight_decay, **settings(self.config))
