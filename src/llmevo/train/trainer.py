@@ -43,9 +43,15 @@ parts (a mixture of experts' load balancing, weighted in its own config; ``Auxil
 in ``components/base.py``); the recorded losses stay the cross-entropy. A model without such
 parts adds nothing: its objective is the cross-entropy tensor itself.
 
+Several horizons of one run (``train_horizons``; issue 48, item 3b): the longest trains once, and
+each horizon continues from a copy of it (model, optimizer, schedule, random state: ``_Run.copy``)
+taken at its ``branch_point``, the first step whose learning rate differs from the longest's
+(under ``wsd``, its decay's start), with its own sampler advanced to that point. Each result is
+``train()``'s at that horizon alone, to the bit on a CPU.
+
 Public API: ``TrainConfig``, ``train(model, stream, config, seed, device, optimizer, ...)``,
 ``TrainResult``, ``ValidationProbe``, ``evaluation_kept``, ``WindowSampler`` (from ``components.data.base``), ``lr_at``,
-``schedule_factor``, ``build_schedule``.
+``schedule_factor``, ``build_schedule``, ``branch_point``, ``train_horizons``.
 """
 
 from __future__ import annotations
@@ -431,29 +437,25 @@ def train_horizons(
     longest = configs[max(range(len(configs)), key=lambda i: horizons[i])]
     points = [branch_point(branch, longest) for branch in configs]
     prefixes = [_prefix(stream, branch, seed, point) for branch, point in zip(configs, points, strict=True)]
-    order = sorted(range(len(configs)), key=lambda i: points[i])
-    check, drawn = _prefix(stream, longest, seed, 0), 0
-    for index in order:
-        for _ in range(points[index] - drawn):
-            check[1].update(check[0].next().numpy().tobytes())
-        drawn = points[index]
-        if check[1].hexdigest() != prefixes[index][1].hexdigest():
+    for index, point in enumerate(points):  # drawing windows costs little beside training on them
+        if _prefix(stream, longest, seed, point)[1].hexdigest() != prefixes[index][1].hexdigest():
             raise ConfigError(f"the training windows of a {horizons[index]}-step run differ from the "
                               f"{longest.steps}-step trunk's before its branch point: its data depends on "
                               "the run's length, so it cannot branch")
     component = optimizer(config.optimizer)
     trunk = _Run.start(model, longest, device, component)
-    settings = [{k: v for k, v in group.items() if k != "params"} for group in trunk.optimizer.param_groups]
+    groups = trunk.optimizer.param_groups
+    settings = copy.deepcopy([{**group, "params": None} for group in groups])
     for branch in configs:
         trunk.optimizer.set_run_steps(branch.steps)
-        if [{k: v for k, v in group.items() if k != "params"} for group in trunk.optimizer.param_groups] != settings:
+        if [{**group, "params": None} for group in groups] != settings:
             raise ConfigError(f"optimizer '{config.optimizer.name}' depends on the run's length "
                               "(its settings follow the steps), so its horizons cannot branch from one trunk")
     trunk.optimizer.set_run_steps(longest.steps)
     sampler, trunk_digest = _prefix(stream, longest, seed, 0)
     copies: dict[int, _Run] = {}
     status, message = "complete", ""
-    for index in order:
+    for index in sorted(range(len(configs)), key=lambda i: points[i]):
         status, message = trunk.advance(points[index], sampler, trunk_digest, device, curve=curve)
         if status != "complete":
             break
