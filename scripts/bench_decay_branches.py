@@ -21,6 +21,7 @@ import time
 import torch
 from measure_common import data_and_cache_dirs, ints
 
+from llmevo.artifacts.provenance import cpu_identity
 from llmevo.experiments import ReproductionRequest
 from llmevo.runner.run import run_arm, run_horizons, seed_runs
 from llmevo.runner.views import load_views
@@ -83,7 +84,7 @@ def main() -> None:
                            "standalone": sum(horizons)},
         "same_numbers": same,
         "final_lm_loss": [round(run.validation["lm_loss"], 4) for run in branches],
-        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+        "machine": {"cpu": cpu_identity().get("model", platform.machine()), "cores": os.cpu_count(),
                     "load_1_5_15": [round(x, 2) for x in os.getloadavg()], "torch": torch.__version__,
                     "threads": torch.get_num_threads()},
     }, indent=1))
