@@ -25,7 +25,7 @@ path (same math, other rounding); this stays the single-tensor path on every dev
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -39,7 +39,7 @@ from llmevo.components.optim.base import (
     register_optimizer,
     settings,
 )
-from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica, with_grads
+from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica
 from llmevo.registry import (
     LR_AXIS,
     WARMUP_AXIS,
@@ -50,21 +50,13 @@ from llmevo.registry import (
 )
 
 
-def adam_moments(
-    param: Tensor,
-    grad: Tensor,
-    state: dict[str, Any],
-    *,
-    lr: float,
-    beta1: float,
-    beta2: float,
-    eps: float,
-    weight_decay: float,
-) -> tuple[Tensor, Tensor, float]:
-    """The first part of one AdamW step: decoupled weight decay of ``param`` in place, the
-    moments updated, and what the step divides: ``(exp_avg, denom, step_size)``, so that the
-    step is ``param -= step_size * exp_avg / denom``. ``state`` (``step``, ``exp_avg``,
-    ``exp_avg_sq``) is created on the first call. Call under ``torch.no_grad()``."""
+def adam_moments(param: Tensor, grad: Tensor, state: dict[str, Any], group: dict[str, Any]) -> tuple[Tensor, Tensor, float]:
+    """The first part of one AdamW step at ``group``'s ``lr``, ``betas`` (the first two), ``eps``
+    and ``weight_decay``: decoupled weight decay of ``param`` in place, the moments updated, and
+    what the step divides: ``(exp_avg, denom, step_size)``, so that the step is ``param -=
+    step_size * exp_avg / denom``. ``state`` (``step``, ``exp_avg``, ``exp_avg_sq``) is created
+    on the first call. Call under ``torch.no_grad()``."""
+    lr, eps, weight_decay, (beta1, beta2) = group["lr"], group["eps"], group["weight_decay"], group["betas"][:2]
     if not state:
         state["step"] = torch.tensor(0.0, dtype=torch.float32)  # as torch's, a 0-d float32 count
         state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
@@ -83,23 +75,12 @@ def adam_moments(
     return exp_avg, denom, step_size
 
 
-def adamw_update(param: Tensor, grad: Tensor, state: dict[str, Any], **settings: float) -> None:
-    """One AdamW step of ``param`` in place (``settings``: ``adam_moments``' lr, betas, eps and
-    weight decay); ``state`` (``step``, ``exp_avg``, ``exp_avg_sq``) is created on the first
-    call. Call under ``torch.no_grad()``."""
-    exp_avg, denom, step_size = adam_moments(param, grad, state, **settings)
+def adamw_update(param: Tensor, grad: Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
+    """One AdamW step of ``param`` in place at ``group``'s settings (``adam_moments``); ``state``
+    (``step``, ``exp_avg``, ``exp_avg_sq``) is created on the first call. Call under
+    ``torch.no_grad()``."""
+    exp_avg, denom, step_size = adam_moments(param, grad, state, group)
     param.addcdiv_(exp_avg, denom, value=-step_size)
-
-
-def adamw_group_update(group: dict[str, Any], state: dict[Tensor, dict[str, Any]],
-                       update: Callable[..., None] = adamw_update) -> None:
-    """``update`` (default ``adamw_update``; any function of its signature, e.g. the cautious
-    step) for every parameter of ``group`` that has a gradient (its lr, betas, eps and weight
-    decay); ``state`` maps each parameter to its AdamW state."""
-    beta1, beta2 = group["betas"]
-    for p, entry in with_grads(group, state):
-        update(p, p.grad, entry, lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
-               weight_decay=group["weight_decay"])
 
 
 class AdamWOptimizer(Optimizer):
@@ -114,8 +95,7 @@ class AdamWOptimizer(Optimizer):
     ):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
-    def update_group(self, group: dict[str, Any]) -> None:
-        adamw_group_update(group, self.state)
+    update = staticmethod(adamw_update)
 
 
 class AdamWBatched(BatchedOptimizer):

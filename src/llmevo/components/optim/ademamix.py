@@ -51,7 +51,7 @@ from llmevo.components.optim.base import (
     register_optimizer,
     settings,
 )
-from llmevo.components.optim.optimizer import Optimizer, per_replica, with_grads
+from llmevo.components.optim.optimizer import Optimizer, per_replica
 from llmevo.registry import (
     LR_AXIS,
     WEIGHT_DECAY_AXIS,
@@ -81,24 +81,12 @@ def schedule_span(fraction: float, steps: int | None) -> int:
     return 0 if steps is None or fraction == 0 else max(1, math.ceil(fraction * steps))
 
 
-def ademamix_update(
-    param: Tensor,
-    grad: Tensor,
-    state: dict[str, Any],
-    *,
-    lr: float,
-    beta1: float,
-    beta2: float,
-    beta3: float,
-    alpha: float,
-    span: int,
-    eps: float,
-    weight_decay: float,
-) -> None:
+def ademamix_update(param: Tensor, grad: Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
     """One AdEMAMix step of ``param`` in place; ``state`` is AdamW's (``adam_moments``) plus
-    ``exp_avg_slow``. ``span`` is the schedulers' ``T``. Call under ``torch.no_grad()``."""
-    exp_avg, denom, step_size = adam_moments(param, grad, state, lr=lr, beta1=beta1, beta2=beta2,
-                                             eps=eps, weight_decay=weight_decay)
+    ``exp_avg_slow``; ``group``'s settings are AdamW's with ``betas`` (beta1, beta2, beta3),
+    ``alpha`` and ``span``, the schedulers' ``T``. Call under ``torch.no_grad()``."""
+    exp_avg, denom, step_size = adam_moments(param, grad, state, group)
+    (beta1, _, beta3), alpha, span = group["betas"], group["alpha"], group["span"]
     step = int(state["step"].item())
     if "exp_avg_slow" not in state:
         state["exp_avg_slow"] = torch.zeros_like(param)
@@ -121,12 +109,7 @@ class AdEMAMixOptimizer(Optimizer):
         for group in self.param_groups:
             group["span"] = schedule_span(group["warmup_fraction"], steps)
 
-    def update_group(self, group: dict[str, Any]) -> None:
-        beta1, beta2, beta3 = group["betas"]
-        for p, state in with_grads(group, self.state):
-            ademamix_update(p, p.grad, state, lr=group["lr"], beta1=beta1,
-                            beta2=beta2, beta3=beta3, alpha=group["alpha"], span=group["span"],
-                            eps=group["eps"], weight_decay=group["weight_decay"])
+    update = staticmethod(ademamix_update)
 
 
 class AdEMAMixBatched(AdamWBatched):

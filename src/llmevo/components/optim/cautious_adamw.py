@@ -38,7 +38,6 @@ from llmevo.components.optim.adamw import (
     AdamWConfig,
     AdamWOptimizer,
     adam_moments,
-    adamw_group_update,
 )
 from llmevo.components.optim.base import arxiv, register_optimizer
 from llmevo.components.optim.optimizer import per_replica
@@ -53,18 +52,17 @@ def cautious_scale(exp_avg: Tensor, grad: Tensor) -> Tensor:
     return agree / agree.mean().clamp(min=MIN_AGREEING)
 
 
-def cautious_adamw_update(param: Tensor, grad: Tensor, state: dict[str, Any], **settings: float) -> None:
+def cautious_adamw_update(param: Tensor, grad: Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
     """One cautious AdamW step of ``param`` in place (settings and state as ``adamw_update``'s).
     Call under ``torch.no_grad()``."""
-    exp_avg, denom, step_size = adam_moments(param, grad, state, **settings)
+    exp_avg, denom, step_size = adam_moments(param, grad, state, group)
     param.addcdiv_(exp_avg * cautious_scale(exp_avg, grad), denom, value=-step_size)
 
 
 class CautiousAdamWOptimizer(AdamWOptimizer):
     """AdamW's optimizer and settings, stepping with ``cautious_adamw_update``."""
 
-    def update_group(self, group: dict[str, Any]) -> None:
-        adamw_group_update(group, self.state, cautious_adamw_update)
+    update = staticmethod(cautious_adamw_update)
 
 
 class CautiousAdamWBatched(AdamWBatched):

@@ -48,7 +48,7 @@ import torch
 from pydantic import Field, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
-from llmevo.components.optim.adamw import AdamWBatched, adamw_group_update
+from llmevo.components.optim.adamw import AdamWBatched, adamw_update
 from llmevo.components.optim.base import (
     OptimizerComponent,
     arxiv,
@@ -171,7 +171,8 @@ class MuonAdamW(Optimizer):
         p.add_(update, alpha=-group["lr"] * scale)
 
     def _adamw_step(self, group: dict[str, Any]) -> None:
-        adamw_group_update(group, self.state)
+        for p, state in with_grads(group, self.state):
+            adamw_update(p, p.grad, state, group)
 
     def orthogonality_error(self) -> float:
         """Mean ``muon_orthogonality_error`` over the hidden matrices of the last step (0 before)."""

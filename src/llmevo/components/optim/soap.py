@@ -63,7 +63,7 @@ from llmevo.components.optim.base import (
     register_optimizer,
     settings,
 )
-from llmevo.components.optim.optimizer import Optimizer, with_grads
+from llmevo.components.optim.optimizer import Optimizer
 from llmevo.registry import (
     HIGH_LR_AXIS,
     WEIGHT_DECAY_AXIS,
@@ -142,24 +142,13 @@ def accumulate(grad: Tensor, state: dict[str, Any], sides: list[tuple[str, int]]
         state[f"gg_{side}"].lerp_(gram(grad, dim), 1 - shampoo_beta)
 
 
-def soap_update(
-    param: Tensor,
-    grad: Tensor,
-    state: dict[str, Any],
-    *,
-    lr: float,
-    beta1: float,
-    beta2: float,
-    shampoo_beta: float,
-    eps: float,
-    weight_decay: float,
-    precondition_frequency: int,
-    max_precond_dim: int,
-) -> None:
+def soap_update(param: Tensor, grad: Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
     """One SOAP step of ``param`` in place (the first call only starts the preconditioner);
     ``state`` holds ``step``, ``exp_avg``, ``exp_avg_sq`` and per side ``gg_*`` and ``q_*``.
-    Call under ``torch.no_grad()``."""
-    sides = preconditioned_sides(param.shape, max_precond_dim)
+    ``group`` holds the settings (``SOAPOptimizer``'s). Call under ``torch.no_grad()``."""
+    lr, eps, weight_decay, (beta1, beta2) = group["lr"], group["eps"], group["weight_decay"], group["betas"]
+    shampoo_beta = group["shampoo_beta"]
+    sides = preconditioned_sides(param.shape, group["max_precond_dim"])
     if not state:
         start_preconditioner(grad, state, sides, shampoo_beta)
         return
@@ -175,7 +164,7 @@ def soap_update(
     direction = rotate_back(rotate(exp_avg, state) / denom, state)
     param.add_(direction, alpha=-lr / (1 - beta1**step))
     accumulate(grad, state, sides, shampoo_beta)
-    if step % precondition_frequency == 0:
+    if step % group["precondition_frequency"] == 0:
         for side, dim in sides:
             refresh(state, side, dim)
 
@@ -189,14 +178,7 @@ class SOAPOptimizer(Optimizer):
             eps=eps, weight_decay=weight_decay, precondition_frequency=precondition_frequency,
             max_precond_dim=max_precond_dim))
 
-    def update_group(self, group: dict[str, Any]) -> None:
-        beta1, beta2 = group["betas"]
-        for p, state in with_grads(group, self.state):
-            soap_update(p, p.grad, state, lr=group["lr"], beta1=beta1,
-                        beta2=beta2, shampoo_beta=group["shampoo_beta"], eps=group["eps"],
-                        weight_decay=group["weight_decay"],
-                        precondition_frequency=group["precondition_frequency"],
-                        max_precond_dim=group["max_precond_dim"])
+    update = staticmethod(soap_update)
 
 
 class SOAPConfig(StrictModel):
