@@ -44,7 +44,7 @@ in ``components/base.py``); the recorded losses stay the cross-entropy. A model 
 parts adds nothing: its objective is the cross-entropy tensor itself.
 
 Several horizons of one run (``train_horizons``; issue 48, item 3b): the longest trains once, and
-each horizon continues from a copy of it (model, optimizer, schedule, random state: ``_Run.copy``)
+each horizon continues from a copy of it (model, optimizer, schedule, random state: ``_Run.branch``)
 taken at its ``branch_point``, the first step whose learning rate differs from the longest's
 (under ``wsd``, its decay's start), with its own sampler advanced to that point. Each result is
 ``train()``'s at that horizon alone, to the bit on a CPU.
@@ -237,7 +237,7 @@ def autocast(device: torch.device, precision: str) -> torch.autocast:
 
 @dataclass
 class _Run:
-    """One run's training state between two steps: what a decay branch copies (``_Run.copy``)."""
+    """One run's training state between two steps: what a decay branch copies (``_Run.branch``)."""
 
     model: nn.Module
     component: OptimizerComponent
@@ -248,7 +248,6 @@ class _Run:
     curve_steps: list[int] = field(default_factory=list)
     curve_losses: list[float] = field(default_factory=list)
     wall: float = 0.0  # seconds spent training so far
-    rng: Any = None  # the global random state where a copy was taken (``_Run.copy``)
 
     @classmethod
     def start(cls, model: nn.Module, config: TrainConfig, device: torch.device,
@@ -260,12 +259,17 @@ class _Run:
         optimizer.set_run_steps(config.steps)
         return cls(model, component, optimizer, build_schedule(optimizer, config), config)
 
-    def copy(self, device: torch.device) -> _Run:
-        """A deep copy (model, optimizer, its component and schedule copied together, so the
-        copies refer to each other) with the global random state of this moment."""
+    def branch(self, config: TrainConfig, sampler: Windows, digest: Any, device: torch.device,
+               curve: ValidationProbe | None) -> tuple[nn.Module, TrainResult]:
+        """A copy of this run (model, optimizer, its component and schedule copied together, so
+        the copies refer to each other) trained on to ``config.steps`` on ``config``'s schedule,
+        drawing from ``sampler`` (at this step); this run is left as it was."""
         parts = copy.deepcopy((self.model, self.component, self.optimizer, self.scheduler))
-        return _Run(*parts, self.config, list(self.losses), list(self.curve_steps),
-                    list(self.curve_losses), self.wall, _rng_state(device))
+        run = _Run(*parts, config, list(self.losses), list(self.curve_steps), list(self.curve_losses), self.wall)
+        run.optimizer.set_run_steps(config.steps)
+        run.scheduler.refactor(lambda step: schedule_factor(step, config))
+        status, message = run.advance(config.steps, sampler, digest, device, curve=curve)
+        return run.model, run.result(status, message, digest, curve)
 
     def advance(self, until: int, sampler: Windows, digest: Any, device: torch.device,
                 progress: Progress | None = None, on_step: Callable[[int, float], bool] | None = None,
@@ -345,16 +349,6 @@ class _Run:
             message=message,
             validation_curve=None if curve is None else curve.curve(self.curve_steps, self.curve_losses),
         )
-
-
-def _rng_state(device: torch.device) -> tuple[Tensor, Tensor | None]:
-    return torch.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None
-
-
-def _set_rng_state(device: torch.device, state: tuple[Tensor, Tensor | None]) -> None:
-    torch.set_rng_state(state[0])
-    if state[1] is not None:
-        torch.cuda.set_rng_state(state[1], device)
 
 
 def train(
@@ -453,25 +447,14 @@ def train_horizons(
                               "(its settings follow the steps), so its horizons cannot branch from one trunk")
     trunk.optimizer.set_run_steps(longest.steps)
     sampler, trunk_digest = _prefix(stream, longest, seed, 0)
-    copies: dict[int, _Run] = {}
-    status, message = "complete", ""
-    for index in sorted(range(len(configs)), key=lambda i: points[i]):
+    order = sorted(range(len(configs)), key=lambda i: points[i])
+    trained: dict[int, tuple[nn.Module, TrainResult]] = {}
+    for position, index in enumerate(order):
         status, message = trunk.advance(points[index], sampler, trunk_digest, device, curve=curve)
-        if status != "complete":
+        if status != "complete":  # diverged before this branch point: so does every horizon left
+            ended = trunk.result(status, message, trunk_digest, curve)
+            trained |= {rest: (copy.deepcopy(trunk.model), copy.deepcopy(ended)) for rest in order[position:]}
             break
-        copies[index] = trunk.copy(device)
-    ended = None if status == "complete" else trunk.result(status, message, trunk_digest, curve)
-    trained = []
-    for index, branch in enumerate(configs):
-        if index not in copies:  # the trunk diverged before this horizon's branch point: so does it
-            trained.append((copy.deepcopy(trunk.model), copy.deepcopy(ended)))
-            continue
-        run = copies.pop(index)
-        run.config = branch
-        run.optimizer.set_run_steps(branch.steps)
-        run.scheduler.refactor(lambda step, branch=branch: schedule_factor(step, branch))
-        _set_rng_state(device, run.rng)
-        branch_sampler, digest = prefixes[index]
-        status, message = run.advance(branch.steps, branch_sampler, digest, device, curve=curve)
-        trained.append((run.model, run.result(status, message, digest, curve)))
-    return trained
+        with evaluation_kept(device):  # the branch draws its own randomness; the trunk's goes on as it was
+            trained[index] = trunk.branch(configs[index], *prefixes[index], device, curve)
+    return [trained[index] for index in range(len(configs))]
