@@ -143,11 +143,13 @@ class MuonAdamW(Optimizer):
         if self._step_errors:
             self._last_errors = torch.stack(self._step_errors)
 
+    update = staticmethod(adamw_update)  # the AdamW groups' step
+
     def update_group(self, group: dict[str, Any]) -> None:
         if group["use_muon"]:
             self._step_errors += self._muon_step(group)
         else:
-            self._adamw_step(group)
+            super().update_group(group)
 
     def _muon_step(self, group: dict[str, Any]) -> list[Tensor]:
         errors = []
@@ -169,10 +171,6 @@ class MuonAdamW(Optimizer):
         scale = group["rms_scale"] * math.sqrt(max(p.shape[-2], p.shape[-1]))
         p.mul_(1 - group["lr"] * group["weight_decay"])
         p.add_(update, alpha=-group["lr"] * scale)
-
-    def _adamw_step(self, group: dict[str, Any]) -> None:
-        for p, state in with_grads(group, self.state):
-            adamw_update(p, p.grad, state, group)
 
     def orthogonality_error(self) -> float:
         """Mean ``muon_orthogonality_error`` over the hidden matrices of the last step (0 before)."""
