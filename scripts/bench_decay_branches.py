@@ -1,8 +1,9 @@
 """Decay branches against standalone runs (issue 48, item 3b): one seed of one arm at several
 horizons, trained as warmup-stable-decay branches of one trunk (``runner.run.run_horizons``)
 and as one standalone report run per horizon (``run_arm``), side by side in one process at one
-thread, each evaluated as a report run (validation and test); wall and CPU seconds of each
-side, and a check that both give the same numbers. A benchmark, not a test: its figures depend
+thread: training only (``train_horizons`` against one ``train()`` per horizon), then report runs
+(each evaluated on validation and test; the standalone side first), after an untimed warm-up
+run; wall and CPU seconds of each side, and a check that both give the same numbers. A benchmark, not a test: its figures depend
 on the machine and its load, which it prints.
 
     LLMEVO_DATA=../shared/data PYTHONPATH=src python scripts/bench_decay_branches.py \\
@@ -22,11 +23,12 @@ import torch
 from measure_common import data_and_cache_dirs, ints
 
 from llmevo.artifacts.provenance import cpu_identity
+from llmevo.catalog import build_optimizer, build_recipe
 from llmevo.experiments import ReproductionRequest
-from llmevo.runner.run import run_arm, run_horizons, seed_runs
-from llmevo.runner.views import load_views
+from llmevo.runner.run import arm_train_config, build_arm_model, run_arm, run_horizons, seed_runs
+from llmevo.runner.views import arm_stream, load_views
 from llmevo.train.execution import Execution
-from llmevo.train.trainer import branch_point
+from llmevo.train.trainer import branch_point, train, train_horizons
 
 CPU = torch.device("cpu")
 
@@ -62,13 +64,28 @@ def main() -> None:
     def at(steps: int):
         return preset.model_copy(update={"train": preset.train.model_copy(update={"steps": steps})})
 
-    branches, branch_wall, branch_cpu = _timed(lambda: run_horizons(
-        arm, data, preset, args.seed, horizons, CPU, objective=objective, execution=sequential))
+    stream = arm_stream(build_recipe(arm.recipe), data)
+    config = arm_train_config(arm, data, preset)
+
+    def fresh():
+        torch.manual_seed(args.seed)
+        return build_arm_model(arm)
+
+    run_arm(arm, data, at(2), seed_runs(arm, data, at(2), [args.seed]), CPU, objective=objective,
+            execution=sequential)  # warm-up, untimed: imports, first evaluation
+    # training only (no evaluation): the trunk and its decays against one train() per horizon
+    _, train_branch_wall, train_branch_cpu = _timed(lambda: train_horizons(
+        fresh(), stream, config, horizons, args.seed, CPU, build_optimizer))
+    _, train_alone_wall, train_alone_cpu = _timed(lambda: [train(
+        fresh(), stream, config.model_copy(update={"steps": steps}), args.seed, CPU,
+        build_optimizer(config.optimizer)) for steps in horizons])
+    # report runs (training and evaluation), the standalone side first this time
     alone, alone_wall, alone_cpu = _timed(lambda: [run_arm(
         arm, data, at(steps), seed_runs(arm, data, at(steps), [args.seed]), CPU, objective=objective,
         execution=sequential)[0] for steps in horizons])
-    config = branches[-1].train_config
-    longest = preset.train.model_copy(update={"steps": max(horizons), "seq_len": config["seq_len"]})
+    branches, branch_wall, branch_cpu = _timed(lambda: run_horizons(
+        arm, data, preset, args.seed, horizons, CPU, objective=objective, execution=sequential))
+    longest = config.model_copy(update={"steps": max(horizons)})
     points = {h: branch_point(longest.model_copy(update={"steps": h}), longest) for h in horizons if h != max(horizons)}
     trunk = max(horizons)
     same = all(b.validation == a.validation and b.test == a.test and b.train.losses == a.train.losses
@@ -77,9 +94,13 @@ def main() -> None:
         "preset": args.preset, "rung": args.rung, "arm": arm.name, "schedule": "wsd",
         "wsd_decay": args.wsd_decay, "warmup_steps": preset.train.warmup_steps, "horizons": horizons,
         "parameters": branches[0].parameters, "tokens_per_step": preset.train.tokens_per_step,
-        "branches": {"wall_s": round(branch_wall, 2), "cpu_s": round(branch_cpu, 2)},
-        "standalone": {"wall_s": round(alone_wall, 2), "cpu_s": round(alone_cpu, 2)},
-        "ratio_wall": round(branch_wall / alone_wall, 3), "ratio_cpu": round(branch_cpu / alone_cpu, 3),
+        "training_only": {"branches": {"wall_s": round(train_branch_wall, 2), "cpu_s": round(train_branch_cpu, 2)},
+                          "standalone": {"wall_s": round(train_alone_wall, 2), "cpu_s": round(train_alone_cpu, 2)},
+                          "ratio_wall": round(train_branch_wall / train_alone_wall, 3),
+                          "ratio_cpu": round(train_branch_cpu / train_alone_cpu, 3)},
+        "report_runs": {"branches": {"wall_s": round(branch_wall, 2), "cpu_s": round(branch_cpu, 2)},
+                        "standalone": {"wall_s": round(alone_wall, 2), "cpu_s": round(alone_cpu, 2)},
+                        "ratio_wall": round(branch_wall / alone_wall, 3), "ratio_cpu": round(branch_cpu / alone_cpu, 3)},
         "training_steps": {"branches": trunk + sum(h - point for h, point in points.items()),
                            "standalone": sum(horizons)},
         "same_numbers": same,
