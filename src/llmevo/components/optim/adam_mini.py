@@ -88,21 +88,12 @@ def adam_mini_blocks(model: nn.Module) -> dict[str, int]:
     return blocks
 
 
-def adam_mini_update(
-    param: Tensor,
-    grad: Tensor,
-    state: dict[str, Any],
-    *,
-    blocks: int,
-    lr: float,
-    beta1: float,
-    beta2: float,
-    eps: float,
-    weight_decay: float,
-) -> None:
-    """One Adam-mini step of ``param`` in place, its second moment one scalar per block of the
-    tensor viewed as ``(blocks, -1)``; ``state`` (``step``, ``exp_avg``, ``exp_avg_sq`` (blocks,
-    1)) is created on the first call. Call under ``torch.no_grad()``."""
+def adam_mini_update(param: Tensor, grad: Tensor, state: dict[str, Any], group: dict[str, Any], blocks: int) -> None:
+    """One Adam-mini step of ``param`` in place at ``group``'s settings (AdamW's), its second
+    moment one scalar per block of the tensor viewed as ``(blocks, -1)``; ``state`` (``step``,
+    ``exp_avg``, ``exp_avg_sq`` (blocks, 1)) is created on the first call. Call under
+    ``torch.no_grad()``."""
+    lr, eps, weight_decay, (beta1, beta2) = group["lr"], group["eps"], group["weight_decay"], group["betas"]
     if not state:
         state["step"] = torch.tensor(0.0, dtype=torch.float32)
         state["exp_avg"] = torch.zeros_like(param)
@@ -131,13 +122,9 @@ class AdamMiniOptimizer(Optimizer):
                          dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
     def update_group(self, group: dict[str, Any]) -> None:
-        beta1, beta2 = group["betas"]
         for p, blocks in zip(group["params"], group["blocks"], strict=True):
-            if p.grad is None:
-                continue
-            adam_mini_update(p, p.grad, self.state.setdefault(p, {}), blocks=blocks, lr=group["lr"],
-                             beta1=beta1, beta2=beta2, eps=group["eps"],
-                             weight_decay=group["weight_decay"])
+            if p.grad is not None:
+                adam_mini_update(p, p.grad, self.state.setdefault(p, {}), group, blocks)
 
 
 class AdamMiniBatched(AdamWBatched):
