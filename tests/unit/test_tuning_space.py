@@ -97,13 +97,22 @@ def test_the_paper_space_is_opt_in_and_widens_what_the_papers_tune():
     assert names("lion", True) == ["lr", "beta2", "weight_decay", "warmup"]
     assert names("muon", True) == ["lr", "momentum", "adamw_lr", "weight_decay", "warmup"]
     assert names("soap", True)[-2:] == ["weight_decay", "warmup"]
-    for optimizer in ("adamw", "cautious_adamw", "adam_mini", "lion", "muon", "soap"):
+    assert names("schedule_free_adamw", True) == ["lr", "beta1", "weight_decay", "warmup"]
+    assert names("ademamix", True) == ["lr", "beta3", "alpha", "weight_decay", "warmup"]
+    assert names("normuon", True) == ["lr", "momentum", "neuron_beta2", "adamw_lr", "weight_decay", "warmup"]
+    for optimizer in full_registry().names("optimizer"):  # every optimizer declares one
         decay = {a.name: a for a in arm_space(ComponentChoice(name=optimizer), [], CONFIG, paper=True)}
         assert (decay["weight_decay"].low, decay["weight_decay"].high) == (0.0, 1.0), optimizer
     lion_lr = arm_space(ComponentChoice(name="lion"), [], CONFIG, paper=True)[0]
     assert (lion_lr.low, lion_lr.high) == pytest.approx((1e-3 / 3, 6e-3))
+    free_lr = arm_space(ComponentChoice(name="schedule_free_adamw"), [], CONFIG, paper=True)[0]
+    assert free_lr.high == pytest.approx(10 * 1e-3)  # its package's "1x-10x larger" lr
     # undeclared: the tuning space; full: unchanged by the paper spaces
-    assert names("ademamix", True) == names("ademamix", False) == ["lr", "beta3", "alpha", "weight_decay"]
+    ademamix = full_registry().get("optimizer", "ademamix").manifest
+    undeclared = ademamix.model_copy(update={"paper_tuning_space": {}})
+    assert tuning_space.declared_space(undeclared, paper=True) == ademamix.tuning_space
+    assert names("ademamix", False) == ["lr", "beta3", "alpha", "weight_decay"]
+    assert names("normuon", False) == ["lr", "momentum", "neuron_beta2", "adamw_lr"]
     assert names("lion", False) == ["lr", "beta2", "weight_decay"]
     assert arm_space(ComponentChoice(name="adamw"), [], CONFIG)[2].high == 0.2
     for spec in full_registry().all():  # every paper axis moves a real setting and holds lr

@@ -16,7 +16,7 @@ in ``score_arm``).
 
 Public API: ``SPLITS``, ``build_arm_model``, ``evaluate_split_lm``, ``evaluate_arm``,
 ``arm_train_config``, ``validation_probe``, ``seed_runs``, ``check_fits_data``, ``post_train_and_evaluate``,
-``stage_metrics``, ``evaluate_trained``, ``run_arm``, ``score_arm``.
+``stage_metrics``, ``evaluate_trained``, ``run_arm``, ``run_horizons``, ``score_arm``.
 """
 
 from __future__ import annotations
@@ -49,7 +49,14 @@ from llmevo.runner.presets import Preset
 from llmevo.runner.views import DataView, arm_stream
 from llmevo.train.execution import Execution, RunSpec, train_many
 from llmevo.train.logging import RunLogger, RunLogs
-from llmevo.train.trainer import Progress, TrainConfig, TrainResult, ValidationProbe, train
+from llmevo.train.trainer import (
+    Progress,
+    TrainConfig,
+    TrainResult,
+    ValidationProbe,
+    train,
+    train_horizons,
+)
 
 SPLITS = ("validation", "test")  # validation decides; test is evaluated once and only reported
 PostData = PostTrainData | Callable[[], PostTrainData] | None  # the data, or a loader called once
@@ -343,6 +350,49 @@ def run_arm(
             if outcome.logger is not None:
                 outcome.logger.close()
     return [found[index] for index in range(len(runs))]
+
+
+def run_horizons(
+    arm: Arm,
+    data: DataView,
+    preset: Preset,
+    seed: int,
+    horizons: Sequence[int],
+    device: torch.device,
+    *,
+    splits: Sequence[str] = SPLITS,
+    objective: str = "public_composite",
+    execution: Execution = Execution(),
+    post_data: PostData = None,
+    cache: ReportEntries | None = None,
+) -> list[ArmRun]:
+    """The arm's report run of ``seed`` at each of ``horizons`` (steps): what ``run_arm`` gives
+    each horizon alone (the preset's training settings with those steps), trained as branches of
+    one trunk (``train.trainer.train_horizons``: under ``--schedule wsd`` each horizon but the
+    longest costs its decay). With ``cache`` a horizon is looked up, and stored once trained,
+    under the key its standalone run has, so either serves the other. The branches train in this
+    process, so a cache whose keys name a call's other runs (``ArmCache.independent`` false:
+    batched, or parallel at several threads) is refused."""
+    if cache is not None and not cache.partial_hits_exact:
+        raise ConfigError("decay branches are cached as standalone runs only where a run's numbers do not "
+                          "depend on the runs trained with it: use --threads 1 or --path sequential")
+    config = arm_train_config(arm, data, preset)
+    specs = [RunSpec(seed, config.model_copy(update={"steps": steps})) for steps in horizons]
+    probe = None if execution.val_every is None else validation_probe(data, preset, execution.val_every)
+    curve = None if probe is None else probe.settings()
+    found = {} if cache is None else {index: hit for index, spec in enumerate(specs)
+                                      if (hit := cache.load(spec, [spec], lambda: build_arm_model(arm), curve))}
+    missing = [index for index in range(len(specs)) if index not in found]
+    torch.manual_seed(seed)
+    trained = train_horizons(build_arm_model(arm), arm_stream(build_recipe(arm.recipe), data), config,
+                             [horizons[index] for index in missing], seed, device, build_optimizer,
+                             probe) if missing else []
+    for index, (model, result) in zip(missing, trained, strict=True):
+        found[index] = _finish(arm, data, preset, specs[index], model, result, device, "sequential", splits,
+                               objective, "raise", None, post_data)
+        if cache is not None and result.status == "complete":
+            cache.store(specs[index], [specs[index]], found[index])
+    return [found[index] for index in range(len(specs))]
 
 
 class _Prefixed:

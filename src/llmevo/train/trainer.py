@@ -43,19 +43,26 @@ parts (a mixture of experts' load balancing, weighted in its own config; ``Auxil
 in ``components/base.py``); the recorded losses stay the cross-entropy. A model without such
 parts adds nothing: its objective is the cross-entropy tensor itself.
 
+Several horizons of one run (``train_horizons``; issue 48, item 3b): the longest trains once, and
+each horizon continues from a copy of it (model, optimizer, schedule, random state: ``_Run.branch``)
+taken at its ``branch_point``, the first step whose learning rate differs from the longest's
+(under ``wsd``, its decay's start), with its own sampler advanced to that point. Each result is
+``train()``'s at that horizon alone, to the bit on a CPU.
+
 Public API: ``TrainConfig``, ``train(model, stream, config, seed, device, optimizer, ...)``,
 ``TrainResult``, ``ValidationProbe``, ``evaluation_kept``, ``WindowSampler`` (from ``components.data.base``), ``lr_at``,
-``schedule_factor``, ``build_schedule``.
+``schedule_factor``, ``build_schedule``, ``branch_point``, ``train_horizons``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import enum
 import hashlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Protocol
 
@@ -66,10 +73,11 @@ from torch import Tensor, nn
 
 from llmevo import interrupts
 from llmevo.components.base import AuxiliaryLosses
-from llmevo.components.data.base import TrainStream, windows_for
+from llmevo.components.data.base import TrainStream, Windows, windows_for
 from llmevo.components.data.base import WindowSampler as WindowSampler  # re-exported
-from llmevo.components.optim.base import OptimizerComponent, scale_learning_rates
+from llmevo.components.optim.base import OptimizerComponent, OptimizerFactory, scale_learning_rates
 from llmevo.components.optim.optimizer import LambdaSchedule, Optimizer
+from llmevo.errors import ConfigError
 from llmevo.eval.lm import windows_loss
 from llmevo.eval.stats import mean
 from llmevo.registry import ComponentChoice, StrictModel
@@ -227,6 +235,122 @@ def autocast(device: torch.device, precision: str) -> torch.autocast:
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
+@dataclass
+class _Run:
+    """One run's training state between two steps: what a decay branch copies (``_Run.branch``)."""
+
+    model: nn.Module
+    component: OptimizerComponent
+    optimizer: Optimizer
+    scheduler: LambdaSchedule
+    config: TrainConfig
+    losses: list[float] = field(default_factory=list)
+    curve_steps: list[int] = field(default_factory=list)
+    curve_losses: list[float] = field(default_factory=list)
+    wall: float = 0.0  # seconds spent training so far
+
+    @classmethod
+    def start(cls, model: nn.Module, config: TrainConfig, device: torch.device,
+              component: OptimizerComponent) -> _Run:
+        model.to(device).train()
+        optimizer = component.build(model, lr=config.lr, weight_decay=config.weight_decay)
+        # a parametrization's per-parameter lrs (mup: hidden weights at lr/m); none: unchanged
+        scale_learning_rates(optimizer, model, component, config.optimizer.name)
+        optimizer.set_run_steps(config.steps)
+        return cls(model, component, optimizer, build_schedule(optimizer, config), config)
+
+    def branch(self, config: TrainConfig, sampler: Windows, digest: Any, device: torch.device,
+               curve: ValidationProbe | None) -> tuple[nn.Module, TrainResult]:
+        """A copy of this run (model, optimizer, its component and schedule copied together, so
+        the copies refer to each other) trained on to ``config.steps`` on ``config``'s schedule,
+        drawing from ``sampler`` (at this step); this run is left as it was."""
+        parts = copy.deepcopy((self.model, self.component, self.optimizer, self.scheduler))
+        run = _Run(*parts, config, list(self.losses), list(self.curve_steps), list(self.curve_losses), self.wall)
+        run.optimizer.set_run_steps(config.steps)
+        run.scheduler.refactor(lambda step: schedule_factor(step, config))
+        status, message = run.advance(config.steps, sampler, digest, device, curve=curve)
+        return run.model, run.result(status, message, digest, curve)
+
+    def advance(self, until: int, sampler: Windows, digest: Any, device: torch.device,
+                progress: Progress | None = None, on_step: Callable[[int, float], bool] | None = None,
+                logger: StepLogger | None = None, curve: ValidationProbe | None = None,
+                ) -> tuple[Literal["complete", "diverged", "stopped"], str]:
+        """Train from the step after the last one done up to step ``until`` (exclusive); the
+        status and, unless complete, why it ended."""
+        model, optimizer, config = self.model, self.optimizer, self.config
+        auxiliary = AuxiliaryLosses(model)  # parts adding to the objective (none: nothing added)
+        started, done = time.perf_counter(), len(self.losses)
+        auxiliary.start()
+        try:
+            for step in range(done, until):
+                interrupts.stop_if_received()  # a Ctrl-C some finalizer swallowed stops here
+                window = sampler.next()  # (B, T + 1)
+                digest.update(window.numpy().tobytes())
+                window = window.to(device)
+                inputs, targets = window[:, :-1], window[:, 1:]
+                with autocast(device, config.precision):
+                    logits = model(inputs)  # (B, T, V)
+                loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+                extra = auxiliary.take()
+                objective = loss if extra is None else loss + extra.float()
+                loss_value = loss.item()
+                objective_value = loss_value if extra is None else objective.item()
+                if not math.isfinite(objective_value):
+                    return "diverged", f"non-finite loss {objective_value} at step {step}"
+                optimizer.zero_grad(set_to_none=True)
+                objective.backward()
+                if config.grad_clip > 0:
+                    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+                elif logger is not None:
+                    grad_norm = torch.nn.utils.get_total_norm(
+                        [p.grad for p in model.parameters() if p.grad is not None])
+                applied_lr = optimizer.param_groups[0]["lr"]
+                optimizer.step()
+                self.scheduler.step()
+                self.losses.append(loss_value)
+                if logger is not None:
+                    logger.log_step(StepRecord(step, loss_value, applied_lr, float(grad_norm),
+                                               len(self.losses) * config.tokens_per_step))
+                if progress:
+                    elapsed = time.perf_counter() - started
+                    progress.update(step + 1, loss_value, (step + 1 - done) * config.tokens_per_step / elapsed)
+                due = curve is not None and curve.due(step, config.steps)
+                if on_step is not None or due:
+                    with optimizer.at_evaluation_point():
+                        if curve is not None and due:
+                            self.curve_losses.append(_probe(curve, model, device, auxiliary))
+                            self.curve_steps.append(step + 1)
+                        keep = on_step is None or on_step(step, loss_value)
+                    if not keep:
+                        return "stopped", f"stopped by a hurdle after step {step}"
+            return "complete", ""
+        finally:
+            auxiliary.stop()
+            self.wall += time.perf_counter() - started
+
+    def result(self, status: Literal["complete", "diverged", "stopped"], message: str, digest: Any,
+               curve: ValidationProbe | None) -> TrainResult:
+        """The run's ``TrainResult``, the model moved to its evaluation point first."""
+        self.optimizer.to_evaluation_point()
+        losses, window_size = self.losses, self.config.loss_window
+        tokens_seen = len(losses) * self.config.tokens_per_step
+        return TrainResult(
+            status=status,
+            losses=losses,
+            initial_loss=mean(losses[:window_size]) if losses else math.nan,
+            final_loss=mean(losses[-window_size:]) if losses else math.nan,
+            steps_done=len(losses),
+            tokens_seen=tokens_seen,
+            token_stream_sha256=digest.hexdigest(),
+            wall_seconds=self.wall,
+            tokens_per_second=tokens_seen / self.wall if self.wall > 0 else 0.0,
+            optimizer_statistics=self.component.statistics(),
+            orthogonality_error=self.component.orthogonality_error(),
+            message=message,
+            validation_curve=None if curve is None else curve.curve(self.curve_steps, self.curve_losses),
+        )
+
+
 def train(
     model: nn.Module,
     stream: Tensor | TrainStream,
@@ -250,88 +374,87 @@ def train(
     ``logger.log_step`` receives each step's loss, learning
     rate and gradient norm (``train/logging.py``). The model's forward maps tokens (B, T) to logits (B, T, V).
     """
-    model.to(device).train()
-    model_optimizer = optimizer.build(model, lr=config.lr, weight_decay=config.weight_decay)
-    # a parametrization's per-parameter lrs (mup: hidden weights at lr/m); none: unchanged
-    scale_learning_rates(model_optimizer, model, optimizer, config.optimizer.name)
-    model_optimizer.set_run_steps(config.steps)
-    scheduler = build_schedule(model_optimizer, config)
+    run = _Run.start(model, config, device, optimizer)
     sampler, recipe = windows_for(stream, config.batch_size, config.seq_len, seed, config.steps)
     digest = hashlib.sha256(recipe)
-    losses: list[float] = []
-    curve_steps: list[int] = []
-    curve_losses: list[float] = []
-    status: Literal["complete", "diverged", "stopped"] = "complete"
-    message = ""
-    auxiliary = AuxiliaryLosses(model)  # parts adding to the objective (none: nothing added)
     if progress:
         progress.start(config.steps, description)
-    started = time.perf_counter()
-    auxiliary.start()
     try:
-        for step in range(config.steps):
-            interrupts.stop_if_received()  # a Ctrl-C some finalizer swallowed stops here
-            window = sampler.next()  # (B, T + 1)
-            digest.update(window.numpy().tobytes())
-            window = window.to(device)
-            inputs, targets = window[:, :-1], window[:, 1:]
-            with autocast(device, config.precision):
-                logits = model(inputs)  # (B, T, V)
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
-            extra = auxiliary.take()
-            objective = loss if extra is None else loss + extra.float()
-            loss_value = loss.item()
-            objective_value = loss_value if extra is None else objective.item()
-            if not math.isfinite(objective_value):
-                status, message = "diverged", f"non-finite loss {objective_value} at step {step}"
-                break
-            model_optimizer.zero_grad(set_to_none=True)
-            objective.backward()
-            if config.grad_clip > 0:
-                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            elif logger is not None:
-                grad_norm = torch.nn.utils.get_total_norm(
-                    [p.grad for p in model.parameters() if p.grad is not None])
-            applied_lr = model_optimizer.param_groups[0]["lr"]
-            model_optimizer.step()
-            scheduler.step()
-            losses.append(loss_value)
-            if logger is not None:
-                logger.log_step(StepRecord(step, loss_value, applied_lr, float(grad_norm),
-                                           len(losses) * config.tokens_per_step))
-            elapsed = time.perf_counter() - started
-            if progress:
-                progress.update(step + 1, loss_value, (step + 1) * config.tokens_per_step / elapsed)
-            due = curve is not None and curve.due(step, config.steps)
-            if on_step is not None or due:
-                with model_optimizer.at_evaluation_point():
-                    if curve is not None and due:
-                        curve_losses.append(_probe(curve, model, device, auxiliary))
-                        curve_steps.append(step + 1)
-                    keep = on_step is None or on_step(step, loss_value)
-                if not keep:
-                    status, message = "stopped", f"stopped by a hurdle after step {step}"
-                    break
+        status, message = run.advance(config.steps, sampler, digest, device, progress, on_step, logger, curve)
     finally:
-        auxiliary.stop()
         if progress:
             progress.stop()
-    model_optimizer.to_evaluation_point()
-    wall = time.perf_counter() - started
-    window_size = config.loss_window
-    tokens_seen = len(losses) * config.tokens_per_step
-    return TrainResult(
-        status=status,
-        losses=losses,
-        initial_loss=mean(losses[:window_size]) if losses else math.nan,
-        final_loss=mean(losses[-window_size:]) if losses else math.nan,
-        steps_done=len(losses),
-        tokens_seen=tokens_seen,
-        token_stream_sha256=digest.hexdigest(),
-        wall_seconds=wall,
-        tokens_per_second=tokens_seen / wall if wall > 0 else 0.0,
-        optimizer_statistics=optimizer.statistics(),
-        orthogonality_error=optimizer.orthogonality_error(),
-        message=message,
-        validation_curve=None if curve is None else curve.curve(curve_steps, curve_losses),
-    )
+    return run.result(status, message, digest, curve)
+
+
+def branch_point(config: TrainConfig, trunk: TrainConfig) -> int:
+    """The step from which a run of ``config`` continues on its own branch of a run of
+    ``trunk`` (the same settings, more steps): the first step whose learning rate differs from
+    the trunk's, and at the latest its own last step (warmup-stable-decay: its decay's start)."""
+    return next((step for step in range(config.steps) if lr_at(step, config) != lr_at(step, trunk)),
+                config.steps - 1)
+
+
+def _prefix(stream: Tensor | TrainStream, config: TrainConfig, seed: int, steps: int) -> tuple[Windows, Any]:
+    """The sampler of a run of ``config`` and its token-stream hash after its first ``steps`` windows."""
+    sampler, recipe = windows_for(stream, config.batch_size, config.seq_len, seed, config.steps)
+    digest = hashlib.sha256(recipe)
+    for _ in range(steps):
+        digest.update(sampler.next().numpy().tobytes())
+    return sampler, digest
+
+
+def train_horizons(
+    model: nn.Module,
+    stream: Tensor | TrainStream,
+    config: TrainConfig,
+    horizons: Sequence[int],
+    seed: int,
+    device: torch.device,
+    optimizer: OptimizerFactory,
+    curve: ValidationProbe | None = None,
+) -> list[tuple[nn.Module, TrainResult]]:
+    """``train`` once per horizon (``config`` with ``steps`` = that horizon; ``model`` freshly
+    built from ``seed``), from one trunk: the longest horizon trains once, and each horizon
+    continues from a copy of the trunk taken at its ``branch_point`` (model, optimizer state,
+    schedule and random state), so under ``wsd`` every horizon but the longest costs only its
+    decay. The (model, result) pairs, in ``horizons``' order, are those ``train`` gives each
+    horizon alone, to the bit on a CPU (tests/unit/test_decay_branches.py).
+
+    Refused (ConfigError, before training): horizons that are not distinct positive step
+    counts; data whose windows before a branch point depend on the run's length (a curriculum:
+    the horizon's and the trunk's token-stream hashes are compared there); an optimizer whose
+    settings depend on it (``set_run_steps``: AdEMAMix's schedulers span the run)."""
+    if not horizons or min(horizons) < 1 or len(set(horizons)) != len(horizons):
+        raise ConfigError(f"decay branches need distinct positive horizons, got {list(horizons)}")
+    configs = [config.model_copy(update={"steps": steps}) for steps in horizons]
+    longest = configs[max(range(len(configs)), key=lambda i: horizons[i])]
+    points = [branch_point(branch, longest) for branch in configs]
+    prefixes = [_prefix(stream, branch, seed, point) for branch, point in zip(configs, points, strict=True)]
+    for index, point in enumerate(points):  # drawing windows costs little beside training on them
+        if _prefix(stream, longest, seed, point)[1].hexdigest() != prefixes[index][1].hexdigest():
+            raise ConfigError(f"the training windows of a {horizons[index]}-step run differ from the "
+                              f"{longest.steps}-step trunk's before its branch point: its data depends on "
+                              "the run's length, so it cannot branch")
+    component = optimizer(config.optimizer)
+    trunk = _Run.start(model, longest, device, component)
+    groups = trunk.optimizer.param_groups
+    settings = copy.deepcopy([{**group, "params": None} for group in groups])
+    for branch in configs:
+        trunk.optimizer.set_run_steps(branch.steps)
+        if [{**group, "params": None} for group in groups] != settings:
+            raise ConfigError(f"optimizer '{config.optimizer.name}' depends on the run's length "
+                              "(its settings follow the steps), so its horizons cannot branch from one trunk")
+    trunk.optimizer.set_run_steps(longest.steps)
+    sampler, trunk_digest = _prefix(stream, longest, seed, 0)
+    order = sorted(range(len(configs)), key=lambda i: points[i])
+    trained: dict[int, tuple[nn.Module, TrainResult]] = {}
+    for position, index in enumerate(order):
+        status, message = trunk.advance(points[index], sampler, trunk_digest, device, curve=curve)
+        if status != "complete":  # diverged before this branch point: so does every horizon left
+            ended = trunk.result(status, message, trunk_digest, curve)
+            trained |= {rest: (copy.deepcopy(trunk.model), copy.deepcopy(ended)) for rest in order[position:]}
+            break
+        with evaluation_kept(device):  # the branch draws its own randomness; the trunk's goes on as it was
+            trained[index] = trunk.branch(configs[index], *prefixes[index], device, curve)
+    return [trained[index] for index in range(len(configs))]

@@ -43,10 +43,15 @@ from pydantic import Field, PositiveFloat
 from torch import Tensor, nn
 
 from llmevo.components.optim.adamw import ADAMW_PAPER_SPACE, ADAMW_TUNING_SPACE, AdamWBatched
-from llmevo.components.optim.base import OptimizerComponent, parameter_roles
+from llmevo.components.optim.base import (
+    OptimizerComponent,
+    arxiv,
+    parameter_roles,
+    register_optimizer,
+)
 from llmevo.components.optim.optimizer import Optimizer, per_replica
 from llmevo.errors import ConfigError
-from llmevo.registry import Paper, SearchDimension, StrictModel, register
+from llmevo.registry import SearchDimension, StrictModel
 
 
 def adam_mini_blocks(model: nn.Module) -> dict[str, int]:
@@ -83,21 +88,12 @@ def adam_mini_blocks(model: nn.Module) -> dict[str, int]:
     return blocks
 
 
-def adam_mini_update(
-    param: Tensor,
-    grad: Tensor,
-    state: dict[str, Any],
-    *,
-    blocks: int,
-    lr: float,
-    beta1: float,
-    beta2: float,
-    eps: float,
-    weight_decay: float,
-) -> None:
-    """One Adam-mini step of ``param`` in place, its second moment one scalar per block of the
-    tensor viewed as ``(blocks, -1)``; ``state`` (``step``, ``exp_avg``, ``exp_avg_sq`` (blocks,
-    1)) is created on the first call. Call under ``torch.no_grad()``."""
+def adam_mini_update(param: Tensor, grad: Tensor, state: dict[str, Any], group: dict[str, Any], blocks: int) -> None:
+    """One Adam-mini step of ``param`` in place at ``group``'s settings (AdamW's), its second
+    moment one scalar per block of the tensor viewed as ``(blocks, -1)``; ``state`` (``step``,
+    ``exp_avg``, ``exp_avg_sq`` (blocks, 1)) is created on the first call. Call under
+    ``torch.no_grad()``."""
+    lr, eps, weight_decay, (beta1, beta2) = group["lr"], group["eps"], group["weight_decay"], group["betas"]
     if not state:
         state["step"] = torch.tensor(0.0, dtype=torch.float32)
         state["exp_avg"] = torch.zeros_like(param)
@@ -126,13 +122,9 @@ class AdamMiniOptimizer(Optimizer):
                          dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
     def update_group(self, group: dict[str, Any]) -> None:
-        beta1, beta2 = group["betas"]
         for p, blocks in zip(group["params"], group["blocks"], strict=True):
-            if p.grad is None:
-                continue
-            adam_mini_update(p, p.grad, self.state.setdefault(p, {}), blocks=blocks, lr=group["lr"],
-                             beta1=beta1, beta2=beta2, eps=group["eps"],
-                             weight_decay=group["weight_decay"])
+            if p.grad is not None:
+                adam_mini_update(p, p.grad, self.state.setdefault(p, {}), group, blocks)
 
 
 class AdamMiniBatched(AdamWBatched):
@@ -172,20 +164,12 @@ class AdamMiniConfig(StrictModel):
     eps: PositiveFloat = 1e-8
 
 
-@register(
-    slot="optimizer",
+@register_optimizer(
     name="adam_mini",
     config=AdamMiniConfig,
-    paper=Paper(
-        arxiv_id="2406.16793",
-        title="Adam-mini: Use Fewer Learning Rates To Gain More",
-        url="https://arxiv.org/abs/2406.16793",
-        organization="The Chinese University of Hong Kong, Shenzhen",
-    ),
+    paper=arxiv("2406.16793", "Adam-mini: Use Fewer Learning Rates To Gain More",
+                "The Chinese University of Hong Kong, Shenzhen"),
     ablation="adamw",
-    implementation_status="integrated",
-    baseline=False,
-    evolve_integrated=True,
     scope=(
         "Adam-mini (one second moment per query/key head, per output row of the other hidden "
         "matrices, per tensor of gains; Adam's per-entry one for embeddings and output) against "

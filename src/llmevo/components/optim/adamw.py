@@ -25,43 +25,38 @@ path (same math, other rounding); this stays the single-tensor path on every dev
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import torch
 from pydantic import PositiveFloat
 from torch import Tensor, nn
 
-from llmevo.components.optim.base import OptimizerComponent
+from llmevo.components.optim.base import (
+    OptimizerComponent,
+    arxiv,
+    paper_space,
+    register_optimizer,
+    settings,
+)
 from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica
 from llmevo.registry import (
     LR_AXIS,
-    PAPER_WEIGHT_DECAY_AXIS,
     WARMUP_AXIS,
     WEIGHT_DECAY_AXIS,
-    Paper,
     SearchDimension,
     StrictModel,
     TuningAxis,
-    register,
 )
 
 
-def adam_moments(
-    param: Tensor,
-    grad: Tensor,
-    state: dict[str, Any],
-    *,
-    lr: float,
-    beta1: float,
-    beta2: float,
-    eps: float,
-    weight_decay: float,
-) -> tuple[Tensor, Tensor, float]:
-    """The first part of one AdamW step: decoupled weight decay of ``param`` in place, the
-    moments updated, and what the step divides: ``(exp_avg, denom, step_size)``, so that the
-    step is ``param -= step_size * exp_avg / denom``. ``state`` (``step``, ``exp_avg``,
-    ``exp_avg_sq``) is created on the first call. Call under ``torch.no_grad()``."""
+def adam_moments(param: Tensor, grad: Tensor, state: dict[str, Any], group: dict[str, Any]) -> tuple[Tensor, Tensor, float]:
+    """The first part of one AdamW step at ``group``'s ``lr``, ``betas`` (the first two), ``eps``
+    and ``weight_decay``: decoupled weight decay of ``param`` in place, the moments updated, and
+    what the step divides: ``(exp_avg, denom, step_size)``, so that the step is ``param -=
+    step_size * exp_avg / denom``. ``state`` (``step``, ``exp_avg``, ``exp_avg_sq``) is created
+    on the first call. Call under ``torch.no_grad()``."""
+    lr, eps, weight_decay, (beta1, beta2) = group["lr"], group["eps"], group["weight_decay"], group["betas"][:2]
     if not state:
         state["step"] = torch.tensor(0.0, dtype=torch.float32)  # as torch's, a 0-d float32 count
         state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
@@ -80,35 +75,12 @@ def adam_moments(
     return exp_avg, denom, step_size
 
 
-def adamw_update(
-    param: Tensor,
-    grad: Tensor,
-    state: dict[str, Any],
-    *,
-    lr: float,
-    beta1: float,
-    beta2: float,
-    eps: float,
-    weight_decay: float,
-) -> None:
-    """One AdamW step of ``param`` in place; ``state`` (``step``, ``exp_avg``, ``exp_avg_sq``)
-    is created on the first call. Call under ``torch.no_grad()``."""
-    exp_avg, denom, step_size = adam_moments(param, grad, state, lr=lr, beta1=beta1, beta2=beta2,
-                                             eps=eps, weight_decay=weight_decay)
+def adamw_update(param: Tensor, grad: Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
+    """One AdamW step of ``param`` in place at ``group``'s settings (``adam_moments``); ``state``
+    (``step``, ``exp_avg``, ``exp_avg_sq``) is created on the first call. Call under
+    ``torch.no_grad()``."""
+    exp_avg, denom, step_size = adam_moments(param, grad, state, group)
     param.addcdiv_(exp_avg, denom, value=-step_size)
-
-
-def adamw_group_update(group: dict[str, Any], state: dict[Tensor, dict[str, Any]],
-                       update: Callable[..., None] = adamw_update) -> None:
-    """``update`` (default ``adamw_update``; any function of its signature, e.g. the cautious
-    step) for every parameter of ``group`` that has a gradient (its lr, betas, eps and weight
-    decay); ``state`` maps each parameter to its AdamW state."""
-    beta1, beta2 = group["betas"]
-    for p in group["params"]:
-        if p.grad is None:
-            continue
-        update(p, p.grad, state.setdefault(p, {}), lr=group["lr"], beta1=beta1,
-               beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"])
 
 
 class AdamWOptimizer(Optimizer):
@@ -123,8 +95,7 @@ class AdamWOptimizer(Optimizer):
     ):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
-    def update_group(self, group: dict[str, Any]) -> None:
-        adamw_group_update(group, self.state)
+    update = staticmethod(adamw_update)
 
 
 class AdamWBatched(BatchedOptimizer):
@@ -179,7 +150,7 @@ ADAMW_TUNING_SPACE = {
 }
 """AdamW's tuning space (Porian et al. 2406.19146: beta2 matters at small batch; Wen et al.
 2509.02046 tune lr, weight decay, beta2 and warmup per optimizer)."""
-ADAMW_PAPER_SPACE = {**ADAMW_TUNING_SPACE, "weight_decay": PAPER_WEIGHT_DECAY_AXIS}
+ADAMW_PAPER_SPACE = paper_space(ADAMW_TUNING_SPACE)
 """AdamW's space under ``--tune-space paper`` (issue 48, dial a): the same axes with weight decay
 up to 1, the range Wen et al. 2509.02046 search for every AdamW-like optimizer."""
 
@@ -190,34 +161,21 @@ class AdamWConfig(StrictModel):
     eps: PositiveFloat = 1e-8
 
 
-@register(
-    slot="optimizer",
+@register_optimizer(
     name="adamw",
     config=AdamWConfig,
-    paper=Paper(
-        arxiv_id="1711.05101",
-        title="Decoupled Weight Decay Regularization",
-        url="https://arxiv.org/abs/1711.05101",
-        organization="University of Freiburg",
-    ),
+    paper=arxiv("1711.05101", "Decoupled Weight Decay Regularization", "University of Freiburg"),
     implementation_status="full",
     baseline=True,
-    evolve_integrated=True,
     scope="AdamW (bit-identical to torch.optim.AdamW on CPU) over all parameters in one group.",
     search_space={"beta2": SearchDimension(choices=(0.95, 0.99, 0.999))},
     tuning_space=ADAMW_TUNING_SPACE,
     paper_tuning_space=ADAMW_PAPER_SPACE,
 )
 class AdamW(OptimizerComponent):
-    batched = AdamWBatched
+    batched: ClassVar[type[BatchedOptimizer] | None] = AdamWBatched
     per_group_lr = True  # per-parameter lrs (a parametrization's) split its groups
+    optimizer_class: ClassVar[type[AdamWOptimizer]] = AdamWOptimizer  # a variant (cautious) steps its own way
 
     def build(self, model: nn.Module, lr: float, weight_decay: float) -> AdamWOptimizer:
-        config = self.config
-        return AdamWOptimizer(
-            model.parameters(),
-            lr=lr,
-            betas=(config.beta1, config.beta2),
-            eps=config.eps,
-            weight_decay=weight_decay,
-        )
+        return self.optimizer_class(model.parameters(), lr=lr, weight_decay=weight_decay, **settings(self.config))

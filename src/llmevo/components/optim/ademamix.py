@@ -44,16 +44,20 @@ from pydantic import Field, PositiveFloat
 from torch import Tensor, nn
 
 from llmevo.components.optim.adamw import AdamWBatched, adam_moments
-from llmevo.components.optim.base import OptimizerComponent
+from llmevo.components.optim.base import (
+    OptimizerComponent,
+    arxiv,
+    paper_space,
+    register_optimizer,
+    settings,
+)
 from llmevo.components.optim.optimizer import Optimizer, per_replica
 from llmevo.registry import (
     LR_AXIS,
     WEIGHT_DECAY_AXIS,
-    Paper,
     SearchDimension,
     StrictModel,
     TuningAxis,
-    register,
 )
 
 
@@ -77,24 +81,12 @@ def schedule_span(fraction: float, steps: int | None) -> int:
     return 0 if steps is None or fraction == 0 else max(1, math.ceil(fraction * steps))
 
 
-def ademamix_update(
-    param: Tensor,
-    grad: Tensor,
-    state: dict[str, Any],
-    *,
-    lr: float,
-    beta1: float,
-    beta2: float,
-    beta3: float,
-    alpha: float,
-    span: int,
-    eps: float,
-    weight_decay: float,
-) -> None:
+def ademamix_update(param: Tensor, grad: Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
     """One AdEMAMix step of ``param`` in place; ``state`` is AdamW's (``adam_moments``) plus
-    ``exp_avg_slow``. ``span`` is the schedulers' ``T``. Call under ``torch.no_grad()``."""
-    exp_avg, denom, step_size = adam_moments(param, grad, state, lr=lr, beta1=beta1, beta2=beta2,
-                                             eps=eps, weight_decay=weight_decay)
+    ``exp_avg_slow``; ``group``'s settings are AdamW's with ``betas`` (beta1, beta2, beta3),
+    ``alpha`` and ``span``, the schedulers' ``T``. Call under ``torch.no_grad()``."""
+    exp_avg, denom, step_size = adam_moments(param, grad, state, group)
+    (beta1, _, beta3), alpha, span = group["betas"], group["alpha"], group["span"]
     step = int(state["step"].item())
     if "exp_avg_slow" not in state:
         state["exp_avg_slow"] = torch.zeros_like(param)
@@ -117,14 +109,7 @@ class AdEMAMixOptimizer(Optimizer):
         for group in self.param_groups:
             group["span"] = schedule_span(group["warmup_fraction"], steps)
 
-    def update_group(self, group: dict[str, Any]) -> None:
-        beta1, beta2, beta3 = group["betas"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            ademamix_update(p, p.grad, self.state.setdefault(p, {}), lr=group["lr"], beta1=beta1,
-                            beta2=beta2, beta3=beta3, alpha=group["alpha"], span=group["span"],
-                            eps=group["eps"], weight_decay=group["weight_decay"])
+    update = staticmethod(ademamix_update)
 
 
 class AdEMAMixBatched(AdamWBatched):
@@ -157,6 +142,14 @@ class AdEMAMixBatched(AdamWBatched):
         return None
 
 
+ADEMAMIX_SPACE = {
+    "lr": LR_AXIS,
+    "beta3": TuningAxis(target="optimizer", setting="beta3", low=0.99, high=0.9999, scale="log1m", limit_high=0.99999),
+    "alpha": TuningAxis(target="optimizer", setting="alpha", low=1.0, high=10.0, scale="log", limit_high=20.0),
+    "weight_decay": WEIGHT_DECAY_AXIS,
+}
+
+
 class AdEMAMixConfig(StrictModel):
     beta1: float = Field(default=0.9, gt=0.0, lt=1.0)
     beta2: float = Field(default=0.999, ge=0.0, lt=1.0)
@@ -166,20 +159,11 @@ class AdEMAMixConfig(StrictModel):
     eps: PositiveFloat = 1e-8
 
 
-@register(
-    slot="optimizer",
+@register_optimizer(
     name="ademamix",
     config=AdEMAMixConfig,
-    paper=Paper(
-        arxiv_id="2409.03137",
-        title="The AdEMAMix Optimizer: Better, Faster, Older",
-        url="https://arxiv.org/abs/2409.03137",
-        organization="EPFL; Apple",
-    ),
+    paper=arxiv("2409.03137", "The AdEMAMix Optimizer: Better, Faster, Older", "EPFL; Apple"),
     ablation="adamw",
-    implementation_status="integrated",
-    baseline=False,
-    evolve_integrated=True,
     scope=(
         "AdEMAMix (Algorithm 1 with its alpha and beta3 schedulers over the whole run) on every "
         "parameter against AdamW at the same lr and weight decay; the paper's runs of tens of "
@@ -190,23 +174,15 @@ class AdEMAMixConfig(StrictModel):
         "beta3": SearchDimension(choices=(0.999, 0.9999)),
         "alpha": SearchDimension(low=1.0, high=10.0, log=True),
     },
-    tuning_space={
-        "lr": LR_AXIS,
-        "beta3": TuningAxis(target="optimizer", setting="beta3", low=0.99, high=0.9999,
-                            scale="log1m", limit_high=0.99999),
-        "alpha": TuningAxis(target="optimizer", setting="alpha", low=1.0, high=10.0, scale="log",
-                            limit_high=20.0),
-        "weight_decay": WEIGHT_DECAY_AXIS,
-    },
+    tuning_space=ADEMAMIX_SPACE,
+    # --tune-space paper: the paper sweeps its own alpha and beta3 (Pagliardini et al. 2409.03137,
+    # section 4's hyperparameter studies) at AdamW's lr; weight decay to 1 and warmup, which
+    # Wen et al. 2509.02046 tune for every AdamW-like optimizer
+    paper_tuning_space=paper_space(ADEMAMIX_SPACE),
 )
 class AdEMAMix(OptimizerComponent):
     batched = AdEMAMixBatched
     per_group_lr = True  # per-parameter lrs (a parametrization's) split its groups
 
     def build(self, model: nn.Module, lr: float, weight_decay: float) -> AdEMAMixOptimizer:
-        config = self.config
-        return AdEMAMixOptimizer(
-            model.parameters(), lr=lr, betas=(config.beta1, config.beta2, config.beta3),
-            alpha=config.alpha, warmup_fraction=config.warmup_fraction, eps=config.eps,
-            weight_decay=weight_decay,
-        )
+        return AdEMAMixOptimizer(model.parameters(), lr=lr, weight_decay=weight_decay, **settings(self.config, 3))

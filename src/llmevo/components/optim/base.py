@@ -21,13 +21,22 @@ and nothing shared across groups: AdamW, cautious AdamW, Lion, AdEMAMix) accepts
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any, ClassVar, Literal
 
 from torch import nn
 
 from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer
 from llmevo.errors import ConfigError
-from llmevo.registry import ComponentChoice, StrictModel
+from llmevo.registry import (
+    PAPER_WEIGHT_DECAY_AXIS,
+    WARMUP_AXIS,
+    ComponentChoice,
+    Paper,
+    StrictModel,
+    TuningAxis,
+    register,
+)
 
 Role = Literal["embedding", "hidden_matrix", "gain_or_bias"]
 
@@ -108,6 +117,30 @@ def scale_learning_rates(optimizer: Optimizer, model: nn.Module, component: Opti
             groups.append({**group, "params": params, "lr": group["lr"] * multiplier,
                            "weight_decay": group["weight_decay"] / multiplier})
     optimizer.param_groups = groups
+
+
+register_optimizer = partial(register, slot="optimizer", evolve_integrated=True)
+"""``register`` for an optimizer component: its slot, and a gene of evolution's search space."""
+
+
+def arxiv(arxiv_id: str, title: str, organization: str) -> Paper:
+    """An optimizer's paper: an arXiv preprint, its abstract page the url."""
+    return Paper(arxiv_id=arxiv_id, title=title, url=f"https://arxiv.org/abs/{arxiv_id}", organization=organization)
+
+
+def settings(config: StrictModel, betas: int = 2) -> dict[str, Any]:
+    """A component's config as its optimizer's keyword arguments: every field, with ``beta1`` ..
+    ``beta<betas>`` as one ``betas`` tuple (``torch.optim``'s form)."""
+    values = config.model_dump()
+    grouped = tuple(values.pop(f"beta{index}") for index in range(1, betas + 1))
+    return {**values, "betas": grouped}
+
+
+def paper_space(space: dict[str, TuningAxis], **axes: TuningAxis) -> dict[str, TuningAxis]:
+    """An optimizer's ``paper_tuning_space`` (``--tune-space paper``, issue 48, dial a): its
+    ``space`` with weight decay up to 1 and warmup, which Wen et al. 2509.02046 tune for every
+    optimizer they compare, then ``axes``, the paper's own; an axis keeps its place, new ones follow."""
+    return {**space, "weight_decay": PAPER_WEIGHT_DECAY_AXIS, "warmup": WARMUP_AXIS, **axes}
 
 
 OptimizerFactory = Callable[[ComponentChoice], OptimizerComponent]

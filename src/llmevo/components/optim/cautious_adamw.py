@@ -28,20 +28,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch import Tensor, nn
+from torch import Tensor
 
 from llmevo.components.optim.adamw import (
     ADAMW_PAPER_SPACE,
     ADAMW_TUNING_SPACE,
+    AdamW,
     AdamWBatched,
     AdamWConfig,
     AdamWOptimizer,
     adam_moments,
-    adamw_group_update,
 )
-from llmevo.components.optim.base import OptimizerComponent
+from llmevo.components.optim.base import arxiv, register_optimizer
 from llmevo.components.optim.optimizer import per_replica
-from llmevo.registry import Paper, SearchDimension, register
+from llmevo.registry import SearchDimension
 
 MIN_AGREEING = 1e-3  # the floor of mean(phi): only reached when (almost) every entry is masked
 
@@ -52,29 +52,17 @@ def cautious_scale(exp_avg: Tensor, grad: Tensor) -> Tensor:
     return agree / agree.mean().clamp(min=MIN_AGREEING)
 
 
-def cautious_adamw_update(
-    param: Tensor,
-    grad: Tensor,
-    state: dict[str, Any],
-    *,
-    lr: float,
-    beta1: float,
-    beta2: float,
-    eps: float,
-    weight_decay: float,
-) -> None:
-    """One cautious AdamW step of ``param`` in place (state as ``adamw_update``'s). Call under
-    ``torch.no_grad()``."""
-    exp_avg, denom, step_size = adam_moments(param, grad, state, lr=lr, beta1=beta1, beta2=beta2,
-                                             eps=eps, weight_decay=weight_decay)
+def cautious_adamw_update(param: Tensor, grad: Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
+    """One cautious AdamW step of ``param`` in place (settings and state as ``adamw_update``'s).
+    Call under ``torch.no_grad()``."""
+    exp_avg, denom, step_size = adam_moments(param, grad, state, group)
     param.addcdiv_(exp_avg * cautious_scale(exp_avg, grad), denom, value=-step_size)
 
 
 class CautiousAdamWOptimizer(AdamWOptimizer):
     """AdamW's optimizer and settings, stepping with ``cautious_adamw_update``."""
 
-    def update_group(self, group: dict[str, Any]) -> None:
-        adamw_group_update(group, self.state, cautious_adamw_update)
+    update = staticmethod(cautious_adamw_update)
 
 
 class CautiousAdamWBatched(AdamWBatched):
@@ -99,20 +87,12 @@ class CautiousAdamWConfig(AdamWConfig):
     """AdamW's settings (beta1, beta2, eps); the mask has none."""
 
 
-@register(
-    slot="optimizer",
+@register_optimizer(
     name="cautious_adamw",
     config=CautiousAdamWConfig,
-    paper=Paper(
-        arxiv_id="2411.16085",
-        title="Cautious Optimizers: Improving Training with One Line of Code",
-        url="https://arxiv.org/abs/2411.16085",
-        organization="The University of Texas at Austin",
-    ),
+    paper=arxiv("2411.16085", "Cautious Optimizers: Improving Training with One Line of Code",
+                "The University of Texas at Austin"),
     ablation="adamw",
-    implementation_status="integrated",
-    baseline=False,
-    evolve_integrated=True,
     scope=(
         "C-AdamW (sign-agreement mask rescaled by its mean) on every parameter against AdamW at "
         "the same lr and weight decay; the paper's C-Lion and LLaMA / MAE pretraining runs are "
@@ -122,16 +102,8 @@ class CautiousAdamWConfig(AdamWConfig):
     tuning_space=ADAMW_TUNING_SPACE,  # AdamW's settings, so both arms search the same space
     paper_tuning_space=ADAMW_PAPER_SPACE,  # the paper keeps AdamW's settings; Wen et al. tune them
 )
-class CautiousAdamW(OptimizerComponent):
-    batched = CautiousAdamWBatched
-    per_group_lr = True  # per-parameter lrs (a parametrization's) split its groups
+class CautiousAdamW(AdamW):
+    """AdamW's component (settings, build) with the cautious optimizer and its batched twin."""
 
-    def build(self, model: nn.Module, lr: float, weight_decay: float) -> CautiousAdamWOptimizer:
-        config = self.config
-        return CautiousAdamWOptimizer(
-            model.parameters(),
-            lr=lr,
-            betas=(config.beta1, config.beta2),
-            eps=config.eps,
-            weight_decay=weight_decay,
-        )
+    batched = CautiousAdamWBatched
+    optimizer_class = CautiousAdamWOptimizer

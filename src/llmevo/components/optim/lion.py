@@ -27,18 +27,14 @@ import torch
 from pydantic import Field, PositiveFloat
 from torch import Tensor, nn
 
-from llmevo.components.optim.base import OptimizerComponent
-from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica
+from llmevo.components.optim.base import OptimizerComponent, arxiv, paper_space, register_optimizer
+from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica, with_grads
 from llmevo.registry import (
     LR_AXIS,
-    PAPER_WEIGHT_DECAY_AXIS,
-    WARMUP_AXIS,
     WEIGHT_DECAY_AXIS,
-    Paper,
     SearchDimension,
     StrictModel,
     TuningAxis,
-    register,
 )
 
 
@@ -55,10 +51,7 @@ class LionOptimizer(Optimizer):
 
     def update_group(self, group: dict[str, Any]) -> None:
         beta1, beta2 = group["betas"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            state = self.state.setdefault(p, {})
+        for p, state in with_grads(group, self.state):
             if "exp_avg" not in state:
                 state["exp_avg"] = torch.zeros_like(p)
             momentum = state["exp_avg"]
@@ -94,6 +87,14 @@ class LionBatched(BatchedOptimizer):
         return None
 
 
+LION_SPACE = {
+    "lr": LR_AXIS,  # the AdamW-equivalent lr; Lion's own is lr_multiplier times it
+    "beta2": TuningAxis(target="optimizer", setting="beta2", low=0.95, high=0.999,
+                        scale="log1m", limit_high=0.9999),
+    "weight_decay": WEIGHT_DECAY_AXIS,  # times weight_decay_multiplier in Lion's build
+}
+
+
 class LionConfig(StrictModel):
     beta1: float = Field(default=0.9, ge=0.0, lt=1.0)
     beta2: float = Field(default=0.99, ge=0.0, lt=1.0)
@@ -101,20 +102,11 @@ class LionConfig(StrictModel):
     weight_decay_multiplier: float = Field(default=3.0, ge=0.0)
 
 
-@register(
-    slot="optimizer",
+@register_optimizer(
     name="lion",
     config=LionConfig,
-    paper=Paper(
-        arxiv_id="2302.06675",
-        title="Symbolic Discovery of Optimization Algorithms",
-        url="https://arxiv.org/abs/2302.06675",
-        organization="Google; UCLA",
-    ),
+    paper=arxiv("2302.06675", "Symbolic Discovery of Optimization Algorithms", "Google; UCLA"),
     ablation="adamw",
-    implementation_status="integrated",
-    baseline=False,
-    evolve_integrated=True,
     scope=(
         "Lion on every parameter (lr x0.3, weight decay x3 of the AdamW settings) against AdamW "
         "at the same budget; the paper's program search and large-scale benchmarks are not run."
@@ -123,23 +115,13 @@ class LionConfig(StrictModel):
         "lr_multiplier": SearchDimension(low=0.1, high=1.0, log=True),
         "beta2": SearchDimension(choices=(0.98, 0.99)),
     },
-    tuning_space={
-        "lr": LR_AXIS,  # the AdamW-equivalent lr; Lion's own is lr_multiplier times it
-        "beta2": TuningAxis(target="optimizer", setting="beta2", low=0.95, high=0.999,
-                            scale="log1m", limit_high=0.9999),
-        "weight_decay": WEIGHT_DECAY_AXIS,  # times weight_decay_multiplier in Lion's build
-    },
+    tuning_space=LION_SPACE,
     # --tune-space paper (issue 48, dial a): the paper tunes lr, weight decay and the betas (lr
     # 3-10x smaller, weight decay 3-10x larger than AdamW's); Wen et al. 2509.02046
     # find Lion's tuned weight decay 0.6-0.7 at 130M-520M. The lr reaches 6x the preset's (v3's
     # space row chose 1.13e-2 on the old axis's edge), weight decay 0 .. 1 before the build's x3.
-    paper_tuning_space={
-        "lr": TuningAxis(target="train", setting="lr", low=1 / 3, high=6.0, scale="log", relative_to="lr"),
-        "beta2": TuningAxis(target="optimizer", setting="beta2", low=0.95, high=0.999,
-                            scale="log1m", limit_high=0.9999),
-        "weight_decay": PAPER_WEIGHT_DECAY_AXIS,
-        "warmup": WARMUP_AXIS,
-    },
+    paper_tuning_space=paper_space(LION_SPACE, lr=TuningAxis(target="train", setting="lr", low=1 / 3, high=6.0,
+                                                             scale="log", relative_to="lr")),
 )
 class Lion(OptimizerComponent):
     batched = LionBatched

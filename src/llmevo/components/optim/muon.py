@@ -42,24 +42,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from pydantic import Field, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
-from llmevo.components.optim.adamw import AdamWBatched, adamw_group_update
-from llmevo.components.optim.base import OptimizerComponent, count, parameters_by_role
-from llmevo.components.optim.optimizer import Optimizer, per_replica
+from llmevo.components.optim.adamw import AdamWBatched, adamw_update
+from llmevo.components.optim.base import (
+    OptimizerComponent,
+    arxiv,
+    count,
+    paper_space,
+    parameters_by_role,
+    register_optimizer,
+    settings,
+)
+from llmevo.components.optim.optimizer import Optimizer, per_replica, with_grads
 from llmevo.registry import (
     HIGH_LR_AXIS,
-    PAPER_WEIGHT_DECAY_AXIS,
-    WARMUP_AXIS,
-    Paper,
     SearchDimension,
     StrictModel,
     TuningAxis,
-    register,
 )
 
 NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
@@ -139,19 +143,18 @@ class MuonAdamW(Optimizer):
         if self._step_errors:
             self._last_errors = torch.stack(self._step_errors)
 
+    update = staticmethod(adamw_update)  # the AdamW groups' step
+
     def update_group(self, group: dict[str, Any]) -> None:
         if group["use_muon"]:
             self._step_errors += self._muon_step(group)
         else:
-            self._adamw_step(group)
+            super().update_group(group)
 
     def _muon_step(self, group: dict[str, Any]) -> list[Tensor]:
         errors = []
-        for p in group["params"]:
-            if p.grad is None:
-                continue
+        for p, state in with_grads(group, self.state):
             grad = p.grad
-            state = self.state.setdefault(p, {})
             if "momentum_buffer" not in state:
                 state["momentum_buffer"] = torch.zeros_like(p)
             buffer = state["momentum_buffer"]
@@ -168,9 +171,6 @@ class MuonAdamW(Optimizer):
         scale = group["rms_scale"] * math.sqrt(max(p.shape[-2], p.shape[-1]))
         p.mul_(1 - group["lr"] * group["weight_decay"])
         p.add_(update, alpha=-group["lr"] * scale)
-
-    def _adamw_step(self, group: dict[str, Any]) -> None:
-        adamw_group_update(group, self.state)
 
     def orthogonality_error(self) -> float:
         """Mean ``muon_orthogonality_error`` over the hidden matrices of the last step (0 before)."""
@@ -233,27 +233,18 @@ MUON_SPACE = {
 }
 """Muon's declared tuning space (``--tune-space full``)."""
 
-MUON_PAPER_SPACE = {**MUON_SPACE, "weight_decay": PAPER_WEIGHT_DECAY_AXIS, "warmup": WARMUP_AXIS}
+MUON_PAPER_SPACE = paper_space(MUON_SPACE)
 """Muon's space under ``--tune-space paper`` (issue 48, dial a): its own axes plus weight decay,
 which the paper (Liu et al. 2502.16982) adds as one of the two changes that make Muon hold at
 scale, and
 warmup, which Wen et al. 2509.02046 tune for every optimizer."""
 
 
-@register(
-    slot="optimizer",
+@register_optimizer(
     name="muon",
     config=MuonConfig,
-    paper=Paper(
-        arxiv_id="2502.16982",
-        title="Muon is Scalable for LLM Training",
-        url="https://arxiv.org/abs/2502.16982",
-        organization="Moonshot AI",
-    ),
+    paper=arxiv("2502.16982", "Muon is Scalable for LLM Training", "Moonshot AI"),
     ablation="adamw",
-    implementation_status="integrated",
-    baseline=False,
-    evolve_integrated=True,
     scope=(
         "Muon (5 Newton-Schulz steps, Nesterov momentum, AdamW-matched RMS) on hidden Linear "
         "weights, AdamW on embeddings and gains, against AdamW on everything at the same lr; "
@@ -267,7 +258,8 @@ warmup, which Wen et al. 2509.02046 tune for every optimizer."""
     paper_tuning_space=MUON_PAPER_SPACE,
 )
 class Muon(OptimizerComponent):
-    batched = MuonBatched
+    batched: ClassVar[type[MuonBatched]] = MuonBatched
+    optimizer_class: ClassVar[type[MuonAdamW]] = MuonAdamW  # over the two groups (NorMuon: its own)
 
     def __init__(self, config: MuonConfig):
         super().__init__(config)
@@ -284,26 +276,9 @@ class Muon(OptimizerComponent):
             "muon_tensors": len(muon_params),
             "adamw_tensors": len(adamw_params),
         }
-        self._optimizer = self.make_optimizer(muon_params, adamw_params, lr, weight_decay)
+        self._optimizer = self.optimizer_class(muon_params, adamw_params, lr=lr, weight_decay=weight_decay,
+                                               **settings(self.config))
         return self._optimizer
-
-    def make_optimizer(self, muon_params: list[nn.Parameter], adamw_params: list[nn.Parameter],
-                       lr: float, weight_decay: float) -> MuonAdamW:
-        """The optimizer over the two groups (a variant such as NorMuon returns its own)."""
-        config = self.config
-        return MuonAdamW(
-            muon_params,
-            adamw_params,
-            lr=lr,
-            weight_decay=weight_decay,
-            momentum=config.momentum,
-            nesterov=config.nesterov,
-            ns_steps=config.ns_steps,
-            rms_scale=config.rms_scale,
-            betas=(config.beta1, config.beta2),
-            eps=config.eps,
-            adamw_lr_ratio=config.adamw_lr_ratio,
-        )
 
     def statistics(self) -> dict[str, Any]:
         return dict(self._statistics)

@@ -41,7 +41,9 @@ import torch
 from pydantic import Field, PositiveFloat
 from torch import Tensor, nn
 
+from llmevo.components.optim.base import arxiv, paper_space, register_optimizer
 from llmevo.components.optim.muon import (
+    MUON_SPACE,
     Muon,
     MuonAdamW,
     MuonBatched,
@@ -50,7 +52,7 @@ from llmevo.components.optim.muon import (
     orthogonality_error,
 )
 from llmevo.components.optim.optimizer import per_replica
-from llmevo.registry import HIGH_LR_AXIS, Paper, SearchDimension, TuningAxis, register
+from llmevo.registry import SearchDimension, TuningAxis
 
 MIN_NORM = 1e-30  # floor of ||O'||_F: only an all-zero momentum reaches it
 
@@ -108,6 +110,13 @@ class NorMuonBatched(MuonBatched):
         return orthogonality_error(update)  # (R,)
 
 
+NORMUON_SPACE = {"lr": MUON_SPACE["lr"], "momentum": MUON_SPACE["momentum"],
+                 "neuron_beta2": TuningAxis(target="optimizer", setting="neuron_beta2", low=0.8, high=0.99,
+                                            scale="log1m", limit_high=0.999),
+                 "adamw_lr": MUON_SPACE["adamw_lr"]}
+"""Muon's axes with the per-neuron second moment's beta2 (``--tune-space full``)."""
+
+
 class NorMuonConfig(MuonConfig):
     """Muon's settings (momentum, Nesterov, Newton-Schulz steps, RMS scale, the AdamW groups'
     betas, eps and lr ratio) plus the per-neuron second moment's."""
@@ -116,20 +125,11 @@ class NorMuonConfig(MuonConfig):
     neuron_eps: PositiveFloat = 1e-8
 
 
-@register(
-    slot="optimizer",
+@register_optimizer(
     name="normuon",
     config=NorMuonConfig,
-    paper=Paper(
-        arxiv_id="2510.05491",
-        title="NorMuon: Making Muon more efficient and scalable",
-        url="https://arxiv.org/abs/2510.05491",
-        organization="Georgia Tech; Microsoft",
-    ),
+    paper=arxiv("2510.05491", "NorMuon: Making Muon more efficient and scalable", "Georgia Tech; Microsoft"),
     ablation="muon",
-    implementation_status="integrated",
-    baseline=False,
-    evolve_integrated=True,
     scope=(
         "NorMuon (Muon's Newton-Schulz update, then a per-row second-moment normalisation and an "
         "AdamW-matched RMS) on hidden Linear weights, AdamW on embeddings and gains, against Muon "
@@ -141,29 +141,15 @@ class NorMuonConfig(MuonConfig):
         "momentum": SearchDimension(choices=(0.9, 0.95)),
         "neuron_beta2": SearchDimension(choices=(0.9, 0.95, 0.99)),
     },
-    tuning_space={
-        "lr": HIGH_LR_AXIS,
-        "momentum": TuningAxis(target="optimizer", setting="momentum", low=0.8, high=0.98,
-                               scale="log1m", limit_high=0.99),
-        "neuron_beta2": TuningAxis(target="optimizer", setting="neuron_beta2", low=0.8, high=0.99,
-                                   scale="log1m", limit_high=0.999),
-        "adamw_lr": TuningAxis(target="optimizer", setting="adamw_lr_ratio", low=1 / 3, high=3.0,
-                               scale="log"),
-    },
+    tuning_space=NORMUON_SPACE,
+    # --tune-space paper: Li et al. 2510.05491 tune NorMuon's lr on Muon's settings, with their
+    # own neuron beta2 (0.95); as Muon's paper space, weight decay to 1 (Liu et al. 2502.16982's
+    # change that makes Muon hold at scale) and warmup (Wen et al. 2509.02046)
+    paper_tuning_space=paper_space(NORMUON_SPACE),
 )
 class NorMuon(Muon):
     """Muon's component (the parameter split, statistics, orthogonality error) with
     NorMuon's optimizer."""
 
     batched = NorMuonBatched
-
-    def make_optimizer(self, muon_params: list[nn.Parameter], adamw_params: list[nn.Parameter],
-                       lr: float, weight_decay: float) -> NorMuonAdamW:
-        config = self.config
-        return NorMuonAdamW(
-            muon_params, adamw_params, lr=lr, weight_decay=weight_decay,
-            momentum=config.momentum, nesterov=config.nesterov, ns_steps=config.ns_steps,
-            rms_scale=config.rms_scale, betas=(config.beta1, config.beta2), eps=config.eps,
-            adamw_lr_ratio=config.adamw_lr_ratio, neuron_beta2=config.neuron_beta2,
-            neuron_eps=config.neuron_eps,
-        )
+    optimizer_class = NorMuonAdamW

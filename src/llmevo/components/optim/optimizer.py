@@ -10,7 +10,8 @@ here keep the parts of that interface this platform uses and import nothing from
 
 - ``Optimizer``: ``param_groups`` (dicts with ``params`` and the hyperparameters, defaults
   filled in), ``state`` (per parameter), ``zero_grad(set_to_none=True)``, ``step()`` under
-  ``torch.no_grad()`` calling the subclass's ``update_group`` once per group in order, and
+  ``torch.no_grad()`` calling ``update_group`` once per group in order (by default the
+  subclass's ``update`` for each parameter with a gradient), and
   ``state_dict()`` / ``load_state_dict()`` in ``torch.optim``'s layout (parameters numbered
   in group order).
 - Three hooks the trainer calls, no-ops here: ``set_run_steps(steps)`` before the first step
@@ -47,8 +48,9 @@ from torch import Tensor, nn
 class Optimizer:
     """Param groups, per-parameter state, ``zero_grad`` and a no-grad ``step``.
 
-    Subclasses implement ``update_group(group)``: one update of every parameter of
-    ``group`` that has a gradient.
+    Subclasses implement ``update(param, grad, state, group)``, one parameter's step at its
+    group's settings (or ``update_group(group)``, the step of every parameter of ``group`` that
+    has a gradient, which calls ``update`` by default).
     """
 
     def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], defaults: dict[str, Any]):
@@ -91,8 +93,12 @@ class Optimizer:
             for group in self.param_groups:
                 self.update_group(group)
 
-    def update_group(self, group: dict[str, Any]) -> None:  # pragma: no cover
-        raise NotImplementedError
+    def update_group(self, group: dict[str, Any]) -> None:
+        for p, state in with_grads(group, self.state):
+            self.update(p, p.grad, state, group)
+
+    def update(self, param: Tensor, grad: Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
+        raise NotImplementedError  # pragma: no cover
 
     def set_run_steps(self, steps: int) -> None:
         """The run's number of steps, told by the trainer before the first step (AdEMAMix's
@@ -177,10 +183,21 @@ class LambdaSchedule:
         self.last_step += 1
         self._apply()
 
+    def refactor(self, factor: Callable[[int], float]) -> None:
+        """Follow ``factor`` from this step on (a decay branch's own schedule)."""
+        self.factor = factor
+        self._apply()
+
     def _apply(self) -> None:
         factor = self.factor(self.last_step)
         for group, base in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
             group["lr"] = base * factor
+
+
+def with_grads(group: dict[str, Any], state: dict[Tensor, dict[str, Any]]) -> Iterator[tuple[Tensor, dict[str, Any]]]:
+    """Each parameter of ``group`` that has a gradient, in order, with its entry of ``state``
+    (created empty on first use)."""
+    return ((p, state.setdefault(p, {})) for p in group["params"] if p.grad is not None)
 
 
 def per_replica(values: Tensor, like: Tensor) -> Tensor:

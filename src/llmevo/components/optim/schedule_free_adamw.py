@@ -50,18 +50,22 @@ import torch
 from pydantic import Field, PositiveFloat
 from torch import Tensor, nn
 
-from llmevo.components.optim.base import OptimizerComponent
-from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica
+from llmevo.components.optim.base import (
+    OptimizerComponent,
+    arxiv,
+    paper_space,
+    register_optimizer,
+    settings,
+)
+from llmevo.components.optim.optimizer import BatchedOptimizer, Optimizer, per_replica, with_grads
 from llmevo.errors import ConfigError
 from llmevo.registry import (
     LR_AXIS,
     WARMUP_AXIS,
     WEIGHT_DECAY_AXIS,
-    Paper,
     SearchDimension,
     StrictModel,
     TuningAxis,
-    register,
 )
 
 
@@ -86,10 +90,7 @@ class ScheduleFreeAdamWOptimizer(Optimizer):
         weight_sum = group["weight_sum"] = group["weight_sum"] + weight
         average = weight / weight_sum if weight_sum else 0.0  # c
         bias_correction2 = 1 - beta2 ** (k + 1)
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            state = self.state.setdefault(p, {})
+        for p, state in with_grads(group, self.state):
             if not state:
                 state["z"] = p.detach().clone()
                 state["exp_avg_sq"] = torch.zeros_like(p)
@@ -200,6 +201,14 @@ class ScheduleFreeAdamWBatched(BatchedOptimizer):
                 param.lerp_(self.state[name]["z"], per_replica(self.to_x, param))
 
 
+SCHEDULE_FREE_SPACE = {
+    "lr": LR_AXIS,
+    "beta1": TuningAxis(target="optimizer", setting="beta1", low=0.8, high=0.98, scale="log1m", limit_high=0.995),
+    "weight_decay": WEIGHT_DECAY_AXIS,
+    "warmup": WARMUP_AXIS,
+}
+
+
 class ScheduleFreeAdamWConfig(StrictModel):
     beta1: float = Field(default=0.9, gt=0.0, lt=1.0)  # y's interpolation between z and x
     beta2: float = Field(default=0.999, ge=0.0, lt=1.0)
@@ -208,20 +217,11 @@ class ScheduleFreeAdamWConfig(StrictModel):
     weight_lr_power: float = Field(default=2.0, ge=0.0)  # its weighting by the (warmed-up) lr
 
 
-@register(
-    slot="optimizer",
+@register_optimizer(
     name="schedule_free_adamw",
     config=ScheduleFreeAdamWConfig,
-    paper=Paper(
-        arxiv_id="2405.15682",
-        title="The Road Less Scheduled",
-        url="https://arxiv.org/abs/2405.15682",
-        organization="Meta FAIR",
-    ),
+    paper=arxiv("2405.15682", "The Road Less Scheduled", "Meta FAIR"),
     ablation="adamw",
-    implementation_status="integrated",
-    baseline=False,
-    evolve_integrated=True,
     scope=(
         "Schedule-free AdamW (gradients at y, the model evaluated and saved at the average x) on "
         "every parameter against AdamW at the same lr, weight decay and schedule; the run keeps "
@@ -229,20 +229,17 @@ class ScheduleFreeAdamWConfig(StrictModel):
         "the paper's AlgoPerf and large-scale runs are not reproduced."
     ),
     search_space={"beta1": SearchDimension(choices=(0.9, 0.95))},
-    tuning_space={
-        "lr": LR_AXIS,
-        "beta1": TuningAxis(target="optimizer", setting="beta1", low=0.8, high=0.98, scale="log1m",
-                            limit_high=0.995),
-        "weight_decay": WEIGHT_DECAY_AXIS,
-        "warmup": WARMUP_AXIS,
-    },
+    tuning_space=SCHEDULE_FREE_SPACE,
+    # --tune-space paper: what the authors' package (facebookresearch/schedule_free, README)
+    # says to tune: lr ("1x-10x larger than with schedule-based approaches", so up to 10x the
+    # preset's), beta (0.9, "0.95 or 0.98" for long runs), regularization (weight decay, to 1 as
+    # Wen et al. 2509.02046 search it) and warmup ("recommended")
+    paper_tuning_space=paper_space(SCHEDULE_FREE_SPACE, lr=TuningAxis(
+        target="train", setting="lr", low=1 / 3, high=10.0, scale="log", relative_to="lr")),
 )
 class ScheduleFreeAdamW(OptimizerComponent):
     batched = ScheduleFreeAdamWBatched
 
     def build(self, model: nn.Module, lr: float, weight_decay: float) -> ScheduleFreeAdamWOptimizer:
-        config = self.config
-        return ScheduleFreeAdamWOptimizer(
-            model.parameters(), lr=lr, betas=(config.beta1, config.beta2), eps=config.eps,
-            weight_decay=weight_decay, r=config.r, weight_lr_power=config.weight_lr_power,
-        )
+        return ScheduleFreeAdamWOptimizer(model.parameters(), lr=lr, weight_decay=weight_decay,
+                                          **settings(self.config))

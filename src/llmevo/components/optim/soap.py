@@ -56,18 +56,20 @@ import torch
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
-from llmevo.components.optim.base import OptimizerComponent
+from llmevo.components.optim.base import (
+    OptimizerComponent,
+    arxiv,
+    paper_space,
+    register_optimizer,
+    settings,
+)
 from llmevo.components.optim.optimizer import Optimizer
 from llmevo.registry import (
     HIGH_LR_AXIS,
-    PAPER_WEIGHT_DECAY_AXIS,
-    WARMUP_AXIS,
     WEIGHT_DECAY_AXIS,
-    Paper,
     SearchDimension,
     StrictModel,
     TuningAxis,
-    register,
 )
 
 SIDES = (("left", -2), ("right", -1))  # L acts on the rows (dim -2), R on the columns (dim -1)
@@ -140,24 +142,13 @@ def accumulate(grad: Tensor, state: dict[str, Any], sides: list[tuple[str, int]]
         state[f"gg_{side}"].lerp_(gram(grad, dim), 1 - shampoo_beta)
 
 
-def soap_update(
-    param: Tensor,
-    grad: Tensor,
-    state: dict[str, Any],
-    *,
-    lr: float,
-    beta1: float,
-    beta2: float,
-    shampoo_beta: float,
-    eps: float,
-    weight_decay: float,
-    precondition_frequency: int,
-    max_precond_dim: int,
-) -> None:
+def soap_update(param: Tensor, grad: Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
     """One SOAP step of ``param`` in place (the first call only starts the preconditioner);
     ``state`` holds ``step``, ``exp_avg``, ``exp_avg_sq`` and per side ``gg_*`` and ``q_*``.
-    Call under ``torch.no_grad()``."""
-    sides = preconditioned_sides(param.shape, max_precond_dim)
+    ``group`` holds the settings (``SOAPOptimizer``'s). Call under ``torch.no_grad()``."""
+    lr, eps, weight_decay, (beta1, beta2) = group["lr"], group["eps"], group["weight_decay"], group["betas"]
+    shampoo_beta = group["shampoo_beta"]
+    sides = preconditioned_sides(param.shape, group["max_precond_dim"])
     if not state:
         start_preconditioner(grad, state, sides, shampoo_beta)
         return
@@ -173,7 +164,7 @@ def soap_update(
     direction = rotate_back(rotate(exp_avg, state) / denom, state)
     param.add_(direction, alpha=-lr / (1 - beta1**step))
     accumulate(grad, state, sides, shampoo_beta)
-    if step % precondition_frequency == 0:
+    if step % group["precondition_frequency"] == 0:
         for side, dim in sides:
             refresh(state, side, dim)
 
@@ -187,16 +178,7 @@ class SOAPOptimizer(Optimizer):
             eps=eps, weight_decay=weight_decay, precondition_frequency=precondition_frequency,
             max_precond_dim=max_precond_dim))
 
-    def update_group(self, group: dict[str, Any]) -> None:
-        beta1, beta2 = group["betas"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            soap_update(p, p.grad, self.state.setdefault(p, {}), lr=group["lr"], beta1=beta1,
-                        beta2=beta2, shampoo_beta=group["shampoo_beta"], eps=group["eps"],
-                        weight_decay=group["weight_decay"],
-                        precondition_frequency=group["precondition_frequency"],
-                        max_precond_dim=group["max_precond_dim"])
+    update = staticmethod(soap_update)
 
 
 class SOAPConfig(StrictModel):
@@ -221,20 +203,11 @@ SOAP_SPACE = {
 decay up to 1 and warmup."""
 
 
-@register(
-    slot="optimizer",
+@register_optimizer(
     name="soap",
     config=SOAPConfig,
-    paper=Paper(
-        arxiv_id="2409.11321",
-        title="SOAP: Improving and Stabilizing Shampoo using Adam",
-        url="https://arxiv.org/abs/2409.11321",
-        organization="Harvard University",
-    ),
+    paper=arxiv("2409.11321", "SOAP: Improving and Stabilizing Shampoo using Adam", "Harvard University"),
     ablation="adamw",
-    implementation_status="integrated",
-    baseline=False,
-    evolve_integrated=True,
     scope=(
         "SOAP (Adam in Shampoo's eigenbasis on every matrix, the embedding included, refreshed "
         "by power iteration and QR every precondition_frequency steps; Adam on gains) against "
@@ -248,16 +221,10 @@ decay up to 1 and warmup."""
     tuning_space=SOAP_SPACE,
     # --tune-space paper (issue 48, dial a): the declared axes, weight decay up to 1 and warmup,
     # which Wen et al. 2509.02046 tune for every optimizer, SOAP among them
-    paper_tuning_space={**SOAP_SPACE, "weight_decay": PAPER_WEIGHT_DECAY_AXIS, "warmup": WARMUP_AXIS},
+    paper_tuning_space=paper_space(SOAP_SPACE),
 )
 class SOAP(OptimizerComponent):
     batched = None  # no twin: see the module docstring
 
     def build(self, model: nn.Module, lr: float, weight_decay: float) -> SOAPOptimizer:
-        config = self.config
-        return SOAPOptimizer(
-            model.parameters(), lr=lr, betas=(config.beta1, config.beta2),
-            shampoo_beta=config.shampoo_beta, eps=config.eps, weight_decay=weight_decay,
-            precondition_frequency=config.precondition_frequency,
-            max_precond_dim=config.max_precond_dim,
-        )
+        return SOAPOptimizer(model.parameters(), lr=lr, weight_decay=weight_decay, **settings(self.config))
