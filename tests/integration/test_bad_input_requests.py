@@ -14,7 +14,7 @@ from cli_runner import assert_refused, files_under, run_cli
 from llmevo.errors import ConfigError
 from llmevo.experiments import ExternalLadderRequest, ExternalRequest, ReproductionRequest
 from llmevo.experiments.experiment_file import load_experiment
-from llmevo.experiments.sections import EVOLUTION_REFUSED, read_experiment
+from llmevo.experiments.sections import EVOLUTION_REFUSED, LADDER_REFUSED, read_experiment
 
 
 def _write(folder: Path, name: str, text: str) -> Path:
@@ -82,6 +82,36 @@ def test_a_bad_key_or_value_is_named_by_the_file_and_the_key(text, said, tmp_pat
                    f"{path}: {said}", capsys, workdir)
 
 
+@pytest.mark.parametrize("command", ["reproduce", "ladder", "evolve"])
+@pytest.mark.parametrize(("make", "said"), [
+    (lambda folder: folder / "missing.toml", "no such file; check the path"),
+    (lambda folder: (folder / "dir.toml").mkdir() or folder / "dir.toml",
+     "a folder, not a file; give the experiment's FILE.toml"),
+    (lambda folder: (folder / "latin1.toml").write_bytes(b'name = "r\xffope"\n') and folder / "latin1.toml",
+     "not UTF-8 text (byte 0xff at offset 9); save it as UTF-8"),
+])
+def test_a_file_that_cannot_be_read_says_why_and_what_to_do(command, make, said, tmp_path, capsys, workdir):
+    """Before: "cannot be read (FileNotFoundError)", "(IsADirectoryError)", "(UnicodeDecodeError)"."""
+    from llmevo.evolve import EvolutionSettings
+    from llmevo.experiments import LadderRequest
+
+    request = {"reproduce": ReproductionRequest, "ladder": LadderRequest, "evolve": EvolutionSettings}[command]
+    path = make(tmp_path)
+    _refused_alike([command, str(path)], lambda: read_experiment(path, request),
+                   f"experiment file {path}: {said}", capsys, workdir)
+
+
+@pytest.mark.parametrize("text", ['name = "rope"\ntrain = 3\n', 'name = "rope"\n[[train]]\nsteps = 2\n',
+                                  'name = "rope"\ntrain = "steps=2"\n'])
+def test_a_section_given_as_a_value_says_it_is_a_table(text, tmp_path, capsys, workdir):
+    """Before: "train: no field of ReproductionRequest (...; its sections as tables: [run],
+    [train], ...)", which named [train] as what it refused."""
+    path = _write(tmp_path, "value.toml", text)
+    _refused_alike(["reproduce", str(path)], lambda: read_experiment(path, ReproductionRequest),
+                   f"{path}: train: the train section is one table, not a value; write [train] and its fields "
+                   "under it (", capsys, workdir)
+
+
 def test_a_good_file_still_reads(tmp_path):
     path = _write(tmp_path, "ok.toml", """
         name = "muon"
@@ -147,6 +177,30 @@ def test_evolve_lists_no_option_its_study_refuses_and_still_refuses_each_with_it
     assert_refused(["evolve", "--tracker", "wandb"],
                    "--tracker does not apply here: a study logs its trials, seeds and final runs to --tensorboard",
                    capsys, workdir)
+
+
+def test_ladder_lists_no_option_it_refuses_and_refuses_each_alike_from_python_and_the_cli(capsys, workdir):
+    """Before: ``ladder --help`` listed --steps, --rung, --tune-space, ... (the refusals lived
+    in the torch-importing ladder module). --tune-grid stays listed: ``ladder --experiment``
+    reads it."""
+    from llmevo.cli import commands
+    from llmevo.experiments import LadderRequest
+
+    assert LadderRequest.refused is LADDER_REFUSED
+    params = typer.main.get_command(commands()).commands["ladder"].params
+    hidden = {param.name for param in params if getattr(param, "hidden", False)}
+    assert hidden == set(LADDER_REFUSED) - {"tune_grid"}, hidden ^ set(LADDER_REFUSED)
+    assert run_cli(["ladder", "--help"]) == 0
+    shown = capsys.readouterr().out
+    for option in ("--steps", "--rung", "--tune-space", "--seq-len", "--batch-size", "--d-model"):
+        assert f"{option} " not in shown, option
+    assert "--rungs" in shown and "--tune-probe" in shown and "--tune-grid" in shown
+    for args, keyword, said in [(["--steps", "2"], {"steps": 2}, "each rung's steps follow its size"),
+                                (["--rung", "1"], {"rung": 1}, "--rungs chooses each rung's size"),
+                                (["--tune-space", "x"], {"tune_space": "x"}, "a ladder tunes the learning rate")]:
+        message = f"{args[0]} does not apply here: {said}"
+        _refused_alike(["ladder", "rope", *args], lambda keyword=keyword: LadderRequest(name="rope", data_dir=workdir, **keyword),
+                       message, capsys, workdir)
 
 
 def test_diagnose_lists_only_the_run_fields_it_takes(capsys, workdir):
@@ -260,3 +314,66 @@ def test_a_parameter_default_that_is_no_scalar_says_so(tmp_path, capsys):
         from llmevo.experiments.experiment_file import parse_settings
 
         parse_settings("v=[1,2]", load_experiment(_write(tmp_path / "ok", "e.toml", TOML)).spec, "--method")
+
+
+# --- the twenty-second session's walk (issue 47) ----------------------------------------------
+
+def test_set_data_dir_is_a_path_not_a_traceback(tmp_path, capsys, workdir):
+    """Before: ``--set run.data_dir=/nonexistent`` ended in a traceback (AttributeError: 'str'
+    object has no attribute 'exists')."""
+    missing = tmp_path / "nowhere"
+    assert_refused(["reproduce", "rope", "--preset", "smoke", "--set", f"run.data_dir={missing}"],
+                   f"data directory {missing} does not exist", capsys, workdir)
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["reproduce", "rope", "--steps", "2", "--set", "train.steps=3"],
+     "--set train.steps=3: steps is given twice (by --steps and --set); give it once"),
+    (["reproduce", "rope", "--set", "train.steps=2", "--set", "train.steps=3"],
+     "--set train.steps=3: steps is given twice (twice by --set); give it once"),
+    (["reproduce", "rope", "--set", "train=3"],
+     "--set train=3: train is a section, not a field; set one of its fields, --set train.FIELD=VALUE (its fields: steps,"),
+])
+def test_set_says_how_a_field_was_given_and_that_a_section_is_no_field(args, said, capsys, workdir):
+    """Before: "given twice (by its option and --set, or twice by --set)"; ``--set train=3``:
+    "ReproductionRequest has no field 'train'"."""
+    assert_refused(args, said, capsys, workdir)
+
+
+def test_a_ladder_file_at_another_preset_is_refused_by_what_it_gave(tmp_path, capsys, workdir):
+    """Before: "--rung / --d-model / --layers / --heads scale the quick preset ...; got --preset
+    smoke", naming options the ladder has none of (its file gave preset = "smoke")."""
+    from llmevo.experiments import LadderRequest
+
+    path = _write(tmp_path, "smoke.toml", 'name = "rope"\npreset = "smoke"\n')
+    _refused_alike(["ladder", str(path)], lambda: LadderRequest(name="rope", preset="smoke", data_dir=workdir),
+                   "preset smoke: a ladder's rungs scale the quick preset (rung 0 is quick); drop the preset, "
+                   "or run one comparison with `llmevo reproduce NAME --preset smoke`", capsys, workdir)
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ('name = "x"\nmetric = "loss"\n', 'no command; the file declares the argv of one run (command = ["python", '),
+    ('name = "x"\ncommand = ["python", "train.py"]\n', 'no metric; the file declares the metric that decides '
+                                                       '(metric = "val_loss")'),
+    ('name = "x"\n', "no command and no metric; the file declares the argv of one run"),
+])
+def test_an_external_file_missing_command_or_metric_says_what_to_declare(text, said, tmp_path, capsys, workdir):
+    """Before: "--experiment FILE: command: Field required"."""
+    path = _write(tmp_path, "ext.toml", text)
+    _refused_alike(["reproduce", "--experiment", str(path), "--method", "lr=1e-2"], lambda: load_experiment(path),
+                   f"--experiment {path}: {said}", capsys, workdir)
+
+
+@pytest.mark.parametrize(("make", "said"), [
+    (lambda folder: (folder / "dir.toml").mkdir() or folder / "dir.toml",
+     "a folder, not a file; give the experiment's FILE.toml"),
+    (lambda folder: (folder / "latin1.toml").write_bytes(b'name = "r\xffope"\n') and folder / "latin1.toml",
+     "not UTF-8 text (byte 0xff at offset 9); save it as UTF-8"),
+])
+def test_an_external_file_that_cannot_be_read_says_why_as_the_request_files_do(make, said, tmp_path, capsys,
+                                                                                 workdir):
+    """Before: "cannot read: [Errno 21] Is a directory: ...", "cannot read: 'utf-8' codec can't
+    decode byte 0xff in position 9: invalid start byte"."""
+    path = make(tmp_path)
+    _refused_alike(["reproduce", "--experiment", str(path), "--method", "lr=1e-2"], lambda: load_experiment(path),
+                   f"--experiment {path}: {said}", capsys, workdir)

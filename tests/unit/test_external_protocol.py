@@ -146,7 +146,7 @@ def test_a_metrics_file_report(tmp_path):
     ('name = "x"\ncommand = ["a"]\nmetric = "m"\ndirection = "up"', "direction"),
     ('name = "x"\ncommand = ["a"]\nmetric = "m"\n[tune]\nparam = "lr"\ngrid = [1]', "is not a declared parameter"),
     ('name = "x"\ncommand = ["a"]\nmetric = "m"\nfiles = ["missing.py"]', "missing.py is not a file"),
-    ('command = ["a"]\nmetric = "m"', "name: Field required"),
+    ('command = ["a"]\nmetric = "m"', "no name; the file declares its name"),
 ])
 def test_bad_experiment_files_are_one_line(tmp_path, toml, message):
     path = tmp_path / "bad.toml"

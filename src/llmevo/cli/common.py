@@ -75,7 +75,7 @@ def resolve_data_dir(option: Path | None) -> Path:
     folder, whose files are unpacked from the package or fetched (from ``$LLMEVO_DATA_URL``, else
     their public sources) on first use (``llmevo.data.store``)."""
     if option is not None:
-        candidate, source = option, "--data-dir"
+        candidate, source = Path(option), "--data-dir"  # text from --set run.data_dir
     elif os.environ.get(DATA_ENV):
         candidate, source = Path(os.environ[DATA_ENV]), f"${DATA_ENV}"
     else:
@@ -340,19 +340,22 @@ def request_values(fields: dict, request: type, given: Mapping[str, str] | None 
     (field -> how: ``{"name": "NAME", "seeds": "--seeds"}``). A field given twice (by its option
     and ``--set``, or twice by ``--set``), an unknown section or field: one line."""
     values: dict = {}
+    how_given: dict[str, str] = {}  # field -> how it was given here: its option, or --set
     for name, value in fields.items():
         if name == "set_" or value is None:
             continue
         info = _section_field(request, name)
         item = _list_item(info.annotation) if info is not None else None
         values[name] = _parse_list(item, value, "--" + name.replace("_", "-")) if item is not None else value
+        how_given[name] = "--" + name.replace("_", "-")
     for text in fields.get("set_") or []:
         name, value = parse_set(text, request)
         if name in values or name in (given or {}):
-            how = (given or {}).get(name, "its option and --set, or twice by --set")
-            raise ConfigError(f"--set {text}: {name} is given twice (by {how}{' and --set' if name in (given or {}) else ''}); "
-                              "give it once")
+            how = (given or {}).get(name) or how_given[name]
+            twice = "twice by --set" if how == "--set" else f"by {how} and --set"
+            raise ConfigError(f"--set {text}: {name} is given twice ({twice}); give it once")
         values[name] = value
+        how_given[name] = "--set"
     return values
 
 
@@ -381,7 +384,10 @@ def parse_set(text: str, request: type) -> tuple[str, object]:
                               f"{', '.join(sections[section].model_fields)}")
         info = sections[section].model_fields[name]
     else:
-        if name not in request.model_fields or name in sections:
+        if name in sections:
+            raise ConfigError(f"--set {text}: {name} is a section, not a field; set one of its fields, "
+                              f"--set {name}.FIELD=VALUE (its fields: {', '.join(sections[name].model_fields)})")
+        if name not in request.model_fields:
             raise ConfigError(f"--set {text}: {request.__name__} has no field '{name}' (a section's field is "
                               f"SECTION.FIELD; sections: {', '.join(sections)})")
         info = request.model_fields[name]

@@ -32,6 +32,7 @@ from llmevo.cli.common import (
 )
 from llmevo.errors import ConfigError
 from llmevo.experiments.sections import (
+    LADDER_REFUSED,
     LaunchSection,
     RunSection,
     SizeSection,
@@ -49,7 +50,9 @@ def _minutes(seconds: float | None) -> str:
 
 
 @app.command()
-@section_options(RunSection, TrainingSection, TuningSection, SizeSection, LaunchSection)
+# listed: what the ladder takes, and --tune-grid, which a ladder of an external --experiment reads
+@section_options(RunSection, TrainingSection, TuningSection, SizeSection, LaunchSection,
+                 refused={field: why for field, why in LADDER_REFUSED.items() if field != "tune_grid"})
 def ladder(
     ctx: typer.Context,
     name: Annotated[str | None, typer.Argument(

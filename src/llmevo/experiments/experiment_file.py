@@ -50,7 +50,6 @@ import sys
 import tempfile
 import threading
 import time
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -353,17 +352,23 @@ class LoadedExperiment(StrictModel):
         return self.path.parent
 
 
+REQUIRED_EXAMPLE = {  # a required key of the file, as the error that misses it shows it
+    "name": 'its name (name = "my-experiment")',
+    "command": 'the argv of one run (command = ["python", "train.py", "--lr", "{lr}"])',
+    "metric": 'the metric that decides (metric = "val_loss")',
+}
+
+
 def load_experiment(path: Path | str) -> LoadedExperiment:
     """Read and check an experiment file; any problem is one ``ConfigError`` line."""
+    from llmevo.experiments.sections import read_toml
+
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"--experiment {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"--experiment {path}: cannot read: {error}") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"--experiment {path}: not valid TOML: {error}") from None
+    raw = read_toml(path, f"--experiment {path}")
+    missing = [key for key, info in Experiment.model_fields.items() if info.is_required() and key not in raw]
+    if missing:  # before: "command: Field required"
+        raise ConfigError(f"--experiment {path}: no {' and no '.join(missing)}; the file declares "
+                          + "; ".join(REQUIRED_EXAMPLE[key] for key in missing) + " (docs/guide/experiment-file.md)")
     try:
         spec = Experiment(**raw)
     except ValidationError as error:

@@ -116,6 +116,7 @@ from llmevo.experiments.genome_comparison import read_genome
 from llmevo.experiments.pipeline import ReproductionRequest, code_state, plan_arms, reproduce
 from llmevo.experiments.plans import ReproductionPlan
 from llmevo.experiments.sections import (
+    LADDER_REFUSED,
     LaunchSection,
     RunSection,
     SizeSection,
@@ -126,7 +127,7 @@ from llmevo.registry import SectionedRequest, Seeds
 from llmevo.reports.ladder import write_ladder_report
 from llmevo.reports.readme import against_slug
 from llmevo.runner.presets import Preset, get_preset
-from llmevo.runner.size import RUNGS, TOKENS_PER_PARAMETER, Size, context_length
+from llmevo.runner.size import REFERENCE_PRESET, RUNGS, TOKENS_PER_PARAMETER, Size, context_length
 from llmevo.runner.tuning import (
     DEFAULT_CONFIRM,
     DEFAULT_REPORT_SEEDS,
@@ -206,18 +207,7 @@ class LadderRequest(SectionedRequest):
     method arm the steps that spend its baseline's training FLOPs, the folder ``-flops``; the
     rungs and ``context`` choose the rest)."""
 
-    refused: ClassVar[dict[str, str]] = {
-        "tune": "a ladder tunes every rung",
-        "tune_grid": "each rung's grid is the full default grid or the learning-rate rule's (--full-grid-rungs)",
-        "tune_space": "a ladder tunes the learning rate on each rung's grid",
-        "tune_trials": "a ladder tunes the learning rate on each rung's grid",
-        "tune_sampler": "a ladder tunes the learning rate on each rung's grid",
-        "tune_fidelity": "a ladder trains each rung's grid to full length (its fits read every point)",
-        **{field: "--rungs chooses each rung's size" for field in ("rung", "d_model", "layers", "heads")},
-        "seq_len": "--context chooses the window (fixed, or growing with the rung)",
-        "steps": "each rung's steps follow its size (--tokens-per-parameter)",
-        "batch_size": "each rung's batch follows its size",
-    }
+    refused: ClassVar[dict[str, str]] = LADDER_REFUSED  # declared torch-free: ladder lists no refused option
 
     name: str
     against: str | None = None
@@ -242,6 +232,16 @@ class LadderRequest(SectionedRequest):
     tuning: TuningSection = Field(default_factory=TuningSection)
     size: SizeSection = Field(default_factory=SizeSection)
     launch: LaunchSection = Field(default_factory=LaunchSection)
+
+    @field_validator("preset")
+    @classmethod
+    def _preset(cls, preset: str | Preset) -> str | Preset:
+        named = preset if isinstance(preset, str) else preset.name
+        if named != REFERENCE_PRESET:
+            raise ConfigError(f"preset {named}: a ladder's rungs scale the {REFERENCE_PRESET} preset (rung 0 is "
+                              f"{REFERENCE_PRESET}); drop the preset, or run one comparison with "
+                              f"`llmevo reproduce NAME --preset {named}`")
+        return preset
 
     @field_validator("rungs")
     @classmethod

@@ -304,6 +304,19 @@ EVOLUTION_REFUSED: dict[str, str] = {  # evolve.pipeline.EvolutionSettings.refus
     "match": "a study's trials and its final comparison hold tokens equal (--match is for reproduce and ladder)",
 }
 
+LADDER_REFUSED: dict[str, str] = {  # experiments.ladder.LadderRequest.refused
+    "tune": "a ladder tunes every rung",
+    "tune_grid": "each rung's grid is the full default grid or the learning-rate rule's (--full-grid-rungs)",
+    "tune_space": "a ladder tunes the learning rate on each rung's grid",
+    "tune_trials": "a ladder tunes the learning rate on each rung's grid",
+    "tune_sampler": "a ladder tunes the learning rate on each rung's grid",
+    "tune_fidelity": "a ladder trains each rung's grid to full length (its fits read every point)",
+    **{field: "--rungs chooses each rung's size" for field in ("rung", "d_model", "layers", "heads")},
+    "seq_len": "--context chooses the window (fixed, or growing with the rung)",
+    "steps": "each rung's steps follow its size (--tokens-per-parameter)",
+    "batch_size": "each rung's batch follows its size",
+}
+
 
 # --- the experiment file: a request's serialized form --------------------------------------
 # A TOML file holding what is the request's own at the top (``name``, ``against``, ``seeds``,
@@ -345,6 +358,28 @@ def check_value(where: str, info: Any, value: Any) -> None:
         raise ConfigError(f"{where}: {value!r}: {first['msg']}") from None
 
 
+def read_toml(path: Path, where: str) -> dict[str, Any]:
+    """The TOML file at ``path``; a missing file, a folder, bytes that are not UTF-8 or bad
+    TOML is one line starting with ``where`` saying which and what to do (the experiment
+    files of both kinds, ``read_experiment`` and ``experiment_file.load_experiment``)."""
+    import tomllib
+
+    if path.is_dir():
+        raise ConfigError(f"{where}: a folder, not a file; give the experiment's FILE.toml")
+    if not path.exists():
+        raise ConfigError(f"{where}: no such file; check the path"
+                          + ("" if path.is_absolute() else f" (relative to {Path.cwd()})"))
+    try:
+        return tomllib.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{where}: not UTF-8 text (byte 0x{error.object[error.start]:02x} at offset {error.start}); "
+                          "save it as UTF-8") from None
+    except OSError as error:
+        raise ConfigError(f"{where}: cannot be read ({error.strerror or error.__class__.__name__})") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{where}: not valid TOML ({error})") from None
+
+
 def read_experiment(path: Path, request: type) -> dict[str, Any]:
     """The experiment file at ``path`` as ``request``'s keywords, each section's fields flat
     (options and ``--set`` then override them by name). Every problem is one line naming the
@@ -353,14 +388,7 @@ def read_experiment(path: Path, request: type) -> dict[str, Any]:
     key that is no field of its table (a section's field outside its table), a value of the
     wrong type (checked strictly: ``check_value``), what is the machine's and never a file's
     (``MACHINE_FIELDS``), and a file of a request with a ``name`` that does not name it."""
-    import tomllib
-
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"experiment file {path}: cannot be read ({error.__class__.__name__})") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"experiment file {path}: not TOML ({error})") from None
+    data = read_toml(Path(path), f"experiment file {path}")
     sections = request.sections()
     if not data:
         raise ConfigError(f"experiment file {path}: empty; it holds {request.__name__}'s fields"
@@ -369,6 +397,9 @@ def read_experiment(path: Path, request: type) -> dict[str, Any]:
     owner = {field: name for name, section in sections.items() for field in section.model_fields}
     values: dict[str, Any] = {}
     for key, value in data.items():
+        if key in sections and not isinstance(value, dict):  # train = 3, or [[train]]
+            raise ConfigError(f"{path}: {key}: the {key} section is one table, not a value; write [{key}] "
+                              f"and its fields under it ({', '.join(sections[key].model_fields)})")
         if isinstance(value, dict):
             if key not in sections:
                 raise ConfigError(f"experiment file {path}: [{key}] is no section of {request.__name__} "
