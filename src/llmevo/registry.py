@@ -142,24 +142,40 @@ def one_line_error(
 MAX_SEED = 2**63 - 1  # seeds are torch generator seeds: 0 .. 2**63-1
 
 
-def check_seeds(seeds: list[int], option: str = "--seeds") -> list[int]:
-    """Seeds of one kind (report, tuning, ...): at least one, each in 0 .. 2**63-1, each
-    once; a problem is one line naming ``option``. The command line and the typed requests
-    apply this one rule."""
+def seeds_problem(seeds: list[int]) -> str | None:
+    """What is wrong with seeds of one kind (report, tuning, ...), or None: at least one, each
+    in 0 .. 2**63-1, each once. The command line and the typed requests apply this one rule."""
     if not seeds:
-        raise ConfigError(f"{option}: no seeds given; pass e.g. {option} 42,43,44")
+        return "no seeds given"
     outside = [s for s in seeds if isinstance(s, bool) or not 0 <= s <= MAX_SEED]
     if outside:
-        raise ConfigError(f"{option}: seed {outside[0]} is out of range; seeds are integers 0 .. 2**63-1")
+        return f"seed {outside[0]} is out of range; seeds are integers 0 .. 2**63-1"
     duplicates = sorted({s for s in seeds if seeds.count(s) > 1})
     if duplicates:
-        raise ConfigError(f"{option}: duplicate seeds {duplicates}; each seed must appear once")
+        return f"duplicate seeds {duplicates}; each seed must appear once"
+    return None
+
+
+def check_seeds(seeds: list[int], option: str = "--seeds") -> list[int]:
+    """``seeds_problem`` as one line naming ``option`` (the command line's seeds)."""
+    problem = seeds_problem(seeds)
+    if problem is not None:
+        raise ConfigError(f"{option}: {problem}" + (f"; pass e.g. {option} 42,43,44" if not seeds else ""))
     return seeds
 
 
-# report seeds and tuning seeds as request fields: ``check_seeds`` applied where they are declared
-Seeds = Annotated[list[int], AfterValidator(check_seeds)]
-TuneSeeds = Annotated[list[int], AfterValidator(lambda seeds: check_seeds(seeds, "--tune-seeds"))]
+def _seeds_rule(seeds: list[int]) -> list[int]:
+    # a field's rule: a validation error, which the request names by its option
+    # (``--seeds: no seeds given; ...``), a file by its key and ``--set`` by itself
+    # (``sections.check_value``), each where the value came from
+    problem = seeds_problem(seeds)
+    if problem is not None:
+        raise PydanticCustomError("seeds", problem + ("; give at least one, e.g. [42, 43, 44]" if not seeds else ""))
+    return seeds
+
+
+# report seeds and tuning seeds as request fields: ``seeds_problem`` applied where they are declared
+Seeds = Annotated[list[int], AfterValidator(_seeds_rule)]
 
 
 class RequestModel(StrictModel):

@@ -4,6 +4,7 @@ same text from Python as from the command line where both doors exist."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -377,3 +378,80 @@ def test_an_external_file_that_cannot_be_read_says_why_as_the_request_files_do(m
     path = make(tmp_path)
     _refused_alike(["reproduce", "--experiment", str(path), "--method", "lr=1e-2"], lambda: load_experiment(path),
                    f"--experiment {path}: {said}", capsys, workdir)
+
+
+# --- issue 47, the four left by the walk: each names where its value came from -------------------
+
+@pytest.mark.parametrize(("args", "text", "said"), [
+    (["reproduce", "{file}"], 'name = "rope"\nseeds = []\n', "{file}: seeds: []: no seeds given"),
+    (["reproduce", "rope", "--set", "seeds=[]"], None, "--set seeds: []: no seeds given"),
+    (["reproduce", "rope", "--set", "tuning.tune_seeds=[]"], None, "--set tuning.tune_seeds: []: no seeds given"),
+    (["ladder", "{file}"], 'name = "rope"\nseeds = [7, 7]\n', "{file}: seeds: [7, 7]: duplicate seeds [7]"),
+])
+def test_no_seeds_in_a_file_or_by_set_is_named_by_it_not_by_the_seeds_option(args, text, said, tmp_path, capsys,
+                                                                             workdir):
+    """Before: "--seeds: no seeds given; pass e.g. --seeds 42,43,44", for a file's seeds = []
+    and for --set seeds=[] alike."""
+    file = _write(tmp_path, "seeds.toml", text) if text else None
+    said = said.format(file=file)
+    assert_refused([arg.format(file=file) for arg in args], said + ("; give at least one, e.g. [42, 43, 44]"
+                                                                    if "no seeds" in said else ""), capsys, workdir)
+    if file is not None:
+        from llmevo.experiments import LadderRequest
+
+        with pytest.raises(ConfigError, match=re.escape(said)):
+            read_experiment(file, ReproductionRequest if args[0] == "reproduce" else LadderRequest)
+
+
+def test_the_python_door_names_the_seeds_option_and_the_field(workdir):
+    for keyword, said in [({"seeds": []}, "--seeds: no seeds given; give at least one, e.g. [42, 43, 44] "
+                                          "(ReproductionRequest.seeds)"),
+                          ({"tune_seeds": [1, 1]}, "--tune-seeds: duplicate seeds [1]; each seed must appear once")]:
+        with pytest.raises(ConfigError, match=re.escape(said)):
+            ReproductionRequest(name="rope", data_dir=workdir, **keyword)
+
+
+@pytest.mark.parametrize(("args", "text", "said"), [
+    (["ladder", "rope", "--set", "train.steps=2"], None, "--set train.steps=2: does not apply here: "
+                                                         "each rung's steps follow its size (--tokens-per-parameter); drop it"),
+    (["ladder", "rope", "--set", "tuning.tune_trials=3"], None, "--set tuning.tune_trials=3: does not apply here: "
+                                                                "a ladder tunes the learning rate on each rung's grid"),
+    (["ladder", "{file}"], 'name = "rope"\n[train]\nsteps = 2\n', "{file}: [train] steps: does not apply here: "
+                                                                  "each rung's steps follow its size"),
+    (["evolve", "--set", "run.tracker=wandb"], None, "--set run.tracker=wandb: does not apply here: a study logs"),
+])
+def test_a_refused_field_by_set_or_a_file_is_named_by_it_not_by_its_option(args, text, said, tmp_path, capsys,
+                                                                           workdir):
+    """Before: ``ladder rope --set train.steps=2`` was refused as "--steps does not apply
+    here", an option the user did not give (and ladder's --help does not list)."""
+    file = _write(tmp_path, "ladder.toml", text) if text else None
+    assert_refused([arg.format(file=file) for arg in args], said.format(file=file), capsys, workdir)
+
+
+def test_diagnose_given_an_experiment_file_says_it_takes_none_and_lists_the_diagnostics(tmp_path, capsys, workdir):
+    """Before: "unknown diagnostic 'FILE.toml'; known: ..."."""
+    from llmevo.diagnostics.harness import DIAGNOSTICS
+    from llmevo.diagnostics.pipeline import DiagnoseRequest, diagnose
+
+    path = _write(tmp_path, "rope.toml", 'name = "rope"\n')
+    said = (f"diagnose takes no experiment file ({path}); name a diagnostic ({', '.join(sorted(DIAGNOSTICS))}) "
+            "and give its settings as options: llmevo diagnose rope --seeds 42")
+    assert "rope" in DIAGNOSTICS
+    _refused_alike(["diagnose", str(path), "--device", "cpu"],
+                   lambda: diagnose(DiagnoseRequest(name=str(path), run={"device": "cpu"})), said, capsys, workdir)
+    assert_refused(["diagnose", "nope", "--device", "cpu"], "unknown diagnostic 'nope'; known: ", capsys, workdir)
+
+
+@pytest.mark.parametrize(("command", "shown"), [
+    ('"python train.py --lr {lr}"', '["python", "train.py", "--lr", "{lr}"]'),
+    ('"python \'my script.py\'"', '["python", "my script.py"]'),
+    ('"python \'unclosed"', '["python", "train.py", ...]'),
+])
+def test_an_external_command_given_as_one_string_says_to_write_a_list(command, shown, tmp_path, capsys, workdir):
+    """Before: "--experiment FILE: command: Input should be a valid list"."""
+    path = _write(tmp_path, "ext.toml", f'name = "x"\ncommand = {command}\nmetric = "loss"\n')
+    said = (f"--experiment {path}: command: one string, not a list of arguments; write it as a list, one entry "
+            f"per argument: command = {shown}")
+    _refused_alike(["reproduce", "--experiment", str(path), "--method", "lr=1e-2"], lambda: load_experiment(path),
+                   said, capsys, workdir)
+    assert_refused(["ladder", "--experiment", str(path), "--method", "lr=1e-2"], said, capsys, workdir)

@@ -24,7 +24,7 @@ import typer
 from rich.console import Console
 
 from llmevo.errors import ConfigError
-from llmevo.experiments.sections import MACHINE_FIELDS, check_value
+from llmevo.experiments.sections import MACHINE_FIELDS, check_read, check_value
 from llmevo.registry import check_seeds
 
 # --help into a pipe or a file (``llmevo reproduce --help | grep tune``): plain text, one line per
@@ -398,4 +398,5 @@ def parse_set(text: str, request: type) -> tuple[str, object]:
     if item is not None and isinstance(value, str):
         value = _parse_list(item, value, f"--set {key.strip()}")
     check_value(f"--set {key.strip()}", info, value)  # strictly, as a file's (tune=yes is no boolean)
+    check_read(f"--set {text}", request, info, name, value)  # named by the --set, not by its option
     return name, value

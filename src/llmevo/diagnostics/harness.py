@@ -69,6 +69,9 @@ def get_diagnostic(name: str) -> Diagnostic:
         return DIAGNOSTICS[name]
     except KeyError:
         known = ", ".join(sorted(DIAGNOSTICS))
+        if name.endswith(".toml"):  # reproduce, ladder and evolve take FILE.toml; diagnose does not
+            raise ConfigError(f"diagnose takes no experiment file ({name}); name a diagnostic ({known}) "
+                              "and give its settings as options: llmevo diagnose rope --seeds 42") from None
         raise ConfigError(f"unknown diagnostic '{name}'; known: {known}") from None
 
 

@@ -43,6 +43,7 @@ import json
 import math
 import os
 import re
+import shlex
 import signal
 import string
 import subprocess
@@ -205,6 +206,20 @@ class Experiment(StrictModel):
     derived: dict[str, str] = Field(default_factory=dict)
     tune: Tuning | None = None
     ladder: Ladder | None = None
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _argv(cls, command: Any) -> Any:
+        # one string (command = "python train.py"): pydantic's "Input should be a valid list" says not what to write
+        if isinstance(command, str):
+            try:
+                words = shlex.split(command)
+            except ValueError:
+                words = []
+            shown = ", ".join(map(json.dumps, words)) if words else '"python", "train.py", ...'
+            raise PydanticCustomError("experiment_file", f"one string, not a list of arguments; write it as a list, "
+                                      f"one entry per argument: command = [{shown}]")
+        return command
 
     @field_validator("params", mode="before")
     @classmethod

@@ -358,6 +358,15 @@ def check_value(where: str, info: Any, value: Any) -> None:
         raise ConfigError(f"{where}: {value!r}: {first['msg']}") from None
 
 
+def check_read(where: str, request: type, info: Any, field: str, value: Any) -> None:
+    """A section field that ``request`` refuses (its ``refused``), given from a file or by
+    ``--set`` at other than its default, is one line starting with ``where`` (``--set
+    train.steps=2``, ``FILE: [train] steps``), as the request would refuse its option."""
+    why = getattr(request, "refused", {}).get(field)
+    if why is not None and (info.is_required() or value != info.get_default(call_default_factory=True)):
+        raise ConfigError(f"{where}: does not apply here: {why}; drop it")
+
+
 def read_toml(path: Path, where: str) -> dict[str, Any]:
     """The TOML file at ``path``; a missing file, a folder, bytes that are not UTF-8 or bad
     TOML is one line starting with ``where`` saying which and what to do (the experiment
@@ -412,6 +421,7 @@ def read_experiment(path: Path, request: type) -> dict[str, Any]:
                 if field in MACHINE_FIELDS:
                     raise ConfigError(f"{where}: not in an experiment file: {MACHINE_FIELDS[field]}")
                 check_value(where, fields[field], item)
+                check_read(where, request, fields[field], field, item)
                 values[field] = item
             continue
         where = f"{path}: {key}"

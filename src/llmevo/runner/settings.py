@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, model_validator
 
 from llmevo.errors import ConfigError
-from llmevo.registry import RequestSection, TuneSeeds
+from llmevo.registry import RequestSection, Seeds
 
 if TYPE_CHECKING:  # the section imports no torch: the commands' options are made from it at once
     from llmevo.runner.arm import Arm
@@ -67,7 +67,7 @@ class TuningSection(RequestSection):
         "default to 42..46."))
     tune_grid: list[float] | None = Field(default=None, description=(
         "Learning rates to tune over, e.g. 1e-3,3e-3,1e-2 (default: 5 from lr/3 to 3*lr)."))
-    tune_seeds: TuneSeeds = Field(default_factory=lambda: list(_tuning().DEFAULT_TUNING_SEEDS), description=(
+    tune_seeds: Seeds = Field(default_factory=lambda: list(_tuning().DEFAULT_TUNING_SEEDS), description=(
         "Tuning seeds, disjoint from the report seeds (default 1000; evolve's final comparison 2000)."))
     tune_confirm: int | None = Field(default=None, ge=0, description=(
         "With tuning (grid or space): extra tuning seeds (default 2, at most 16) on which the best and "
