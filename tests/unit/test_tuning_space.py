@@ -99,14 +99,16 @@ def test_the_paper_space_is_opt_in_and_widens_what_the_papers_tune():
     assert names("soap", True)[-2:] == ["weight_decay", "warmup"]
     assert names("schedule_free_adamw", True) == ["lr", "beta1", "weight_decay", "warmup"]
     assert names("ademamix", True) == ["lr", "beta3", "alpha", "weight_decay", "warmup"]
-    assert names("normuon", True) == ["lr", "momentum", "neuron_beta2", "adamw_lr", "weight_decay", "warmup"]
+    assert names("normuon", True) == ["lr", "momentum", "adamw_lr", "weight_decay", "warmup"]
     for optimizer in full_registry().names("optimizer"):  # every optimizer declares one
         decay = {a.name: a for a in arm_space(ComponentChoice(name=optimizer), [], CONFIG, paper=True)}
         assert (decay["weight_decay"].low, decay["weight_decay"].high) == (0.0, 1.0), optimizer
     lion_lr = arm_space(ComponentChoice(name="lion"), [], CONFIG, paper=True)[0]
     assert (lion_lr.low, lion_lr.high) == pytest.approx((1e-3 / 3, 6e-3))
     free_lr = arm_space(ComponentChoice(name="schedule_free_adamw"), [], CONFIG, paper=True)[0]
-    assert free_lr.high == pytest.approx(10 * 1e-3)  # its package's "1x-10x larger" lr
+    assert (free_lr.low, free_lr.high) == pytest.approx((1e-3, 10 * 1e-3))  # its README's "1x-10x larger" lr
+    free = {a.name: a for a in arm_space(ComponentChoice(name="schedule_free_adamw"), [], CONFIG, paper=True)}
+    assert (free["beta1"].low, free["beta1"].high) == (0.9, 0.98)  # its README's 0.9, "0.95 or 0.98"
     # undeclared: the tuning space; full: unchanged by the paper spaces
     ademamix = full_registry().get("optimizer", "ademamix").manifest
     undeclared = ademamix.model_copy(update={"paper_tuning_space": {}})

@@ -175,9 +175,13 @@ class AdEMAMixConfig(StrictModel):
         "alpha": SearchDimension(low=1.0, high=10.0, log=True),
     },
     tuning_space=ADEMAMIX_SPACE,
-    # --tune-space paper: the paper sweeps its own alpha and beta3 (Pagliardini et al. 2409.03137,
-    # section 4's hyperparameter studies) at AdamW's lr; weight decay to 1 and warmup, which
-    # Wen et al. 2509.02046 tune for every AdamW-like optimizer
+    # --tune-space paper: alpha and beta3 around the authors' recommended values, at AdamW's lr,
+    # with weight decay to 1 and warmup (Wen et al. 2509.02046 tune both for every AdamW-like
+    # optimizer). Source read (2026-12-07): the official code's README (apple/ml-ademamix,
+    # README.md) gives lr 1e-3, betas (0.9, 0.999, 0.9999), alpha 8, the alpha and beta3
+    # warmups over the whole run, weight decay 0.1; the axes hold those (alpha 8 inside 1-10,
+    # beta3 0.9999 at the top edge, extended to 0.99999 if it wins). The paper's own sweep
+    # ranges (2409.03137's hyperparameter sections) were not read: the bounds are not theirs.
     paper_tuning_space=paper_space(ADEMAMIX_SPACE),
 )
 class AdEMAMix(OptimizerComponent):

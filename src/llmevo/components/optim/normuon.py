@@ -142,10 +142,13 @@ class NorMuonConfig(MuonConfig):
         "neuron_beta2": SearchDimension(choices=(0.9, 0.95, 0.99)),
     },
     tuning_space=NORMUON_SPACE,
-    # --tune-space paper: Li et al. 2510.05491 tune NorMuon's lr on Muon's settings, with their
-    # own neuron beta2 (0.95); as Muon's paper space, weight decay to 1 (Liu et al. 2502.16982's
-    # change that makes Muon hold at scale) and warmup (Wen et al. 2509.02046)
-    paper_tuning_space=paper_space(NORMUON_SPACE),
+    # --tune-space paper: Muon's paper space (weight decay to 1, Liu et al. 2502.16982's change
+    # that makes Muon hold at scale; warmup, Wen et al. 2509.02046) with the neuron beta2 held
+    # at 0.95, not tuned. Source read (2026-12-07): the authors' code (zichongli5/NorMuon,
+    # normuon.py) defaults lr 0.02, momentum 0.95, beta2 0.95 and its auxiliary Adam betas
+    # (0.9, 0.95); no published sweep of beta2 was found, and the paper's (2510.05491) tuning
+    # protocol was not read, so the full space's 0.8-0.99 range is no paper's.
+    paper_tuning_space=paper_space({name: axis for name, axis in NORMUON_SPACE.items() if name != "neuron_beta2"}),
 )
 class NorMuon(Muon):
     """Muon's component (the parameter split, statistics, orthogonality error) with

@@ -230,12 +230,18 @@ class ScheduleFreeAdamWConfig(StrictModel):
     ),
     search_space={"beta1": SearchDimension(choices=(0.9, 0.95))},
     tuning_space=SCHEDULE_FREE_SPACE,
-    # --tune-space paper: what the authors' package (facebookresearch/schedule_free, README)
-    # says to tune: lr ("1x-10x larger than with schedule-based approaches", so up to 10x the
-    # preset's), beta (0.9, "0.95 or 0.98" for long runs), regularization (weight decay, to 1 as
-    # Wen et al. 2509.02046 search it) and warmup ("recommended")
-    paper_tuning_space=paper_space(SCHEDULE_FREE_SPACE, lr=TuningAxis(
-        target="train", setting="lr", low=1 / 3, high=10.0, scale="log", relative_to="lr")),
+    # --tune-space paper, from the authors' package README (facebookresearch/schedule_free,
+    # README.md, "Caveats"; read 2026-12-07): "For AdamW, learning rates in the range 1x-10x
+    # larger than with schedule-based approaches seem to work", so lr from 1x to 10x the
+    # preset's; beta's "default of 0.9 works on most problems but it may be necessary to
+    # increase the value to 0.95 or 0.98", so beta1 from 0.9 to 0.98; "tuning regularization and
+    # learning rate" (weight decay, to 1 as Wen et al. 2509.02046 search it) and "Using learning
+    # rate warmup is recommended". The paper's own sweeps (2405.15682's appendix) were not read.
+    paper_tuning_space=paper_space(
+        SCHEDULE_FREE_SPACE,
+        lr=TuningAxis(target="train", setting="lr", low=1.0, high=10.0, scale="log", relative_to="lr"),
+        beta1=TuningAxis(target="optimizer", setting="beta1", low=0.9, high=0.98, scale="log1m",
+                         limit_high=0.995)),
 )
 class ScheduleFreeAdamW(OptimizerComponent):
     batched = ScheduleFreeAdamWBatched
