@@ -225,6 +225,8 @@ def request_error(error: ValidationError, request: type[RequestModel]) -> Config
     section = SectionedRequest.section_type(request, field)
     if section is not None and len(loc) > 1 and loc[1] in section.model_fields:
         field = loc[1]
+    if first["type"] == "seeds":  # the command line's own words (``check_seeds``): both doors alike
+        return ConfigError(f"{request.option(field)}: {first['msg']}")
     value = first.get("input")
     shown = f" {value}" if isinstance(value, int | float | str) and not isinstance(value, bool) else ""
     return ConfigError(f"{request.option(field)}{shown}: {first['msg']} "

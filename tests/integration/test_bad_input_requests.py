@@ -403,12 +403,12 @@ def test_no_seeds_in_a_file_or_by_set_is_named_by_it_not_by_the_seeds_option(arg
             read_experiment(file, ReproductionRequest if args[0] == "reproduce" else LadderRequest)
 
 
-def test_the_python_door_names_the_seeds_option_and_the_field(workdir):
-    for keyword, said in [({"seeds": []}, "--seeds: no seeds given; give at least one, e.g. [42, 43, 44] "
-                                          "(ReproductionRequest.seeds)"),
+def test_the_python_door_names_the_seeds_option_as_the_command_line_does(workdir):
+    for keyword, said in [({"seeds": []}, "--seeds: no seeds given; give at least one, e.g. [42, 43, 44]"),
                           ({"tune_seeds": [1, 1]}, "--tune-seeds: duplicate seeds [1]; each seed must appear once")]:
-        with pytest.raises(ConfigError, match=re.escape(said)):
+        with pytest.raises(ConfigError) as error:
             ReproductionRequest(name="rope", data_dir=workdir, **keyword)
+        assert str(error.value) == said
 
 
 @pytest.mark.parametrize(("args", "text", "said"), [
