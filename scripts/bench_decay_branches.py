@@ -1,5 +1,5 @@
 """Decay branches against standalone runs (issue 48, item 3b): one seed of one arm at several
-horizons, trained as warmup-stable-decay branches of one trunk (``runner.run.run_horizons``)
+horizons, trained as warmup-stable-decay branches of one trunk (``run_arm`` under ``Execution.branches``)
 and as one standalone report run per horizon (``run_arm``), side by side in one process at one
 thread: training only (``train_horizons`` against one ``train()`` per horizon), then report runs
 (each evaluated on validation and test; the standalone side first), after an untimed warm-up
@@ -17,7 +17,9 @@ import argparse
 import json
 import os
 import platform
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 from measure_common import data_and_cache_dirs, ints
@@ -25,7 +27,8 @@ from measure_common import data_and_cache_dirs, ints
 from llmevo.artifacts.provenance import cpu_identity
 from llmevo.catalog import build_optimizer, build_recipe
 from llmevo.experiments import ReproductionRequest
-from llmevo.runner.run import arm_train_config, build_arm_model, run_arm, run_horizons, seed_runs
+from llmevo.runner.cache import ArmCache
+from llmevo.runner.run import arm_train_config, build_arm_model, run_arm, seed_runs
 from llmevo.runner.views import arm_stream, load_views
 from llmevo.train.execution import Execution
 from llmevo.train.trainer import branch_point, train, train_horizons
@@ -83,8 +86,21 @@ def main() -> None:
     alone, alone_wall, alone_cpu = _timed(lambda: [run_arm(
         arm, data, at(steps), seed_runs(arm, data, at(steps), [args.seed]), CPU, objective=objective,
         execution=sequential)[0] for steps in horizons])
-    branches, branch_wall, branch_cpu = _timed(lambda: run_horizons(
-        arm, data, preset, args.seed, horizons, CPU, objective=objective, execution=sequential))
+    branching = Execution("sequential", branches=tuple(horizons))
+    with tempfile.TemporaryDirectory() as folder:  # the branches are kept in an arm cache, read back below
+        cache = ArmCache.open(Path(folder), CPU, branching, "use")
+        assert cache is not None
+
+        def trunk_and_branches():
+            return run_arm(arm, data, at(max(horizons)), seed_runs(arm, data, at(max(horizons)), [args.seed]),
+                           CPU, objective=objective, execution=branching,
+                           cache=cache.report(arm, data, at(max(horizons)), "lm_loss", objective))
+
+        _, branch_wall, branch_cpu = _timed(trunk_and_branches)
+        branches = [run_arm(arm, data, at(steps), seed_runs(arm, data, at(steps), [args.seed]), CPU,
+                            objective=objective, execution=branching,
+                            cache=cache.report(arm, data, at(steps), "lm_loss", objective))[0] for steps in horizons]
+        assert all(run.cached for run in branches)
     longest = config.model_copy(update={"steps": max(horizons)})
     points = {h: branch_point(longest.model_copy(update={"steps": h}), longest) for h in horizons if h != max(horizons)}
     trunk = max(horizons)

@@ -67,6 +67,7 @@ def _options(data_dir: Path) -> dict[str, list[list[str]]]:
         "--seq-len": ["--seq-len", "32"],
         "--replicas-max": ["--replicas-max", "2"],
         "--val-every": ["--val-every", "5"],
+        "--branches": ["--branches", "2"],
         "--sequential": ["--sequential"],
         "--path": ["--path", "batched"],
         "--tune": [["--tune"], ["--no-tune"]],

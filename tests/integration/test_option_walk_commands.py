@@ -125,6 +125,7 @@ EVOLVE_OPTIONS: dict[str, list[list[str]]] = {
     "--list-space": [["--list-space"]],
     # the section fields evolve does not read: refused by its declaration
     "--val-every": [["--val-every", "5"]],
+    "--branches": [["--branches", "2"]],
     "--arm-cache": [["--no-arm-cache"]],
     "--tune": [["--no-tune"]],
     "--tune-space": [["--tune-space", "lr"]],
@@ -187,6 +188,7 @@ LADDER_OPTIONS: dict[str, list[list[str]]] = {
     "--path": [["--path", "sequential"], ["--path", "batched"]],
     "--replicas-max": [["--replicas-max", "1"]],
     "--val-every": [["--val-every", "5"]],
+    "--branches": [["--branches", "2"]],
     "--resamples": [["--resamples", "100"]],
     "--include-degenerate": [["--include-degenerate"]],
     "--publish": [["--publish"]],

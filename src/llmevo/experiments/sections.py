@@ -61,7 +61,8 @@ class RunSection(RequestSection):
     loads runs trained before identically (``runner.cache``); ``publish`` writes under
     ``docs/`` from a clean checkout of ``repo_root`` (``allow_dirty``: or not, recorded);
     ``replace`` lets an artifact replace one that holds more; ``command`` is what provenance
-    records as the command that ran."""
+    records as the command that ran; ``branches`` keeps each run's decay branches at shorter
+    horizons in the arm cache (``runner.run.run_arm``)."""
 
     data_dir: Path = Field(description="Data directory (else $LLMEVO_DATA, else the user's cache folder, filled on first use).")
     cache_dir: Path = Field(default=Path(".cache/llmevo"), description=(
@@ -97,10 +98,20 @@ class RunSection(RequestSection):
         "than this run's."))
     command: str | None = Field(default=None, description="The command provenance records.")
     repo_root: Path = Field(default=REPO_ROOT, description="The checkout --publish checks.")
+    branches: list[int] | None = Field(default=None, description=(
+        "Also train each run's decay branches at these shorter step counts (from one trunk: with "
+        "--schedule wsd each costs its decay) and keep them in the arm cache as the runs of those "
+        "steps, so a later request at those steps loads them. Needs --path sequential and the arm cache."))
 
     @model_validator(mode="after")
     def _dirty_needs_publish(self) -> RunSection:
         check_dirty_needs_publish(self.publish, self.allow_dirty)
+        if self.branches is not None:  # branches train in this process and live only in the cache
+            if min(self.branches, default=0) < 1 or len(set(self.branches)) != len(self.branches):
+                raise ConfigError(f"--branches needs distinct positive step counts, got {self.branches}")
+            if self.path != "sequential" or not self.arm_cache or self.tracker != "none":
+                raise ConfigError("--branches trains each run's branches in this process and keeps them in the "
+                                  "arm cache: use --path sequential, with the arm cache on and no --tracker")
         return self
 
     def execution(self) -> Execution:
@@ -108,7 +119,7 @@ class RunSection(RequestSection):
         from llmevo.train.execution import Execution, check_path
 
         check_path(self.path, self.replicas_max)
-        return Execution(self.path, self.replicas_max, self.val_every)
+        return Execution(self.path, self.replicas_max, self.val_every, tuple(self.branches or ()))
 
     def prologue(self, check_publish: bool = True, output: Path | None = None) -> None:
         """The run prologue (``prologue``) for this section."""

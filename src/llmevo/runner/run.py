@@ -16,7 +16,7 @@ in ``score_arm``).
 
 Public API: ``SPLITS``, ``build_arm_model``, ``evaluate_split_lm``, ``evaluate_arm``,
 ``arm_train_config``, ``validation_probe``, ``seed_runs``, ``check_fits_data``, ``post_train_and_evaluate``,
-``stage_metrics``, ``evaluate_trained``, ``run_arm``, ``run_horizons``, ``score_arm``.
+``stage_metrics``, ``evaluate_trained``, ``run_arm``, ``score_arm``.
 """
 
 from __future__ import annotations
@@ -275,6 +275,7 @@ def run_arm(
     post_data: PostData = None,
     cache: ReportEntries | None = None,
     score: str | None = None,
+    keep_branch: Callable[[RunSpec, ArmRun], None] | None = None,
 ) -> list[ArmRun]:
     """Train, post-train and evaluate ``arm`` once per ``RunSpec``; the runs in spec order.
 
@@ -298,7 +299,14 @@ def run_arm(
 
     ``execution.val_every`` gives every report run (not a tuning run) its validation curve
     (``validation_probe``), on whichever path it trains; a cached run is a hit only where its
-    entry holds the same curve (``ReportEntries.load``)."""
+    entry holds the same curve (``ReportEntries.load``).
+
+    ``execution.branches`` (shorter horizons, in steps): a missing run that trains to the end
+    trains in this process as the trunk of its branches at those of them below its steps
+    (``train.trainer.train_horizons``: each branch is, to the bit, the run of that many steps
+    alone), and each branch run is stored in ``cache`` (or handed to ``keep_branch``, the
+    tuning entries of ``score_arm``) under the key that run alone has, so a request at those
+    steps loads it. Without either, nothing would keep them, and the runs train as usual."""
     if score is not None and cache is not None:  # a scored run is no report run: keep them apart
         raise ValueError("run_arm: a tuning run (score) is cached as a tuning entry, by score_arm")
     description = description or f"{arm.label} {arm.name}"
@@ -334,7 +342,28 @@ def run_arm(
         return finished
     curve = None if probe is None else probe.settings()
     found = {} if cache is None else cache.hits(runs, lambda spec: cache.load(spec, runs, build, curve))
-    missing = [index for index in range(len(runs)) if index not in found]
+    keep = keep_branch or (None if cache is None else lambda spec, run: cache.store(spec, [spec], run))
+
+    def shorter(spec: RunSpec) -> list[int]:
+        return ([] if keep is None or spec.stop_after is not None else
+                sorted(steps for steps in set(execution.branches) if steps < spec.config.steps))
+
+    trunks = [index for index in range(len(runs)) if index not in found and shorter(runs[index])]
+    missing = [index for index in range(len(runs)) if index not in found and index not in trunks]
+    for index in trunks:
+        spec, horizons = runs[index], shorter(runs[index])
+        torch.manual_seed(spec.seed)
+        trained = train_horizons(build(), stream, spec.config, [*horizons, spec.config.steps], spec.seed,
+                                 device, build_optimizer, probe)
+        for steps, (model, result) in zip(horizons, trained, strict=False):
+            branch = RunSpec(spec.seed, spec.config.model_copy(update={"steps": steps}), spec.label)
+            run = _finish(arm, data, preset, branch, model, result, device, "sequential", splits, objective,
+                          "record", None, post_data, score)  # its own decay may diverge where the trunk's did not
+            if run.status == "complete":
+                keep(branch, run)
+        found[index] = finish(spec, *trained[-1], "sequential")
+        if cache is not None and found[index].status == "complete":
+            cache.store(spec, runs, found[index])
     outcomes = train_many(
         build, stream, [runs[index] for index in missing], device, progress,
         description=description, build_optimizer=build_optimizer, path=execution.path,
@@ -350,49 +379,6 @@ def run_arm(
             if outcome.logger is not None:
                 outcome.logger.close()
     return [found[index] for index in range(len(runs))]
-
-
-def run_horizons(
-    arm: Arm,
-    data: DataView,
-    preset: Preset,
-    seed: int,
-    horizons: Sequence[int],
-    device: torch.device,
-    *,
-    splits: Sequence[str] = SPLITS,
-    objective: str = "public_composite",
-    execution: Execution = Execution(),
-    post_data: PostData = None,
-    cache: ReportEntries | None = None,
-) -> list[ArmRun]:
-    """The arm's report run of ``seed`` at each of ``horizons`` (steps): what ``run_arm`` gives
-    each horizon alone (the preset's training settings with those steps), trained as branches of
-    one trunk (``train.trainer.train_horizons``: under ``--schedule wsd`` each horizon but the
-    longest costs its decay). With ``cache`` a horizon is looked up, and stored once trained,
-    under the key its standalone run has, so either serves the other. The branches train in this
-    process, so a cache whose keys name a call's other runs (``ArmCache.independent`` false:
-    batched, or parallel at several threads) is refused."""
-    if cache is not None and not cache.partial_hits_exact:
-        raise ConfigError("decay branches are cached as standalone runs only where a run's numbers do not "
-                          "depend on the runs trained with it: use --threads 1 or --path sequential")
-    config = arm_train_config(arm, data, preset)
-    specs = [RunSpec(seed, config.model_copy(update={"steps": steps})) for steps in horizons]
-    probe = None if execution.val_every is None else validation_probe(data, preset, execution.val_every)
-    curve = None if probe is None else probe.settings()
-    found = {} if cache is None else {index: hit for index, spec in enumerate(specs)
-                                      if (hit := cache.load(spec, [spec], lambda: build_arm_model(arm), curve))}
-    missing = [index for index in range(len(specs)) if index not in found]
-    torch.manual_seed(seed)
-    trained = train_horizons(build_arm_model(arm), arm_stream(build_recipe(arm.recipe), data), config,
-                             [horizons[index] for index in missing], seed, device, build_optimizer,
-                             probe) if missing else []
-    for index, (model, result) in zip(missing, trained, strict=True):
-        found[index] = _finish(arm, data, preset, specs[index], model, result, device, "sequential", splits,
-                               objective, "raise", None, post_data)
-        if cache is not None and result.status == "complete":
-            cache.store(specs[index], [specs[index]], found[index])
-    return [found[index] for index in range(len(specs))]
 
 
 class _Prefixed:
@@ -426,9 +412,13 @@ def score_arm(
     scores = Scores({index: hit.value for index, hit in hits.items()}, set(hits),
                     {index: hit.path for index, hit in hits.items() if hit.path is not None})
     missing = [index for index in range(len(runs)) if index not in hits]
+    def keep_branch(spec: RunSpec, run: ArmRun) -> None:  # a decay branch (``Execution.branches``)
+        cache.store(spec, [spec], run.validation.get(metric), run.path)
+
     trained = run_arm(arm, data, preset, [runs[index] for index in missing], device, score=metric,
                       on_diverged="record", execution=execution, progress=progress,
-                      description=f"tune {arm.label}") if missing else []
+                      description=f"tune {arm.label}",
+                      keep_branch=None if cache is None else keep_branch) if missing else []
     for index, run in zip(missing, trained, strict=True):
         scores.values[index] = run.validation.get(metric)  # {} when it diverged
         scores.paths[index] = run.path

@@ -76,11 +76,14 @@ class RunSpec:
 class Execution:
     """How the runs of one arm are executed: a ``train_many`` path and a replica cap; and
     ``val_every``: a report run's validation curve, every this many steps (``--val-every``;
-    None: none, the default; ``runner.run.run_arm`` builds the probe)."""
+    None: none, the default; ``runner.run.run_arm`` builds the probe); ``branches``: shorter
+    horizons (steps) each run also trains as decay branches of itself and keeps in the arm
+    cache as those runs (``--branches``, ``runner.run.run_arm``)."""
 
     path: str = "auto"
     replicas_max: int | None = None
     val_every: int | None = None
+    branches: tuple[int, ...] = ()
 
 
 @dataclass
