@@ -138,3 +138,19 @@ def test_an_evolution_plan_resolves_its_size_once_and_carries_it(tmp_path, data_
     # the final comparison's artifact records the dial's rung, parameters and tokens from here
     assert plan.size is not None and plan.size.rung == -2 and plan.rung == -2
     assert plan.base_model == plan.size.model and plan.final_preset.train.steps == plan.size.preset.train.steps
+
+
+def test_the_table_takes_a_size_and_hands_it_to_every_comparison(tmp_path):
+    """``reproduce --all --rung -3 --heads 2 --tokens-per-parameter 60``: each row planned at
+    that size (rung -3's batch, two heads, 60 tokens per parameter: 875 steps of 16 x 64 tokens
+    for 14,928 parameters, computed here from the rung table's figures)."""
+    request = EvidenceRequest(preset="quick", only=["rope", "muon", "geglu"], rung=-3, heads=2,
+                              tokens_per_parameter=60, data_dir=tmp_path, out=tmp_path / "table")
+    plans = [plan for _, plan in request.plan().entries]
+    assert [plan.name for plan in plans] == ["rope", "geglu", "muon", "geglu"]  # geglu --against swiglu last
+    for plan in plans:
+        assert plan.size is not None and plan.size.parameters == 14_928
+        assert plan.preset.train.batch_size == 16 and plan.preset.train.steps == round(60 * 14_928 / (16 * 64))
+        assert all(arm.model.n_heads == 2 for arm in plan.comparison.arms)
+    with pytest.raises(ConfigError, match="--param"):
+        EvidenceRequest(preset="quick", only=["rope"], param="mup", data_dir=tmp_path)

@@ -81,6 +81,7 @@ from llmevo.experiments.plans import ReproductionPlan
 from llmevo.experiments.sections import (
     LaunchSection,
     RunSection,
+    SizeSection,
     TrainingSection,
     TuningSection,
     read_experiment,
@@ -140,8 +141,8 @@ def evidence_entries(only: Sequence[str] | None = None, folder: Path = EXPERIMEN
 class EvidenceRequest(SectionedRequest):
     """The whole table at ``preset`` (default quick), tuned as every reproduction of record.
     ``only``: component names to run (every comparison of each); ``seeds``, the ``run`` and
-    ``train`` sections, ``tune_seeds``, ``tune_confirm`` and ``tune_noise`` pass to each
-    reproduction, ``tune_grid`` and ``tune_probe`` to each lr-tuned one, ``tune_trials`` and ``tune_sampler`` to each
+    ``train`` sections, the size (``--rung``, ``--tokens-per-parameter``, ...), ``tune_seeds``,
+    ``tune_confirm`` and ``tune_noise`` pass to each reproduction, ``tune_grid`` and ``tune_probe`` to each lr-tuned one, ``tune_trials`` and ``tune_sampler`` to each
     space-tuned one (defaults: the reproduction's; see the module docstring for which is which);
     ``time_limit_minutes``: a comparison still running at the limit is stopped and recorded
     ``timed_out``; ``out``: the folder of the state file (default ``runs/evidence/<preset>``);
@@ -154,7 +155,8 @@ class EvidenceRequest(SectionedRequest):
     # of tuning, ...) applies to one comparison and is refused, from Python as from the CLI
     takes: ClassVar[frozenset[str] | None] = frozenset({
         *RunSection.model_fields.keys() - {"replace", "replicas_max", "val_every", "arm_cache"},
-        "steps", *TuningSection.model_fields.keys() - {"tune_seeds"}, *LaunchSection.model_fields})
+        "steps", *TuningSection.model_fields.keys() - {"tune_seeds"}, *LaunchSection.model_fields,
+        *SizeSection.model_fields.keys() - {"param", "match"}})
     untaken: ClassVar[str] = "--all runs the whole table; {options} applies to one comparison"
     refused: ClassVar[dict[str, str]] = {
         "tune": "--all tunes every comparison",
@@ -174,6 +176,7 @@ class EvidenceRequest(SectionedRequest):
     run: RunSection
     train: TrainingSection = Field(default_factory=TrainingSection)
     tuning: TuningSection = Field(default_factory=TuningSection)
+    size: SizeSection = Field(default_factory=SizeSection)
     launch: LaunchSection = Field(default_factory=LaunchSection)
 
     @field_validator("only")
@@ -191,7 +194,7 @@ class EvidenceRequest(SectionedRequest):
         return ReproductionRequest(
             name=entry.name, against=entry.against, preset=self.preset, seeds=self.seeds,
             run=self.run.model_copy(update={"command": command}), train=self.train,
-            tuning=self.tuning.for_protocol(entry.tune_space))
+            tuning=self.tuning.for_protocol(entry.tune_space), size=self.size)
 
     def plan(self) -> EvidencePlan:
         """Every comparison planned once, before any work (``ReproductionRequest.plan``)."""
