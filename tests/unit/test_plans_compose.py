@@ -154,3 +154,15 @@ def test_the_table_takes_a_size_and_hands_it_to_every_comparison(tmp_path):
         assert all(arm.model.n_heads == 2 for arm in plan.comparison.arms)
     with pytest.raises(ConfigError, match="--param"):
         EvidenceRequest(preset="quick", only=["rope"], param="mup", data_dir=tmp_path)
+
+
+def test_a_run_at_other_tokens_per_parameter_or_window_has_a_file_of_its_own(tmp_path):
+    """The size's label alone (``rung-3``) named a 60-tokens-per-parameter run as the default's,
+    so one replaced the other; the given ratio and window now join the name."""
+    def artifact(**size):
+        return ReproductionRequest(name="rope", preset="quick", data_dir=tmp_path, **size).plan().outputs.artifact.name
+
+    names = {artifact(rung=-3), artifact(rung=-3, tokens_per_parameter=60),
+             artifact(rung=-3, tokens_per_parameter=60, seq_len=128)}
+    assert names == {"public-quick-rung-3-tuned-seeds42-46.json", "public-quick-rung-3-tpp60-tuned-seeds42-46.json",
+                     "public-quick-rung-3-tpp60-ctx128-tuned-seeds42-46.json"}

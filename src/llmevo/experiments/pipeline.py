@@ -342,10 +342,13 @@ class ReproductionRequest(SectionedRequest):
                               "batched (or parallel-batched) or drop --replicas-max")
 
     def _size_label(self, size: Size | None) -> str | None:
-        """``size_label`` with ``-mup`` (or ``mup`` alone) under a parametrization other than
-        standard and ``-flops`` under ``--match flops``, so that their files never replace the
-        standard, token-matched run's."""
-        parts = [size_label(size), None if self.size.param == "standard" else self.size.param,
+        """``size_label`` with ``-tpp60`` and ``-ctx256`` where the tokens per parameter or the
+        window are given, ``-mup`` (or ``mup`` alone) under a parametrization other than standard
+        and ``-flops`` under ``--match flops``, so that their files never replace the default's."""
+        given = self.size.tokens_per_parameter, self.size.seq_len
+        parts = [size_label(size), *(None if value is None else f"{name}{value:g}"
+                                     for name, value in zip(("tpp", "ctx"), given, strict=True)),
+                 None if self.size.param == "standard" else self.size.param,
                  None if self.size.match == "tokens" else self.size.match]
         return "-".join(part for part in parts if part) or None
 
