@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import math
 import re
@@ -127,6 +128,20 @@ def read_artifact(path: Path) -> Measured:
                     float(data["setup"].get("cpu_seconds") or 0.0), str(path))
 
 
+def practical_class(ci: tuple[float, float], margin: float = 1.0) -> str:
+    """A what-if reading of an interval (percent, lower is better), not llmevo's rule: *better*
+    and *worse* only past the margin on their side (the interval below -margin, above +margin),
+    *non-inferior* below +margin, else inconclusive. llmevo's classes put *better* and *worse*
+    at zero (``llmevo.eval.stats.classify_change``), so a real change inside the margin that a
+    narrow interval resolves is decided; the shared rule reads such a row's reference as *same*."""
+    low, high = ci
+    if high < -margin:
+        return "better"
+    if low > margin:
+        return "worse"
+    return "non-inferior" if high < margin else "inconclusive"
+
+
 def dial_artifacts(name: str, folder: Path | None, rows: list[DevRow]) -> dict[str, Measured]:
     """A dial's measured rows by tag (v3: the published artifacts; a dial: ``folder/<tag>.json``)."""
     found = {}
@@ -218,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
                              "the published rows)")
     parser.add_argument("--markdown", action="store_true", help="print the tables as markdown")
     parser.add_argument("--json", type=Path, help="also write every figure here")
+    parser.add_argument("--margin-both-sides", action="store_true",
+                        help="what if: read every artifact's class from its interval with the 1%% margin on "
+                             "both sides (practical_class), not llmevo's classes")
     args = parser.parse_args(argv)
     if not args.dev_set.is_file():
         print(f"dial_table: no development set at {args.dev_set}", file=sys.stderr)
@@ -235,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rows = read_dev_set(args.dev_set)
     dials = {name: dial_artifacts(name, folder, rows) for name, folder in folders.items()}
+    if args.margin_both_sides:
+        dials = {name: {tag: dataclasses.replace(m, llmevo_class=practical_class(m.ci)) for tag, m in measured.items()}
+                 for name, measured in dials.items()}
     base = dials[args.base]
     figures = {name: summary(rows, measured) | {
         "base": args.base,

@@ -105,3 +105,11 @@ def test_the_protocol_page_quotes_the_dial_table_the_study_artifacts_give(tmp_pa
     args = [a.replace("=docs/", f"={ROOT}/docs/") for a in args]
     assert _script().main(["--dev-set", str(dev), *args]) == 0
     assert capsys.readouterr().out == quoted
+
+
+@pytest.mark.parametrize("ci, expected", [
+    ((-3.0, -1.5), "better"), ((-2.0, -0.5), "non-inferior"), ((0.2, 0.9), "non-inferior"),
+    ((0.2, 1.3), "inconclusive"), ((1.2, 2.0), "worse"), ((-1.0, 1.0), "inconclusive"),
+])
+def test_the_what_if_reading_with_the_margin_on_both_sides(ci, expected):
+    assert _script().practical_class(ci) == expected
