@@ -118,6 +118,7 @@ class Measured:
     ci: tuple[float, float]
     cpu_seconds: float
     path: str
+    seeds: int = 5
 
 
 def read_artifact(path: Path) -> Measured:
@@ -125,7 +126,27 @@ def read_artifact(path: Path) -> Measured:
     change = data["statistics"][data["verdict"]["metric"]]["paired_relative_change_percent"]
     return Measured(data["verdict"]["classification"], float(change["mean"]),
                     (float(change["ci_low"]), float(change["ci_high"])),
-                    float(data["setup"].get("cpu_seconds") or 0.0), str(path))
+                    float(data["setup"].get("cpu_seconds") or 0.0), str(path), int(change["n"]))
+
+
+def adjusted(measured: dict[str, Measured], how: str) -> dict[str, Measured]:
+    """Each row's class read from its interval widened for a family (``llmevo.eval.multiplicity``,
+    the classes by ``llmevo.eval.stats.classify_change`` at the 1% margin), as the leaderboard's
+    *after Holm* column reads the published table: ``holm`` over the dial's own rows, or
+    ``bonferroni:N``, each interval at 1 - 0.05/N (for a family of N, at least as wide as
+    Holm's at every rank: a bound for the dial's rows inside a whole table of N rows)."""
+    from llmevo.eval.multiplicity import DEFAULT_ALPHA, from_interval, holm, t_interval
+    from llmevo.eval.stats import DEFAULT_MARGIN_PERCENT, classify_change
+
+    tags = list(measured)
+    estimates = [from_interval(measured[t].change, *measured[t].ci, measured[t].seeds) for t in tags]
+    if how == "holm":
+        intervals = [(h.ci_low, h.ci_high) for h in holm(estimates)]
+    else:
+        size = int(how.partition(":")[2])
+        intervals = [t_interval(e, 1.0 - DEFAULT_ALPHA / size) for e in estimates]
+    return {t: dataclasses.replace(measured[t], ci=ci, llmevo_class=classify_change(*ci, DEFAULT_MARGIN_PERCENT))
+            for t, ci in zip(tags, intervals, strict=True)}
 
 
 def practical_class(ci: tuple[float, float], margin: float = 1.0) -> str:
@@ -233,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
                              "the published rows)")
     parser.add_argument("--markdown", action="store_true", help="print the tables as markdown")
     parser.add_argument("--json", type=Path, help="also write every figure here")
+    parser.add_argument("--adjust", metavar="holm|bonferroni:N",
+                        help="read each dial's classes after a family-wise adjustment: Holm over the dial's "
+                             "rows, or each interval at 1 - 0.05/N")
     parser.add_argument("--margin-both-sides", action="store_true",
                         help="what if: read every artifact's class from its interval with the 1%% margin on "
                              "both sides (practical_class), not llmevo's classes")
@@ -251,8 +275,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.base not in folders:
         print(f"dial_table: --base {args.base!r}: not a dial given ({', '.join(folders)})", file=sys.stderr)
         return 2
+    if args.adjust is not None and not (args.adjust == "holm" or re.fullmatch(r"bonferroni:[1-9]\d*", args.adjust)):
+        print(f"dial_table: --adjust {args.adjust!r}: give holm or bonferroni:N (N a positive count)",
+              file=sys.stderr)
+        return 2
     rows = read_dev_set(args.dev_set)
     dials = {name: dial_artifacts(name, folder, rows) for name, folder in folders.items()}
+    if args.adjust:
+        dials = {name: adjusted(measured, args.adjust) for name, measured in dials.items()}
     if args.margin_both_sides:
         dials = {name: {tag: dataclasses.replace(m, llmevo_class=practical_class(m.ci)) for tag, m in measured.items()}
                  for name, measured in dials.items()}

@@ -113,3 +113,27 @@ def test_the_protocol_page_quotes_the_dial_table_the_study_artifacts_give(tmp_pa
 ])
 def test_the_what_if_reading_with_the_margin_on_both_sides(ci, expected):
     assert _script().practical_class(ci) == expected
+
+
+def test_a_family_wise_reading_widens_each_interval_as_holm_or_bonferroni_would():
+    """``--adjust``: the 95% interval of 5 seeds recovered (half-width / t(0.975, 4)) and widened to
+    t(1 - 0.05 / (2N), 4) (scipy, independently of llmevo's multiplicity module) under
+    bonferroni:N; under holm the smallest p-value's interval is at 1 - 0.05/m and its class reread."""
+    from scipy import stats as scipy_stats
+
+    module = _script()
+
+    def measured(mean, half):
+        return module.Measured("better", mean, (mean - half, mean + half), 0.0, "x", 5)
+
+    rows = {"a": measured(-1.0, 0.9), "b": measured(-3.0, 0.5), "c": measured(0.4, 0.38)}
+    wide = module.adjusted(rows, "bonferroni:41")
+    se = 0.9 / scipy_stats.t.ppf(0.975, 4)
+    half = scipy_stats.t.ppf(1 - 0.05 / 82, 4) * se
+    assert wide["a"].ci == pytest.approx((-1.0 - half, -1.0 + half), rel=1e-9)
+    assert wide["a"].llmevo_class == "inconclusive" and wide["b"].llmevo_class == "better"
+    holm = module.adjusted(rows, "holm")
+    se_b = 0.5 / scipy_stats.t.ppf(0.975, 4)
+    assert holm["b"].ci[1] == pytest.approx(-3.0 + scipy_stats.t.ppf(1 - 0.05 / 6, 4) * se_b, rel=1e-9)
+    assert holm["c"].llmevo_class == "non-inferior"  # [0.02, 0.78] at 95%: worse alone, not after Holm
+    assert module.adjusted({"c": rows["c"]}, "holm")["c"].llmevo_class == "worse"  # a family of one
