@@ -93,18 +93,21 @@ def test_v3_scores_as_the_readme_states_and_a_dial_folder_is_read(tmp_path, caps
 
 
 def test_the_protocol_page_quotes_the_dial_table_the_study_artifacts_give(tmp_path, capsys):
-    """docs/protocol.md's dial table is the script's output on the committed study artifacts."""
+    """docs/protocol.md's dial tables are the script's output on the committed study artifacts."""
     page = (ROOT / "docs" / "protocol.md").read_text()
     start, end = "<!-- dial table: ", "<!-- end dial table -->"
-    head = page.index(start)
-    command = page[head + len(start):page.index(" -->", head)]
-    quoted = page[page.index("\n", head) + 1:page.index(end)]
     dev = tmp_path / "dev-set.tsv"
     dev.write_text(DEV_SET)
-    args = command.split()[2:]  # python scripts/dial_table.py ...
-    args = [a.replace("=docs/", f"={ROOT}/docs/") for a in args]
-    assert _script().main(["--dev-set", str(dev), *args]) == 0
-    assert capsys.readouterr().out == quoted
+    head, tables = page.find(start), 0
+    while head != -1:
+        command = page[head + len(start):page.index(" -->", head)]
+        quoted = page[page.index("\n", head) + 1:page.index(end, head)]
+        args = command.split()[2:]  # python scripts/dial_table.py ...
+        args = [a.replace("=docs/", f"={ROOT}/docs/") for a in args]
+        assert _script().main(["--dev-set", str(dev), *args]) == 0
+        assert capsys.readouterr().out == quoted, command
+        head, tables = page.find(start, head + 1), tables + 1
+    assert tables >= 2
 
 
 @pytest.mark.parametrize("ci, expected", [

@@ -55,14 +55,15 @@ def test_set_reaches_a_field_of_any_section_and_the_request_itself():
     assert parse_set("train.schedule=wsd", ReproductionRequest) == ("schedule", "wsd")
     assert parse_set("margin=2", ReproductionRequest) == ("margin", 2)
     for bad, said in (("train.nope=1", "no field 'nope'"), ("trian.lr=1", "no section 'trian'"),
-                      ("lr", "expected SECTION.FIELD=VALUE"), ("size.rung=1", "no section 'size'")):
+                      ("lr", "expected SECTION.FIELD=VALUE"),
+                      ("post_training.post_steps=1", "no section 'post_training'")):
         with pytest.raises(ConfigError, match=said):
-            parse_set(bad, EvidenceRequest if bad.startswith("size") else ReproductionRequest)
+            parse_set(bad, EvidenceRequest if bad.startswith("post_training") else ReproductionRequest)
 
 
 @pytest.mark.parametrize(("given", "said"), [
     ({"weight_decay": 0.2}, "--all runs the whole table; --weight-decay applies to one comparison"),
-    ({"rung": 0}, "--all runs the whole table; --rung applies to one comparison"),
+    ({"param": "mup"}, "--all runs the whole table; --param applies to one comparison"),
     ({"arm_cache": False}, "--all runs the whole table; --no-arm-cache applies to one comparison"),
     ({"post_steps": 3, "val_every": 5}, "--all runs the whole table; --post-steps, --val-every applies"),
 ])
@@ -70,7 +71,7 @@ def test_the_table_refuses_what_it_does_not_take_from_python_as_from_the_command
     with pytest.raises(ConfigError) as refused:
         EvidenceRequest(data_dir=Path("."), **given)
     assert said in str(refused.value)
-    EvidenceRequest(data_dir=Path("."), weight_decay=None, rung=None)  # a default asks for nothing
+    EvidenceRequest(data_dir=Path("."), weight_decay=None, post_steps=None)  # a default asks for nothing
 
 
 def test_a_ladder_refuses_what_it_does_not_take_and_receives_the_training_section(tmp_path):
