@@ -28,7 +28,6 @@ from llmevo.experiments.sections import (
     GIVEN,
     MACHINE_FIELDS,
     as_given,
-    check_read,
     check_value,
     note_given,
 )
@@ -417,7 +416,6 @@ def parse_set(text: str, request: type) -> tuple[str, object]:
     value = _toml_value(raw.strip(), f"--set {text}")
     item = _list_item(info.annotation)
     if item is not None and not isinstance(value, list):  # a comma list, or one item (seeds=42)
-        value = _parse_list(item, raw.strip(), f"--set {key.strip()}")
-    check_value(f"--set {key.strip()}", info, value)  # strictly, as a file's (tune=yes is no boolean)
-    check_read(f"--set {text}", request, info, name, value)  # named by the --set, not by its option
+        value = _parse_list(item, raw.strip(), f"--set {text}")
+    check_value(f"--set {text}", info, value)  # strictly, as a file's (tune=yes is no boolean)
     return name, value

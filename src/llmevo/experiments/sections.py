@@ -363,19 +363,6 @@ def check_value(where: str, info: Any, value: Any) -> None:
         raise ConfigError(f"{where}: {value!r}: {first['msg']}") from None
 
 
-def check_read(where: str, request: type, info: Any, field: str, value: Any) -> None:
-    """A section field that ``request`` does not read (its ``refused``, or not in its
-    ``takes``), given from a file or by ``--set`` at other than its default, is one line naming
-    ``where`` (``--set train.steps=2``, ``FILE: [train] steps``), as the request would refuse
-    its option."""
-    if field in request.model_fields or request._reads(field) or \
-            (not info.is_required() and value == info.get_default(call_default_factory=True)):  # own, read or default
-        return
-    if field in request.refused:
-        raise ConfigError(f"{where}: does not apply here: {request.refused[field]}; drop it")
-    request.refuse_untaken([where])  # one it does not take (diagnose: --set run.arm_cache=false)
-
-
 # How the command running gave each field, where it was not by the field's own option: ``--set
 # size.rung=99`` or a file's ``[size] rung = 99`` (field -> (where, what), None: by its option;
 # ``cli.common.section_options`` keeps one per command). The library's refusals name a field by its
@@ -459,7 +446,6 @@ def read_experiment(path: Path, request: type) -> dict[str, Any]:
                 if field in MACHINE_FIELDS:
                     raise ConfigError(f"{where}: not in an experiment file: {MACHINE_FIELDS[field]}")
                 check_value(where, fields[field], item)
-                check_read(where, request, fields[field], field, item)
                 values[field] = item
                 note_given(field, (str(path), f"[{key}] {field} = {json.dumps(item, default=str)}"), over=False)
             continue
