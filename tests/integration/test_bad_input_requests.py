@@ -147,8 +147,8 @@ def test_a_good_file_still_reads(tmp_path):
     (["reproduce", "rope", "--set", "run.command=x"], "--set run.command=x: command is not set by hand: llmevo records"),
     (["reproduce", "rope", "--set", "run.repo_root=/tmp"], "repo_root is not set by hand: llmevo checks the checkout"),
     (["ladder", "rope", "--set", "run.cache_dir=/tmp"], "cache_dir is not set by hand: where this machine caches"),
-    (["reproduce", "rope", "--set", "tuning.tune=yes"], "--set tuning.tune: 'yes' is not true or false"),
-    (["reproduce", "rope", "--set", "train.steps=1.5"], "--set train.steps: 1.5 is not an integer"),
+    (["reproduce", "rope", "--set", "tuning.tune=yes"], "--set tuning.tune=yes: 'yes' is not true or false"),
+    (["reproduce", "rope", "--set", "train.steps=1.5"], "--set train.steps=1.5: 1.5 is not an integer"),
 ])
 def test_set_gives_a_field_once_and_never_what_llmevo_sets(args, said, capsys, workdir):
     """Before: ``--set name=muon`` silently replaced NAME, ``--seeds`` and ``--set seeds`` were
@@ -384,8 +384,8 @@ def test_an_external_file_that_cannot_be_read_says_why_as_the_request_files_do(m
 
 @pytest.mark.parametrize(("args", "text", "said"), [
     (["reproduce", "{file}"], 'name = "rope"\nseeds = []\n', "{file}: seeds: []: no seeds given"),
-    (["reproduce", "rope", "--set", "seeds=[]"], None, "--set seeds: []: no seeds given"),
-    (["reproduce", "rope", "--set", "tuning.tune_seeds=[]"], None, "--set tuning.tune_seeds: []: no seeds given"),
+    (["reproduce", "rope", "--set", "seeds=[]"], None, "--set seeds=[]: []: no seeds given"),
+    (["reproduce", "rope", "--set", "tuning.tune_seeds=[]"], None, "--set tuning.tune_seeds=[]: []: no seeds given"),
     (["ladder", "{file}"], 'name = "rope"\nseeds = [7, 7]\n', "{file}: seeds: [7, 7]: duplicate seeds [7]"),
 ])
 def test_no_seeds_in_a_file_or_by_set_is_named_by_it_not_by_the_seeds_option(args, text, said, tmp_path, capsys,
@@ -412,13 +412,13 @@ def test_the_python_door_names_the_seeds_option_as_the_command_line_does(workdir
 
 
 @pytest.mark.parametrize(("args", "text", "said"), [
-    (["ladder", "rope", "--set", "train.steps=2"], None, "--set train.steps=2: does not apply here: "
-                                                         "each rung's steps follow its size (--tokens-per-parameter); drop it"),
-    (["ladder", "rope", "--set", "tuning.tune_trials=3"], None, "--set tuning.tune_trials=3: does not apply here: "
-                                                                "a ladder tunes the learning rate on each rung's grid"),
-    (["ladder", "{file}"], 'name = "rope"\n[train]\nsteps = 2\n', "{file}: [train] steps: does not apply here: "
-                                                                  "each rung's steps follow its size"),
-    (["evolve", "--set", "run.tracker=wandb"], None, "--set run.tracker=wandb: does not apply here: a study logs"),
+    (["ladder", "rope", "--set", "train.steps=2"], None, "--set train.steps=2: --steps does not apply here: "
+                                                         "each rung's steps follow its size (--tokens-per-parameter)"),
+    (["ladder", "rope", "--set", "tuning.tune_trials=3"], None, "--set tuning.tune_trials=3: --tune-trials does not "
+                                                                "apply here: a ladder tunes the learning rate on each"),
+    (["ladder", "{file}"], 'name = "rope"\n[train]\nsteps = 2\n', "{file}: [train] steps = 2: --steps does not "
+                                                                  "apply here: each rung's steps follow its size"),
+    (["evolve", "--set", "run.tracker=wandb"], None, "--set run.tracker=wandb: --tracker does not apply here: a study"),
 ])
 def test_a_refused_field_by_set_or_a_file_is_named_by_it_not_by_its_option(args, text, said, tmp_path, capsys,
                                                                            workdir):
@@ -455,3 +455,86 @@ def test_an_external_command_given_as_one_string_says_to_write_a_list(command, s
     _refused_alike(["reproduce", "--experiment", str(path), "--method", "lr=1e-2"], lambda: load_experiment(path),
                    said, capsys, workdir)
     assert_refused(["ladder", "--experiment", str(path), "--method", "lr=1e-2"], said, capsys, workdir)
+
+
+# --- issue 47, twenty-third session: a refusal reached through --set or a file names what was given -----
+
+@pytest.mark.parametrize(("args", "said"), [
+    # a field the pipeline does not take: the --set the user typed, then the option it is
+    (["diagnose", "rope", "--set", "run.arm_cache=false"],
+     "--set run.arm_cache=false: --no-arm-cache does not apply to diagnose, which trains no arm"),
+    (["diagnose", "rope", "--set", "run.tracker=wandb"],
+     "--set run.tracker=wandb: --tracker does not apply to diagnose, which trains no arm"),
+    # the library's refusal in its option's words, led by what the user wrote (both spellings)
+    (["reproduce", "rope", "--preset", "quick", "--set", "size.rung=99"],
+     "--set size.rung=99: --rung 99: unknown rung; known: -3..7"),
+    (["reproduce", "rope", "--preset", "smoke", "--set", "size.rung=2"],
+     "--set size.rung=2: --rung / --d-model / --layers / --heads scale the quick preset"),
+    (["evolve", "--preset", "smoke", "--set", "size.rung=99"], "--set size.rung=99: --rung / --d-model / "),
+    (["ladder", "rope", "--set", "rungs=[99]"], "--set rungs=[99]: --rungs: unknown rung 99; known: -3..7"),
+    (["reproduce", "rope", "--set", "tuning.tune_grid=[]"],
+     "--set tuning.tune_grid=[]: --tune-grid: no learning rate given"),
+    (["reproduce", "rope", "--set", "tuning.tune=false", "--set", "tuning.tune_grid=[1e-3]"],
+     "--set tuning.tune=false, --set tuning.tune_grid=[1e-3]: --tune-grid needs tuning; drop --no-tune"),
+    (["evolve", "--set", "preset=bogus"], "--set preset=bogus: --preset bogus: unknown preset; known: smoke, quick, "),
+    (["diagnose", "rope", "--set", "checkpoint=x"], "--set checkpoint=x: --checkpoint applies to --full-experiment"),
+    (["reproduce", "rope", "--set", "post_training.post_steps=3"],
+     "--set post_training.post_steps=3: --post-steps (post_steps): only for a post-training method"),
+    # a value the field refuses: the key, the value given and what is accepted
+    (["reproduce", "rope", "--set", "train.lr=abc"], "--set train.lr=abc: 'abc' is not a number"),
+    (["reproduce", "rope", "--set", "train.steps=-1"], "--set train.steps=-1: -1: Input should be greater than or equal to 1"),
+    (["ladder", "rope", "--set", "run.path=bogus"], "--set run.path=bogus: 'bogus': Input should be 'auto', 'sequential', "),
+    (["reproduce", "rope", "--set", "run.device=tpu"], "--set run.device=tpu: 'tpu': Input should be 'auto', 'cpu', 'cuda' or"),
+    (["diagnose", "rope", "--set", "run.device=tpu"], "--set run.device=tpu: 'tpu': Input should be 'auto', 'cpu', 'cuda' or"),
+    (["reproduce", "rope", "--set", "seeds=-1"], "--set seeds=-1: seed -1 is out of range; seeds are integers 0 .. 2**63-1"),
+    (["evolve", "--set", "run.arm_cache=0"], "--set run.arm_cache=0: 0 is not true or false"),
+    # no value, and text meant as TOML that is not
+    (["reproduce", "rope", "--set", "run.data_dir="], "--set run.data_dir=: no value given; give one after the '='"),
+    (["ladder", "rope", "--set", "train.lr="], "--set train.lr=: no value given"),
+    (["reproduce", "rope", "--set", "tuning.tune_grid=[1e-3,x]"],
+     "--set tuning.tune_grid=[1e-3,x]: not a TOML value; write a list as [1e-3, 3e-3] or 1e-3,3e-3"),
+])
+def test_a_refusal_reached_through_set_names_the_set(args, said, capsys, workdir):
+    """Before: "--no-arm-cache does not apply to diagnose", "--rung 99: unknown rung", "unknown
+    preset 'bogus'", "unknown device 'tpu'" (options the user did not type, or no key at all),
+    "--set train.lr: 'abc' ..." (the key without the text given); ``--set run.data_dir=`` read
+    the working folder as the data folder, ``--set seeds=42`` was "Input should be a valid list"."""
+    assert_refused(args, said, capsys, workdir)
+
+
+ROPE = (Path(__file__).parents[2] / "experiments" / "rope.toml").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(("change", "wrote", "said"), [
+    (("", "[size]\nrung = 99\n"), "[size] rung = 99", "--rung 99: unknown rung; known: -3..7"),
+    (("", "[run]\ndevice = \"tpu\"\n"), None, "[run] device: 'tpu': Input should be 'auto', 'cpu', 'cuda' or 'mps'"),
+    (('preset = "quick"', 'preset = "bogus"'), 'preset = "bogus"', "--preset bogus: unknown preset; known: smoke,"),
+    (("tune = true", "tune = false\ntune_grid = [1e-3]"), "[tuning] tune = false, [tuning] tune_grid = [0.001]",
+     "--tune-grid needs tuning; drop --no-tune"),
+    (('preset = "quick"', 'preset = "quick"\nseeds = 42'), None, "seeds: 42 is not a list; write one, e.g. [42]"),
+])
+def test_a_refusal_of_a_files_value_names_the_file_and_what_it_wrote(change, wrote, said, tmp_path, capsys, workdir):
+    """experiments/rope.toml with a new user's mistake: the line names the file and the key as it
+    was written, then the library's refusal (which Python gives alike). Before: the library's
+    line alone, naming options the command line never had."""
+    old, new = change
+    path = _write(tmp_path, "rope.toml", ROPE.replace(old, new) if old else ROPE + new)
+    assert_refused(["reproduce", str(path)], f"{path}: {wrote}: {said}" if wrote else f"{path}: {said}",
+                   capsys, workdir)
+    with pytest.raises(ConfigError) as raised:
+        ReproductionRequest(**read_experiment(path, ReproductionRequest), data_dir=workdir).plan()
+    assert said in str(raised.value)
+
+
+def test_what_the_command_line_gives_over_a_file_is_named_not_the_file(tmp_path, capsys, workdir):
+    path = _write(tmp_path, "rope.toml", ROPE + "[size]\nrung = 99\n")
+    assert_refused(["reproduce", str(path), "--rung", "50"], "error: --rung 50: unknown rung", capsys, workdir)
+    assert_refused(["reproduce", str(path), "--set", "size.rung=50"], "error: --set size.rung=50: --rung 50: ",
+                   capsys, workdir)
+
+
+def test_set_takes_one_item_for_a_list_and_a_comma_list():
+    from llmevo.cli.common import request_values
+
+    values = request_values({"set_": ["seeds=42", "tuning.tune_grid=3e-3,1e-2"]}, ReproductionRequest)
+    assert values == {"seeds": [42], "tune_grid": [3e-3, 1e-2]}

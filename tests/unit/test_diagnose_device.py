@@ -73,8 +73,8 @@ def test_cpu_reaches_every_seed_and_reproduces_the_published_artifact(
 
 
 def test_the_library_takes_a_typed_device_and_refuses_a_bad_one(tmp_path, no_work):
-    with pytest.raises(ConfigError, match="unknown device 'tpu'"):  # the run section's device, checked first
-        diagnose(DiagnoseRequest(name="rope", device="tpu", out=tmp_path / "a.json"))
+    with pytest.raises(ConfigError, match="--device tpu: Input should be 'auto', 'cpu', 'cuda' or 'mps'"):  # typed
+        DiagnoseRequest(name="rope", device="tpu", out=tmp_path / "a.json")
     for device in UNAVAILABLE:
         with pytest.raises(ConfigError, match=f"device '{device}' is not available"):
             diagnose(DiagnoseRequest(name="rope", device=device, out=tmp_path / "a.json"))

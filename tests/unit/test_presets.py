@@ -74,7 +74,7 @@ def test_a_preset_without_stage_settings_or_an_unknown_name_is_an_error():
     del values["post_training"]
     with pytest.raises(ValidationError, match="post_training"):
         Preset.model_validate(values)
-    with pytest.raises(ConfigError, match="unknown preset 'fast'; known: smoke, quick, standard"):
+    with pytest.raises(ConfigError, match="--preset fast: unknown preset; known: smoke, quick, standard"):
         get_preset("fast")
 
 

@@ -24,7 +24,13 @@ import typer
 from rich.console import Console
 
 from llmevo.errors import ConfigError
-from llmevo.experiments.sections import MACHINE_FIELDS, check_read, check_value
+from llmevo.experiments.sections import (
+    GIVEN,
+    MACHINE_FIELDS,
+    as_given,
+    check_value,
+    note_given,
+)
 from llmevo.registry import check_seeds
 
 # --help into a pipe or a file (``llmevo reproduce --help | grep tune``): plain text, one line per
@@ -230,20 +236,19 @@ def parse_floats(text: str, option: str) -> list[float]:
 # default applies and the request's refusals read only what was given. ``--set SECTION.FIELD=V``
 # reaches every field of the request, sections or not (what an experiment file holds).
 NOT_OPTIONS = frozenset(MACHINE_FIELDS) - {"data_dir"}  # provenance records; $LLMEVO_CACHE; set by llmevo
-OPTION_CHOICES: dict[str, object] = {"device": DeviceName}  # checked by the library; listed in --help
 FIELD_DEFAULTS: dict[str, object] = {}  # a section field's default: given explicitly, it asks for nothing
 
 
 def _plain(annotation: object) -> object:
-    """``X | None`` -> ``X``."""
+    """``X | None`` -> ``X``, ``Annotated[X, ...]`` -> ``X``."""
     import types
-    from typing import Union, get_args, get_origin
+    from typing import Annotated, Union, get_args, get_origin
 
     if get_origin(annotation) in (Union, types.UnionType):
         rest = [arg for arg in get_args(annotation) if arg is not type(None)]
         if len(rest) == 1:
-            return rest[0]
-    return annotation
+            return _plain(rest[0])
+    return get_args(annotation)[0] if get_origin(annotation) is Annotated else annotation
 
 
 def _list_item(annotation: object) -> type | None:
@@ -258,7 +263,7 @@ def _option(name: str, info: object, panel: str, hidden: bool = False) -> object
     from typing import Annotated as Annot
 
     annotation = info.annotation  # type: ignore[attr-defined]
-    kind = OPTION_CHOICES.get(name) or (str if _list_item(annotation) is not None else _plain(annotation))
+    kind = str if _list_item(annotation) is not None else _plain(annotation)
     default = None if info.is_required() else info.get_default()  # a factory is not called (no torch here)  # type: ignore[attr-defined]
     help_text = info.description or ""  # type: ignore[attr-defined]
     if not callable(default) and default not in (None, False, True, "") and "default" not in help_text:
@@ -305,7 +310,13 @@ def section_options(*sections: type, exclude: frozenset[str] | set[str] = frozen
 
         @functools.wraps(func)
         def command(**values):  # noqa: ANN003, ANN202
-            return func(**values)
+            token = GIVEN.set({})  # how each field was given (request_values, read_experiment)
+            try:
+                return func(**values)
+            except ConfigError as error:
+                raise as_given(error) from None  # the library's refusal, led by what the user wrote
+            finally:
+                GIVEN.reset(token)
 
         params = [*own, *generated]
         command.__signature__ = signature.replace(parameters=params, return_annotation=None)  # type: ignore[attr-defined]
@@ -315,12 +326,15 @@ def section_options(*sections: type, exclude: frozenset[str] | set[str] = frozen
     return wrap
 
 
-def _toml_value(text: str) -> object:
+def _toml_value(text: str, where: str) -> object:
     import tomllib
 
     try:
         return tomllib.loads(f"value = {text}")["value"]
     except tomllib.TOMLDecodeError:
+        if text[0] in "[{\"'":  # meant as TOML: a list, a table, a quoted string
+            raise ConfigError(f"{where}: not a TOML value; write a list as [1e-3, 3e-3] or 1e-3,3e-3, "
+                              'text as a bare word or in double quotes') from None
         return text  # a bare word: a string (``--set train.schedule=cosine``)
 
 
@@ -348,6 +362,8 @@ def request_values(fields: dict, request: type, given: Mapping[str, str] | None 
         item = _list_item(info.annotation) if info is not None else None
         values[name] = _parse_list(item, value, "--" + name.replace("_", "-")) if item is not None else value
         how_given[name] = "--" + name.replace("_", "-")
+    for name in [*how_given, *(given or {})]:
+        note_given(name, None)  # by its own option: a refusal naming it says so already
     for text in fields.get("set_") or []:
         name, value = parse_set(text, request)
         if name in values or name in (given or {}):
@@ -356,6 +372,7 @@ def request_values(fields: dict, request: type, given: Mapping[str, str] | None 
             raise ConfigError(f"--set {text}: {name} is given twice ({twice}); give it once")
         values[name] = value
         how_given[name] = "--set"
+        note_given(name, ("--set", text.strip()))
     return values
 
 
@@ -393,10 +410,12 @@ def parse_set(text: str, request: type) -> tuple[str, object]:
         info = request.model_fields[name]
     if name in NOT_OPTIONS:
         raise ConfigError(f"--set {text}: {name} is not set by hand: {MACHINE_FIELDS[name]}")
-    value = _toml_value(raw.strip())
+    if not raw.strip():
+        raise ConfigError(f"--set {text}: no value given; give one after the '=' (e.g. --set train.lr=3e-3), "
+                          "or leave the field out for its default")
+    value = _toml_value(raw.strip(), f"--set {text}")
     item = _list_item(info.annotation)
-    if item is not None and isinstance(value, str):
-        value = _parse_list(item, value, f"--set {key.strip()}")
-    check_value(f"--set {key.strip()}", info, value)  # strictly, as a file's (tune=yes is no boolean)
-    check_read(f"--set {text}", request, info, name, value)  # named by the --set, not by its option
+    if item is not None and not isinstance(value, list):  # a comma list, or one item (seeds=42)
+        value = _parse_list(item, raw.strip(), f"--set {text}")
+    check_value(f"--set {text}", info, value)  # strictly, as a file's (tune=yes is no boolean)
     return name, value

@@ -25,8 +25,11 @@ Public API: ``RunSection``, ``TrainingSection``, ``TuningSection``, ``SizeSectio
 
 from __future__ import annotations
 
+import json
+import re
+from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_origin
 
 from pydantic import Field, model_validator
 
@@ -67,7 +70,7 @@ class RunSection(RequestSection):
     data_dir: Path = Field(description="Data directory (else $LLMEVO_DATA, else the user's cache folder, filled on first use).")
     cache_dir: Path = Field(default=Path(".cache/llmevo"), description=(
         "Tokenizers, token arrays and trained arms ($LLMEVO_CACHE)."))
-    device: str = Field(default="auto", description="Where to run the model: auto, cpu, cuda or mps.")
+    device: Literal["auto", "cpu", "cuda", "mps"] = Field(default="auto", description="Where to run the model.")
     threads: int | None = Field(default=None, ge=1, description=(
         "CPU threads for torch (default: torch's choice; pass 1 on a shared machine)."))
     path: Literal["auto", "sequential", "batched", "parallel", "parallel-batched"] = Field(
@@ -353,6 +356,8 @@ def check_value(where: str, info: Any, value: Any) -> None:
     from llmevo.registry import kinds_of
 
     kinds = kinds_of(info.annotation)
+    if any(get_origin(kind) is list for kind in kinds) and not isinstance(value, list):
+        raise ConfigError(f"{where}: {value!r} is not a list; write one, e.g. [{json.dumps(value, default=str)}]")
     for item in value if isinstance(value, list) else [value]:
         if bool in kinds and str not in kinds and not isinstance(item, bool):
             raise ConfigError(f"{where}: {item!r} is not true or false")
@@ -369,13 +374,33 @@ def check_value(where: str, info: Any, value: Any) -> None:
         raise ConfigError(f"{where}: {value!r}: {first['msg']}") from None
 
 
-def check_read(where: str, request: type, info: Any, field: str, value: Any) -> None:
-    """A section field that ``request`` refuses (its ``refused``), given from a file or by
-    ``--set`` at other than its default, is one line starting with ``where`` (``--set
-    train.steps=2``, ``FILE: [train] steps``), as the request would refuse its option."""
-    why = getattr(request, "refused", {}).get(field)
-    if why is not None and (info.is_required() or value != info.get_default(call_default_factory=True)):
-        raise ConfigError(f"{where}: does not apply here: {why}; drop it")
+# How the command running gave each field, where it was not by the field's own option: ``--set
+# size.rung=99`` or a file's ``[size] rung = 99`` (field -> (where, what), None: by its option;
+# ``cli.common.section_options`` keeps one per command). The library's refusals name a field by its
+# option (``--rung 99: unknown rung``); ``as_given`` adds what the user wrote.
+GIVEN: ContextVar[dict[str, tuple[str, str] | None] | None] = ContextVar("GIVEN", default=None)
+
+
+def note_given(field: str, how: tuple[str, str] | None, over: bool = True) -> None:
+    """Record how ``field`` was given (see ``GIVEN``); a file's (``over=False``) never
+    replaces the command line's."""
+    given = GIVEN.get()
+    if given is not None and (over or field not in given):
+        given[field] = how
+
+
+def as_given(error: ConfigError) -> ConfigError:
+    """``error`` led by what the user wrote for each field whose option it names (``--set
+    size.rung=99: --rung 99: unknown rung; ...``, ``FILE: [size] rung = 99: ...``); as it
+    is when it names none, or already says where its value came from."""
+    text, wrote = str(error), {}
+    for field, how in (GIVEN.get() or {}).items():
+        if how is not None and re.search(rf"(?<![\w-])--(no-)?{field.replace('_', '-')}(?![\w-])", text):
+            wrote.setdefault(how[0], []).append(how[1])
+    if not wrote or any(where in text for where in wrote):
+        return error
+    return ConfigError("; ".join(", ".join(f"--set {one}" for one in said) if where == "--set" else
+                                 f"{where}: {', '.join(said)}" for where, said in wrote.items()) + f": {text}")
 
 
 def read_toml(path: Path, where: str) -> dict[str, Any]:
@@ -432,8 +457,8 @@ def read_experiment(path: Path, request: type) -> dict[str, Any]:
                 if field in MACHINE_FIELDS:
                     raise ConfigError(f"{where}: not in an experiment file: {MACHINE_FIELDS[field]}")
                 check_value(where, fields[field], item)
-                check_read(where, request, fields[field], field, item)
                 values[field] = item
+                note_given(field, (str(path), f"[{key}] {field} = {json.dumps(item, default=str)}"), over=False)
             continue
         where = f"{path}: {key}"
         if key in owner:
@@ -444,6 +469,7 @@ def read_experiment(path: Path, request: type) -> dict[str, Any]:
                               f"its sections as tables: {', '.join(f'[{name}]' for name in sections)})")
         check_value(where, request.model_fields[key], value)
         values[key] = value
+        note_given(key, (str(path), f"{key} = {json.dumps(value, default=str)}"), over=False)
     if "name" in request.model_fields and "name" not in values:
         raise ConfigError(f"experiment file {path}: no name; a {request.__name__} file names its component "
                           '(name = "rope")')

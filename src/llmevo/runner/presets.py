@@ -143,4 +143,4 @@ def get_preset(name: str) -> Preset:
     try:
         return PRESETS[name]
     except KeyError:
-        raise ConfigError(f"unknown preset '{name}'; known: {', '.join(PRESETS)}") from None
+        raise ConfigError(f"--preset {name}: unknown preset; known: {', '.join(PRESETS)}") from None
