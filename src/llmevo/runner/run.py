@@ -348,10 +348,11 @@ def run_arm(
         return ([] if keep is None or spec.stop_after is not None else
                 sorted(steps for steps in set(execution.branches) if steps < spec.config.steps))
 
-    trunks = [index for index in range(len(runs)) if index not in found and shorter(runs[index])]
+    trunks = {index: horizons for index in range(len(runs))
+              if index not in found and (horizons := shorter(runs[index]))}
     missing = [index for index in range(len(runs)) if index not in found and index not in trunks]
-    for index in trunks:
-        spec, horizons = runs[index], shorter(runs[index])
+    for index, horizons in trunks.items():
+        spec = runs[index]
         torch.manual_seed(spec.seed)
         trained = train_horizons(build(), stream, spec.config, [*horizons, spec.config.steps], spec.seed,
                                  device, build_optimizer, probe)
